@@ -1,0 +1,46 @@
+"""An explicit-state model checker: Stateright's API with TLC's semantics.
+
+Write a model (see :class:`Model`, or subclass :class:`BaseModel`), list its properties with
+:class:`Property` (``always``, ``sometimes``, ``deadlock``, ``terminates``) and run
+``check(model)``. The :class:`Report` gives counts, a verdict per property, shortest
+counterexamples (a :class:`Path`, or a :class:`Lasso` for termination), and coverage of the
+declared transitions. Counterexamples replay by name with :func:`replay` and become pytest
+modules with :meth:`Path.to_pytest`. From the shell: ``python -m fsm check models/foo.py``.
+
+Limits: exhaustive breadth-first search over the reachable states, all held in memory; no
+symmetry reduction, no fairness (termination means "no reachable cycle"), no ``eventually``.
+"""
+
+from fsm.checker.explore import Checker, ModelError, check, cyclic_components, shortest_cycle
+from fsm.checker.loader import ModelLoadError, load_model, load_models
+from fsm.checker.model import BaseModel, Model
+from fsm.checker.path import Lasso, Path, ReplayError, Step, replay
+from fsm.checker.properties import Kind, Property, Verdict, find_property, violated_at
+from fsm.checker.report import Coverage, Progress, PropertyResult, Report
+
+__all__ = [
+    "BaseModel",
+    "Checker",
+    "Coverage",
+    "Kind",
+    "Lasso",
+    "Model",
+    "ModelError",
+    "ModelLoadError",
+    "Path",
+    "Progress",
+    "Property",
+    "PropertyResult",
+    "ReplayError",
+    "Report",
+    "Step",
+    "Verdict",
+    "check",
+    "cyclic_components",
+    "find_property",
+    "load_model",
+    "load_models",
+    "replay",
+    "shortest_cycle",
+    "violated_at",
+]

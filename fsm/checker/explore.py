@@ -1,0 +1,396 @@
+"""The explicit-state engine: breadth-first search, then cycle detection for termination.
+
+BFS interns each distinct state once (``dict`` state -> index); the queue is the list of
+discovered states itself, so discovery order *is* BFS order and a state's depth never decreases
+with its index. For every state the engine keeps its BFS parent and the action that discovered
+it (hence shortest counterexamples), and for every expanded state its successor indices in a
+compact CSR pair of ``array('i')`` (``offsets``, ``edges``). After the search an iterative
+Tarjan finds the cyclic strongly connected components (size > 1, or a self-loop); the reported
+lasso goes to the cyclic state of least discovery index (least depth, deterministic ties), then
+round the shortest cycle through it inside its component.
+
+Everything is deterministic given a deterministic model: same counts, same counterexamples.
+Limits: the whole graph is held in memory (a few dozen bytes per state and 4 per edge, plus the
+states themselves); states outside the model's boundary and states at ``max_depth`` are not
+expanded, so they are part of no cycle and never judged deadlocked.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable, Hashable, Sequence
+from itertools import pairwise
+from typing import Any, Generic, TypeVar
+
+from fsm.checker.model import Model, resolve_hooks
+from fsm.checker.path import Lasso, Path, Step
+from fsm.checker.properties import Kind, Property, Verdict
+from fsm.checker.report import (
+    Coverage,
+    Progress,
+    ProgressFn,
+    PropertyResult,
+    Report,
+    print_progress,
+)
+
+S = TypeVar("S", bound=Hashable)
+A = TypeVar("A")
+
+_PROGRESS_EVERY = 256  # expanded states between two looks at the clock
+
+
+class ModelError(Exception):
+    """The model raised while being explored; ``path`` leads to the state being expanded and
+    ``action`` names the action being applied (None if the failure was outside an action)."""
+
+    def __init__(self, message: str, path: Path, action: str | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.action = action
+
+    def format_text(self) -> str:
+        where = f" applying {self.action!r}" if self.action is not None else ""
+        return f"{self}\n  raised{where} in the state reached by:\n{self.path.format_text('  ')}"
+
+
+class Checker(Generic[S, A]):
+    """Breadth-first model checker for one model.
+
+    ``max_states`` bounds the number of distinct states, ``max_depth`` the BFS depth expanded
+    (states at that depth are discovered and checked, not expanded). When a bound is hit the
+    report is marked incomplete and only discoveries are reported (see :class:`Report`).
+    ``progress``: None/False for silence, True for a line on stderr about once a second once the
+    run passes one second, or a callable receiving :class:`Progress` snapshots.
+    """
+
+    def __init__(
+        self,
+        model: Model[S, A],
+        *,
+        max_states: int | None = None,
+        max_depth: int | None = None,
+        progress: ProgressFn | bool | None = None,
+    ) -> None:
+        self.model = model
+        self.hooks = resolve_hooks(model)
+        self.props: tuple[Property[S], ...] = tuple(model.properties())
+        names = [p.name for p in self.props]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate property names: {', '.join(duplicates)}")
+        for bound in (max_states, max_depth):
+            if bound is not None and bound < 0:
+                raise ValueError("bounds must be >= 0")
+        self.max_states = max_states
+        self.max_depth = max_depth
+        self.progress: ProgressFn | None = print_progress if progress is True else progress or None
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget any previous run's graph (``run`` may be called again)."""
+        self.states: list[S] = []
+        self.parent: list[int] = []  # BFS parent index, -1 for initial states
+        self.via: list[Any] = []  # the action that discovered each state
+        self.offsets = array("i", [0])  # successors of state i: edges[offsets[i]:offsets[i+1]]
+        self.edges = array("i")
+        self._lasso_searched = False
+        self._lasso_found: Lasso | None = None
+
+    # -- search -----------------------------------------------------------------------------
+
+    def run(self) -> Report:
+        """Explore the reachable state space and judge every property."""
+        self._reset()
+        start = time.perf_counter()
+        found: list[int | None] = [None] * len(self.props)
+        complete, depth, fired = self._search(found, start)
+        results = tuple(
+            self._judge(prop, found[slot], complete) for slot, prop in enumerate(self.props)
+        )
+        declared = self.hooks.declared
+        return Report(
+            model=self.hooks.name,
+            states=len(self.states),
+            transitions=len(self.edges),
+            depth=depth,
+            seconds=time.perf_counter() - start,
+            complete=complete,
+            results=results,
+            coverage=Coverage(
+                fired=tuple(d for d in declared if d in fired),
+                never_fired=tuple(d for d in declared if d not in fired),
+            ),
+        )
+
+    def _search(self, found: list[int | None], start: float) -> tuple[bool, int, set[str]]:
+        """BFS filling the graph; records in ``found[slot]`` the first state index that
+        violates (always, deadlock) or satisfies (sometimes) each property.
+        Returns (complete, depth of the deepest discovered state, fired transition labels)."""
+        states, parent, via, offsets, edges = (
+            self.states,
+            self.parent,
+            self.via,
+            self.offsets,
+            self.edges,
+        )
+        index: dict[S, int] = {}
+        checks: list[tuple[int, Callable[[S], bool], bool]] = [
+            (slot, p.predicate, p.kind is Kind.ALWAYS)
+            for slot, p in enumerate(self.props)
+            if p.kind in (Kind.ALWAYS, Kind.SOMETIMES) and p.predicate is not None
+        ]
+        deadlock_slots = [s for s, p in enumerate(self.props) if p.kind is Kind.DEADLOCK]
+
+        def check_state(j: int, state: S) -> None:
+            nonlocal checks
+            hit = False
+            for slot, pred, is_invariant in checks:
+                if bool(pred(state)) is not is_invariant:
+                    found[slot] = j
+                    hit = True
+            if hit:
+                checks = [c for c in checks if found[c[0]] is None]
+
+        model, hooks = self.model, self.hooks
+        actions, next_state = model.actions, model.next_state
+        within, fired_fn, progress = hooks.within_boundary, hooks.fired, self.progress
+        limit = self.max_states if self.max_states is not None else -1
+        max_depth = self.max_depth if self.max_depth is not None else -1
+        fired: set[str] = set()
+        append_state, append_parent, append_via = states.append, parent.append, via.append
+        add_edge, close_state = edges.append, offsets.append
+        complete = True
+        head = depth = 0
+        action: Any = None
+        next_look = start + 1.0
+        try:
+            for init in model.init_states():
+                if init not in index:
+                    if len(states) == limit:
+                        complete = False
+                        break
+                    index[init] = len(states)
+                    append_state(init)
+                    append_parent(-1)
+                    append_via(None)
+                    if checks:
+                        check_state(len(states) - 1, init)
+            level_end = len(states)
+            while head < len(states) and complete:
+                if head == level_end:
+                    depth += 1
+                    level_end = len(states)
+                s = states[head]
+                if depth == max_depth or (within is not None and not within(s)):
+                    complete = complete and depth != max_depth
+                    close_state(len(edges))
+                    head += 1
+                    continue
+                successors = 0
+                for action in actions(s):
+                    t = next_state(s, action)
+                    if t is None:
+                        continue
+                    successors += 1
+                    j = index.get(t)
+                    if j is None:
+                        j = len(states)
+                        if j == limit:
+                            complete = False
+                            break
+                        index[t] = j
+                        append_state(t)
+                        append_parent(head)
+                        append_via(action)
+                        if checks:
+                            check_state(j, t)
+                    add_edge(j)
+                    if fired_fn is not None:
+                        fired.update(fired_fn(s, action, t))
+                action = None
+                close_state(len(edges))
+                if successors == 0 and complete and deadlock_slots and not hooks.is_terminal(s):
+                    for slot in deadlock_slots:
+                        if found[slot] is None:
+                            found[slot] = head
+                head += 1
+                if progress is not None and head % _PROGRESS_EVERY == 0:
+                    now = time.perf_counter()
+                    if now >= next_look:
+                        next_look = now + 1.0
+                        queue = len(states) - head
+                        progress(Progress(len(states), len(edges), depth, queue, now - start))
+        except Exception as exc:
+            raise self._model_error(exc, head, action) from exc
+        while len(offsets) <= len(states):  # states never expanded (bound hit): no edges
+            close_state(len(edges))
+        return complete, depth + (1 if len(states) > level_end else 0), fired
+
+    def _model_error(self, exc: Exception, head: int, action: Any) -> ModelError:
+        path = self._path_to(head) if head < len(self.states) else Path("(no state)", ())
+        name = None if action is None else str(action)
+        return ModelError(f"model raised {type(exc).__name__}: {exc}", path, name)
+
+    # -- verdicts and traces ----------------------------------------------------------------
+
+    def _judge(self, prop: Property[S], hit: int | None, complete: bool) -> PropertyResult:
+        unproved = Verdict.HOLDS if complete else Verdict.UNKNOWN
+        path: Path | None = None
+        if prop.kind is Kind.SOMETIMES:
+            verdict = (
+                Verdict.HOLDS
+                if hit is not None
+                else (Verdict.VACUOUS if complete else Verdict.UNKNOWN)
+            )
+            path = self._path_to(hit) if hit is not None else None
+        elif prop.kind is Kind.TERMINATES:
+            path = self._lasso()
+            verdict = Verdict.VIOLATED if path is not None else unproved
+        else:
+            path = self._path_to(hit) if hit is not None else None
+            verdict = Verdict.VIOLATED if path is not None else unproved
+        return PropertyResult(prop.name, prop.kind, prop.description, verdict, path)
+
+    def _chain(self, j: int) -> list[int]:
+        """State indices from the init state to ``j`` along BFS parents."""
+        chain = [j]
+        while self.parent[chain[-1]] >= 0:
+            chain.append(self.parent[chain[-1]])
+        chain.reverse()
+        return chain
+
+    def _path_to(self, j: int) -> Path:
+        chain = self._chain(j)
+        fmt = self.hooks.format_state
+        steps = tuple(Step(str(self.via[k]), fmt(self.states[k])) for k in chain[1:])
+        return Path(
+            fmt(self.states[chain[0]]), steps, chain[0], None, tuple(self.states[k] for k in chain)
+        )
+
+    def _action_between(self, u: int, w: int) -> str:
+        """Name of the first action of state ``u`` leading to state ``w`` (models are pure)."""
+        src, dst = self.states[u], self.states[w]
+        for action in self.model.actions(src):
+            if self.model.next_state(src, action) == dst:
+                return str(action)
+        raise ModelError(  # only reachable if the model is not deterministic
+            "model is not deterministic: an explored edge disappeared", self._path_to(u), None
+        )
+
+    def _lasso(self) -> Lasso | None:
+        """Shortest path to the least-depth state on a cycle, then the shortest cycle back."""
+        if not self._lasso_searched:
+            self._lasso_searched = True
+            self._lasso_found = self._find_lasso()
+        return self._lasso_found
+
+    def _find_lasso(self) -> Lasso | None:
+        comp, cyclic = cyclic_components(len(self.states), self.offsets, self.edges)
+        entry = next((v for v in range(len(self.states)) if comp[v] in cyclic), None)
+        if entry is None:
+            return None
+        loop = shortest_cycle(entry, comp, self.offsets, self.edges)
+        prefix = self._path_to(entry)
+        fmt = self.hooks.format_state
+        steps = prefix.steps + tuple(
+            Step(self._action_between(u, w), fmt(self.states[w])) for u, w in pairwise(loop)
+        )
+        states = prefix.states + tuple(self.states[w] for w in loop[1:])
+        return Lasso(prefix.init, steps, prefix.init_index, len(prefix.steps), states)
+
+
+def cyclic_components(
+    n: int, offsets: Sequence[int], edges: Sequence[int]
+) -> tuple[list[int], set[int]]:
+    """Iterative Tarjan over the CSR graph: (component id per node, ids of cyclic components).
+
+    A component is cyclic if it has more than one node or a self-loop. No recursion, so it is
+    safe on graphs with millions of nodes.
+    """
+    order = [-1] * n  # discovery number
+    low = [0] * n
+    comp = [-1] * n
+    cursor = [0] * n
+    on_stack = bytearray(n)
+    stack: list[int] = []
+    cyclic: set[int] = set()
+    counter = n_comp = 0
+    for root in range(n):
+        if order[root] >= 0:
+            continue
+        order[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = 1
+        cursor[root] = offsets[root]
+        work = [root]
+        while work:
+            v = work[-1]
+            p, end = cursor[v], offsets[v + 1]
+            while p < end:
+                w = edges[p]
+                p += 1
+                if order[w] < 0:
+                    cursor[v] = p
+                    order[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack[w] = 1
+                    cursor[w] = offsets[w]
+                    work.append(w)
+                    break
+                if on_stack[w] and order[w] < low[v]:
+                    low[v] = order[w]
+            else:
+                work.pop()
+                if low[v] == order[v]:
+                    size = 0
+                    while True:
+                        w = stack.pop()
+                        on_stack[w] = 0
+                        comp[w] = n_comp
+                        size += 1
+                        if w == v:
+                            break
+                    if size > 1 or v in edges[offsets[v] : offsets[v + 1]]:
+                        cyclic.add(n_comp)
+                    n_comp += 1
+                if work and low[v] < low[work[-1]]:
+                    low[work[-1]] = low[v]
+    return comp, cyclic
+
+
+def shortest_cycle(
+    v: int, comp: Sequence[int], offsets: Sequence[int], edges: Sequence[int]
+) -> list[int]:
+    """Nodes of a shortest cycle through ``v`` (``v`` first and last), searched by BFS inside
+    ``v``'s component. ``v`` must be on a cycle."""
+    c = comp[v]
+    came_from = {v: -1}
+    queue = [v]
+    for u in queue:
+        for w in edges[offsets[u] : offsets[u + 1]]:
+            if w == v:
+                cycle = [v]
+                while u != -1:
+                    cycle.append(u)
+                    u = came_from[u]
+                cycle.reverse()
+                return cycle
+            if comp[w] == c and w not in came_from:
+                came_from[w] = u
+                queue.append(w)
+    raise ValueError(f"state {v} is on no cycle")
+
+
+def check(
+    model: Model[S, A],
+    *,
+    max_states: int | None = None,
+    max_depth: int | None = None,
+    progress: ProgressFn | bool | None = None,
+) -> Report:
+    """``Checker(model, ...).run()``: explore ``model`` and return its :class:`Report`."""
+    return Checker(model, max_states=max_states, max_depth=max_depth, progress=progress).run()

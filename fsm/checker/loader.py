@@ -1,0 +1,89 @@
+"""Load models from Python files (``models/*.py``).
+
+A model file defines, at module level, one of (looked up in this order):
+
+* ``MODELS``: a list or tuple of models, each with a distinct ``.name``;
+* ``MODEL``: one model object;
+* ``model()``: a function of no arguments returning one model.
+
+The file is executed as a fresh module (registered in ``sys.modules`` under a private name so
+dataclasses and pickling work); its own imports resolve through ``sys.path`` as usual, so run
+the checker from the repository root. Every problem surfaces as :class:`ModelLoadError` with a
+one-line message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path as FilePath
+from typing import Any
+
+from fsm.checker.model import Model, model_name, resolve_hooks
+
+
+class ModelLoadError(Exception):
+    """The file is missing, fails to import, or defines no valid model."""
+
+
+def _import_file(path: str) -> Any:
+    file = FilePath(path)
+    if not file.is_file():
+        raise ModelLoadError(f"{path}: no such model file")
+    digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:12]
+    module_name = f"_fsm_model_{file.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise ModelLoadError(f"{path}: not a loadable Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise ModelLoadError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def load_models(path: str) -> list[Model[Any, Any]]:
+    """All models defined by the file at ``path`` (see the module docstring)."""
+    module = _import_file(path)
+    try:
+        if hasattr(module, "MODELS"):
+            models = list(module.MODELS)
+        elif hasattr(module, "MODEL"):
+            models = [module.MODEL]
+        elif callable(getattr(module, "model", None)):
+            models = [module.model()]
+        else:
+            raise ModelLoadError(f"{path}: defines none of MODELS, MODEL or model()")
+    except ModelLoadError:
+        raise
+    except Exception as exc:
+        raise ModelLoadError(f"{path}: building the model failed: {exc!r}") from exc
+    if not models:
+        raise ModelLoadError(f"{path}: MODELS is empty")
+    for m in models:
+        try:
+            resolve_hooks(m)
+        except TypeError as exc:
+            raise ModelLoadError(f"{path}: {exc}") from exc
+    names = [model_name(m) for m in models]
+    if len(set(names)) != len(names):
+        raise ModelLoadError(f"{path}: models need distinct names, got {names}")
+    return models
+
+
+def load_model(path: str, name: str | None = None) -> Model[Any, Any]:
+    """The model called ``name`` in the file at ``path``, or its only model if ``name`` is None."""
+    models = load_models(path)
+    if name is None:
+        if len(models) > 1:
+            names = ", ".join(model_name(m) for m in models)
+            raise ModelLoadError(f"{path}: defines several models ({names}); pass name=")
+        return models[0]
+    for m in models:
+        if model_name(m) == name:
+            return m
+    raise ModelLoadError(f"{path}: no model named {name!r}")

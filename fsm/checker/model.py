@@ -1,0 +1,153 @@
+"""The :class:`Model` protocol the checker explores, and :class:`BaseModel` with its defaults.
+
+A model is a *closed* system: everything that may happen (client policy and environment alike)
+is an enabled action of some state. The checker only ever calls the methods below, so a model is
+any object that has the four required ones; the optional hooks are looked up by name and fall
+back to the defaults of :class:`BaseModel` when absent.
+
+Contracts every model must keep (the checker cannot detect their violation):
+
+* states are hashable, immutable values; two states that compare equal are the same state;
+* every method is a pure, deterministic function of its arguments: same state, same actions
+  in the same order, same successors. Determinism of counts and counterexamples rests on it;
+* ``str(action)`` names an action; names are unique among the enabled actions of one state,
+  because counterexamples are recorded and replayed by name (see :func:`fsm.checker.replay`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast, runtime_checkable
+
+if TYPE_CHECKING:
+    from fsm.checker.properties import Property
+
+S = TypeVar("S", bound=Hashable)
+A = TypeVar("A")
+
+REQUIRED_METHODS = ("init_states", "actions", "next_state", "properties")
+
+
+@runtime_checkable
+class Model(Protocol[S, A]):
+    """What the checker needs from a model (in the spirit of Stateright's ``Model`` trait).
+
+    Optional hooks, with their defaults from :class:`BaseModel`:
+
+    * ``name: str``: shown in reports (default: the class name);
+    * ``within_boundary(state) -> bool``: states outside the boundary are discovered and checked
+      against invariants but never expanded (TLC's state constraint). Default: always inside;
+    * ``is_terminal(state) -> bool``: a terminal state with no successor is not a deadlock;
+    * ``declared_transitions() -> Iterable[str]``: labels of the declared machine transitions,
+      for coverage; ``fired_transitions(state, action, next_state) -> Iterable[str]``: which of
+      those labels an explored edge fired;
+    * ``format_state(state) -> str``: how counterexamples print a state (default: ``repr``).
+    """
+
+    def init_states(self) -> Sequence[S]:
+        """The initial states (duplicates are ignored)."""
+        ...
+
+    def actions(self, state: S) -> Iterable[A]:
+        """The actions enabled in ``state``, in a deterministic order."""
+        ...
+
+    def next_state(self, state: S, action: A) -> S | None:
+        """The successor of ``state`` under ``action``, or None if the action does not apply."""
+        ...
+
+    def properties(self) -> Sequence[Property[S]]:
+        """The named properties to check (see :class:`fsm.checker.Property`)."""
+        ...
+
+
+class BaseModel(Generic[S, A]):
+    """Convenience base class: the four required methods plus the optional hooks' defaults.
+
+    Subclass it, implement ``init_states``, ``actions``, ``next_state`` and ``properties``, and
+    override only the hooks you need. Leaving ``within_boundary`` and ``fired_transitions``
+    alone lets the checker skip calling them at all.
+    """
+
+    @property
+    def name(self) -> str:
+        """The model's name in reports; the class name unless overridden."""
+        return type(self).__name__
+
+    def init_states(self) -> Sequence[S]:
+        raise NotImplementedError
+
+    def actions(self, state: S) -> Iterable[A]:
+        raise NotImplementedError
+
+    def next_state(self, state: S, action: A) -> S | None:
+        raise NotImplementedError
+
+    def properties(self) -> Sequence[Property[S]]:
+        raise NotImplementedError
+
+    def within_boundary(self, state: S) -> bool:
+        """Whether ``state`` is expanded; states outside are still checked, never expanded."""
+        return True
+
+    def is_terminal(self, state: S) -> bool:
+        """Whether ``state`` is an intended end state (so having no successor is fine)."""
+        return False
+
+    def declared_transitions(self) -> Iterable[str]:
+        """Labels of the declared machine transitions, for coverage (default: none)."""
+        return ()
+
+    def fired_transitions(self, state: S, action: A, next_state: S) -> Iterable[str]:
+        """Which declared transition labels the edge ``state --action--> next_state`` fired."""
+        return ()
+
+    def format_state(self, state: S) -> str:
+        """One-line rendering of ``state`` for counterexamples."""
+        return repr(state)
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """A model's optional hooks, resolved once; None means "default, do not call"."""
+
+    name: str
+    within_boundary: Callable[[Any], bool] | None
+    is_terminal: Callable[[Any], bool]
+    declared: tuple[str, ...]
+    fired: Callable[[Any, Any, Any], Iterable[str]] | None
+    format_state: Callable[[Any], str]
+
+
+def _overridden(model: object, attr: str) -> Callable[..., Any] | None:
+    """The bound hook ``attr`` of ``model`` unless absent or inherited from BaseModel."""
+    fn = getattr(model, attr, None)
+    if fn is None or getattr(type(model), attr, None) is getattr(BaseModel, attr):
+        return None
+    if not callable(fn):
+        raise TypeError(f"model attribute {attr!r} must be callable")
+    return cast("Callable[..., Any]", fn)
+
+
+def model_name(model: object) -> str:
+    """``model.name`` if it is a non-empty string, else the class name."""
+    name = getattr(model, "name", None)
+    return name if isinstance(name, str) and name else type(model).__name__
+
+
+def resolve_hooks(model: object) -> Hooks:
+    """Look up the optional hooks of ``model`` (any object with the required methods)."""
+    missing = [m for m in REQUIRED_METHODS if not callable(getattr(model, m, None))]
+    if missing:
+        raise TypeError(f"{type(model).__name__} is not a model: missing {', '.join(missing)}")
+    declared_fn = _overridden(model, "declared_transitions")
+    declared = tuple(str(label) for label in declared_fn()) if declared_fn else ()
+    return Hooks(
+        name=model_name(model),
+        within_boundary=_overridden(model, "within_boundary"),
+        is_terminal=_overridden(model, "is_terminal") or (lambda _s: False),
+        declared=tuple(dict.fromkeys(declared)),
+        fired=_overridden(model, "fired_transitions") if declared else None,
+        format_state=_overridden(model, "format_state") or repr,
+    )

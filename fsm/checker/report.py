@@ -1,0 +1,166 @@
+"""The result of a run: :class:`Report` (counts, verdicts, counterexamples, coverage), its JSON
+and text forms, and the :class:`Progress` line printed during long runs."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fsm.checker.path import Path
+from fsm.checker.properties import Kind, Verdict
+
+MARKS = {Verdict.HOLDS: "✓", Verdict.VIOLATED: "✗", Verdict.VACUOUS: "✗", Verdict.UNKNOWN: "?"}
+
+
+@dataclass(frozen=True)
+class PropertyResult:
+    """The verdict on one property; ``path`` is the counterexample (or, for a ``sometimes``
+    that holds, the example found)."""
+
+    name: str
+    kind: Kind
+    description: str
+    verdict: Verdict
+    path: Path | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict.value,
+            "kind": self.kind.value,
+            "description": self.description,
+            "counterexample": self.path.to_json() if self.path is not None else None,
+        }
+
+    def format_text(self) -> str:
+        desc = f": {self.description}" if self.description else ""
+        head = f"  {MARKS[self.verdict]} {self.name} {self.verdict.value}{desc}"
+        if self.path is None:
+            return head
+        label = "example" if self.verdict is Verdict.HOLDS else "counterexample"
+        shape = "lasso, " if self.path.loop_start is not None else ""
+        trace = self.path.format_text("    ")
+        return f"{head}\n    {label} ({shape}{len(self.path)} steps):\n{trace}"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Declared transitions that some explored edge fired, and those that never fired."""
+
+    fired: tuple[str, ...]
+    never_fired: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a run established. When ``complete`` is False a bound was hit: violations
+    found are real, but no invariant, deadlock or termination property is reported as holding
+    and ``never_fired`` only means "not fired within the bound"."""
+
+    model: str
+    states: int
+    transitions: int
+    depth: int
+    seconds: float
+    complete: bool
+    results: tuple[PropertyResult, ...]
+    coverage: Coverage
+
+    @property
+    def ok(self) -> bool:
+        """True when every property holds (which needs a complete run)."""
+        return all(r.verdict.ok for r in self.results)
+
+    def result(self, name: str) -> PropertyResult:
+        """The result for property ``name`` (KeyError listing the known names if absent)."""
+        for r in self.results:
+            if r.name == name:
+                return r
+        raise KeyError(f"no property {name!r} (known: {', '.join(r.name for r in self.results)})")
+
+    def counterexample(self, name: str) -> Path | None:
+        """The counterexample found for ``name``, None if it was not violated."""
+        r = self.result(name)
+        return r.path if r.verdict is Verdict.VIOLATED else None
+
+    def failures(self) -> list[PropertyResult]:
+        """Results that are not HOLDS (violated, vacuous or unknown)."""
+        return [r for r in self.results if not r.verdict.ok]
+
+    def assert_properties(self) -> None:
+        """Raise AssertionError listing every property that does not hold, with its trace."""
+        bad = self.failures()
+        if bad:
+            body = "\n".join(r.format_text() for r in bad)
+            raise AssertionError(f"{self.summary()}\n{body}")
+
+    def assert_violated(self, name: str) -> Path:
+        """Raise AssertionError unless ``name`` was violated; return its counterexample."""
+        path = self.counterexample(name)
+        if path is None:
+            raise AssertionError(f"{self.model}: {name} is {self.result(name).verdict.value}")
+        return path
+
+    def summary(self) -> str:
+        """TLC/Stateright-style one-liner: counts, depth, time and completeness."""
+        status = "complete" if self.complete else "INCOMPLETE (bound hit; nothing proved)"
+        return (
+            f"{self.model}: states={self.states} transitions={self.transitions} "
+            f"depth={self.depth} seconds={self.seconds:.2f} {status}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "states": self.states,
+            "transitions": self.transitions,
+            "depth": self.depth,
+            "seconds": round(self.seconds, 6),
+            "complete": self.complete,
+            "properties": {r.name: r.to_json() for r in self.results},
+            "coverage": {
+                "fired": list(self.coverage.fired),
+                "never_fired": list(self.coverage.never_fired),
+            },
+        }
+
+    def format_text(self) -> str:
+        lines = [self.summary()] + [r.format_text() for r in self.results]
+        cov = self.coverage
+        total = len(cov.fired) + len(cov.never_fired)
+        if total:
+            lines.append(f"  coverage: {len(cov.fired)}/{total} declared transitions fired")
+            if cov.never_fired:
+                lines.append(f"  never fired (dead declarations): {', '.join(cov.never_fired)}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A snapshot of a running exploration (TLC-style progress line)."""
+
+    states: int
+    transitions: int
+    depth: int
+    queue: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        """Distinct states per second so far."""
+        return self.states / self.seconds if self.seconds > 0 else 0.0
+
+    def format(self) -> str:
+        return (
+            f"progress: states={self.states:,} depth={self.depth} queue={self.queue:,} "
+            f"transitions={self.transitions:,} states/s={self.rate:,.0f} ({self.seconds:.0f}s)"
+        )
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+def print_progress(progress: Progress) -> None:
+    """Write the progress line to stderr."""
+    print(progress.format(), file=sys.stderr, flush=True)
