@@ -148,16 +148,20 @@ def test_max_depth_bound() -> None:
 
 
 def test_cycle_found_within_a_bound_is_still_a_violation() -> None:
-    model = GraphModel({0: [("a", 1)], 1: [("b", 0), ("c", 2)], **chain(50, start=2)},
-                       [Property.terminates()])
+    model = GraphModel(
+        {0: [("a", 1)], 1: [("b", 0), ("c", 2)], **chain(50, start=2)}, [Property.terminates()]
+    )
     report = check(model, max_states=4)
     assert not report.complete
     assert report.assert_violated("L1").names == ["a", "b"]
 
 
 def test_states_outside_the_boundary_are_checked_but_not_expanded() -> None:
-    props = [Property.always("below 4", lambda s: s < 4), Property.deadlock(),
-             Property.terminates()]
+    props = [
+        Property.always("below 4", lambda s: s < 4),
+        Property.deadlock(),
+        Property.terminates(),
+    ]
     edges = {**chain(5), 5: [("loop", 5)]}
     report = check(GraphModel(edges, props, boundary=lambda s: s < 3))
     assert (report.states, report.transitions) == (4, 3)
@@ -169,8 +173,9 @@ def test_states_outside_the_boundary_are_checked_but_not_expanded() -> None:
 
 
 def test_duplicate_initial_states_are_ignored_and_init_index_recorded() -> None:
-    model = GraphModel({1: [("x", 2)]}, [Property.always("not 2", lambda s: s != 2)],
-                       inits=(0, 1, 0))
+    model = GraphModel(
+        {1: [("x", 2)]}, [Property.always("not 2", lambda s: s != 2)], inits=(0, 1, 0)
+    )
     report = check(model)
     assert report.states == 3
     path = report.assert_violated("not 2")
