@@ -7,6 +7,23 @@ counterexamples (a :class:`Path`, or a :class:`Lasso` for termination), and cove
 declared transitions. Counterexamples replay by name with :func:`replay` and become pytest
 modules with :meth:`Path.to_pytest`. From the shell: ``python -m fsm check models/foo.py``.
 
+Example (a model file ``models/counter.py`` defining ``MODEL``, ``MODELS`` or ``model()``)::
+
+    from fsm.checker import BaseModel, Property, check
+
+    class Counter(BaseModel[int, str]):
+        def init_states(self): return [0]
+        def actions(self, n): return ["inc", "reset"]
+        def next_state(self, n, action): return n + 1 if action == "inc" and n < 3 else 0
+        def properties(self):
+            return [Property.always("small", lambda n: n <= 3, "the counter stays below 4"),
+                    Property.sometimes("three", lambda n: n == 3),
+                    Property.terminates()]   # violated: "reset" loops back to 0
+
+    MODEL = Counter()
+    report = check(MODEL)          # report.format_text(), report.to_json()
+    report.assert_violated("L1")   # a Lasso: prefix steps, then the loop
+
 Limits: exhaustive breadth-first search over the reachable states, all held in memory; no
 symmetry reduction, no fairness (termination means "no reachable cycle"), no ``eventually``.
 """

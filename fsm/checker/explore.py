@@ -17,10 +17,10 @@ expanded, so they are part of no cycle and never judged deadlocked.
 
 from __future__ import annotations
 
-import time
 from array import array
 from collections.abc import Callable, Hashable, Sequence
 from itertools import pairwise
+from time import perf_counter
 from typing import Any, Generic, TypeVar
 
 from fsm.checker.model import Model, resolve_hooks
@@ -103,7 +103,7 @@ class Checker(Generic[S, A]):
     def run(self) -> Report:
         """Explore the reachable state space and judge every property."""
         self._reset()
-        start = time.perf_counter()
+        start = perf_counter()
         found: list[int | None] = [None] * len(self.props)
         complete, depth, fired = self._search(found, start)
         results = tuple(
@@ -115,7 +115,7 @@ class Checker(Generic[S, A]):
             states=len(self.states),
             transitions=len(self.edges),
             depth=depth,
-            seconds=time.perf_counter() - start,
+            seconds=perf_counter() - start,
             complete=complete,
             results=results,
             coverage=Coverage(
@@ -217,7 +217,7 @@ class Checker(Generic[S, A]):
                             found[slot] = head
                 head += 1
                 if progress is not None and head % _PROGRESS_EVERY == 0:
-                    now = time.perf_counter()
+                    now = perf_counter()
                     if now >= next_look:
                         next_look = now + 1.0
                         queue = len(states) - head
@@ -229,7 +229,7 @@ class Checker(Generic[S, A]):
         return complete, depth + (1 if len(states) > level_end else 0), fired
 
     def _model_error(self, exc: Exception, head: int, action: Any) -> ModelError:
-        path = self._path_to(head) if head < len(self.states) else Path("(no state)", ())
+        path = self._path_to(head) if head < len(self.states) else Path("(initial states)", ())
         name = None if action is None else str(action)
         return ModelError(f"model raised {type(exc).__name__}: {exc}", path, name)
 

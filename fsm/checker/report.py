@@ -41,7 +41,8 @@ class PropertyResult:
         label = "example" if self.verdict is Verdict.HOLDS else "counterexample"
         shape = "lasso, " if self.path.loop_start is not None else ""
         trace = self.path.format_text("    ")
-        return f"{head}\n    {label} ({shape}{len(self.path)} steps):\n{trace}"
+        count = f"{len(self.path)} step{'' if len(self.path) == 1 else 's'}"
+        return f"{head}\n    {label} ({shape}{count}):\n{trace}"
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ class Coverage:
 class Report:
     """Everything a run established. When ``complete`` is False a bound was hit: violations
     found are real, but no invariant, deadlock or termination property is reported as holding
-    and ``never_fired`` only means "not fired within the bound"."""
+    (their verdict is ``unknown``) and ``never_fired`` only means "not fired within the bound".
+    A ``sometimes`` whose example was found still holds: the example is a real path."""
 
     model: str
     states: int
@@ -99,7 +101,8 @@ class Report:
         """Raise AssertionError unless ``name`` was violated; return its counterexample."""
         path = self.counterexample(name)
         if path is None:
-            raise AssertionError(f"{self.model}: {name} is {self.result(name).verdict.value}")
+            verdict = self.result(name).verdict.value
+            raise AssertionError(f"{self.model}: {name} was not violated (verdict: {verdict})")
         return path
 
     def summary(self) -> str:
