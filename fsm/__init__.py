@@ -1,0 +1,56 @@
+"""Dead or resumable? Explicit state machines for MCP's resumable SSE streams.
+
+The core is sans-IO and imports only ``transitions``: declarations (:mod:`fsm.spec`,
+:mod:`fsm.machines`), their two runtimes (:mod:`fsm.runtime`, :mod:`fsm.tables`), the
+guard that clients embed (:mod:`fsm.guard`) with its events, actions, outcome table
+and errors. The model checker is :mod:`fsm.checker`; the optional extras are
+:mod:`fsm.render` (diagrams) and :mod:`fsm.mcpsdk` (the official ``mcp`` SDK).
+"""
+
+from fsm import actions, events
+from fsm.errors import (
+    CapacityError,
+    GuardError,
+    GuardUsageError,
+    InteractionFailed,
+    RequestCancelledError,
+    RequestId,
+    RequestKey,
+    ResumeBudgetSpentError,
+    SessionExpiredError,
+    StaleRequestError,
+    SubmissionFailedError,
+    UnknownPendingRequestError,
+)
+from fsm.guard import LIVE_MARKER, Guard, GuardConfig, LivenessOracle, default_oracle
+from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
+from fsm.outcomes import Classifier, OutcomeClass, Rule, SubmissionResult
+
+__all__ = [
+    "LIVENESS",
+    "LIVE_MARKER",
+    "PRODUCT",
+    "TRANSPORT",
+    "CapacityError",
+    "Classifier",
+    "Guard",
+    "GuardConfig",
+    "GuardError",
+    "GuardUsageError",
+    "InteractionFailed",
+    "LivenessOracle",
+    "OutcomeClass",
+    "RequestCancelledError",
+    "RequestId",
+    "RequestKey",
+    "ResumeBudgetSpentError",
+    "Rule",
+    "SessionExpiredError",
+    "StaleRequestError",
+    "SubmissionFailedError",
+    "SubmissionResult",
+    "UnknownPendingRequestError",
+    "actions",
+    "default_oracle",
+    "events",
+]

@@ -1,0 +1,111 @@
+"""Typed errors: the terminal outcomes a guard reports, and misuse of the guard.
+
+Every terminal outcome carries the request key (or stream) it concerns, a machine-
+readable ``reason`` and ``evidence``: the facts that led to the decision, oldest first
+(e.g. ``("presented at t=0.0", "deadline t=30.0", "replayed at t=41.5 without liveness
+assertion")``). The guard never raises these out of :meth:`fsm.guard.Guard.feed`; it
+returns them inside a :class:`fsm.actions.Fail` action, exactly once per interaction.
+Adapters raise them to the caller of the tool call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+RequestId = int | str
+"""A JSON-RPC request id. ``1`` and ``"1"`` are distinct ids."""
+
+RequestKey = tuple[str, RequestId]
+"""``(session id, request id)``: request ids restart at 1 per session."""
+
+
+class GuardError(Exception):
+    """Base class of every error this library defines."""
+
+
+class InteractionFailed(GuardError):
+    """An interaction ended without completing. Subclasses name why.
+
+    ``key`` is the request key that killed it (``None`` when the stream itself died),
+    ``stream`` the stream it ran on, ``reason`` a stable identifier, ``evidence`` the facts.
+    """
+
+    reason: str = "failed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: RequestKey | None = None,
+        stream: str | None = None,
+        reason: str | None = None,
+        evidence: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.key = key
+        self.stream = stream
+        if reason is not None:
+            self.reason = reason
+        self.evidence: tuple[str, ...] = tuple(evidence)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready summary (used by event logs and ``--json`` outputs)."""
+        return {
+            "error": type(self).__name__,
+            "reason": self.reason,
+            "message": str(self),
+            "key": list(self.key) if self.key is not None else None,
+            "stream": self.stream,
+            "evidence": list(self.evidence),
+        }
+
+
+class StaleRequestError(InteractionFailed):
+    """A replayed request had no liveness assertion and was past its recorded deadline."""
+
+    reason = "stale-request"
+
+
+class UnknownPendingRequestError(InteractionFailed):
+    """The server rejected the answer: the request no longer exists (terminal)."""
+
+    reason = "unknown-pending-request"
+
+
+class SessionExpiredError(InteractionFailed):
+    """The session is gone (HTTP 404 on a request carrying its id). Start a new one."""
+
+    reason = "session-expired"
+
+
+class ResumeBudgetSpentError(InteractionFailed):
+    """The stream broke too often without progress, or cannot be resumed at all."""
+
+    reason = "resume-budget-spent"
+
+
+class SubmissionFailedError(InteractionFailed):
+    """Retryable submission failures exhausted the resubmission budget."""
+
+    reason = "submission-failed"
+
+
+class RequestCancelledError(InteractionFailed):
+    """The server cancelled a request that had no origin to report the outcome."""
+
+    reason = "cancelled"
+
+
+class CapacityError(GuardError):
+    """More live requests than the configured cap: the new request is refused, not dropped.
+
+    Returned inside :class:`fsm.actions.Refuse`; the client answers the server with a
+    JSON-RPC error so nothing is lost silently.
+    """
+
+
+class GuardUsageError(GuardError):
+    """The embedding application fed an impossible event (e.g. an answer for a request
+    that was never presented). Raised from :meth:`fsm.guard.Guard.feed`; the guard's
+    state is unchanged."""

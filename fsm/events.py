@@ -1,0 +1,143 @@
+"""What a client feeds the guard: one frozen dataclass per kind of event.
+
+Streams are named by the client (``StreamId``, any string unique within the session,
+e.g. ``"post:2"`` or ``"get"``). Times come from the clock injected into the guard,
+never from these events, so a recorded sequence of events replays identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fsm.errors import RequestId, RequestKey
+from fsm.outcomes import SubmissionResult
+
+StreamId = str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStarted:
+    """The initialize response carried ``Mcp-Session-Id: session`` (use ``""`` if none)."""
+
+    session: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOpened:
+    """An SSE stream opened: a POST's response stream for request ``origin``, or the
+    standalone GET stream (``origin=None``)."""
+
+    stream: StreamId
+    origin: RequestId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    """One SSE event on ``stream``.
+
+    ``data`` is the raw ``data:`` field or an already-decoded JSON object; ``event_id``
+    the ``id:`` field; ``retry_ms`` the ``retry:`` field. ``replayed`` says whether the
+    event is a replay; ``None`` lets the guard infer it (every event on a resumed
+    connection counts as replayed, which is the conservative reading).
+    """
+
+    stream: StreamId
+    data: str | bytes | Mapping[str, Any] | None
+    event_id: str | None = None
+    retry_ms: int | None = None
+    replayed: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayBatch:
+    """Events a resume delivered, decided as a batch: a request cancelled later in the
+    same batch is never presented."""
+
+    stream: StreamId
+    events: tuple[SseEvent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLost:
+    """The connection of ``stream`` ended: ``clean`` (stream ended) or abrupt (error)."""
+
+    stream: StreamId
+    clean: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """The backoff the guard asked for with ``Wait`` has elapsed."""
+
+    stream: StreamId
+
+
+@dataclass(frozen=True, slots=True)
+class StreamResumed:
+    """The resume GET (``Last-Event-ID``) was answered 200 with an event stream."""
+
+    stream: StreamId
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeRefused:
+    """The resume GET failed: HTTP ``status``, or no response (``error`` names the kind)."""
+
+    stream: StreamId
+    status: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UserAnswered:
+    """The user (or handler) answered the request ``key`` with ``answer`` (the JSON-RPC
+    result object, e.g. ``{"action": "accept", "content": {...}}``)."""
+
+    key: RequestKey
+    answer: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionOutcome:
+    """What came back for the answer POST of ``key``."""
+
+    key: RequestKey
+    result: SubmissionResult
+
+
+@dataclass(frozen=True, slots=True)
+class OriginResponse:
+    """The origin's response arrived outside the SSE stream (plain JSON POST response)."""
+
+    stream: StreamId
+
+
+@dataclass(frozen=True, slots=True)
+class SessionExpired:
+    """HTTP 404 on any request carrying the session id."""
+
+
+@dataclass(frozen=True, slots=True)
+class LivenessAsserted:
+    """An out-of-band liveness assertion for ``key`` (pluggable, see ``LivenessOracle``)."""
+
+    key: RequestKey
+
+
+Event = (
+    SessionStarted
+    | StreamOpened
+    | SseEvent
+    | ReplayBatch
+    | StreamLost
+    | TimerFired
+    | StreamResumed
+    | ResumeRefused
+    | UserAnswered
+    | SubmissionOutcome
+    | OriginResponse
+    | SessionExpired
+    | LivenessAsserted
+)

@@ -1,0 +1,854 @@
+"""The sans-IO guard: feed it events, do what its actions say.
+
+>>> from fsm import Guard, events as ev
+>>> guard = Guard(clock=lambda: 0.0)
+>>> guard.feed(ev.SessionStarted("s1"))
+()
+>>> guard.feed(ev.StreamOpened("post:2", origin=2))
+()
+>>> guard.feed(ev.SseEvent("post:2", {"jsonrpc": "2.0", "id": 1,
+...     "method": "elicitation/create", "params": {"message": "Delete 3 files?"}}, "e1"))
+(Present(key=('s1', 1), method='elicitation/create', params={'message': 'Delete 3 files?'}),)
+
+Contract
+--------
+* :meth:`Guard.feed` never raises for anything a server or network can do: malformed
+  messages, unknown ids, events after a terminal state, floods. Those get an ``Ignore``
+  or ``Refuse`` action with a stable ``reason``. It raises :class:`~fsm.errors.GuardUsageError`
+  only when the *embedding application* feeds an impossible event (an answer for a key
+  it was never asked to present, an unknown stream for a lifecycle event); the guard's
+  state is then unchanged.
+* Every interaction (each stream, and each request without an origin) ends with exactly
+  one ``Complete`` or ``Fail`` action, never two.
+* Rules (DESIGN.md): the first delivery of an interactive request is presented once and
+  its client-side deadline recorded; a repeated delivery is never presented again (with a
+  liveness assertion for an already-submitted request, the stored answer is resubmitted);
+  a replayed request without liveness assertion past its deadline is dead; answer outcomes
+  are classified by :class:`~fsm.outcomes.Classifier`; a terminal rejection never leads to
+  a resume; retries are bounded and never re-prompt.
+* Every machine state change goes through the declared machines (:mod:`fsm.machines`),
+  by default through the ``transitions`` runtime; every cross-machine effect is a row of
+  :data:`fsm.machines.PRODUCT`, applied by :meth:`Guard._broadcast` and :meth:`Guard._settle`.
+* Memory is bounded: at most ``max_live_requests`` live requests (more are refused), at
+  most ``max_tombstones`` finished ones kept for de-duplication (oldest evicted first: a
+  key redelivered after its tombstone was evicted looks new), ``max_streams`` streams and
+  ``max_seen_event_ids`` event ids per stream.
+* Not thread-safe; drive one guard from one task at a time (asyncio tasks interleave only
+  at ``await`` points, and ``feed`` never awaits).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+from fsm import events as ev
+from fsm.actions import (
+    Action,
+    Complete,
+    Fail,
+    Ignore,
+    Present,
+    Refuse,
+    Resume,
+    Submit,
+    Wait,
+    Withdraw,
+)
+from fsm.errors import (
+    CapacityError,
+    GuardUsageError,
+    InteractionFailed,
+    RequestCancelledError,
+    RequestId,
+    RequestKey,
+    ResumeBudgetSpentError,
+    SessionExpiredError,
+    StaleRequestError,
+    SubmissionFailedError,
+    UnknownPendingRequestError,
+)
+from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
+from fsm.messages import CANCELLED, Malformed, Notification, Response, ServerRequest, parse
+from fsm.outcomes import Classifier, OutcomeClass
+from fsm.spec import Scope
+from fsm.tables import CompiledMachine, Engine
+
+LIVE_MARKER = "dead-or-resumable/live"
+"""A server may put ``{"_meta": {LIVE_MARKER: true}}`` in a request's params to assert
+that a replayed copy is still live (rule 5). Any oracle can replace this one."""
+
+LivenessOracle = Callable[[ServerRequest, bool], bool]
+"""``oracle(request, replayed) -> asserted live?`` Called for repeated deliveries."""
+
+
+def default_oracle(request: ServerRequest, replayed: bool) -> bool:
+    """A fresh (non-replayed) delivery, or the :data:`LIVE_MARKER` in ``_meta``, asserts it."""
+    if not replayed:
+        return True
+    meta = request.params.get("_meta") if request.params is not None else None
+    return isinstance(meta, Mapping) and meta.get(LIVE_MARKER) is True
+
+
+@dataclass(frozen=True, slots=True)
+class GuardConfig:
+    """Policy knobs. Defaults follow the specification and the measured SDKs.
+
+    Methods in neither ``interactive_methods`` nor ``idempotent_methods`` are treated as
+    interactive (presented at most once): the conservative choice.
+    """
+
+    interactive_methods: frozenset[str] = frozenset(
+        {"elicitation/create", "sampling/createMessage"}
+    )
+    idempotent_methods: frozenset[str] = frozenset({"ping", "roots/list"})
+    request_ttl_s: float = 60.0
+    ttl_by_method: Mapping[str, float] = field(default_factory=dict)
+    max_resumes_without_progress: int = 3
+    max_submit_attempts: int = 3
+    backoff_initial_s: float = 1.0
+    backoff_factor: float = 2.0
+    backoff_max_s: float = 30.0
+    max_live_requests: int = 256
+    max_tombstones: int = 4096
+    max_streams: int = 64
+    max_seen_event_ids: int = 1024
+    classifier: Classifier = field(default_factory=Classifier)
+    oracle: LivenessOracle = default_oracle
+
+    def ttl(self, method: str) -> float:
+        """The client-side deadline recorded for a request of ``method``."""
+        return self.ttl_by_method.get(method, self.request_ttl_s)
+
+    def backoff(self, stalls: int, retry_ms: int | None) -> float:
+        """Delay before resume number ``stalls + 1``: the server's ``retry:`` if it sent one."""
+        if retry_ms is not None:
+            return retry_ms / 1000.0
+        return min(self.backoff_initial_s * self.backoff_factor**stalls, self.backoff_max_s)
+
+
+class Cause(NamedTuple):
+    """Why an instance died, kept as data until a ``Fail`` action is built from it."""
+
+    error: type[InteractionFailed]
+    message: str
+    key: RequestKey | None
+    evidence: tuple[str, ...]
+    reason: str | None = None
+
+    def build(self, stream: str | None) -> InteractionFailed:
+        return self.error(
+            self.message, key=self.key, stream=stream, reason=self.reason, evidence=self.evidence
+        )
+
+
+class _Stream:
+    __slots__ = (
+        "cause",
+        "cursor",
+        "ended",
+        "id",
+        "origin",
+        "requests",
+        "resumed",
+        "retry_ms",
+        "seen",
+        "stalls",
+        "state",
+    )
+
+    def __init__(self, sid: str, origin: RequestId | None) -> None:
+        self.id, self.origin = sid, origin
+        self.state = TRANSPORT.initial
+        self.cursor: str | None = None
+        self.seen: dict[str, None] = {}
+        self.stalls = 0
+        self.retry_ms: int | None = None
+        self.resumed = False
+        self.ended = False
+        self.cause: Cause | None = None
+        self.requests: list[RequestKey] = []
+
+    def freeze(self) -> tuple[Any, ...]:
+        return (
+            self.id,
+            self.origin,
+            self.state,
+            self.cursor,
+            tuple(self.seen),
+            self.stalls,
+            self.retry_ms,
+            self.resumed,
+            self.ended,
+            self.cause,
+            tuple(self.requests),
+        )
+
+    @classmethod
+    def thaw(cls, t: tuple[Any, ...]) -> _Stream:
+        s = cls(t[0], t[1])
+        (s.state, s.cursor, seen, s.stalls, s.retry_ms, s.resumed, s.ended, s.cause, reqs) = t[2:]
+        s.seen = dict.fromkeys(seen)
+        s.requests = list(reqs)
+        return s
+
+
+class _Request:
+    __slots__ = (
+        "answer",
+        "asserted",
+        "attempts",
+        "cause",
+        "deadline",
+        "digest",
+        "ended",
+        "key",
+        "method",
+        "presented_at",
+        "state",
+        "stream",
+    )
+
+    def __init__(
+        self, key: RequestKey, stream: str, method: str, digest: int, deadline: float
+    ) -> None:
+        self.key, self.stream, self.method, self.digest = key, stream, method, digest
+        self.deadline = deadline
+        self.state = LIVENESS.initial
+        self.answer: Mapping[str, Any] | None = None
+        self.attempts = 0
+        self.presented_at: float | None = None
+        self.asserted = False
+        self.ended = False
+        self.cause: Cause | None = None
+
+    def freeze(self) -> tuple[Any, ...]:
+        answer = None if self.answer is None else json.dumps(self.answer, sort_keys=True)
+        return (
+            self.key,
+            self.stream,
+            self.method,
+            self.digest,
+            self.deadline,
+            self.state,
+            answer,
+            self.attempts,
+            self.presented_at,
+            self.asserted,
+            self.ended,
+            self.cause,
+        )
+
+
+def _digest(params: Mapping[str, Any] | None) -> int:
+    """A stable fingerprint of params, to notice an id reused with other parameters."""
+    return hash(json.dumps(params, sort_keys=True, default=repr))
+
+
+_TERMINAL = {"transport": TRANSPORT.terminal, "liveness": LIVENESS.terminal}
+_NOTHING: tuple[Action, ...] = ()
+
+EngineName = Literal["transitions", "tables"]
+
+
+class Guard:
+    """Decides, event by event, what an MCP client must do. See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float],
+        config: GuardConfig | None = None,
+        engine: EngineName = "transitions",
+    ) -> None:
+        self.config = config or GuardConfig()
+        self._clock = clock
+        self._engines: dict[str, Engine] = _make_engines(engine)
+        self._engine_name: EngineName = engine
+        self.session = ""
+        self._streams: dict[str, _Stream] = {}
+        self._requests: dict[RequestKey, _Request] = {}
+        self._tombstones: OrderedDict[RequestKey, None] = OrderedDict()
+        self._live_requests = 0
+        self._out: list[Action] = []
+        self._dirty: list[tuple[str, _Stream | _Request]] = []
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            ev.SessionStarted: self._on_session_started,
+            ev.StreamOpened: self._on_stream_opened,
+            ev.SseEvent: self._on_sse,
+            ev.ReplayBatch: self._on_batch,
+            ev.StreamLost: self._on_lost,
+            ev.TimerFired: self._on_timer,
+            ev.StreamResumed: self._on_resumed,
+            ev.ResumeRefused: self._on_resume_refused,
+            ev.UserAnswered: self._on_answer,
+            ev.SubmissionOutcome: self._on_outcome,
+            ev.OriginResponse: self._on_origin_response,
+            ev.SessionExpired: self._on_session_expired,
+            ev.LivenessAsserted: self._on_asserted,
+        }
+
+    # ------------------------------------------------------------------ public API
+
+    def feed(self, event: ev.Event) -> tuple[Action, ...]:
+        """Apply one event; return the actions the client must take, in order."""
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            raise GuardUsageError(f"not a guard event: {event!r}")
+        self._out = out = list[Action]()
+        handler(event)
+        return tuple(out) if out else _NOTHING
+
+    def on_event(
+        self, stream: str, event_id: str | None, data: Mapping[str, Any]
+    ) -> tuple[Action, ...]:
+        """Hot path for one decoded SSE event; same result as ``feed(SseEvent(...))``."""
+        st = self._streams.get(stream)
+        if (
+            st is not None
+            and st.state == "open"
+            and data.get("jsonrpc") == "2.0"
+            and "id" not in data
+            and data.get("method") != CANCELLED
+            and isinstance(data.get("method"), str)
+            and isinstance(data.get("params", {}), Mapping)
+        ):
+            if event_id is not None:
+                if event_id in st.seen:
+                    return (Ignore("duplicate-event", event_id, stream=stream),)
+                self._advance(st, event_id)
+            return _NOTHING
+        return self.feed(ev.SseEvent(stream, data, event_id))
+
+    def state_of(self, key: RequestKey) -> str | None:
+        """The liveness state of ``key`` (``None`` if unknown or evicted)."""
+        rec = self._requests.get(key)
+        return rec.state if rec is not None else None
+
+    def stream_state(self, stream: str) -> str | None:
+        """The transport state of ``stream`` (``None`` if unknown)."""
+        st = self._streams.get(stream)
+        return st.state if st is not None else None
+
+    def cursor(self, stream: str) -> str | None:
+        """The newest event id seen on any connection of ``stream``."""
+        st = self._streams.get(stream)
+        return st.cursor if st is not None else None
+
+    def tracked(self) -> tuple[int, int, int]:
+        """``(live requests, tombstones, streams)`` currently held."""
+        return self._live_requests, len(self._tombstones), len(self._streams)
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """A hashable value of the whole decision state (for model checking and tests).
+
+        Two guards with equal snapshots decide identically (tombstone eviction order
+        excepted, which only matters once ``max_tombstones`` is reached).
+        """
+        streams = tuple(s.freeze() for _, s in sorted(self._streams.items()))
+        requests = tuple(r.freeze() for _, r in sorted(self._requests.items(), key=_key_order))
+        return (self.session, streams, requests)
+
+    def restore(self, snap: tuple[Any, ...]) -> None:
+        """Load a :meth:`snapshot` (made by a guard with the same config)."""
+        self.session, streams, requests = snap
+        self._streams = {t[0]: _Stream.thaw(t) for t in streams}
+        self._requests = {}
+        self._tombstones = OrderedDict()
+        self._live_requests = 0
+        for t in requests:
+            r = _Request(t[0], t[1], t[2], t[3], t[4])
+            (r.state, _answer, r.attempts, r.presented_at, r.asserted, r.ended, r.cause) = t[5:]
+            r.answer = json.loads(_answer) if _answer is not None else None
+            self._requests[r.key] = r
+            if r.state in LIVENESS.terminal:
+                self._tombstones[r.key] = None
+            else:
+                self._live_requests += 1
+
+    # --------------------------------------------------------------- event handlers
+
+    def _on_session_started(self, e: ev.SessionStarted) -> None:
+        self.session = e.session
+
+    def _on_stream_opened(self, e: ev.StreamOpened) -> None:
+        old = self._streams.get(e.stream)
+        if old is not None and old.state not in TRANSPORT.terminal:
+            raise GuardUsageError(f"stream {e.stream!r} is already open ({old.state})")
+        live = sum(1 for s in self._streams.values() if s.state not in TRANSPORT.terminal)
+        if live >= self.config.max_streams:
+            raise GuardUsageError(f"more than max_streams={self.config.max_streams} live streams")
+        if old is not None:
+            del self._streams[e.stream]
+        self._evict_streams()
+        self._streams[e.stream] = _Stream(e.stream, e.origin)
+
+    def _on_sse(self, e: ev.SseEvent, batch_cancels: frozenset[RequestId] = frozenset()) -> None:
+        st = self._streams.get(e.stream)
+        if st is None:
+            self._emit(
+                Ignore("unknown-stream", f"event on unknown stream {e.stream!r}", stream=e.stream)
+            )
+            return
+        if st.state in TRANSPORT.terminal:
+            self._emit(Ignore("stream-terminal", f"{e.stream} is {st.state}", stream=e.stream))
+            return
+        duplicate = False
+        if e.event_id is not None:
+            if e.event_id in st.seen:
+                duplicate = True
+            else:
+                self._advance(st, e.event_id)
+        if e.retry_ms is not None:
+            if isinstance(e.retry_ms, int) and not isinstance(e.retry_ms, bool) and e.retry_ms >= 0:
+                st.retry_ms = e.retry_ms
+            else:
+                self._emit(Ignore("bad-retry", f"retry: {e.retry_ms!r}", stream=e.stream))
+        if e.data is None or e.data in ("", b""):
+            return  # priming event or comment: only the cursor moves
+        msg = parse(e.data)
+        replayed = st.resumed if e.replayed is None else e.replayed
+        if isinstance(msg, ServerRequest):
+            self._on_request(st, msg, replayed, batch_cancels)
+        elif isinstance(msg, Notification):
+            if msg.cancelled_id is not None:
+                self._on_cancel(st, msg.cancelled_id, msg)
+            elif duplicate:
+                self._emit(Ignore("duplicate-event", e.event_id or "", stream=st.id))
+        elif isinstance(msg, Response):
+            if st.origin is None or msg.id != st.origin or type(msg.id) is not type(st.origin):
+                self._emit(
+                    Ignore(
+                        "foreign-response",
+                        f"response id {msg.id!r} was never sent on {st.id}",
+                        stream=st.id,
+                    )
+                )
+            elif duplicate:
+                self._emit(Ignore("duplicate-event", e.event_id or "", stream=st.id))
+            else:
+                self._broadcast("origin_response", st, None)
+        else:
+            assert isinstance(msg, Malformed)
+            self._emit(Ignore("malformed", msg.reason, stream=st.id))
+
+    def _on_batch(self, e: ev.ReplayBatch) -> None:
+        cancels: dict[RequestId, int] = {}
+        for i, item in enumerate(e.events):
+            msg = parse(item.data) if item.data not in (None, "", b"") else None
+            if isinstance(msg, Notification) and msg.cancelled_id is not None:
+                cancels[msg.cancelled_id] = i
+        for i, item in enumerate(e.events):
+            later = frozenset(rid for rid, j in cancels.items() if j > i)
+            self._on_sse(_as_replay(item), later)
+
+    def _on_request(
+        self, st: _Stream, msg: ServerRequest, replayed: bool, batch_cancels: frozenset[RequestId]
+    ) -> None:
+        cfg = self.config
+        key: RequestKey = (self.session, msg.id)
+        if msg.method in cfg.idempotent_methods:
+            self._emit(Present(key, msg.method, msg.params))
+            return
+        rec = self._requests.get(key)
+        now = self._clock()
+        if rec is None:
+            if self._live_requests >= cfg.max_live_requests:
+                err = CapacityError(
+                    f"{self._live_requests} live requests (max_live_requests="
+                    f"{cfg.max_live_requests}); refusing {key!r}"
+                )
+                self._emit(Refuse(key, err))
+                return
+            rec = self._track(key, st, msg, now)
+            if msg.id in batch_cancels:
+                self._fire("liveness", rec, "cancel")
+                self._emit(
+                    Ignore(
+                        "cancelled-later-in-batch", "cancelled later in the same replay", key=key
+                    )
+                )
+                self._settle()
+                return
+            rec.presented_at = now
+            self._fire("liveness", rec, "present")
+            self._emit(Present(key, msg.method, msg.params))
+            return
+        if rec.digest != _digest(msg.params) or rec.method != msg.method:
+            self._emit(
+                Ignore("id-reused", f"{key!r} redelivered with other method or params", key=key)
+            )
+            return
+        if rec.state in LIVENESS.terminal:
+            self._emit(Ignore("request-terminal", f"{key!r} is {rec.state}", key=key))
+            return
+        live = rec.asserted or cfg.oracle(msg, replayed)
+        if rec.state == "submitted" and live and rec.attempts < cfg.max_submit_attempts:
+            self._fire("liveness", rec, "resubmit")
+            self._submit(rec, 0.0)
+        elif rec.state in ("new", "presented", "answered") and not live and now > rec.deadline:
+            evidence = (
+                f"presented at t={rec.presented_at}",
+                f"deadline t={rec.deadline}",
+                f"replayed at t={now} on {st.id} without liveness assertion",
+            )
+            rec.cause = Cause(
+                StaleRequestError,
+                f"request {key!r} replayed past its deadline "
+                "without liveness assertion: dead, not presented again",
+                key,
+                evidence,
+            )
+            self._fire("liveness", rec, "stale")
+            self._settle()
+        else:
+            self._emit(Ignore("duplicate-delivery", f"{key!r} already {rec.state}", key=key))
+
+    def _on_cancel(self, st: _Stream, rid: RequestId, msg: Notification) -> None:
+        key: RequestKey = (self.session, rid)
+        rec = self._requests.get(key)
+        if rec is None:
+            self._emit(Ignore("cancel-unknown-request", f"no request {key!r}", key=key))
+        elif rec.state in LIVENESS.terminal:
+            self._emit(Ignore("cancel-terminal-request", f"{key!r} is {rec.state}", key=key))
+        else:
+            reason = msg.params.get("reason") if msg.params is not None else None
+            rec.cause = Cause(
+                RequestCancelledError,
+                f"server cancelled {key!r}: {reason}",
+                key,
+                (f"notifications/cancelled on {st.id}: {reason!r}",),
+            )
+            self._fire("liveness", rec, "cancel")
+            self._settle()
+
+    def _on_lost(self, e: ev.StreamLost) -> None:
+        st = self._stream(e.stream)
+        if st.state not in ("open", "resuming"):
+            self._emit(Ignore("not-connected", f"{st.id} is {st.state}", stream=st.id))
+            return
+        self._fire("transport", st, "lose")
+        st.resumed = False
+        self._schedule_or_give_up(st, "clean close" if e.clean else "abrupt cut")
+
+    def _on_timer(self, e: ev.TimerFired) -> None:
+        st = self._stream(e.stream)
+        if st.state != "waiting" or st.cursor is None:
+            self._emit(Ignore("no-wait-pending", f"{st.id} is {st.state}", stream=st.id))
+            return
+        self._fire("transport", st, "resume")
+        st.stalls += 1
+        self._emit(Resume(st.id, st.cursor))
+
+    def _on_resumed(self, e: ev.StreamResumed) -> None:
+        st = self._stream(e.stream)
+        if st.state != "resuming":
+            self._emit(Ignore("no-resume-pending", f"{st.id} is {st.state}", stream=st.id))
+            return
+        self._fire("transport", st, "reopen")
+        st.resumed = True
+
+    def _on_resume_refused(self, e: ev.ResumeRefused) -> None:
+        st = self._stream(e.stream)
+        if st.state != "resuming":
+            self._emit(Ignore("no-resume-pending", f"{st.id} is {st.state}", stream=st.id))
+            return
+        what = f"resume GET -> {e.status if e.status is not None else e.error}"
+        if e.status == 404:
+            self._expire_session(what)
+            return
+        self._fire("transport", st, "lose")
+        if e.status in (400, 405, 409):
+            st.cause = Cause(
+                ResumeBudgetSpentError,
+                f"{st.id} cannot be resumed ({what})",
+                None,
+                (what,),
+                "not-resumable",
+            )
+            self._fire("transport", st, "give_up")
+            self._settle()
+        else:
+            self._schedule_or_give_up(st, what)
+
+    def _on_answer(self, e: ev.UserAnswered) -> None:
+        rec = self._requests.get(e.key)
+        if rec is None:
+            raise GuardUsageError(f"answer for {e.key!r}, which was never presented")
+        if rec.state in LIVENESS.terminal:
+            self._emit(
+                Ignore("answer-after-death", f"{e.key!r} is {rec.state}; answer dropped", key=e.key)
+            )
+            return
+        if rec.state != "presented":
+            self._emit(Ignore("already-answered", f"{e.key!r} is {rec.state}", key=e.key))
+            return
+        if not isinstance(e.answer, Mapping):
+            raise GuardUsageError(f"answer for {e.key!r} is not a JSON object")
+        rec.answer = e.answer
+        self._fire("liveness", rec, "answer")
+        self._submit(rec, 0.0)
+
+    def _on_outcome(self, e: ev.SubmissionOutcome) -> None:
+        rec = self._requests.get(e.key)
+        if rec is None or rec.state != "submitting":
+            self._emit(
+                Ignore(
+                    "no-submission-pending",
+                    f"{e.key!r} is {rec.state if rec else 'unknown'}",
+                    key=e.key,
+                )
+            )
+            return
+        verdict = self.config.classifier.classify(e.result)
+        seen = f"{e.result.describe()} -> {verdict.rule} ({verdict.outcome.value})"
+        evidence = (f"answer submitted, attempt {rec.attempts}", seen)
+        if verdict.outcome is OutcomeClass.ACCEPTED:
+            self._fire("liveness", rec, "accept")
+            if self._origin_of(rec) is None:
+                self._end(rec, None)
+        elif verdict.outcome is OutcomeClass.TERMINAL and verdict.scope == "session":
+            self._expire_session(seen)
+        elif verdict.outcome is OutcomeClass.TERMINAL:
+            rec.cause = Cause(
+                UnknownPendingRequestError,
+                f"answer for {e.key!r} rejected as terminal: {seen}",
+                e.key,
+                evidence,
+            )
+            self._fire("liveness", rec, "reject")
+            self._settle()
+        elif rec.attempts < self.config.max_submit_attempts:
+            self._fire("liveness", rec, "retry")
+            delay = verdict.retry_after
+            if delay is None:
+                delay = self.config.backoff(rec.attempts - 1, None)
+            self._submit(rec, max(0.0, delay))
+        else:
+            rec.cause = Cause(
+                SubmissionFailedError,
+                f"answer for {e.key!r} failed {rec.attempts} times (last: {seen})",
+                e.key,
+                evidence,
+            )
+            self._fire("liveness", rec, "reject")
+            self._settle()
+
+    def _on_origin_response(self, e: ev.OriginResponse) -> None:
+        st = self._stream(e.stream)
+        if st.origin is None or st.state in TRANSPORT.terminal:
+            self._emit(Ignore("no-origin-pending", f"{st.id} is {st.state}", stream=st.id))
+            return
+        self._broadcast("origin_response", st, None)
+
+    def _on_session_expired(self, e: ev.SessionExpired) -> None:
+        self._expire_session("HTTP 404 on the session")
+
+    def _on_asserted(self, e: ev.LivenessAsserted) -> None:
+        rec = self._requests.get(e.key)
+        if rec is None or rec.state in LIVENESS.terminal:
+            self._emit(Ignore("assertion-unknown-request", f"{e.key!r}", key=e.key))
+            return
+        rec.asserted = True
+
+    # ---------------------------------------------------------------- machinery
+
+    def _emit(self, action: Action) -> None:
+        self._out.append(action)
+
+    def _stream(self, sid: str) -> _Stream:
+        st = self._streams.get(sid)
+        if st is None:
+            raise GuardUsageError(f"unknown stream {sid!r}")
+        return st
+
+    def _advance(self, st: _Stream, event_id: str) -> None:
+        """A new event id: it is the cursor now, and it is progress (budget resets)."""
+        seen = st.seen
+        seen[event_id] = None
+        if len(seen) > self.config.max_seen_event_ids:
+            del seen[next(iter(seen))]
+        st.cursor = event_id
+        st.stalls = 0
+
+    def _track(self, key: RequestKey, st: _Stream, msg: ServerRequest, now: float) -> _Request:
+        rec = _Request(
+            key, st.id, msg.method, _digest(msg.params), now + self.config.ttl(msg.method)
+        )
+        self._requests[key] = rec
+        self._live_requests += 1
+        st.requests.append(key)
+        return rec
+
+    def _submit(self, rec: _Request, delay: float) -> None:
+        assert rec.answer is not None
+        self._fire("liveness", rec, "submit")
+        rec.attempts += 1
+        self._emit(Submit(rec.key, rec.answer, rec.attempts, delay))
+
+    def _schedule_or_give_up(self, st: _Stream, what: str) -> None:
+        limit = self.config.max_resumes_without_progress
+        if st.cursor is None:
+            st.cause = Cause(
+                ResumeBudgetSpentError,
+                f"{st.id} lost ({what}) before any event id: nothing to resume from",
+                None,
+                (what, "no event id seen"),
+                "no-cursor",
+            )
+        elif st.stalls >= limit:
+            st.cause = Cause(
+                ResumeBudgetSpentError,
+                f"{st.id} lost ({what}) after {st.stalls} resumes without progress",
+                None,
+                (what, f"{st.stalls} resumes without a new event id", f"cursor {st.cursor}"),
+                "resume-budget-spent",
+            )
+        else:
+            self._fire("transport", st, "schedule")
+            self._emit(Wait(st.id, self.config.backoff(st.stalls, st.retry_ms)))
+            return
+        self._fire("transport", st, "give_up")
+        self._settle()
+
+    def _expire_session(self, what: str) -> None:
+        self._broadcast(
+            "session_expired",
+            None,
+            (SessionExpiredError, f"session {self.session!r} expired ({what})", None, (what,)),
+        )
+
+    def _origin_of(self, rec: _Request) -> RequestId | None:
+        st = self._streams.get(rec.stream)
+        return st.origin if st is not None else None
+
+    def _interaction(self, inst: _Stream | _Request) -> str:
+        if isinstance(inst, _Stream):
+            return inst.id
+        return f"{inst.stream}#{inst.key[1]!r}"
+
+    # -- the product: every cross-machine effect is a row of fsm.machines.PRODUCT
+
+    def _members(self, machine: str, scope: Scope, anchor: _Stream | None) -> list[Any]:
+        if scope == "session":
+            pool = self._streams.values() if machine == "transport" else self._requests.values()
+            return [i for i in pool if i.state not in _TERMINAL[machine]]
+        if anchor is None or anchor.origin is None:
+            return []
+        if machine == "transport":
+            return [anchor] if anchor.state not in TRANSPORT.terminal else []
+        reqs = (self._requests.get(k) for k in anchor.requests)
+        return [r for r in reqs if r is not None and r.state not in LIVENESS.terminal]
+
+    def _broadcast(
+        self,
+        name: str,
+        anchor: _Stream | None,
+        cause: tuple[type[InteractionFailed], str, None, tuple[str, ...]] | None,
+    ) -> None:
+        row = PRODUCT.broadcast(name)
+        for machine, trigger in row.fires:
+            for inst in self._members(machine, row.scope, anchor):
+                if cause is not None:
+                    key = inst.key if isinstance(inst, _Request) else None
+                    inst.cause = Cause(cause[0], cause[1], key, cause[3])
+                self._fire(machine, inst, trigger)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Apply the product's couplings until none applies (a fixed point)."""
+        while self._dirty:
+            machine, inst = self._dirty.pop(0)
+            for c in PRODUCT.couplings:
+                if c.when_machine != machine or inst.state not in c.when_states:
+                    continue
+                anchor = inst if isinstance(inst, _Stream) else self._streams.get(inst.stream)
+                for target in self._members(c.then_machine, c.scope, anchor):
+                    if target.state in c.then_states:
+                        if target.cause is None:
+                            target.cause = inst.cause
+                        self._fire(c.then_machine, target, c.then_trigger)
+
+    def _fire(self, machine: str, inst: _Stream | _Request, trigger: str) -> None:
+        old = inst.state
+        new = self._engines[machine].fire(old, trigger)
+        inst.state = new
+        if new not in _TERMINAL[machine]:
+            return
+        self._dirty.append((machine, inst))
+        if isinstance(inst, _Request):
+            self._live_requests -= 1
+            self._tombstones[inst.key] = None
+            self._evict_tombstones()
+            if old == "presented":
+                reason = inst.cause.reason or inst.cause.error.reason if inst.cause else trigger
+                self._emit(Withdraw(inst.key, reason))
+            if self._origin_of(inst) is None and new != "resolved":
+                error = RequestCancelledError if new == "cancelled" else InteractionFailed
+                self._end(
+                    inst,
+                    inst.cause or Cause(error, f"{inst.key!r} {new} ({trigger})", inst.key, ()),
+                )
+        else:
+            self._end(
+                inst,
+                None
+                if new == "done"
+                else inst.cause or Cause(ResumeBudgetSpentError, f"{inst.id} dead", None, ()),
+            )
+
+    def _end(self, inst: _Stream | _Request, cause: Cause | None) -> None:
+        """Emit the one outcome of an interaction (a no-op if it already ended)."""
+        if inst.ended:
+            return
+        inst.ended = True
+        interaction = self._interaction(inst)
+        stream = inst.id if isinstance(inst, _Stream) else inst.stream
+        if cause is None:
+            self._emit(Complete(interaction))
+        else:
+            self._emit(Fail(interaction, cause.build(stream)))
+
+    def _evict_tombstones(self) -> None:
+        while len(self._tombstones) > self.config.max_tombstones:
+            key, _ = self._tombstones.popitem(last=False)
+            rec = self._requests.pop(key, None)
+            if rec is not None:
+                st = self._streams.get(rec.stream)
+                if st is not None and key in st.requests:
+                    st.requests.remove(key)
+
+    def _evict_streams(self) -> None:
+        """Forget terminal streams beyond ``max_streams`` (oldest first)."""
+        while len(self._streams) >= self.config.max_streams:
+            victim = next(
+                (s for s in self._streams.values() if s.state in TRANSPORT.terminal), None
+            )
+            if victim is None:
+                return
+            del self._streams[victim.id]
+
+
+def _as_replay(item: ev.SseEvent) -> ev.SseEvent:
+    """Events of a :class:`~fsm.events.ReplayBatch` are replays unless marked otherwise."""
+    if item.replayed is not None:
+        return item
+    return ev.SseEvent(item.stream, item.data, item.event_id, item.retry_ms, True)
+
+
+def _key_order(item: tuple[RequestKey, _Request]) -> tuple[str, str, str]:
+    session, rid = item[0]
+    return (session, type(rid).__name__, str(rid).rjust(20))
+
+
+def _make_engines(name: EngineName) -> dict[str, Engine]:
+    if name == "tables":
+        return {m.name: CompiledMachine.compile(m) for m in PRODUCT.machines}
+    if name == "transitions":
+        from fsm.runtime import TransitionsMachine
+
+        return {m.name: TransitionsMachine(m) for m in PRODUCT.machines}
+    raise ValueError(f"unknown engine {name!r} (use 'transitions' or 'tables')")

@@ -1,0 +1,196 @@
+"""The two machines and their product, declared once.
+
+``TRANSPORT`` is transport resumption, one instance per SSE stream (a POST's response
+stream bound to its *origin* request, or the standalone GET stream). ``LIVENESS`` is
+session liveness, one instance per server-to-client request, keyed by
+``(session id, request id)``. ``PRODUCT`` composes them with declared broadcasts and
+couplings (see :mod:`fsm.spec`).
+
+Dead, in the sense of the properties P1 and P6, means either terminal failure state of
+``LIVENESS``: ``cancelled`` (the server withdrew the request explicitly, so the origin
+still owns the outcome) or ``dead`` (the request died without the server saying so, or
+its answer was rejected: the interaction cannot complete and must fail once).
+"""
+
+from __future__ import annotations
+
+from fsm.spec import Broadcast, Coupling, MachineSpec, ProductSpec, Transition
+
+_T = Transition
+
+TRANSPORT_LIVE = frozenset({"open", "broken", "waiting", "resuming"})
+
+TRANSPORT = MachineSpec(
+    name="transport",
+    doc="Transport resumption of one SSE stream (Last-Event-ID).",
+    states=("open", "broken", "waiting", "resuming", "done", "dead"),
+    initial="open",
+    terminal=frozenset({"done", "dead"}),
+    state_docs=(
+        ("open", "connection up, events flowing"),
+        ("broken", "connection lost, clean or abrupt"),
+        ("waiting", "backing off before a resume (honours retry:)"),
+        ("resuming", "GET with Last-Event-ID in flight"),
+        ("done", "the origin's response arrived"),
+        ("dead", "must not be resumed"),
+    ),
+    transitions=(
+        _T("lose", "open", "broken", doc="connection lost, clean or abrupt"),
+        _T("lose", "resuming", "broken", doc="resume GET failed or was cut"),
+        _T(
+            "schedule",
+            "broken",
+            "waiting",
+            guard="cursor known, budget left",
+            doc="back off for retry: or the configured delay",
+        ),
+        _T("resume", "waiting", "resuming", doc="GET with Last-Event-ID = newest id seen"),
+        _T("reopen", "resuming", "open", doc="resume accepted, events flow again"),
+        _T("complete", "open", "done", doc="the origin's response arrived"),
+        _T(
+            "give_up",
+            "broken",
+            "dead",
+            guard="no cursor, budget spent, or not resumable",
+            doc="stop resuming",
+        ),
+        *(
+            _T("abort", s, "dead", doc="a request the origin needs is dead")
+            for s in ("open", "broken", "waiting", "resuming")
+        ),
+        *(
+            _T("expire", s, "dead", doc="session gone (HTTP 404)")
+            for s in ("open", "broken", "waiting", "resuming")
+        ),
+    ),
+)
+
+LIVENESS_LIVE = frozenset({"new", "presented", "answered", "submitting", "submitted"})
+LIVENESS_DEAD = frozenset({"cancelled", "dead"})
+
+LIVENESS = MachineSpec(
+    name="liveness",
+    doc="Session liveness of one server-to-client request, keyed by (session, request id).",
+    states=(
+        "new",
+        "presented",
+        "answered",
+        "submitting",
+        "submitted",
+        "resolved",
+        "cancelled",
+        "dead",
+    ),
+    initial="new",
+    terminal=frozenset({"resolved", "cancelled", "dead"}),
+    state_docs=(
+        ("new", "delivered, not yet shown"),
+        ("presented", "handed to the user or handler, exactly once"),
+        ("answered", "the user's answer is stored"),
+        ("submitting", "answer POST in flight"),
+        ("submitted", "the transport accepted the answer (202 proves no liveness)"),
+        ("resolved", "the origin completed after the answer was submitted"),
+        ("cancelled", "the server cancelled it explicitly"),
+        ("dead", "died unannounced or its answer was rejected: the interaction fails"),
+    ),
+    transitions=(
+        _T(
+            "present",
+            "new",
+            "presented",
+            guard="first delivery",
+            doc="show it once; record its deadline",
+        ),
+        _T("answer", "presented", "answered", doc="the user answered"),
+        _T("submit", "answered", "submitting", doc="POST the stored answer"),
+        _T("accept", "submitting", "submitted", doc="200/202: accepted, not proof of liveness"),
+        _T(
+            "retry",
+            "submitting",
+            "answered",
+            guard="retryable, attempts left",
+            doc="5xx/429/connection error: resubmit the same answer, never re-prompt",
+        ),
+        _T(
+            "reject",
+            "submitting",
+            "dead",
+            guard="terminal or attempts spent",
+            doc="no such pending request / 400 / 410, or retries exhausted",
+        ),
+        _T(
+            "resubmit",
+            "submitted",
+            "submitting",
+            guard="redelivered with liveness assertion",
+            doc="resubmit the stored answer; never ask the user again",
+        ),
+        *(
+            _T("complete", s, "resolved", doc="origin completed after the answer was sent")
+            for s in ("submitting", "submitted")
+        ),
+        *(
+            _T("complete", s, "dead", doc="origin completed before the answer was sent")
+            for s in ("new", "presented", "answered")
+        ),
+        *(
+            _T("cancel", s, "cancelled", doc="notifications/cancelled")
+            for s in sorted(LIVENESS_LIVE)
+        ),
+        *(
+            _T(
+                "stale",
+                s,
+                "dead",
+                guard="replayed, no liveness assertion, past deadline",
+                doc="the stale rule",
+            )
+            for s in ("new", "presented", "answered")
+        ),
+        *(
+            _T("orphan", s, "dead", doc="the origin's stream is dead")
+            for s in sorted(LIVENESS_LIVE)
+        ),
+        *(_T("expire", s, "dead", doc="session gone (HTTP 404)") for s in sorted(LIVENESS_LIVE)),
+    ),
+)
+
+PRODUCT = ProductSpec(
+    name="product",
+    doc="Transport resumption x session liveness, synchronised by the rows below.",
+    machines=(TRANSPORT, LIVENESS),
+    broadcasts=(
+        Broadcast(
+            "origin_response",
+            "origin",
+            (("transport", "complete"), ("liveness", "complete")),
+            doc="the origin's response: stream done, its requests resolved or dead",
+        ),
+        Broadcast(
+            "session_expired",
+            "session",
+            (("transport", "expire"), ("liveness", "expire")),
+            doc="HTTP 404 on the session: every stream and request terminal",
+        ),
+    ),
+    couplings=(
+        Coupling(
+            "dead_request_aborts_stream",
+            "liveness",
+            frozenset({"dead"}),
+            "transport",
+            TRANSPORT_LIVE,
+            "abort",
+            doc="a request the origin needs died: abort with one terminal error",
+        ),
+        Coupling(
+            "dead_stream_orphans_requests",
+            "transport",
+            frozenset({"dead"}),
+            "liveness",
+            LIVENESS_LIVE,
+            "orphan",
+            doc="nobody reads the outcome of a dead stream's requests",
+        ),
+    ),
+)

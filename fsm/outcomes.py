@@ -1,0 +1,210 @@
+"""Classify the outcome of an answer submission: accepted, retryable or terminal.
+
+The classification is a table of :class:`Rule` rows, first match wins. The default
+table, :data:`DEFAULT_RULES`:
+
+============================  =======================================  ==========  ========
+rule                          matches                                  class       scope
+============================  =======================================  ==========  ========
+``jsonrpc-session-gone``      JSON-RPC error "session not found /      terminal    session
+                              terminated" (any HTTP status)
+``jsonrpc-no-such-request``   JSON-RPC error meaning "no such pending  terminal    request
+                              request" (any status: some servers wrap
+                              it in a 500)
+``http-404``                  HTTP 404 (session gone)                  terminal    session
+``http-400``, ``http-410``    the server refuses this answer           terminal    request
+``accepted``                  HTTP 200 or 202 (202 is *not* proof of   accepted    request
+                              liveness: official servers answer 202
+                              for late answers they drop)
+``http-429``                  rate limited (honour ``Retry-After``)    retryable   request
+``http-5xx``                  other server errors                      retryable   request
+``transport-error``           no HTTP status: connection error,        retryable   request
+                              timeout, reset
+``other-4xx``                 any other 4xx                            terminal    request
+============================  =======================================  ==========  ========
+
+An outcome no row matches (1xx, 3xx, other 2xx) is *retryable* with rule name
+``unclassified``: a retry is bounded, a silent acceptance could lose the answer.
+Extend the table with :meth:`Classifier.with_rules` (your rows go first).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Literal
+
+
+class OutcomeClass(Enum):
+    """What an answer submission's outcome means for the request."""
+
+    ACCEPTED = "accepted"
+    RETRYABLE = "retryable"
+    TERMINAL = "terminal"
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionResult:
+    """What the client observed when it POSTed an answer.
+
+    ``status`` is the HTTP status (``None`` when no response arrived), ``body`` the parsed
+    JSON body if any, ``error`` the transport exception kind (e.g. ``"ConnectError"``,
+    ``"ReadTimeout"``) when no response arrived, ``retry_after`` the parsed
+    ``Retry-After`` header in seconds.
+    """
+
+    status: int | None
+    body: Mapping[str, Any] | None = None
+    error: str | None = None
+    retry_after: float | None = None
+
+    def jsonrpc_error(self) -> tuple[int | None, str] | None:
+        """``(code, message)`` of a JSON-RPC error body, or ``None``."""
+        if not isinstance(self.body, Mapping):
+            return None
+        err = self.body.get("error")
+        if not isinstance(err, Mapping):
+            return None
+        code = err.get("code")
+        message = err.get("message")
+        return (
+            code if isinstance(code, int) else None,
+            message if isinstance(message, str) else "",
+        )
+
+    def describe(self) -> str:
+        """One line of evidence, e.g. ``"HTTP 500 JSON-RPC -32602 'Request not found'"``."""
+        parts = [
+            f"HTTP {self.status}" if self.status is not None else f"no response ({self.error})"
+        ]
+        rpc = self.jsonrpc_error()
+        if rpc is not None:
+            parts.append(f"JSON-RPC {rpc[0]} {rpc[1]!r}")
+        return " ".join(parts)
+
+
+Scope = Literal["request", "session"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One row of the classification table.
+
+    ``scope="session"`` means the outcome proves the whole session gone: every request
+    and stream of it becomes terminal, not just this request.
+    """
+
+    name: str
+    matches: Callable[[SubmissionResult], bool]
+    outcome: OutcomeClass
+    scope: Scope = "request"
+    doc: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """The verdict for one :class:`SubmissionResult`: the rule that matched and its class."""
+
+    rule: str
+    outcome: OutcomeClass
+    scope: Scope
+    retry_after: float | None
+
+
+_SESSION_GONE = re.compile(r"session.*(not found|terminated|expired|unknown)", re.I)
+_NO_SUCH_REQUEST = re.compile(
+    r"(unknown|no such|no pending|not pending|expired|stale|late)\b.*\b(request|id)\b"
+    r"|\brequest\b.*\b(not found|unknown|expired|no longer)",
+    re.I,
+)
+
+
+def _rpc_matches(pattern: re.Pattern[str]) -> Callable[[SubmissionResult], bool]:
+    def matches(result: SubmissionResult) -> bool:
+        rpc = result.jsonrpc_error()
+        return rpc is not None and bool(pattern.search(rpc[1]))
+
+    return matches
+
+
+def _status_in(*statuses: int) -> Callable[[SubmissionResult], bool]:
+    wanted = frozenset(statuses)
+    return lambda r: r.status in wanted
+
+
+def _status_range(low: int, high: int) -> Callable[[SubmissionResult], bool]:
+    return lambda r: r.status is not None and low <= r.status <= high
+
+
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule(
+        "jsonrpc-session-gone",
+        _rpc_matches(_SESSION_GONE),
+        OutcomeClass.TERMINAL,
+        "session",
+        "JSON-RPC error saying the session is gone, whatever the HTTP status",
+    ),
+    Rule(
+        "jsonrpc-no-such-request",
+        _rpc_matches(_NO_SUCH_REQUEST),
+        OutcomeClass.TERMINAL,
+        doc="JSON-RPC error meaning no such pending request, whatever the HTTP status",
+    ),
+    Rule(
+        "http-404",
+        _status_in(404),
+        OutcomeClass.TERMINAL,
+        "session",
+        "404 on a request carrying the session id: the session is gone",
+    ),
+    Rule("http-400", _status_in(400), OutcomeClass.TERMINAL, doc="the server refuses the answer"),
+    Rule("http-410", _status_in(410), OutcomeClass.TERMINAL, doc="the request is gone"),
+    Rule(
+        "accepted",
+        _status_in(200, 202),
+        OutcomeClass.ACCEPTED,
+        doc="accepted by the transport; 202 is not proof of liveness",
+    ),
+    Rule("http-429", _status_in(429), OutcomeClass.RETRYABLE, doc="rate limited"),
+    Rule("http-5xx", _status_range(500, 599), OutcomeClass.RETRYABLE, doc="server error"),
+    Rule(
+        "transport-error",
+        lambda r: r.status is None,
+        OutcomeClass.RETRYABLE,
+        doc="connection error, timeout or reset: no response arrived",
+    ),
+    Rule(
+        "other-4xx",
+        _status_range(401, 499),
+        OutcomeClass.TERMINAL,
+        doc="any other client error: retrying cannot help",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Classifier:
+    """An ordered table of :class:`Rule` rows; the first match wins."""
+
+    rules: tuple[Rule, ...] = DEFAULT_RULES
+
+    def with_rules(self, *rules: Rule) -> Classifier:
+        """A classifier that tries ``rules`` first, then this one's."""
+        return Classifier(tuple(rules) + self.rules)
+
+    def classify(self, result: SubmissionResult) -> Classification:
+        """Classify ``result``. Never raises: a rule that raises is skipped."""
+        for rule in self.rules:
+            try:
+                hit = rule.matches(result)
+            except Exception:  # a user rule must not crash the guard
+                hit = False
+            if hit:
+                return Classification(rule.name, rule.outcome, rule.scope, result.retry_after)
+        return Classification("unclassified", OutcomeClass.RETRYABLE, "request", result.retry_after)
+
+    def table(self) -> Sequence[tuple[str, str, str, str]]:
+        """``(name, class, scope, doc)`` rows, for documentation and diagrams."""
+        return [(r.name, r.outcome.value, r.scope, r.doc) for r in self.rules]
