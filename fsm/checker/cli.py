@@ -3,7 +3,8 @@
 Exit status: 0 when every property of every model holds; 1 when any property is violated,
 vacuous, or unknown because a bound was hit (``--max-states``/``--max-depth``); 2 for bad
 arguments, a bad model file, or a model that raises during exploration (one message, no
-traceback). Text output goes to stdout, progress lines to stderr (disable with ``--quiet``).
+traceback). Reports go to stdout, progress lines to stderr once a run lasts over a second
+(disable them with ``--quiet``).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def main(argv: list[str]) -> int:
                     model,
                     max_states=args.max_states,
                     max_depth=args.max_depth,
-                    progress=not (args.quiet or args.json),
+                    progress=not args.quiet,
                 )
                 report = checker.run()
             except ModelError as exc:

@@ -18,12 +18,13 @@ expanded, so they are part of no cycle and never judged deadlocked.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import pairwise
 from time import perf_counter
 from typing import Any, Generic, TypeVar
 
-from fsm.checker.model import Model, resolve_hooks
+from fsm.checker.model import Model, require_model, resolve_hooks
 from fsm.checker.path import Lasso, Path, Step
 from fsm.checker.properties import Kind, Property, Verdict
 from fsm.checker.report import (
@@ -42,17 +43,32 @@ _PROGRESS_EVERY = 256  # expanded states between two looks at the clock
 
 
 class ModelError(Exception):
-    """The model raised while being explored; ``path`` leads to the state being expanded and
-    ``action`` names the action being applied (None if the failure was outside an action)."""
+    """The model raised while being explored; ``path`` leads to the state being expanded (None
+    if no state was involved) and ``action`` names the action being applied, if any."""
 
-    def __init__(self, message: str, path: Path, action: str | None) -> None:
+    def __init__(self, message: str, path: Path | None, action: str | None) -> None:
         super().__init__(message)
         self.path = path
         self.action = action
 
     def format_text(self) -> str:
+        """The message, then the path to the state where the model raised."""
+        if self.path is None:
+            return str(self)
         where = f" applying {self.action!r}" if self.action is not None else ""
         return f"{self}\n  raised{where} in the state reached by:\n{self.path.format_text('  ')}"
+
+
+@contextmanager
+def _model_errors(doing: str) -> Iterator[None]:
+    """Turn an exception raised by model code outside the search into a :class:`ModelError`."""
+    try:
+        yield
+    except ModelError:
+        raise
+    except Exception as exc:
+        message = f"model raised {type(exc).__name__}: {exc} ({doing})"
+        raise ModelError(message, None, None) from exc
 
 
 class Checker(Generic[S, A]):
@@ -73,9 +89,11 @@ class Checker(Generic[S, A]):
         max_depth: int | None = None,
         progress: ProgressFn | bool | None = None,
     ) -> None:
+        require_model(model)
         self.model = model
-        self.hooks = resolve_hooks(model)
-        self.props: tuple[Property[S], ...] = tuple(model.properties())
+        with _model_errors("reading its hooks and properties"):
+            self.hooks = resolve_hooks(model)
+            self.props: tuple[Property[S], ...] = tuple(model.properties())
         names = [p.name for p in self.props]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -106,9 +124,10 @@ class Checker(Generic[S, A]):
         start = perf_counter()
         found: list[int | None] = [None] * len(self.props)
         complete, depth, fired = self._search(found, start)
-        results = tuple(
-            self._judge(prop, found[slot], complete) for slot, prop in enumerate(self.props)
-        )
+        with _model_errors("building a counterexample"):
+            results = tuple(
+                self._judge(prop, found[slot], complete) for slot, prop in enumerate(self.props)
+            )
         declared = self.hooks.declared
         return Report(
             model=self.hooks.name,
@@ -229,7 +248,7 @@ class Checker(Generic[S, A]):
         return complete, depth + (1 if len(states) > level_end else 0), fired
 
     def _model_error(self, exc: Exception, head: int, action: Any) -> ModelError:
-        path = self._path_to(head) if head < len(self.states) else Path("(initial states)", ())
+        path = self._path_to(head) if head < len(self.states) else None
         name = None if action is None else str(action)
         return ModelError(f"model raised {type(exc).__name__}: {exc}", path, name)
 

@@ -136,11 +136,16 @@ def model_name(model: object) -> str:
     return name if isinstance(name, str) and name else type(model).__name__
 
 
-def resolve_hooks(model: object) -> Hooks:
-    """Look up the optional hooks of ``model`` (any object with the required methods)."""
+def require_model(model: object) -> None:
+    """Raise TypeError naming the missing methods unless ``model`` has the required ones."""
     missing = [m for m in REQUIRED_METHODS if not callable(getattr(model, m, None))]
     if missing:
         raise TypeError(f"{type(model).__name__} is not a model: missing {', '.join(missing)}")
+
+
+def resolve_hooks(model: object) -> Hooks:
+    """Look up the optional hooks of ``model`` (any object with the required methods)."""
+    require_model(model)
     declared_fn = _overridden(model, "declared_transitions")
     declared = tuple(str(label) for label in declared_fn()) if declared_fn else ()
     return Hooks(

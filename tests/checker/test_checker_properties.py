@@ -209,7 +209,7 @@ def test_model_raising_is_reported_with_the_path_to_the_state() -> None:
 
     with pytest.raises(ModelError, match="RuntimeError: boom") as info:
         check(Exploding())
-    assert info.value.path.names == ["inc", "inc", "inc"]
+    assert info.value.path is not None and info.value.path.names == ["inc", "inc", "inc"]
     assert info.value.action == "inc"
     assert "applying 'inc'" in info.value.format_text()
 
@@ -240,3 +240,22 @@ def test_text_output_marks_verdicts_and_loops() -> None:
     assert "✗ L1 violated" in text
     assert "-- loop starts here --" in text and "back to step 10" in text
     assert "✓" in check(Counter(bad=11)).format_text()
+
+
+def test_model_raising_outside_the_search_is_a_model_error() -> None:
+    class NoProps(Counter):
+        def properties(self) -> list[Property[int]]:
+            raise LookupError("no table")
+
+    with pytest.raises(ModelError, match=r"LookupError: no table \(reading its hooks") as info:
+        Checker(NoProps())
+    assert info.value.path is None and "no table" in info.value.format_text()
+
+    class BadInit(Counter):
+        def init_states(self) -> list[int]:
+            raise OSError("disk")
+
+    with pytest.raises(ModelError, match="OSError: disk"):
+        check(BadInit())
+    with pytest.raises(TypeError, match="missing init_states, actions, next_state, properties"):
+        Checker(object())  # type: ignore[arg-type]
