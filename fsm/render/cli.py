@@ -1,0 +1,102 @@
+"""``python -m fsm render [--out DIR] [--check] [--png] [--only NAME ...]``.
+
+Renders every registered producer (:data:`fsm.render.registry.PRODUCERS`) into DIR
+(default ``diagrams/``): ``NAME.dot``, ``NAME.mmd`` (when the diagram has Mermaid
+text) and ``NAME.svg`` (``--png`` also writes ``NAME.png`` for a quick look).
+
+``--check`` renders DOT and Mermaid into a temporary directory, compares them with DIR
+byte for byte and lists the stale or missing files (SVG depends on the Graphviz
+version and is not compared). Exit codes: 0 fine, 1 stale files, 2 bad arguments or
+the rendering engine is missing (one line on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from fsm.render.registry import PRODUCERS, Diagram
+from fsm.render.svg import RenderEngineMissing, render_png, render_svg, require_engine
+
+
+def _texts(name: str, diagram: Diagram) -> dict[str, str]:
+    files = {f"{name}.dot": diagram.dot}
+    if diagram.mermaid is not None:
+        files[f"{name}.mmd"] = diagram.mermaid
+    return files
+
+
+def write_texts(out: Path, names: list[str]) -> list[Path]:
+    """Render the DOT and Mermaid of ``names`` into ``out``; return the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name in names:
+        for file, text in _texts(name, PRODUCERS[name]()).items():
+            path = out / file
+            path.write_text(text, encoding="utf-8", newline="\n")
+            written.append(path)
+    return written
+
+
+def stale(out: Path, names: list[str]) -> list[str]:
+    """File names under ``out`` whose DOT/Mermaid differ from a fresh render (or are missing)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = write_texts(Path(tmp), names)
+        return [
+            f.name
+            for f in fresh
+            if not (out / f.name).is_file() or (out / f.name).read_bytes() != f.read_bytes()
+        ]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m fsm render", description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, default=Path("diagrams"), help="output directory")
+    p.add_argument("--check", action="store_true", help="exit 1 if DIR is stale")
+    p.add_argument("--png", action="store_true", help="also write PNG files")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="render only these diagrams")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Run the subcommand; return the exit code (see the module docstring)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse already printed the reason
+        return 0 if exc.code == 0 else 2
+    names = list(args.only or PRODUCERS)
+    unknown = [n for n in names if n not in PRODUCERS]
+    if unknown:
+        print(
+            f"fsm render: unknown diagram(s) {', '.join(unknown)}; known: {', '.join(PRODUCERS)}",
+            file=sys.stderr,
+        )
+        return 2
+    out: Path = args.out
+    if args.check:
+        outdated = stale(out, names)
+        for name in outdated:
+            print(f"stale: {out / name}", file=sys.stderr)
+        if outdated:
+            print(
+                f"{len(outdated)} stale diagram file(s); run: python -m fsm render --out {out}",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"diagrams in {out} are up to date")
+        return 0
+    try:
+        require_engine()
+        write_texts(out, names)
+        for name in names:
+            dot = PRODUCERS[name]().dot
+            (out / f"{name}.svg").write_text(render_svg(dot), encoding="utf-8", newline="\n")
+            if args.png:
+                (out / f"{name}.png").write_bytes(render_png(dot))
+    except RenderEngineMissing as exc:
+        print(f"fsm render: {exc}", file=sys.stderr)
+        return 2
+    print(f"rendered {len(names)} diagram(s) into {out}")
+    return 0

@@ -1,0 +1,62 @@
+"""Mermaid ``stateDiagram-v2`` text for a :class:`~fsm.spec.MachineSpec` (renders
+natively on GitHub), optionally with a trace as numbered labels and a note.
+
+Contract: deterministic; one line ``src --> dst : trigger [guard]`` per declared
+transition, in declaration order; ``[*] --> initial``; ``terminal --> [*]``; a state
+description line per documented state; terminal states get the ``terminal`` class.
+With a trace, each transition on the path is labelled ``"n. trigger"`` (several step
+numbers joined by ``", "`` if the path takes it more than once, ``" (loop)"`` if any of
+them is in the loop), visited states get the ``onpath`` class, and a note on the loop's
+first state says which steps repeat.
+"""
+
+from __future__ import annotations
+
+from fsm.render.graph import Trace
+from fsm.render.machine import trace_rows
+from fsm.spec import MachineSpec, Transition
+
+
+def _id(state: str) -> str:
+    """Mermaid state ids: letters, digits and underscores only."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in state)
+
+
+def _text(text: str) -> str:
+    """Label text Mermaid accepts after ``:`` (no colons, semicolons or line breaks)."""
+    return text.replace(":", "\u2236").replace(";", ",").replace("\n", " ").replace("#", "nr ")
+
+
+def mermaid(spec: MachineSpec, *, trace: Trace | None = None) -> str:
+    """Mermaid text for ``spec`` (see the module docstring for the contract)."""
+    numbers: dict[Transition, list[int]] = {}
+    in_loop: set[Transition] = set()
+    if trace:
+        for index, row in enumerate(trace_rows(spec, trace)):
+            numbers.setdefault(row, []).append(index + 1)
+            if trace.in_loop(index):
+                in_loop.add(row)
+    title = trace.title if trace and trace.title else spec.name
+    lines = ["---", f"title: {_text(title)}", "---", "stateDiagram-v2"]
+    lines += [f"    {_id(s)} : {_text(doc)}" for s, doc in spec.state_docs if doc]
+    lines.append(f"    [*] --> {_id(spec.initial)}")
+    for t in spec.transitions:
+        label = f"{t.trigger} [{t.guard}]" if t.guard else t.trigger
+        if t in numbers:
+            label = ", ".join(map(str, numbers[t])) + f". {t.trigger}"
+            label += " (loop)" if t in in_loop else ""
+        lines.append(f"    {_id(t.source)} --> {_id(t.dest)} : {_text(label)}")
+    lines += [f"    {_id(s)} --> [*]" for s in spec.states if s in spec.terminal]
+    if trace and trace.loop_start is not None:
+        first, last = trace.loop_start + 1, len(trace.steps)
+        at = _id(trace.steps[trace.loop_start].src)
+        lines.append(f"    note right of {at} : loop, steps {first} to {last} repeat forever")
+    lines.append("    classDef terminal fill:#e8e8e8,stroke:#222,stroke-width:3px")
+    terminal = [_id(s) for s in spec.states if s in spec.terminal]
+    lines.append(f"    class {','.join(terminal)} terminal")
+    if trace:
+        lines.append("    classDef onpath stroke:#1f5fbf,stroke-width:3px")
+        visited = [_id(s) for s in trace.visited if s not in spec.terminal]
+        if visited:
+            lines.append(f"    class {','.join(visited)} onpath")
+    return "\n".join(lines) + "\n"
