@@ -201,9 +201,11 @@ class Checker(Generic[S, A]):
                 if head == level_end:
                     depth += 1
                     level_end = len(states)
+                if depth == max_depth:  # every state from here on lies at the depth bound
+                    complete = False
+                    break
                 s = states[head]
-                if depth == max_depth or (within is not None and not within(s)):
-                    complete = complete and depth != max_depth
+                if within is not None and not within(s):  # checked on discovery, not expanded
                     close_state(len(edges))
                     head += 1
                     continue

@@ -175,9 +175,8 @@ def test_loader_forms(tmp_path: Path) -> None:
 def test_cli_exit_0_when_everything_holds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    good = write(tmp_path, "good.py", MODEL_FILE + "\nMODEL = Ring('ok', 1, 9)\n")
-    good_body = "Ring.actions = lambda self, s: ['exit'] if s < self.size else []\n"
-    write(tmp_path, "good.py", MODEL_FILE + "\nMODEL = Ring('ok', 3, 9)\n" + good_body)
+    exit_only = "Ring.actions = lambda self, s: ['exit'] if s < self.size else []\n"
+    good = write(tmp_path, "good.py", MODEL_FILE + "\nMODEL = Ring('ok', 3, 9)\n" + exit_only)
     assert main([good, "-q"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("ok: states=2 transitions=1 depth=1 seconds=")
