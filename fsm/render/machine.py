@@ -198,7 +198,7 @@ def machine_dot(
     *,
     trace: Trace | None = None,
     merge_min: int = 3,
-    rankdir: str = "LR",
+    rankdir: str = "TB",
     title: str = "",
 ) -> str:
     """Deterministic DOT text for ``spec`` (see the module docstring for the layout).
