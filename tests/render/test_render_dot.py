@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from render_dotparse import Parsed, parse
 
 from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
 from fsm.render import _dot
@@ -11,7 +12,6 @@ from fsm.render.graph import GraphEdge, GraphNode, StateGraph, Trace, TraceError
 from fsm.render.machine import node_id
 from fsm.render.registry import PRODUCERS
 from fsm.spec import MachineSpec
-from render_dotparse import Parsed, parse
 
 
 def test_every_producer_is_deterministic() -> None:
