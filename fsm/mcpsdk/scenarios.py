@@ -1,0 +1,697 @@
+"""Deterministic end-to-end scenarios: a client behind a fault proxy, against the harness server.
+
+Each scenario starts a fresh :func:`~fsm.mcpsdk.server.running_server` and
+:class:`~fsm.mcpsdk.proxy.FaultProxy`, opens a client through a **client factory**, calls the
+destructive ``delete_files`` tool, drives faults by explicit command (cuts, held resumes,
+deadline fired now, failed answer POSTs, session expiry) and synchronises on observed
+traffic, never on sleeps.  The result is a :class:`ScenarioResult`.
+
+The client seam (what a guarded client must implement to reuse every scenario)
+------------------------------------------------------------------------------
+A *client factory* is a callable ``factory(env: ClientEnv)`` returning an **async context
+manager** that yields a :class:`ScenarioClient`:
+
+- ``env.url``: the MCP endpoint to connect to (the proxy; protocol 2025-11-25 over the legacy
+  streamable-HTTP transport, i.e. ``ClientSession`` over ``streamable_http_client``, not
+  ``Client(url)`` whose default negotiates 2026-07-28 and has no server->client requests);
+- ``env.http_client``: the ``httpx2.AsyncClient`` to use for **all** HTTP (pass it to
+  ``streamable_http_client(url, http_client=...)`` or use it directly); do not create
+  another one;
+- ``env.on_present``: ``async (PresentationRequest) -> ElicitAnswer``.  Call it exactly when
+  the client *presents* an elicitation to the user (it stands for the human) and send back
+  what it returns.  Never call it for an elicitation the client decides not to show.  It
+  may be cancelled (the client's business); the scenario records that;
+- ``env.session_id()``: the current MCP session id seen on the wire (convenience for
+  clients that do not track it themselves).
+
+The context manager must have completed ``initialize`` when it yields and must close the
+session on exit (bounded time: the scenario wraps the exit in its timeout).  The yielded
+object must provide ``await client.call_tool(name, arguments)``, returning the tool result
+(an object with ``content``/``isError`` like ``mcp.types.CallToolResult``, or a ``str``) or
+raising; the scenario records the result or the exception type, JSON-RPC code (``code``
+attribute, or ``error.code``) and message.  Optional: ``await client.list_tools()``, used by
+``session_expired`` as a post-mortem probe.
+
+Everything else (dedup, liveness, answer-outcome classification, resume policy) is the
+client's business: the scenario only observes the wire (proxy log), the user (presentations)
+and the server (controller log).
+
+Scenarios (:data:`SCENARIOS`)
+-----------------------------
+``seed``
+    The call's POST stream is cut abruptly after its priming event; while the resume GET is
+    held, the tool elicits (stored, undelivered); the GET replays it (presentation 1).  That
+    GET is cut abruptly; while the next resume is held the **silent** deadline fires; the
+    next GET replays the dead request.  The user then answers everything presented and the
+    stream is cut a third time.  mcp 2.3.0 plain client: the stale resume cursor replays
+    the elicitation -> presented twice (same id); two answers -> 202, 202; the call fails
+    with -32000 "SSE stream ended and reconnection attempts were exhausted".
+``replayed_cancel``
+    As ``seed`` with the **cancel-emitting** deadline: the second replay carries the request
+    followed by its ``notifications/cancelled``.  Plain client: the replayed request is
+    dispatched again (a second handler, cancelled by the replayed cancel); the first
+    presentation stays open and its late answer gets 202; -32000 as above.
+``answer_conn_error``
+    Elicitation delivered live, the answer POST fails with a connection error.  Plain
+    client: the transport dies (``Error in post_writer``), the call fails with -32000
+    "Connection closed".
+``session_expired``
+    Elicitation delivered live, then the server expires the session.  Plain client: the
+    stream ends cleanly, two resume GETs get 404, the call fails with -32000 "...exhausted";
+    the late answer gets 404 (ignored by the client); a probe gets -32600 "Session not
+    found" (no re-initialisation).
+``happy``
+    The user confirms in time: one presentation, one answer (202), result
+    ``"Deleted 3 files: a.txt, b.txt, c.txt"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import anyio
+import httpx2
+from anyio.abc import TaskGroup
+from mcp import ClientSession, types
+from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+
+from fsm.mcpsdk.proxy import ConnectionFault, Exchange, FaultProxy, TrafficEvent, is_resume_get
+from fsm.mcpsdk.server import RunningServer, ServerController, ServerEvent, running_server
+
+__all__ = [
+    "CONFIRM",
+    "SCENARIOS",
+    "AnswerPost",
+    "ClientEnv",
+    "ClientFactory",
+    "ElicitAnswer",
+    "Outcome",
+    "Presentation",
+    "PresentationRequest",
+    "ResumeAttempt",
+    "Rig",
+    "ScenarioClient",
+    "ScenarioResult",
+    "User",
+    "plain_client",
+    "run_progress_stream",
+    "run_scenario",
+]
+
+ScenarioName = Literal["seed", "replayed_cancel", "answer_conn_error", "session_expired", "happy"]
+
+
+# --------------------------------------------------------------------------- the seam
+
+
+@dataclass(frozen=True)
+class PresentationRequest:
+    """What the client shows the user: one elicitation, keyed by (session id, request id)."""
+
+    session_id: str | None
+    request_id: str | int
+    message: str
+    requested_schema: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ElicitAnswer:
+    """The user's decision (``content`` only for ``accept``)."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+
+CONFIRM = ElicitAnswer("accept", {"confirm": True})
+
+PresentFn = Callable[[PresentationRequest], Awaitable[ElicitAnswer]]
+
+
+@dataclass(frozen=True)
+class ClientEnv:
+    """What a client factory receives (see the module docstring)."""
+
+    url: str
+    http_client: httpx2.AsyncClient
+    on_present: PresentFn
+    session_id: Callable[[], str | None]
+
+
+class ScenarioClient(Protocol):
+    """What a client factory yields."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any: ...
+
+
+ClientFactory = Callable[[ClientEnv], AbstractAsyncContextManager[ScenarioClient]]
+
+
+class _PlainClient:
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        return await self.session.call_tool(name, arguments)
+
+    async def list_tools(self) -> types.ListToolsResult:
+        return await self.session.list_tools()
+
+
+@contextlib.asynccontextmanager
+async def plain_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
+    """The unmodified mcp 2.3.0 client: ``ClientSession`` over ``streamable_http_client``.
+
+    Its elicitation callback presents every ``elicitation/create`` it is handed (the SDK
+    dispatcher does not de-duplicate replays) and returns the user's answer.
+    """
+
+    async def on_elicit(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        schema = getattr(params, "requested_schema", None)
+        answer = await env.on_present(
+            PresentationRequest(env.session_id(), context.request_id, params.message, schema)
+        )
+        return types.ElicitResult(action=answer.action, content=answer.content)
+
+    async with (
+        streamable_http_client(env.url, http_client=env.http_client) as (read, write),
+        ClientSession(read, write, elicitation_callback=on_elicit) as session,
+    ):
+        await session.initialize()
+        yield _PlainClient(session)
+
+
+# --------------------------------------------------------------------------- the user
+
+
+@dataclass
+class Presentation:
+    """One presentation to the user, in order (``index`` from 0)."""
+
+    index: int
+    request: PresentationRequest
+    at: float
+    answer: ElicitAnswer | None = None
+    cancelled: bool = False
+    _decided: anyio.Event = field(default_factory=anyio.Event, repr=False)
+    _given: ElicitAnswer | None = field(default=None, repr=False)
+
+    @property
+    def key(self) -> tuple[str | None, str]:
+        return (self.request.session_id, str(self.request.request_id))
+
+    @property
+    def open(self) -> bool:
+        return self.answer is None and not self.cancelled
+
+
+class User:
+    """A scripted user: records presentations, answers only when told to."""
+
+    def __init__(self) -> None:
+        self.presentations: list[Presentation] = []
+        self._changed = anyio.Event()
+        self._t0 = time.monotonic()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def present(self, request: PresentationRequest) -> ElicitAnswer:
+        """The ``on_present`` hook: blocks until :meth:`answer` decides this presentation."""
+        item = Presentation(len(self.presentations), request, time.monotonic() - self._t0)
+        self.presentations.append(item)
+        self._notify()
+        try:
+            await item._decided.wait()
+        except anyio.get_cancelled_exc_class():
+            item.cancelled = True
+            self._notify()
+            raise
+        assert item._given is not None
+        item.answer = item._given
+        self._notify()
+        return item._given
+
+    def answer(self, index: int, answer: ElicitAnswer = CONFIRM) -> None:
+        item = self.presentations[index]
+        item._given = answer
+        item._decided.set()
+
+    def answer_open(self, answer: ElicitAnswer = CONFIRM) -> list[int]:
+        """Answer every presentation still open; returns their indices."""
+        indices = [p.index for p in self.presentations if p.open and not p._decided.is_set()]
+        for i in indices:
+            self.answer(i, answer)
+        return indices
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        with anyio.fail_after(timeout):
+            while not predicate():
+                await self._changed.wait()
+
+    async def wait_presented(self, count: int, timeout: float = 10.0) -> Presentation:
+        """Wait until ``count`` presentations happened; returns the ``count``-th."""
+        await self.wait_until(lambda: len(self.presentations) >= count, timeout)
+        return self.presentations[count - 1]
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a call ended: ``kind="result"`` (``text``, ``is_error``) or ``"error"``."""
+
+    kind: Literal["result", "error", "pending"]
+    text: str = ""
+    is_error: bool = False
+    error_type: str | None = None
+    code: int | None = None
+
+    @classmethod
+    def of_result(cls, result: Any) -> Outcome:
+        if isinstance(result, str):
+            return cls("result", result)
+        texts = [getattr(c, "text", "") for c in getattr(result, "content", []) or []]
+        return cls(
+            "result", "\n".join(t for t in texts if t), bool(getattr(result, "isError", False))
+        )
+
+    @classmethod
+    def of_exception(cls, exc: BaseException) -> Outcome:
+        code = getattr(exc, "code", None)
+        if code is None:
+            code = getattr(getattr(exc, "error", None), "code", None)
+        message = getattr(getattr(exc, "error", None), "message", None) or str(exc)
+        return cls(
+            "error", message, True, type(exc).__name__, code if isinstance(code, int) else None
+        )
+
+
+@dataclass(frozen=True)
+class AnswerPost:
+    """An answer POST seen by the proxy: the JSON-RPC id answered and what came back."""
+
+    exchange: int
+    request_id: Any
+    body: Any
+    status: int | None
+    fault: str | None
+    response_body: Any
+
+
+@dataclass(frozen=True)
+class ResumeAttempt:
+    """A GET with ``Last-Event-ID``: its cursor, status and the event ids it delivered."""
+
+    exchange: int
+    cursor: str
+    status: int | None
+    delivered: tuple[str, ...]
+    outcome: str | None
+
+
+@dataclass
+class ScenarioResult:
+    """What happened, from the user's, the wire's and the server's point of view."""
+
+    name: str
+    outcome: Outcome
+    presentations: list[Presentation]
+    answers: list[AnswerPost]
+    resumes: list[ResumeAttempt]
+    session_ids: list[str]
+    probe: Outcome | None = None
+    server_log: list[ServerEvent] = field(default_factory=list)
+    traffic: list[TrafficEvent] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def presentation_counts(self) -> dict[tuple[str | None, str], int]:
+        """Times presented per (session id, request id)."""
+        return dict(Counter(p.key for p in self.presentations))
+
+    def times_presented(self, request_id: str | int, session_id: str | None = None) -> int:
+        return sum(
+            1
+            for p in self.presentations
+            if str(p.request.request_id) == str(request_id)
+            and (session_id is None or p.request.session_id == session_id)
+        )
+
+    @property
+    def answer_statuses(self) -> list[int | str | None]:
+        return [a.status if a.fault is None or a.status else a.fault for a in self.answers]
+
+
+# --------------------------------------------------------------------------- the rig
+
+
+@dataclass
+class Rig:
+    """A running server, a proxy in front of it, an HTTP client and a user."""
+
+    server: RunningServer
+    proxy: FaultProxy
+    http: httpx2.AsyncClient
+    user: User
+
+    @property
+    def controller(self) -> ServerController:
+        return self.server.controller
+
+    def session_id(self) -> str | None:
+        for ex in reversed(list(self.proxy.exchanges.values())):
+            sid = ex.response_headers.get("mcp-session-id") or ex.headers.get("mcp-session-id")
+            if sid:
+                return sid
+        return None
+
+    def env(self) -> ClientEnv:
+        return ClientEnv(self.proxy.url, self.http, self.user.present, self.session_id)
+
+    async def tools_call(self, after: int = 0, timeout: float = 10.0) -> Exchange:
+        """The exchange of the next ``tools/call`` POST, once its priming event was relayed."""
+        req = await self.proxy.wait_for(
+            lambda e: e.kind == "request" and _rpc_method(e.json) == "tools/call", timeout, after
+        )
+        await self.proxy.wait_for(
+            lambda e: e.kind == "sse_event" and e.exchange == req.exchange and e.data == "",
+            timeout,
+        )
+        return self.proxy.exchanges[req.exchange]
+
+    async def primed(self, exchange: Exchange, timeout: float = 10.0) -> None:
+        """Wait until ``exchange`` relayed a priming event (a resume GET attached its tail)."""
+        await self.proxy.wait_for(
+            lambda e: e.kind == "sse_event" and e.exchange == exchange.id and e.data == "",
+            timeout,
+        )
+
+    async def stored(self, what: str, after: int = 0, timeout: float = 10.0) -> ServerEvent:
+        """Wait until the server's event store stored a message (``what`` = method/kind)."""
+        return await self.controller.wait_for(
+            lambda e: e.kind == "stored" and e.detail.get("what") == what, timeout, after
+        )
+
+    async def answers_quiet(self, timeout: float = 10.0) -> None:
+        """Wait until no answer POST seen by the proxy is still in flight."""
+        with anyio.fail_after(timeout):
+            while True:
+                busy = [ex for ex in self.proxy.exchanges.values() if ex.is_answer and ex.open]
+                if not busy:
+                    return
+                await self.proxy.wait_for(_ends(busy[0].id), timeout)
+
+
+@contextlib.asynccontextmanager
+async def open_rig(
+    *, event_store: Literal["scoped", "shared"] = "scoped", retry_interval_ms: int = 50
+) -> AsyncIterator[Rig]:
+    """Server + proxy + HTTP client + user, all on 127.0.0.1; torn down on exit."""
+    async with (
+        running_server(event_store=event_store, retry_interval_ms=retry_interval_ms) as server,
+        FaultProxy(server.url) as proxy,
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0)) as http,
+    ):
+        yield Rig(server, proxy, http, User())
+
+
+class _Call:
+    """A tool call running in the background; ``outcome`` once it ended."""
+
+    def __init__(self) -> None:
+        self.outcome = Outcome("pending")
+        self.done = anyio.Event()
+
+    async def run(self, client: ScenarioClient, name: str, arguments: dict[str, Any]) -> None:
+        try:
+            self.outcome = Outcome.of_result(await client.call_tool(name, arguments))
+        except Exception as exc:
+            self.outcome = Outcome.of_exception(exc)
+        finally:
+            self.done.set()
+
+    async def wait(self, timeout: float = 10.0) -> Outcome:
+        with anyio.fail_after(timeout):
+            await self.done.wait()
+        return self.outcome
+
+
+# --------------------------------------------------------------------------- scenarios
+
+Step = Callable[[Rig, ScenarioClient, _Call, TaskGroup], Awaitable["Outcome | None"]]
+
+
+async def _settle(rig: Rig, client: ScenarioClient) -> None:
+    """Let the client act on everything it received, and let its answer POSTs finish.
+
+    A ``ping`` round trip (hundreds of event-loop turns through proxy and server) gives the
+    client's handlers time to run; then every answer POST the proxy has seen must end.
+    Done twice so an answer enqueued behind the first ping is covered.  A dead client
+    (ping raising) is fine.
+    """
+    for _ in range(2):
+        with contextlib.suppress(Exception):
+            with anyio.fail_after(10):
+                await client.call_tool("ping", {})
+        await rig.answers_quiet()
+
+
+async def _replayed_deadline(
+    rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup, flavour: str
+) -> Outcome | None:
+    proxy, controller, user = rig.proxy, rig.controller, rig.user
+    args = {"deadline": flavour, "gated": True, "after_deadline": "hold"}
+    tg.start_soon(call.run, client, "delete_files", args)
+    post = await rig.tools_call()
+    pending = await controller.wait_pending(state="gated")
+
+    # 1. the POST stream breaks before the elicitation, which is sent while disconnected
+    #    and delivered by the first resume's replay
+    hold = proxy.hold_next(is_resume_get)
+    mark = controller.log[-1].seq
+    await proxy.cut(post, "abrupt")
+    first_resume = await hold.wait_arrived()
+    controller.release(pending)
+    await rig.stored("elicitation/create", after=mark)
+    hold.release()
+    await rig.primed(first_resume)
+
+    # 2. that resume breaks too; the deadline fires while the client is away
+    hold = proxy.hold_next(is_resume_get)
+    mark = controller.log[-1].seq
+    await proxy.cut(first_resume, "abrupt")
+    second_resume = await hold.wait_arrived()
+    await controller.fire_deadline(pending)
+    if flavour == "cancel":
+        await rig.stored("notifications/cancelled", after=mark)
+    hold.release()
+    await rig.primed(second_resume)
+
+    # 3. the stream breaks a third time; then the user answers whatever is still shown
+    await proxy.cut(second_resume, "abrupt")
+    await call.wait()
+    await _settle(rig, client)
+    user.answer_open()
+    await _settle(rig, client)
+    controller.finish(pending)
+    return None
+
+
+async def _seed(rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup) -> Outcome | None:
+    return await _replayed_deadline(rig, client, call, tg, "silent")
+
+
+async def _replayed_cancel(
+    rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup
+) -> Outcome | None:
+    return await _replayed_deadline(rig, client, call, tg, "cancel")
+
+
+async def _answer_conn_error(
+    rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup
+) -> Outcome | None:
+    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
+    await rig.user.wait_presented(1)
+    rig.proxy.fail_next_answer(ConnectionFault("close"))
+    rig.user.answer_open()
+    await call.wait()
+    await _settle(rig, client)
+    return None
+
+
+async def _session_expired(
+    rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup
+) -> Outcome | None:
+    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
+    await rig.user.wait_presented(1)
+    sid = rig.session_id()
+    assert sid is not None
+    await rig.controller.expire_session(sid)
+    await call.wait()
+    rig.user.answer_open()
+    await _settle(rig, client)
+    try:
+        with anyio.fail_after(10):
+            return Outcome.of_result(await client.call_tool("ping", {}))
+    except Exception as exc:
+        return Outcome.of_exception(exc)
+
+
+async def _happy(rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup) -> Outcome | None:
+    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
+    await rig.user.wait_presented(1)
+    rig.user.answer_open()
+    await call.wait()
+    await _settle(rig, client)
+    return None
+
+
+SCENARIOS: dict[str, Step] = {
+    "seed": _seed,
+    "replayed_cancel": _replayed_cancel,
+    "answer_conn_error": _answer_conn_error,
+    "session_expired": _session_expired,
+    "happy": _happy,
+}
+
+
+async def run_scenario(
+    name: str,
+    client_factory: ClientFactory = plain_client,
+    *,
+    timeout: float = 30.0,
+    rig: Rig | None = None,
+) -> ScenarioResult:
+    """Run scenario ``name`` (a key of :data:`SCENARIOS`) with ``client_factory``.
+
+    A fresh rig (server, proxy, HTTP client, user) is used unless ``rig`` is given.  Raises
+    ``TimeoutError`` if the scenario does not finish within ``timeout`` seconds (a safety
+    net: every step waits on an observed event).
+    """
+    step = SCENARIOS[name]
+    async with contextlib.AsyncExitStack() as stack:
+        if rig is None:
+            rig = await stack.enter_async_context(open_rig())
+        started = time.monotonic()
+        call = _Call()
+        probe: Outcome | None = None
+        with anyio.fail_after(timeout):
+            async with client_factory(rig.env()) as client, anyio.create_task_group() as tg:
+                probe = await step(rig, client, call, tg)
+                # whatever the user still has open is abandoned by closing the client
+        return _collect(name, rig, call.outcome, probe, time.monotonic() - started)
+    raise AssertionError("unreachable")
+
+
+def _collect(
+    name: str, rig: Rig, outcome: Outcome, probe: Outcome | None, seconds: float
+) -> ScenarioResult:
+    proxy = rig.proxy
+    answers: list[AnswerPost] = []
+    resumes: list[ResumeAttempt] = []
+    sessions: list[str] = []
+    for ex in proxy.exchanges.values():
+        sid = ex.response_headers.get("mcp-session-id")
+        if sid and sid not in sessions:
+            sessions.append(sid)
+        if ex.is_answer:
+            faults = [e.detail for e in proxy.log if e.kind == "fault" and e.exchange == ex.id]
+            bodies = [e.json for e in proxy.log if e.exchange == ex.id and e.kind == "body"]
+            answers.append(
+                AnswerPost(
+                    ex.id,
+                    ex.json.get("id"),
+                    ex.json,
+                    ex.status,
+                    faults[0] if faults else None,
+                    bodies[0] if bodies else None,
+                )
+            )
+        elif ex.is_resume:
+            assert ex.last_event_id is not None
+            resumes.append(
+                ResumeAttempt(
+                    ex.id, ex.last_event_id, ex.status, tuple(ex.sse_event_ids), ex.outcome
+                )
+            )
+    return ScenarioResult(
+        name=name,
+        outcome=outcome,
+        presentations=list(rig.user.presentations),
+        answers=answers,
+        resumes=resumes,
+        session_ids=sessions,
+        probe=probe,
+        server_log=list(rig.controller.log),
+        traffic=list(proxy.log),
+        seconds=seconds,
+    )
+
+
+def _ends(exchange_id: int) -> Callable[[TrafficEvent], bool]:
+    return lambda e: e.kind == "end" and e.exchange == exchange_id
+
+
+def _rpc_method(body: Any) -> str | None:
+    if isinstance(body, dict) and isinstance(body.get("method"), str):
+        return str(body["method"])
+    return None
+
+
+# --------------------------------------------------------------------------- benchmark
+
+
+@dataclass(frozen=True)
+class ProgressRun:
+    """Result of :func:`run_progress_stream`."""
+
+    count: int
+    received: int
+    relayed_events: int
+    seconds: float
+    result_text: str
+
+
+async def run_progress_stream(count: int = 10_000, *, through_proxy: bool = True) -> ProgressRun:
+    """Call ``stream_progress(count)`` with the plain client and time it.
+
+    ``received`` counts progress callbacks seen by the client, ``relayed_events`` the SSE
+    events with data the proxy relayed on the call's stream (``0`` without the proxy).
+    """
+    async with open_rig() as rig:
+        url = rig.proxy.url if through_proxy else rig.server.url
+        received = 0
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            nonlocal received
+            received += 1
+
+        async with (
+            streamable_http_client(url, http_client=rig.http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            started = time.monotonic()
+            result = await session.call_tool(
+                "stream_progress", {"count": count}, progress_callback=on_progress
+            )
+            seconds = time.monotonic() - started
+            # the final progress callbacks may still be in flight behind the result
+            with anyio.fail_after(10):
+                while received < count:
+                    await anyio.sleep(0.001)
+        relayed = sum(
+            1 for e in rig.proxy.log if e.kind == "sse_event" and "notifications/progress" in e.data
+        )
+        return ProgressRun(count, received, relayed, seconds, Outcome.of_result(result).text)
