@@ -1,0 +1,572 @@
+"""Every decision rule of DESIGN.md and of the guard's contract, through the public API:
+events in, actions out, with an injected fake clock. Each test runs on both engines."""
+
+from __future__ import annotations
+
+import pytest
+from core_support import (
+    ENGINES,
+    GET,
+    ORIGIN,
+    POST,
+    SESSION,
+    FakeClock,
+    cancel,
+    elicit,
+    make_guard,
+    of,
+    progress,
+    response,
+)
+
+from fsm import LIVE_MARKER, Guard, SubmissionResult
+from fsm import events as ev
+from fsm.actions import Complete, Fail, Ignore, Present, Resume, Submit, Wait, Withdraw
+from fsm.errors import (
+    GuardUsageError,
+    RequestCancelledError,
+    ResumeBudgetSpentError,
+    SessionExpiredError,
+    StaleRequestError,
+)
+from fsm.tables import InvalidTransition
+
+KEY1 = (SESSION, 1)
+ANSWER = {"action": "accept", "content": {"confirm": False, "note": "only the logs"}}
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def sse(
+    data: object, event_id: str | None = None, *, stream: str = POST, **kw: object
+) -> ev.SseEvent:
+    return ev.SseEvent(stream, data, event_id, **kw)  # type: ignore[arg-type]
+
+
+def replay(data: object, event_id: str | None = None, *, stream: str = POST) -> ev.SseEvent:
+    return ev.SseEvent(stream, data, event_id, replayed=True)  # type: ignore[arg-type]
+
+
+def present_one(guard: Guard, rid: object = 1, stream: str = POST, eid: str = "e1") -> None:
+    acts = guard.feed(sse(elicit(rid), eid, stream=stream))
+    assert [type(a) for a in acts] == [Present]
+
+
+def submitted(guard: Guard, key: tuple[str, object] = KEY1) -> None:
+    """Answer ``key`` and have the transport accept it."""
+    acts = guard.feed(ev.UserAnswered(key, ANSWER))  # type: ignore[arg-type]
+    assert acts == (Submit(key, ANSWER, 1, 0.0),)  # type: ignore[arg-type]
+    assert guard.feed(ev.SubmissionOutcome(key, SubmissionResult(202))) == ()  # type: ignore[arg-type]
+    assert guard.state_of(key) == "submitted"  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- rule 1 and 2
+
+
+def test_first_delivery_is_presented_once_with_its_deadline_recorded(engine: str) -> None:
+    clock = FakeClock(100.0)
+    guard = make_guard(
+        engine, clock, request_ttl_s=30.0, ttl_by_method={"sampling/createMessage": 5.0}
+    )
+    acts = guard.feed(sse(elicit(1), "e1"))
+    assert acts == (Present(KEY1, "elicitation/create", elicit(1)["params"]),)
+    assert guard.state_of(KEY1) == "presented"
+    sampling = {"jsonrpc": "2.0", "id": 2, "method": "sampling/createMessage", "params": {}}
+    assert of(guard.feed(sse(sampling, "g1", stream=GET)), Present)
+    # the deadlines are per request (30 s and 5 s), observable through the stale rule
+    clock.now = 106.0
+    assert of(guard.feed(replay(sampling, "g1", stream=GET)), Fail)
+    assert guard.state_of((SESSION, 2)) == "dead"
+    assert guard.feed(replay(elicit(1), "e1")) == (
+        Ignore("duplicate-delivery", f"{KEY1!r} already presented", key=KEY1),
+    )
+
+
+def test_deadline_is_exact_replay_at_the_deadline_is_still_live(engine: str) -> None:
+    clock = FakeClock(0.0)
+    guard = make_guard(engine, clock, request_ttl_s=10.0)
+    present_one(guard)
+    clock.now = 10.0
+    assert [a.reason for a in of(guard.feed(replay(elicit(1), "e1")), Ignore)] == [
+        "duplicate-delivery"
+    ]
+    clock.now = 10.001
+    assert of(guard.feed(replay(elicit(1), "e1")), Fail)
+
+
+def test_duplicate_delivery_within_deadline_is_ignored(engine: str) -> None:
+    clock = FakeClock()
+    guard = make_guard(engine, clock)
+    present_one(guard)
+    clock.advance(5)
+    for item in (sse(elicit(1), "e9"), replay(elicit(1), "e1"), replay(elicit(1))):
+        acts = guard.feed(item)
+        assert not of(acts, Present)
+        assert [a.reason for a in of(acts, Ignore)] == ["duplicate-delivery"]
+    assert guard.state_of(KEY1) == "presented"
+
+
+def test_fresh_duplicate_past_deadline_is_live_not_presented(engine: str) -> None:
+    """A fresh (non-replayed) delivery asserts liveness (rule 5): not dead, not shown again."""
+    clock = FakeClock()
+    guard = make_guard(engine, clock, request_ttl_s=1.0)
+    present_one(guard)
+    clock.advance(100)
+    acts = guard.feed(sse(elicit(1), "e2", replayed=False))
+    assert [a.reason for a in of(acts, Ignore)] == ["duplicate-delivery"]
+    assert guard.state_of(KEY1) == "presented"
+
+
+# ---------------------------------------------------------------- rule 3: stale
+
+
+@pytest.mark.parametrize("stream", [POST, GET])
+def test_stale_replay_is_withdrawn_and_fails_with_evidence(engine: str, stream: str) -> None:
+    clock = FakeClock(0.0)
+    guard = make_guard(engine, clock, request_ttl_s=30.0)
+    present_one(guard, stream=stream)
+    clock.now = 41.5
+    acts = guard.feed(replay(elicit(1), "e1", stream=stream))
+    assert [type(a) for a in acts] == [Withdraw, Fail]
+    assert acts[0] == Withdraw(KEY1, "stale-request")
+    fail = acts[1]
+    assert isinstance(fail, Fail) and isinstance(fail.error, StaleRequestError)
+    assert fail.error.key == KEY1 and fail.error.stream == stream
+    assert fail.error.reason == "stale-request"
+    assert fail.error.evidence == (
+        "presented at t=0.0",
+        "deadline t=30.0",
+        f"replayed at t=41.5 on {stream} without liveness assertion",
+    )
+    # a POST stream fails as a whole (the origin needs the request); GET: the request's own
+    assert fail.interaction == (POST if stream == POST else f"{GET}#1")
+    assert guard.state_of(KEY1) == "dead"
+    for again in (replay(elicit(1), "e1", stream=stream), sse(elicit(1), "e5", stream=stream)):
+        later = guard.feed(again)
+        assert not of(later, Present) and not of(later, Fail)
+
+
+def test_stale_request_on_post_stream_kills_the_stream_no_resume(engine: str) -> None:
+    clock = FakeClock()
+    guard = make_guard(engine, clock, request_ttl_s=1.0)
+    present_one(guard)
+    clock.advance(2)
+    guard.feed(replay(elicit(1), "e1"))
+    assert guard.stream_state(POST) == "dead"
+    assert [a.reason for a in of(guard.feed(ev.StreamLost(POST, clean=False)), Ignore)] == [
+        "not-connected"
+    ]
+    assert not of(guard.feed(ev.TimerFired(POST)), Resume)
+
+
+def test_replay_past_deadline_with_live_marker_is_not_dead(engine: str) -> None:
+    clock = FakeClock()
+    # the marker is part of params, so the first delivery carries it too
+    guard = make_guard(engine, clock, request_ttl_s=1.0)
+    first = elicit(1, **{LIVE_MARKER: True})
+    assert of(guard.feed(sse(first, "e1")), Present)
+    clock.advance(50)
+    acts = guard.feed(replay(first, "e1"))
+    assert [a.reason for a in of(acts, Ignore)] == ["duplicate-delivery"]
+    assert not of(acts, Fail) and not of(acts, Present)
+    assert guard.state_of(KEY1) == "presented"
+    # the marker must be exactly True: a truthy string is not an assertion
+    guard3 = make_guard(engine, clock, request_ttl_s=1.0)
+    weak = elicit(1, **{LIVE_MARKER: "yes"})
+    assert of(guard3.feed(sse(weak, "e1")), Present)
+    clock.advance(50)
+    assert of(guard3.feed(replay(weak, "e1")), Fail)
+
+
+def test_liveness_asserted_event_keeps_a_replayed_request_alive(engine: str) -> None:
+    clock = FakeClock()
+    guard = make_guard(engine, clock, request_ttl_s=1.0)
+    present_one(guard)
+    assert guard.feed(ev.LivenessAsserted(KEY1)) == ()
+    clock.advance(50)
+    acts = guard.feed(replay(elicit(1), "e1"))
+    assert not of(acts, Fail) and not of(acts, Present)
+    assert guard.state_of(KEY1) == "presented"
+
+
+def test_request_cancelled_later_in_same_batch_is_never_presented(engine: str) -> None:
+    guard = make_guard(engine)
+    batch = ev.ReplayBatch(
+        POST,
+        (sse(elicit(1), "e1"), sse(progress(), "e2"), sse(cancel(1), "e3"), sse(elicit(2), "e4")),
+    )
+    acts = guard.feed(batch)
+    assert [p.key for p in of(acts, Present)] == [(SESSION, 2)]
+    assert (
+        Ignore("cancelled-later-in-batch", "cancelled later in the same replay", key=KEY1) in acts
+    )
+    assert guard.state_of(KEY1) == "cancelled"
+    assert not of(acts, Fail) and not of(acts, Withdraw)
+    assert guard.stream_state(POST) == "open"
+    assert guard.cursor(POST) == "e4"
+
+
+def test_cancel_earlier_in_batch_does_not_suppress_a_later_request(engine: str) -> None:
+    guard = make_guard(engine)
+    acts = guard.feed(ev.ReplayBatch(POST, (sse(cancel(1), "e1"), sse(elicit(1), "e2"))))
+    assert [p.key for p in of(acts, Present)] == [KEY1]
+
+
+def test_one_stale_request_in_a_batch_does_not_drop_the_others(engine: str) -> None:
+    clock = FakeClock()
+    guard = make_guard(engine, clock, request_ttl_s=1.0)
+    present_one(guard, rid=1, stream=GET, eid="g1")
+    clock.advance(10)
+    batch = ev.ReplayBatch(
+        GET,
+        (
+            sse(elicit(1), "g1", stream=GET),
+            sse(elicit(2), "g2", stream=GET),
+            sse(progress(), "g3", stream=GET),
+            sse(elicit(3), "g4", stream=GET),
+        ),
+    )
+    acts = guard.feed(batch)
+    assert [type(a) for a in acts] == [Withdraw, Fail, Present, Present]
+    assert [p.key for p in of(acts, Present)] == [(SESSION, 2), (SESSION, 3)]
+    assert guard.cursor(GET) == "g4"
+    assert guard.stream_state(GET) == "open"
+
+
+# ---------------------------------------------------------------- rule 2: resubmission
+
+
+RESUBMIT_BUG = (
+    "core bug: the resubmit branch of Guard._on_request fires 'resubmit' "
+    "(submitted -> submitting) and then _submit fires 'submit', which LIVENESS only "
+    "declares from 'answered': feed raises InvalidTransition and leaves the request in "
+    "'submitting' with no Submit emitted"
+)
+
+
+def test_submitted_and_replayed_without_assertion_is_neither_dead_nor_resubmitted(
+    engine: str,
+) -> None:
+    clock = FakeClock()
+    guard = make_guard(engine, clock, request_ttl_s=1.0)
+    present_one(guard)
+    submitted(guard)
+    clock.advance(100)
+    acts = guard.feed(replay(elicit(1), "e1"))
+    assert [a.reason for a in of(acts, Ignore)] == ["duplicate-delivery"]
+    assert not of(acts, Submit) and not of(acts, Present) and not of(acts, Fail)
+    assert guard.state_of(KEY1) == "submitted"
+
+
+@pytest.mark.xfail(strict=True, raises=InvalidTransition, reason=RESUBMIT_BUG)
+def test_submitted_and_redelivered_with_assertion_resubmits_stored_answer(engine: str) -> None:
+    clock = FakeClock()
+    guard = make_guard(engine, clock, request_ttl_s=1.0)
+    present_one(guard)
+    submitted(guard)
+    clock.advance(100)
+    assert guard.feed(ev.LivenessAsserted(KEY1)) == ()
+    acts = guard.feed(replay(elicit(1), "e1"))
+    assert acts == (Submit(KEY1, ANSWER, 2, 0.0),)
+    assert acts[0].answer == ANSWER  # type: ignore[union-attr]
+    assert guard.state_of(KEY1) == "submitting"
+
+
+@pytest.mark.xfail(strict=True, raises=InvalidTransition, reason=RESUBMIT_BUG)
+def test_fresh_redelivery_of_submitted_request_resubmits_never_presents(engine: str) -> None:
+    guard = make_guard(engine)
+    present_one(guard)
+    submitted(guard)
+    acts = guard.feed(sse(elicit(1), "e2", replayed=False))
+    assert acts == (Submit(KEY1, ANSWER, 2, 0.0),)
+
+
+@pytest.mark.xfail(strict=True, raises=InvalidTransition, reason=RESUBMIT_BUG)
+def test_resubmissions_are_bounded(engine: str) -> None:
+    guard = make_guard(engine, max_submit_attempts=2)
+    present_one(guard)
+    submitted(guard)
+    assert of(guard.feed(sse(elicit(1), "e2", replayed=False)), Submit)
+    guard.feed(ev.SubmissionOutcome(KEY1, SubmissionResult(202)))
+    acts = guard.feed(sse(elicit(1), "e3", replayed=False))
+    assert not of(acts, Submit) and not of(acts, Present)
+
+
+def test_answer_is_submitted_for_the_key_the_user_answered(engine: str) -> None:
+    guard = make_guard(engine)
+    present_one(guard, rid=1, eid="e1")
+    present_one(guard, rid=2, eid="e2")
+    acts = guard.feed(ev.UserAnswered((SESSION, 2), {"action": "decline"}))
+    assert acts == (Submit((SESSION, 2), {"action": "decline"}, 1, 0.0),)
+    assert guard.state_of(KEY1) == "presented"
+    assert [a.reason for a in guard.feed(ev.UserAnswered((SESSION, 2), ANSWER))] == [
+        "already-answered"
+    ]
+
+
+# ---------------------------------------------------------------- cancellation
+
+
+def test_cancel_on_post_stream_withdraws_but_origin_continues(engine: str) -> None:
+    guard = make_guard(engine)
+    present_one(guard)
+    acts = guard.feed(sse(cancel(1, "deadline"), "e2"))
+    assert acts == (Withdraw(KEY1, "cancelled"),)
+    assert guard.state_of(KEY1) == "cancelled"
+    assert guard.stream_state(POST) == "open"
+    assert guard.feed(sse(response(ORIGIN), "e3")) == (Complete(POST),)
+
+
+def test_cancel_on_get_stream_fails_the_request_interaction_once(engine: str) -> None:
+    guard = make_guard(engine)
+    present_one(guard, stream=GET, eid="g1")
+    acts = guard.feed(sse(cancel(1, "deadline"), "g2", stream=GET))
+    assert [type(a) for a in acts] == [Withdraw, Fail]
+    fail = acts[1]
+    assert isinstance(fail, Fail) and isinstance(fail.error, RequestCancelledError)
+    assert fail.interaction == f"{GET}#1"
+    assert "deadline" in str(fail.error)
+    assert guard.stream_state(GET) == "open"
+    again = guard.feed(sse(cancel(1), "g3", stream=GET))
+    assert [a.reason for a in of(again, Ignore)] == ["cancel-terminal-request"]
+    assert not of(again, Fail)
+
+
+# ---------------------------------------------------------------- origin response
+
+
+@pytest.mark.parametrize("via", ["sse", "out-of-band"])
+def test_origin_response_completes_once_and_withdraws_presented_requests(
+    engine: str, via: str
+) -> None:
+    guard = make_guard(engine)
+    present_one(guard, rid=1, eid="e1")
+    present_one(guard, rid=2, eid="e2")
+    submitted(guard, (SESSION, 2))
+    event = sse(response(ORIGIN), "e3") if via == "sse" else ev.OriginResponse(POST)
+    acts = guard.feed(event)
+    assert set(of(acts, Withdraw)) == {Withdraw(KEY1, "complete")}
+    assert of(acts, Complete) == [Complete(POST)]
+    assert not of(acts, Fail)
+    assert guard.state_of(KEY1) == "dead"
+    assert guard.state_of((SESSION, 2)) == "resolved"
+    assert guard.stream_state(POST) == "done"
+    for again in (ev.OriginResponse(POST), sse(response(ORIGIN), "e4")):
+        assert not of(guard.feed(again), Complete)
+
+
+# ---------------------------------------------------------------- session expiry
+
+
+def _busy_guard(engine: str) -> Guard:
+    guard = make_guard(engine, streams=((POST, ORIGIN), (GET, None), ("post:8", 8)))
+    present_one(guard, rid=1, stream=POST, eid="e1")
+    present_one(guard, rid=2, stream=GET, eid="g1")
+    present_one(guard, rid=3, stream="post:8", eid="f1")
+    submitted(guard, (SESSION, 3))
+    acts = guard.feed(ev.UserAnswered(KEY1, ANSWER))
+    assert of(acts, Submit)
+    return guard
+
+
+def _expire_via(guard: Guard, how: str) -> tuple[object, ...]:
+    if how == "event":
+        return guard.feed(ev.SessionExpired())
+    if how == "submission-404":
+        return guard.feed(ev.SubmissionOutcome(KEY1, SubmissionResult(404)))
+    assert guard.feed(ev.StreamLost("post:8", clean=False)) != ()
+    assert of(guard.feed(ev.TimerFired("post:8")), Resume)
+    return guard.feed(ev.ResumeRefused("post:8", status=404))
+
+
+@pytest.mark.parametrize("how", ["event", "submission-404", "resume-404"])
+def test_session_expiry_ends_everything_once(engine: str, how: str) -> None:
+    guard = _busy_guard(engine)
+    guard.feed(sse(progress(), "f2", stream="post:8"))  # a cursor for the resume path
+    acts = _expire_via(guard, how)
+    fails = of(acts, Fail)
+    assert sorted(f.interaction for f in fails) == sorted([POST, GET, f"{GET}#2", "post:8"])
+    assert all(isinstance(f.error, SessionExpiredError) for f in fails)
+    assert of(acts, Withdraw) == [Withdraw((SESSION, 2), "session-expired")]
+    assert not of(acts, Complete)
+    for sid in (POST, GET, "post:8"):
+        assert guard.stream_state(sid) == "dead"
+    for rid in (1, 2, 3):
+        assert guard.state_of((SESSION, rid)) == "dead"
+    assert guard.tracked()[0] == 0
+    # nothing afterwards: no resume, no second outcome
+    later = [
+        *guard.feed(ev.SessionExpired()),
+        *guard.feed(ev.TimerFired("post:8")),
+        *guard.feed(ev.SubmissionOutcome(KEY1, SubmissionResult(500))),
+        *guard.feed(sse(elicit(9), "e9")),
+    ]
+    assert not of(later, Resume) and not of(later, Fail) and not of(later, Present)
+    assert not of(later, Submit)
+
+
+# ---------------------------------------------------------------- resumption
+
+
+def test_stream_lost_waits_then_resumes_with_newest_cursor(engine: str) -> None:
+    guard = make_guard(engine, backoff_initial_s=0.5)
+    guard.feed(sse(progress(), "e1"))
+    guard.feed(sse(progress(), "e2"))
+    assert guard.feed(ev.StreamLost(POST, clean=True)) == (Wait(POST, 0.5),)
+    assert guard.stream_state(POST) == "waiting"
+    assert guard.feed(ev.TimerFired(POST)) == (Resume(POST, "e2"),)
+    assert guard.feed(ev.StreamResumed(POST)) == ()
+    # the server replays e1 (older, seen) then a new e3: cursor is e3, never back to e1
+    acts = guard.feed(sse(progress(), "e1"))
+    assert [a.reason for a in of(acts, Ignore)] == ["duplicate-event"]
+    assert guard.cursor(POST) == "e2"
+    guard.feed(sse(progress(), "e3"))
+    guard.feed(sse(progress(), "e2"))
+    assert guard.cursor(POST) == "e3"
+    guard.feed(ev.StreamLost(POST, clean=False))
+    assert guard.feed(ev.TimerFired(POST)) == (Resume(POST, "e3"),)
+
+
+def test_retry_field_sets_the_wait(engine: str) -> None:
+    guard = make_guard(engine, backoff_initial_s=5.0)
+    guard.feed(sse(None, "e1", retry_ms=1500))
+    assert guard.cursor(POST) == "e1"
+    assert guard.feed(ev.StreamLost(POST, clean=False)) == (Wait(POST, 1.5),)
+
+
+def test_backoff_grows_without_retry_field(engine: str) -> None:
+    guard = make_guard(
+        engine, backoff_initial_s=1.0, backoff_factor=2.0, max_resumes_without_progress=5
+    )
+    guard.feed(sse(progress(), "e1"))
+    waits = []
+    acts = guard.feed(ev.StreamLost(POST, clean=False))
+    for _ in range(3):
+        waits += [a.delay_s for a in of(acts, Wait)]
+        guard.feed(ev.TimerFired(POST))
+        acts = guard.feed(ev.ResumeRefused(POST, status=503))
+    waits += [a.delay_s for a in of(acts, Wait)]
+    assert waits == [1.0, 2.0, 4.0, 8.0]
+
+
+def _lose_and_retry(guard: Guard) -> list[object]:
+    """Resume until the guard stops asking; return every action."""
+    out: list[object] = list(guard.feed(ev.StreamLost(POST, clean=False)))
+    for _ in range(20):
+        if not of(out[-1:], Wait):
+            break
+        out += guard.feed(ev.TimerFired(POST))
+        out += guard.feed(ev.ResumeRefused(POST, error="ConnectError"))
+    return out
+
+
+def test_resume_budget_without_progress_fails(engine: str) -> None:
+    guard = make_guard(engine, max_resumes_without_progress=3)
+    guard.feed(sse(progress(), "e1"))
+    acts = _lose_and_retry(guard)
+    assert len(of(acts, Resume)) == 3
+    assert all(r == Resume(POST, "e1") for r in of(acts, Resume))
+    fails = of(acts, Fail)
+    assert len(fails) == 1 and isinstance(fails[0].error, ResumeBudgetSpentError)
+    assert fails[0].error.reason == "resume-budget-spent"
+    assert guard.stream_state(POST) == "dead"
+
+
+def test_progress_resets_the_resume_budget(engine: str) -> None:
+    guard = make_guard(engine, max_resumes_without_progress=2)
+    guard.feed(sse(progress(), "e0"))
+    for i in range(1, 6):  # five outages, each followed by progress: never gives up
+        guard.feed(ev.StreamLost(POST, clean=False))
+        guard.feed(ev.TimerFired(POST))
+        guard.feed(ev.ResumeRefused(POST, status=502))
+        assert guard.feed(ev.TimerFired(POST)) == (Resume(POST, f"e{i - 1}"),)
+        guard.feed(ev.StreamResumed(POST))
+        assert guard.feed(sse(progress(), f"e{i}")) == ()
+    assert guard.stream_state(POST) == "open"
+    # a replayed (already seen) id is not progress
+    guard.feed(ev.StreamLost(POST, clean=False))
+    guard.feed(ev.TimerFired(POST))
+    guard.feed(ev.StreamResumed(POST))
+    guard.feed(sse(progress(), "e5"))
+    guard.feed(ev.StreamLost(POST, clean=False))
+    guard.feed(ev.TimerFired(POST))
+    guard.feed(ev.StreamResumed(POST))
+    guard.feed(sse(progress(), "e4"))
+    fails = of(guard.feed(ev.StreamLost(POST, clean=False)), Fail)
+    assert len(fails) == 1 and fails[0].error.reason == "resume-budget-spent"
+
+
+def test_no_cursor_fails_immediately(engine: str) -> None:
+    guard = make_guard(engine)
+    guard.feed(sse(progress()))  # an event without id gives no cursor
+    acts = guard.feed(ev.StreamLost(POST, clean=True))
+    assert [type(a) for a in acts] == [Fail]
+    assert isinstance(acts[0].error, ResumeBudgetSpentError)  # type: ignore[union-attr]
+    assert acts[0].error.reason == "no-cursor"  # type: ignore[union-attr]
+    assert guard.stream_state(POST) == "dead"
+
+
+@pytest.mark.parametrize("status", [405, 400, 409])
+def test_resume_refused_as_unsupported_is_not_resumable(engine: str, status: int) -> None:
+    guard = make_guard(engine)
+    guard.feed(sse(progress(), "e1"))
+    guard.feed(ev.StreamLost(POST, clean=False))
+    guard.feed(ev.TimerFired(POST))
+    acts = guard.feed(ev.ResumeRefused(POST, status=status))
+    assert [type(a) for a in acts] == [Fail]
+    assert acts[0].error.reason == "not-resumable"  # type: ignore[union-attr]
+    assert guard.stream_state(POST) == "dead"
+    assert not of(guard.feed(ev.TimerFired(POST)), Resume)
+
+
+def test_dead_stream_orphans_its_presented_requests(engine: str) -> None:
+    guard = make_guard(engine, max_resumes_without_progress=1)
+    present_one(guard)
+    acts = _lose_and_retry(guard)
+    assert {type(a) for a in acts[-2:]} == {Fail, Withdraw}
+    assert of(acts, Withdraw) == [Withdraw(KEY1, "resume-budget-spent")]
+    assert guard.state_of(KEY1) == "dead"
+    assert len(of(acts, Fail)) == 1
+
+
+# ---------------------------------------------------------------- usage errors
+
+
+def test_answer_for_unknown_key_raises_usage_error_state_unchanged(engine: str) -> None:
+    guard = make_guard(engine)
+    present_one(guard)
+    before = guard.snapshot()
+    with pytest.raises(GuardUsageError):
+        guard.feed(ev.UserAnswered((SESSION, 99), ANSWER))
+    with pytest.raises(GuardUsageError):
+        guard.feed(ev.UserAnswered(("other-session", 1), ANSWER))
+    with pytest.raises(GuardUsageError):
+        guard.feed(ev.UserAnswered(KEY1, ["not", "an", "object"]))  # type: ignore[arg-type]
+    with pytest.raises(GuardUsageError):
+        guard.feed(ev.TimerFired("never-opened"))
+    with pytest.raises(GuardUsageError):
+        guard.feed(ev.StreamOpened(POST, ORIGIN))  # already open
+    with pytest.raises(GuardUsageError):
+        guard.feed("not an event")  # type: ignore[arg-type]
+    assert guard.snapshot() == before
+    assert guard.state_of(KEY1) == "presented"
+
+
+def test_snapshot_restore_round_trip_decides_identically(engine: str) -> None:
+    clock = FakeClock()
+    guard = make_guard(engine, clock, request_ttl_s=1.0)
+    present_one(guard)
+    present_one(guard, rid=2, eid="e2")
+    submitted(guard, (SESSION, 2))
+    twin = Guard(clock=clock, config=guard.config, engine=engine)  # type: ignore[arg-type]
+    twin.restore(guard.snapshot())
+    assert twin.snapshot() == guard.snapshot()
+    assert twin.tracked() == guard.tracked()
+    clock.advance(5)
+    assert (
+        twin.feed(replay(elicit(1), "e1")).__repr__()
+        == guard.feed(replay(elicit(1), "e1")).__repr__()
+    )
