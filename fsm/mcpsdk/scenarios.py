@@ -672,10 +672,13 @@ async def run_progress_stream(count: int = 10_000, *, through_proxy: bool = True
     async with open_rig() as rig:
         url = rig.proxy.url if through_proxy else rig.server.url
         received = 0
+        all_received = anyio.Event()
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             nonlocal received
             received += 1
+            if received >= count:
+                all_received.set()
 
         async with (
             streamable_http_client(url, http_client=rig.http) as (read, write),
@@ -686,11 +689,10 @@ async def run_progress_stream(count: int = 10_000, *, through_proxy: bool = True
             result = await session.call_tool(
                 "stream_progress", {"count": count}, progress_callback=on_progress
             )
+            # progress callbacks run as their own tasks and may trail the result
+            with anyio.fail_after(30):
+                await all_received.wait()
             seconds = time.monotonic() - started
-            # the final progress callbacks may still be in flight behind the result
-            with anyio.fail_after(10):
-                while received < count:
-                    await anyio.sleep(0.001)
         relayed = sum(
             1 for e in rig.proxy.log if e.kind == "sse_event" and "notifications/progress" in e.data
         )

@@ -226,3 +226,19 @@ async def test_progress_stream_10k() -> None:
     assert run.received == 10_000
     assert run.relayed_events == 10_000
     print(f"\n10k progress notifications through proxy: {run.seconds:.2f}s")
+
+
+async def test_demo_timer_deadline_expires_without_commands(rig: Rig) -> None:
+    """The optional timer (for the demo) fires the deadline without any test command."""
+    import anyio
+
+    async with plain_client(rig.env()) as client:
+        with anyio.fail_after(10):
+            result = await client.call_tool(
+                "delete_files", {"deadline": "cancel", "deadline_seconds": 0.05}
+            )
+    assert "confirmation expired" in str(result)
+    # on a slow machine the cancel can overtake the presentation; either way nothing is
+    # left open: the courtesy cancel (or the session close) interrupted the handler
+    assert len(rig.user.presentations) <= 1
+    assert all(p.cancelled for p in rig.user.presentations)
