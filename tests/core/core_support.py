@@ -29,7 +29,9 @@ class FakeClock:
         self.now += seconds
 
 
-def elicit(rid: Any, message: str = "Delete 3 files?", **meta: Any) -> dict[str, Any]:
+def elicit(
+    rid: Any, message: str = "Delete 3 files?", meta: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """An ``elicitation/create`` request; ``meta`` goes into ``params._meta``."""
     params: dict[str, Any] = {"message": message}
     if meta:
@@ -75,7 +77,7 @@ def make_guard(
     return guard
 
 
-def of(actions: Iterable[Action], kind: type) -> list[Any]:
+def of(actions: Iterable[Any], kind: type) -> list[Any]:
     return [a for a in actions if isinstance(a, kind)]
 
 

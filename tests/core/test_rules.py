@@ -166,7 +166,7 @@ def test_replay_past_deadline_with_live_marker_is_not_dead(engine: str) -> None:
     clock = FakeClock()
     # the marker is part of params, so the first delivery carries it too
     guard = make_guard(engine, clock, request_ttl_s=1.0)
-    first = elicit(1, **{LIVE_MARKER: True})
+    first = elicit(1, meta={LIVE_MARKER: True})
     assert of(guard.feed(sse(first, "e1")), Present)
     clock.advance(50)
     acts = guard.feed(replay(first, "e1"))
@@ -175,7 +175,7 @@ def test_replay_past_deadline_with_live_marker_is_not_dead(engine: str) -> None:
     assert guard.state_of(KEY1) == "presented"
     # the marker must be exactly True: a truthy string is not an assertion
     guard3 = make_guard(engine, clock, request_ttl_s=1.0)
-    weak = elicit(1, **{LIVE_MARKER: "yes"})
+    weak = elicit(1, meta={LIVE_MARKER: "yes"})
     assert of(guard3.feed(sse(weak, "e1")), Present)
     clock.advance(50)
     assert of(guard3.feed(replay(weak, "e1")), Fail)
@@ -271,7 +271,7 @@ def test_submitted_and_redelivered_with_assertion_resubmits_stored_answer(engine
     assert guard.feed(ev.LivenessAsserted(KEY1)) == ()
     acts = guard.feed(replay(elicit(1), "e1"))
     assert acts == (Submit(KEY1, ANSWER, 2, 0.0),)
-    assert acts[0].answer == ANSWER  # type: ignore[union-attr]
+    assert acts[0].answer == ANSWER
     assert guard.state_of(KEY1) == "submitting"
 
 
@@ -302,7 +302,7 @@ def test_answer_is_submitted_for_the_key_the_user_answered(engine: str) -> None:
     acts = guard.feed(ev.UserAnswered((SESSION, 2), {"action": "decline"}))
     assert acts == (Submit((SESSION, 2), {"action": "decline"}, 1, 0.0),)
     assert guard.state_of(KEY1) == "presented"
-    assert [a.reason for a in guard.feed(ev.UserAnswered((SESSION, 2), ANSWER))] == [
+    assert [a.reason for a in of(guard.feed(ev.UserAnswered((SESSION, 2), ANSWER)), Ignore)] == [
         "already-answered"
     ]
 
@@ -570,3 +570,23 @@ def test_snapshot_restore_round_trip_decides_identically(engine: str) -> None:
         twin.feed(replay(elicit(1), "e1")).__repr__()
         == guard.feed(replay(elicit(1), "e1")).__repr__()
     )
+
+
+CURSOR_WINDOW = (
+    "core bug (P7): the cursor is 'the newest id not in the bounded seen window'; once an "
+    "id has been evicted from the max_seen_event_ids window, a replay of it counts as new "
+    "progress and moves the cursor back to it (and resets the resume budget), so the next "
+    "Resume uses an older Last-Event-ID than the newest seen"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=CURSOR_WINDOW)
+def test_cursor_never_moves_back_even_after_its_id_left_the_seen_window(engine: str) -> None:
+    guard = make_guard(engine, max_seen_event_ids=2)
+    for i in (1, 2, 3):
+        guard.feed(sse(progress(), f"e{i}"))
+    guard.feed(ev.StreamLost(POST, clean=False))
+    assert guard.feed(ev.TimerFired(POST)) == (Resume(POST, "e3"),)
+    guard.feed(ev.StreamResumed(POST))
+    guard.feed(sse(progress(), "e1"))  # a server replaying from too far back
+    assert guard.cursor(POST) == "e3"
