@@ -590,3 +590,20 @@ def test_cursor_never_moves_back_even_after_its_id_left_the_seen_window(engine: 
     guard.feed(ev.StreamResumed(POST))
     guard.feed(sse(progress(), "e1"))  # a server replaying from too far back
     assert guard.cursor(POST) == "e3"
+
+
+MARKER_IN_DIGEST = (
+    "core bug: the id-reuse digest covers params._meta, so a server that adds the "
+    "LIVE_MARKER only on the replayed copy (rule 5) gets Ignore('id-reused'): the "
+    "assertion is never read and a submitted request is never resubmitted"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=MARKER_IN_DIGEST)
+def test_live_marker_added_on_replay_only_is_honoured(engine: str) -> None:
+    clock = FakeClock()
+    guard = make_guard(engine, clock, request_ttl_s=1.0)
+    present_one(guard)
+    clock.advance(50)
+    acts = guard.feed(replay(elicit(1, meta={LIVE_MARKER: True}), "e1"))
+    assert [a.reason for a in of(acts, Ignore)] == ["duplicate-delivery"]
