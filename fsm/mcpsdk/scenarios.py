@@ -24,6 +24,10 @@ manager** that yields a :class:`ScenarioClient`:
 - ``env.session_id()``: the current MCP session id seen on the wire (convenience for
   clients that do not track it themselves).
 
+To observe answer-POST outcomes (mcp 2.3.0 hides them) a client may add httpx2 event hooks
+to ``env.http_client`` (``env.http_client.event_hooks = {...}``); the default rig is fresh
+per scenario, so nothing leaks into the next one.
+
 The context manager must have completed ``initialize`` when it yields and must close the
 session on exit (bounded time: the scenario wraps the exit in its timeout).  The yielded
 object must provide ``await client.call_tool(name, arguments)``, returning the tool result
@@ -42,10 +46,13 @@ Scenarios (:data:`SCENARIOS`)
     The call's POST stream is cut abruptly after its priming event; while the resume GET is
     held, the tool elicits (stored, undelivered); the GET replays it (presentation 1).  That
     GET is cut abruptly; while the next resume is held the **silent** deadline fires; the
-    next GET replays the dead request.  The user then answers everything presented and the
-    stream is cut a third time.  mcp 2.3.0 plain client: the stale resume cursor replays
-    the elicitation -> presented twice (same id); two answers -> 202, 202; the call fails
-    with -32000 "SSE stream ended and reconnection attempts were exhausted".
+    next GET replays from the client's cursor.  That GET is cut too; the user answers
+    everything still shown; then the tool returns "confirmation expired" (stored for a
+    client that still resumes).  mcp 2.3.0 plain client: the stale resume cursor replays
+    the dead elicitation -> presented twice (same id); two late answers -> 202, 202; the
+    call fails with -32000 "SSE stream ended and reconnection attempts were exhausted".
+    Steps wait only on what any resuming client does (it resumes after each cut); nothing
+    waits for a presentation after the first.
 ``replayed_cancel``
     As ``seed`` with the **cancel-emitting** deadline: the second replay carries the request
     followed by its ``notifications/cancelled``.  Plain client: the replayed request is
@@ -100,6 +107,7 @@ __all__ = [
     "ScenarioClient",
     "ScenarioResult",
     "User",
+    "open_rig",
     "plain_client",
     "run_progress_stream",
     "run_scenario",
@@ -498,13 +506,14 @@ async def _replayed_deadline(
     hold.release()
     await rig.primed(second_resume)
 
-    # 3. the stream breaks a third time; then the user answers whatever is still shown
+    # 3. the stream breaks a third time; the user then answers whatever is still shown;
+    #    finally the tool returns "expired" (reaches only a client still resuming)
     await proxy.cut(second_resume, "abrupt")
-    await call.wait()
     await _settle(rig, client)
     user.answer_open()
     await _settle(rig, client)
     controller.finish(pending)
+    await call.wait()
     return None
 
 

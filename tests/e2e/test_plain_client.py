@@ -10,12 +10,21 @@ later be run through the same scenarios with a different client factory.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+
 import pytest
 
 from fsm.mcpsdk.proxy import ConnectionFault, HttpFault
 from fsm.mcpsdk.scenarios import (
     CONFIRM,
+    ClientEnv,
+    ElicitAnswer,
+    PresentationRequest,
     Rig,
+    ScenarioClient,
     ScenarioResult,
     plain_client,
     run_progress_stream,
@@ -242,3 +251,36 @@ async def test_demo_timer_deadline_expires_without_commands(rig: Rig) -> None:
     # left open: the courtesy cancel (or the session close) interrupted the handler
     assert len(rig.user.presentations) <= 1
     assert all(p.cancelled for p in rig.user.presentations)
+
+
+# --------------------------------------------------------------------------- the seam
+
+
+@contextlib.asynccontextmanager
+async def _dedup_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
+    """A toy non-plain factory: the plain client with a per-(session, id) seen-set.
+
+    Not the library's guard: it only proves the scenarios run any factory to completion.
+    A repeated delivery is never shown again; it gets the first presentation's answer.
+    """
+    first: dict[tuple[str | None, str], asyncio.Future[ElicitAnswer]] = {}
+
+    async def on_present(req: PresentationRequest) -> ElicitAnswer:
+        key = (req.session_id, str(req.request_id))
+        if key in first:
+            return await asyncio.shield(first[key])
+        fut: asyncio.Future[ElicitAnswer] = asyncio.get_running_loop().create_future()
+        first[key] = fut
+        answer = await env.on_present(req)
+        fut.set_result(answer)
+        return answer
+
+    async with plain_client(dataclasses.replace(env, on_present=on_present)) as client:
+        yield client
+
+
+async def test_scenarios_accept_another_client_factory() -> None:
+    r = await run_scenario("seed", _dedup_client)
+    assert list(r.presentation_counts.values()) == [1]
+    assert [a.status for a in r.answers] == [202, 202]  # the stored answer, resubmitted
+    assert r.outcome.code == -32000
