@@ -103,6 +103,7 @@ class TrafficEvent:
 
     - ``request``: a request was read (``method``, ``path``, ``headers``, ``json`` body);
     - ``response``: the status line and headers were relayed (or synthesised by a fault);
+    - ``body``: a non-SSE response body (parsed JSON when possible, first 64 KiB);
     - ``sse_event``: one SSE event relayed (``event_id``, ``event``, ``data``, ``retry``;
       a priming event has ``data == ""``); comments (pings) are not logged;
     - ``end``: the exchange ended, ``detail`` in ``complete``, ``cut_abrupt``,
@@ -359,7 +360,8 @@ class FaultProxy:
 
     Use as ``async with FaultProxy(upstream_url) as proxy:``; ``proxy.url`` is the same URL
     with the proxy's host and port.  All methods must run in the proxy's event loop.
-    ``log_capacity`` bounds the traffic log, ``max_body`` request bodies (413 beyond).
+    ``log_capacity`` bounds the traffic log; a request body over ``max_body`` bytes closes
+    the connection.
     """
 
     def __init__(
@@ -682,6 +684,8 @@ class FaultProxy:
             json=_maybe_json(payload),
             headers=_interesting(ex.headers, headers),
         )
+        if payload:
+            self._record("body", ex, json=_maybe_json(payload))
         reason = _REASONS.get(fault.status, "Status")
         lines = [f"HTTP/1.1 {fault.status} {reason}"] + [f"{k}: {v}" for k, v in headers.items()]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload)

@@ -358,7 +358,8 @@ class ScenarioResult:
 
     @property
     def answer_statuses(self) -> list[int | str | None]:
-        return [a.status if a.fault is None or a.status else a.fault for a in self.answers]
+        """Per answer POST: the HTTP status, or the fault name when no status came back."""
+        return [a.status if a.status is not None else a.fault for a in self.answers]
 
 
 # --------------------------------------------------------------------------- the rig

@@ -386,6 +386,8 @@ class ServerController:
         if transport is None:
             return
         await manager._discard_session(session_id, transport)
+        if isinstance(self.store, SessionScopedEventStore):
+            self.store.forget_session(session_id)
         self.record("session_expired", session_id)
 
     # -- exchange ordering (see module docstring)

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 
+import anyio
 import pytest
 
 from fsm.mcpsdk.proxy import ConnectionFault, HttpFault
@@ -160,12 +161,8 @@ async def test_happy_path() -> None:
 
 async def test_http_fault_on_answer_is_ignored_by_plain_client(rig: Rig) -> None:
     """A 500 wrapping "no such pending request" is swallowed; the call then hangs on."""
-    import anyio
-
-    from fsm.mcpsdk.scenarios import plain_client as factory
-
     fault = HttpFault.jsonrpc_error(500, -32602, "no such pending request", 1)
-    async with factory(rig.env()) as client, anyio.create_task_group() as tg:
+    async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
         results: list[object] = []
 
         async def call() -> None:
@@ -203,8 +200,6 @@ async def test_connection_reset_fault_and_retry_after_are_relayed(rig: Rig) -> N
 
 async def test_clean_cut_resumes_with_advanced_cursor(rig: Rig) -> None:
     """A clean end of the POST stream: the client resumes from the newest event id."""
-    import anyio
-
     async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
         out: list[object] = []
 
@@ -239,8 +234,6 @@ async def test_progress_stream_10k() -> None:
 
 async def test_demo_timer_deadline_expires_without_commands(rig: Rig) -> None:
     """The optional timer (for the demo) fires the deadline without any test command."""
-    import anyio
-
     async with plain_client(rig.env()) as client:
         with anyio.fail_after(10):
             result = await client.call_tool(
@@ -284,3 +277,22 @@ async def test_scenarios_accept_another_client_factory() -> None:
     assert list(r.presentation_counts.values()) == [1]
     assert [a.status for a in r.answers] == [202, 202]  # the stored answer, resubmitted
     assert r.outcome.code == -32000
+
+
+async def test_answer_delivered_but_reported_failed(rig: Rig) -> None:
+    """``deliver=True``: the server gets the answer, the client is told 500 (and ignores it)."""
+    async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
+        out: list[object] = []
+
+        async def call() -> None:
+            out.append(await client.call_tool("delete_files", {"deadline": "silent"}))
+
+        tg.start_soon(call)
+        await rig.user.wait_presented(1)
+        rig.proxy.fail_next_answer(HttpFault(500, {"error": "lost"}, deliver=True))
+        rig.user.answer_open()
+    assert "Deleted 3 files" in str(out[0])
+    answer = next(ex for ex in rig.proxy.exchanges.values() if ex.is_answer)
+    assert answer.status == 500
+    delivered = [e for e in rig.proxy.log if e.detail == "delivered-then-faulted"]
+    assert [e.status for e in delivered] == [202]
