@@ -39,6 +39,7 @@ Contract
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -244,12 +245,17 @@ class _Request:
 
 
 def _digest(params: Mapping[str, Any] | None) -> int:
-    """A stable fingerprint of params, to notice an id reused with other parameters."""
-    return hash(json.dumps(params, sort_keys=True, default=repr))
+    """A fingerprint of params without ``_meta``, to notice an id reused with other
+    parameters. Stable across processes (snapshots restore anywhere); ``_meta`` is left
+    out because a server may add a liveness marker to a replayed copy only."""
+    body = {k: v for k, v in params.items() if k != "_meta"} if params is not None else None
+    text = json.dumps(body, sort_keys=True, default=repr).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
 
 
 _TERMINAL = {"transport": TRANSPORT.terminal, "liveness": LIVENESS.terminal}
 _NOTHING: tuple[Action, ...] = ()
+_EMPTY: Mapping[str, Any] = {}
 
 EngineName = Literal["transitions", "tables"]
 
@@ -263,8 +269,13 @@ class Guard:
         clock: Callable[[], float],
         config: GuardConfig | None = None,
         engine: EngineName = "transitions",
+        on_fire: Callable[[str, str, str, str], None] | None = None,
     ) -> None:
+        """``clock`` returns seconds (monotonic); ``engine`` picks the ``transitions``
+        runtime or the compiled tables; ``on_fire(machine, source, trigger, dest)`` is
+        called for every declared transition taken (coverage, tracing)."""
         self.config = config or GuardConfig()
+        self._on_fire = on_fire
         self._clock = clock
         self._engines: dict[str, Engine] = _make_engines(engine)
         self._engine_name: EngineName = engine
@@ -307,14 +318,16 @@ class Guard:
     ) -> tuple[Action, ...]:
         """Hot path for one decoded SSE event; same result as ``feed(SseEvent(...))``."""
         st = self._streams.get(stream)
+        method = data.get("method")
         if (
             st is not None
             and st.state == "open"
-            and data.get("jsonrpc") == "2.0"
+            and type(method) is str
+            and method
+            and method != CANCELLED
             and "id" not in data
-            and data.get("method") != CANCELLED
-            and isinstance(data.get("method"), str)
-            and isinstance(data.get("params", {}), Mapping)
+            and data.get("jsonrpc") == "2.0"
+            and isinstance(data.get("params", _EMPTY), Mapping)
         ):
             if event_id is not None:
                 if event_id in st.seen:
@@ -327,6 +340,16 @@ class Guard:
         """The liveness state of ``key`` (``None`` if unknown or evicted)."""
         rec = self._requests.get(key)
         return rec.state if rec is not None else None
+
+    def now(self) -> float:
+        """The injected clock's current reading."""
+        return self._clock()
+
+    def connection_resumed(self, stream: str) -> bool:
+        """Whether ``stream``'s current connection is a resumed one (its events count as
+        replays unless an event says otherwise)."""
+        st = self._streams.get(stream)
+        return st is not None and st.resumed
 
     def stream_state(self, stream: str) -> str | None:
         """The transport state of ``stream`` (``None`` if unknown)."""
@@ -487,8 +510,7 @@ class Guard:
             return
         live = rec.asserted or cfg.oracle(msg, replayed)
         if rec.state == "submitted" and live and rec.attempts < cfg.max_submit_attempts:
-            self._fire("liveness", rec, "resubmit")
-            self._submit(rec, 0.0)
+            self._submit(rec, 0.0, "resubmit")
         elif rec.state in ("new", "presented", "answered") and not live and now > rec.deadline:
             evidence = (
                 f"presented at t={rec.presented_at}",
@@ -594,6 +616,11 @@ class Guard:
 
     def _on_outcome(self, e: ev.SubmissionOutcome) -> None:
         rec = self._requests.get(e.key)
+        verdict = self.config.classifier.classify(e.result)
+        seen = f"{e.result.describe()} -> {verdict.rule} ({verdict.outcome.value})"
+        if verdict.outcome is OutcomeClass.TERMINAL and verdict.scope == "session":
+            self._expire_session(seen)  # whatever the request's state: the session is gone
+            return
         if rec is None or rec.state != "submitting":
             self._emit(
                 Ignore(
@@ -603,15 +630,11 @@ class Guard:
                 )
             )
             return
-        verdict = self.config.classifier.classify(e.result)
-        seen = f"{e.result.describe()} -> {verdict.rule} ({verdict.outcome.value})"
         evidence = (f"answer submitted, attempt {rec.attempts}", seen)
         if verdict.outcome is OutcomeClass.ACCEPTED:
             self._fire("liveness", rec, "accept")
             if self._origin_of(rec) is None:
                 self._end(rec, None)
-        elif verdict.outcome is OutcomeClass.TERMINAL and verdict.scope == "session":
-            self._expire_session(seen)
         elif verdict.outcome is OutcomeClass.TERMINAL:
             rec.cause = Cause(
                 UnknownPendingRequestError,
@@ -683,9 +706,11 @@ class Guard:
         st.requests.append(key)
         return rec
 
-    def _submit(self, rec: _Request, delay: float) -> None:
+    def _submit(self, rec: _Request, delay: float, trigger: str = "submit") -> None:
+        """Fire ``trigger`` (``submit``, or ``resubmit`` of an already-submitted answer)
+        and POST the stored answer: the user is never asked again."""
         assert rec.answer is not None
-        self._fire("liveness", rec, "submit")
+        self._fire("liveness", rec, trigger)
         rec.attempts += 1
         self._emit(Submit(rec.key, rec.answer, rec.attempts, delay))
 
@@ -776,6 +801,8 @@ class Guard:
         old = inst.state
         new = self._engines[machine].fire(old, trigger)
         inst.state = new
+        if self._on_fire is not None:
+            self._on_fire(machine, old, trigger, new)
         if new not in _TERMINAL[machine]:
             return
         self._dirty.append((machine, inst))

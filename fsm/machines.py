@@ -46,7 +46,10 @@ TRANSPORT = MachineSpec(
         ),
         _T("resume", "waiting", "resuming", doc="GET with Last-Event-ID = newest id seen"),
         _T("reopen", "resuming", "open", doc="resume accepted, events flow again"),
-        _T("complete", "open", "done", doc="the origin's response arrived"),
+        *(
+            _T("complete", s, "done", doc="the origin's response arrived")
+            for s in ("open", "broken", "waiting", "resuming")
+        ),
         _T(
             "give_up",
             "broken",

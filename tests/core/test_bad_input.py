@@ -211,7 +211,6 @@ ORIGIN_WHILE_DOWN = (
 )
 
 
-@pytest.mark.xfail(strict=True, raises=InvalidTransition, reason=ORIGIN_WHILE_DOWN)
 @pytest.mark.parametrize("via", ["out-of-band", "sse"])
 def test_origin_response_while_stream_waits_does_not_crash(engine: str, via: str) -> None:
     guard = make_guard(engine)
@@ -331,7 +330,6 @@ HOT_PATH_EMPTY_METHOD = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason=HOT_PATH_EMPTY_METHOD)
 def test_hot_path_rejects_empty_method_like_feed(engine: str) -> None:
     data = {"jsonrpc": "2.0", "method": ""}
     fed = make_guard(engine).feed(ev.SseEvent(POST, data, "e1"))

@@ -235,7 +235,6 @@ DIGEST_SEED = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason=DIGEST_SEED)
 def test_snapshot_restored_in_another_process_decides_the_same() -> None:
     here = Path(__file__).resolve().parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here.parents[1]), str(here)]))

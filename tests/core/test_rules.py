@@ -261,7 +261,6 @@ def test_submitted_and_replayed_without_assertion_is_neither_dead_nor_resubmitte
     assert guard.state_of(KEY1) == "submitted"
 
 
-@pytest.mark.xfail(strict=True, raises=InvalidTransition, reason=RESUBMIT_BUG)
 def test_submitted_and_redelivered_with_assertion_resubmits_stored_answer(engine: str) -> None:
     clock = FakeClock()
     guard = make_guard(engine, clock, request_ttl_s=1.0)
@@ -275,7 +274,6 @@ def test_submitted_and_redelivered_with_assertion_resubmits_stored_answer(engine
     assert guard.state_of(KEY1) == "submitting"
 
 
-@pytest.mark.xfail(strict=True, raises=InvalidTransition, reason=RESUBMIT_BUG)
 def test_fresh_redelivery_of_submitted_request_resubmits_never_presents(engine: str) -> None:
     guard = make_guard(engine)
     present_one(guard)
@@ -284,7 +282,6 @@ def test_fresh_redelivery_of_submitted_request_resubmits_never_presents(engine: 
     assert acts == (Submit(KEY1, ANSWER, 2, 0.0),)
 
 
-@pytest.mark.xfail(strict=True, raises=InvalidTransition, reason=RESUBMIT_BUG)
 def test_resubmissions_are_bounded(engine: str) -> None:
     guard = make_guard(engine, max_submit_attempts=2)
     present_one(guard)
@@ -599,7 +596,6 @@ MARKER_IN_DIGEST = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason=MARKER_IN_DIGEST)
 def test_live_marker_added_on_replay_only_is_honoured(engine: str) -> None:
     clock = FakeClock()
     guard = make_guard(engine, clock, request_ttl_s=1.0)

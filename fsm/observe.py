@@ -1,0 +1,144 @@
+"""Turn a guard's inputs and decisions into :mod:`fsm.properties` observations.
+
+:class:`ObservedGuard` wraps a :class:`~fsm.guard.Guard`: ``feed`` returns the same
+actions, and also records what the client was told and what it did, as observations
+checked online by a :class:`~fsm.properties.Monitor` and kept (bounded) for an event log
+(:mod:`fsm.trace`). The hypothesis stateful tests, the conformance kit's reference
+client and the SDK adapter's logs all come through here, so they speak one vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from fsm import actions as act
+from fsm import events as ev
+from fsm import properties as P
+from fsm.guard import Guard
+from fsm.messages import Notification, ServerRequest, parse
+from fsm.outcomes import OutcomeClass
+
+
+class ObservedGuard:
+    """A guard whose every decision is observed and checked against P1-P7.
+
+    ``log_limit`` bounds the kept observations (oldest dropped first); the monitor still
+    sees every one. ``on_observation`` is called for each, e.g. to write JSON Lines.
+    """
+
+    def __init__(
+        self,
+        guard: Guard,
+        *,
+        budgets: P.Budgets | None = None,
+        log_limit: int = 100_000,
+        on_observation: Callable[[P.Observation, float], None] | None = None,
+    ) -> None:
+        self.guard = guard
+        cfg = guard.config
+        self.monitor = P.Monitor(
+            budgets
+            or P.Budgets(
+                ttl=cfg.request_ttl_s,
+                max_resumes_without_progress=cfg.max_resumes_without_progress,
+                max_submissions=2 * cfg.max_submit_attempts,
+            )
+        )
+        self.log: deque[tuple[P.Observation, float]] = deque(maxlen=log_limit)
+        self._on_observation = on_observation
+
+    @property
+    def violations(self) -> list[tuple[int, P.Observation, P.Violation]]:
+        """Every violation seen so far: (observation number, observation, violation)."""
+        return self.monitor.violations
+
+    def observe(self, obs: P.Observation) -> None:
+        """Record one observation (also usable for facts the guard never sees)."""
+        t = self.guard.now()
+        self.log.append((obs, t))
+        self.monitor.observe(obs)
+        if self._on_observation is not None:
+            self._on_observation(obs, t)
+
+    def feed(self, event: ev.Event) -> tuple[act.Action, ...]:
+        """``guard.feed(event)``, observed."""
+        for obs in self._told(event):
+            self.observe(obs)
+        actions = self.guard.feed(event)
+        for action in actions:
+            for obs in self._did(action):
+                self.observe(obs)
+        return actions
+
+    def _told(self, event: ev.Event) -> list[P.Observation]:
+        g = self.guard
+        if isinstance(event, ev.ReplayBatch):
+            items = [
+                ev.SseEvent(
+                    i.stream,
+                    i.data,
+                    i.event_id,
+                    i.retry_ms,
+                    True if i.replayed is None else i.replayed,
+                )
+                for i in event.events
+            ]
+            return [o for item in items for o in self._told(item)]
+        if isinstance(event, ev.StreamOpened):
+            return [P.Began(event.stream)] if event.origin is not None else []
+        if isinstance(event, ev.SseEvent):
+            out: list[P.Observation] = []
+            if event.event_id is not None:
+                out.append(P.EventSeen(event.stream, event.event_id))
+            if event.data in (None, "", b""):
+                return out
+            msg = parse(event.data)
+            replayed = (
+                g.connection_resumed(event.stream) if event.replayed is None else event.replayed
+            )
+            if isinstance(msg, ServerRequest):
+                key = (g.session, msg.id)
+                cfg = g.config
+                out.append(
+                    P.Delivered(
+                        key,
+                        event.stream,
+                        g.now(),
+                        replayed=replayed,
+                        asserted=cfg.oracle(msg, replayed),
+                        interactive=msg.method not in cfg.idempotent_methods,
+                    )
+                )
+            elif isinstance(msg, Notification) and msg.cancelled_id is not None:
+                out.append(P.Cancelled((g.session, msg.cancelled_id)))
+            return out
+        if isinstance(event, ev.UserAnswered):
+            return [P.Answered(event.key, event.answer)]
+        if isinstance(event, ev.SubmissionOutcome):
+            verdict = g.config.classifier.classify(event.result)
+            if verdict.outcome is OutcomeClass.TERMINAL:
+                return [P.Rejected(event.key, session=verdict.scope == "session")]
+            return []
+        if isinstance(event, ev.SessionExpired) or (
+            isinstance(event, ev.ResumeRefused) and event.status == 404
+        ):
+            return [P.SessionGone()]
+        return []
+
+    def _did(self, action: act.Action) -> list[P.Observation]:
+        g = self.guard
+        if isinstance(action, act.Present):
+            return [P.Presented(action.key, g.now())]
+        if isinstance(action, act.Withdraw):
+            return [P.DeclaredDead(action.key)]
+        if isinstance(action, act.Submit):
+            return [P.Submitted(action.key, action.answer)]
+        if isinstance(action, act.Resume):
+            return [P.Resumed(action.stream, action.cursor)]
+        if isinstance(action, act.Fail):
+            dead = [P.DeclaredDead(action.error.key)] if action.error.key is not None else []
+            return [*dead, P.Ended(action.interaction, "failed", action.error.reason)]
+        if isinstance(action, act.Complete):
+            return [P.Ended(action.interaction, "completed")]
+        return []

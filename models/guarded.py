@@ -1,0 +1,183 @@
+"""The library's own policy: the sans-IO guard, against every environment variant.
+
+The client here *is* :class:`fsm.Guard` (on the compiled tables, the same declarations the
+``transitions`` runtime runs): the checker verifies the shipped decision code, not a
+re-implementation of it. Variants (one model each, all must pass P1-P7 and L1): replay
+after or from the cursor x deadline silent or cancel-emitting x answer-to-unknown 202 /
+404 / JSON-RPC error / 500 wrapping a JSON-RPC error x user answers or never; every
+variant has clean and abrupt cuts, a failing answer POST, the client's clock passing
+its deadlines, and (in the ``reaper`` variants) the session reaped. ``REQUESTS`` sets
+the number of concurrent server requests.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from fsm import PRODUCT, Guard, GuardConfig, SubmissionResult
+from fsm import actions as act
+from fsm import events as ev
+from fsm.world import STREAM, Bounds, Input, Output, World, key, transition_label
+
+ORIGIN = 100
+REQUESTS = 1
+
+_OUTCOMES: dict[str, SubmissionResult] = {
+    "202": SubmissionResult(202),
+    "404": SubmissionResult(
+        404,
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}},
+    ),
+    "404rpc": SubmissionResult(
+        404,
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "Unknown request id"}},
+    ),
+    "rpc": SubmissionResult(
+        400,
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "Unknown request id"}},
+    ),
+    "500rpc": SubmissionResult(
+        500,
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "Request not found"}},
+    ),
+    "neterr": SubmissionResult(None, error="ConnectError"),
+}
+
+
+def _message(kind: str, r: int) -> Any:
+    if kind == "prime":
+        return ""
+    if kind == "req":
+        return {
+            "jsonrpc": "2.0",
+            "id": r,
+            "method": "elicitation/create",
+            "params": {"message": "Delete 3 files?", "requestedSchema": {}},
+        }
+    if kind == "cancel":
+        return {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": r, "reason": "timed out"},
+        }
+    return {"jsonrpc": "2.0", "id": ORIGIN, "result": {"content": []}}
+
+
+class GuardPolicy:
+    """Adapts :class:`fsm.Guard` to the world's inputs and outputs. State: (t, snapshot)."""
+
+    name = "guarded"
+
+    def __init__(self, config: GuardConfig) -> None:
+        self._t = 0.0
+        self._fired: list[str] = []
+        self._guard = Guard(
+            clock=lambda: self._t,
+            config=config,
+            engine="tables",
+            on_fire=lambda m, src, trig, dst: self._fired.append(
+                transition_label(m, src, trig, dst)
+            ),
+        )
+        self._guard.feed(ev.SessionStarted("s"))
+        self._guard.feed(ev.StreamOpened(STREAM, origin=ORIGIN))
+        self._init = (0.0, self._guard.snapshot())
+
+    def init(self) -> tuple[float, Any]:
+        return self._init
+
+    def declared(self) -> list[str]:
+        """Every declared transition of both machines, as coverage labels."""
+        return [
+            transition_label(m.name, t.source, t.trigger, t.dest)
+            for m in PRODUCT.machines
+            for t in m.transitions
+        ]
+
+    def fired(self) -> list[str]:
+        """The labels fired by the last :meth:`step` (then forgotten)."""
+        fired, self._fired = self._fired, []
+        return fired
+
+    def step(
+        self, state: tuple[float, Any], inp: Input
+    ) -> tuple[tuple[float, Any], tuple[Output, ...]]:
+        t, snap = state
+        if inp[0] == "tick":
+            return (1.0, snap), ()
+        self._t = t
+        guard = self._guard
+        guard.restore(snap)
+        self._fired.clear()
+        actions = guard.feed(_event(inp))
+        return (t, guard.snapshot()), tuple(o for a in actions for o in _outputs(a))
+
+
+def _event(inp: Input) -> ev.Event:
+    kind = inp[0]
+    if kind == "event":
+        return ev.SseEvent(STREAM, _message(inp[2], inp[3]), str(inp[1]))
+    if kind == "cut":
+        return ev.StreamLost(STREAM, clean=inp[1])
+    if kind == "timer":
+        return ev.TimerFired(STREAM)
+    if kind == "resumed":
+        return ev.StreamResumed(STREAM)
+    if kind == "resume_404":
+        return ev.ResumeRefused(STREAM, 404)
+    if kind == "answer":
+        return ev.UserAnswered(key(inp[1]), {"action": "accept"})
+    assert kind == "outcome"
+    return ev.SubmissionOutcome(key(inp[1]), _OUTCOMES[inp[2]])
+
+
+def _outputs(a: act.Action) -> tuple[Output, ...]:
+    if isinstance(a, act.Present):
+        return (("present", a.key[1]),)
+    if isinstance(a, act.Withdraw):
+        return (("withdraw", a.key[1]),)
+    if isinstance(a, act.Submit):
+        return (("submit", a.key[1], tuple(sorted(a.answer.items()))),)
+    if isinstance(a, act.Wait):
+        return (("wait",),)
+    if isinstance(a, act.Resume):
+        return (("resume", int(a.cursor)),)
+    if isinstance(a, act.Fail):
+        return (("end", "failed"),)
+    if isinstance(a, act.Complete):
+        return (("end", "completed"),)
+    return ()
+
+
+CONFIG = GuardConfig(request_ttl_s=0.5, max_resumes_without_progress=2, max_submit_attempts=2)
+
+
+def variants(requests: int = REQUESTS) -> list[World[Any]]:
+    """One model per environment variant."""
+    worlds: list[World[Any]] = []
+    for replay, deadline, unknown, user, reaper in itertools.product(
+        ("after", "inclusive"),
+        ("silent", "cancel"),
+        ("202", "404", "rpc", "500rpc"),
+        ("answers", "never"),
+        (False, True),
+    ):
+        if reaper and (unknown != "202" or user == "never"):
+            continue  # the reaper is orthogonal: one answer-to-unknown variant suffices
+        bounds = Bounds(
+            requests=requests,
+            cuts=2,
+            post_faults=1,
+            deadline=deadline,  # type: ignore[arg-type]
+            unknown_answer=unknown,
+            user=user,
+            reaper=reaper,  # type: ignore[arg-type]
+            replay=replay,
+        )  # type: ignore[arg-type]
+        name = f"guarded[{replay},{deadline},{unknown},{user}{',reaper' if reaper else ''}]"
+        worlds.append(World(GuardPolicy(CONFIG), bounds, name=name))
+    return worlds
+
+
+MODELS = variants()
