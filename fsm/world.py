@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 from fsm import properties as P
 from fsm.checker import BaseModel, Property
@@ -84,8 +84,7 @@ class Bounds:
     replay: Literal["after", "inclusive"] = "after"
 
 
-@dataclass(frozen=True, slots=True)
-class WorldState(Generic[C]):
+class WorldState(NamedTuple, Generic[C]):
     """One global state: server, network, user, pending client work, client, monitor."""
 
     log: tuple[tuple[str, int], ...]  # ("prime"|"req"|"cancel"|"resp", request)
@@ -143,6 +142,7 @@ class World(BaseModel[WorldState[C], Move], Generic[C]):
         self._props = tuple(properties)
         self._name = name or f"{policy.name}"
         self.expected_violations = tuple(expect)
+        self._monitor_memo: dict[tuple[P.MonitorState, P.Observation], P.MonitorState] = {}
         self.budgets = P.Budgets(ttl=bounds.ttl, counters=False)
 
     @property
@@ -342,8 +342,15 @@ class World(BaseModel[WorldState[C], Move], Generic[C]):
         return s
 
     def _observe(self, s: WorldState[C], obs: P.Observation) -> WorldState[C]:
-        monitor, _ = P.step(s.monitor, obs, self.budgets)
-        return _with(s, monitor=monitor) if monitor is not s.monitor else s
+        # The monitor is pure: memoise it (the same (state, observation) recurs on many edges).
+        memo = self._monitor_memo
+        if isinstance(obs, P.Answered | P.Submitted):  # carry dicts: not hashable
+            monitor = P.step(s.monitor, obs, self.budgets)[0]
+        elif (cached := memo.get((s.monitor, obs))) is not None:
+            monitor = cached
+        else:
+            monitor = memo[(s.monitor, obs)] = P.step(s.monitor, obs, self.budgets)[0]
+        return _with(s, monitor=monitor) if monitor != s.monitor else s
 
     def _feed(self, s: WorldState[C], inp: Input) -> WorldState[C]:
         # What the client was told, for the monitor.
@@ -406,6 +413,4 @@ def _set(t: tuple[str, ...], i: int, v: str) -> tuple[str, ...]:
 
 
 def _with(s: WorldState[C], **kw: Any) -> WorldState[C]:
-    from dataclasses import replace
-
-    return replace(s, **kw)
+    return s._replace(**kw)

@@ -72,6 +72,8 @@ class GuardPolicy:
     def __init__(self, config: GuardConfig) -> None:
         self._t = 0.0
         self._fired: list[str] = []
+        self._last_fired: tuple[str, ...] = ()
+        self._memo: dict[tuple[Any, Input], tuple[Any, tuple[Output, ...], tuple[str, ...]]] = {}
         self._guard = Guard(
             clock=lambda: self._t,
             config=config,
@@ -95,10 +97,9 @@ class GuardPolicy:
             for t in m.transitions
         ]
 
-    def fired(self) -> list[str]:
-        """The labels fired by the last :meth:`step` (then forgotten)."""
-        fired, self._fired = self._fired, []
-        return fired
+    def fired(self) -> tuple[str, ...]:
+        """The labels fired by the last :meth:`step`."""
+        return self._last_fired
 
     def step(
         self, state: tuple[float, Any], inp: Input
@@ -106,12 +107,17 @@ class GuardPolicy:
         t, snap = state
         if inp[0] == "tick":
             return (1.0, snap), ()
-        self._t = t
-        guard = self._guard
-        guard.restore(snap)
-        self._fired.clear()
-        actions = guard.feed(_event(inp))
-        return (t, guard.snapshot()), tuple(o for a in actions for o in _outputs(a))
+        memo = self._memo.get((state, inp))
+        if memo is None:  # the guard is a pure function of (snapshot, clock, event)
+            self._t = t
+            guard = self._guard
+            guard.restore(snap)
+            self._fired.clear()
+            actions = guard.feed(_event(inp))
+            outputs = tuple(o for a in actions for o in _outputs(a))
+            memo = self._memo[(state, inp)] = ((t, guard.snapshot()), outputs, tuple(self._fired))
+        self._last_fired = memo[2]
+        return memo[0], memo[1]
 
 
 def _event(inp: Input) -> ev.Event:

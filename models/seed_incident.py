@@ -8,7 +8,8 @@ rejection of an answer as transient: it re-resumes the stream at once. The serve
 from the named event inclusively, fires a silent 30 s deadline, answers a late answer
 with a 404 "unknown request id", and its tool hangs once the request is dead.
 
-The checker must find P1, P2, P3 and L1 violated, each with a shortest counterexample.
+The checker must find P1, P2, P3 and L1 violated, each with a shortest counterexample
+(and P4, the fabricated consent, and P7, the cursor held back at the request).
 """
 
 from __future__ import annotations
@@ -76,5 +77,5 @@ MODEL = World(
         clock=False,
     ),
     name="seed-incident",
-    expect=("P1", "P2", "P3", "L1"),
+    expect=("P1", "P2", "P3", "P4", "P7", "L1"),
 )

@@ -1,6 +1,7 @@
 """``python -m fsm check FILE.py [FILE.py ...]``: model-check the models defined in files.
 
-Exit status: 0 when every property of every model holds; 1 when any property is violated,
+Exit status: 0 when every property of every model holds (or, for a model that declares
+``expected_violations``, exactly those are violated); 1 when any property is violated,
 vacuous, or unknown because a bound was hit (``--max-states``/``--max-depth``); 2 for bad
 arguments, a bad model file, or a model that raises during exploration (one message, no
 traceback). Reports go to stdout, progress lines to stderr once a run lasts over a second
@@ -90,6 +91,21 @@ def main(argv: list[str]) -> int:
                 name = model_name(model) if len(models) > 1 else None
                 for path in _write_tests(report, file, name, out_dir):
                     print(f"wrote {path}", file=sys.stderr)
-            if not report.ok:
+            if not _as_expected(report, getattr(model, "expected_violations", None)):
                 status = 1
     return status
+
+
+def _as_expected(report: Report, expected: object) -> bool:
+    """A model may declare ``expected_violations`` (property names it must violate: a model
+    of a faulty client). It then passes when exactly those are violated and the rest hold;
+    a model without the attribute passes when everything holds."""
+    if not expected:
+        return report.ok
+    wanted = set(expected) if isinstance(expected, list | tuple | set | frozenset) else set()
+    violated = {r.name for r in report.results if r.verdict is Verdict.VIOLATED}
+    others_hold = all(r.verdict.ok for r in report.results if r.name not in wanted)
+    ok = report.complete and violated == wanted and others_hold
+    verdict = "as expected" if ok else f"NOT as expected (expected {sorted(wanted)})"
+    print(f"{report.model}: violations {sorted(violated)} {verdict}")
+    return ok

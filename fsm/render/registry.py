@@ -71,3 +71,45 @@ def _builtin() -> None:
 
 
 _builtin()
+
+
+def _model_diagrams() -> None:
+    """The reachable product of the guarded model, and every expected counterexample of
+    the faulty-client models highlighted on their reachable graphs (source checkouts)."""
+    from fsm.machines import TRANSPORT
+    from fsm.render import models as m
+
+    if not m.MODELS_DIR.is_dir():
+        return
+
+    def product() -> Diagram:
+        model = m.model_named("guarded.py", "guarded[inclusive,silent,rpc,answers]")
+        return Diagram(
+            state_graph_dot(
+                m.projected_graph(
+                    model,
+                    m.guard_view,
+                    "guarded-product",
+                    "reachable product configurations (transport / liveness) of the guarded client",
+                    terminal=lambda group: group in TRANSPORT.terminal,
+                )
+            )
+        )
+
+    def counterexample(file: str, name: str, prop: str) -> Producer:
+        def produce() -> Diagram:
+            model = m.model_named(file, name)
+            graph = m.projected_graph(model, m.client_view, f"{name}-{prop}")
+            path = dict(m.counterexamples(model))[prop]
+            trace = m.projected_trace(path, m.client_view, f"{name}: {prop} violated")
+            return trace_diagram(m.around(graph, trace), trace)
+
+        return produce
+
+    register("guarded-product", product)
+    for file, name in (("seed_incident.py", "seed-incident"), ("mcp_sdk_2_3.py", "mcp-sdk-2.3.0")):
+        for prop in m.model_named(file, name).expected_violations:
+            register(f"cex-{name}-{prop.lower()}", counterexample(file, name, prop))
+
+
+_model_diagrams()
