@@ -107,6 +107,7 @@ __all__ = [
     "ScenarioClient",
     "ScenarioResult",
     "User",
+    "guarded_client",
     "open_rig",
     "plain_client",
     "run_progress_stream",
@@ -195,6 +196,52 @@ async def plain_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
     ):
         await session.initialize()
         yield _PlainClient(session)
+
+
+GUARDED_SCENARIO_CONFIG_KW: dict[str, Any] = {"backoff_initial_s": 0.05, "backoff_max_s": 0.5}
+"""Policy of :func:`guarded_client`: the default guard with short backoffs (the harness
+server sends ``retry: 50``; answer resubmissions would otherwise wait a second)."""
+
+
+class _GuardedScenarioClient:
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        result: types.CallToolResult = await self.session.call_tool(name, arguments)
+        return result
+
+    async def list_tools(self) -> types.ListToolsResult:
+        result: types.ListToolsResult = await self.session.list_tools()
+        return result
+
+
+@contextlib.asynccontextmanager
+async def guarded_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
+    """The same mcp 2.3.0 client wrapped by :func:`fsm.mcpsdk.adapter.guarded_session`.
+
+    The yielded object also has ``session`` (the :class:`~fsm.mcpsdk.adapter.GuardedSession`,
+    for its event log and violations).
+    """
+    from fsm.guard import GuardConfig
+    from fsm.mcpsdk.adapter import guarded_session
+
+    async def on_elicit(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        schema = getattr(params, "requested_schema", None)
+        answer = await env.on_present(
+            PresentationRequest(env.session_id(), context.request_id, params.message, schema)
+        )
+        return types.ElicitResult(action=answer.action, content=answer.content)
+
+    async with guarded_session(
+        env.url,
+        elicitation_callback=on_elicit,
+        http_client=env.http_client,
+        config=GuardConfig(**GUARDED_SCENARIO_CONFIG_KW),
+    ) as session:
+        yield _GuardedScenarioClient(session)
 
 
 # --------------------------------------------------------------------------- the user

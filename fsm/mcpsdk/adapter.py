@@ -1,0 +1,908 @@
+"""Guard an unmodified mcp 2.3.0 client: ``guarded_session(url, ...)``.
+
+An application that already talks to a server with ``ClientSession`` over
+``streamable_http_client`` swaps two lines::
+
+    async with guarded_session(url, elicitation_callback=on_elicit) as session:
+        result = await session.call_tool("delete_files", {"files": [...]})
+
+and gets the guard's decisions (:mod:`fsm.guard`) on every inbound message, every answer and
+every resume, plus one typed terminal error per failed interaction.
+
+How it works (public seams only)
+--------------------------------
+The SDK's ``streamable_http_client`` is given an ``httpx2.AsyncClient`` whose transport is
+:class:`GuardedTransport`. That transport forwards every HTTP request through the
+application's own ``http_client`` (``AsyncClient.send(..., stream=True)``: its hooks, auth
+and timeouts apply) and sits between the wire and the SDK:
+
+* **SSE response bodies are teed.** Every event is parsed (id, data, retry) and fed to the
+  guard (:meth:`fsm.guard.Guard.on_event` for progress-like notifications, otherwise
+  ``SseEvent``). A server request the guard does not ``Present`` (a replayed duplicate, a
+  stale replay, a request cancelled later in the replay) is rewritten into an empty event
+  that keeps its id, so the SDK dispatcher never sees it and the elicitation callback runs
+  at most once per (session, request id). A duplicate of an already submitted request gets
+  the stored answer resubmitted by the adapter, never the callback.
+* **Resumption is owned by the guard.** When a stream's connection breaks (abruptly or
+  cleanly) the body the SDK reads does not end: the adapter waits as the guard says
+  (``Wait``; the server's ``retry:`` first), sends the resume ``GET`` with
+  ``Last-Event-ID`` = the guard's cursor (never older than the newest id seen: the SDK's
+  stale-cursor re-resume cannot happen) and splices the new connection into the same body.
+  The SDK's own reconnect loop (stale cursor, two attempts) is therefore never entered for
+  a stream the adapter tracks. A resume ``GET`` answered 404 means the session is gone.
+* **Answer POSTs are the guard's.** The SDK's POST of an elicitation answer is answered
+  ``202`` locally at once; the guard's ``Submit`` actions are performed by the adapter in
+  the background with the same HTTP client, their status and body classified
+  (:mod:`fsm.outcomes`), retryable failures (5xx, 429, connection errors) resubmitted with
+  the *same* answer up to ``max_submit_attempts``. A connection error therefore never
+  reaches the SDK's ``post_writer`` (which would tear the whole transport down). Answers the
+  guard did not ask for (for a withdrawn, dead or already answered request) are dropped.
+* **One typed error.** :meth:`GuardedSession.call_tool` races the SDK call against the
+  guard's ``Fail`` action for the call's stream and raises the error it carries
+  (:class:`~fsm.errors.StaleRequestError`, :class:`~fsm.errors.UnknownPendingRequestError`,
+  :class:`~fsm.errors.SessionExpiredError`, :class:`~fsm.errors.ResumeBudgetSpentError`,
+  :class:`~fsm.errors.SubmissionFailedError`), naming the request key and evidence. The
+  SDK's waiter is released with a synthetic JSON-RPC error on the body so nothing hangs.
+  After a session expiry every further HTTP request of the session is answered ``404``
+  locally (no traffic) and every call raises :class:`~fsm.errors.SessionExpiredError`.
+* **Withdraw.** A request that dies while its prompt is showing (cancellation, session
+  expiry, rejection) has its callback task cancelled.
+* **Event log.** Every decision goes through :class:`fsm.observe.ObservedGuard`; the P1-P7
+  monitor checks them online (:attr:`GuardedSession.violations`) and
+  :meth:`GuardedSession.event_log` (or ``log=``) writes them as JSON Lines in the format of
+  :mod:`fsm.trace`. Event ids of hot-path notifications (progress, logging) are coalesced:
+  only the newest id seen before the next other observation is recorded, which is all
+  P7 and the resume budget need.
+
+What it cannot see or fix
+-------------------------
+* **Replay flag.** mcp 2.3.0 servers send no "replayed" marker: every event arriving on a
+  resumed connection is taken as a replay (the guard's conservative inference). A live
+  request first delivered on a resumed connection is still presented (it is new); only a
+  *repeated* delivery past its client-side deadline is judged stale.
+* **Silent server deadlines.** With the correct cursor, a request that died silently on the
+  server is usually never redelivered: the adapter cannot know it is dead, the prompt stays
+  open, and the user's late answer is submitted and answered ``202`` (servers accept and
+  drop late answers). The call ends with whatever the server returns for the tool.
+* **202 proves nothing.** An accepted submission is not proof of liveness (see
+  :mod:`fsm.outcomes`); the adapter cannot learn that the server dropped the answer.
+* **Request POSTs** (``tools/call`` ...) are sent by the SDK. A 404 on them is seen and
+  expires the session in the guard, but the adapter does not re-initialize: open a new
+  :func:`guarded_session` (the agent layer re-issues the call).
+* **Idempotent methods** (``ping``, ``roots/list``, configurable) are passed through every
+  time; they are not de-duplicated.
+* **Which call owns a stream** is learnt from a context variable set by
+  :meth:`GuardedSession.call_tool`, which the SDK carries from the caller's task to its
+  POST task (its context streams). A ``tools/call`` sent through the raw ``session``
+  attribute is guarded on the wire, but its caller gets the SDK's own error, not the typed
+  one.
+* **Standalone GET stream.** When the guard gives up on it, its body ends and the SDK's
+  own attempts to resume it are refused locally (405); server-initiated messages that
+  would have come on it afterwards are lost for the session.
+* Version pin: the behaviour relied on (the SDK reading the body incrementally, resolving
+  a request on an SSE JSON-RPC response, answering via a POST whose status it ignores) is
+  that of mcp 2.3.0; :func:`check_sdk_version` refuses other versions unless told not to.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import contextvars
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import IO, Any
+
+import anyio
+import httpx2
+from anyio.abc import TaskGroup
+from mcp import ClientSession, types
+from mcp.client.session import ClientRequestContext, ElicitationFnT
+from mcp.client.streamable_http import streamable_http_client
+
+from fsm import actions as act
+from fsm import events as ev
+from fsm import trace
+from fsm.errors import InteractionFailed, RequestKey, SessionExpiredError
+from fsm.guard import Guard, GuardConfig
+from fsm.messages import CANCELLED
+from fsm.observe import ObservedGuard
+from fsm.outcomes import SubmissionResult
+from fsm.properties import EventSeen, Observation, Violation
+
+__all__ = [
+    "SUPPORTED_SDK",
+    "GuardedSession",
+    "GuardedTransport",
+    "check_sdk_version",
+    "guarded_session",
+]
+
+SUPPORTED_SDK = "2.3.0"
+"""The mcp version whose behaviour this adapter was written against and tested with."""
+
+GET_STREAM = "get"
+_LOCAL_HEADER = "x-fsm-guard"
+_STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
+
+
+def check_sdk_version(strict: bool = True) -> str:
+    """The installed mcp version; raises ``RuntimeError`` if it is not
+    :data:`SUPPORTED_SDK` and ``strict``."""
+    version = metadata.version("mcp")
+    if strict and version != SUPPORTED_SDK:
+        raise RuntimeError(
+            f"fsm.mcpsdk.adapter supports mcp=={SUPPORTED_SDK}, found {version}; "
+            "pass strict_sdk=False to try anyway"
+        )
+    return version
+
+
+# --------------------------------------------------------------------------- SSE parsing
+
+
+@dataclass(slots=True)
+class _Sse:
+    """One parsed SSE event; ``raw`` is the block as received (line ends normalised)."""
+
+    raw: str
+    event_id: str | None
+    data: str
+    retry: int | None
+    has_data: bool
+
+
+class _SseParser:
+    """Incremental SSE parser: bytes in, complete events out (spec line endings)."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._buf = ""
+
+    def feed(self, chunk: bytes) -> list[_Sse]:
+        text = self._buf + self._decoder.decode(chunk)
+        hold_cr = text.endswith("\r")
+        if hold_cr:
+            text = text[:-1]
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        blocks = text.split("\n\n")
+        self._buf = blocks.pop() + ("\r" if hold_cr else "")
+        return [e for e in map(_parse_block, blocks) if e is not None]
+
+
+def _parse_block(block: str) -> _Sse | None:
+    event_id: str | None = None
+    data: list[str] = []
+    retry: int | None = None
+    meaningful = False
+    for line in block.split("\n"):
+        if not line or line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        meaningful = True
+        if name == "data":
+            data.append(value)
+        elif name == "id":
+            if "\0" not in value:
+                event_id = value
+        elif name == "retry" and value.isdigit():
+            retry = int(value)
+    if not meaningful:
+        return None
+    return _Sse(block, event_id, "\n".join(data), retry, bool(data))
+
+
+def _sse_bytes(event_id: str | None, data: str) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: message\ndata: {data}\n\n".encode()
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+@dataclass
+class _CallSlot:
+    """One :meth:`GuardedSession.call_tool` in flight: its origin id and its failure."""
+
+    origin: Any = None
+    error: InteractionFailed | None = None
+    failed: anyio.Event = field(default_factory=anyio.Event)
+
+
+_CALL: contextvars.ContextVar[_CallSlot | None] = contextvars.ContextVar(
+    "fsm_guarded_call", default=None
+)
+
+
+class _Tee:
+    """What the engine knows of one tracked stream's body: to interrupt a blocked read."""
+
+    def __init__(self) -> None:
+        self.scope: anyio.CancelScope | None = None
+        self.killed = False
+
+    def kill(self) -> None:
+        self.killed = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+class _Engine:
+    """The guard, its observer, and every IO it asks for. One per MCP session."""
+
+    def __init__(
+        self,
+        observed: ObservedGuard,
+        http: httpx2.AsyncClient,
+        tg: TaskGroup,
+        url: str,
+    ) -> None:
+        self.og = observed
+        self.guard = observed.guard
+        self.http = http
+        self.tg = tg
+        self.url = url
+        self.session: str | None = None
+        self.protocol_version: str | None = None
+        self.expired: InteractionFailed | None = None
+        self.failures: dict[str, InteractionFailed] = {}
+        self.calls: dict[Any, _CallSlot] = {}
+        self.tees: dict[str, _Tee] = {}
+        self.prompts: dict[RequestKey, anyio.CancelScope] = {}
+        self.withdrawn: set[RequestKey] = set()
+        self._pending_ids: dict[str, str] = {}
+        self._bg: set[anyio.CancelScope] = set()
+        self.closing = False
+        self.dropped_answers = 0
+
+    # -- feeding -----------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Record coalesced hot-path event ids before any other observation."""
+        if self._pending_ids:
+            pending, self._pending_ids = self._pending_ids, {}
+            for stream, event_id in pending.items():
+                self.og.observe(EventSeen(stream, event_id))
+
+    def feed(self, event: ev.Event) -> tuple[act.Action, ...]:
+        """Feed ``event`` (observed) and perform the global actions it returns."""
+        self.flush()
+        actions = self.og.feed(event)
+        self.perform(actions)
+        return actions
+
+    def on_sse(self, stream: str, sse: _Sse) -> tuple[tuple[act.Action, ...], Any]:
+        """Feed one SSE event; returns (actions, decoded message or None)."""
+        if not sse.has_data or not sse.data:
+            return self.feed(ev.SseEvent(stream, None, sse.event_id, sse.retry)), None
+        try:
+            msg = json.loads(sse.data)
+        except ValueError:
+            msg = None
+        if (
+            sse.retry is None
+            and isinstance(msg, dict)
+            and "id" not in msg
+            and type(msg.get("method")) is str
+            and msg["method"] != CANCELLED
+            and self.guard.stream_state(stream) == "open"
+        ):
+            actions = self.guard.on_event(stream, sse.event_id, msg)
+            if not actions and sse.event_id is not None:
+                self._pending_ids[stream] = sse.event_id
+            return actions, msg
+        data: Any = msg if isinstance(msg, dict) else sse.data
+        return self.feed(ev.SseEvent(stream, data, sse.event_id, sse.retry)), msg
+
+    def perform(self, actions: tuple[act.Action, ...]) -> None:
+        """Actions that concern more than the stream being read."""
+        for a in actions:
+            if isinstance(a, act.Submit):
+                self.spawn(self._submit, a)
+            elif isinstance(a, act.Withdraw):
+                self.withdrawn.add(a.key)
+                scope = self.prompts.get(a.key)
+                if scope is not None:
+                    scope.cancel()
+            elif isinstance(a, act.Fail):
+                self._fail(a)
+            elif isinstance(a, act.Refuse):
+                self.spawn(self._refuse, a)
+
+    def _fail(self, a: act.Fail) -> None:
+        err = a.error
+        self.failures[a.interaction] = err
+        if isinstance(err, SessionExpiredError) and self.expired is None:
+            self.expired = err
+        stream = err.stream or a.interaction
+        tee = self.tees.get(stream)
+        if tee is not None:
+            tee.kill()
+        origin = _origin_of(stream)
+        slot = self.calls.get(origin) if origin is not None else None
+        if slot is not None and slot.error is None:
+            slot.error = err
+            slot.failed.set()
+
+    # -- background IO -------------------------------------------------------------
+
+    def spawn(self, fn: Callable[[Any], Awaitable[None]], arg: Any) -> None:
+        if self.closing:
+            return
+
+        async def run() -> None:
+            with anyio.CancelScope() as scope:
+                self._bg.add(scope)
+                try:
+                    await fn(arg)
+                finally:
+                    self._bg.discard(scope)
+
+        self.tg.start_soon(run)
+
+    def close(self) -> None:
+        self.closing = True
+        for scope in list(self._bg):
+            scope.cancel()
+        for tee in list(self.tees.values()):
+            tee.kill()
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        h = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        if self.session:
+            h["mcp-session-id"] = self.session
+        if self.protocol_version:
+            h["mcp-protocol-version"] = self.protocol_version
+        h.update(extra)
+        return h
+
+    async def _submit(self, a: act.Submit) -> None:
+        if a.delay_s > 0:
+            await anyio.sleep(a.delay_s)
+        body = {"jsonrpc": "2.0", "id": a.key[1], "result": dict(a.answer)}
+        result = await self._post(body)
+        self.feed(ev.SubmissionOutcome(a.key, result))
+
+    async def _refuse(self, a: act.Refuse) -> None:
+        body = {
+            "jsonrpc": "2.0",
+            "id": a.key[1],
+            "error": {"code": -32603, "message": str(a.error)},
+        }
+        await self._post(body)
+
+    async def _post(self, body: Mapping[str, Any]) -> SubmissionResult:
+        if self.expired is not None:
+            return SubmissionResult(404, None)
+        try:
+            resp = await self.http.post(self.url, json=dict(body), headers=self.headers())
+        except httpx2.HTTPError as exc:
+            return SubmissionResult(None, None, type(exc).__name__)
+        parsed: Mapping[str, Any] | None = None
+        with contextlib.suppress(ValueError):
+            value = resp.json() if resp.content else None
+            parsed = value if isinstance(value, Mapping) else None
+        return SubmissionResult(resp.status_code, parsed, None, _retry_after(resp))
+
+
+def _origin_of(stream: str) -> Any:
+    if not stream.startswith("post:"):
+        return None
+    raw = stream[5:]
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _stream_name(origin: Any) -> str:
+    return f"post:{json.dumps(origin)}"
+
+
+def _retry_after(resp: httpx2.Response) -> float | None:
+    value = resp.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _json_body(request: httpx2.Request) -> Any:
+    try:
+        return json.loads(request.content) if request.content else None
+    except ValueError:
+        return None
+
+
+def _local(
+    request: httpx2.Request, status: int, body: bytes = b"", ctype: str = "application/json"
+) -> httpx2.Response:
+    return httpx2.Response(
+        status,
+        headers={"content-type": ctype, _LOCAL_HEADER: "1"},
+        content=body,
+        request=request,
+    )
+
+
+_SESSION_GONE_BODY = json.dumps(
+    {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}
+).encode()
+
+
+# --------------------------------------------------------------------------- the transport
+
+
+class GuardedTransport(httpx2.AsyncBaseTransport):
+    """An ``httpx2`` transport that forwards through ``engine.http`` and applies the guard.
+
+    Not for direct use: :func:`guarded_session` builds it. Contract: every request of the
+    SDK is sent once through the application's client, except answer POSTs (the guard's
+    submissions replace them), resume GETs of the SDK (refused locally: resumption is the
+    guard's) and anything after the session expired (local 404).
+    """
+
+    def __init__(self, engine: _Engine) -> None:
+        self.e = engine
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        e = self.e
+        if e.expired is not None:
+            return _local(request, 404, _SESSION_GONE_BODY)
+        method = request.method
+        if method == "POST":
+            body = _json_body(request)
+            version = request.headers.get("mcp-protocol-version")
+            if version:
+                e.protocol_version = version
+            if isinstance(body, dict) and "method" not in body and "id" in body:
+                local = self._answer(request, body)
+                if local is not None:
+                    return local
+            return await self._forward_post(request, body)
+        if method == "GET":
+            if request.headers.get("last-event-id") is not None:
+                # the SDK resuming on its own: only after the guard ended that body
+                return _local(request, 405, b"")
+            return await self._open_stream(request, GET_STREAM, None)
+        return await self._send(request)
+
+    async def _send(self, request: httpx2.Request) -> httpx2.Response:
+        resp = await self.e.http.send(request, stream=True)
+        if resp.status_code == 404 and request.headers.get("mcp-session-id"):
+            await resp.aclose()
+            self.e.feed(ev.SessionExpired())
+            return _local(request, 404, _SESSION_GONE_BODY)
+        return _wrap(resp, request, _Passthrough(resp))
+
+    def _answer(self, request: httpx2.Request, body: dict[str, Any]) -> httpx2.Response | None:
+        """An answer POST from the SDK: the guard submits it (or it is dropped)."""
+        e = self.e
+        rid = body.get("id")
+        if not isinstance(rid, int | str) or isinstance(rid, bool):
+            return None
+        key: RequestKey = (e.session or "", rid)
+        state = e.guard.state_of(key)
+        if state is None:
+            return None  # idempotent or untracked request: the SDK's answer goes as is
+        if state == "presented" and isinstance(body.get("result"), Mapping):
+            e.feed(ev.UserAnswered(key, body["result"]))
+            return _local(request, 202)
+        if state == "presented":
+            return None  # the handler raised: its error goes to the server unchanged
+        e.dropped_answers += 1  # withdrawn, dead, or already answered: never sent
+        return _local(request, 202)
+
+    async def _forward_post(self, request: httpx2.Request, body: Any) -> httpx2.Response:
+        e = self.e
+        origin = body.get("id") if isinstance(body, dict) and "method" in body else None
+        if origin is not None:
+            slot = _CALL.get()
+            if slot is not None and slot.origin is None and body.get("method") == "tools/call":
+                slot.origin = origin
+                e.calls[origin] = slot
+            return await self._open_stream(request, _stream_name(origin), origin)
+        return await self._send(request)
+
+    async def _open_stream(
+        self, request: httpx2.Request, stream: str, origin: Any
+    ) -> httpx2.Response:
+        e = self.e
+        try:
+            resp = await e.http.send(request, stream=True)
+        except httpx2.HTTPError:
+            raise
+        sid = resp.headers.get("mcp-session-id")
+        if sid and sid != e.session and body_method(request) == "initialize":
+            e.session = sid
+            e.feed(ev.SessionStarted(sid))
+        if resp.status_code == 404 and request.headers.get("mcp-session-id"):
+            await resp.aclose()
+            e.feed(ev.SessionExpired())
+            return _local(request, 404, _SESSION_GONE_BODY)
+        ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if resp.status_code != 200 or ctype != "text/event-stream" or not e.session:
+            return _wrap(resp, request, _Passthrough(resp))
+        if e.guard.stream_state(stream) not in (None, "done", "dead"):
+            return _wrap(resp, request, _Passthrough(resp))
+        e.feed(ev.StreamOpened(stream, origin))
+        tee = _Tee()
+        e.tees[stream] = tee
+        return _wrap(resp, request, _GuardedBody(e, stream, origin, request, resp, tee))
+
+
+def body_method(request: httpx2.Request) -> str | None:
+    """The JSON-RPC method of a POST body (``None`` if none)."""
+    body = _json_body(request)
+    if isinstance(body, dict) and isinstance(body.get("method"), str):
+        return str(body["method"])
+    return None
+
+
+def _wrap(
+    resp: httpx2.Response, request: httpx2.Request, stream: httpx2.AsyncByteStream
+) -> httpx2.Response:
+    headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _STRIP_HEADERS]
+    return httpx2.Response(
+        resp.status_code,
+        headers=headers,
+        stream=stream,
+        request=request,
+        extensions=dict(resp.extensions),
+    )
+
+
+class _Passthrough(httpx2.AsyncByteStream):
+    def __init__(self, resp: httpx2.Response) -> None:
+        self.resp = resp
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.resp.aiter_bytes():
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.resp.aclose()
+
+
+class _GuardedBody(httpx2.AsyncByteStream):
+    """The body the SDK reads for one tracked stream: filtered events, spliced resumes.
+
+    Ends when the origin's response was passed on (the SDK closes it), when the guard
+    failed the stream (a synthetic JSON-RPC error for the origin is appended first), or
+    when the guard stopped resuming a stream without origin.
+    """
+
+    def __init__(
+        self,
+        engine: _Engine,
+        stream: str,
+        origin: Any,
+        request: httpx2.Request,
+        resp: httpx2.Response,
+        tee: _Tee,
+    ) -> None:
+        self.e, self.stream, self.origin = engine, stream, origin
+        self.request, self.resp, self.tee = request, resp, tee
+
+    async def aclose(self) -> None:
+        await self.resp.aclose()
+        if self.e.tees.get(self.stream) is self.tee:
+            del self.e.tees[self.stream]
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            parser = _SseParser()
+            chunks = self.resp.aiter_bytes().__aiter__()
+            clean = True
+            while True:
+                chunk: bytes | None = None
+                with anyio.CancelScope() as scope:
+                    self.tee.scope = scope
+                    try:
+                        chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        chunk = None
+                    except (httpx2.HTTPError, OSError):
+                        chunk, clean = None, False
+                self.tee.scope = None
+                if scope.cancelled_caught or self.tee.killed:
+                    chunk, clean = None, False
+                if chunk is None:
+                    break
+                out: list[bytes] = []
+                for sse in parser.feed(chunk):
+                    piece = self._decide(sse)
+                    if piece:
+                        out.append(piece)
+                    if self._dead():
+                        break
+                if out:
+                    yield b"".join(out)
+                if self._dead():
+                    break
+            await self.resp.aclose()
+            if self._dead():
+                tail = self._ending()
+                if tail:
+                    yield tail
+                return
+            nxt = await self._resume(clean)
+            if nxt is None:
+                tail = self._ending()
+                if tail:
+                    yield tail
+                return
+            self.resp = nxt
+
+    def _dead(self) -> bool:
+        return self.e.guard.stream_state(self.stream) in ("done", "dead") or self.tee.killed
+
+    def _decide(self, sse: _Sse) -> bytes:
+        """Feed one event; the bytes the SDK gets for it."""
+        actions, msg = self.e.on_sse(self.stream, sse)
+        if not actions:
+            return (sse.raw + "\n\n").encode()
+        is_request = isinstance(msg, dict) and "method" in msg and "id" in msg
+        presented = any(isinstance(a, act.Present) for a in actions)
+        if is_request and not presented:
+            return _sse_bytes(sse.event_id, "") if sse.event_id is not None else b""
+        if any(
+            isinstance(a, act.Ignore)
+            and a.reason in ("duplicate-event", "foreign-response", "stream-terminal")
+            for a in actions
+        ):
+            return _sse_bytes(sse.event_id, "") if sse.event_id is not None else b""
+        return (sse.raw + "\n\n").encode()
+
+    def _ending(self) -> bytes:
+        """The synthetic JSON-RPC error that releases the SDK's waiter (origin streams)."""
+        if self.origin is None or self.e.guard.stream_state(self.stream) == "done":
+            return b""
+        err = self.e.failures.get(self.stream)
+        message = f"{err.reason}: {err}" if err is not None else "interaction ended by the guard"
+        payload = {
+            "jsonrpc": "2.0",
+            "id": self.origin,
+            "error": {"code": -32000, "message": message},
+        }
+        return _sse_bytes(None, json.dumps(payload))
+
+    async def _resume(self, clean: bool) -> httpx2.Response | None:
+        """Resume as the guard says; the new connection's response, or ``None`` to stop."""
+        e, stream = self.e, self.stream
+        actions = e.feed(ev.StreamLost(stream, clean))
+        while True:
+            wait = next((a for a in actions if isinstance(a, act.Wait)), None)
+            if wait is None or self._dead():
+                return None
+            await anyio.sleep(wait.delay_s)
+            if self._dead():
+                return None
+            actions = e.feed(ev.TimerFired(stream))
+            resume = next((a for a in actions if isinstance(a, act.Resume)), None)
+            if resume is None:
+                return None
+            headers = e.headers(**{"last-event-id": resume.cursor})
+            headers.pop("content-type", None)
+            req = e.http.build_request("GET", e.url, headers=headers)
+            try:
+                resp = await e.http.send(req, stream=True)
+            except (httpx2.HTTPError, OSError) as exc:
+                actions = e.feed(ev.ResumeRefused(stream, None, type(exc).__name__))
+                continue
+            ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
+            if resp.status_code == 200 and ctype == "text/event-stream":
+                e.feed(ev.StreamResumed(stream))
+                return resp
+            await resp.aclose()
+            actions = e.feed(ev.ResumeRefused(stream, resp.status_code))
+
+
+# --------------------------------------------------------------------------- the session
+
+
+class GuardedSession:
+    """An initialized ``ClientSession`` with the guard in front of it.
+
+    ``call_tool`` returns the tool's result, or raises exactly one
+    :class:`~fsm.errors.InteractionFailed` subclass when the guard decided the interaction
+    cannot complete. ``session`` is the raw SDK session (for everything else: its requests
+    are still guarded on the wire).
+    """
+
+    def __init__(self, session: ClientSession, engine: _Engine) -> None:
+        self.session = session
+        self._e = engine
+
+    @property
+    def guard(self) -> ObservedGuard:
+        """The observed guard (decisions, monitor, kept observations)."""
+        return self._e.og
+
+    @property
+    def session_id(self) -> str | None:
+        """The MCP session id the server assigned."""
+        return self._e.session
+
+    @property
+    def violations(self) -> list[tuple[int, Observation, Violation]]:
+        """Property violations the online monitor saw (empty for a conforming run)."""
+        self._e.flush()
+        return self._e.og.violations
+
+    @property
+    def failures(self) -> dict[str, InteractionFailed]:
+        """Every interaction the guard failed, by interaction name."""
+        return dict(self._e.failures)
+
+    def observations(self) -> list[tuple[Observation, float]]:
+        """The kept ``(observation, t)`` pairs, oldest first."""
+        self._e.flush()
+        return list(self._e.og.log)
+
+    def event_log(self) -> str:
+        """The observations as JSON Lines (:func:`fsm.trace.dumps`)."""
+        return trace.dumps(self.observations())
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> types.CallToolResult:
+        """``ClientSession.call_tool``, raced against the guard's ``Fail`` for its stream.
+
+        Raises the guard's typed error (once) if the interaction died; raises
+        :class:`~fsm.errors.SessionExpiredError` at once if the session is known gone.
+        """
+        e = self._e
+        if e.expired is not None:
+            raise _again(e.expired)
+        slot = _CallSlot()
+        token = _CALL.set(slot)
+        outcome: list[types.CallToolResult] = []
+        raised: list[BaseException] = []
+        done = anyio.Event()
+
+        async def run() -> None:
+            try:
+                outcome.append(await self.session.call_tool(name, arguments, **kwargs))
+            except Exception as exc:
+                raised.append(exc)
+            finally:
+                done.set()
+
+        async def watch() -> None:
+            await slot.failed.wait()
+            done.set()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run)
+                tg.start_soon(watch)
+                await done.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            _CALL.reset(token)
+            if slot.origin is not None:
+                e.calls.pop(slot.origin, None)
+        if slot.error is not None:
+            raise slot.error
+        if outcome:
+            return outcome[0]
+        if e.expired is not None:
+            raise _again(e.expired)
+        raise raised[0]
+
+    async def list_tools(self) -> types.ListToolsResult:
+        """``ClientSession.list_tools`` (raises SessionExpiredError once the session is gone)."""
+        if self._e.expired is not None:
+            raise _again(self._e.expired)
+        return await self.session.list_tools()
+
+
+def _again(err: InteractionFailed) -> InteractionFailed:
+    """A fresh copy of a terminal error (the original was raised to its own caller)."""
+    return type(err)(
+        str(err), key=err.key, stream=err.stream, reason=err.reason, evidence=err.evidence
+    )
+
+
+def _wrap_callback(engine: _Engine, callback: ElicitationFnT | None) -> ElicitationFnT | None:
+    if callback is None:
+        return None
+
+    async def on_elicit(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        key: RequestKey = (engine.session or "", context.request_id)
+        result: types.ElicitResult | types.ErrorData = types.ElicitResult(action="cancel")
+        with anyio.CancelScope() as scope:
+            engine.prompts[key] = scope
+            if key in engine.withdrawn:
+                scope.cancel()
+            try:
+                result = await callback(context, params)
+            finally:
+                engine.prompts.pop(key, None)
+        # withdrawn: the "cancel" goes to the transport, which drops it (the key is dead)
+        return result
+
+    return on_elicit
+
+
+LogTarget = str | os.PathLike[str] | IO[str]
+
+
+@contextlib.asynccontextmanager
+async def guarded_session(
+    url: str,
+    *,
+    elicitation_callback: ElicitationFnT | None = None,
+    http_client: httpx2.AsyncClient | None = None,
+    config: GuardConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    log: LogTarget | None = None,
+    strict_sdk: bool = True,
+    **session_kwargs: Any,
+) -> AsyncIterator[GuardedSession]:
+    """Open an initialized, guarded MCP session on ``url`` (legacy streamable HTTP).
+
+    ``http_client`` carries all HTTP (its hooks, auth and timeouts apply; it is not closed
+    here); ``config`` is the guard's policy; ``clock`` its time source; ``log`` a path or
+    text stream that receives the event log as JSON Lines while it happens (header
+    first). Extra keyword arguments go to ``ClientSession``. Raises ``RuntimeError`` for an
+    unsupported SDK version when ``strict_sdk``.
+    """
+    check_sdk_version(strict_sdk)
+    async with contextlib.AsyncExitStack() as stack:
+        if http_client is None:
+            http_client = await stack.enter_async_context(
+                httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0))
+            )
+        sink: IO[str] | None = None
+        if isinstance(log, str | os.PathLike):
+            sink = stack.enter_context(open(log, "w", encoding="utf-8"))  # noqa: SIM115
+        elif log is not None:
+            sink = log
+        on_obs: Callable[[Observation, float], None] | None = None
+        if sink is not None:
+            out = sink
+            out.write(json.dumps({"kind": "header", "schema": trace.SCHEMA}) + "\n")
+
+            def on_obs(obs: Observation, t: float) -> None:
+                out.write(json.dumps(trace.to_record(obs, t), sort_keys=True) + "\n")
+
+        observed = ObservedGuard(Guard(clock=clock, config=config), on_observation=on_obs)
+        tg = await stack.enter_async_context(anyio.create_task_group())
+        engine = _Engine(observed, http_client, tg, url)
+        stack.callback(engine.close)
+        outer = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                transport=GuardedTransport(engine),
+                timeout=http_client.timeout,
+                headers=http_client.headers,
+            )
+        )
+        read, write = await stack.enter_async_context(
+            streamable_http_client(url, http_client=outer)
+        )
+        session = await stack.enter_async_context(
+            ClientSession(
+                read,
+                write,
+                elicitation_callback=_wrap_callback(engine, elicitation_callback),
+                **session_kwargs,
+            )
+        )
+        await session.initialize()
+        yield GuardedSession(session, engine)
+        engine.flush()
