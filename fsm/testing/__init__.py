@@ -1,0 +1,43 @@
+"""A conformance kit for MCP clients: hypothesis plays server, network and user.
+
+Point it at your client through the guard's own vocabulary (a ``feed(event) ->
+Sequence[Action]`` object built by ``factory(clock)``) and it checks P1-P7 and the
+bounded L1 of :mod:`fsm.properties` after every step::
+
+    from fsm.testing import ConformanceTests
+
+    class TestMyClient(ConformanceTests):
+        client_factory = staticmethod(lambda clock: MyShim(clock))
+
+See ``docs/testing.md``. Requires ``hypothesis`` (a test dependency, not a runtime one).
+"""
+
+from fsm.testing.kit import (
+    FAST,
+    OUTCOMES,
+    THOROUGH,
+    ClientFactory,
+    ClientUnderTest,
+    ConformanceFailure,
+    ConformanceMachine,
+    ConformanceTests,
+    conformance_machine,
+    kit_settings,
+)
+from fsm.testing.reference import NoDedupGuard, Sdk230Client, guard_factory
+
+__all__ = [
+    "FAST",
+    "OUTCOMES",
+    "THOROUGH",
+    "ClientFactory",
+    "ClientUnderTest",
+    "ConformanceFailure",
+    "ConformanceMachine",
+    "ConformanceTests",
+    "NoDedupGuard",
+    "Sdk230Client",
+    "conformance_machine",
+    "guard_factory",
+    "kit_settings",
+]
