@@ -159,8 +159,9 @@ def _outputs(a: act.Action) -> tuple[Output, ...]:
 CONFIG = GuardConfig(request_ttl_s=0.5, max_resumes_without_progress=2, max_submit_attempts=2)
 
 
-def variants(requests: int = REQUESTS) -> list[World[Any]]:
-    """One model per environment variant."""
+def variants(requests: int = REQUESTS, only: set[str] | None = None) -> list[World[Any]]:
+    """One model per environment variant (``only``: the variant names to keep, as in
+    ``"after,silent,rpc,answers"``); more than one request shows as ``xN`` in the name."""
     worlds: list[World[Any]] = []
     for replay, deadline, unknown, user, reaper in itertools.product(
         ("after", "inclusive"),
@@ -181,7 +182,10 @@ def variants(requests: int = REQUESTS) -> list[World[Any]]:
             reaper=reaper,  # type: ignore[arg-type]
             replay=replay,
         )  # type: ignore[arg-type]
-        name = f"guarded[{replay},{deadline},{unknown},{user}{',reaper' if reaper else ''}]"
+        variant = f"{replay},{deadline},{unknown},{user}{',reaper' if reaper else ''}"
+        if only is not None and variant not in only:
+            continue
+        name = f"guarded[{variant}]" + (f" x{requests}" if requests > 1 else "")
         worlds.append(World(GuardPolicy(CONFIG), bounds, name=name))
     return worlds
 

@@ -36,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
         "--write-tests", metavar="DIR", help="write a replayable pytest file per violation"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--brief",
+        action="store_true",
+        help="one summary line per model that holds; full reports only for violations",
+    )
     return parser
 
 
@@ -86,7 +91,16 @@ def main(argv: list[str]) -> int:
             except (ValueError, TypeError) as exc:
                 print(f"fsm check: {file}: {exc}", file=sys.stderr)
                 return 2
-            print(json.dumps(report.to_json()) if args.json else report.format_text())
+            if args.json:
+                print(json.dumps(report.to_json()))
+            elif args.brief:
+                failing = report.failures()
+                holding = len(report.results) - len(failing)
+                print(f"{report.summary()}: {holding}/{len(report.results)} properties hold")
+                for result in failing:
+                    print(result.format_text())
+            else:
+                print(report.format_text())
             if out_dir is not None:
                 name = model_name(model) if len(models) > 1 else None
                 for path in _write_tests(report, file, name, out_dir):

@@ -1,0 +1,46 @@
+# The two commands of the quick start: `make demo` and `make test`.
+# Both create .venv with the project and its extras on first use (Python 3.11+ only).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check render replay bench lint typecheck install clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[mcp,diagrams,dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## The main job: model-check every model, render the diagrams, replay the incident.
+demo: check render replay
+
+check: $(STAMP)
+	$(BIN)/python -m fsm check --brief --quiet models/*.py
+
+render: $(STAMP)
+	$(BIN)/python -m fsm render
+
+replay: $(STAMP)
+	$(BIN)/python -m fsm demo
+
+## The whole test suite, linters and type checks included.
+test: lint typecheck
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check fsm models tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict fsm
+
+## Every benchmark; one table, figures in bench/results.json.
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

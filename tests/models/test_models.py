@@ -1,0 +1,178 @@
+"""The shipped models: pinned state spaces, expected verdicts, shortest counterexamples.
+
+Like TLC's and Stateright's own tests, the state and transition counts of every shipped
+model at its default bounds are pinned: a change to the guard, the world or the monitor
+that changes what is explored shows up here first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fsm.checker import Report, check, load_models, replay, violated_at
+from fsm.checker.cli import main as check_main
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_FILES = ("guarded.py", "guarded_concurrent.py", "seed_incident.py", "mcp_sdk_2_3.py")
+
+PINNED: dict[str, tuple[int, int]] = {
+    "guarded[after,silent,202,answers]": (492, 1237),
+    "guarded[after,silent,202,answers,reaper]": (1236, 2381),
+    "guarded[after,silent,202,never]": (141, 313),
+    "guarded[after,silent,404,answers]": (486, 1121),
+    "guarded[after,silent,404,never]": (141, 313),
+    "guarded[after,silent,rpc,answers]": (486, 1121),
+    "guarded[after,silent,rpc,never]": (141, 313),
+    "guarded[after,silent,500rpc,answers]": (486, 1121),
+    "guarded[after,silent,500rpc,never]": (141, 313),
+    "guarded[after,cancel,202,answers]": (708, 1759),
+    "guarded[after,cancel,202,answers,reaper]": (1788, 3419),
+    "guarded[after,cancel,202,never]": (177, 382),
+    "guarded[after,cancel,404,answers]": (696, 1527),
+    "guarded[after,cancel,404,never]": (177, 382),
+    "guarded[after,cancel,rpc,answers]": (702, 1643),
+    "guarded[after,cancel,rpc,never]": (177, 382),
+    "guarded[after,cancel,500rpc,answers]": (702, 1643),
+    "guarded[after,cancel,500rpc,never]": (177, 382),
+    "guarded[inclusive,silent,202,answers]": (600, 1557),
+    "guarded[inclusive,silent,202,answers,reaper]": (1350, 2809),
+    "guarded[inclusive,silent,202,never]": (177, 399),
+    "guarded[inclusive,silent,404,answers]": (576, 1405),
+    "guarded[inclusive,silent,404,never]": (177, 399),
+    "guarded[inclusive,silent,rpc,answers]": (576, 1405),
+    "guarded[inclusive,silent,rpc,never]": (177, 399),
+    "guarded[inclusive,silent,500rpc,answers]": (576, 1405),
+    "guarded[inclusive,silent,500rpc,never]": (177, 399),
+    "guarded[inclusive,cancel,202,answers]": (870, 2214),
+    "guarded[inclusive,cancel,202,answers,reaper]": (1956, 4036),
+    "guarded[inclusive,cancel,202,never]": (222, 486),
+    "guarded[inclusive,cancel,404,answers]": (822, 1910),
+    "guarded[inclusive,cancel,404,never]": (222, 486),
+    "guarded[inclusive,cancel,rpc,answers]": (846, 2062),
+    "guarded[inclusive,cancel,rpc,never]": (222, 486),
+    "guarded[inclusive,cancel,500rpc,answers]": (846, 2062),
+    "guarded[inclusive,cancel,500rpc,never]": (222, 486),
+    "guarded[after,silent,202,answers] x2": (5816, 19733),
+    "guarded[after,silent,rpc,answers] x2": (6002, 17096),
+    "guarded[after,cancel,202,answers] x2": (19460, 60739),
+    "guarded[after,cancel,rpc,answers] x2": (19676, 54172),
+    "guarded[inclusive,silent,202,answers] x2": (7212, 25061),
+    "guarded[inclusive,silent,rpc,answers] x2": (6996, 21205),
+    "guarded[inclusive,cancel,202,answers] x2": (24144, 76550),
+    "guarded[inclusive,cancel,rpc,answers] x2": (23424, 67430),
+    "guarded[after,silent,rpc,answers] x3": (64050, 214148),
+    "guarded[inclusive,silent,rpc,answers] x3": (72750, 259150),
+    "seed-incident": (168, 303),
+    "mcp-sdk-2.3.0": (501, 1116),
+}
+
+# (steps, loop_start) of each expected shortest counterexample.
+SHORTEST = {
+    "seed-incident": {
+        "P1": (8, None),
+        "P2": (8, None),
+        "P3": (6, None),
+        "P4": (4, None),
+        "P7": (5, None),
+        "L1": (12, 8),
+    },
+    "mcp-sdk-2.3.0": {"P2": (10, None), "P7": (8, None)},
+}
+
+_REPORTS: dict[str, tuple[Any, Report]] = {}
+
+
+def _all_models() -> list[Any]:
+    return [m for f in MODEL_FILES for m in load_models(str(ROOT / "models" / f))]
+
+
+def _report(name: str) -> tuple[Any, Report]:
+    if not _REPORTS:
+        for model in _all_models():
+            _REPORTS[model.name] = (model, check(model))
+    return _REPORTS[name]
+
+
+def test_every_shipped_model_is_pinned() -> None:
+    assert sorted(m.name for m in _all_models()) == sorted(PINNED)
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_state_space_is_pinned(name: str) -> None:
+    _, report = _report(name)
+    assert report.complete
+    assert (report.states, report.transitions) == PINNED[name]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in PINNED if n.startswith("guarded")))
+def test_the_guard_satisfies_every_property(name: str) -> None:
+    _, report = _report(name)
+    report.assert_properties()
+    assert report.result("presented").path is not None  # not vacuous
+
+
+@pytest.mark.parametrize("name", sorted(SHORTEST))
+def test_faulty_clients_violate_exactly_what_they_should(name: str) -> None:
+    model, report = _report(name)
+    violated = {r.name for r in report.results if r.verdict.value == "violated"}
+    assert violated == set(SHORTEST[name]) == set(model.expected_violations)
+    for prop, (steps, loop_start) in SHORTEST[name].items():
+        path = report.assert_violated(prop)
+        assert (len(path.steps), path.loop_start) == (steps, loop_start), prop
+        states = replay(model, path.names)
+        assert violated_at(model, prop, states, path.loop_start)
+
+
+def test_the_seed_loop_is_the_incident() -> None:
+    _, report = _report("seed-incident")
+    loop = report.assert_violated("L1")
+    assert loop.loop_start is not None
+    cycle = [str(s.action) for s in loop.steps[loop.loop_start :]]
+    # present -> answer -> rejected -> re-resume -> replayed -> present ... (a rotation)
+    assert sorted(cycle) == ["answer POST 0", "deliver 1", "resume answered", "user answers 0"]
+
+
+def test_guard_coverage_reaches_the_stale_rule_and_reports_dead_declarations() -> None:
+    fired: set[str] = set()
+    declared: list[str] = []
+    for name in PINNED:
+        if name.startswith("guarded") and " x" not in name:
+            model, report = _report(name)
+            fired |= set(report.coverage.fired)
+            declared = list(model.declared_transitions())
+    assert "liveness: presented -stale-> dead" in fired
+    assert "liveness: submitting -reject-> dead" in fired
+    assert "transport: open -abort-> dead" in fired
+    never = [d for d in declared if d not in fired]
+    # Reachable only through replay batches or origin responses on a broken stream,
+    # which the world does not generate: reported, not hidden.
+    assert "liveness: new -cancel-> cancelled" in never
+    assert len(declared) == 48
+
+
+def test_check_cli_passes_models_that_fail_as_expected(capsys: pytest.CaptureFixture[str]) -> None:
+    code = check_main(
+        [
+            "--brief",
+            "-q",
+            str(ROOT / "models" / "seed_incident.py"),
+            str(ROOT / "models" / "mcp_sdk_2_3.py"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "seed-incident: violations ['L1', 'P1', 'P2', 'P3', 'P4', 'P7'] as expected" in out
+
+
+def test_check_cli_fails_a_faulty_model_that_claims_too_little(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model_file = tmp_path / "liar.py"
+    model_file.write_text(
+        "from models.seed_incident import MODEL\nMODEL.expected_violations = ('P1',)\n"
+    )
+    assert check_main(["-q", str(model_file)]) == 1
+    assert "NOT as expected" in capsys.readouterr().out
