@@ -90,6 +90,7 @@ import codecs
 import contextlib
 import contextvars
 import json
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -121,6 +122,8 @@ __all__ = [
     "check_sdk_version",
     "guarded_session",
 ]
+
+logger = logging.getLogger(__name__)
 
 SUPPORTED_SDK = "2.3.0"
 """The mcp version whose behaviour this adapter was written against and tested with."""
@@ -609,8 +612,10 @@ class _GuardedBody(httpx2.AsyncByteStream):
                     try:
                         chunk = await chunks.__anext__()
                     except StopAsyncIteration:
+                        logger.debug("%s connection ended", self.stream)
                         chunk = None
-                    except (httpx2.HTTPError, OSError):
+                    except Exception as exc:  # whatever ends a connection abruptly
+                        logger.debug("%s read failed: %r", self.stream, exc)
                         chunk, clean = None, False
                 self.tee.scope = None
                 if scope.cancelled_caught or self.tee.killed:
@@ -679,6 +684,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
         """Resume as the guard says; the new connection's response, or ``None`` to stop."""
         e, stream = self.e, self.stream
         actions = e.feed(ev.StreamLost(stream, clean))
+        logger.debug("%s lost (clean=%s): %s", stream, clean, actions)
         while True:
             wait = next((a for a in actions if isinstance(a, act.Wait)), None)
             if wait is None or self._dead():
@@ -687,6 +693,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
             if self._dead():
                 return None
             actions = e.feed(ev.TimerFired(stream))
+            logger.debug("%s timer: %s", stream, actions)
             resume = next((a for a in actions if isinstance(a, act.Resume)), None)
             if resume is None:
                 return None
@@ -699,6 +706,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
                 actions = e.feed(ev.ResumeRefused(stream, None, type(exc).__name__))
                 continue
             ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
+            logger.debug("%s resume -> %s %s", stream, resp.status_code, ctype)
             if resp.status_code == 200 and ctype == "text/event-stream":
                 e.feed(ev.StreamResumed(stream))
                 return resp

@@ -556,13 +556,45 @@ async def _replayed_deadline(
 
     # 3. the stream breaks a third time; the user then answers whatever is still shown;
     #    finally the tool returns "expired" (reaches only a client still resuming)
+    mark = proxy.last_seq
     await proxy.cut(second_resume, "abrupt")
     await _settle(rig, client)
     user.answer_open()
     await _settle(rig, client)
+    await _resumed_or_ended(rig, call, mark)
     controller.finish(pending)
     await call.wait()
     return None
+
+
+async def _resumed_or_ended(rig: Rig, call: _Call, after: int, timeout: float = 10.0) -> None:
+    """Wait until a resume GET sent after ``after`` has attached (its priming event was
+    relayed), or the call already ended (a client that stopped resuming).
+
+    The mcp 2.3.0 server attaches a resume's live tail only after the replay and its
+    priming event; a result produced inside that window is stored but not sent on the
+    attached connection, so finishing the tool earlier would race the server, not test
+    the client.
+    """
+    proxy = rig.proxy
+
+    def attached(e: TrafficEvent) -> bool:
+        ex = proxy.exchanges.get(e.exchange)
+        return e.kind == "sse_event" and e.data == "" and ex is not None and ex.is_resume
+
+    with anyio.fail_after(timeout):
+        async with anyio.create_task_group() as tg:
+
+            async def resumed() -> None:
+                await proxy.wait_for(attached, timeout, after)
+                tg.cancel_scope.cancel()
+
+            async def ended() -> None:
+                await call.done.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(resumed)
+            tg.start_soon(ended)
 
 
 async def _seed(rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup) -> Outcome | None:

@@ -1,0 +1,128 @@
+"""End to end: what the guarded client costs on a real server's progress stream.
+
+The harness server's ``stream_progress`` tool emits 10,000 ``notifications/progress`` on
+the call's SSE stream (each stored in the event store, so each carries an event id). The
+unmodified mcp 2.3.0 client (``ClientSession`` over ``streamable_http_client``) and the
+same client wrapped by :func:`fsm.mcpsdk.adapter.guarded_session` each call it, directly
+on 127.0.0.1 (no proxy: the proxy's relaying would dilute the difference), in a fresh
+session per run, runs interleaved plain/guarded so drift hits both alike. The time is
+from the call until the last progress callback ran (callbacks may trail the result).
+
+Recorded: ``e2e_plain_10k_progress_s`` and ``e2e_guarded_10k_progress_s`` (medians) and
+``e2e_guarded_over_plain`` (ratio of the medians; target <= 1.05). Server and client
+share one event loop and process, as in the e2e tests, so the figure is the guard's
+share of a whole round, not of the client alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from bench.results import record, table
+
+COUNT = 10_000
+REPEATS = 5
+TARGET_RATIO = 1.05
+
+
+@contextlib.asynccontextmanager
+async def _plain(url: str, http: Any) -> AsyncIterator[Any]:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with (
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@contextlib.asynccontextmanager
+async def _guarded(url: str, http: Any) -> AsyncIterator[Any]:
+    from fsm.mcpsdk.adapter import guarded_session
+
+    async with guarded_session(url, http_client=http) as session:
+        yield session
+
+
+async def _one(kind: str, url: str) -> float:
+    import anyio
+    import httpx2
+
+    received = 0
+    done = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        nonlocal received
+        received += 1
+        if received >= COUNT:
+            done.set()
+
+    opener = _plain if kind == "plain" else _guarded
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0)) as http,
+        opener(url, http) as session,
+    ):
+        started = time.perf_counter()
+        result = await session.call_tool(
+            "stream_progress", {"count": COUNT}, progress_callback=on_progress
+        )
+        with anyio.fail_after(60):
+            await done.wait()
+        seconds = time.perf_counter() - started
+    text = "".join(getattr(c, "text", "") for c in result.content)
+    assert text == f"streamed {COUNT}", text
+    assert received == COUNT, received
+    return seconds
+
+
+async def _measure(repeats: int) -> dict[str, list[float]]:
+    from fsm.mcpsdk.server import running_server
+
+    times: dict[str, list[float]] = {"plain": [], "guarded": []}
+    async with running_server() as server:
+        await _one("plain", server.url)  # warm-up: imports, first connections
+        await _one("guarded", server.url)
+        for i in range(repeats):
+            order = ("plain", "guarded") if i % 2 == 0 else ("guarded", "plain")
+            for kind in order:
+                times[kind].append(await _one(kind, server.url))
+    return times
+
+
+def main(repeats: int = REPEATS) -> dict[str, float]:
+    """Measure, print a table, record the figures; returns them."""
+    import logging
+
+    import anyio
+
+    logging.disable(logging.WARNING)
+    try:
+        times = anyio.run(_measure, repeats)
+    finally:
+        logging.disable(logging.NOTSET)
+    plain = statistics.median(times["plain"])
+    guarded = statistics.median(times["guarded"])
+    ratio = guarded / plain
+    table(
+        [
+            ("plain mcp 2.3.0", plain, min(times["plain"]), max(times["plain"]), COUNT / plain),
+            ("guarded", guarded, min(times["guarded"]), max(times["guarded"]), COUNT / guarded),
+        ],
+        header=("client (10k progress)", "median s", "min s", "max s", "events/s"),
+    )
+    verdict = "meets" if ratio <= TARGET_RATIO else "misses"
+    print(f"guarded / plain = {ratio:.3f} ({verdict} the target <= {TARGET_RATIO})")
+    record("e2e_plain_10k_progress_s", round(plain, 4), "s")
+    record("e2e_guarded_10k_progress_s", round(guarded, 4), "s")
+    record("e2e_guarded_over_plain", round(ratio, 4), "ratio")
+    return {"plain": plain, "guarded": guarded, "ratio": ratio}
+
+
+if __name__ == "__main__":
+    main()

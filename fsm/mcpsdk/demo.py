@@ -1,0 +1,180 @@
+"""``python -m fsm demo [--json]``: the seed incident, plain client vs guarded client.
+
+Runs the ``seed`` scenario (:mod:`fsm.mcpsdk.scenarios`) twice against a real mcp 2.3.0
+server on 127.0.0.1 behind the fault proxy: once with the unmodified SDK client, once with
+the same client wrapped by :func:`fsm.mcpsdk.adapter.guarded_session`. Prints, side by
+side, how often the same elicitation was presented, the answer POSTs and their statuses,
+every resume with its ``Last-Event-ID`` cursor, and how the call ended.
+
+``--json`` prints one object ``{"plain": {...}, "guarded": {...}}``; each side has
+``presentations`` (per presentation: session, request id, whether it was withdrawn),
+``answer_posts`` (request id, status or fault), ``resumes`` (cursor, status, how the
+connection ended), ``outcome`` and ``seconds``; the guarded side also ``violations`` (of
+P1-P7, from its event log: empty).
+
+Exit status: 0 when the guarded run behaves (one presentation, one outcome, no property
+violation), 1 otherwise, 2 when the optional ``mcp`` extra is not installed or the
+arguments are bad. Takes a few seconds; all traffic stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from typing import Any
+
+
+def _side(result: Any, violations: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "presentations": [
+            {
+                "session": p.request.session_id,
+                "request_id": p.request.request_id,
+                "withdrawn": p.cancelled,
+                "answered": p.answer is not None,
+            }
+            for p in result.presentations
+        ],
+        "answer_posts": [
+            {"request_id": a.request_id, "status": a.status, "fault": a.fault}
+            for a in result.answers
+        ],
+        "resumes": [
+            {"cursor": x.cursor, "status": x.status, "ended": x.outcome} for x in result.resumes
+        ],
+        "outcome": {
+            "kind": result.outcome.kind,
+            "text": result.outcome.text,
+            "error_type": result.outcome.error_type,
+            "code": result.outcome.code,
+        },
+        "seconds": round(result.seconds, 3),
+    }
+    if violations is not None:
+        out["violations"] = violations
+    return out
+
+
+async def _run() -> dict[str, Any]:
+    import contextlib
+    from collections.abc import AsyncIterator
+
+    from fsm.mcpsdk.adapter import GuardedSession
+    from fsm.mcpsdk.scenarios import (
+        ClientEnv,
+        ScenarioClient,
+        guarded_client,
+        plain_client,
+        run_scenario,
+    )
+
+    sessions: list[GuardedSession] = []
+
+    @contextlib.asynccontextmanager
+    async def capturing(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
+        async with guarded_client(env) as client:
+            sessions.append(client.session)  # type: ignore[attr-defined]
+            yield client
+
+    plain = await run_scenario("seed", plain_client)
+    guarded = await run_scenario("seed", capturing)
+    found = [f"{v.name} at observation {n}: {v.why}" for n, _, v in sessions[0].violations]
+    return {"plain": _side(plain), "guarded": _side(guarded, found)}
+
+
+def _cell(side: dict[str, Any], what: str) -> list[str]:
+    if what == "presentations":
+        rows = [
+            f"#{i + 1} request {p['request_id']}" + (" (withdrawn)" if p["withdrawn"] else "")
+            for i, p in enumerate(side["presentations"])
+        ]
+    elif what == "answer_posts":
+        rows = [
+            f"id {a['request_id']} -> {a['status'] if a['status'] is not None else a['fault']}"
+            for a in side["answer_posts"]
+        ]
+    elif what == "resumes":
+        rows = [f"Last-Event-ID {r['cursor']} -> {r['status']}" for r in side["resumes"]]
+    else:
+        o = side["outcome"]
+        if o["kind"] == "result":
+            rows = [f"result: {o['text']}"]
+        else:
+            code = f" {o['code']}" if o["code"] is not None else ""
+            rows = [f"{o['error_type']}{code}: {o['text']}"]
+    return rows or ["-"]
+
+
+def _table(report: dict[str, Any]) -> str:
+    width = 50
+    lines = [f"{'':<14}{'plain mcp 2.3.0 client':<{width}}guarded (fsm.mcpsdk.adapter)"]
+    lines.append("-" * (14 + 2 * width))
+    for what, label in (
+        ("presentations", "presented"),
+        ("answer_posts", "answer POSTs"),
+        ("resumes", "resumes"),
+        ("outcome", "outcome"),
+    ):
+        left, right = _cell(report["plain"], what), _cell(report["guarded"], what)
+        for i in range(max(len(left), len(right))):
+            a = left[i] if i < len(left) else ""
+            b = right[i] if i < len(right) else ""
+            if len(a) > width - 2:
+                a = a[: width - 5] + "..."
+            lines.append(f"{label if i == 0 else '':<14}{a:<{width}}{b}")
+    violations = report["guarded"].get("violations") or []
+    lines.append("")
+    lines.append(
+        "guarded event log: " + ("conforms to P1-P7" if not violations else "; ".join(violations))
+    )
+    return "\n".join(lines)
+
+
+def behaves(report: dict[str, Any]) -> bool:
+    """One presentation, one outcome, no property violation on the guarded side."""
+    g = report["guarded"]
+    return (
+        len(g["presentations"]) == 1
+        and g["outcome"]["kind"] in ("result", "error")
+        and not g.get("violations")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; see the module docstring for output and exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m fsm demo", description="the seed incident: plain vs guarded client"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return 0 if exc.code == 0 else 2
+    missing = [m for m in ("mcp", "uvicorn", "httpx2", "anyio") if not importlib.util.find_spec(m)]
+    if missing:
+        print(
+            f"fsm demo needs the optional 'mcp' extra (missing: {', '.join(missing)}); "
+            "install dead-or-resumable[mcp]",
+            file=sys.stderr,
+        )
+        return 2
+    import logging
+
+    import anyio
+
+    logging.disable(logging.WARNING)  # the SDK logs the faults the demo injects
+    try:
+        report = anyio.run(_run)
+    finally:
+        logging.disable(logging.NOTSET)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(_table(report))
+    return 0 if behaves(report) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

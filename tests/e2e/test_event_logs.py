@@ -1,0 +1,148 @@
+"""Event logs: the guarded client's conform to P1-P7; the plain client's seed run does not.
+
+The guarded client's log (JSON Lines, :mod:`fsm.trace`) of every scenario is parsed back
+and fed to a fresh :class:`fsm.properties.Monitor`: no violation, and every interaction
+that began ended exactly once. The plain client keeps no log, so its seed run is rebuilt
+as observations from what the proxy and the user saw, and the monitor flags P2 at the
+second presentation of the same request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from fsm import properties as P
+from fsm import trace
+from fsm.mcpsdk.adapter import GuardedSession
+from fsm.mcpsdk.scenarios import (
+    SCENARIOS,
+    ClientEnv,
+    ScenarioClient,
+    ScenarioResult,
+    guarded_client,
+    plain_client,
+    run_scenario,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
+
+
+async def _guarded_log(name: str) -> tuple[ScenarioResult, str, GuardedSession]:
+    sessions: list[GuardedSession] = []
+
+    @contextlib.asynccontextmanager
+    async def capturing(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
+        async with guarded_client(env) as client:
+            sessions.append(client.session)  # type: ignore[attr-defined]
+            yield client
+
+    result = await run_scenario(name, capturing)
+    (session,) = sessions
+    return result, session.event_log(), session
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+async def test_guarded_logs_conform(name: str) -> None:
+    result, text, session = await _guarded_log(name)
+    assert session.violations == []
+
+    lines = text.splitlines()
+    assert json.loads(lines[0]) == {"kind": "header", "schema": trace.SCHEMA}
+    observations = [obs for _, obs, _ in trace.loads(text)]
+    assert observations, name
+
+    monitor = P.Monitor(session.guard.monitor.budgets)
+    for obs in observations:
+        monitor.observe(obs)
+    assert monitor.violations == []
+    assert monitor.finish() == ()
+
+    began = [o.interaction for o in observations if isinstance(o, P.Began)]
+    ended = [o.interaction for o in observations if isinstance(o, P.Ended)]
+    assert sorted(began) == sorted(set(began)) == sorted(ended)
+
+    presented = [o.key for o in observations if isinstance(o, P.Presented)]
+    assert len(presented) == len(set(presented)) == len(result.presentations) == 1
+    resumed = [o for o in observations if isinstance(o, P.Resumed)]
+    assert [r.cursor for r in resumed] == [x.cursor for x in result.resumes]
+    submitted = [o for o in observations if isinstance(o, P.Submitted)]
+    assert len(submitted) == len(result.answers)
+    if name == "session_expired":
+        assert any(isinstance(o, P.SessionGone) for o in observations)
+        assert [(o.outcome, o.reason) for o in observations if isinstance(o, P.Ended)][-1] == (
+            "failed",
+            "session-expired",
+        )
+
+
+def _plain_observations(r: ScenarioResult) -> tuple[list[P.Observation], list[int]]:
+    """The plain client's seed run as observations, in wire order.
+
+    Returns the observations and the (0-based) indices of its ``Presented`` ones.
+    """
+    session = r.session_ids[0]
+    call = next(
+        e
+        for e in r.traffic
+        if e.kind == "request"
+        and isinstance(e.json, dict)
+        and e.json.get("method") == "tools/call"
+        and (e.json.get("params") or {}).get("name") == "delete_files"
+    )
+    stream = f"post:{call.json['id']}"
+    resumes = {x.exchange for x in r.resumes}
+    obs: list[P.Observation] = [P.Began(stream)]
+    presented_at: list[int] = []
+    shown = iter(r.presentations)
+    for e in r.traffic:
+        if e.kind == "request" and e.exchange in resumes:
+            assert e.last_event_id is not None
+            obs.append(P.Resumed(stream, e.last_event_id))
+        if e.kind != "sse_event" or (e.exchange != call.exchange and e.exchange not in resumes):
+            continue
+        if e.event_id is not None:
+            obs.append(P.EventSeen(stream, e.event_id))
+        message: Any = json.loads(e.data) if e.data else None
+        if isinstance(message, dict) and message.get("method") == "elicitation/create":
+            key = (session, message["id"])
+            p = next(shown)
+            obs.append(P.Delivered(key, stream, p.at, replayed=e.exchange in resumes))
+            presented_at.append(len(obs))
+            obs.append(P.Presented(key, p.at))
+            if p.answer is not None:
+                answer = {"action": p.answer.action, "content": p.answer.content}
+                obs.append(P.Answered(key, answer))
+                obs.append(P.Submitted(key, answer))
+    obs.append(P.Ended(stream, "failed", r.outcome.text))
+    return obs, presented_at
+
+
+async def test_plain_seed_run_violates_p2_at_the_second_presentation() -> None:
+    r = await run_scenario("seed", plain_client)
+    observations, presented_at = _plain_observations(r)
+    assert len(presented_at) == 2
+
+    monitor = P.Monitor()
+    for obs in observations:
+        monitor.observe(obs)
+    p2 = [(n, v) for n, _, v in monitor.violations if v.name == "P2"]
+    # Monitor numbers observations from 1: the second Presented is the violating one
+    assert [n for n, _ in p2] == [presented_at[1] + 1]
+    assert isinstance(observations[presented_at[1]], P.Presented)
+    # the stale cursor of the second resume is flagged too (P7), before the duplicate
+    names = [v.name for _, _, v in monitor.violations]
+    assert names == ["P7", "P2"]
+
+    # the same observations survive the JSON Lines round trip with the same verdict
+    text = trace.dumps((o, 0.0) for o in observations)
+    again = P.Monitor()
+    for _, obs, _ in trace.loads(text):
+        again.observe(obs)
+    assert [(n, v.name) for n, _, v in again.violations] == [
+        (n, v.name) for n, _, v in monitor.violations
+    ]
