@@ -753,7 +753,11 @@ def conformance_machine(
     ``budgets`` are the client's declared limits (TTL of a request, resumes without
     progress, submissions per key) that the monitor checks (bounded L1, P6's deadline);
     ``classifier`` the outcome table the kit classifies answer outcomes with (what the
-    monitor considers terminal); ``coverage`` a counter the kit adds what it reached to.
+    monitor considers terminal); ``reject_get_answers=False`` never answers a POST for a
+    request delivered on the GET stream with a request-scoped terminal outcome (a 202
+    instead: the guard keeps resuming the GET stream then, which P3 as the monitor
+    defines it forbids; see the project's xfail test); ``coverage`` a counter the kit
+    adds what it reached to.
     Run it with ``run_state_machine_as_test(M, settings=kit_settings())`` or via its
     ``TestCase`` (unittest/pytest).
     """
@@ -775,23 +779,27 @@ class ConformanceTests:
     """Pytest base class: ``class TestMine(ConformanceTests): client_factory = ...``.
 
     Class attributes: ``client_factory`` (required), ``budgets``, ``classifier``,
-    ``profile`` (a kit settings profile name, default: see :func:`kit_settings`).
+    ``profile`` (a kit settings profile name, default: see :func:`kit_settings`),
+    ``hypothesis_settings`` (explicit settings, overriding ``profile``),
+    ``reject_get_answers`` (see :func:`conformance_machine`).
     """
 
     client_factory: ClassVar[ClientFactory]
     budgets: ClassVar[P.Budgets | None] = None
     classifier: ClassVar[Classifier | None] = None
     profile: ClassVar[str | None] = None
+    hypothesis_settings: ClassVar[settings | None] = None
+    reject_get_answers: ClassVar[bool] = True
 
     def test_conformance(self) -> None:
         """Run the conformance machine against ``client_factory``."""
-        factory = type(self).__dict__.get("client_factory") or type(self).client_factory
-        if isinstance(factory, staticmethod):
-            factory = factory.__func__
+        factory = type(self).client_factory
         machine = conformance_machine(
             factory,
             budgets=self.budgets,
             classifier=self.classifier,
+            reject_get_answers=self.reject_get_answers,
             name=f"{type(self).__name__}Machine",
         )
-        run_state_machine_as_test(machine, settings=kit_settings(self.profile))
+        chosen = self.hypothesis_settings or kit_settings(self.profile)
+        run_state_machine_as_test(machine, settings=chosen)
