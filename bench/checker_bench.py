@@ -1,0 +1,179 @@
+"""Model-checker figures: throughput on the guarded model, growth, all models, and the
+time to the seed client's bug, exhaustive checker versus hypothesis, side by side.
+
+Figures recorded: ``checker_states_per_s`` (distinct states per second on the largest
+shipped guarded variant), ``check_all_models_s`` (every shipped model, one process),
+``hypothesis_over_checker_time_to_bug`` (median time until a hypothesis stateful test
+over the same seed-incident model first fails, divided by the checker's time to its
+shortest counterexample).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.results import record, table
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from fsm.checker import check, load_models  # noqa: E402
+from fsm.world import Bounds, World  # noqa: E402
+from models.guarded import CONFIG, GuardPolicy, variants  # noqa: E402
+
+MODEL_FILES = ("guarded.py", "guarded_concurrent.py", "seed_incident.py", "mcp_sdk_2_3.py")
+
+
+def _growth() -> None:
+    rows: list[tuple[Any, ...]] = []
+    for requests in (1, 2, 3, 4):
+        world = variants(requests, {"after,silent,rpc,answers"})[0]
+        bound = 400_000 if requests == 4 else None
+        report = check(world, max_states=bound)
+        states = f"{report.states:,}" + ("" if report.complete else "+ (bound hit)")
+        rows.append(
+            (
+                f"requests={requests}",
+                states,
+                report.transitions,
+                report.depth,
+                report.seconds,
+                report.states / report.seconds,
+            )
+        )
+    for cuts in (1, 2, 3):
+        world = World(
+            GuardPolicy(CONFIG),
+            Bounds(requests=2, cuts=cuts, unknown_answer="rpc"),
+            name=f"cuts={cuts}",
+        )
+        report = check(world)
+        rows.append(
+            (
+                f"requests=2 cuts={cuts}",
+                f"{report.states:,}",
+                report.transitions,
+                report.depth,
+                report.seconds,
+                report.states / report.seconds,
+            )
+        )
+    table(
+        rows,
+        header=(
+            "guarded[after,silent,rpc,answers]",
+            "states",
+            "transitions",
+            "depth",
+            "seconds",
+            "states/s",
+        ),
+    )
+
+
+def _largest() -> None:
+    world = variants(3, {"inclusive,silent,rpc,answers"})[0]
+    report = check(world)
+    rate = report.states / report.seconds
+    print(
+        f"largest shipped variant {world.name}: {report.states:,} states in "
+        f"{report.seconds:.2f} s = {rate:,.0f} states/s (target >= 100,000)"
+    )
+    record("checker_states_per_s", rate, "states/s")
+
+
+def _all_models() -> None:
+    start = time.perf_counter()
+    total = 0
+    for file in MODEL_FILES:
+        for model in load_models(str(ROOT / "models" / file)):
+            total += check(model).states
+    seconds = time.perf_counter() - start
+    print(f"all shipped models: {total:,} states in {seconds:.2f} s (target < 10 s)")
+    record("check_all_models_s", seconds, "s")
+
+
+def _time_to_bug() -> None:
+    from hypothesis import HealthCheck, settings
+    from hypothesis import strategies as st
+    from hypothesis.stateful import (
+        RuleBasedStateMachine,
+        invariant,
+        rule,
+        run_state_machine_as_test,
+    )
+
+    seed = load_models(str(ROOT / "models" / "seed_incident.py"))[0]
+    checker_times, hypothesis_times = [], []
+    for attempt in range(5):
+        start = time.perf_counter()
+        report = check(seed)
+        report.assert_violated("P1")
+        checker_times.append(time.perf_counter() - start)
+
+        class Walk(RuleBasedStateMachine):
+            """A random walk over the same model, P1 as an invariant."""
+
+            def __init__(self) -> None:
+                super().__init__()
+                self.state = seed.init_states()[0]
+
+            @rule(pick=st.integers(0, 20))
+            def move(self, pick: int) -> None:
+                moves = list(seed.actions(self.state))
+                if moves:
+                    self.state = seed.next_state(self.state, moves[pick % len(moves)])
+
+            @invariant()
+            def p1(self) -> None:
+                assert "P1" not in self.state.monitor.violated
+
+        start = time.perf_counter()
+        try:
+            run_state_machine_as_test(
+                Walk,
+                settings=settings(
+                    max_examples=10_000,
+                    stateful_step_count=50,
+                    deadline=None,
+                    database=None,
+                    derandomize=False,
+                    suppress_health_check=list(HealthCheck),
+                    phases=[p for p in settings.default.phases if p.name != "shrink"],
+                ),
+            )
+        except AssertionError:
+            hypothesis_times.append(time.perf_counter() - start)
+        else:
+            hypothesis_times.append(float("inf"))
+        print(
+            f"  attempt {attempt + 1}: checker {checker_times[-1]:.3f} s, "
+            f"hypothesis {hypothesis_times[-1]:.3f} s",
+            flush=True,
+        )
+    ratio = statistics.median(hypothesis_times) / statistics.median(checker_times)
+    table(
+        [
+            ("checker (shortest counterexample)", statistics.median(checker_times)),
+            ("hypothesis (first failure, no shrinking)", statistics.median(hypothesis_times)),
+            ("ratio", ratio),
+        ],
+        header=("time to the seed client's P1 bug (median of 5)", "s"),
+    )
+    record("hypothesis_over_checker_time_to_bug", ratio, "ratio")
+
+
+def main() -> None:
+    _largest()
+    _all_models()
+    _growth()
+    _time_to_bug()
+
+
+if __name__ == "__main__":
+    main()
