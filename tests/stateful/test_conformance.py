@@ -38,26 +38,30 @@ def failure_of(factory: ClientFactory, **kwargs: object) -> ConformanceFailure:
     return info.value
 
 
-@pytest.mark.parametrize("engine", ["tables", "transitions"])
-def test_guard_conforms(engine: str) -> None:
-    machine = conformance_machine(guard_factory(engine), reject_get_answers=False)  # type: ignore[arg-type]
+def test_guard_conforms_transitions_engine() -> None:
+    """The ``tables`` engine is run by the coverage test below."""
+    machine = conformance_machine(guard_factory("transitions"), reject_get_answers=False)
     run_state_machine_as_test(machine, settings=FIXED)
 
 
 def test_sdk230_client_is_found_violating_p2() -> None:
-    err = failure_of(Sdk230Client)
+    # mcp 2.3.0 breaks other properties too (P3 after a session 404, P7 after an abrupt
+    # cut of a resumed stream): ask for P2 only, the finding the model checker also makes.
+    err = failure_of(Sdk230Client, check={"P2"})
     assert err.name == "P2"
     assert "P2 violated: each interactive request key is presented at most once" in str(err)
     assert "presented a second time" in str(err)
 
 
 def test_guard_without_deduplication_is_found_violating_p2() -> None:
-    err = failure_of(NoDedupGuard)
+    err = failure_of(NoDedupGuard, check={"P2"})
     assert err.name == "P2", str(err)
 
 
-def test_kit_reaches_the_interesting_states() -> None:
-    """A kit that never reaches these proves nothing."""
+def test_guard_conforms_and_kit_reaches_the_interesting_states() -> None:
+    """The guard (``tables`` engine) passes, and the kit reached what it must: a kit that
+    never reaches these proves nothing. Derandomized: the run is fixed for a given
+    hypothesis version (a newer one may need ``max_examples`` raised)."""
     reached: Counter[str] = Counter()
     machine = conformance_machine(
         guard_factory("tables"), reject_get_answers=False, coverage=reached
@@ -77,6 +81,11 @@ def test_kit_reaches_the_interesting_states() -> None:
         "post:retryable",
         "post:terminal",
         "session-expired",
+        "cancel-in-batch",
+        "withdraw:stale-request",
+        "fail:unknown-pending-request",
+        "fail:submission-failed",
+        "fail:resume-budget-spent",
         "drained",
     ]:
         assert reached[what] > 0, f"the kit never reached {what}: {sorted(reached.items())}"
@@ -86,7 +95,7 @@ class TestGuardThroughBaseClass(ConformanceTests):
     """The documented pytest entry point, against the guard."""
 
     client_factory = staticmethod(guard_factory("tables"))
-    hypothesis_settings = FIXED
+    hypothesis_settings = settings(FIXED, max_examples=30)
     reject_get_answers = False
 
 
