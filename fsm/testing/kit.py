@@ -584,7 +584,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         )
 
     @rule(pick=st.integers(0, 7), marker=st.booleans())
-    @precondition(lambda self: bool(self._duplicates()))
+    @precondition(lambda self: self.session_alive and bool(self._duplicates()))
     def duplicate_delivery(self, pick: int, marker: bool) -> None:
         """The same request event again on a connected stream (same event id), with the
         liveness marker when ``marker`` and the server still waits for it."""
@@ -827,7 +827,7 @@ class ConformanceTests:
     Class attributes: ``client_factory`` (required), ``budgets``, ``classifier``,
     ``profile`` (a kit settings profile name, default: see :func:`kit_settings`),
     ``hypothesis_settings`` (explicit settings, overriding ``profile``),
-    ``reject_get_answers`` (see :func:`conformance_machine`).
+    ``reject_get_answers`` and ``check`` (see :func:`conformance_machine`).
     """
 
     client_factory: ClassVar[ClientFactory]
@@ -836,6 +836,7 @@ class ConformanceTests:
     profile: ClassVar[str | None] = None
     hypothesis_settings: ClassVar[settings | None] = None
     reject_get_answers: ClassVar[bool] = True
+    check: ClassVar[Iterable[str] | None] = None
 
     def test_conformance(self) -> None:
         """Run the conformance machine against ``client_factory``."""
@@ -845,6 +846,7 @@ class ConformanceTests:
             budgets=self.budgets,
             classifier=self.classifier,
             reject_get_answers=self.reject_get_answers,
+            check=self.check,
             name=f"{type(self).__name__}Machine",
         )
         chosen = self.hypothesis_settings or kit_settings(self.profile)

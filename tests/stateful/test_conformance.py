@@ -7,6 +7,7 @@ machine or on earlier runs.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -152,3 +153,21 @@ def test_idempotent_redelivery_is_not_a_p2_violation() -> None:
     _deliver(g, "get", 7, "ping", "e1")
     _deliver(g, "get", 7, "ping", "e2")
     assert [v.name for _, _, v in g.violations] == []
+
+
+# ---------------------------------------------------------------- the documented example
+
+
+def test_documented_example_runs_and_is_found_faulty() -> None:
+    """The example in docs/testing.md is complete: it runs, and the kit fails the toy."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(code.strip().splitlines()) < 30
+    namespace: dict[str, object] = {}
+    exec(compile(code, "docs/testing.md", "exec"), namespace)
+    test_class = namespace["TestToyClient"]
+    assert isinstance(test_class, type) and issubclass(test_class, ConformanceTests)
+    test_class.hypothesis_settings = FIRST_BUG
+    with pytest.raises(ConformanceFailure) as info:
+        test_class().test_conformance()
+    assert f"{info.value.name} violated: " in str(info.value)
