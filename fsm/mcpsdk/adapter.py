@@ -224,16 +224,16 @@ _CALL: contextvars.ContextVar[_CallSlot | None] = contextvars.ContextVar(
 
 
 class _Tee:
-    """What the engine knows of one tracked stream's body: to interrupt a blocked read."""
+    """What the engine knows of one tracked stream's body, to stop it from outside."""
 
     def __init__(self) -> None:
-        self.scope: anyio.CancelScope | None = None
+        self.resp: httpx2.Response | None = None
         self.killed = False
 
-    def kill(self) -> None:
+    def kill(self) -> httpx2.Response | None:
+        """Mark the body dead; returns the connection to close (a blocked read ends)."""
         self.killed = True
-        if self.scope is not None:
-            self.scope.cancel()
+        return self.resp
 
 
 class _Engine:
@@ -326,7 +326,7 @@ class _Engine:
         stream = err.stream or a.interaction
         tee = self.tees.get(stream)
         if tee is not None:
-            tee.kill()
+            self._close(tee.kill())
         origin = _origin_of(stream)
         slot = self.calls.get(origin) if origin is not None else None
         if slot is not None and slot.error is None:
@@ -348,6 +348,10 @@ class _Engine:
                     self._bg.discard(scope)
 
         self.tg.start_soon(run)
+
+    def _close(self, resp: httpx2.Response | None) -> None:
+        if resp is not None and not self.closing:
+            self.tg.start_soon(resp.aclose)
 
     def close(self) -> None:
         self.closing = True
@@ -594,6 +598,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
     ) -> None:
         self.e, self.stream, self.origin = engine, stream, origin
         self.request, self.resp, self.tee = request, resp, tee
+        self._acted = False
 
     async def aclose(self) -> None:
         await self.resp.aclose()
@@ -603,35 +608,39 @@ class _GuardedBody(httpx2.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         while True:
             parser = _SseParser()
-            chunks = self.resp.aiter_bytes().__aiter__()
+            self.tee.resp = self.resp
+            # no content coding: read the transport stream itself (one generator hop less)
+            source = (
+                self.resp.stream
+                if "content-encoding" not in self.resp.headers
+                and isinstance(self.resp.stream, httpx2.AsyncByteStream)
+                else self.resp.aiter_bytes()
+            )
+            chunks = source.__aiter__()
             clean = True
             while True:
-                chunk: bytes | None = None
-                with anyio.CancelScope() as scope:
-                    self.tee.scope = scope
-                    try:
-                        chunk = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        logger.debug("%s connection ended", self.stream)
-                        chunk = None
-                    except Exception as exc:  # whatever ends a connection abruptly
-                        logger.debug("%s read failed: %r", self.stream, exc)
-                        chunk, clean = None, False
-                self.tee.scope = None
-                if scope.cancelled_caught or self.tee.killed:
+                chunk: bytes | None
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    logger.debug("%s connection ended", self.stream)
+                    chunk = None
+                except Exception as exc:  # whatever ends a connection abruptly
+                    logger.debug("%s read failed: %r", self.stream, exc)
+                    chunk, clean = None, False
+                if self.tee.killed:
                     chunk, clean = None, False
                 if chunk is None:
                     break
                 out: list[bytes] = []
+                self._acted = False
                 for sse in parser.feed(chunk):
-                    piece = self._decide(sse)
-                    if piece:
-                        out.append(piece)
-                    if self._dead():
+                    out.append(self._decide(sse))
+                    if self._acted and self._dead():
                         break
                 if out:
                     yield b"".join(out)
-                if self._dead():
+                if self._acted and self._dead():
                     break
             await self.resp.aclose()
             if self._dead():
@@ -655,6 +664,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
         actions, msg = self.e.on_sse(self.stream, sse)
         if not actions:
             return (sse.raw + "\n\n").encode()
+        self._acted = True
         is_request = isinstance(msg, dict) and "method" in msg and "id" in msg
         presented = any(isinstance(a, act.Present) for a in actions)
         if is_request and not presented:
