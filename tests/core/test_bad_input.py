@@ -28,7 +28,6 @@ from fsm import events as ev
 from fsm.actions import Complete, Fail, Ignore, Present, Refuse, Withdraw
 from fsm.errors import CapacityError
 from fsm.messages import MAX_MESSAGE_BYTES
-from fsm.tables import InvalidTransition
 
 
 @pytest.fixture(params=ENGINES)
@@ -203,12 +202,6 @@ def test_answer_after_death_is_dropped(engine: str) -> None:
     assert reasons(acts) == ["answer-after-death"]
 
 
-ORIGIN_WHILE_DOWN = (
-    "core bug: the origin_response broadcast fires transport 'complete' on a stream that "
-    "is broken/waiting/resuming, but TRANSPORT declares 'complete' only from 'open', so "
-    "feed(OriginResponse) and a response SseEvent on a stream that is not open raise "
-    "InvalidTransition instead of completing (or ignoring)"
-)
 
 
 @pytest.mark.parametrize("via", ["out-of-band", "sse"])
@@ -322,12 +315,6 @@ def test_guard_module_doctest_runs() -> None:
     assert result.failed == 0
 
 
-HOT_PATH_EMPTY_METHOD = (
-    "core bug: Guard.on_event's fast path accepts a notification whose method is the "
-    "empty string (isinstance(str) only) and returns (), while feed(SseEvent(...)) "
-    "parses it as Malformed and returns Ignore('malformed'): the documented 'same result "
-    "as feed' does not hold"
-)
 
 
 def test_hot_path_rejects_empty_method_like_feed(engine: str) -> None:

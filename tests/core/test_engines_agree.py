@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from core_support import (
     GET,
     ORIGIN,
@@ -228,11 +227,6 @@ else:
     print(" ".join(type(a).__name__ + ":" + getattr(a, "reason", "") for a in acts))
 """
 
-DIGEST_SEED = (
-    "core bug: the params digest in a snapshot is hash(json.dumps(...)), which depends on "
-    "PYTHONHASHSEED; a snapshot restored in another process sees every redelivery as "
-    "'id-reused', so a stale replay is ignored instead of declared dead (no Fail)"
-)
 
 
 def test_snapshot_restored_in_another_process_decides_the_same() -> None:

@@ -29,7 +29,6 @@ from fsm.errors import (
     SessionExpiredError,
     StaleRequestError,
 )
-from fsm.tables import InvalidTransition
 
 KEY1 = (SESSION, 1)
 ANSWER = {"action": "accept", "content": {"confirm": False, "note": "only the logs"}}
@@ -239,12 +238,6 @@ def test_one_stale_request_in_a_batch_does_not_drop_the_others(engine: str) -> N
 # ---------------------------------------------------------------- rule 2: resubmission
 
 
-RESUBMIT_BUG = (
-    "core bug: the resubmit branch of Guard._on_request fires 'resubmit' "
-    "(submitted -> submitting) and then _submit fires 'submit', which LIVENESS only "
-    "declares from 'answered': feed raises InvalidTransition and leaves the request in "
-    "'submitting' with no Submit emitted"
-)
 
 
 def test_submitted_and_replayed_without_assertion_is_neither_dead_nor_resubmitted(
@@ -589,11 +582,6 @@ def test_cursor_never_moves_back_even_after_its_id_left_the_seen_window(engine: 
     assert guard.cursor(POST) == "e3"
 
 
-MARKER_IN_DIGEST = (
-    "core bug: the id-reuse digest covers params._meta, so a server that adds the "
-    "LIVE_MARKER only on the replayed copy (rule 5) gets Ignore('id-reused'): the "
-    "assertion is never read and a submitted request is never resubmitted"
-)
 
 
 def test_live_marker_added_on_replay_only_is_honoured(engine: str) -> None:
