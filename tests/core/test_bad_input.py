@@ -202,8 +202,6 @@ def test_answer_after_death_is_dropped(engine: str) -> None:
     assert reasons(acts) == ["answer-after-death"]
 
 
-
-
 @pytest.mark.parametrize("via", ["out-of-band", "sse"])
 def test_origin_response_while_stream_waits_does_not_crash(engine: str, via: str) -> None:
     guard = make_guard(engine)
@@ -313,8 +311,6 @@ def test_guard_module_doctest_runs() -> None:
     result = doctest.testmod(fsm.guard, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 3
     assert result.failed == 0
-
-
 
 
 def test_hot_path_rejects_empty_method_like_feed(engine: str) -> None:

@@ -228,7 +228,6 @@ else:
 """
 
 
-
 def test_snapshot_restored_in_another_process_decides_the_same() -> None:
     here = Path(__file__).resolve().parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here.parents[1]), str(here)]))

@@ -238,8 +238,6 @@ def test_one_stale_request_in_a_batch_does_not_drop_the_others(engine: str) -> N
 # ---------------------------------------------------------------- rule 2: resubmission
 
 
-
-
 def test_submitted_and_replayed_without_assertion_is_neither_dead_nor_resubmitted(
     engine: str,
 ) -> None:
@@ -580,8 +578,6 @@ def test_cursor_never_moves_back_even_after_its_id_left_the_seen_window(engine: 
     guard.feed(ev.StreamResumed(POST))
     guard.feed(sse(progress(), "e1"))  # a server replaying from too far back
     assert guard.cursor(POST) == "e3"
-
-
 
 
 def test_live_marker_added_on_replay_only_is_honoured(engine: str) -> None:
