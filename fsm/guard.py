@@ -473,10 +473,18 @@ class Guard:
     ) -> None:
         cfg = self.config
         key: RequestKey = (self.session, msg.id)
+        rec = self._requests.get(key)
         if msg.method in cfg.idempotent_methods:
+            if rec is not None:
+                # An id names one request per session: a ping reusing the id of a tracked
+                # interactive request is not that request, and answering it would post a
+                # result under the interactive request's id.
+                self._emit(
+                    Ignore("id-reused", f"{key!r} redelivered with other method", key=key)
+                )
+                return
             self._emit(Present(key, msg.method, msg.params))
             return
-        rec = self._requests.get(key)
         now = self._clock()
         if rec is None:
             if self._live_requests >= cfg.max_live_requests:
@@ -575,6 +583,11 @@ class Guard:
 
     def _on_resume_refused(self, e: ev.ResumeRefused) -> None:
         st = self._stream(e.stream)
+        if e.status == 404:
+            # HTTP 404 on a request carrying the session id: the session is gone, whether
+            # or not a resume was pending on this stream (DESIGN: "404 on any request").
+            self._expire_session(f"resume GET -> {e.status}")
+            return
         if st.state != "resuming":
             self._emit(Ignore("no-resume-pending", f"{st.id} is {st.state}", stream=st.id))
             return
