@@ -170,6 +170,8 @@ class Finding:
     why: str
     record: dict[str, Any]
     state_before: dict[str, Any]
+    also: tuple[tuple[str, str], ...] = ()
+    """Other ``(property, why)`` the same record violates (e.g. P6 with P2)."""
 
     @property
     def description(self) -> str:
@@ -185,6 +187,7 @@ class Finding:
             "why": self.why,
             "record": self.record,
             "state_before": self.state_before,
+            "also": [{"property": n, "why": w} for n, w in self.also],
         }
 
 
@@ -236,7 +239,8 @@ def audit_text(
         if why is None and machine_why is not None:
             why = (MACHINE, machine_why)
         if why is not None:
-            finding = Finding(line, why[0], why[1], to_record(obs, t), summary(before))
+            also = tuple((v.name, v.why) for v in bad[1:])
+            finding = Finding(line, why[0], why[1], to_record(obs, t), summary(before), also)
             return AuditResult(count, finding, summary(state))
     if complete:
         unfinished = P.unfinished(state)
@@ -313,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         [
             f"{args.log}:{f.line}: {f.name} violated: {f.description}",
             f"  why: {f.why}",
+            *(f"  also {n} violated: {DESCRIPTIONS.get(n, n)} ({w})" for n, w in f.also),
             f"  record: {json.dumps(f.record, sort_keys=True)}",
             "  monitor state before it:",
             *(
