@@ -29,6 +29,14 @@ Limits
   idempotent methods (``ping``) are not observed (they may be shown again freely).
 * The kit's server is truthful about the marker: it adds :data:`~fsm.guard.LIVE_MARKER`
   only to replayed copies of requests it still waits an answer for.
+* Event ids are ``e1``, ``e2``, ... (unique in the session). Live events carry
+  ``replayed=None`` (the client infers it, as a real one must); same-id duplicates carry
+  ``replayed=True``; replays come after ``StreamResumed``, as one ``ReplayBatch`` or
+  event by event. Observations read ``None`` as the guard does: replayed iff the
+  connection is a resumed one.
+* The kit checks the properties of :mod:`fsm.properties`, nothing else: a client that
+  never presents anything passes P1-P7 (only P5 at the drain holds it to ending its
+  interactions). Pair the kit with your own functional tests.
 """
 
 from __future__ import annotations
