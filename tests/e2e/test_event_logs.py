@@ -64,7 +64,10 @@ async def test_guarded_logs_conform(name: str) -> None:
 
     began = [o.interaction for o in observations if isinstance(o, P.Began)]
     ended = [o.interaction for o in observations if isinstance(o, P.Ended)]
-    assert sorted(began) == sorted(set(began)) == sorted(ended)
+    # every interaction that began ended exactly once (a stream without origin, like
+    # the standalone GET, has no Began but may end when the session dies)
+    assert len(ended) == len(set(ended))
+    assert len(began) == len(set(began)) and set(began) <= set(ended)
 
     presented = [o.key for o in observations if isinstance(o, P.Presented)]
     assert len(presented) == len(set(presented)) == len(result.presentations) == 1
