@@ -74,6 +74,8 @@ def parse(data: str | bytes | Mapping[str, Any] | None) -> Message:
             obj: object = json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
             return Malformed(f"not JSON: {exc}")
+        except RecursionError:  # e.g. 10,000 nested brackets: hostile, never a crash
+            return Malformed("not JSON: nested too deeply")
     else:
         obj = data
     if not isinstance(obj, Mapping):

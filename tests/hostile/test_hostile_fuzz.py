@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hostile_support import Clock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hostile_support import Clock
 
 from fsm import Guard, GuardConfig
 from fsm import events as ev
