@@ -94,6 +94,7 @@ from fsm.mcpsdk.server import RunningServer, ServerController, ServerEvent, runn
 
 __all__ = [
     "CONFIRM",
+    "GUARDED_SCENARIO_CONFIG_KW",
     "SCENARIOS",
     "AnswerPost",
     "ClientEnv",

@@ -9,10 +9,28 @@ every wait is on observed traffic; nothing sleeps to synchronise.
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+import httpx2
 import pytest
 
+from fsm import properties as P
+from fsm.errors import (
+    ResumeBudgetSpentError,
+    StaleRequestError,
+    SubmissionFailedError,
+    UnknownPendingRequestError,
+)
+from fsm.guard import GuardConfig
+from fsm.mcpsdk.adapter import guarded_session
+from fsm.mcpsdk.proxy import HttpFault, is_resume_get
 from fsm.mcpsdk.scenarios import (
     CONFIRM,
+    GUARDED_SCENARIO_CONFIG_KW,
+    Rig,
     ScenarioResult,
     guarded_client,
     plain_client,
@@ -138,3 +156,177 @@ async def test_happy_path_same_result() -> None:
     assert plain.outcome == guarded.outcome
     assert guarded.outcome.kind == "result" and guarded.outcome.text == DELETED
     assert plain.answers[0].body == guarded.answers[0].body
+
+
+# --------------------------------------------------------------------------- typed errors
+
+
+async def _call_with_fault(rig: Rig, inject: Callable[[Rig], Awaitable[None]]) -> object:
+    """Start ``delete_files`` with the guarded client, wait for the prompt, let
+    ``inject`` break something, return what the call returned or raised."""
+    ended = anyio.Event()
+    out: list[object] = []
+    async with guarded_client(rig.env()) as client, anyio.create_task_group() as tg:
+
+        async def call() -> None:
+            try:
+                out.append(await client.call_tool("delete_files", {"deadline": "silent"}))
+            except Exception as exc:
+                out.append(exc)
+            finally:
+                ended.set()
+
+        tg.start_soon(call)
+        await rig.user.wait_presented(1)
+        await inject(rig)
+        with anyio.fail_after(20):
+            await ended.wait()
+        violations = client.session.violations  # type: ignore[attr-defined]
+        assert violations == []
+    return out[0]
+
+
+async def test_terminal_rejection_of_the_answer_raises_unknown_pending(rig: Rig) -> None:
+    async def reject(rig: Rig) -> None:
+        rig.proxy.fail_next_answer(
+            HttpFault.jsonrpc_error(500, -32602, "no such pending request", 1)
+        )
+        rig.user.answer_open()
+
+    err = await _call_with_fault(rig, reject)
+    assert isinstance(err, UnknownPendingRequestError)
+    assert err.key == (rig.session_id(), 1)
+    assert "jsonrpc-no-such-request" in str(err)
+    answers = [ex for ex in rig.proxy.exchanges.values() if ex.is_answer]
+    assert [ex.status for ex in answers] == [500]  # terminal: not resubmitted
+    assert len(rig.user.presentations) == 1
+
+
+async def test_retryable_answer_failures_are_bounded(rig: Rig) -> None:
+    async def fail_three(rig: Rig) -> None:
+        rig.proxy.fail_next_answer(HttpFault(503, b"busy"), times=3)
+        rig.user.answer_open()
+
+    err = await _call_with_fault(rig, fail_three)
+    assert isinstance(err, SubmissionFailedError)
+    assert err.key == (rig.session_id(), 1)
+    answers = [ex for ex in rig.proxy.exchanges.values() if ex.is_answer]
+    assert [ex.status for ex in answers] == [503, 503, 503]
+    assert len({ex.body for ex in answers}) == 1  # the same answer every time
+    assert len(rig.user.presentations) == 1
+
+
+async def test_resumes_without_progress_are_bounded(rig: Rig) -> None:
+    async def break_stream(rig: Rig) -> None:
+        rig.proxy.fail_next(HttpFault(503, b"unavailable"), is_resume_get, times=10)
+        await rig.proxy.cut(rig.proxy.current_sse(), "abrupt")
+
+    err = await _call_with_fault(rig, break_stream)
+    assert isinstance(err, ResumeBudgetSpentError)
+    assert err.reason == "resume-budget-spent"
+    resumes = [ex for ex in rig.proxy.exchanges.values() if ex.is_resume]
+    assert [ex.status for ex in resumes] == [503, 503, 503]
+    assert len({ex.last_event_id for ex in resumes}) == 1
+    # the prompt died with its stream: withdrawn, never answered
+    assert [p.cancelled for p in rig.user.presentations] == [True]
+    assert not any(ex.is_answer for ex in rig.proxy.exchanges.values())
+
+
+# --------------------------------------------------------------------------- stale replay
+
+
+class _CutAfter(httpx2.AsyncByteStream):
+    """An SSE body that delivers ``events`` and then breaks abruptly."""
+
+    def __init__(self, events: list[bytes]) -> None:
+        self.events = events
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for event in self.events:
+            yield event
+        raise httpx2.ReadError("peer closed connection")
+
+
+def _sse(event_id: str, data: object | None = None) -> bytes:
+    body = "" if data is None else json.dumps(data)
+    return f"id: {event_id}\nevent: message\ndata: {body}\n\n".encode()
+
+
+async def test_stale_replay_raises_stale_request_error() -> None:
+    """A server that replays a request the client already holds, past its deadline.
+
+    mcp 2.3.0 servers replay from the cursor the client sends, and the guarded client
+    always sends the newest, so this needs a scripted server (``httpx2.MockTransport``,
+    no network): it ignores ``Last-Event-ID`` and replays the whole stream.
+    """
+    now = [0.0]
+    elicit = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "elicitation/create",
+        "params": {
+            "message": "Delete 3 files?",
+            "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}},
+        },
+    }
+    replay = [_sse("e1"), _sse("e2", elicit)]
+    seen: list[tuple[str, str | None]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append((request.method, request.headers.get("last-event-id")))
+        sse = {"content-type": "text/event-stream", "mcp-session-id": "S"}
+        if request.method == "GET":
+            if request.headers.get("last-event-id") is None:
+                return httpx2.Response(405)
+            now[0] = 100.0  # the user looked away; the deadline (60 s) passed
+            return httpx2.Response(200, headers=sse, stream=_CutAfter(replay))
+        if request.method == "DELETE":
+            return httpx2.Response(200)
+        body = json.loads(request.content)
+        if body.get("method") == "initialize":
+            result = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "serverInfo": {"name": "scripted", "version": "0"},
+            }
+            return httpx2.Response(
+                200,
+                headers={"mcp-session-id": "S"},
+                json={"jsonrpc": "2.0", "id": body["id"], "result": result},
+            )
+        if body.get("method") == "tools/call":
+            return httpx2.Response(200, headers=sse, stream=_CutAfter(replay))
+        return httpx2.Response(202)
+
+    prompts: list[str] = []
+    withdrawn = anyio.Event()
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        prompts.append(params.message)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            withdrawn.set()
+
+    config = GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)
+    async with (
+        httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as http,
+        guarded_session(
+            "http://127.0.0.1:9/mcp",
+            elicitation_callback=on_elicit,
+            http_client=http,
+            config=config,
+            clock=lambda: now[0],
+        ) as session,
+    ):
+        with anyio.fail_after(10), pytest.raises(StaleRequestError) as caught:
+            await session.call_tool("delete_files", {})
+        await withdrawn.wait()
+        assert session.violations == []
+    err = caught.value
+    assert err.key == ("S", 7)
+    assert any("deadline" in line for line in err.evidence)
+    assert prompts == ["Delete 3 files?"]  # presented once, never again
+    assert ("GET", "e2") in seen  # resumed from the newest id, not the priming one
+    answers = [o for o, _ in session.observations() if isinstance(o, P.Submitted)]
+    assert answers == []
