@@ -68,6 +68,7 @@ CASES = {
     "P1": [DELIVER, rec("cancelled", key=K), PRESENT],
     "P2": [DELIVER, PRESENT, PRESENT],
     "P3": [
+        rec("began", interaction="post:1"),
         DELIVER,
         PRESENT,
         rec("answered", key=K, answer=ANSWER),
