@@ -45,6 +45,9 @@ and timeouts apply) and sits between the wire and the SDK:
   SDK's waiter is released with a synthetic JSON-RPC error on the body so nothing hangs.
   After a session expiry every further HTTP request of the session is answered ``404``
   locally (no traffic) and every call raises :class:`~fsm.errors.SessionExpiredError`.
+* **No POST error reaches the SDK's writer.** A request POST that gets no response is
+  answered locally with a JSON-RPC error for its id (that call fails with ``MCPError``
+  -32000, the session stays usable); a notification POST that gets none is answered 202.
 * **Withdraw.** A request that dies while its prompt is showing (cancellation, session
   expiry, rejection) has its callback task cancelled.
 * **Event log.** Every decision goes through :class:`fsm.observe.ObservedGuard`; the P1-P7
@@ -474,7 +477,10 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
                 local = self._answer(request, body)
                 if local is not None:
                     return local
-            return await self._forward_post(request, body)
+            try:
+                return await self._forward_post(request, body)
+            except httpx2.TransportError as exc:
+                return _post_failed(request, body, exc)
         if method == "GET":
             if request.headers.get("last-event-id") is not None:
                 # the SDK resuming on its own: only after the guard ended that body
@@ -523,10 +529,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self, request: httpx2.Request, stream: str, origin: Any
     ) -> httpx2.Response:
         e = self.e
-        try:
-            resp = await e.http.send(request, stream=True)
-        except httpx2.HTTPError:
-            raise
+        resp = await e.http.send(request, stream=True)
         sid = resp.headers.get("mcp-session-id")
         if sid and sid != e.session and body_method(request) == "initialize":
             e.session = sid
@@ -544,6 +547,26 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         tee = _Tee()
         e.tees[stream] = tee
         return _wrap(resp, request, _GuardedBody(e, stream, origin, request, resp, tee))
+
+
+def _post_failed(request: httpx2.Request, body: Any, exc: Exception) -> httpx2.Response:
+    """A POST that got no response, answered locally so the SDK's writer survives.
+
+    A request gets a JSON-RPC error for its id (its caller sees an ``MCPError``; the
+    server may or may not have received it); a notification or answer gets 202.
+    """
+    logger.warning("POST failed without a response: %r", exc)
+    if isinstance(body, dict) and "method" in body and "id" in body:
+        payload = {
+            "jsonrpc": "2.0",
+            "id": body["id"],
+            "error": {
+                "code": -32000,
+                "message": f"request POST failed without a response ({type(exc).__name__})",
+            },
+        }
+        return _local(request, 200, json.dumps(payload).encode())
+    return _local(request, 202)
 
 
 def body_method(request: httpx2.Request) -> str | None:

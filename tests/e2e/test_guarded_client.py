@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from mcp import MCPError
 
 from fsm import properties as P
 from fsm.errors import (
@@ -26,7 +27,7 @@ from fsm.errors import (
 )
 from fsm.guard import GuardConfig
 from fsm.mcpsdk.adapter import guarded_session
-from fsm.mcpsdk.proxy import HttpFault, is_resume_get
+from fsm.mcpsdk.proxy import ConnectionFault, HttpFault, is_resume_get
 from fsm.mcpsdk.scenarios import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,
@@ -330,3 +331,16 @@ async def test_stale_replay_raises_stale_request_error() -> None:
     assert ("GET", "e2") in seen  # resumed from the newest id, not the priming one
     answers = [o for o, _ in session.observations() if isinstance(o, P.Submitted)]
     assert answers == []
+
+
+async def test_request_post_connection_error_leaves_the_session_usable(rig: Rig) -> None:
+    """A ``tools/call`` POST that gets no response fails that call only."""
+    rig.proxy.fail_next(ConnectionFault("close"), lambda ex: ex.rpc_method == "tools/call")
+    async with guarded_client(rig.env()) as client:
+        with anyio.fail_after(10), pytest.raises(MCPError) as caught:
+            await client.call_tool("ping", {})
+        assert caught.value.error.code == -32000
+        assert "request POST failed" in caught.value.error.message
+        with anyio.fail_after(10):
+            result = await client.call_tool("ping", {})
+    assert "pong" in str(result)
