@@ -12,9 +12,11 @@ property  violated when
 ========  ==================================================================
 P1        a request the client knows is dead (cancel delivered, answer rejected
           as terminal, session gone, or itself declared dead) is presented
-P2        an interactive request key is presented a second time
-P3        a stream is resumed after a terminal rejection of the answer to a
-          request on it not already known cancelled (or after the session was gone)
+P2        an interactive request key is presented a second time (idempotent ones,
+          delivered with ``interactive=False``, may be presented again)
+P3        an interaction's stream is resumed after a terminal rejection of the
+          answer to a request on it not already known cancelled (or after the
+          session was gone); the origin-less GET stream stays resumable
 P4        a submission carries an answer the user did not give for that key
 P5        an interaction ends twice, or (at quiescence) never ends
 P6        a presentation follows a replayed delivery without liveness
@@ -195,6 +197,7 @@ class MonitorState:
 
     dead: frozenset[RequestKey] = frozenset()
     presented: frozenset[RequestKey] = frozenset()
+    idempotent: frozenset[RequestKey] = frozenset()
     deadlines: tuple[tuple[RequestKey, float], ...] = ()
     stale_delivery: frozenset[RequestKey] = frozenset()
     stream_of: tuple[tuple[RequestKey, str], ...] = ()
@@ -232,6 +235,8 @@ def step(
     if isinstance(obs, Delivered):
         if _get(s.stream_of, obs.key) is None:
             s = replace(s, stream_of=_put(s.stream_of, obs.key, obs.stream))
+        if not obs.interactive and obs.key not in s.idempotent:
+            s = replace(s, idempotent=s.idempotent | {obs.key})
         deadline = _get(s.deadlines, obs.key)
         stale = (
             obs.interactive
@@ -250,12 +255,11 @@ def step(
         if obs.session:
             s = _session_gone(s)
         elif obs.key not in s.dead:  # rejecting an answer to a cancelled request is expected
+            # Only an interaction's stream (one that began: it has an origin) must not be
+            # resumed; the GET stream carries other requests and stays resumable.
             stream = _get(s.stream_of, obs.key)
-            s = replace(
-                s,
-                dead=s.dead | {obs.key},
-                no_resume=s.no_resume | ({stream} if stream is not None else set()),
-            )
+            ends = {stream} if stream is not None and stream in s.begun else set()
+            s = replace(s, dead=s.dead | {obs.key}, no_resume=s.no_resume | ends)
     elif isinstance(obs, SessionGone):
         s = _session_gone(s)
     elif isinstance(obs, EventSeen):
@@ -271,7 +275,7 @@ def step(
     elif isinstance(obs, Presented):
         if obs.key in s.dead or s.session_gone:
             bad.append(Violation("P1", f"{obs.key!r} presented after the client knew it dead"))
-        if obs.key in s.presented:
+        if obs.key in s.presented and obs.key not in s.idempotent:
             bad.append(Violation("P2", f"{obs.key!r} presented a second time"))
         if obs.key in s.stale_delivery:
             bad.append(
