@@ -171,13 +171,24 @@ class _SseParser:
 
     def feed(self, chunk: bytes) -> list[_Sse]:
         text = self._buf + self._decoder.decode(chunk)
-        hold_cr = text.endswith("\r")
-        if hold_cr:
-            text = text[:-1]
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if "\r" in text:
+            hold_cr = text.endswith("\r")
+            if hold_cr:
+                text = text[:-1]
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+            if hold_cr:
+                text += "\r"  # may be the first half of a CRLF: decided with the next chunk
+        if "\n\n" not in text:
+            self._buf = text
+            return []
         blocks = text.split("\n\n")
-        self._buf = blocks.pop() + ("\r" if hold_cr else "")
-        return [e for e in map(_parse_block, blocks) if e is not None]
+        self._buf = blocks.pop()
+        out = []
+        for block in blocks:
+            event = _parse_block(block)
+            if event is not None:
+                out.append(event)
+        return out
 
 
 def _parse_block(block: str) -> _Sse | None:
@@ -186,19 +197,24 @@ def _parse_block(block: str) -> _Sse | None:
     retry: int | None = None
     meaningful = False
     for line in block.split("\n"):
-        if not line or line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        meaningful = True
-        if name == "data":
-            data.append(value)
-        elif name == "id":
+        if line.startswith("data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(" ") else value)
+            meaningful = True
+        elif line.startswith("id:"):
+            value = line[3:]
+            value = value[1:] if value.startswith(" ") else value
             if "\0" not in value:
                 event_id = value
-        elif name == "retry" and value.isdigit():
-            retry = int(value)
+            meaningful = True
+        elif not line or line.startswith(":"):
+            continue
+        else:
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "retry" and value.isdigit():
+                retry = int(value)
+            meaningful = True
     if not meaningful:
         return None
     return _Sse(block, event_id, "\n".join(data), retry, bool(data))
