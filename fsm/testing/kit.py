@@ -25,8 +25,8 @@ Contract
 
 Limits
 ------
-* One session (``"s1"``): after it expires the kit only drains. Presentations of
-  idempotent methods (``ping``) are not observed (they may be shown again freely).
+* One session (``"s1"``): after it expires the kit only drains. Idempotent requests
+  (``ping``) are delivered as ``interactive=False``: presenting them again is allowed.
 * The kit's server is truthful about the marker: it adds :data:`~fsm.guard.LIVE_MARKER`
   only to replayed copies of requests it still waits an answer for.
 * Event ids are ``e1``, ``e2``, ... (unique in the session). Live events carry
@@ -352,9 +352,8 @@ class ConformanceMachine(RuleBasedStateMachine):
     def _did(self, a: act.Action) -> list[P.Observation]:
         if isinstance(a, act.Present):
             self._hit("present")
-            if self._method(a.key[1]) in IDEMPOTENT:
-                return []
-            self.showing.add(a.key)
+            if self._method(a.key[1]) not in IDEMPOTENT:  # pings are answered by the client
+                self.showing.add(a.key)
             return [P.Presented(a.key, self.now)]
         if isinstance(a, act.Withdraw):
             self._hit("withdraw")
@@ -806,8 +805,8 @@ def conformance_machine(
     ``classifier`` the outcome table the kit classifies answer outcomes with (what the
     monitor considers terminal); ``reject_get_answers=False`` never answers a POST for a
     request delivered on the GET stream with a request-scoped terminal outcome (a 202
-    instead: the guard keeps resuming the GET stream then, which P3 as the monitor
-    defines it forbids; see the project's xfail test); ``check`` the property names
+    instead), for clients that are not meant to handle requests outside a tool call;
+    ``check`` the property names
     that fail a run (default: all of P1-P7 and L1; the monitor still tracks every one,
     so narrowing it only silences, never changes, a verdict); ``coverage`` a counter the kit
     adds what it reached to.
