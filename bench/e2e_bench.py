@@ -27,7 +27,7 @@ from typing import Any
 from bench.results import record, table
 
 COUNT = 10_000
-REPEATS = 7
+REPEATS = 9
 TARGET_RATIO = 1.05
 
 

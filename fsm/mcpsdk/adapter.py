@@ -169,6 +169,11 @@ class _SseParser:
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._buf = ""
 
+    @property
+    def pending(self) -> bool:
+        """Whether part of an event is buffered (the next chunk completes it)."""
+        return bool(self._buf)
+
     def feed(self, chunk: bytes) -> list[_Sse]:
         text = self._buf + self._decoder.decode(chunk)
         if "\r" in text:
@@ -303,6 +308,13 @@ class _Engine:
         """Feed one SSE event; returns (actions, decoded message or None)."""
         if not sse.has_data or not sse.data:
             return self.feed(ev.SseEvent(stream, None, sse.event_id, sse.retry)), None
+        method = _plain_notification(sse.data) if sse.retry is None else None
+        if method is not None and self.guard.stream_state(stream) == "open":
+            note = {"jsonrpc": "2.0", "method": method}
+            actions = self.guard.on_event(stream, sse.event_id, note)
+            if not actions and sse.event_id is not None:
+                self._pending_ids[stream] = sse.event_id
+            return actions, None
         try:
             msg = json.loads(sse.data)
         except ValueError:
@@ -415,6 +427,39 @@ class _Engine:
             value = resp.json() if resp.content else None
             parsed = value if isinstance(value, Mapping) else None
         return SubmissionResult(resp.status_code, parsed, None, _retry_after(resp))
+
+
+_NOTIFICATION_PREFIX = '{"jsonrpc":"2.0","method":"'
+
+
+def _plain_notification(data: str) -> str | None:
+    """The method of a compactly serialised notification that needs no decision, read
+    without a JSON parse; ``None`` whenever in doubt (the caller then parses).
+
+    Taken only for ``{"jsonrpc":"2.0","method":"<m>","params":{...}}`` (or without
+    params) with one ``"method"`` and one ``"jsonrpc"`` key, no ``"id"`` anywhere and
+    ``<m>`` neither escaped nor a cancellation: exactly the messages the guard's hot path
+    (:meth:`fsm.guard.Guard.on_event`) lets through on fields it would read after a parse.
+    Anything malformed is forwarded to the SDK either way.
+    """
+    if not data.startswith(_NOTIFICATION_PREFIX) or not data.endswith("}"):
+        return None
+    start = len(_NOTIFICATION_PREFIX)
+    end = data.find('"', start)
+    if end <= start:
+        return None
+    method = data[start:end]
+    rest = data[end + 1 :]
+    if (
+        "\\" in method
+        or method == CANCELLED
+        or not (rest == "}" or rest.startswith(',"params":{'))
+        or '"id"' in data
+        or data.count('"method"') != 1
+        or data.count('"jsonrpc"') != 1
+    ):
+        return None
+    return method
 
 
 def _origin_of(stream: str) -> Any:
@@ -671,14 +716,22 @@ class _GuardedBody(httpx2.AsyncByteStream):
                     chunk, clean = None, False
                 if chunk is None:
                     break
-                out: list[bytes] = []
+                whole = not parser.pending
                 self._acted = False
-                for sse in parser.feed(chunk):
-                    out.append(self._decide(sse))
+                events = parser.feed(chunk)
+                pieces: list[bytes | None] = []
+                for sse in events:
+                    pieces.append(self._decide(sse))
                     if self._acted and self._dead():
+                        whole = False
                         break
-                if out:
-                    yield b"".join(out)
+                if whole and not parser.pending and all(p is None for p in pieces):
+                    yield chunk  # the common case: complete events, all passed unchanged
+                elif pieces:
+                    yield b"".join(
+                        (sse.raw + "\n\n").encode() if p is None else p
+                        for sse, p in zip(events, pieces, strict=False)
+                    )
                 if self._acted and self._dead():
                     break
             await self.resp.aclose()
@@ -698,11 +751,11 @@ class _GuardedBody(httpx2.AsyncByteStream):
     def _dead(self) -> bool:
         return self.e.guard.stream_state(self.stream) in ("done", "dead") or self.tee.killed
 
-    def _decide(self, sse: _Sse) -> bytes:
-        """Feed one event; the bytes the SDK gets for it."""
+    def _decide(self, sse: _Sse) -> bytes | None:
+        """Feed one event; the bytes the SDK gets instead of it (``None``: unchanged)."""
         actions, msg = self.e.on_sse(self.stream, sse)
         if not actions:
-            return (sse.raw + "\n\n").encode()
+            return None
         self._acted = True
         is_request = isinstance(msg, dict) and "method" in msg and "id" in msg
         presented = any(isinstance(a, act.Present) for a in actions)
@@ -714,7 +767,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
             for a in actions
         ):
             return _sse_bytes(sse.event_id, "") if sse.event_id is not None else b""
-        return (sse.raw + "\n\n").encode()
+        return None
 
     def _ending(self) -> bytes:
         """The synthetic JSON-RPC error that releases the SDK's waiter (origin streams)."""
