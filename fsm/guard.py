@@ -280,6 +280,8 @@ class Guard:
         self._engines: dict[str, Engine] = _make_engines(engine)
         self._engine_name: EngineName = engine
         self.session = ""
+        self.expired = False
+        """Whether the current session is known gone: nothing of it is presented again."""
         self._streams: dict[str, _Stream] = {}
         self._requests: dict[RequestKey, _Request] = {}
         self._tombstones: OrderedDict[RequestKey, None] = OrderedDict()
@@ -373,11 +375,11 @@ class Guard:
         """
         streams = tuple(s.freeze() for _, s in sorted(self._streams.items()))
         requests = tuple(r.freeze() for _, r in sorted(self._requests.items(), key=_key_order))
-        return (self.session, streams, requests)
+        return (self.session, streams, requests, self.expired)
 
     def restore(self, snap: tuple[Any, ...]) -> None:
         """Load a :meth:`snapshot` (made by a guard with the same config)."""
-        self.session, streams, requests = snap
+        self.session, streams, requests, self.expired = snap
         self._streams = {t[0]: _Stream.thaw(t) for t in streams}
         self._requests = {}
         self._tombstones = OrderedDict()
@@ -396,6 +398,7 @@ class Guard:
 
     def _on_session_started(self, e: ev.SessionStarted) -> None:
         self.session = e.session
+        self.expired = False
 
     def _on_stream_opened(self, e: ev.StreamOpened) -> None:
         old = self._streams.get(e.stream)
@@ -473,15 +476,18 @@ class Guard:
     ) -> None:
         cfg = self.config
         key: RequestKey = (self.session, msg.id)
+        if self.expired:
+            self._emit(
+                Ignore("session-expired", f"{key!r} arrived after the session expired", key=key)
+            )
+            return
         rec = self._requests.get(key)
         if msg.method in cfg.idempotent_methods:
             if rec is not None:
                 # An id names one request per session: a ping reusing the id of a tracked
                 # interactive request is not that request, and answering it would post a
                 # result under the interactive request's id.
-                self._emit(
-                    Ignore("id-reused", f"{key!r} redelivered with other method", key=key)
-                )
+                self._emit(Ignore("id-reused", f"{key!r} redelivered with other method", key=key))
                 return
             self._emit(Present(key, msg.method, msg.params))
             return
@@ -753,6 +759,7 @@ class Guard:
         self._settle()
 
     def _expire_session(self, what: str) -> None:
+        self.expired = True
         self._broadcast(
             "session_expired",
             None,

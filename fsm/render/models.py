@@ -104,7 +104,7 @@ def projected_trace(path: Path, view: View, title: str) -> Trace:
 def guard_view(state: Any) -> tuple[str, str]:
     """The guard's product configuration: ``transport / liveness of request 0``."""
     _, snap = state.client
-    _, streams, requests = snap
+    streams, requests = snap[1], snap[2]
     transport = streams[0][2] if streams else "-"
     liveness = requests[0][5] if requests else "-"
     return transport, f"{transport} / {liveness}"
