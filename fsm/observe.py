@@ -10,14 +10,14 @@ client and the SDK adapter's logs all come through here, so they speak one vocab
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from fsm import actions as act
 from fsm import events as ev
 from fsm import properties as P
-from fsm.guard import Guard
+from fsm.guard import Guard, GuardConfig, LivenessOracle, default_oracle
 from fsm.messages import Notification, ServerRequest, parse
-from fsm.outcomes import OutcomeClass
+from fsm.outcomes import Classifier, OutcomeClass
 
 
 class ObservedGuard:
@@ -73,72 +73,106 @@ class ObservedGuard:
 
     def _told(self, event: ev.Event) -> list[P.Observation]:
         g = self.guard
-        if isinstance(event, ev.ReplayBatch):
-            items = [
-                ev.SseEvent(
-                    i.stream,
-                    i.data,
-                    i.event_id,
-                    i.retry_ms,
-                    True if i.replayed is None else i.replayed,
-                )
-                for i in event.events
-            ]
-            return [o for item in items for o in self._told(item)]
-        if isinstance(event, ev.StreamOpened):
-            return [P.Began(event.stream)] if event.origin is not None else []
-        if isinstance(event, ev.SseEvent):
-            out: list[P.Observation] = []
-            if event.event_id is not None:
-                out.append(P.EventSeen(event.stream, event.event_id))
-            if event.data in (None, "", b""):
-                return out
-            msg = parse(event.data)
-            replayed = (
-                g.connection_resumed(event.stream) if event.replayed is None else event.replayed
-            )
-            if isinstance(msg, ServerRequest):
-                key = (g.session, msg.id)
-                cfg = g.config
-                out.append(
-                    P.Delivered(
-                        key,
-                        event.stream,
-                        g.now(),
-                        replayed=replayed,
-                        asserted=cfg.oracle(msg, replayed),
-                        interactive=msg.method not in cfg.idempotent_methods,
-                    )
-                )
-            elif isinstance(msg, Notification) and msg.cancelled_id is not None:
-                out.append(P.Cancelled((g.session, msg.cancelled_id)))
-            return out
-        if isinstance(event, ev.UserAnswered):
-            return [P.Answered(event.key, event.answer)]
-        if isinstance(event, ev.SubmissionOutcome):
-            verdict = g.config.classifier.classify(event.result)
-            if verdict.outcome is OutcomeClass.TERMINAL:
-                return [P.Rejected(event.key, session=verdict.scope == "session")]
-            return []
-        if isinstance(event, ev.SessionExpired) or (
-            isinstance(event, ev.ResumeRefused) and event.status == 404
-        ):
-            return [P.SessionGone()]
-        return []
+        return told(
+            event,
+            session=g.session,
+            now=g.now(),
+            replayed=g.connection_resumed,
+            oracle=g.config.oracle,
+            idempotent=g.config.idempotent_methods,
+            classifier=g.config.classifier,
+        )
 
     def _did(self, action: act.Action) -> list[P.Observation]:
-        g = self.guard
-        if isinstance(action, act.Present):
-            return [P.Presented(action.key, g.now())]
-        if isinstance(action, act.Withdraw):
-            return [P.DeclaredDead(action.key)]
-        if isinstance(action, act.Submit):
-            return [P.Submitted(action.key, action.answer)]
-        if isinstance(action, act.Resume):
-            return [P.Resumed(action.stream, action.cursor)]
-        if isinstance(action, act.Fail):
-            dead = [P.DeclaredDead(action.error.key)] if action.error.key is not None else []
-            return [*dead, P.Ended(action.interaction, "failed", action.error.reason)]
-        if isinstance(action, act.Complete):
-            return [P.Ended(action.interaction, "completed")]
+        return did(action, now=self.guard.now())
+
+
+_DEFAULTS = GuardConfig()
+
+
+def told(
+    event: ev.Event,
+    *,
+    session: str,
+    now: float,
+    replayed: Callable[[str], bool],
+    oracle: LivenessOracle = default_oracle,
+    idempotent: Collection[str] = _DEFAULTS.idempotent_methods,
+    classifier: Classifier = _DEFAULTS.classifier,
+) -> list[P.Observation]:
+    """What ``event`` tells a client, as observations. ``replayed(stream)`` says whether
+    the stream's current connection is a resumed one (for events that do not say)."""
+    if isinstance(event, ev.ReplayBatch):
+        return [
+            obs
+            for item in event.events
+            for obs in told(
+                ev.SseEvent(
+                    item.stream,
+                    item.data,
+                    item.event_id,
+                    item.retry_ms,
+                    True if item.replayed is None else item.replayed,
+                ),
+                session=session,
+                now=now,
+                replayed=replayed,
+                oracle=oracle,
+                idempotent=idempotent,
+                classifier=classifier,
+            )
+        ]
+    if isinstance(event, ev.StreamOpened):
+        return [P.Began(event.stream)] if event.origin is not None else []
+    if isinstance(event, ev.SseEvent):
+        out: list[P.Observation] = []
+        if event.event_id is not None:
+            out.append(P.EventSeen(event.stream, event.event_id))
+        if event.data in (None, "", b""):
+            return out
+        msg = parse(event.data)
+        again = replayed(event.stream) if event.replayed is None else event.replayed
+        if isinstance(msg, ServerRequest):
+            out.append(
+                P.Delivered(
+                    (session, msg.id),
+                    event.stream,
+                    now,
+                    replayed=again,
+                    asserted=oracle(msg, again),
+                    interactive=msg.method not in idempotent,
+                )
+            )
+        elif isinstance(msg, Notification) and msg.cancelled_id is not None:
+            out.append(P.Cancelled((session, msg.cancelled_id)))
+        return out
+    if isinstance(event, ev.UserAnswered):
+        return [P.Answered(event.key, event.answer)]
+    if isinstance(event, ev.SubmissionOutcome):
+        verdict = classifier.classify(event.result)
+        if verdict.outcome is OutcomeClass.TERMINAL:
+            return [P.Rejected(event.key, session=verdict.scope == "session")]
         return []
+    if isinstance(event, ev.SessionExpired) or (
+        isinstance(event, ev.ResumeRefused) and event.status == 404
+    ):
+        return [P.SessionGone()]
+    return []
+
+
+def did(action: act.Action, *, now: float) -> list[P.Observation]:
+    """What a client's ``action`` shows it doing, as observations."""
+    if isinstance(action, act.Present):
+        return [P.Presented(action.key, now)]
+    if isinstance(action, act.Withdraw):
+        return [P.DeclaredDead(action.key)]
+    if isinstance(action, act.Submit):
+        return [P.Submitted(action.key, action.answer)]
+    if isinstance(action, act.Resume):
+        return [P.Resumed(action.stream, action.cursor)]
+    if isinstance(action, act.Fail):
+        dead = [P.DeclaredDead(action.error.key)] if action.error.key is not None else []
+        return [*dead, P.Ended(action.interaction, "failed", action.error.reason)]
+    if isinstance(action, act.Complete):
+        return [P.Ended(action.interaction, "completed")]
+    return []

@@ -63,6 +63,7 @@ from fsm import events as ev
 from fsm import properties as P
 from fsm.errors import RequestKey
 from fsm.guard import LIVE_MARKER
+from fsm.observe import did, told
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult
 
 SESSION = "s1"
@@ -299,101 +300,52 @@ class ConformanceMachine(RuleBasedStateMachine):
         return r.method if r is not None else None
 
     def _told(self, event: ev.Event) -> list[P.Observation]:
-        if isinstance(event, ev.ReplayBatch):
-            out: list[P.Observation] = []
-            for item in event.events:
-                flag = True if item.replayed is None else item.replayed
-                out += self._told_sse(item, flag)
-            return out
-        if isinstance(event, ev.SseEvent):
-            st_ = self.streams[event.stream]
-            flag = st_.resumed_conn if event.replayed is None else event.replayed
-            return self._told_sse(event, flag)
-        if isinstance(event, ev.StreamOpened):
-            return [P.Began(event.stream)] if event.origin is not None else []
-        if isinstance(event, ev.UserAnswered):
-            return [P.Answered(event.key, event.answer)]
-        if isinstance(event, ev.SubmissionOutcome):
-            verdict = self.classifier.classify(event.result)
-            if verdict.outcome is OutcomeClass.TERMINAL:
-                return [P.Rejected(event.key, session=verdict.scope == "session")]
-            return []
-        if isinstance(event, ev.SessionExpired) or (
-            isinstance(event, ev.ResumeRefused) and event.status == 404
-        ):
-            return [P.SessionGone()]
-        return []
-
-    def _told_sse(self, e: ev.SseEvent, replayed: bool) -> list[P.Observation]:
-        out: list[P.Observation] = []
-        if e.event_id is not None:
-            out.append(P.EventSeen(e.stream, e.event_id))
-        data = e.data
-        if not isinstance(data, Mapping):
-            return out
-        params = data.get("params") or {}
-        if "id" in data and "method" in data:
-            meta = params.get("_meta") or {}
-            marker = meta.get(LIVE_MARKER) is True
-            out.append(
-                P.Delivered(
-                    (SESSION, data["id"]),
-                    e.stream,
-                    self.now,
-                    replayed=replayed,
-                    asserted=(not replayed) or marker,
-                    interactive=data["method"] not in IDEMPOTENT,
-                )
-            )
-        elif data.get("method") == "notifications/cancelled":
-            out.append(P.Cancelled((SESSION, params["requestId"])))
-        return out
+        return told(
+            event,
+            session=SESSION,
+            now=self.now,
+            replayed=lambda stream: self.streams[stream].resumed_conn,
+            idempotent=IDEMPOTENT,
+            classifier=self.classifier,
+        )
 
     def _did(self, a: act.Action) -> list[P.Observation]:
+        """Book-keep the client's action; its observations come from :func:`fsm.observe.did`."""
         if isinstance(a, act.Present):
             self._hit("present")
             if self._method(a.key[1]) not in IDEMPOTENT:  # pings are answered by the client
                 self.showing.add(a.key)
-            return [P.Presented(a.key, self.now)]
-        if isinstance(a, act.Withdraw):
+        elif isinstance(a, act.Withdraw):
             self._hit("withdraw")
             self._hit(f"withdraw:{a.reason}")
             self.showing.discard(a.key)
-            return [P.DeclaredDead(a.key)]
-        if isinstance(a, act.Submit):
+        elif isinstance(a, act.Submit):
             self._hit("submit")
             if a.attempt > 1:
                 self._hit("resubmit")
             self.posts.setdefault(a.key, []).append(a)
-            return [P.Submitted(a.key, a.answer)]
-        if isinstance(a, act.Resume):
+        elif isinstance(a, act.Resume):
             self._hit("resume")
             s = self.streams.get(a.stream)
             if s is not None:
                 s.resume, s.wait = a.cursor, None
-            return [P.Resumed(a.stream, a.cursor)]
-        if isinstance(a, act.Wait):
+        elif isinstance(a, act.Wait):
             self._hit("wait")
             s = self.streams.get(a.stream)
             if s is not None:
                 s.wait = max(0.0, a.delay_s)
-            return []
-        if isinstance(a, act.Fail | act.Complete):
+        elif isinstance(a, act.Fail | act.Complete):
             self._hit("complete" if isinstance(a, act.Complete) else "fail")
-            out: list[P.Observation] = []
             if isinstance(a, act.Fail):
                 self._hit(f"fail:{a.error.reason}")
                 if a.error.key is not None:
                     self.showing.discard(a.error.key)
-                    out.append(P.DeclaredDead(a.error.key))
             s = self.streams.get(a.interaction)
             if s is not None:
                 s.ended, s.conn, s.wait, s.resume = True, "closed", None, None
-            outcome = "completed" if isinstance(a, act.Complete) else "failed"
-            reason = a.error.reason if isinstance(a, act.Fail) else ""
-            return [*out, P.Ended(a.interaction, outcome, reason)]
-        self._hit(f"{type(a).__name__.lower()}:{getattr(a, 'reason', '')}")
-        return []
+        else:
+            self._hit(f"{type(a).__name__.lower()}:{getattr(a, 'reason', '')}")
+        return did(a, now=self.now)
 
     # ------------------------------------------------------------- server side
 
