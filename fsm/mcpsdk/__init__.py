@@ -17,6 +17,12 @@ Modules (import them explicitly; this ``__init__`` stays light on purpose):
   :class:`~fsm.mcpsdk.scenarios.ClientFactory` seam and return a structured
   :class:`~fsm.mcpsdk.scenarios.ScenarioResult`.
 
+- :mod:`fsm.mcpsdk.adapter`: :func:`~fsm.mcpsdk.adapter.guarded_session`, the guard in
+  front of an unmodified mcp 2.3.0 ``ClientSession`` (see ``docs/adapter.md``), and
+  :func:`fsm.mcpsdk.scenarios.guarded_client`, its client factory for the scenarios.
+- :mod:`fsm.mcpsdk.demo`: ``python -m fsm demo [--json]``, the seed incident with the plain
+  and the guarded client side by side.
+
 All traffic stays on 127.0.0.1. Faults are driven by explicit commands from the caller, never
 by timers racing the machine; every wait has a safety timeout.
 """
