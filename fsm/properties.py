@@ -10,7 +10,7 @@ told (a delivery, a cancellation, a submission outcome, an event id) or somethin
 ========  ==================================================================
 property  violated when
 ========  ==================================================================
-P1        a request the client knows is dead (cancel delivered, answer rejected
+P1        a request the client knows is dead (cancel delivered after it, answer rejected
           as terminal, session gone, or itself declared dead) is presented
 P2        an interactive request key is presented a second time (idempotent ones,
           delivered with ``interactive=False``, may be presented again)
@@ -249,7 +249,11 @@ def step(
             s = replace(s, stale_delivery=s.stale_delivery | {obs.key})
         elif obs.key in s.stale_delivery:
             s = replace(s, stale_delivery=s.stale_delivery - {obs.key})
-    elif isinstance(obs, Cancelled | DeclaredDead):
+    elif isinstance(obs, DeclaredDead) or (
+        isinstance(obs, Cancelled) and _get(s.stream_of, obs.key) is not None
+    ):
+        # A cancellation for a request never delivered references nothing the client
+        # knows (the specification lets receivers ignore it), so it kills nothing.
         s = replace(s, dead=s.dead | {obs.key})
     elif isinstance(obs, Rejected):
         if obs.session:

@@ -15,6 +15,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from fsm import Guard
 from fsm import events as ev
+from fsm.guard import GuardConfig
 from fsm.observe import ObservedGuard
 from fsm.outcomes import SubmissionResult
 from fsm.testing import (
@@ -66,7 +67,9 @@ def test_guard_conforms_and_kit_reaches_the_interesting_states() -> None:
     never reaches these proves nothing. Derandomized: the run is fixed for a given
     hypothesis version (a newer one may need ``max_examples`` raised)."""
     reached: Counter[str] = Counter()
-    machine = conformance_machine(guard_factory("tables"), coverage=reached)
+    # Small budgets, so that exhausting them is reachable within the run.
+    tight = GuardConfig(max_submit_attempts=2, max_resumes_without_progress=2)
+    machine = conformance_machine(guard_factory("tables", tight), coverage=reached)
     run_state_machine_as_test(machine, settings=settings(FIXED, max_examples=200))
     for what in [
         "present",
