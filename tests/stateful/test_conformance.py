@@ -70,7 +70,7 @@ def test_guard_conforms_and_kit_reaches_the_interesting_states() -> None:
     # Small budgets, so that exhausting them is reachable within the run.
     tight = GuardConfig(max_submit_attempts=2, max_resumes_without_progress=2)
     machine = conformance_machine(guard_factory("tables", tight), coverage=reached)
-    run_state_machine_as_test(machine, settings=settings(FIXED, max_examples=200))
+    run_state_machine_as_test(machine, settings=settings(FIXED, max_examples=400))
     for what in [
         "present",
         "withdraw",
