@@ -258,7 +258,10 @@ def step(
     elif isinstance(obs, Rejected):
         if obs.session:
             s = _session_gone(s)
-        elif obs.key not in s.dead:  # rejecting an answer to a cancelled request is expected
+        elif obs.key not in s.dead and _get(s.answers, obs.key) is not None:
+            # Only the rejection of an answer the user gave counts (a stray outcome for a
+            # key never answered proves nothing); rejecting an answer to a request already
+            # known cancelled is expected.
             # Only an interaction's stream (one that began: it has an origin) must not be
             # resumed; the GET stream carries other requests and stays resumable.
             stream = _get(s.stream_of, obs.key)
