@@ -275,6 +275,7 @@ class Guard:
         runtime or the compiled tables; ``on_fire(machine, source, trigger, dest)`` is
         called for every declared transition taken (coverage, tracing)."""
         self.config = config or GuardConfig()
+        self._max_seen = self.config.max_seen_event_ids
         self._on_fire = on_fire
         self._clock = clock
         self._engines: dict[str, Engine] = _make_engines(engine)
@@ -321,6 +322,7 @@ class Guard:
         """Hot path for one decoded SSE event; same result as ``feed(SseEvent(...))``."""
         st = self._streams.get(stream)
         method = data.get("method")
+        params = data.get("params", _EMPTY)
         if (
             st is not None
             and st.state == "open"
@@ -329,12 +331,18 @@ class Guard:
             and method != CANCELLED
             and "id" not in data
             and data.get("jsonrpc") == "2.0"
-            and isinstance(data.get("params", _EMPTY), Mapping)
+            and (type(params) is dict or isinstance(params, Mapping))
         ):
             if event_id is not None:
-                if event_id in st.seen:
+                seen = st.seen
+                if event_id in seen:
                     return (Ignore("duplicate-event", event_id, stream=stream),)
-                self._advance(st, event_id)
+                # _advance, inlined: this is the per-event hot path
+                seen[event_id] = None
+                if len(seen) > self._max_seen:
+                    del seen[next(iter(seen))]
+                st.cursor = event_id
+                st.stalls = 0
             return _NOTHING
         return self.feed(ev.SseEvent(stream, data, event_id))
 
