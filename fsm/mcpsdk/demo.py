@@ -58,28 +58,12 @@ def _side(result: Any, violations: list[str] | None = None) -> dict[str, Any]:
 
 
 async def _run() -> dict[str, Any]:
-    import contextlib
-    from collections.abc import AsyncIterator
-
     from fsm.mcpsdk.adapter import GuardedSession
-    from fsm.mcpsdk.scenarios import (
-        ClientEnv,
-        ScenarioClient,
-        guarded_client,
-        plain_client,
-        run_scenario,
-    )
+    from fsm.mcpsdk.scenarios import capturing_guarded_client, plain_client, run_scenario
 
     sessions: list[GuardedSession] = []
-
-    @contextlib.asynccontextmanager
-    async def capturing(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
-        async with guarded_client(env) as client:
-            sessions.append(client.session)  # type: ignore[attr-defined]
-            yield client
-
     plain = await run_scenario("seed", plain_client)
-    guarded = await run_scenario("seed", capturing)
+    guarded = await run_scenario("seed", capturing_guarded_client(sessions))
     found = [f"{v.name} at observation {n}: {v.why}" for n, _, v in sessions[0].violations]
     return {"plain": _side(plain), "guarded": _side(guarded, found)}
 

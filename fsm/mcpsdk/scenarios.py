@@ -245,6 +245,19 @@ async def guarded_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
         yield _GuardedScenarioClient(session)
 
 
+def capturing_guarded_client(sessions: list[Any]) -> ClientFactory:
+    """:func:`guarded_client`, also appending each run's ``GuardedSession`` to ``sessions``
+    (to read its event log and violations after the scenario)."""
+
+    @contextlib.asynccontextmanager
+    async def capturing(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
+        async with guarded_client(env) as client:
+            sessions.append(client.session)  # type: ignore[attr-defined]
+            yield client
+
+    return capturing
+
+
 # --------------------------------------------------------------------------- the user
 
 

@@ -9,9 +9,7 @@ second presentation of the same request.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,10 +19,8 @@ from fsm import trace
 from fsm.mcpsdk.adapter import GuardedSession
 from fsm.mcpsdk.scenarios import (
     SCENARIOS,
-    ClientEnv,
-    ScenarioClient,
     ScenarioResult,
-    guarded_client,
+    capturing_guarded_client,
     plain_client,
     run_scenario,
 )
@@ -34,14 +30,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
 async def _guarded_log(name: str) -> tuple[ScenarioResult, str, GuardedSession]:
     sessions: list[GuardedSession] = []
-
-    @contextlib.asynccontextmanager
-    async def capturing(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
-        async with guarded_client(env) as client:
-            sessions.append(client.session)  # type: ignore[attr-defined]
-            yield client
-
-    result = await run_scenario(name, capturing)
+    result = await run_scenario(name, capturing_guarded_client(sessions))
     (session,) = sessions
     return result, session.event_log(), session
 
