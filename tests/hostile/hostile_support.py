@@ -1,4 +1,5 @@
-"""Helpers for the hostile-input tests: a hand-moved clock, message builders, filters."""
+"""Helpers for the hostile-input tests, on top of the core tests' (``Clock`` is their
+hand-moved clock: it may go backwards, clocks are hostile too)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,23 @@ from typing import Any
 from fsm import Guard, GuardConfig
 from fsm import events as ev
 from fsm.actions import Ignore
+from tests.core.core_support import GET, ORIGIN, POST, SESSION, cancel, of, response
+from tests.core.core_support import FakeClock as Clock
 
-SESSION = "s1"
-POST = "post:7"
-ORIGIN = 7
-GET = "get"
-
-
-class Clock:
-    """A clock the test sets by hand (it may go backwards: clocks are hostile too)."""
-
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+__all__ = [
+    "GET",
+    "ORIGIN",
+    "POST",
+    "SESSION",
+    "Clock",
+    "cancel",
+    "elicit",
+    "guard",
+    "of",
+    "reasons",
+    "request",
+    "response",
+]
 
 
 def elicit(rid: Any, message: str = "Delete 3 files?", **params: Any) -> dict[str, Any]:
@@ -41,18 +44,6 @@ def request(rid: Any, method: str, params: Any = None) -> dict[str, Any]:
     return msg
 
 
-def cancel(rid: Any) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "method": "notifications/cancelled",
-        "params": {"requestId": rid, "reason": "timeout"},
-    }
-
-
-def response(rid: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "result": {"content": []}}
-
-
 def guard(
     clock: Clock | None = None,
     streams: Iterable[tuple[str, Any]] = ((POST, ORIGIN), (GET, None)),
@@ -65,10 +56,6 @@ def guard(
     for sid, origin in streams:
         g.feed(ev.StreamOpened(sid, origin))
     return g
-
-
-def of(actions: Iterable[Any], kind: type) -> list[Any]:
-    return [a for a in actions if isinstance(a, kind)]
 
 
 def reasons(actions: Iterable[Any]) -> list[str]:
