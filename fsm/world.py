@@ -84,8 +84,55 @@ class Bounds:
     replay: Literal["after", "inclusive"] = "after"
 
 
-class WorldState(NamedTuple, Generic[C]):
-    """One global state: server, network, user, pending client work, client, monitor."""
+class Agent:
+    """The client's state and the monitor's state together: what a :class:`WorldState`
+    holds of the client side. Compared by value; hashed once, at creation.
+
+    A :class:`World` interns its agents (one object per distinct pair) and keeps, on each,
+    the memo of its transitions: the client policy and the monitor are pure, so the
+    reaction to an input at a clock value is computed once per distinct agent, however
+    many world states share it. Equality by value keeps states from different worlds (or
+    unpickled ones) correct; interning only makes it fast.
+    """
+
+    __slots__ = ("_hash", "client", "monitor", "reactions")
+
+    def __init__(self, client: Any, monitor: P.MonitorState) -> None:
+        self.client = client
+        self.monitor = monitor
+        self._hash = hash((client, monitor))
+        self.reactions: dict[tuple[float, Input], Reaction] = {}
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, Agent)
+            and self._hash == other._hash
+            and self.client == other.client
+            and self.monitor == other.monitor
+        )
+
+    def __repr__(self) -> str:
+        return f"Agent(client={self.client!r}, monitor={self.monitor!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Agent, (self.client, self.monitor))
+
+
+class Reaction(NamedTuple):
+    """The client side's reaction to one input: its next agent, the operations the world
+    performs, and the declared transition labels the policy fired."""
+
+    agent: Agent
+    outputs: tuple[Output, ...]
+    fired: tuple[str, ...]
+
+
+class WorldState(NamedTuple):
+    """One global state: server, network, user, pending client work, and the client side
+    (:class:`Agent`: the client policy's state and the monitor's)."""
 
     log: tuple[tuple[str, int], ...]  # ("prime"|"req"|"cancel"|"resp", request)
     server: tuple[str, ...]  # per sent request: "pending" | "answered" | "dead"
@@ -100,8 +147,38 @@ class WorldState(NamedTuple, Generic[C]):
     resume: int | None  # cursor index of the resume GET in flight
     posts: frozenset[int]  # answer POSTs in flight
     ended: bool
-    client: C
-    monitor: P.MonitorState
+    agent: Agent
+
+    @property
+    def client(self) -> Any:
+        """The client policy's state."""
+        return self.agent.client
+
+    @property
+    def monitor(self) -> P.MonitorState:
+        """The property monitor's state (what the client was told and did, judged)."""
+        return self.agent.monitor
+
+
+# Field positions: a step copies the state into a list, edits it, and builds the successor
+# once (a NamedTuple ``_replace`` per edited field would dominate the checker's time).
+(
+    LOG,
+    SERVER,
+    CONN,
+    CUTS,
+    FAULTS,
+    REAPED,
+    T,
+    PROMPTS,
+    USER_DONE,
+    TIMER,
+    RESUME,
+    POSTS,
+    ENDED,
+    AGENT,
+) = range(len(WorldState._fields))
+_make = WorldState._make
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +203,11 @@ def key(r: int) -> tuple[str, int]:
     return (KEY_SESSION, r)
 
 
-class World(BaseModel[WorldState[C], Move], Generic[C]):
-    """The closed system ``policy`` x environment within ``bounds``."""
+class World(BaseModel[WorldState, Move], Generic[C]):
+    """The closed system ``policy`` x environment within ``bounds``.
+
+    Not thread-safe: the memo of agent reactions is shared by every state of the world.
+    """
 
     def __init__(
         self,
@@ -142,8 +222,37 @@ class World(BaseModel[WorldState[C], Move], Generic[C]):
         self._props = tuple(properties)
         self._name = name or f"{policy.name}"
         self.expected_violations = tuple(expect)
-        self._monitor_memo: dict[tuple[P.MonitorState, P.Observation], P.MonitorState] = {}
         self.budgets = P.Budgets(ttl=bounds.ttl, counters=False)
+        self._agents: dict[tuple[Any, P.MonitorState], Agent] = {}
+        self._fired: tuple[str, ...] = ()
+        self._policy_fired: Any = getattr(policy, "fired", None)
+        requests = range(bounds.requests)
+        self._moves = {
+            name: [Move(name, r) for r in requests]
+            for name in (
+                "server sends elicitation",
+                "deadline fires",
+                "answer POST",
+                "answer POST fails",
+                "user answers",
+            )
+        }
+        self._deliver: list[Move] = []
+        self._step: dict[str, Any] = {
+            "server sends elicitation": self._send,
+            "deadline fires": self._deadline,
+            "deliver": self._deliver_event,
+            "cut clean": self._cut,
+            "cut abrupt": self._cut,
+            "backoff elapses": self._backoff,
+            "resume answered": self._resume_answered,
+            "resume fails": self._resume_fails,
+            "answer POST": self._post,
+            "answer POST fails": self._post_fails,
+            "user answers": self._user_answers,
+            "clock passes deadlines": self._clock,
+            "server reaps session": self._reap,
+        }
 
     @property
     def name(self) -> str:
@@ -151,7 +260,7 @@ class World(BaseModel[WorldState[C], Move], Generic[C]):
 
     # ----------------------------------------------------------------- Model API
 
-    def init_states(self) -> Sequence[WorldState[C]]:
+    def init_states(self) -> Sequence[WorldState]:
         monitor, _ = P.step(P.MonitorState(), P.Began(STREAM), self.budgets)
         return [
             WorldState(
@@ -168,96 +277,66 @@ class World(BaseModel[WorldState[C], Move], Generic[C]):
                 resume=None,
                 posts=frozenset(),
                 ended=False,
-                client=self.policy.init(),
-                monitor=monitor,
+                agent=self._intern(self.policy.init(), monitor),
             )
         ]
 
-    def actions(self, s: WorldState[C]) -> Iterable[Move]:
+    def actions(self, s: WorldState) -> Iterable[Move]:
         b = self.bounds
-        if s.reaped and s.ended:
+        reaped = s.reaped
+        if reaped and s.ended:
             return []
         moves: list[Move] = []
-        if not s.reaped and len(s.server) < b.requests:
-            moves.append(Move("server sends elicitation", len(s.server)))
-        for r, st in enumerate(s.server):
-            if st == "pending" and not s.reaped:
-                moves.append(Move("deadline fires", r))
-        if s.conn is not None and s.conn < len(s.log):
-            moves.append(Move("deliver", s.conn))
-        if s.conn is not None and s.cuts > 0:
-            moves += [Move("cut clean"), Move("cut abrupt")]
+        server = s.server
+        if not reaped:
+            if len(server) < b.requests:
+                moves.append(self._moves["server sends elicitation"][len(server)])
+            deadline = self._moves["deadline fires"]
+            moves += [deadline[r] for r, st in enumerate(server) if st == "pending"]
+        conn = s.conn
+        if conn is not None:
+            if conn < len(s.log):
+                moves.append(self._deliver_move(conn))
+            if s.cuts > 0:
+                moves += _CUTS
         if s.timer:
-            moves.append(Move("backoff elapses"))
+            moves.append(_BACKOFF)
         if s.resume is not None:
-            moves.append(Move("resume answered"))
-            if s.cuts > 0 and not s.reaped:
-                moves.append(Move("resume fails"))
-        for r in sorted(s.posts):
-            moves.append(Move("answer POST", r))
-            if s.faults > 0 and not s.reaped:
-                moves.append(Move("answer POST fails", r))
-        if b.user == "answers":
-            moves += [Move("user answers", r) for r in sorted(s.prompts)]
+            moves.append(_RESUME_ANSWERED)
+            if s.cuts > 0 and not reaped:
+                moves.append(_RESUME_FAILS)
+        if s.posts:
+            post, fails = self._moves["answer POST"], self._moves["answer POST fails"]
+            can_fail = s.faults > 0 and not reaped
+            for r in sorted(s.posts):
+                moves.append(post[r])
+                if can_fail:
+                    moves.append(fails[r])
+        if s.prompts and b.user == "answers":
+            answers = self._moves["user answers"]
+            moves += [answers[r] for r in sorted(s.prompts)]
         if b.clock and s.t == 0.0:
-            moves.append(Move("clock passes deadlines"))
-        if b.reaper and not s.reaped:
-            moves.append(Move("server reaps session"))
+            moves.append(_CLOCK)
+        if b.reaper and not reaped:
+            moves.append(_REAP)
         return moves
 
-    def next_state(self, s: WorldState[C], m: Move) -> WorldState[C] | None:
-        b = self.bounds
-        n = m.name
-        if n == "server sends elicitation":
-            s = _with(s, server=(*s.server, "pending"), log=(*s.log, ("req", m.arg)))
-            return s
-        if n == "deadline fires":
-            server = _set(s.server, m.arg, "dead")
-            log = s.log + ((("cancel", m.arg),) if b.deadline == "cancel" else ())
-            return self._maybe_complete(_with(s, server=server, log=log))
-        if n == "deliver":
-            kind, r = s.log[m.arg]
-            s = _with(s, conn=m.arg + 1)
-            return self._feed(s, ("event", m.arg, kind, r))
-        if n in ("cut clean", "cut abrupt"):
-            s = _with(s, conn=None, cuts=s.cuts - 1)
-            return self._feed(s, ("cut", n == "cut clean"))
-        if n == "backoff elapses":
-            return self._feed(_with(s, timer=False), ("timer",))
-        if n == "resume answered":
-            if s.reaped:
-                return self._feed(_with(s, resume=None), ("resume_404",))
-            start = (s.resume or 0) + (1 if self.bounds.replay == "after" else 0)
-            s = _with(s, conn=start, resume=None)
-            return self._feed(s, ("resumed",))
-        if n == "resume fails":
-            return self._feed(_with(s, resume=None, cuts=s.cuts - 1), ("cut", False))
-        if n == "answer POST":
-            return self._post(s, m.arg)
-        if n == "answer POST fails":
-            s = _with(s, posts=s.posts - {m.arg}, faults=s.faults - 1)
-            return self._feed(s, ("outcome", m.arg, "neterr"))
-        if n == "user answers":
-            s = _with(s, prompts=s.prompts - {m.arg}, user_done=s.user_done | {m.arg})
-            s = self._observe(s, P.Answered(key(m.arg), dict(USER_ANSWER)))
-            return self._feed(s, ("answer", m.arg))
-        if n == "clock passes deadlines":
-            return self._feed(_with(s, t=1.0), ("tick",))
-        if n == "server reaps session":  # the server also ends the open SSE stream
-            was_open = s.conn is not None
-            s = _with(s, reaped=True, conn=None)
-            return self._feed(s, ("cut", True)) if was_open else s
-        return None
+    def next_state(self, s: WorldState, m: Move) -> WorldState | None:
+        step = self._step.get(m.name)
+        if step is None:
+            return None
+        w = list(s)
+        step(w, m)
+        return _make(w)
 
-    def properties(self) -> Sequence[Property[WorldState[C]]]:
-        props: list[Property[WorldState[C]]] = [
+    def properties(self) -> Sequence[Property[WorldState]]:
+        props: list[Property[WorldState]] = [
             Property.always(p, _holds(p), P.PROPERTIES[p]) for p in self._props if p != "L1"
         ]
         if "P5" in self._props:
             props.append(
-                Property.always(
+                Property.deadlock(
                     "P5-quiescent",
-                    self._ended_if_quiescent,
                     "at quiescence the interaction has ended (exactly once: see P5)",
                 )
             )
@@ -270,7 +349,7 @@ class World(BaseModel[WorldState[C], Move], Generic[C]):
         props += [
             Property.sometimes(
                 "presented",
-                lambda s: bool(s.monitor.presented),
+                lambda s: bool(s.agent.monitor.presented),
                 "a request is presented (the model is not vacuous)",
             ),
             *(
@@ -298,100 +377,194 @@ class World(BaseModel[WorldState[C], Move], Generic[C]):
         declared = getattr(self.policy, "declared", None)
         return declared() if declared is not None else ()
 
-    def fired_transitions(self, s: WorldState[C], m: Move, t: WorldState[C]) -> Iterable[str]:
-        fired = getattr(self.policy, "fired", None)
-        return fired() if fired is not None else ()
+    def fired_transitions(self, s: WorldState, m: Move, t: WorldState) -> Iterable[str]:
+        """The labels the policy fired on the last :meth:`next_state` (the checker asks
+        right after computing each edge)."""
+        return self._fired
 
-    def is_terminal(self, s: WorldState[C]) -> bool:
-        return True  # a quiescent world is a legal end; P5-quiescent judges it
+    def is_terminal(self, s: WorldState) -> bool:
+        """An ended interaction may rest; any other quiescent state is P5-quiescent's
+        counterexample (the checker's deadlock check, at no extra cost per state)."""
+        return s.ended
 
-    def format_state(self, s: WorldState[C]) -> str:
+    def format_state(self, s: WorldState) -> str:
         log = " ".join(f"{k}{'' if r < 0 else r}" for k, r in s.log)
         return (
             f"server=[{log}] reqs={list(s.server)} conn={s.conn} prompts={sorted(s.prompts)}"
             f" posts={sorted(s.posts)} t={s.t} ended={s.ended}"
         )
 
-    # ------------------------------------------------------------ internals
+    # ------------------------------------------------------------ environment steps
+    # Each edits ``w``, a list copy of the state (see the field positions above).
 
-    def _ended_if_quiescent(self, s: WorldState[C]) -> bool:
-        if s.ended:
-            return True
-        return any(True for _ in self.actions(s))
+    def _deliver_move(self, index: int) -> Move:
+        deliver = self._deliver
+        while len(deliver) <= index:
+            deliver.append(Move("deliver", len(deliver)))
+        return deliver[index]
 
-    def _post(self, s: WorldState[C], r: int) -> WorldState[C]:
-        s = _with(s, posts=s.posts - {r})
-        if s.reaped:
+    def _send(self, w: list[Any], m: Move) -> None:
+        w[SERVER] = (*w[SERVER], "pending")
+        w[LOG] = (*w[LOG], ("req", m.arg))
+
+    def _deadline(self, w: list[Any], m: Move) -> None:
+        w[SERVER] = _set(w[SERVER], m.arg, "dead")
+        if self.bounds.deadline == "cancel":
+            w[LOG] = (*w[LOG], ("cancel", m.arg))
+        self._maybe_complete(w)
+
+    def _deliver_event(self, w: list[Any], m: Move) -> None:
+        kind, r = w[LOG][m.arg]
+        w[CONN] = m.arg + 1
+        self._feed(w, ("event", m.arg, kind, r))
+
+    def _cut(self, w: list[Any], m: Move) -> None:
+        w[CONN] = None
+        w[CUTS] -= 1
+        self._feed(w, _CUT_INPUT[m is _CUTS[0]])
+
+    def _backoff(self, w: list[Any], m: Move) -> None:
+        w[TIMER] = False
+        self._feed(w, ("timer",))
+
+    def _resume_answered(self, w: list[Any], m: Move) -> None:
+        if w[REAPED]:
+            w[RESUME] = None
+            self._feed(w, ("resume_404",))
+            return
+        w[CONN] = (w[RESUME] or 0) + (1 if self.bounds.replay == "after" else 0)
+        w[RESUME] = None
+        self._feed(w, ("resumed",))
+
+    def _resume_fails(self, w: list[Any], m: Move) -> None:
+        w[RESUME] = None
+        w[CUTS] -= 1
+        self._feed(w, _CUT_INPUT[False])
+
+    def _post(self, w: list[Any], m: Move) -> None:
+        r = m.arg
+        w[POSTS] = w[POSTS] - {r}
+        if w[REAPED]:
             outcome: str = "404"
-        elif s.server[r] == "pending":
-            s = _with(s, server=_set(s.server, r, "answered"))
+        elif w[SERVER][r] == "pending":
+            w[SERVER] = _set(w[SERVER], r, "answered")
             outcome = "202"
-            s = self._maybe_complete(s)
-        elif s.server[r] == "answered":
+            self._maybe_complete(w)
+        elif w[SERVER][r] == "answered":
             outcome = "202"
         else:
             outcome = self.bounds.unknown_answer
-        return self._feed(s, ("outcome", r, outcome))
+        self._feed(w, ("outcome", r, outcome))
 
-    def _maybe_complete(self, s: WorldState[C]) -> WorldState[C]:
-        done = len(s.server) == self.bounds.requests and all(
-            x == "answered" or (x == "dead" and self.bounds.completes_on_deadline) for x in s.server
+    def _post_fails(self, w: list[Any], m: Move) -> None:
+        w[POSTS] = w[POSTS] - {m.arg}
+        w[FAULTS] -= 1
+        self._feed(w, ("outcome", m.arg, "neterr"))
+
+    def _user_answers(self, w: list[Any], m: Move) -> None:
+        w[PROMPTS] = w[PROMPTS] - {m.arg}
+        w[USER_DONE] = w[USER_DONE] | {m.arg}
+        self._feed(w, ("answer", m.arg))
+
+    def _clock(self, w: list[Any], m: Move) -> None:
+        w[T] = 1.0
+        self._feed(w, ("tick",))
+
+    def _reap(self, w: list[Any], m: Move) -> None:  # the server also ends the open stream
+        was_open = w[CONN] is not None
+        w[REAPED] = True
+        w[CONN] = None
+        if was_open:
+            self._feed(w, _CUT_INPUT[True])
+
+    def _maybe_complete(self, w: list[Any]) -> None:
+        server = w[SERVER]
+        done = len(server) == self.bounds.requests and all(
+            x == "answered" or (x == "dead" and self.bounds.completes_on_deadline) for x in server
         )
-        if done and ("resp", -1) not in s.log:
-            s = _with(s, log=(*s.log, ("resp", -1)))
-        return s
+        if done and ("resp", -1) not in w[LOG]:
+            w[LOG] = (*w[LOG], ("resp", -1))
 
-    def _observe(self, s: WorldState[C], obs: P.Observation) -> WorldState[C]:
-        # The monitor is pure: memoise it (the same (state, observation) recurs on many edges).
-        memo = self._monitor_memo
-        if isinstance(obs, P.Answered | P.Submitted):  # carry dicts: not hashable
-            monitor = P.step(s.monitor, obs, self.budgets)[0]
-        elif (cached := memo.get((s.monitor, obs))) is not None:
-            monitor = cached
-        else:
-            monitor = memo[(s.monitor, obs)] = P.step(s.monitor, obs, self.budgets)[0]
-        return _with(s, monitor=monitor) if monitor != s.monitor else s
+    # ------------------------------------------------------------ the client side
 
-    def _feed(self, s: WorldState[C], inp: Input) -> WorldState[C]:
-        # What the client was told, for the monitor.
-        if inp[0] == "event":
-            _, index, kind, r = inp
-            s = self._observe(s, P.EventSeen(STREAM, str(index)))
-            if kind == "req":
-                replayed = index < _newest(s)
-                s = self._observe(s, P.Delivered(key(r), STREAM, s.t, replayed=replayed))
-            elif kind == "cancel":
-                s = self._observe(s, P.Cancelled(key(r)))
-        elif inp[0] == "outcome" and inp[2] in TERMINAL_OUTCOMES:
-            s = self._observe(s, P.Rejected(key(inp[1]), session=inp[2] == "404"))
-        elif inp[0] == "resume_404":
-            s = self._observe(s, P.SessionGone())
-        client, outputs = self.policy.step(s.client, inp)
-        s = _with(s, client=client)
+    def _feed(self, w: list[Any], inp: Input) -> None:
+        """Tell the client ``inp``; perform the operations it answers with."""
+        agent: Agent = w[AGENT]
+        t = w[T]
+        reaction = agent.reactions.get((t, inp))
+        if reaction is None:
+            reaction = agent.reactions[(t, inp)] = self._react(agent, t, inp)
+        w[AGENT] = reaction.agent
+        self._fired = reaction.fired
+        for out in reaction.outputs:
+            op = out[0]
+            if op == "present":
+                w[PROMPTS] = w[PROMPTS] | {out[1]}
+            elif op == "withdraw":
+                w[PROMPTS] = w[PROMPTS] - {out[1]}
+            elif op == "submit":
+                w[POSTS] = w[POSTS] | {out[1]}
+            elif op == "wait":
+                w[TIMER] = True
+            elif op == "resume":
+                w[RESUME], w[CONN] = out[1], None
+            elif op == "end":
+                w[ENDED], w[CONN], w[TIMER], w[RESUME] = True, None, False, None
+
+    def _react(self, agent: Agent, t: float, inp: Input) -> Reaction:
+        """The client side's reaction to ``inp`` at time ``t`` (pure; memoised by _feed):
+        the monitor observes what the client is told, the policy steps, the monitor
+        observes what the client does."""
+        monitor = agent.monitor
+        seen: list[P.Observation] = []
+        kind = inp[0]
+        if kind == "event":
+            _, index, what, r = inp
+            seen.append(P.EventSeen(STREAM, str(index)))
+            if what == "req":
+                newest = P.newest_event(monitor, STREAM)
+                replayed = newest is not None and index < int(newest)
+                seen.append(P.Delivered(key(r), STREAM, t, replayed=replayed))
+            elif what == "cancel":
+                seen.append(P.Cancelled(key(r)))
+        elif kind == "outcome" and inp[2] in TERMINAL_OUTCOMES:
+            seen.append(P.Rejected(key(inp[1]), session=inp[2] == "404"))
+        elif kind == "resume_404":
+            seen.append(P.SessionGone())
+        elif kind == "answer":
+            seen.append(P.Answered(key(inp[1]), dict(USER_ANSWER)))
+        client, outputs = self.policy.step(agent.client, inp)
+        fired = tuple(self._policy_fired()) if self._policy_fired is not None else ()
         for out in outputs:
-            s = self._apply(s, out)
-        return s
+            op = out[0]
+            if op == "present":
+                seen.append(P.Presented(key(out[1]), t))
+            elif op == "withdraw":
+                seen.append(P.DeclaredDead(key(out[1])))
+            elif op == "submit":
+                seen.append(P.Submitted(key(out[1]), dict(out[2])))
+            elif op == "resume":
+                seen.append(P.Resumed(STREAM, str(out[1])))
+            elif op == "end":
+                seen.append(P.Ended(STREAM, out[1]))
+        for obs in seen:
+            monitor = P.step(monitor, obs, self.budgets)[0]
+        return Reaction(self._intern(client, monitor), outputs, fired)
 
-    def _apply(self, s: WorldState[C], out: Output) -> WorldState[C]:
-        op = out[0]
-        if op == "present":
-            s = _with(s, prompts=s.prompts | {out[1]})
-            return self._observe(s, P.Presented(key(out[1]), s.t))
-        if op == "withdraw":
-            s = _with(s, prompts=s.prompts - {out[1]})
-            return self._observe(s, P.DeclaredDead(key(out[1])))
-        if op == "submit":
-            s = _with(s, posts=s.posts | {out[1]})
-            return self._observe(s, P.Submitted(key(out[1]), dict(out[2])))
-        if op == "wait":
-            return _with(s, timer=True)
-        if op == "resume":
-            s = _with(s, resume=out[1], conn=None)
-            return self._observe(s, P.Resumed(STREAM, str(out[1])))
-        if op == "end":
-            s = _with(s, ended=True, conn=None, timer=False, resume=None)
-            return self._observe(s, P.Ended(STREAM, out[1]))
-        return s
+    def _intern(self, client: Any, monitor: P.MonitorState) -> Agent:
+        agent = self._agents.get((client, monitor))
+        if agent is None:
+            agent = self._agents[(client, monitor)] = Agent(client, monitor)
+        return agent
+
+
+_CUTS = (Move("cut clean"), Move("cut abrupt"))
+_CUT_INPUT: dict[bool, Input] = {True: ("cut", True), False: ("cut", False)}
+_BACKOFF = Move("backoff elapses")
+_RESUME_ANSWERED = Move("resume answered")
+_RESUME_FAILS = Move("resume fails")
+_CLOCK = Move("clock passes deadlines")
+_REAP = Move("server reaps session")
 
 
 def transition_label(machine: str, source: str, trigger: str, dest: str) -> str:
@@ -399,18 +572,9 @@ def transition_label(machine: str, source: str, trigger: str, dest: str) -> str:
     return f"{machine}: {source} -{trigger}-> {dest}"
 
 
-def _newest(s: WorldState[Any]) -> int:
-    newest = P.newest_event(s.monitor, STREAM)
-    return int(newest) if newest is not None else -1
-
-
 def _holds(name: str) -> Any:
-    return lambda s: name not in s.monitor.violated
+    return lambda s: name not in s.agent.monitor.violated
 
 
 def _set(t: tuple[str, ...], i: int, v: str) -> tuple[str, ...]:
     return (*t[:i], v, *t[i + 1 :])
-
-
-def _with(s: WorldState[C], **kw: Any) -> WorldState[C]:
-    return s._replace(**kw)

@@ -73,7 +73,6 @@ class GuardPolicy:
         self._t = 0.0
         self._fired: list[str] = []
         self._last_fired: tuple[str, ...] = ()
-        self._memo: dict[tuple[Any, Input], tuple[Any, tuple[Output, ...], tuple[str, ...]]] = {}
         self._guard = Guard(
             clock=lambda: self._t,
             config=config,
@@ -106,18 +105,16 @@ class GuardPolicy:
     ) -> tuple[tuple[float, Any], tuple[Output, ...]]:
         t, snap = state
         if inp[0] == "tick":
+            self._last_fired = ()
             return (1.0, snap), ()
-        memo = self._memo.get((state, inp))
-        if memo is None:  # the guard is a pure function of (snapshot, clock, event)
-            self._t = t
-            guard = self._guard
-            guard.restore(snap)
-            self._fired.clear()
-            actions = guard.feed(_event(inp))
-            outputs = tuple(o for a in actions for o in _outputs(a))
-            memo = self._memo[(state, inp)] = ((t, guard.snapshot()), outputs, tuple(self._fired))
-        self._last_fired = memo[2]
-        return memo[0], memo[1]
+        # The guard is a pure function of (snapshot, clock, event); the world memoises.
+        self._t = t
+        guard = self._guard
+        guard.restore(snap)
+        self._fired.clear()
+        actions = guard.feed(_event(inp))
+        self._last_fired = tuple(self._fired)
+        return (t, guard.snapshot()), tuple(o for a in actions for o in _outputs(a))
 
 
 def _event(inp: Input) -> ev.Event:
