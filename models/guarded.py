@@ -65,7 +65,12 @@ def _message(kind: str, r: int) -> Any:
 
 
 class GuardPolicy:
-    """Adapts :class:`fsm.Guard` to the world's inputs and outputs. State: (t, snapshot)."""
+    """Adapts :class:`fsm.Guard` to the world's inputs and outputs. State: (t, snapshot).
+
+    The guard is a pure function of (snapshot, clock, event), so each distinct step is
+    computed once per policy; share one policy between worlds (as :data:`POLICY` is) and
+    the variants of one sweep reuse each other's guard steps.
+    """
 
     name = "guarded"
 
@@ -73,6 +78,7 @@ class GuardPolicy:
         self._t = 0.0
         self._fired: list[str] = []
         self._last_fired: tuple[str, ...] = ()
+        self._memo: dict[tuple[Any, Input], tuple[Any, tuple[Output, ...], tuple[str, ...]]] = {}
         self._guard = Guard(
             clock=lambda: self._t,
             config=config,
@@ -107,15 +113,17 @@ class GuardPolicy:
         if inp[0] == "tick":
             self._last_fired = ()
             return (1.0, snap), ()
-        # The guard is a pure function of (snapshot, clock, event); the world memoises.
-        self._t = t
-        guard = self._guard
-        guard.restore(snap)
-        self._fired.clear()
-        actions = guard.feed(_event(inp))
-        self._last_fired = tuple(self._fired)
-        return (t, guard.snapshot()), tuple(o for a in actions for o in _outputs(a))
-
+        memo = self._memo.get((state, inp))
+        if memo is None:
+            self._t = t
+            guard = self._guard
+            guard.restore(snap)
+            self._fired.clear()
+            actions = guard.feed(_event(inp))
+            outputs = tuple(o for a in actions for o in _outputs(a))
+            memo = self._memo[(state, inp)] = ((t, guard.snapshot()), outputs, tuple(self._fired))
+        self._last_fired = memo[2]
+        return memo[0], memo[1]
 
 def _event(inp: Input) -> ev.Event:
     kind = inp[0]
@@ -155,6 +163,9 @@ def _outputs(a: act.Action) -> tuple[Output, ...]:
 
 CONFIG = GuardConfig(request_ttl_s=0.5, max_resumes_without_progress=2, max_submit_attempts=2)
 
+POLICY = GuardPolicy(CONFIG)
+"""The policy every shipped variant shares: its memo of guard steps serves them all."""
+
 
 def variants(requests: int = REQUESTS, only: set[str] | None = None) -> list[World[Any]]:
     """One model per environment variant (``only``: the variant names to keep, as in
@@ -183,7 +194,7 @@ def variants(requests: int = REQUESTS, only: set[str] | None = None) -> list[Wor
         if only is not None and variant not in only:
             continue
         name = f"guarded[{variant}]" + (f" x{requests}" if requests > 1 else "")
-        worlds.append(World(GuardPolicy(CONFIG), bounds, name=name))
+        worlds.append(World(POLICY, bounds, name=name))
     return worlds
 
 
