@@ -200,6 +200,7 @@ class _Stream:
 class _Request:
     __slots__ = (
         "answer",
+        "answer_text",
         "asserted",
         "attempts",
         "cause",
@@ -220,6 +221,7 @@ class _Request:
         self.deadline = deadline
         self.state = LIVENESS.initial
         self.answer: Mapping[str, Any] | None = None
+        self.answer_text: str | None = None  # the answer as canonical JSON, made on demand
         self.attempts = 0
         self.presented_at: float | None = None
         self.asserted = False
@@ -227,7 +229,6 @@ class _Request:
         self.cause: Cause | None = None
 
     def freeze(self) -> tuple[Any, ...]:
-        answer = None if self.answer is None else json.dumps(self.answer, sort_keys=True)
         return (
             self.key,
             self.stream,
@@ -235,13 +236,26 @@ class _Request:
             self.digest,
             self.deadline,
             self.state,
-            answer,
+            self.frozen_answer(),
             self.attempts,
             self.presented_at,
             self.asserted,
             self.ended,
             self.cause,
         )
+
+    def frozen_answer(self) -> str | None:
+        """The answer as canonical JSON (computed once: snapshots reuse it)."""
+        if self.answer_text is None and self.answer is not None:
+            self.answer_text = json.dumps(self.answer, sort_keys=True)
+        return self.answer_text
+
+    def stored_answer(self) -> Mapping[str, Any]:
+        """The answer to submit (decoded once from a restored snapshot's JSON)."""
+        if self.answer is None:
+            assert self.answer_text is not None, "submitting a request with no answer"
+            self.answer = json.loads(self.answer_text)
+        return self.answer
 
 
 def _digest(params: Mapping[str, Any] | None) -> int:
@@ -395,7 +409,7 @@ class Guard:
         for t in requests:
             r = _Request(t[0], t[1], t[2], t[3], t[4])
             (r.state, _answer, r.attempts, r.presented_at, r.asserted, r.ended, r.cause) = t[5:]
-            r.answer = json.loads(_answer) if _answer is not None else None
+            r.answer_text = _answer  # decoded only if submitted again
             self._requests[r.key] = r
             if r.state in LIVENESS.terminal:
                 self._tombstones[r.key] = None
@@ -637,7 +651,7 @@ class Guard:
             return
         if not isinstance(e.answer, Mapping):
             raise GuardUsageError(f"answer for {e.key!r} is not a JSON object")
-        rec.answer = e.answer
+        rec.answer, rec.answer_text = e.answer, None
         self._fire("liveness", rec, "answer")
         self._submit(rec, 0.0)
 
@@ -736,10 +750,10 @@ class Guard:
     def _submit(self, rec: _Request, delay: float, trigger: str = "submit") -> None:
         """Fire ``trigger`` (``submit``, or ``resubmit`` of an already-submitted answer)
         and POST the stored answer: the user is never asked again."""
-        assert rec.answer is not None
+        answer = rec.stored_answer()
         self._fire("liveness", rec, trigger)
         rec.attempts += 1
-        self._emit(Submit(rec.key, rec.answer, rec.attempts, delay))
+        self._emit(Submit(rec.key, answer, rec.attempts, delay))
 
     def _schedule_or_give_up(self, st: _Stream, what: str) -> None:
         limit = self.config.max_resumes_without_progress
