@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from fsm.errors import RequestKey
 
@@ -191,9 +191,9 @@ def _answer_id(answer: Mapping[str, Any]) -> str:
     return json.dumps(answer, sort_keys=True, default=repr)
 
 
-@dataclass(frozen=True, slots=True)
-class MonitorState:
-    """What the monitor remembers. Immutable and hashable (models embed it)."""
+class MonitorState(NamedTuple):
+    """What the monitor remembers. Immutable and hashable (models embed it and hash it
+    on every step: a tuple hashes and copies in C, a frozen dataclass in Python)."""
 
     dead: frozenset[RequestKey] = frozenset()
     presented: frozenset[RequestKey] = frozenset()
@@ -234,9 +234,9 @@ def step(
     s = state
     if isinstance(obs, Delivered):
         if _get(s.stream_of, obs.key) is None:
-            s = replace(s, stream_of=_put(s.stream_of, obs.key, obs.stream))
+            s = s._replace(stream_of=_put(s.stream_of, obs.key, obs.stream))
         if not obs.interactive and obs.key not in s.idempotent:
-            s = replace(s, idempotent=s.idempotent | {obs.key})
+            s = s._replace(idempotent=s.idempotent | {obs.key})
         deadline = _get(s.deadlines, obs.key)
         stale = (
             obs.interactive
@@ -246,15 +246,15 @@ def step(
             and obs.t > deadline
         )
         if stale:
-            s = replace(s, stale_delivery=s.stale_delivery | {obs.key})
+            s = s._replace(stale_delivery=s.stale_delivery | {obs.key})
         elif obs.key in s.stale_delivery:
-            s = replace(s, stale_delivery=s.stale_delivery - {obs.key})
+            s = s._replace(stale_delivery=s.stale_delivery - {obs.key})
     elif isinstance(obs, DeclaredDead) or (
         isinstance(obs, Cancelled) and _get(s.stream_of, obs.key) is not None
     ):
         # A cancellation for a request never delivered references nothing the client
         # knows (the specification lets receivers ignore it), so it kills nothing.
-        s = replace(s, dead=s.dead | {obs.key})
+        s = s._replace(dead=s.dead | {obs.key})
     elif isinstance(obs, Rejected):
         if obs.session:
             s = _session_gone(s)
@@ -266,19 +266,18 @@ def step(
             # resumed; the GET stream carries other requests and stays resumable.
             stream = _get(s.stream_of, obs.key)
             ends = {stream} if stream is not None and stream in s.begun else set()
-            s = replace(s, dead=s.dead | {obs.key}, no_resume=s.no_resume | ends)
+            s = s._replace(dead=s.dead | {obs.key}, no_resume=s.no_resume | ends)
     elif isinstance(obs, SessionGone):
         s = _session_gone(s)
     elif isinstance(obs, EventSeen):
         if (obs.stream, obs.event_id) not in s.seen:
-            s = replace(
-                s,
+            s = s._replace(
                 seen=s.seen | {(obs.stream, obs.event_id)},
                 newest=_put(s.newest, obs.stream, obs.event_id),
                 stalls=_put(s.stalls, obs.stream, 0),
             )
     elif isinstance(obs, Answered):
-        s = replace(s, answers=_put(s.answers, obs.key, _answer_id(obs.answer)))
+        s = s._replace(answers=_put(s.answers, obs.key, _answer_id(obs.answer)))
     elif isinstance(obs, Presented):
         if obs.key in s.dead or s.session_gone:
             bad.append(Violation("P1", f"{obs.key!r} presented after the client knew it dead"))
@@ -293,8 +292,7 @@ def step(
                 )
             )
         if obs.key not in s.presented:
-            s = replace(
-                s,
+            s = s._replace(
                 presented=s.presented | {obs.key},
                 deadlines=_put(s.deadlines, obs.key, obs.t + budgets.ttl),
             )
@@ -312,7 +310,7 @@ def step(
                 bad.append(Violation("L1", f"{obs.key!r} submitted {count} times"))
             # Counters saturate one past the budget: a looping client's states stay finite.
             count = min(count, budgets.max_submissions + 1)
-            s = replace(s, submissions=_put(s.submissions, obs.key, count))
+            s = s._replace(submissions=_put(s.submissions, obs.key, count))
     elif isinstance(obs, Resumed):
         if obs.stream in s.no_resume or s.session_gone:
             bad.append(Violation("P3", f"{obs.stream} resumed after a terminal rejection"))
@@ -328,15 +326,15 @@ def step(
             if stalls > budgets.max_resumes_without_progress:
                 bad.append(Violation("L1", f"{obs.stream} resumed {stalls} times without progress"))
             stalls = min(stalls, budgets.max_resumes_without_progress + 1)
-            s = replace(s, stalls=_put(s.stalls, obs.stream, stalls))
+            s = s._replace(stalls=_put(s.stalls, obs.stream, stalls))
     elif isinstance(obs, Began):
-        s = replace(s, begun=s.begun | {obs.interaction})
+        s = s._replace(begun=s.begun | {obs.interaction})
     elif isinstance(obs, Ended):
         if obs.interaction in s.ended:
             bad.append(Violation("P5", f"{obs.interaction} ended twice"))
-        s = replace(s, ended=s.ended | {obs.interaction}, begun=s.begun | {obs.interaction})
+        s = s._replace(ended=s.ended | {obs.interaction}, begun=s.begun | {obs.interaction})
     if bad:
-        s = replace(s, violated=s.violated | {v.name for v in bad})
+        s = s._replace(violated=s.violated | {v.name for v in bad})
     return s, tuple(bad)
 
 
@@ -348,7 +346,7 @@ def newest_event(state: MonitorState, stream: str) -> str | None:
 
 def _session_gone(s: MonitorState) -> MonitorState:
     streams = {stream for _, stream in s.stream_of} | {stream for stream, _ in s.newest}
-    return replace(s, session_gone=True, no_resume=s.no_resume | streams)
+    return s._replace(session_gone=True, no_resume=s.no_resume | streams)
 
 
 def unfinished(state: MonitorState) -> tuple[Violation, ...]:
