@@ -9,6 +9,12 @@ Tarjan finds the cyclic strongly connected components (size > 1, or a self-loop)
 lasso goes to the cyclic state of least discovery index (least depth, deterministic ties), then
 round the shortest cycle through it inside its component.
 
+While it searches, the engine moves what it has discovered out of the cyclic garbage
+collector's view every few thousand states (``gc.freeze``; undone when the search ends): the
+graph only grows, so scanning it again and again was up to a third of the run. Collection of
+young objects goes on as usual. It is skipped when the process already uses ``gc.freeze``
+or has the collector disabled.
+
 Everything is deterministic given a deterministic model: same counts, same counterexamples.
 Limits: the whole graph is held in memory (a few dozen bytes per state and 4 per edge, plus the
 states themselves); states outside the model's boundary and states at ``max_depth`` are not
@@ -17,6 +23,7 @@ expanded, so they are part of no cycle and never judged deadlocked.
 
 from __future__ import annotations
 
+import gc
 from array import array
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +47,7 @@ S = TypeVar("S", bound=Hashable)
 A = TypeVar("A")
 
 _PROGRESS_EVERY = 256  # expanded states between two looks at the clock
+_FREEZE_EVERY = 1024  # expanded states between two moves of the heap out of the gc's view
 
 
 class ModelError(Exception):
@@ -57,6 +65,19 @@ class ModelError(Exception):
             return str(self)
         where = f" applying {self.action!r}" if self.action is not None else ""
         return f"{self}\n  raised{where} in the state reached by:\n{self.path.format_text('  ')}"
+
+
+@contextmanager
+def _growing_heap() -> Iterator[Callable[[], None]]:
+    """Yield a function that hides every object alive now from the cyclic collector; all are
+    visible again on exit. A no-op if the process froze objects itself or disabled the gc."""
+    if gc.get_freeze_count() or not gc.isenabled():
+        yield lambda: None
+        return
+    try:
+        yield gc.freeze
+    finally:
+        gc.unfreeze()
 
 
 @contextmanager
@@ -147,6 +168,12 @@ class Checker(Generic[S, A]):
         """BFS filling the graph; records in ``found[slot]`` the first state index that
         violates (always, deadlock) or satisfies (sometimes) each property.
         Returns (complete, depth of the deepest discovered state, fired transition labels)."""
+        with _growing_heap() as settle:
+            return self._explore(found, start, settle)
+
+    def _explore(
+        self, found: list[int | None], start: float, settle: Callable[[], None]
+    ) -> tuple[bool, int, set[str]]:
         states, parent, via, offsets, edges = (
             self.states,
             self.parent,
@@ -237,6 +264,8 @@ class Checker(Generic[S, A]):
                         if found[slot] is None:
                             found[slot] = head
                 head += 1
+                if head % _FREEZE_EVERY == 0:
+                    settle()
                 if progress is not None and head % _PROGRESS_EVERY == 0:
                     now = perf_counter()
                     if now >= next_look:
