@@ -85,14 +85,13 @@ class Bounds:
 
 
 class Agent:
-    """The client's state and the monitor's state together: what a :class:`WorldState`
-    holds of the client side. Compared by value; hashed once, at creation.
+    """The client side of a world state: the client policy's state and the monitor's.
 
-    A :class:`World` interns its agents (one object per distinct pair) and keeps, on each,
-    the memo of its transitions: the client policy and the monitor are pure, so the
-    reaction to an input at a clock value is computed once per distinct agent, however
-    many world states share it. Equality by value keeps states from different worlds (or
-    unpickled ones) correct; interning only makes it fast.
+    Compared by value, hashed once at creation. A :class:`World` interns its agents (one
+    object per distinct pair) and keeps on each the memo of its reactions: the policy and
+    the monitor are pure, so the reaction to an input at a clock value is computed once per
+    distinct agent, however many world states share it. Equality by value keeps states from
+    different worlds, or unpickled ones, correct; interning only makes it fast.
     """
 
     __slots__ = ("_hash", "client", "monitor", "reactions")
@@ -130,23 +129,130 @@ class Reaction(NamedTuple):
     fired: tuple[str, ...]
 
 
-class WorldState(NamedTuple):
-    """One global state: server, network, user, pending client work, and the client side
-    (:class:`Agent`: the client policy's state and the monitor's)."""
+ENV_FIELDS = (
+    "log",
+    "server",
+    "conn",
+    "cuts",
+    "faults",
+    "reaped",
+    "t",
+    "prompts",
+    "user_done",
+    "timer",
+    "resume",
+    "posts",
+    "ended",
+)
+"""The environment's fields, in the order of :attr:`Env.values`."""
 
-    log: tuple[tuple[str, int], ...]  # ("prime"|"req"|"cancel"|"resp", request)
-    server: tuple[str, ...]  # per sent request: "pending" | "answered" | "dead"
-    conn: int | None  # next log index to deliver, None when disconnected
+# Field positions: an environment step copies the values into a list, edits it, and
+# builds the next environment once.
+(LOG, SERVER, CONN, CUTS, FAULTS, REAPED, T, PROMPTS, USER_DONE, TIMER, RESUME, POSTS, ENDED) = (
+    range(len(ENV_FIELDS))
+)
+
+
+class Env:
+    """The environment's part of a world state: server, network, user, and the client's
+    pending work (timer, resume GET, answer POSTs).
+
+    Compared by value, hashed once at creation. A :class:`World` interns its environments
+    and keeps on each what it computed there: the enabled moves, each move's effect, and
+    the effect of each batch of client operations. A world state is a pair (environment,
+    agent) and most of a step is two dictionary lookups.
+    """
+
+    __slots__ = (
+        "_after",
+        "_hash",
+        "_moves",
+        "_steps",
+        "conn",
+        "cuts",
+        "ended",
+        "faults",
+        "log",
+        "posts",
+        "prompts",
+        "reaped",
+        "resume",
+        "server",
+        "t",
+        "timer",
+        "user_done",
+        "values",
+    )
+
+    log: tuple[tuple[str, int], ...]
+    """The server's replay buffer: ("prime"|"req"|"cancel"|"resp", request) per event."""
+    server: tuple[str, ...]
+    """Per sent request: "pending" | "answered" | "dead"."""
+    conn: int | None
+    """The next log index to deliver; None when disconnected."""
     cuts: int
+    """Connection cuts (and failed resumes) left."""
     faults: int
+    """Answer POST transport failures left."""
     reaped: bool
+    """The server has reaped the session."""
     t: float
-    prompts: frozenset[int]  # presented and not yet answered/withdrawn (user-visible)
-    user_done: frozenset[int]  # requests the user answered at least once
+    """The clock: 0.0, or 1.0 once it passed every recorded deadline."""
+    prompts: frozenset[int]
+    """Requests presented and not yet answered or withdrawn (user-visible)."""
+    user_done: frozenset[int]
+    """Requests the user answered at least once."""
     timer: bool
-    resume: int | None  # cursor index of the resume GET in flight
-    posts: frozenset[int]  # answer POSTs in flight
+    """A backoff timer is running."""
+    resume: int | None
+    """The cursor (log index) of the resume GET in flight."""
+    posts: frozenset[int]
+    """Answer POSTs in flight."""
     ended: bool
+    """The client ended the interaction."""
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        (
+            self.log,
+            self.server,
+            self.conn,
+            self.cuts,
+            self.faults,
+            self.reaped,
+            self.t,
+            self.prompts,
+            self.user_done,
+            self.timer,
+            self.resume,
+            self.posts,
+            self.ended,
+        ) = values
+        self.values = values
+        self._hash = hash(values)
+        self._moves: tuple[Move, ...] | None = None
+        self._steps: dict[Move, tuple[Env, Input | None]] = {}
+        self._after: dict[tuple[Output, ...], Env] = {}
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, Env) and self._hash == other._hash and self.values == other.values
+        )
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={v!r}" for f, v in zip(ENV_FIELDS, self.values, strict=True))
+        return f"Env({fields})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Env, (self.values,))
+
+
+class WorldState(NamedTuple):
+    """One global state: the environment and the client side."""
+
+    env: Env
     agent: Agent
 
     @property
@@ -160,29 +266,10 @@ class WorldState(NamedTuple):
         return self.agent.monitor
 
 
-# Field positions: a step copies the state into a list, edits it, and builds the successor
-# once (a NamedTuple ``_replace`` per edited field would dominate the checker's time).
-(
-    LOG,
-    SERVER,
-    CONN,
-    CUTS,
-    FAULTS,
-    REAPED,
-    T,
-    PROMPTS,
-    USER_DONE,
-    TIMER,
-    RESUME,
-    POSTS,
-    ENDED,
-    AGENT,
-) = range(len(WorldState._fields))
-_make = WorldState._make
+_new_state = tuple.__new__  # WorldState(env, agent) without the Python-level __new__
 
 
-@dataclass(frozen=True, slots=True)
-class Move:
+class Move(NamedTuple):
     """An environment step; ``str(move)`` names it in counterexamples."""
 
     name: str
@@ -206,7 +293,8 @@ def key(r: int) -> tuple[str, int]:
 class World(BaseModel[WorldState, Move], Generic[C]):
     """The closed system ``policy`` x environment within ``bounds``.
 
-    Not thread-safe: the memo of agent reactions is shared by every state of the world.
+    A world memoises what it computes (on its interned :class:`Env` and :class:`Agent`
+    objects), so checking it twice is cheaper the second time, and it is not thread-safe.
     """
 
     def __init__(
@@ -224,26 +312,15 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         self.expected_violations = tuple(expect)
         self.budgets = P.Budgets(ttl=bounds.ttl, counters=False)
         self._agents: dict[tuple[Any, P.MonitorState], Agent] = {}
+        self._envs: dict[tuple[Any, ...], Env] = {}
         self._fired: tuple[str, ...] = ()
         self._policy_fired: Any = getattr(policy, "fired", None)
-        requests = range(bounds.requests)
-        self._moves = {
-            name: [Move(name, r) for r in requests]
-            for name in (
-                "server sends elicitation",
-                "deadline fires",
-                "answer POST",
-                "answer POST fails",
-                "user answers",
-            )
-        }
-        self._deliver: list[Move] = []
         self._step: dict[str, Any] = {
             "server sends elicitation": self._send,
             "deadline fires": self._deadline,
-            "deliver": self._deliver_event,
-            "cut clean": self._cut,
-            "cut abrupt": self._cut,
+            "deliver": self._deliver,
+            "cut clean": self._cut_clean,
+            "cut abrupt": self._cut_abrupt,
             "backoff elapses": self._backoff,
             "resume answered": self._resume_answered,
             "resume fails": self._resume_fails,
@@ -262,72 +339,57 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     def init_states(self) -> Sequence[WorldState]:
         monitor, _ = P.step(P.MonitorState(), P.Began(STREAM), self.budgets)
-        return [
-            WorldState(
-                log=(("prime", -1),),
-                server=(),
-                conn=0,
-                cuts=self.bounds.cuts,
-                faults=self.bounds.post_faults,
-                reaped=False,
-                t=0.0,
-                prompts=frozenset(),
-                user_done=frozenset(),
-                timer=False,
-                resume=None,
-                posts=frozenset(),
-                ended=False,
-                agent=self._intern(self.policy.init(), monitor),
-            )
-        ]
+        b, empty = self.bounds, frozenset[int]()
+        start: dict[str, Any] = {
+            "log": (("prime", -1),),
+            "server": (),
+            "conn": 0,
+            "cuts": b.cuts,
+            "faults": b.post_faults,
+            "reaped": False,
+            "t": 0.0,
+            "prompts": empty,
+            "user_done": empty,
+            "timer": False,
+            "resume": None,
+            "posts": empty,
+            "ended": False,
+        }
+        env = self._env([start[f] for f in ENV_FIELDS])
+        return [WorldState(env, self._intern(self.policy.init(), monitor))]
 
     def actions(self, s: WorldState) -> Iterable[Move]:
-        b = self.bounds
-        reaped = s.reaped
-        if reaped and s.ended:
-            return []
-        moves: list[Move] = []
-        server = s.server
-        if not reaped:
-            if len(server) < b.requests:
-                moves.append(self._moves["server sends elicitation"][len(server)])
-            deadline = self._moves["deadline fires"]
-            moves += [deadline[r] for r, st in enumerate(server) if st == "pending"]
-        conn = s.conn
-        if conn is not None:
-            if conn < len(s.log):
-                moves.append(self._deliver_move(conn))
-            if s.cuts > 0:
-                moves += _CUTS
-        if s.timer:
-            moves.append(_BACKOFF)
-        if s.resume is not None:
-            moves.append(_RESUME_ANSWERED)
-            if s.cuts > 0 and not reaped:
-                moves.append(_RESUME_FAILS)
-        if s.posts:
-            post, fails = self._moves["answer POST"], self._moves["answer POST fails"]
-            can_fail = s.faults > 0 and not reaped
-            for r in sorted(s.posts):
-                moves.append(post[r])
-                if can_fail:
-                    moves.append(fails[r])
-        if s.prompts and b.user == "answers":
-            answers = self._moves["user answers"]
-            moves += [answers[r] for r in sorted(s.prompts)]
-        if b.clock and s.t == 0.0:
-            moves.append(_CLOCK)
-        if b.reaper and not reaped:
-            moves.append(_REAP)
+        env = s.env
+        moves = env._moves
+        if moves is None:
+            moves = env._moves = self._enabled(env)
         return moves
 
     def next_state(self, s: WorldState, m: Move) -> WorldState | None:
-        step = self._step.get(m.name)
+        env, agent = s
+        step = env._steps.get(m)
         if step is None:
-            return None
-        w = list(s)
-        step(w, m)
-        return _make(w)
+            edit = self._step.get(m.name)
+            if edit is None:
+                return None
+            w = list(env.values)
+            inp = edit(w, m.arg)
+            step = env._steps[m] = (self._env(w), inp)
+        mid, inp = step
+        if inp is None:
+            self._fired = ()
+            return _new_state(WorldState, (mid, agent))
+        reaction = agent.reactions.get((mid.t, inp))
+        if reaction is None:
+            reaction = agent.reactions[(mid.t, inp)] = self._react(agent, mid.t, inp)
+        self._fired = reaction.fired
+        outputs = reaction.outputs
+        if outputs:
+            after = mid._after.get(outputs)
+            if after is None:
+                after = mid._after[outputs] = self._perform(mid, outputs)
+            mid = after
+        return _new_state(WorldState, (mid, reaction.agent))
 
     def properties(self) -> Sequence[Property[WorldState]]:
         props: list[Property[WorldState]] = [
@@ -359,7 +421,9 @@ class World(BaseModel[WorldState, Move], Generic[C]):
                     Property.sometimes(
                         "completed",
                         lambda s: (
-                            s.ended and not s.reaped and any(x == "answered" for x in s.server)
+                            s.env.ended
+                            and not s.env.reaped
+                            and any(x == "answered" for x in s.env.server)
                         ),
                         "the interaction can complete with an answer",
                     )
@@ -367,7 +431,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             ),
             Property.sometimes(
                 "cut-and-resumed",
-                lambda s: s.cuts < self.bounds.cuts and s.conn is not None,
+                lambda s: s.env.cuts < self.bounds.cuts and s.env.conn is not None,
                 "a cut stream is resumed",
             ),
         ]
@@ -385,64 +449,107 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     def is_terminal(self, s: WorldState) -> bool:
         """An ended interaction may rest; any other quiescent state is P5-quiescent's
         counterexample (the checker's deadlock check, at no extra cost per state)."""
-        return s.ended
+        return s.env.ended
 
     def format_state(self, s: WorldState) -> str:
-        log = " ".join(f"{k}{'' if r < 0 else r}" for k, r in s.log)
+        e = s.env
+        log = " ".join(f"{k}{'' if r < 0 else r}" for k, r in e.log)
         return (
-            f"server=[{log}] reqs={list(s.server)} conn={s.conn} prompts={sorted(s.prompts)}"
-            f" posts={sorted(s.posts)} t={s.t} ended={s.ended}"
+            f"server=[{log}] reqs={list(e.server)} conn={e.conn} prompts={sorted(e.prompts)}"
+            f" posts={sorted(e.posts)} t={e.t} ended={e.ended}"
         )
 
-    # ------------------------------------------------------------ environment steps
-    # Each edits ``w``, a list copy of the state (see the field positions above).
+    # ------------------------------------------------------------ the environment
 
-    def _deliver_move(self, index: int) -> Move:
-        deliver = self._deliver
-        while len(deliver) <= index:
-            deliver.append(Move("deliver", len(deliver)))
-        return deliver[index]
+    def _env(self, values: list[Any]) -> Env:
+        key = tuple(values)
+        env = self._envs.get(key)
+        if env is None:
+            env = self._envs[key] = Env(key)
+        return env
 
-    def _send(self, w: list[Any], m: Move) -> None:
+    def _enabled(self, e: Env) -> tuple[Move, ...]:
+        """The moves enabled in ``e``, in a fixed order (computed once per environment)."""
+        b = self.bounds
+        if e.reaped and e.ended:
+            return ()
+        moves: list[Move] = []
+        if not e.reaped:
+            if len(e.server) < b.requests:
+                moves.append(Move("server sends elicitation", len(e.server)))
+            moves += [Move("deadline fires", r) for r, st in enumerate(e.server) if st == "pending"]
+        if e.conn is not None:
+            if e.conn < len(e.log):
+                moves.append(Move("deliver", e.conn))
+            if e.cuts > 0:
+                moves += [Move("cut clean"), Move("cut abrupt")]
+        if e.timer:
+            moves.append(Move("backoff elapses"))
+        if e.resume is not None:
+            moves.append(Move("resume answered"))
+            if e.cuts > 0 and not e.reaped:
+                moves.append(Move("resume fails"))
+        for r in sorted(e.posts):
+            moves.append(Move("answer POST", r))
+            if e.faults > 0 and not e.reaped:
+                moves.append(Move("answer POST fails", r))
+        if b.user == "answers":
+            moves += [Move("user answers", r) for r in sorted(e.prompts)]
+        if b.clock and e.t == 0.0:
+            moves.append(Move("clock passes deadlines"))
+        if b.reaper and not e.reaped:
+            moves.append(Move("server reaps session"))
+        return tuple(moves)
+
+    # Each move edits ``w``, a list of the environment's values (positions above), and
+    # returns the input it tells the client, if any.
+
+    def _send(self, w: list[Any], r: int) -> Input | None:
         w[SERVER] = (*w[SERVER], "pending")
-        w[LOG] = (*w[LOG], ("req", m.arg))
+        w[LOG] = (*w[LOG], ("req", r))
+        return None
 
-    def _deadline(self, w: list[Any], m: Move) -> None:
-        w[SERVER] = _set(w[SERVER], m.arg, "dead")
+    def _deadline(self, w: list[Any], r: int) -> Input | None:
+        w[SERVER] = _set(w[SERVER], r, "dead")
         if self.bounds.deadline == "cancel":
-            w[LOG] = (*w[LOG], ("cancel", m.arg))
+            w[LOG] = (*w[LOG], ("cancel", r))
         self._maybe_complete(w)
+        return None
 
-    def _deliver_event(self, w: list[Any], m: Move) -> None:
-        kind, r = w[LOG][m.arg]
-        w[CONN] = m.arg + 1
-        self._feed(w, ("event", m.arg, kind, r))
+    def _deliver(self, w: list[Any], index: int) -> Input:
+        kind, r = w[LOG][index]
+        w[CONN] = index + 1
+        return ("event", index, kind, r)
 
-    def _cut(self, w: list[Any], m: Move) -> None:
+    def _cut_clean(self, w: list[Any], _: None) -> Input:
+        return self._cut(w, clean=True)
+
+    def _cut_abrupt(self, w: list[Any], _: None) -> Input:
+        return self._cut(w, clean=False)
+
+    def _cut(self, w: list[Any], *, clean: bool) -> Input:
         w[CONN] = None
         w[CUTS] -= 1
-        self._feed(w, _CUT_INPUT[m is _CUTS[0]])
+        return ("cut", clean)
 
-    def _backoff(self, w: list[Any], m: Move) -> None:
+    def _backoff(self, w: list[Any], _: None) -> Input:
         w[TIMER] = False
-        self._feed(w, ("timer",))
+        return ("timer",)
 
-    def _resume_answered(self, w: list[Any], m: Move) -> None:
+    def _resume_answered(self, w: list[Any], _: None) -> Input:
         if w[REAPED]:
             w[RESUME] = None
-            self._feed(w, ("resume_404",))
-            return
+            return ("resume_404",)
         w[CONN] = (w[RESUME] or 0) + (1 if self.bounds.replay == "after" else 0)
         w[RESUME] = None
-        self._feed(w, ("resumed",))
+        return ("resumed",)
 
-    def _resume_fails(self, w: list[Any], m: Move) -> None:
+    def _resume_fails(self, w: list[Any], _: None) -> Input:
         w[RESUME] = None
         w[CUTS] -= 1
-        self._feed(w, _CUT_INPUT[False])
+        return ("cut", False)
 
-    def _post(self, w: list[Any], m: Move) -> None:
-        r = m.arg
+    def _post(self, w: list[Any], r: int) -> Input:
         w[POSTS] = w[POSTS] - {r}
         if w[REAPED]:
             outcome: str = "404"
@@ -454,28 +561,27 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             outcome = "202"
         else:
             outcome = self.bounds.unknown_answer
-        self._feed(w, ("outcome", r, outcome))
+        return ("outcome", r, outcome)
 
-    def _post_fails(self, w: list[Any], m: Move) -> None:
-        w[POSTS] = w[POSTS] - {m.arg}
+    def _post_fails(self, w: list[Any], r: int) -> Input:
+        w[POSTS] = w[POSTS] - {r}
         w[FAULTS] -= 1
-        self._feed(w, ("outcome", m.arg, "neterr"))
+        return ("outcome", r, "neterr")
 
-    def _user_answers(self, w: list[Any], m: Move) -> None:
-        w[PROMPTS] = w[PROMPTS] - {m.arg}
-        w[USER_DONE] = w[USER_DONE] | {m.arg}
-        self._feed(w, ("answer", m.arg))
+    def _user_answers(self, w: list[Any], r: int) -> Input:
+        w[PROMPTS] = w[PROMPTS] - {r}
+        w[USER_DONE] = w[USER_DONE] | {r}
+        return ("answer", r)
 
-    def _clock(self, w: list[Any], m: Move) -> None:
+    def _clock(self, w: list[Any], _: None) -> Input:
         w[T] = 1.0
-        self._feed(w, ("tick",))
+        return ("tick",)
 
-    def _reap(self, w: list[Any], m: Move) -> None:  # the server also ends the open stream
+    def _reap(self, w: list[Any], _: None) -> Input | None:  # the server ends the stream too
         was_open = w[CONN] is not None
         w[REAPED] = True
         w[CONN] = None
-        if was_open:
-            self._feed(w, _CUT_INPUT[True])
+        return ("cut", True) if was_open else None
 
     def _maybe_complete(self, w: list[Any]) -> None:
         server = w[SERVER]
@@ -485,18 +591,11 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if done and ("resp", -1) not in w[LOG]:
             w[LOG] = (*w[LOG], ("resp", -1))
 
-    # ------------------------------------------------------------ the client side
-
-    def _feed(self, w: list[Any], inp: Input) -> None:
-        """Tell the client ``inp``; perform the operations it answers with."""
-        agent: Agent = w[AGENT]
-        t = w[T]
-        reaction = agent.reactions.get((t, inp))
-        if reaction is None:
-            reaction = agent.reactions[(t, inp)] = self._react(agent, t, inp)
-        w[AGENT] = reaction.agent
-        self._fired = reaction.fired
-        for out in reaction.outputs:
+    def _perform(self, e: Env, outputs: tuple[Output, ...]) -> Env:
+        """The environment after the client's operations: prompts shown or withdrawn,
+        answers POSTed, a backoff timer, a resume GET, the end of the interaction."""
+        w = list(e.values)
+        for out in outputs:
             op = out[0]
             if op == "present":
                 w[PROMPTS] = w[PROMPTS] | {out[1]}
@@ -510,9 +609,12 @@ class World(BaseModel[WorldState, Move], Generic[C]):
                 w[RESUME], w[CONN] = out[1], None
             elif op == "end":
                 w[ENDED], w[CONN], w[TIMER], w[RESUME] = True, None, False, None
+        return self._env(w)
+
+    # ------------------------------------------------------------ the client side
 
     def _react(self, agent: Agent, t: float, inp: Input) -> Reaction:
-        """The client side's reaction to ``inp`` at time ``t`` (pure; memoised by _feed):
+        """The client side's reaction to ``inp`` at time ``t`` (pure; memoised per agent):
         the monitor observes what the client is told, the policy steps, the monitor
         observes what the client does."""
         monitor = agent.monitor
@@ -556,15 +658,6 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if agent is None:
             agent = self._agents[(client, monitor)] = Agent(client, monitor)
         return agent
-
-
-_CUTS = (Move("cut clean"), Move("cut abrupt"))
-_CUT_INPUT: dict[bool, Input] = {True: ("cut", True), False: ("cut", False)}
-_BACKOFF = Move("backoff elapses")
-_RESUME_ANSWERED = Move("resume answered")
-_RESUME_FAILS = Move("resume fails")
-_CLOCK = Move("clock passes deadlines")
-_REAP = Move("server reaps session")
 
 
 def transition_label(machine: str, source: str, trigger: str, dest: str) -> str:

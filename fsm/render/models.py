@@ -112,18 +112,19 @@ def guard_view(state: Any) -> tuple[str, str]:
 
 def client_view(state: Any) -> tuple[str, str]:
     """What any client's world shows: the server's request, connection, prompt, POST."""
-    server = state.server[0] if state.server else "unsent"
-    if state.ended:
+    env = state.env
+    server = env.server[0] if env.server else "unsent"
+    if env.ended:
         return server, f"server {server}\nended"
     conn = (
         "connected"
-        if state.conn is not None
-        else ("resuming" if state.resume is not None else "disconnected")
+        if env.conn is not None
+        else ("resuming" if env.resume is not None else "disconnected")
     )
     parts = [f"server {server}", conn]
-    if state.prompts:
+    if env.prompts:
         parts.append("prompt shown")
-    if state.posts:
+    if env.posts:
         parts.append("answer in flight")
     return server, "\n".join(parts)
 
