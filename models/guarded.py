@@ -79,17 +79,24 @@ class GuardPolicy:
         self._fired: list[str] = []
         self._last_fired: tuple[str, ...] = ()
         self._memo: dict[tuple[Any, Input], tuple[Any, tuple[Output, ...], tuple[str, ...]]] = {}
+        self._labels: dict[tuple[str, str, str, str], str] = {}
+        self._events: dict[Input, ev.Event] = {}
         self._guard = Guard(
             clock=lambda: self._t,
             config=config,
             engine="tables",
-            on_fire=lambda m, src, trig, dst: self._fired.append(
-                transition_label(m, src, trig, dst)
-            ),
+            on_fire=self._on_fire,
         )
         self._guard.feed(ev.SessionStarted("s"))
         self._guard.feed(ev.StreamOpened(STREAM, origin=ORIGIN))
         self._init = (0.0, self._guard.snapshot())
+
+    def _on_fire(self, machine: str, source: str, trigger: str, dest: str) -> None:
+        transition = (machine, source, trigger, dest)
+        label = self._labels.get(transition)
+        if label is None:
+            label = self._labels[transition] = transition_label(*transition)
+        self._fired.append(label)
 
     def init(self) -> tuple[float, Any]:
         return self._init
@@ -119,7 +126,10 @@ class GuardPolicy:
             guard = self._guard
             guard.restore(snap)
             self._fired.clear()
-            actions = guard.feed(_event(inp))
+            event = self._events.get(inp)
+            if event is None:  # events are immutable values: build each once
+                event = self._events[inp] = _event(inp)
+            actions = guard.feed(event)
             outputs = tuple(o for a in actions for o in _outputs(a))
             memo = self._memo[(state, inp)] = ((t, guard.snapshot()), outputs, tuple(self._fired))
         self._last_fired = memo[2]
