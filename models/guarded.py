@@ -135,6 +135,7 @@ class GuardPolicy:
         self._last_fired = memo[2]
         return memo[0], memo[1]
 
+
 def _event(inp: Input) -> ev.Event:
     kind = inp[0]
     if kind == "event":
@@ -177,9 +178,12 @@ POLICY = GuardPolicy(CONFIG)
 """The policy every shipped variant shares: its memo of guard steps serves them all."""
 
 
-def variants(requests: int = REQUESTS, only: set[str] | None = None) -> list[World[Any]]:
+def variants(
+    requests: int = REQUESTS, only: set[str] | None = None, policy: GuardPolicy = POLICY
+) -> list[World[Any]]:
     """One model per environment variant (``only``: the variant names to keep, as in
-    ``"after,silent,rpc,answers"``); more than one request shows as ``xN`` in the name."""
+    ``"after,silent,rpc,answers"``); more than one request shows as ``xN`` in the name.
+    ``policy``: a fresh ``GuardPolicy(CONFIG)`` measures a run with nothing memoised."""
     worlds: list[World[Any]] = []
     for replay, deadline, unknown, user, reaper in itertools.product(
         ("after", "inclusive"),
@@ -204,7 +208,7 @@ def variants(requests: int = REQUESTS, only: set[str] | None = None) -> list[Wor
         if only is not None and variant not in only:
             continue
         name = f"guarded[{variant}]" + (f" x{requests}" if requests > 1 else "")
-        worlds.append(World(POLICY, bounds, name=name))
+        worlds.append(World(policy, bounds, name=name))
     return worlds
 
 
