@@ -1,0 +1,102 @@
+"""The closed world's representation: interned environments and agents, memoised steps.
+
+Interning and memoisation are optimisations only: states compare by value across worlds
+and pickling, a second check of the same world explores exactly what the first did, and
+an edge that tells the client nothing fires no declared transition.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from fsm.checker import Checker, check
+from fsm.world import Agent, Env, Move, World, WorldState
+from models.guarded import CONFIG, GuardPolicy, variants
+from models.seed_incident import MODEL as SEED
+
+VARIANT = {"after,cancel,rpc,answers"}
+
+
+def _world() -> World[Any]:
+    return variants(1, VARIANT, GuardPolicy(CONFIG))[0]
+
+
+def _walk(world: World[Any], steps: int) -> list[WorldState]:
+    """A deterministic walk: the last enabled move each time."""
+    state = world.init_states()[0]
+    seen = [state]
+    for _ in range(steps):
+        moves = list(world.actions(state))
+        if not moves:
+            break
+        nxt = world.next_state(state, moves[-1])
+        assert nxt is not None
+        state = nxt
+        seen.append(state)
+    return seen
+
+
+def test_states_of_two_worlds_compare_and_hash_by_value() -> None:
+    a, b = _walk(_world(), 12), _walk(_world(), 12)
+    assert a == b
+    assert [hash(s) for s in a] == [hash(s) for s in b]
+    assert all(x.env is not y.env for x, y in zip(a[1:], b[1:], strict=True))  # not shared
+
+
+def test_a_state_survives_pickling() -> None:
+    state = _walk(_world(), 12)[-1]
+    copy = pickle.loads(pickle.dumps(state))
+    assert copy == state and hash(copy) == hash(state)
+    assert isinstance(copy.env, Env) and isinstance(copy.agent, Agent)
+    assert copy.monitor == state.monitor and copy.client == state.client
+
+
+def test_env_and_agent_differ_when_a_field_does() -> None:
+    state = _walk(_world(), 6)[-1]
+    env = state.env
+    other = Env((*env.values[:-1], not env.ended))
+    assert other != env and Env(env.values) == env
+    assert Agent(state.client, state.monitor) == state.agent
+    assert Agent(state.client, type(state.monitor)()) != state.agent
+
+
+def test_a_second_check_of_the_same_world_explores_the_same_graph() -> None:
+    world = _world()
+    first, second = Checker(world), Checker(world)
+    r1, r2 = first.run(), second.run()
+    assert (r1.states, r1.transitions, r1.depth) == (r2.states, r2.transitions, r2.depth)
+    assert first.states == second.states
+    assert list(first.edges) == list(second.edges)
+    assert r1.coverage == r2.coverage
+
+
+def test_seed_counterexamples_are_identical_on_a_second_check() -> None:
+    r1, r2 = check(SEED), check(SEED)
+    for name in ("P1", "P2", "L1"):
+        p1, p2 = r1.result(name).path, r2.result(name).path
+        assert p1 is not None and p2 is not None
+        assert [s.action for s in p1.steps] == [s.action for s in p2.steps]
+
+
+def test_an_edge_that_tells_the_client_nothing_fires_nothing() -> None:
+    world = _world()
+    state = world.init_states()[0]
+    cut = Move("cut abrupt")
+    after = world.next_state(state, cut)
+    assert after is not None
+    assert any("transport" in label for label in world.fired_transitions(state, cut, after))
+    send = Move("server sends elicitation", 0)
+    sent = world.next_state(after, send)
+    assert sent is not None
+    assert tuple(world.fired_transitions(after, send, sent)) == ()
+
+
+def test_an_unknown_move_has_no_successor() -> None:
+    world = _world()
+    assert world.next_state(world.init_states()[0], Move("server explodes")) is None
+
+
+def test_moves_are_values_named_for_counterexamples() -> None:
+    assert Move("deliver", 3) == Move("deliver", 3)
+    assert str(Move("deliver", 3)) == "deliver 3" and str(Move("cut clean")) == "cut clean"
