@@ -36,7 +36,7 @@ decisions, each computed once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
@@ -321,6 +321,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         self.budgets = P.Budgets(ttl=bounds.ttl, counters=False)
         self._agents: dict[tuple[Any, P.MonitorState], Agent] = {}
         self._envs: dict[tuple[Any, ...], Env] = {}
+        self._monitor_steps: dict[Hashable, P.MonitorState] = {}
         self._fired: tuple[str, ...] = ()
         self._policy_fired: Any = getattr(policy, "fired", None)
         self._step: dict[str, Any] = {
@@ -658,8 +659,22 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             elif op == "end":
                 seen.append(P.Ended(STREAM, out[1]))
         for obs in seen:
-            monitor = P.step(monitor, obs, self.budgets)[0]
+            monitor = self._observe(monitor, obs)
         return Reaction(self._intern(client, monitor), outputs, fired)
+
+    def _observe(self, monitor: P.MonitorState, obs: P.Observation) -> P.MonitorState:
+        """One monitor step, memoised: far fewer monitor states than agents exist. The
+        observations that carry an answer dict are keyed by its items (world answers are
+        flat item tuples, hashable by the policy contract)."""
+        memo_key: Hashable = (
+            (monitor, type(obs), obs.key, tuple(sorted(obs.answer.items())))
+            if isinstance(obs, P.Answered | P.Submitted)
+            else (monitor, obs)
+        )
+        after = self._monitor_steps.get(memo_key)
+        if after is None:
+            after = self._monitor_steps[memo_key] = P.step(monitor, obs, self.budgets)[0]
+        return after
 
     def _intern(self, client: Any, monitor: P.MonitorState) -> Agent:
         agent = self._agents.get((client, monitor))
