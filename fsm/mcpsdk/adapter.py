@@ -309,30 +309,36 @@ class _Engine:
         if not sse.has_data or not sse.data:
             return self.feed(ev.SseEvent(stream, None, sse.event_id, sse.retry)), None
         method = _plain_notification(sse.data) if sse.retry is None else None
-        if method is not None and self.guard.stream_state(stream) == "open":
-            note = {"jsonrpc": "2.0", "method": method}
-            actions = self.guard.on_event(stream, sse.event_id, note)
-            if not actions and sse.event_id is not None:
-                self._pending_ids[stream] = sse.event_id
-            return actions, None
+        if method is not None:
+            hot = self.on_hot(stream, sse.event_id, {"jsonrpc": "2.0", "method": method})
+            if hot is not None:
+                return hot, None
         try:
             msg = json.loads(sse.data)
         except ValueError:
             msg = None
-        if (
-            sse.retry is None
-            and isinstance(msg, dict)
-            and "id" not in msg
-            and type(msg.get("method")) is str
-            and msg["method"] != CANCELLED
-            and self.guard.stream_state(stream) == "open"
-        ):
-            actions = self.guard.on_event(stream, sse.event_id, msg)
-            if not actions and sse.event_id is not None:
-                self._pending_ids[stream] = sse.event_id
-            return actions, msg
+        if sse.retry is None and _is_plain_notification(msg):
+            hot = self.on_hot(stream, sse.event_id, msg)
+            if hot is not None:
+                return hot, msg
         data: Any = msg if isinstance(msg, dict) else sse.data
         return self.feed(ev.SseEvent(stream, data, sse.event_id, sse.retry)), msg
+
+    def on_hot(
+        self, stream: str, event_id: str | None, note: Mapping[str, Any]
+    ) -> tuple[act.Action, ...] | None:
+        """Feed ``note``, a notification that passes :func:`_is_plain_notification` (or
+        stands for one: its ``jsonrpc`` and ``method`` suffice), on the guard's hot path
+        (:meth:`fsm.guard.Guard.on_event`, which then never falls back to an unobserved
+        ``feed``); returns its actions, or ``None`` (nothing fed) when ``stream`` is not
+        open: the caller then feeds the event as an observed ``SseEvent``. The event id
+        of an event with no actions is recorded coalesced (:meth:`flush`)."""
+        if self.guard.stream_state(stream) != "open":
+            return None
+        actions = self.guard.on_event(stream, event_id, note)
+        if not actions and event_id is not None:
+            self._pending_ids[stream] = event_id
+        return actions
 
     def perform(self, actions: tuple[act.Action, ...]) -> None:
         """Actions that concern more than the stream being read."""
@@ -437,8 +443,9 @@ def _plain_notification(data: str) -> str | None:
     without a JSON parse; ``None`` whenever in doubt (the caller then parses).
 
     Taken only for ``{"jsonrpc":"2.0","method":"<m>","params":{...}}`` (or without
-    params) with one ``"method"`` and one ``"jsonrpc"`` key, no ``"id"`` anywhere and
-    ``<m>`` neither escaped nor a cancellation: exactly the messages the guard's hot path
+    params) with one ``"method"``, one ``"jsonrpc"`` and at most one ``"params"`` key, no
+    ``"id"`` anywhere, no backslash anywhere (an escaped key such as ``"\\u0069d"`` would
+    hide from the checks) and ``<m>`` not a cancellation: only messages the guard's hot path
     (:meth:`fsm.guard.Guard.on_event`) lets through on fields it would read after a parse.
     Anything malformed is forwarded to the SDK either way.
     """
@@ -451,15 +458,34 @@ def _plain_notification(data: str) -> str | None:
     method = data[start:end]
     rest = data[end + 1 :]
     if (
-        "\\" in method
+        "\\" in data
         or method == CANCELLED
         or not (rest == "}" or rest.startswith(',"params":{'))
         or '"id"' in data
         or data.count('"method"') != 1
         or data.count('"jsonrpc"') != 1
+        or data.count('"params"') > 1
     ):
         return None
     return method
+
+
+def _is_plain_notification(msg: Any) -> bool:
+    """Whether a decoded message is a notification the guard's hot path takes as is
+    (:meth:`fsm.guard.Guard.on_event`): ``jsonrpc`` "2.0", no ``id``, a non-empty
+    ``method`` other than a cancellation, params (if any) a JSON object."""
+    if not isinstance(msg, dict) or "id" in msg or msg.get("jsonrpc") != "2.0":
+        return False
+    method = msg.get("method")
+    return (
+        type(method) is str
+        and bool(method)
+        and method != CANCELLED
+        and isinstance(msg.get("params", _NO_PARAMS), Mapping)
+    )
+
+
+_NO_PARAMS: Mapping[str, Any] = {}
 
 
 def _origin_of(stream: str) -> Any:

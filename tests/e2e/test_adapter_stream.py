@@ -1,0 +1,185 @@
+"""The guarded body's SSE handling, without a server: however the bytes are cut into
+chunks, the SDK gets the same events and the guard the same observations.
+
+A call stream mixing what the hot path reads without a parse (plain notifications) with
+everything it must leave to the parser (requests, a replayed duplicate, a cancellation,
+nested, non-ASCII or malformed params, an escaped key, comments, a ``retry:`` event, LF and CRLF
+line ends) is fed through :class:`fsm.mcpsdk.adapter._GuardedBody` one event per chunk,
+all in one chunk, one byte per chunk and in random cuts. What the SDK's own SSE parser
+reads from the output, the guard's observations and its requests must not depend on the
+cut; unchanged chunks must pass through as the very bytes received.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from fsm import events as ev
+from fsm import properties as P
+from fsm.guard import Guard
+from fsm.mcpsdk import adapter
+from fsm.observe import ObservedGuard
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+SESSION, STREAM, ORIGIN = "s1", "post:2", 2
+
+
+def _event(event_id: str | None, message: Any, crlf: bool = True) -> bytes:
+    nl = "\r\n" if crlf else "\n"
+    data = message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
+    head = f"id: {event_id}{nl}" if event_id is not None else ""
+    return f"{head}event: message{nl}data: {data}{nl}{nl}".encode()
+
+
+def _progress(n: int, **extra: Any) -> dict[str, Any]:
+    params = {"progressToken": ORIGIN, "progress": n, "total": 10, **extra}
+    return {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
+
+
+ELICIT = {
+    "jsonrpc": "2.0",
+    "id": 5,
+    "method": "elicitation/create",
+    "params": {"message": "Delete?", "requestedSchema": {"type": "object", "properties": {}}},
+}
+# a request whose id key is escaped: a notification to a reader that does not parse
+SNEAKY = (
+    '{"jsonrpc":"2.0","method":"elicitation/create",'
+    '"params":{"message":"Sneaky?","requestedSchema":{"type":"object","properties":{}}},'
+    '"\\u0069d":7}'
+)
+DUPLICATE = _event("e2", _progress(2), crlf=False)
+EVENTS: list[bytes] = [
+    _event("e1", _progress(1)),
+    b": keep-alive\r\n\r\n",
+    DUPLICATE,
+    _event("e3", ELICIT),
+    DUPLICATE,  # a replayed duplicate: rewritten to an empty event
+    _event("e4", {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": [1]}}),
+    _event("e5", _progress(3, message="café ☕")),
+    _event("e6", SNEAKY),
+    _event(None, _progress(4)),
+    _event("e7", {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"x": 1}}),
+    b"id: e8\r\nretry: 100\r\ndata: \r\n\r\n",
+    _event("e9", _progress(5)),
+    _event("e12", {"jsonrpc": "2.0", "method": "notifications/progress", "params": [1]}),
+    _event("e10", {"jsonrpc": "2.0", "id": ORIGIN, "result": {"content": []}}),
+    _event("e11", _progress(6)),  # after the origin's response: never reaches the SDK
+]
+WIRE = b"".join(EVENTS)
+
+
+class _Source(httpx2.AsyncByteStream):
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _Response:
+    """What the body reads of an ``httpx2.Response``: headers, stream, aclose."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.headers: dict[str, str] = {"content-type": "text/event-stream"}
+        self.stream = _Source(chunks)
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def _run(chunks: list[bytes]) -> tuple[list[bytes], ObservedGuard]:
+    assert b"".join(chunks) == WIRE
+    observed = ObservedGuard(Guard(clock=lambda: 0.0))
+    async with anyio.create_task_group() as tg:
+        engine = adapter._Engine(observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp")
+        engine.session = SESSION
+        engine.feed(ev.SessionStarted(SESSION))
+        engine.feed(ev.StreamOpened(STREAM, ORIGIN))
+        tee = adapter._Tee()
+        body = adapter._GuardedBody(engine, STREAM, ORIGIN, None, _Response(chunks), tee)  # type: ignore[arg-type]
+        out = [piece async for piece in body]
+        engine.flush()
+        engine.close()
+        tg.cancel_scope.cancel()
+    return out, observed
+
+
+def _sdk_reads(out: list[bytes]) -> list[tuple[str, str, str, int | None]]:
+    response = httpx2.Response(
+        200,
+        headers={"content-type": "text/event-stream"},
+        content=b"".join(out),
+        request=httpx2.Request("GET", "http://127.0.0.1:9/mcp"),
+    )
+    return [(s.event, s.data, s.id, s.retry) for s in httpx2.EventSource(response)]
+
+
+def _cuts(seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    chunks, pos = [], 0
+    while pos < len(WIRE):
+        size = rng.choice((1, 2, 3, 7, 40, 120, 400))
+        chunks.append(WIRE[pos : pos + size])
+        pos += size
+    return chunks
+
+
+async def test_unchanged_events_pass_through_as_received() -> None:
+    out, observed = await _run(EVENTS)
+    rewritten = adapter._sse_bytes("e2", "")
+    assert out[:-1] == [*EVENTS[:4], rewritten, *EVENTS[5:-2]]
+    # the event that ended the stream goes out as parsed (line ends normalised)
+    assert _sdk_reads(out[-1:]) == _sdk_reads(EVENTS[-2:-1])
+    assert observed.violations == []
+    # the escaped id was parsed: the guard tracks (and presented) request 7
+    assert observed.guard.state_of((SESSION, 7)) is not None
+    assert observed.guard.state_of((SESSION, 5)) is not None
+    assert observed.guard.stream_state(STREAM) == "done"
+    # a notification the guard's hot path refuses (params not an object) is still observed
+    assert P.EventSeen(STREAM, "e12") in [obs for obs, _ in observed.log]
+
+
+@pytest.mark.parametrize("cut", ["whole", "bytes", *(f"random-{i}" for i in range(12))])
+async def test_any_cut_gives_the_same_events_and_observations(cut: str) -> None:
+    reference, ref_guard = await _run(EVENTS)
+    if cut == "whole":
+        chunks = [WIRE]
+    elif cut == "bytes":
+        chunks = [WIRE[i : i + 1] for i in range(len(WIRE))]
+    else:
+        chunks = _cuts(int(cut.split("-")[1]))
+    out, observed = await _run(chunks)
+    assert _sdk_reads(out) == _sdk_reads(reference)
+    assert [obs for obs, _ in observed.log] == [obs for obs, _ in ref_guard.log]
+    assert observed.guard.snapshot() == ref_guard.guard.snapshot()
+    assert observed.violations == []
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"jsonrpc":"2.0","method":"notifications/progress","params":{"a":1},"\\u0069d":7}',
+        '{"jsonrpc":"2.0","method":"notifications/progress","params":{"a":1},"id":7}',
+        '{"jsonrpc":"2.0","method":"notifications/progress","params":{"a":{"b":1},"id":7}}',
+        '{"jsonrpc":"2.0","method":"notifications/progress","params":{"a":1},"params":[1]}',
+        '{"jsonrpc":"2.0","method":"notifications/progress","params":{"a":1},"method":"x"}',
+        '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}',
+        '{"jsonrpc":"2.0","method":"notifications/pro\\u0067ress","params":{}}',
+        '{"jsonrpc":"2.0","method":"","params":{}}',
+    ],
+)
+def test_the_unparsed_read_leaves_anything_doubtful_to_the_parser(data: str) -> None:
+    assert adapter._plain_notification(data) is None
