@@ -18,7 +18,10 @@ and timeouts apply) and sits between the wire and the SDK:
 
 * **SSE response bodies are teed.** Every event is parsed (id, data, retry) and fed to the
   guard (:meth:`fsm.guard.Guard.on_event` for progress-like notifications, otherwise
-  ``SseEvent``). A server request the guard does not ``Present`` (a replayed duplicate, a
+  ``SseEvent``); a compact plain notification (neither request, response nor
+  cancellation) is recognised on the bytes by a strict pattern, without decoding or a
+  JSON parse, and a chunk whose events all pass unchanged goes to the SDK as received.
+  A server request the guard does not ``Present`` (a replayed duplicate, a
   stale replay, a request cancelled later in the replay) is rewritten into an empty event
   that keeps its id, so the SDK dispatcher never sees it and the elicitation callback runs
   at most once per (session, request id). A duplicate of an already submitted request gets
@@ -95,6 +98,7 @@ import contextvars
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -168,6 +172,9 @@ class _SseParser:
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._buf = ""
+        self.idle = True
+        """Nothing buffered: neither part of an event nor part of a UTF-8 sequence, so the
+        next chunk starts a new event (and :func:`_hot_event` may read it directly)."""
 
     @property
     def pending(self) -> bool:
@@ -185,9 +192,11 @@ class _SseParser:
                 text += "\r"  # may be the first half of a CRLF: decided with the next chunk
         if "\n\n" not in text:
             self._buf = text
+            self.idle = False
             return []
         blocks = text.split("\n\n")
         self._buf = blocks.pop()
+        self.idle = not self._buf and not self._decoder.getstate()[0]
         out = []
         for block in blocks:
             event = _parse_block(block)
@@ -228,6 +237,41 @@ def _parse_block(block: str) -> _Sse | None:
 def _sse_bytes(event_id: str | None, data: str) -> bytes:
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: message\ndata: {data}\n\n".encode()
+
+
+_HOT_EVENT = re.compile(
+    rb"(?:id: ?([^\r\n\0]*)\r?\n)?"
+    rb"(?:event: ?message\r?\n)?"
+    rb'data: ?\{"jsonrpc":"2\.0","method":"([^"\\\r\n]+)"(?:,"params":\{[^{}\[\]\\\r\n]*\})?\}'
+    rb"\r?\n\r?\n"
+)
+_CANCELLED_BYTES = CANCELLED.encode()
+
+
+def _hot_event(chunk: bytes, pos: int) -> tuple[int, str | None, str] | None:
+    """A whole plain notification event at ``chunk[pos:]``, read without a parse:
+    ``(end, event id, method)``, or ``None`` whenever in doubt (the caller then parses).
+
+    Taken only for an event of the lines ``id:`` (optional), ``event: message``
+    (optional) and one ``data:`` line holding exactly
+    ``{"jsonrpc":"2.0","method":"<m>","params":{...}}`` (or without params), compact,
+    the params flat (no brace or bracket inside, so they end at the first ``}`` and no
+    other top-level key can follow), no backslash anywhere (no escaped key or method),
+    ``<m>`` not a cancellation, each line ended by CRLF or LF and the event by an empty
+    line. Those are notifications the guard's hot path (:meth:`fsm.guard.Guard.on_event`)
+    lets through (no top-level ``id``, one ``method``, ``jsonrpc`` 2.0, params an
+    object), with the id and data the SSE parser would give. ``chunk`` must be ASCII (the
+    caller checks it once per chunk) and ``pos`` the start of an event. Anything
+    malformed (say, an unterminated string inside the params) is forwarded to the SDK
+    either way.
+    """
+    m = _HOT_EVENT.match(chunk, pos)
+    if m is None:
+        return None
+    event_id, method = m.groups()
+    if method == _CANCELLED_BYTES:
+        return None
+    return m.end(), None if event_id is None else event_id.decode(), method.decode()
 
 
 # --------------------------------------------------------------------------- the engine
@@ -742,22 +786,10 @@ class _GuardedBody(httpx2.AsyncByteStream):
                     chunk, clean = None, False
                 if chunk is None:
                     break
-                whole = not parser.pending
                 self._acted = False
-                events = parser.feed(chunk)
-                pieces: list[bytes | None] = []
-                for sse in events:
-                    pieces.append(self._decide(sse))
-                    if self._acted and self._dead():
-                        whole = False
-                        break
-                if whole and not parser.pending and all(p is None for p in pieces):
-                    yield chunk  # the common case: complete events, all passed unchanged
-                elif pieces:
-                    yield b"".join(
-                        (sse.raw + "\n\n").encode() if p is None else p
-                        for sse, p in zip(events, pieces, strict=False)
-                    )
+                out = self._pass_on(parser, chunk)
+                if out:
+                    yield out
                 if self._acted and self._dead():
                     break
             await self.resp.aclose()
@@ -777,22 +809,81 @@ class _GuardedBody(httpx2.AsyncByteStream):
     def _dead(self) -> bool:
         return self.e.guard.stream_state(self.stream) in ("done", "dead") or self.tee.killed
 
-    def _decide(self, sse: _Sse) -> bytes | None:
-        """Feed one event; the bytes the SDK gets instead of it (``None``: unchanged)."""
-        actions, msg = self.e.on_sse(self.stream, sse)
+    def _pass_on(self, parser: _SseParser, chunk: bytes) -> bytes:
+        """Feed every event ``chunk`` completes; the bytes the SDK gets for them.
+
+        That is ``chunk`` itself when it holds only whole events, all passed unchanged
+        (the common case), else the events up to the last complete one, each as received
+        or as rewritten by :meth:`_verdict` (an incomplete tail stays in ``parser``). Stops
+        after the first event that leaves the stream dead (``_acted`` and :meth:`_dead`);
+        the events after it are dropped. Plain notifications at the start of an event
+        (``parser.idle``) in an ASCII chunk are read by :func:`_hot_event` and fed through
+        :meth:`_Engine.on_hot` without decoding; the rest of the chunk goes to ``parser``.
+        """
+        e, stream = self.e, self.stream
+        pos = mark = 0  # chunk[:mark] is in parts (rewritten), chunk[mark:pos] unchanged
+        parts: list[bytes] = []
+        if parser.idle and chunk.isascii():
+            size = len(chunk)
+            while pos < size:
+                hot = _hot_event(chunk, pos)
+                if hot is None:
+                    break
+                end, event_id, method = hot
+                actions = e.on_hot(stream, event_id, {"jsonrpc": "2.0", "method": method})
+                if actions is None:
+                    break
+                if actions:
+                    new = self._verdict(event_id, actions, None)
+                    if new is not None:
+                        parts += (chunk[mark:pos], new)
+                        mark = end
+                    if self._dead():
+                        parts.append(chunk[mark:end])
+                        return b"".join(parts)
+                pos = end
+            if pos == size:
+                if not parts:
+                    return chunk
+                parts.append(chunk[mark:])
+                return b"".join(parts)
+        whole = not parser.pending and not parts  # all bytes before chunk went out
+        events = parser.feed(chunk[pos:] if pos else chunk)
+        pieces: list[bytes | None] = []
+        for sse in events:
+            actions, msg = e.on_sse(stream, sse)
+            pieces.append(self._verdict(sse.event_id, actions, msg))
+            if self._acted and self._dead():
+                whole = False
+                break
+        if whole and not parser.pending and all(p is None for p in pieces):
+            return chunk
+        parts.append(chunk[mark:pos])
+        parts += (
+            (sse.raw + "\n\n").encode() if p is None else p
+            for sse, p in zip(events, pieces, strict=False)
+        )
+        return b"".join(parts)
+
+    def _verdict(
+        self, event_id: str | None, actions: tuple[act.Action, ...], msg: Any
+    ) -> bytes | None:
+        """The bytes the SDK gets instead of an event the guard answered with ``actions``
+        (``msg``: its decoded message, or ``None`` when read as a plain notification);
+        ``None``: the event goes unchanged. Sets ``_acted`` when there are actions."""
         if not actions:
             return None
         self._acted = True
         is_request = isinstance(msg, dict) and "method" in msg and "id" in msg
         presented = any(isinstance(a, act.Present) for a in actions)
         if is_request and not presented:
-            return _sse_bytes(sse.event_id, "") if sse.event_id is not None else b""
+            return _sse_bytes(event_id, "") if event_id is not None else b""
         if any(
             isinstance(a, act.Ignore)
             and a.reason in ("duplicate-event", "foreign-response", "stream-terminal")
             for a in actions
         ):
-            return _sse_bytes(sse.event_id, "") if sse.event_id is not None else b""
+            return _sse_bytes(event_id, "") if event_id is not None else b""
         return None
 
     def _ending(self) -> bytes:

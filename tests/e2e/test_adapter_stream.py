@@ -179,7 +179,26 @@ async def test_any_cut_gives_the_same_events_and_observations(cut: str) -> None:
         '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}',
         '{"jsonrpc":"2.0","method":"notifications/pro\\u0067ress","params":{}}',
         '{"jsonrpc":"2.0","method":"","params":{}}',
+        '{"jsonrpc":"2.0", "method":"notifications/progress","params":{}}',
     ],
 )
-def test_the_unparsed_read_leaves_anything_doubtful_to_the_parser(data: str) -> None:
-    assert adapter._plain_notification(data) is None
+def test_the_hot_path_leaves_anything_doubtful_to_the_parser(data: str) -> None:
+    chunk = _event("e1", data)
+    assert adapter._hot_event(chunk, 0) is None
+    if "\\" in data or '"id"' in data or data.count('"params"') > 1:
+        assert adapter._plain_notification(data) is None
+
+
+def test_the_hot_path_reads_id_and_method_as_the_parser_does() -> None:
+    for chunk in (
+        _event("e1", _progress(1)),
+        _event("e1", _progress(1), crlf=False),
+        b'id:e1\ndata:{"jsonrpc":"2.0","method":"notifications/progress"}\n\n',
+        b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\r\n\r\n',
+    ):
+        hot = adapter._hot_event(chunk, 0)
+        assert hot is not None, chunk
+        (sse,) = adapter._SseParser().feed(chunk)
+        assert hot == (len(chunk), sse.event_id, json.loads(sse.data)["method"])
+    assert adapter._hot_event(b"id: e1\r\ndata: {}\r\n\r", 0) is None
+    assert adapter._hot_event(_event("e\0", _progress(1)), 0) is None
