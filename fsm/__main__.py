@@ -8,6 +8,7 @@ Exit codes are the subcommand's: 0 success, 1 a property or audit violated,
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 
@@ -40,5 +41,17 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _exit(status: int) -> None:
+    """Exit with ``status``, skipping the shutdown's garbage-collector passes.
+
+    While it tears modules down the interpreter runs full collections, each traversing
+    every live object; after ``check`` the heap holds millions of memoised states and
+    those passes took 3 s of a 10 s ``check models/*.py``. Frozen objects are not
+    traversed; the memory goes back to the operating system when the process ends.
+    """
+    gc.freeze()
+    raise SystemExit(status)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    _exit(main())
