@@ -303,6 +303,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     A world memoises what it computes (on its interned :class:`Env` and :class:`Agent`
     objects), so checking it twice is cheaper the second time, and it is not thread-safe.
+    The memos live on the states' parts: give a world only states it made (or unpickled
+    copies, which start with empty memos), never another world's.
     """
 
     def __init__(
