@@ -336,31 +336,44 @@ class Guard:
         self, stream: str, event_id: str | None, data: Mapping[str, Any]
     ) -> tuple[Action, ...]:
         """Hot path for one decoded SSE event; same result as ``feed(SseEvent(...))``."""
-        st = self._streams.get(stream)
         method = data.get("method")
         params = data.get("params", _EMPTY)
         if (
-            st is not None
-            and st.state == "open"
-            and type(method) is str
+            type(method) is str
             and method
             and method != CANCELLED
             and "id" not in data
             and data.get("jsonrpc") == "2.0"
             and (type(params) is dict or isinstance(params, Mapping))
         ):
-            if event_id is not None:
-                seen = st.seen
-                if event_id in seen:
-                    return (Ignore("duplicate-event", event_id, stream=stream),)
-                # _advance, inlined: this is the per-event hot path
-                seen[event_id] = None
-                if len(seen) > self._max_seen:
-                    seen.popitem(last=False)
-                st.cursor = event_id
-                st.stalls = 0
-            return _NOTHING
+            actions = self.on_plain_notification(stream, event_id)
+            if actions is not None:
+                return actions
         return self.feed(ev.SseEvent(stream, data, event_id))
+
+    def on_plain_notification(self, stream: str, event_id: str | None) -> tuple[Action, ...] | None:
+        """Hot path for an SSE event whose message the caller knows to be a notification
+        that needs no decision: ``jsonrpc`` "2.0", a non-empty method other than a
+        cancellation, no ``id``, params an object or absent (a progress or logging
+        notification). Only its event id matters: when ``stream`` is open, the same
+        state change and actions as ``feed(SseEvent(stream, message, event_id))`` (an
+        ``Ignore("duplicate-event")`` for an id already seen, else none); ``None`` and
+        no change when ``stream`` is unknown or not open (the caller then feeds the
+        event itself)."""
+        st = self._streams.get(stream)
+        if st is None or st.state != "open":
+            return None
+        if event_id is not None:
+            seen = st.seen
+            if event_id in seen:
+                return (Ignore("duplicate-event", event_id, stream=stream),)
+            # _advance, inlined: this is the per-event hot path
+            seen[event_id] = None
+            if len(seen) > self._max_seen:
+                seen.popitem(last=False)
+            st.cursor = event_id
+            st.stalls = 0
+        return _NOTHING
 
     def state_of(self, key: RequestKey) -> str | None:
         """The liveness state of ``key`` (``None`` if unknown or evicted)."""

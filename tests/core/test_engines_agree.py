@@ -1,5 +1,6 @@
 """A transitions-engine guard and a tables-engine guard decide identically on the same
-random event sequences, and the ``on_event`` hot path decides like ``feed``."""
+random event sequences, and the hot paths (``on_event``, ``on_plain_notification``)
+decide like ``feed``."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from fsm import Guard, SubmissionResult
 from fsm import events as ev
 from fsm.actions import Present
 from fsm.errors import GuardUsageError
+from fsm.messages import CANCELLED
 
 STREAMS = {POST: ORIGIN, GET: None, "post:8": 8}
 RESULTS = [
@@ -128,6 +130,27 @@ def hot_path_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
     return guard.feed(event)
 
 
+def _plain_notification(data: Any) -> bool:
+    """A notification that needs no decision (the adapter's test before the id-only path)."""
+    if not isinstance(data, dict) or "id" in data or data.get("jsonrpc") != "2.0":
+        return False
+    method, params = data.get("method"), data.get("params", {})
+    return type(method) is str and bool(method) and method != CANCELLED and isinstance(params, dict)
+
+
+def plain_notification_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
+    if (
+        isinstance(event, ev.SseEvent)
+        and event.retry_ms is None
+        and event.replayed is None
+        and _plain_notification(event.data)
+    ):
+        actions = guard.on_plain_notification(event.stream, event.event_id)
+        if actions is not None:
+            return actions
+    return guard.feed(event)
+
+
 def scenario(seed: int, n: int = 60) -> list[tuple[float, Any]]:
     rng = random.Random(seed)
     return [random_step(rng, n) for _ in range(n)]
@@ -190,6 +213,21 @@ def test_hot_path_decides_like_feed() -> None:
             for _, e in steps
         )
     assert progress_events > 200
+
+
+def test_id_only_path_decides_like_feed() -> None:
+    taken = 0
+    for seed in range(150):
+        steps = scenario(3000 + seed)
+        a, clock_a = _new("tables")
+        b, clock_b = _new("tables")
+        trace = run(b, clock_b, steps, plain_notification_feed)
+        assert run(a, clock_a, steps, plain_feed) == trace, seed
+        taken += sum(
+            isinstance(e, ev.SseEvent) and e.retry_ms is None and _plain_notification(e.data)
+            for _, e in steps
+        )
+    assert taken > 200
 
 
 def test_no_interactive_key_is_presented_twice_on_random_sequences() -> None:
