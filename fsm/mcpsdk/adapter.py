@@ -17,11 +17,11 @@ application's own ``http_client`` (``AsyncClient.send(..., stream=True)``: its h
 and timeouts apply) and sits between the wire and the SDK:
 
 * **SSE response bodies are teed.** Every event is parsed (id, data, retry) and fed to the
-  guard (:meth:`fsm.guard.Guard.on_event` for progress-like notifications, otherwise
-  ``SseEvent``); a compact plain notification (neither request, response nor
-  cancellation) is recognised on the bytes by a strict pattern, without decoding or a
-  JSON parse, and a chunk whose events all pass unchanged goes to the SDK as received.
-  A server request the guard does not ``Present`` (a replayed duplicate, a
+  guard (only the id, :meth:`fsm.guard.Guard.on_plain_notification`, for progress-like
+  notifications; otherwise ``SseEvent``); a compact plain notification (neither request,
+  response nor cancellation) is recognised on the bytes by a strict pattern, without
+  decoding or a JSON parse, and a chunk whose events all pass unchanged goes to the SDK
+  as received. A server request the guard does not ``Present`` (a replayed duplicate, a
   stale replay, a request cancelled later in the replay) is rewritten into an empty event
   that keeps its id, so the SDK dispatcher never sees it and the elicitation callback runs
   at most once per (session, request id). A duplicate of an already submitted request gets
@@ -248,9 +248,9 @@ _HOT_EVENT = re.compile(
 _CANCELLED_BYTES = CANCELLED.encode()
 
 
-def _hot_event(chunk: bytes, pos: int) -> tuple[int, str | None, str] | None:
+def _hot_event(chunk: bytes, pos: int) -> tuple[int, str | None] | None:
     """A whole plain notification event at ``chunk[pos:]``, read without a parse:
-    ``(end, event id, method)``, or ``None`` whenever in doubt (the caller then parses).
+    ``(end, event id)``, or ``None`` whenever in doubt (the caller then parses).
 
     Taken only for an event of the lines ``id:`` (optional), ``event: message``
     (optional) and one ``data:`` line holding exactly
@@ -258,9 +258,10 @@ def _hot_event(chunk: bytes, pos: int) -> tuple[int, str | None, str] | None:
     the params flat (no brace or bracket inside, so they end at the first ``}`` and no
     other top-level key can follow), no backslash anywhere (no escaped key or method),
     ``<m>`` not a cancellation, each line ended by CRLF or LF and the event by an empty
-    line. Those are notifications the guard's hot path (:meth:`fsm.guard.Guard.on_event`)
-    lets through (no top-level ``id``, one ``method``, ``jsonrpc`` 2.0, params an
-    object), with the id and data the SSE parser would give. ``chunk`` must be ASCII (the
+    line. Those are notifications that need no decision (no top-level ``id``, one
+    ``method``, ``jsonrpc`` 2.0, params an object: what
+    :meth:`fsm.guard.Guard.on_plain_notification` is for), with the id and data the SSE
+    parser would give. ``chunk`` must be ASCII (the
     caller checks it once per chunk) and ``pos`` the start of an event. Anything
     malformed (say, an unterminated string inside the params) is forwarded to the SDK
     either way.
@@ -271,7 +272,7 @@ def _hot_event(chunk: bytes, pos: int) -> tuple[int, str | None, str] | None:
     event_id, method = m.groups()
     if method == _CANCELLED_BYTES:
         return None
-    return m.end(), None if event_id is None else event_id.decode(), method.decode()
+    return m.end(), None if event_id is None else event_id.decode()
 
 
 # --------------------------------------------------------------------------- the engine
@@ -352,9 +353,8 @@ class _Engine:
         """Feed one SSE event; returns (actions, decoded message or None)."""
         if not sse.has_data or not sse.data:
             return self.feed(ev.SseEvent(stream, None, sse.event_id, sse.retry)), None
-        method = _plain_notification(sse.data) if sse.retry is None else None
-        if method is not None:
-            hot = self.on_hot(stream, sse.event_id, {"jsonrpc": "2.0", "method": method})
+        if sse.retry is None and _plain_notification(sse.data) is not None:
+            hot = self.on_hot(stream, sse.event_id)
             if hot is not None:
                 return hot, None
         try:
@@ -362,25 +362,22 @@ class _Engine:
         except ValueError:
             msg = None
         if sse.retry is None and _is_plain_notification(msg):
-            hot = self.on_hot(stream, sse.event_id, msg)
+            hot = self.on_hot(stream, sse.event_id)
             if hot is not None:
                 return hot, msg
         data: Any = msg if isinstance(msg, dict) else sse.data
         return self.feed(ev.SseEvent(stream, data, sse.event_id, sse.retry)), msg
 
-    def on_hot(
-        self, stream: str, event_id: str | None, note: Mapping[str, Any]
-    ) -> tuple[act.Action, ...] | None:
-        """Feed ``note``, a notification that passes :func:`_is_plain_notification` (or
-        stands for one: its ``jsonrpc`` and ``method`` suffice), on the guard's hot path
-        (:meth:`fsm.guard.Guard.on_event`, which then never falls back to an unobserved
-        ``feed``); returns its actions, or ``None`` (nothing fed) when ``stream`` is not
-        open: the caller then feeds the event as an observed ``SseEvent``. The event id
-        of an event with no actions is recorded coalesced (:meth:`flush`)."""
-        if self.guard.stream_state(stream) != "open":
-            return None
-        actions = self.guard.on_event(stream, event_id, note)
-        if not actions and event_id is not None:
+    def on_hot(self, stream: str, event_id: str | None) -> tuple[act.Action, ...] | None:
+        """Feed the id of an event whose message is a notification that needs no decision
+        (it passes :func:`_is_plain_notification`, or was read as one by
+        :func:`_plain_notification` or :func:`_hot_event`) on the guard's hot path
+        (:meth:`fsm.guard.Guard.on_plain_notification`); returns its actions, or ``None``
+        (nothing fed) when ``stream`` is not open: the caller then feeds the event as an
+        observed ``SseEvent``. The id of an event with no actions is recorded coalesced
+        (:meth:`flush`)."""
+        actions = self.guard.on_plain_notification(stream, event_id)
+        if not actions and event_id is not None and actions is not None:
             self._pending_ids[stream] = event_id
         return actions
 
@@ -489,8 +486,8 @@ def _plain_notification(data: str) -> str | None:
     Taken only for ``{"jsonrpc":"2.0","method":"<m>","params":{...}}`` (or without
     params) with one ``"method"``, one ``"jsonrpc"`` and at most one ``"params"`` key, no
     ``"id"`` anywhere, no backslash anywhere (an escaped key such as ``"\\u0069d"`` would
-    hide from the checks) and ``<m>`` not a cancellation: only messages the guard's hot path
-    (:meth:`fsm.guard.Guard.on_event`) lets through on fields it would read after a parse.
+    hide from the checks) and ``<m>`` not a cancellation: only messages that, parsed, pass
+    :func:`_is_plain_notification`.
     Anything malformed is forwarded to the SDK either way.
     """
     if not data.startswith(_NOTIFICATION_PREFIX) or not data.endswith("}"):
@@ -515,8 +512,9 @@ def _plain_notification(data: str) -> str | None:
 
 
 def _is_plain_notification(msg: Any) -> bool:
-    """Whether a decoded message is a notification the guard's hot path takes as is
-    (:meth:`fsm.guard.Guard.on_event`): ``jsonrpc`` "2.0", no ``id``, a non-empty
+    """Whether a decoded message is a notification that needs no decision, the kind
+    :meth:`fsm.guard.Guard.on_plain_notification` takes by its event id alone (as
+    :meth:`fsm.guard.Guard.on_event` would): ``jsonrpc`` "2.0", no ``id``, a non-empty
     ``method`` other than a cancellation, params (if any) a JSON object."""
     if not isinstance(msg, dict) or "id" in msg or msg.get("jsonrpc") != "2.0":
         return False
@@ -829,8 +827,8 @@ class _GuardedBody(httpx2.AsyncByteStream):
                 hot = _hot_event(chunk, pos)
                 if hot is None:
                     break
-                end, event_id, method = hot
-                actions = e.on_hot(stream, event_id, {"jsonrpc": "2.0", "method": method})
+                end, event_id = hot
+                actions = e.on_hot(stream, event_id)
                 if actions is None:
                     break
                 if actions:

@@ -199,6 +199,7 @@ def test_the_hot_path_reads_id_and_method_as_the_parser_does() -> None:
         hot = adapter._hot_event(chunk, 0)
         assert hot is not None, chunk
         (sse,) = adapter._SseParser().feed(chunk)
-        assert hot == (len(chunk), sse.event_id, json.loads(sse.data)["method"])
+        assert hot == (len(chunk), sse.event_id)
+        assert adapter._is_plain_notification(json.loads(sse.data))
     assert adapter._hot_event(b"id: e1\r\ndata: {}\r\n\r", 0) is None
     assert adapter._hot_event(_event("e\0", _progress(1)), 0) is None
