@@ -7,6 +7,13 @@ same client wrapped by :func:`fsm.mcpsdk.adapter.guarded_session` each call it, 
 on 127.0.0.1 (no proxy: the proxy's relaying would dilute the difference), in a fresh
 session per run, runs interleaved plain/guarded so drift hits both alike. The time is
 from the call until the last progress callback ran (callbacks may trail the result).
+Before each timed call the garbage of earlier runs is collected and the surviving heap
+(mostly the server's stored events of earlier sessions, which grows by some 50,000
+objects a run) frozen for the call: otherwise whichever run happened to trigger a full
+collection of that heap paid 0.2-0.45 s for it, more than the difference measured.
+``REPEATS`` is 15 pairs (it was 9): on the shared 2-core machine the CPU's own speed
+wanders by some 20% within a second, a single run's time by about 10%, and medians of
+nine pairs still moved the ratio by a few percent from one invocation to the next.
 
 Recorded: ``e2e_plain_10k_progress_s`` and ``e2e_guarded_10k_progress_s`` (medians of
 wall time), ``e2e_guarded_over_plain`` (ratio of the wall medians; target <= 1.05) and
@@ -19,6 +26,7 @@ whole round, not of the client alone.
 from __future__ import annotations
 
 import contextlib
+import gc
 import statistics
 import time
 from collections.abc import AsyncIterator
@@ -27,7 +35,7 @@ from typing import Any
 from bench.results import record, table
 
 COUNT = 10_000
-REPEATS = 9
+REPEATS = 15
 TARGET_RATIO = 1.05
 
 
@@ -70,14 +78,19 @@ async def _one(kind: str, url: str) -> tuple[float, float]:
         httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0)) as http,
         opener(url, http) as session,
     ):
-        started, cpu = time.perf_counter(), time.process_time()
-        result = await session.call_tool(
-            "stream_progress", {"count": COUNT}, progress_callback=on_progress
-        )
-        with anyio.fail_after(60):
-            await done.wait()
-        seconds = time.perf_counter() - started
-        cpu = time.process_time() - cpu
+        gc.collect()
+        gc.freeze()
+        try:
+            started, cpu = time.perf_counter(), time.process_time()
+            result = await session.call_tool(
+                "stream_progress", {"count": COUNT}, progress_callback=on_progress
+            )
+            with anyio.fail_after(60):
+                await done.wait()
+            seconds = time.perf_counter() - started
+            cpu = time.process_time() - cpu
+        finally:
+            gc.unfreeze()
     text = "".join(getattr(c, "text", "") for c in result.content)
     assert text == f"streamed {COUNT}", text
     assert received == COUNT, received
