@@ -127,7 +127,7 @@ class GuardPolicy:
             guard.restore(snap)
             self._fired.clear()
             event = self._events.get(inp)
-            if event is None:  # events are immutable values: build each once
+            if event is None:  # the guard never mutates an event: build each once
                 event = self._events[inp] = _event(inp)
             actions = guard.feed(event)
             outputs = tuple(o for a in actions for o in _outputs(a))
