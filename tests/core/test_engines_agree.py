@@ -152,8 +152,21 @@ def plain_notification_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
 
 
 def scenario(seed: int, n: int = 60) -> list[tuple[float, Any]]:
+    """``n`` random steps; one in eight is an outage on one stream (lost, timer, resumed),
+    so resume budgets are in play when later events arrive (rare from single steps)."""
     rng = random.Random(seed)
-    return [random_step(rng, n) for _ in range(n)]
+    steps: list[tuple[float, Any]] = []
+    while len(steps) < n:
+        if rng.random() < 0.125:
+            sid = rng.choice(list(STREAMS))
+            steps += [
+                (0.0, ev.StreamLost(sid, clean=rng.random() < 0.5)),
+                (1.0, ev.TimerFired(sid)),
+                (0.0, ev.StreamResumed(sid)),
+            ]
+        else:
+            steps.append(random_step(rng, n))
+    return steps
 
 
 def _new(engine: str) -> tuple[Guard, FakeClock]:
@@ -218,11 +231,11 @@ def _agrees_with_feed(alternative: Any, first_seed: int, counted: Any) -> int:
 
 
 def test_hot_path_decides_like_feed() -> None:
-    assert _agrees_with_feed(hot_path_feed, 1000, lambda data: data == progress()) > 200
+    assert _agrees_with_feed(hot_path_feed, 1000, lambda data: data == progress()) > 150
 
 
 def test_id_only_path_decides_like_feed() -> None:
-    assert _agrees_with_feed(plain_notification_feed, 3000, _plain_notification) > 200
+    assert _agrees_with_feed(plain_notification_feed, 3000, _plain_notification) > 150
 
 
 def test_no_interactive_key_is_presented_twice_on_random_sequences() -> None:

@@ -463,7 +463,17 @@ def test_resume_budget_without_progress_fails(engine: str) -> None:
     assert guard.stream_state(POST) == "dead"
 
 
-def test_progress_resets_the_resume_budget(engine: str) -> None:
+PROGRESS_PATHS = {
+    "feed": lambda guard, event_id: guard.feed(sse(progress(), event_id)),
+    "on_event": lambda guard, event_id: guard.on_event(POST, event_id, progress()),
+    "on_plain_notification": lambda guard, event_id: guard.on_plain_notification(POST, event_id),
+}
+"""The three ways a progress notification reaches the guard (the last two are hot paths)."""
+
+
+@pytest.mark.parametrize("path", sorted(PROGRESS_PATHS))
+def test_progress_resets_the_resume_budget(engine: str, path: str) -> None:
+    deliver = PROGRESS_PATHS[path]
     guard = make_guard(engine, max_resumes_without_progress=2)
     guard.feed(sse(progress(), "e0"))
     for i in range(1, 6):  # five outages, each followed by progress: never gives up
@@ -472,7 +482,7 @@ def test_progress_resets_the_resume_budget(engine: str) -> None:
         guard.feed(ev.ResumeRefused(POST, status=502))
         assert guard.feed(ev.TimerFired(POST)) == (Resume(POST, f"e{i - 1}"),)
         guard.feed(ev.StreamResumed(POST))
-        assert guard.feed(sse(progress(), f"e{i}")) == ()
+        assert deliver(guard, f"e{i}") == ()
     assert guard.stream_state(POST) == "open"
     # a replayed (already seen) id is not progress
     guard.feed(ev.StreamLost(POST, clean=False))
