@@ -36,7 +36,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check fsm models tests bench
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict fsm
+	$(BIN)/mypy --strict --explicit-package-bases fsm models bench
 
 ## Every benchmark; one table, figures in bench/results.json.
 bench: $(STAMP)

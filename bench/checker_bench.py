@@ -109,7 +109,7 @@ def _largest() -> None:
     runs = []
     for _ in range(3):  # this machine's speed varies by a third between runs: best of three
         policy = GuardPolicy(CONFIG)
-        parts = _time_guard_parts(policy._guard)
+        parts = _time_guard_parts(policy.guard)
         runs.append((_timed(check, variants(3, LARGEST, policy)[0]), parts))
     cold, parts = min(runs, key=lambda run: run[0].seconds)
     world = variants(3, LARGEST, GuardPolicy(CONFIG))[0]
@@ -227,7 +227,7 @@ def _all_models() -> None:
 
 
 def _time_to_bug() -> None:
-    from hypothesis import HealthCheck, settings
+    from hypothesis import HealthCheck, Phase, settings
     from hypothesis import strategies as st
     from hypothesis.stateful import (
         RuleBasedStateMachine,
@@ -272,7 +272,7 @@ def _time_to_bug() -> None:
                     database=None,
                     derandomize=False,
                     suppress_health_check=list(HealthCheck),
-                    phases=[p for p in settings.default.phases if p.name != "shrink"],
+                    phases=[p for p in Phase if p is not Phase.shrink],
                 ),
             )
         except AssertionError:

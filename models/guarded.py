@@ -13,12 +13,12 @@ the number of concurrent server requests.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Literal
 
 from fsm import PRODUCT, Guard, GuardConfig, SubmissionResult
 from fsm import actions as act
 from fsm import events as ev
-from fsm.world import STREAM, Bounds, Input, Output, World, key, transition_label
+from fsm.world import STREAM, Bounds, Input, Outcome, Output, World, key, transition_label
 
 ORIGIN = 100
 REQUESTS = 1
@@ -97,6 +97,12 @@ class GuardPolicy:
         if label is None:
             label = self._labels[transition] = transition_label(*transition)
         self._fired.append(label)
+
+    @property
+    def guard(self) -> Guard:
+        """The one guard this policy drives, restored from a snapshot before each step it
+        computes (``bench/`` wraps its methods to time them inside a search)."""
+        return self._guard
 
     def init(self) -> tuple[float, Any]:
         return self._init
@@ -185,12 +191,12 @@ def variants(
     ``"after,silent,rpc,answers"``); more than one request shows as ``xN`` in the name.
     ``policy``: a fresh ``GuardPolicy(CONFIG)`` measures a run with nothing memoised."""
     worlds: list[World[Any]] = []
+    replays: tuple[Literal["after", "inclusive"], ...] = ("after", "inclusive")
+    deadlines: tuple[Literal["silent", "cancel"], ...] = ("silent", "cancel")
+    unknowns: tuple[Outcome, ...] = ("202", "404", "rpc", "500rpc")
+    users: tuple[Literal["answers", "never"], ...] = ("answers", "never")
     for replay, deadline, unknown, user, reaper in itertools.product(
-        ("after", "inclusive"),
-        ("silent", "cancel"),
-        ("202", "404", "rpc", "500rpc"),
-        ("answers", "never"),
-        (False, True),
+        replays, deadlines, unknowns, users, (False, True)
     ):
         if reaper and (unknown != "202" or user == "never"):
             continue  # the reaper is orthogonal: one answer-to-unknown variant suffices
@@ -198,12 +204,12 @@ def variants(
             requests=requests,
             cuts=2,
             post_faults=1,
-            deadline=deadline,  # type: ignore[arg-type]
+            deadline=deadline,
             unknown_answer=unknown,
             user=user,
-            reaper=reaper,  # type: ignore[arg-type]
+            reaper=reaper,
             replay=replay,
-        )  # type: ignore[arg-type]
+        )
         variant = f"{replay},{deadline},{unknown},{user}{',reaper' if reaper else ''}"
         if only is not None and variant not in only:
             continue
