@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from models.guarded import variants
 
-TWO = {f"{r},{d},{u},answers" for r in ("after", "inclusive") for d in ("silent", "cancel")
-       for u in ("202", "rpc")}
+TWO = {
+    f"{r},{d},{u},answers"
+    for r in ("after", "inclusive")
+    for d in ("silent", "cancel")
+    for u in ("202", "rpc")
+}
 THREE = {"after,silent,rpc,answers", "inclusive,silent,rpc,answers"}
 
 MODELS = variants(2, TWO) + variants(3, THREE)
