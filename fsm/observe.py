@@ -25,6 +25,9 @@ class ObservedGuard:
 
     ``log_limit`` bounds the kept observations (oldest dropped first); the monitor still
     sees every one. ``on_observation`` is called for each, e.g. to write JSON Lines.
+    ``retain`` bounds the monitor's memory to that many ended interactions (see
+    :class:`~fsm.properties.Monitor`; ``None``: remember everything): a long-lived
+    session's steps then cost the same after a thousand tool calls as after one.
     """
 
     def __init__(
@@ -33,6 +36,7 @@ class ObservedGuard:
         *,
         budgets: P.Budgets | None = None,
         log_limit: int = 100_000,
+        retain: int | None = 256,
         on_observation: Callable[[P.Observation, float], None] | None = None,
     ) -> None:
         self.guard = guard
@@ -43,7 +47,8 @@ class ObservedGuard:
                 ttl=cfg.request_ttl_s,
                 max_resumes_without_progress=cfg.max_resumes_without_progress,
                 max_submissions=2 * cfg.max_submit_attempts,
-            )
+            ),
+            retain=retain,
         )
         self.log: deque[tuple[P.Observation, float]] = deque(maxlen=log_limit)
         self._on_observation = on_observation

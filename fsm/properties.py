@@ -32,9 +32,9 @@ L1        (bounded form) more resumes without progress than the budget, or
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, NoReturn, TypeVar
 
 from fsm.errors import RequestKey
 
@@ -191,39 +191,78 @@ def _answer_id(answer: Mapping[str, Any]) -> str:
     return json.dumps(answer, sort_keys=True, default=repr)
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class FrozenMap(dict[K, V], Generic[K, V]):
+    """An immutable, hashable mapping: the monitor's per-key and per-stream facts.
+
+    A ``dict`` underneath, so a lookup is a dictionary lookup and :meth:`set` (the only
+    update: it returns a new map) is one copy in C. Equal maps are equal and hash alike
+    whatever their insertion order (the hash, of the set of items, is computed on first
+    use and kept). Every mutating ``dict`` method raises ``TypeError``.
+    """
+
+    __slots__ = ("_hash",)
+    _hash: int
+
+    def set(self, key: K, value: V) -> FrozenMap[K, V]:
+        """A copy of this map with ``key`` bound to ``value``."""
+        new = FrozenMap(self)
+        dict.__setitem__(new, key, value)
+        return new
+
+    def without(self, keys: Collection[K]) -> FrozenMap[K, V]:
+        """A copy of this map without ``keys`` (itself when it holds none of them)."""
+        if not any(k in self for k in keys):
+            return self
+        return FrozenMap({k: v for k, v in self.items() if k not in keys})
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = hash(frozenset(self.items()))
+            return self._hash
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenMap, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({dict.__repr__(self)})"
+
+    def _immutable(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("FrozenMap is immutable: use .set()")
+
+    __setitem__ = __delitem__ = __ior__ = _immutable
+    clear = pop = popitem = setdefault = update = _immutable
+
+
+_NO_FACTS: FrozenMap[Any, Any] = FrozenMap()
+
+
 class MonitorState(NamedTuple):
     """What the monitor remembers. Immutable and hashable (models embed it and hash it
-    on every step: a tuple hashes and copies in C, a frozen dataclass in Python)."""
+    on every step: a tuple hashes and copies in C, a frozen dataclass in Python); the
+    maps are :class:`FrozenMap` (a step costs a copy, not a re-sort)."""
 
     dead: frozenset[RequestKey] = frozenset()
     presented: frozenset[RequestKey] = frozenset()
     idempotent: frozenset[RequestKey] = frozenset()
-    deadlines: tuple[tuple[RequestKey, float], ...] = ()
+    deadlines: FrozenMap[RequestKey, float] = _NO_FACTS
     stale_delivery: frozenset[RequestKey] = frozenset()
-    stream_of: tuple[tuple[RequestKey, str], ...] = ()
+    stream_of: FrozenMap[RequestKey, str] = _NO_FACTS
     no_resume: frozenset[str] = frozenset()
     session_gone: bool = False
-    answers: tuple[tuple[RequestKey, str], ...] = ()
-    submissions: tuple[tuple[RequestKey, int], ...] = ()
-    newest: tuple[tuple[str, str], ...] = ()
+    answers: FrozenMap[RequestKey, str] = _NO_FACTS
+    submissions: FrozenMap[RequestKey, int] = _NO_FACTS
+    newest: FrozenMap[str, str] = _NO_FACTS
     seen: frozenset[tuple[str, str]] = frozenset()
-    stalls: tuple[tuple[str, int], ...] = ()
+    stalls: FrozenMap[str, int] = _NO_FACTS
     begun: frozenset[str] = frozenset()
     ended: frozenset[str] = frozenset()
     violated: frozenset[str] = frozenset()
-
-
-def _get(pairs: tuple[tuple[Any, Any], ...], key: Any, default: Any = None) -> Any:
-    for k, v in pairs:
-        if k == key:
-            return v
-    return default
-
-
-def _put(pairs: tuple[tuple[Any, Any], ...], key: Any, value: Any) -> tuple[tuple[Any, Any], ...]:
-    kept = [(k, v) for k, v in pairs if k != key]
-    kept.append((key, value))
-    return tuple(sorted(kept, key=lambda kv: repr(kv[0])))
 
 
 def step(
@@ -233,11 +272,11 @@ def step(
     bad: list[Violation] = []
     s = state
     if isinstance(obs, Delivered):
-        if _get(s.stream_of, obs.key) is None:
-            s = s._replace(stream_of=_put(s.stream_of, obs.key, obs.stream))
+        if s.stream_of.get(obs.key) is None:
+            s = s._replace(stream_of=s.stream_of.set(obs.key, obs.stream))
         if not obs.interactive and obs.key not in s.idempotent:
             s = s._replace(idempotent=s.idempotent | {obs.key})
-        deadline = _get(s.deadlines, obs.key)
+        deadline = s.deadlines.get(obs.key)
         stale = (
             obs.interactive
             and obs.replayed
@@ -250,7 +289,7 @@ def step(
         elif obs.key in s.stale_delivery:
             s = s._replace(stale_delivery=s.stale_delivery - {obs.key})
     elif isinstance(obs, DeclaredDead) or (
-        isinstance(obs, Cancelled) and _get(s.stream_of, obs.key) is not None
+        isinstance(obs, Cancelled) and s.stream_of.get(obs.key) is not None
     ):
         # A cancellation for a request never delivered references nothing the client
         # knows (the specification lets receivers ignore it), so it kills nothing.
@@ -258,13 +297,13 @@ def step(
     elif isinstance(obs, Rejected):
         if obs.session:
             s = _session_gone(s)
-        elif obs.key not in s.dead and _get(s.answers, obs.key) is not None:
+        elif obs.key not in s.dead and s.answers.get(obs.key) is not None:
             # Only the rejection of an answer the user gave counts (a stray outcome for a
             # key never answered proves nothing); rejecting an answer to a request already
             # known cancelled is expected.
             # Only an interaction's stream (one that began: it has an origin) must not be
             # resumed; the GET stream carries other requests and stays resumable.
-            stream = _get(s.stream_of, obs.key)
+            stream = s.stream_of.get(obs.key)
             ends = {stream} if stream is not None and stream in s.begun else set()
             s = s._replace(dead=s.dead | {obs.key}, no_resume=s.no_resume | ends)
     elif isinstance(obs, SessionGone):
@@ -273,11 +312,11 @@ def step(
         if (obs.stream, obs.event_id) not in s.seen:
             s = s._replace(
                 seen=s.seen | {(obs.stream, obs.event_id)},
-                newest=_put(s.newest, obs.stream, obs.event_id),
-                stalls=_put(s.stalls, obs.stream, 0),
+                newest=s.newest.set(obs.stream, obs.event_id),
+                stalls=s.stalls.set(obs.stream, 0),
             )
     elif isinstance(obs, Answered):
-        s = s._replace(answers=_put(s.answers, obs.key, _answer_id(obs.answer)))
+        s = s._replace(answers=s.answers.set(obs.key, _answer_id(obs.answer)))
     elif isinstance(obs, Presented):
         if obs.key in s.dead or s.session_gone:
             bad.append(Violation("P1", f"{obs.key!r} presented after the client knew it dead"))
@@ -294,10 +333,10 @@ def step(
         if obs.key not in s.presented:
             s = s._replace(
                 presented=s.presented | {obs.key},
-                deadlines=_put(s.deadlines, obs.key, obs.t + budgets.ttl),
+                deadlines=s.deadlines.set(obs.key, obs.t + budgets.ttl),
             )
     elif isinstance(obs, Submitted):
-        given = _get(s.answers, obs.key)
+        given = s.answers.get(obs.key)
         if given is None or given != _answer_id(obs.answer):
             bad.append(
                 Violation(
@@ -305,16 +344,16 @@ def step(
                 )
             )
         if budgets.counters:
-            count = _get(s.submissions, obs.key, 0) + 1
+            count = s.submissions.get(obs.key, 0) + 1
             if count > budgets.max_submissions:
                 bad.append(Violation("L1", f"{obs.key!r} submitted {count} times"))
             # Counters saturate one past the budget: a looping client's states stay finite.
             count = min(count, budgets.max_submissions + 1)
-            s = s._replace(submissions=_put(s.submissions, obs.key, count))
+            s = s._replace(submissions=s.submissions.set(obs.key, count))
     elif isinstance(obs, Resumed):
         if obs.stream in s.no_resume or s.session_gone:
             bad.append(Violation("P3", f"{obs.stream} resumed after a terminal rejection"))
-        newest = _get(s.newest, obs.stream)
+        newest = s.newest.get(obs.stream)
         if newest is not None and obs.cursor != newest:
             bad.append(
                 Violation(
@@ -322,11 +361,11 @@ def step(
                 )
             )
         if budgets.counters:
-            stalls = _get(s.stalls, obs.stream, 0) + 1
+            stalls = s.stalls.get(obs.stream, 0) + 1
             if stalls > budgets.max_resumes_without_progress:
                 bad.append(Violation("L1", f"{obs.stream} resumed {stalls} times without progress"))
             stalls = min(stalls, budgets.max_resumes_without_progress + 1)
-            s = s._replace(stalls=_put(s.stalls, obs.stream, stalls))
+            s = s._replace(stalls=s.stalls.set(obs.stream, stalls))
     elif isinstance(obs, Began):
         s = s._replace(begun=s.begun | {obs.interaction})
     elif isinstance(obs, Ended):
@@ -340,13 +379,39 @@ def step(
 
 def newest_event(state: MonitorState, stream: str) -> str | None:
     """The newest event id the monitor saw on ``stream`` (what P7 compares against)."""
-    newest: str | None = _get(state.newest, stream)
+    newest: str | None = state.newest.get(stream)
     return newest
 
 
 def _session_gone(s: MonitorState) -> MonitorState:
-    streams = {stream for _, stream in s.stream_of} | {stream for stream, _ in s.newest}
+    streams = {*s.stream_of.values(), *s.newest}
     return s._replace(session_gone=True, no_resume=s.no_resume | streams)
+
+
+def forget(state: MonitorState, interaction: str) -> MonitorState:
+    """``state`` without what it knows of ``interaction`` and of the requests delivered on
+    its stream (what a bounded :class:`Monitor` drops once the interaction has ended).
+
+    Forgetting loses checks, never creates one, with one exception: a submission for a
+    forgotten request is judged as one for a request never answered (P4)."""
+    keys = {k for k, stream in state.stream_of.items() if stream == interaction}
+    gone = {interaction}
+    return state._replace(
+        dead=state.dead - keys,
+        presented=state.presented - keys,
+        idempotent=state.idempotent - keys,
+        deadlines=state.deadlines.without(keys),
+        stale_delivery=state.stale_delivery - keys,
+        stream_of=state.stream_of.without(keys),
+        no_resume=state.no_resume - gone,
+        answers=state.answers.without(keys),
+        submissions=state.submissions.without(keys),
+        newest=state.newest.without(gone),
+        seen=frozenset(seen for seen in state.seen if seen[0] != interaction),
+        stalls=state.stalls.without(gone),
+        begun=state.begun - gone,
+        ended=state.ended - gone,
+    )
 
 
 def unfinished(state: MonitorState) -> tuple[Violation, ...]:
@@ -355,19 +420,38 @@ def unfinished(state: MonitorState) -> tuple[Violation, ...]:
 
 
 class Monitor:
-    """A mutable convenience wrapper around :func:`step` that records violations."""
+    """A mutable convenience wrapper around :func:`step` that records violations.
 
-    def __init__(self, budgets: Budgets = Budgets()) -> None:
+    ``retain`` bounds what an online monitor remembers over a long session: once more
+    than ``retain`` interactions have ended, the oldest ended one is forgotten with the
+    requests delivered on its stream (:func:`forget`), so memory and the cost of a step
+    stay bounded however many tool calls a session makes. Requests on a stream that
+    never ends (the standalone GET stream) are not forgotten. ``None`` (the default)
+    remembers everything, as the model checker and the audit do.
+    """
+
+    def __init__(self, budgets: Budgets = Budgets(), *, retain: int | None = None) -> None:
+        if retain is not None and retain < 0:
+            raise ValueError("retain must be >= 0 or None")
         self.budgets = budgets
+        self.retain = retain
         self.state = MonitorState()
         self.violations: list[tuple[int, Observation, Violation]] = []
         self.count = 0
+        self._ended: dict[str, None] = {}  # ended interactions still remembered, oldest first
 
     def observe(self, obs: Observation) -> tuple[Violation, ...]:
         """Apply ``obs``; return (and remember) the violations it caused."""
         self.state, bad = step(self.state, obs, self.budgets)
         self.count += 1
         self.violations += [(self.count, obs, v) for v in bad]
+        if self.retain is not None and isinstance(obs, Ended):
+            ended = self._ended
+            ended[obs.interaction] = None
+            while len(ended) > self.retain:
+                oldest = next(iter(ended))
+                del ended[oldest]
+                self.state = forget(self.state, oldest)
         return bad
 
     def finish(self) -> tuple[Violation, ...]:
