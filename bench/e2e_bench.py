@@ -21,6 +21,9 @@ wall time), ``e2e_guarded_over_plain`` (ratio of the wall medians; target <= 1.0
 runs: far less sensitive to other load on the machine). Server and client share one
 event loop and process, as in the e2e tests, so the figures are the guard's share of a
 whole round, not of the client alone.
+
+:func:`long_session` then makes 2,100 one-event calls in one plain and one guarded
+session side by side: the cost of a short call, and whether it grows with the session.
 """
 
 from __future__ import annotations
@@ -111,6 +114,88 @@ async def _measure(repeats: int) -> dict[str, list[tuple[float, float]]]:
     return times
 
 
+LONG_CALLS = 2_100
+BLOCK = 100
+WINDOW = 5
+
+
+async def _long_sessions() -> dict[str, list[float]]:
+    """One plain and one guarded session side by side, each making ``LONG_CALLS`` calls
+    of a tool that emits one progress notification, in interleaved blocks of ``BLOCK``:
+    the mean seconds per call of every block, per client."""
+    import anyio
+    import httpx2
+
+    from fsm.mcpsdk.server import running_server
+
+    per_block: dict[str, list[float]] = {"plain": [], "guarded": []}
+    async with (
+        running_server() as server,
+        httpx2.AsyncClient(timeout=30.0) as http_plain,
+        httpx2.AsyncClient(timeout=30.0) as http_guarded,
+        _plain(server.url, http_plain) as plain,
+        _guarded(server.url, http_guarded) as guarded,
+    ):
+        sessions = {"plain": plain, "guarded": guarded}
+        for block in range(LONG_CALLS // BLOCK):
+            order = ("plain", "guarded") if block % 2 == 0 else ("guarded", "plain")
+            for kind in order:
+                gc.collect()
+                started = time.perf_counter()
+                for _ in range(BLOCK):
+                    await sessions[kind].call_tool("stream_progress", {"count": 1})
+                per_block[kind].append((time.perf_counter() - started) / BLOCK)
+            await anyio.sleep(0)
+    return per_block
+
+
+def long_session() -> None:
+    """Whether a call costs more late in a long session than early: the median block of
+    calls 101-600 (the first block warms up) against that of the last 500, per client.
+    Recorded:
+    ``e2e_long_session_growth_guarded_over_plain`` (the guarded client's late/early
+    ratio over the plain client's: 1.0 when the guard adds nothing that grows with the
+    session) and ``e2e_one_event_call_guarded_over_plain`` (early, per call)."""
+    import logging
+
+    import anyio
+
+    logging.disable(logging.WARNING)
+    try:
+        blocks = anyio.run(_long_sessions)
+    finally:
+        logging.disable(logging.NOTSET)
+    # medians of five blocks: one block's time moves by a third on this machine
+    early = {k: statistics.median(v[1 : 1 + WINDOW]) for k, v in blocks.items()}
+    late = {k: statistics.median(v[-WINDOW:]) for k, v in blocks.items()}
+    table(
+        [
+            (
+                name,
+                early[kind] * 1e3,
+                late[kind] * 1e3,
+                late[kind] / early[kind],
+            )
+            for name, kind in (("plain mcp 2.3.0", "plain"), ("guarded", "guarded"))
+        ],
+        header=(
+            f"one session, {LONG_CALLS:,} one-event calls",
+            f"ms/call, calls {BLOCK + 1}-{(WINDOW + 1) * BLOCK}",
+            f"ms/call, last {WINDOW * BLOCK}",
+            "late / early",
+        ),
+    )
+    growth = (late["guarded"] / early["guarded"]) / (late["plain"] / early["plain"])
+    short = early["guarded"] / early["plain"]
+    print(
+        f"the guarded client's calls grow {growth:.2f}x as much as the plain client's over "
+        f"the session (the server's own growth hits both); a one-event call costs "
+        f"{short:.2f}x the plain client's"
+    )
+    record("e2e_long_session_growth_guarded_over_plain", round(growth, 3), "ratio")
+    record("e2e_one_event_call_guarded_over_plain", round(short, 3), "ratio")
+
+
 def main(repeats: int = REPEATS) -> dict[str, float]:
     """Measure, print a table, record the figures; returns them."""
     import logging
@@ -151,6 +236,7 @@ def main(repeats: int = REPEATS) -> dict[str, float]:
     record("e2e_guarded_10k_progress_s", round(guarded, 4), "s")
     record("e2e_guarded_over_plain", round(ratio, 4), "ratio")
     record("e2e_guarded_over_plain_cpu", round(cpu_ratio, 4), "ratio")
+    long_session()
     return {"plain": plain, "guarded": guarded, "ratio": ratio, "cpu_ratio": cpu_ratio}
 
 
