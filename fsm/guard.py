@@ -73,7 +73,14 @@ from fsm.errors import (
     UnknownPendingRequestError,
 )
 from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
-from fsm.messages import CANCELLED, Malformed, Notification, Response, ServerRequest, parse
+from fsm.messages import (
+    Malformed,
+    Notification,
+    Response,
+    ServerRequest,
+    is_plain_notification,
+    parse,
+)
 from fsm.outcomes import Classifier, OutcomeClass
 from fsm.spec import Scope
 from fsm.tables import CompiledMachine, Engine
@@ -271,7 +278,6 @@ def _digest(params: Mapping[str, Any] | None) -> int:
 
 _TERMINAL = {"transport": TRANSPORT.terminal, "liveness": LIVENESS.terminal}
 _NOTHING: tuple[Action, ...] = ()
-_EMPTY: Mapping[str, Any] = {}
 
 EngineName = Literal["transitions", "tables"]
 
@@ -336,16 +342,7 @@ class Guard:
         self, stream: str, event_id: str | None, data: Mapping[str, Any]
     ) -> tuple[Action, ...]:
         """Hot path for one decoded SSE event; same result as ``feed(SseEvent(...))``."""
-        method = data.get("method")
-        params = data.get("params", _EMPTY)
-        if (
-            type(method) is str
-            and method
-            and method != CANCELLED
-            and "id" not in data
-            and data.get("jsonrpc") == "2.0"
-            and (type(params) is dict or isinstance(params, Mapping))
-        ):
+        if is_plain_notification(data):
             actions = self.on_plain_notification(stream, event_id)
             if actions is not None:
                 return actions
@@ -364,15 +361,9 @@ class Guard:
         if st is None or st.state != "open":
             return None
         if event_id is not None:
-            seen = st.seen
-            if event_id in seen:
+            if event_id in st.seen:
                 return (Ignore("duplicate-event", event_id, stream=stream),)
-            # _advance, inlined: this is the per-event hot path
-            seen[event_id] = None
-            if len(seen) > self._max_seen:
-                seen.popitem(last=False)
-            st.cursor = event_id
-            st.stalls = 0
+            self._advance(st, event_id)
         return _NOTHING
 
     def state_of(self, key: RequestKey) -> str | None:
@@ -748,7 +739,7 @@ class Guard:
         """A new event id: it is the cursor now, and it is progress (budget resets)."""
         seen = st.seen
         seen[event_id] = None
-        if len(seen) > self.config.max_seen_event_ids:
+        if len(seen) > self._max_seen:
             seen.popitem(last=False)
         st.cursor = event_id
         st.stalls = 0

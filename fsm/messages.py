@@ -58,6 +58,28 @@ Message = ServerRequest | Notification | Response | Malformed
 CANCELLED = "notifications/cancelled"
 
 
+_NO_PARAMS: Mapping[str, Any] = {}
+
+
+def is_plain_notification(msg: object) -> bool:
+    """Whether a decoded message is a notification that needs no decision: ``jsonrpc``
+    "2.0", no ``id``, a non-empty string ``method`` other than a cancellation, ``params``
+    absent or an object (progress, logging). The guard takes such a message by its event
+    id alone (:meth:`fsm.guard.Guard.on_plain_notification`)."""
+    if not (type(msg) is dict or isinstance(msg, Mapping)):
+        return False
+    if "id" in msg or msg.get("jsonrpc") != "2.0":
+        return False
+    method = msg.get("method")
+    params = msg.get("params", _NO_PARAMS)
+    return (
+        type(method) is str
+        and method != ""
+        and method != CANCELLED
+        and (type(params) is dict or isinstance(params, Mapping))
+    )
+
+
 def valid_id(value: object) -> bool:
     """Whether ``value`` is a JSON-RPC id this library accepts (``int`` or ``str``)."""
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)

@@ -117,7 +117,7 @@ from fsm import events as ev
 from fsm import trace
 from fsm.errors import InteractionFailed, RequestKey, SessionExpiredError
 from fsm.guard import Guard, GuardConfig
-from fsm.messages import CANCELLED
+from fsm.messages import CANCELLED, is_plain_notification
 from fsm.observe import ObservedGuard
 from fsm.outcomes import SubmissionResult
 from fsm.properties import EventSeen, Observation, Violation
@@ -361,7 +361,7 @@ class _Engine:
             msg = json.loads(sse.data)
         except ValueError:
             msg = None
-        if sse.retry is None and _is_plain_notification(msg):
+        if sse.retry is None and is_plain_notification(msg):
             hot = self.on_hot(stream, sse.event_id)
             if hot is not None:
                 return hot, msg
@@ -370,7 +370,7 @@ class _Engine:
 
     def on_hot(self, stream: str, event_id: str | None) -> tuple[act.Action, ...] | None:
         """Feed the id of an event whose message is a notification that needs no decision
-        (it passes :func:`_is_plain_notification`, or was read as one by
+        (it passes :func:`fsm.messages.is_plain_notification`, or was read as one by
         :func:`_plain_notification` or :func:`_hot_event`) on the guard's hot path
         (:meth:`fsm.guard.Guard.on_plain_notification`); returns its actions, or ``None``
         (nothing fed) when ``stream`` is not open: the caller then feeds the event as an
@@ -487,7 +487,7 @@ def _plain_notification(data: str) -> str | None:
     params) with one ``"method"``, one ``"jsonrpc"`` and at most one ``"params"`` key, no
     ``"id"`` anywhere, no backslash anywhere (an escaped key such as ``"\\u0069d"`` would
     hide from the checks) and ``<m>`` not a cancellation: only messages that, parsed, pass
-    :func:`_is_plain_notification`.
+    :func:`fsm.messages.is_plain_notification`.
     Anything malformed is forwarded to the SDK either way.
     """
     if not data.startswith(_NOTIFICATION_PREFIX) or not data.endswith("}"):
@@ -509,25 +509,6 @@ def _plain_notification(data: str) -> str | None:
     ):
         return None
     return method
-
-
-def _is_plain_notification(msg: Any) -> bool:
-    """Whether a decoded message is a notification that needs no decision, the kind
-    :meth:`fsm.guard.Guard.on_plain_notification` takes by its event id alone (as
-    :meth:`fsm.guard.Guard.on_event` would): ``jsonrpc`` "2.0", no ``id``, a non-empty
-    ``method`` other than a cancellation, params (if any) a JSON object."""
-    if not isinstance(msg, dict) or "id" in msg or msg.get("jsonrpc") != "2.0":
-        return False
-    method = msg.get("method")
-    return (
-        type(method) is str
-        and bool(method)
-        and method != CANCELLED
-        and isinstance(msg.get("params", _NO_PARAMS), Mapping)
-    )
-
-
-_NO_PARAMS: Mapping[str, Any] = {}
 
 
 def _origin_of(stream: str) -> Any:

@@ -31,7 +31,7 @@ from fsm import Guard, SubmissionResult
 from fsm import events as ev
 from fsm.actions import Present
 from fsm.errors import GuardUsageError
-from fsm.messages import CANCELLED
+from fsm.messages import is_plain_notification
 
 STREAMS = {POST: ORIGIN, GET: None, "post:8": 8}
 RESULTS = [
@@ -130,20 +130,12 @@ def hot_path_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
     return guard.feed(event)
 
 
-def _plain_notification(data: Any) -> bool:
-    """A notification that needs no decision (the adapter's test before the id-only path)."""
-    if not isinstance(data, dict) or "id" in data or data.get("jsonrpc") != "2.0":
-        return False
-    method, params = data.get("method"), data.get("params", {})
-    return type(method) is str and bool(method) and method != CANCELLED and isinstance(params, dict)
-
-
 def plain_notification_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
     if (
         isinstance(event, ev.SseEvent)
         and event.retry_ms is None
         and event.replayed is None
-        and _plain_notification(event.data)
+        and is_plain_notification(event.data)
     ):
         actions = guard.on_plain_notification(event.stream, event.event_id)
         if actions is not None:
@@ -235,7 +227,7 @@ def test_hot_path_decides_like_feed() -> None:
 
 
 def test_id_only_path_decides_like_feed() -> None:
-    assert _agrees_with_feed(plain_notification_feed, 3000, _plain_notification) > 150
+    assert _agrees_with_feed(plain_notification_feed, 3000, is_plain_notification) > 150
 
 
 def test_no_interactive_key_is_presented_twice_on_random_sequences() -> None:

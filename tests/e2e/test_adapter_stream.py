@@ -25,6 +25,7 @@ from fsm import events as ev
 from fsm import properties as P
 from fsm.guard import Guard
 from fsm.mcpsdk import adapter
+from fsm.messages import is_plain_notification
 from fsm.observe import ObservedGuard
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -200,6 +201,6 @@ def test_the_hot_path_reads_id_and_method_as_the_parser_does() -> None:
         assert hot is not None, chunk
         (sse,) = adapter._SseParser().feed(chunk)
         assert hot == (len(chunk), sse.event_id)
-        assert adapter._is_plain_notification(json.loads(sse.data))
+        assert is_plain_notification(json.loads(sse.data))
     assert adapter._hot_event(b"id: e1\r\ndata: {}\r\n\r", 0) is None
     assert adapter._hot_event(_event("e\0", _progress(1)), 0) is None
