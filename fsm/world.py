@@ -60,6 +60,13 @@ wrapped in a 500, and a transport error."""
 
 TERMINAL_OUTCOMES = frozenset({"404", "404rpc", "rpc", "500rpc"})
 
+Deadline = Literal["silent", "cancel"]
+"""A server-side deadline fires silently, or with a ``notifications/cancelled``."""
+UserMode = Literal["answers", "never"]
+"""The user answers each presented prompt (at any time), or never."""
+Replay = Literal["after", "inclusive"]
+"""A resumed stream replays after the ``Last-Event-ID`` (the specification), or from it."""
+
 
 class ClientPolicy(Protocol[C]):
     """A client under test, as a pure function of its state and one input."""
@@ -82,14 +89,14 @@ class Bounds:
     requests: int = 1
     cuts: int = 2
     post_faults: int = 1
-    deadline: Literal["silent", "cancel"] = "silent"
+    deadline: Deadline = "silent"
     unknown_answer: Outcome = "202"
     completes_on_deadline: bool = True
-    user: Literal["answers", "never"] = "answers"
+    user: UserMode = "answers"
     reaper: bool = False
     clock: bool = True
     ttl: float = 0.5
-    replay: Literal["after", "inclusive"] = "after"
+    replay: Replay = "after"
 
 
 class Agent:

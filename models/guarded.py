@@ -13,12 +13,24 @@ the number of concurrent server requests.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Literal
+from typing import Any
 
 from fsm import PRODUCT, Guard, GuardConfig, SubmissionResult
 from fsm import actions as act
 from fsm import events as ev
-from fsm.world import STREAM, Bounds, Input, Outcome, Output, World, key, transition_label
+from fsm.world import (
+    STREAM,
+    Bounds,
+    Deadline,
+    Input,
+    Outcome,
+    Output,
+    Replay,
+    UserMode,
+    World,
+    key,
+    transition_label,
+)
 
 ORIGIN = 100
 REQUESTS = 1
@@ -191,10 +203,10 @@ def variants(
     ``"after,silent,rpc,answers"``); more than one request shows as ``xN`` in the name.
     ``policy``: a fresh ``GuardPolicy(CONFIG)`` measures a run with nothing memoised."""
     worlds: list[World[Any]] = []
-    replays: tuple[Literal["after", "inclusive"], ...] = ("after", "inclusive")
-    deadlines: tuple[Literal["silent", "cancel"], ...] = ("silent", "cancel")
+    replays: tuple[Replay, ...] = ("after", "inclusive")
+    deadlines: tuple[Deadline, ...] = ("silent", "cancel")
     unknowns: tuple[Outcome, ...] = ("202", "404", "rpc", "500rpc")
-    users: tuple[Literal["answers", "never"], ...] = ("answers", "never")
+    users: tuple[UserMode, ...] = ("answers", "never")
     for replay, deadline, unknown, user, reaper in itertools.product(
         replays, deadlines, unknowns, users, (False, True)
     ):
