@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
+from sse_bodies import ScriptedBody, sse_event
 
 from fsm import events as ev
 from fsm import properties as P
@@ -34,10 +34,7 @@ SESSION, STREAM, ORIGIN = "s1", "post:2", 2
 
 
 def _event(event_id: str | None, message: Any, crlf: bool = True) -> bytes:
-    nl = "\r\n" if crlf else "\n"
-    data = message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
-    head = f"id: {event_id}{nl}" if event_id is not None else ""
-    return f"{head}event: message{nl}data: {data}{nl}{nl}".encode()
+    return sse_event(event_id, message, crlf=crlf, compact=True)
 
 
 def _progress(n: int, **extra: Any) -> dict[str, Any]:
@@ -78,24 +75,12 @@ EVENTS: list[bytes] = [
 WIRE = b"".join(EVENTS)
 
 
-class _Source(httpx2.AsyncByteStream):
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = chunks
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self.chunks:
-            yield chunk
-
-    async def aclose(self) -> None:
-        pass
-
-
 class _Response:
     """What the body reads of an ``httpx2.Response``: headers, stream, aclose."""
 
     def __init__(self, chunks: list[bytes]) -> None:
         self.headers: dict[str, str] = {"content-type": "text/event-stream"}
-        self.stream = _Source(chunks)
+        self.stream = ScriptedBody(chunks)
 
     async def aclose(self) -> None:
         pass

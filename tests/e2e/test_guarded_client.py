@@ -10,13 +10,14 @@ every wait is on observed traffic; nothing sleeps to synchronise.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
 from mcp import MCPError
+from sse_bodies import ScriptedBody, sse_event
 
 from fsm import properties as P
 from fsm.errors import (
@@ -236,23 +237,6 @@ async def test_resumes_without_progress_are_bounded(rig: Rig) -> None:
 # --------------------------------------------------------------------------- stale replay
 
 
-class _CutAfter(httpx2.AsyncByteStream):
-    """An SSE body that delivers ``events`` and then breaks abruptly."""
-
-    def __init__(self, events: list[bytes]) -> None:
-        self.events = events
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for event in self.events:
-            yield event
-        raise httpx2.ReadError("peer closed connection")
-
-
-def _sse(event_id: str, data: object | None = None) -> bytes:
-    body = "" if data is None else json.dumps(data)
-    return f"id: {event_id}\nevent: message\ndata: {body}\n\n".encode()
-
-
 async def test_stale_replay_raises_stale_request_error() -> None:
     """A server that replays a request the client already holds, past its deadline.
 
@@ -270,7 +254,7 @@ async def test_stale_replay_raises_stale_request_error() -> None:
             "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}},
         },
     }
-    replay = [_sse("e1"), _sse("e2", elicit)]
+    replay = [sse_event("e1"), sse_event("e2", elicit)]
     seen: list[tuple[str, str | None]] = []
 
     def handler(request: httpx2.Request) -> httpx2.Response:
@@ -280,7 +264,11 @@ async def test_stale_replay_raises_stale_request_error() -> None:
             if request.headers.get("last-event-id") is None:
                 return httpx2.Response(405)
             now[0] = 100.0  # the user looked away; the deadline (60 s) passed
-            return httpx2.Response(200, headers=sse, stream=_CutAfter(replay))
+            return httpx2.Response(
+                200,
+                headers=sse,
+                stream=ScriptedBody(replay, httpx2.ReadError("peer closed connection")),
+            )
         if request.method == "DELETE":
             return httpx2.Response(200)
         body = json.loads(request.content)
@@ -296,7 +284,11 @@ async def test_stale_replay_raises_stale_request_error() -> None:
                 json={"jsonrpc": "2.0", "id": body["id"], "result": result},
             )
         if body.get("method") == "tools/call":
-            return httpx2.Response(200, headers=sse, stream=_CutAfter(replay))
+            return httpx2.Response(
+                200,
+                headers=sse,
+                stream=ScriptedBody(replay, httpx2.ReadError("peer closed connection")),
+            )
         return httpx2.Response(202)
 
     prompts: list[str] = []
