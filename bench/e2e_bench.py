@@ -22,8 +22,9 @@ runs: far less sensitive to other load on the machine). Server and client share 
 event loop and process, as in the e2e tests, so the figures are the guard's share of a
 whole round, not of the client alone.
 
-:func:`long_session` then makes 2,100 one-event calls in one plain and one guarded
-session side by side: the cost of a short call, and whether it grows with the session.
+:func:`long_session` then makes 2,100 one-event calls (the stream carries only the
+result) in one plain and one guarded session side by side: the cost of a short call,
+and whether it grows with the session.
 """
 
 from __future__ import annotations
@@ -63,9 +64,11 @@ async def _guarded(url: str, http: Any) -> AsyncIterator[Any]:
         yield session
 
 
-async def _one(kind: str, url: str) -> tuple[float, float]:
+async def stream_progress(session: Any, count: int) -> None:
+    """Call the harness tool ``stream_progress`` with a progress callback (without one the
+    server sends no progress at all) and return once the result and all ``count``
+    callbacks are in (callbacks may trail the result)."""
     import anyio
-    import httpx2
 
     received = 0
     done = anyio.Event()
@@ -73,8 +76,21 @@ async def _one(kind: str, url: str) -> tuple[float, float]:
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         nonlocal received
         received += 1
-        if received >= COUNT:
+        if received >= count:
             done.set()
+
+    result = await session.call_tool(
+        "stream_progress", {"count": count}, progress_callback=on_progress
+    )
+    with anyio.fail_after(60):
+        await done.wait()
+    text = "".join(getattr(c, "text", "") for c in result.content)
+    assert text == f"streamed {count}", text
+    assert received == count, received
+
+
+async def _one(kind: str, url: str) -> tuple[float, float]:
+    import httpx2
 
     opener = _plain if kind == "plain" else _guarded
     async with (
@@ -85,18 +101,11 @@ async def _one(kind: str, url: str) -> tuple[float, float]:
         gc.freeze()
         try:
             started, cpu = time.perf_counter(), time.process_time()
-            result = await session.call_tool(
-                "stream_progress", {"count": COUNT}, progress_callback=on_progress
-            )
-            with anyio.fail_after(60):
-                await done.wait()
+            await stream_progress(session, COUNT)
             seconds = time.perf_counter() - started
             cpu = time.process_time() - cpu
         finally:
             gc.unfreeze()
-    text = "".join(getattr(c, "text", "") for c in result.content)
-    assert text == f"streamed {COUNT}", text
-    assert received == COUNT, received
     return seconds, cpu
 
 
@@ -121,8 +130,9 @@ WINDOW = 5
 
 async def _long_sessions() -> dict[str, list[float]]:
     """One plain and one guarded session side by side, each making ``LONG_CALLS`` calls
-    of a tool that emits one progress notification, in interleaved blocks of ``BLOCK``:
-    the mean seconds per call of every block, per client."""
+    whose stream carries one event, the result (no progress callback, so the server sends
+    no progress), in interleaved blocks of ``BLOCK``: the mean seconds per call of every
+    block, per client."""
     import anyio
     import httpx2
 
