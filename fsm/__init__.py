@@ -24,12 +24,22 @@ from fsm.errors import (
 )
 from fsm.guard import LIVE_MARKER, Guard, GuardConfig, LivenessOracle, default_oracle
 from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
-from fsm.outcomes import Classifier, OutcomeClass, Rule, SubmissionResult
+from fsm.outcomes import (
+    DEFAULT_RULES,
+    RESUME_RULES,
+    Classifier,
+    HttpResult,
+    OutcomeClass,
+    Rule,
+    SubmissionResult,
+)
 
 __all__ = [
+    "DEFAULT_RULES",
     "LIVENESS",
     "LIVE_MARKER",
     "PRODUCT",
+    "RESUME_RULES",
     "TRANSPORT",
     "CapacityError",
     "Classifier",
@@ -37,6 +47,7 @@ __all__ = [
     "GuardConfig",
     "GuardError",
     "GuardUsageError",
+    "HttpResult",
     "InteractionFailed",
     "LivenessOracle",
     "OutcomeClass",

@@ -32,7 +32,14 @@ Contract
 * Memory is bounded: at most ``max_live_requests`` live requests (more are refused), at
   most ``max_tombstones`` finished ones kept for de-duplication (oldest evicted first: a
   key redelivered after its tombstone was evicted looks new), ``max_streams`` streams and
-  ``max_seen_event_ids`` event ids per stream.
+  ``max_seen_event_ids`` event ids per stream kept exactly and ``max_event_history``
+  more as fingerprints (:mod:`fsm.history`).
+* Resumption terminates and never goes backwards, whatever the server replays: progress
+  (which resets the budget of ``max_resumes_without_progress``) is an event id the stream
+  never carried before, judged against its whole history, so replaying old events is no
+  progress and never moves the cursor; a stream is resumed at most
+  ``max_resumes_per_stream`` times in all (a server that restamps old events with new ids
+  cannot keep it alive); once its history is full, a stream's next loss is terminal.
 * Not thread-safe; drive one guard from one task at a time (asyncio tasks interleave only
   at ``await`` points, and ``feed`` never awaits).
 """
@@ -72,6 +79,7 @@ from fsm.errors import (
     SubmissionFailedError,
     UnknownPendingRequestError,
 )
+from fsm.history import EventHistory
 from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
 from fsm.messages import (
     Malformed,
@@ -107,6 +115,14 @@ class GuardConfig:
 
     Methods in neither ``interactive_methods`` nor ``idempotent_methods`` are treated as
     interactive (presented at most once): the conservative choice.
+
+    Resumption: ``max_resumes_without_progress`` resumes in a row that bring no event id
+    the stream never carried end it; ``max_resumes_per_stream`` bounds its resumes in
+    all. Each stream remembers its ``max_seen_event_ids`` newest event ids exactly and up
+    to ``max_event_history`` older ones as fingerprints (6 bytes each: 768 KiB at the
+    default); a stream that carried more than both can no longer tell a replay from new
+    events, and its next loss is terminal (``ResumeBudgetSpentError``, reason
+    ``history-full``). How a failed resume GET is judged is ``resume_classifier``.
     """
 
     interactive_methods: frozenset[str] = frozenset(
@@ -124,7 +140,10 @@ class GuardConfig:
     max_tombstones: int = 4096
     max_streams: int = 64
     max_seen_event_ids: int = 1024
+    max_event_history: int = 131_072
+    max_resumes_per_stream: int = 100
     classifier: Classifier = field(default_factory=Classifier)
+    resume_classifier: Classifier = field(default_factory=Classifier.for_resumes)
     oracle: LivenessOracle = default_oracle
 
     def ttl(self, method: str) -> float:
@@ -158,24 +177,24 @@ class _Stream:
         "cause",
         "cursor",
         "ended",
+        "history",
         "id",
         "origin",
         "requests",
         "resumed",
+        "resumes",
         "retry_ms",
-        "seen",
         "stalls",
         "state",
     )
 
-    def __init__(self, sid: str, origin: RequestId | None) -> None:
+    def __init__(self, sid: str, origin: RequestId | None, history: EventHistory) -> None:
         self.id, self.origin = sid, origin
         self.state = TRANSPORT.initial
         self.cursor: str | None = None
-        # insertion-ordered, oldest first: evicting the oldest of a plain dict rescans the
-        # deleted slots at its front (about 1 us per event once max_seen_event_ids is hit)
-        self.seen: OrderedDict[str, None] = OrderedDict()
+        self.history = history
         self.stalls = 0
+        self.resumes = 0
         self.retry_ms: int | None = None
         self.resumed = False
         self.ended = False
@@ -188,8 +207,9 @@ class _Stream:
             self.origin,
             self.state,
             self.cursor,
-            tuple(self.seen),
+            self.history.freeze(),
             self.stalls,
+            self.resumes,
             self.retry_ms,
             self.resumed,
             self.ended,
@@ -198,11 +218,17 @@ class _Stream:
         )
 
     @classmethod
-    def thaw(cls, t: tuple[Any, ...]) -> _Stream:
-        s = cls(t[0], t[1])
-        (s.state, s.cursor, seen, s.stalls, s.retry_ms, s.resumed, s.ended, s.cause, reqs) = t[2:]
-        s.seen = OrderedDict.fromkeys(seen)
-        s.requests = list(reqs)
+    def thaw(cls, t: tuple[Any, ...], config: GuardConfig) -> _Stream:
+        (state, cursor, seen, stalls, resumes, retry_ms, resumed, ended, cause, reqs) = t[2:]
+        s = cls(t[0], t[1], _history(config, seen))
+        s.state, s.cursor, s.stalls, s.resumes, s.retry_ms = (
+            state,
+            cursor,
+            stalls,
+            resumes,
+            retry_ms,
+        )
+        s.resumed, s.ended, s.cause, s.requests = resumed, ended, cause, list(reqs)
         return s
 
 
@@ -297,7 +323,6 @@ class Guard:
         runtime or the compiled tables; ``on_fire(machine, source, trigger, dest)`` is
         called for every declared transition taken (coverage, tracing)."""
         self.config = config or GuardConfig()
-        self._max_seen = self.config.max_seen_event_ids
         self._on_fire = on_fire
         self._clock = clock
         self._engines: dict[str, Engine] = _make_engines(engine)
@@ -361,7 +386,7 @@ class Guard:
         if st is None or st.state != "open":
             return None
         if event_id is not None:
-            if event_id in st.seen:
+            if event_id in st.history:
                 return (Ignore("duplicate-event", event_id, stream=stream),)
             self._advance(st, event_id)
         return _NOTHING
@@ -408,7 +433,7 @@ class Guard:
     def restore(self, snap: tuple[Any, ...]) -> None:
         """Load a :meth:`snapshot` (made by a guard with the same config)."""
         self.session, streams, requests, self.expired = snap
-        self._streams = {t[0]: _Stream.thaw(t) for t in streams}
+        self._streams = {t[0]: _Stream.thaw(t, self.config) for t in streams}
         self._requests = {}
         self._tombstones = OrderedDict()
         self._live_requests = 0
@@ -438,7 +463,7 @@ class Guard:
         if old is not None:
             del self._streams[e.stream]
         self._evict_streams()
-        self._streams[e.stream] = _Stream(e.stream, e.origin)
+        self._streams[e.stream] = _Stream(e.stream, e.origin, _history(self.config, None))
 
     def _on_sse(self, e: ev.SseEvent, batch_cancels: frozenset[RequestId] = frozenset()) -> None:
         st = self._streams.get(e.stream)
@@ -452,7 +477,7 @@ class Guard:
             return
         duplicate = False
         if e.event_id is not None:
-            if e.event_id in st.seen:
+            if e.event_id in st.history:
                 duplicate = True
             else:
                 self._advance(st, e.event_id)
@@ -605,6 +630,7 @@ class Guard:
             return
         self._fire("transport", st, "resume")
         st.stalls += 1
+        st.resumes += 1
         self._emit(Resume(st.id, st.cursor))
 
     def _on_resumed(self, e: ev.StreamResumed) -> None:
@@ -617,20 +643,18 @@ class Guard:
 
     def _on_resume_refused(self, e: ev.ResumeRefused) -> None:
         st = self._stream(e.stream)
-        if e.status == 404:
-            # HTTP 404 on a request carrying the session id: the session is gone, whether
-            # or not a resume was pending on this stream (DESIGN: "404 on any request").
-            self._expire_session(f"resume GET -> {e.status}")
+        verdict = self.config.resume_classifier.classify(e.result())
+        what = f"resume GET -> {e.result().describe()} ({verdict.rule}: {verdict.outcome.value})"
+        if verdict.outcome is OutcomeClass.TERMINAL and verdict.scope == "session":
+            # a request carrying the session id says the session is gone, whether or not
+            # a resume was pending on this stream ("404 on any request")
+            self._expire_session(what)
             return
         if st.state != "resuming":
             self._emit(Ignore("no-resume-pending", f"{st.id} is {st.state}", stream=st.id))
             return
-        what = f"resume GET -> {e.status if e.status is not None else e.error}"
-        if e.status == 404:
-            self._expire_session(what)
-            return
         self._fire("transport", st, "lose")
-        if e.status in (400, 405, 409):
+        if verdict.outcome is OutcomeClass.TERMINAL:
             st.cause = Cause(
                 ResumeBudgetSpentError,
                 f"{st.id} cannot be resumed ({what})",
@@ -641,7 +665,7 @@ class Guard:
             self._fire("transport", st, "give_up")
             self._settle()
         else:
-            self._schedule_or_give_up(st, what)
+            self._schedule_or_give_up(st, what, verdict.retry_after)
 
     def _on_answer(self, e: ev.UserAnswered) -> None:
         rec = self._requests.get(e.key)
@@ -736,11 +760,9 @@ class Guard:
         return st
 
     def _advance(self, st: _Stream, event_id: str) -> None:
-        """A new event id: it is the cursor now, and it is progress (budget resets)."""
-        seen = st.seen
-        seen[event_id] = None
-        if len(seen) > self._max_seen:
-            seen.popitem(last=False)
+        """An event id the stream never carried: it is the cursor now, and it is progress
+        (the budget of resumes without progress resets)."""
+        st.history.add(event_id)
         st.cursor = event_id
         st.stalls = 0
 
@@ -761,28 +783,27 @@ class Guard:
         rec.attempts += 1
         self._emit(Submit(rec.key, answer, rec.attempts, delay))
 
-    def _schedule_or_give_up(self, st: _Stream, what: str) -> None:
-        limit = self.config.max_resumes_without_progress
-        if st.cursor is None:
-            st.cause = Cause(
-                ResumeBudgetSpentError,
-                f"{st.id} lost ({what}) before any event id: nothing to resume from",
-                None,
-                (what, "no event id seen"),
-                "no-cursor",
-            )
-        elif st.stalls >= limit:
-            st.cause = Cause(
-                ResumeBudgetSpentError,
-                f"{st.id} lost ({what}) after {st.stalls} resumes without progress",
-                None,
-                (what, f"{st.stalls} resumes without a new event id", f"cursor {st.cursor}"),
-                "resume-budget-spent",
-            )
-        else:
+    def _schedule_or_give_up(
+        self, st: _Stream, what: str, retry_after: float | None = None
+    ) -> None:
+        """After a loss (or a transient resume failure): wait and resume, or end the
+        stream when resuming is unsafe or its budgets are spent. ``retry_after``: the
+        server's ``Retry-After`` in seconds, which overrides the backoff."""
+        cfg = self.config
+        refusal = _resume_refusal(st, cfg)
+        if refusal is None:
             self._fire("transport", st, "schedule")
-            self._emit(Wait(st.id, self.config.backoff(st.stalls, st.retry_ms)))
+            delay = cfg.backoff(st.stalls, st.retry_ms) if retry_after is None else retry_after
+            self._emit(Wait(st.id, max(0.0, delay)))
             return
+        message, evidence, reason = refusal
+        st.cause = Cause(
+            ResumeBudgetSpentError,
+            f"{st.id} lost ({what}) {message}",
+            None,
+            (what, *evidence),
+            reason,
+        )
         self._fire("transport", st, "give_up")
         self._settle()
 
@@ -905,6 +926,40 @@ class Guard:
             if victim is None:
                 return
             del self._streams[victim.id]
+
+
+def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...], str] | None:
+    """Why ``st`` must not be resumed now, as ``(message, evidence, reason)``, or ``None``."""
+    if st.cursor is None:
+        return ("before any event id: nothing to resume from", ("no event id seen",), "no-cursor")
+    if st.history.full:
+        return (
+            f"after {len(st.history)} event ids: its history is full, so a replay could not "
+            "be told from new events",
+            (
+                f"max_seen_event_ids={cfg.max_seen_event_ids}",
+                f"max_event_history={cfg.max_event_history}",
+            ),
+            "history-full",
+        )
+    if st.stalls >= cfg.max_resumes_without_progress:
+        return (
+            f"after {st.stalls} resumes without progress",
+            (f"{st.stalls} resumes without an event id it never carried", f"cursor {st.cursor}"),
+            "resume-budget-spent",
+        )
+    if st.resumes >= cfg.max_resumes_per_stream:
+        return (
+            f"after {st.resumes} resumes in all (max_resumes_per_stream)",
+            (f"{st.resumes} resumes", f"cursor {st.cursor}"),
+            "resume-cap",
+        )
+    return None
+
+
+def _history(config: GuardConfig, frozen: tuple[Any, ...] | None) -> EventHistory:
+    window, cap = config.max_seen_event_ids, config.max_event_history
+    return EventHistory(window, cap) if frozen is None else EventHistory.thaw(window, cap, frozen)
 
 
 def _as_replay(item: ev.SseEvent) -> ev.SseEvent:

@@ -1,7 +1,11 @@
-"""Classify the outcome of an answer submission: accepted, retryable or terminal.
+"""Classify what an HTTP request of the client came back with: accepted, retryable or terminal.
 
-The classification is a table of :class:`Rule` rows, first match wins. The default
-table, :data:`DEFAULT_RULES`:
+Two requests of the client are judged by a table: the answer POST (did the server take
+the answer?) and the resume GET (may the stream be resumed again?). A table is a tuple of
+:class:`Rule` rows over an :class:`HttpResult`, first match wins, held by a
+:class:`Classifier` that users extend with their own rows.
+
+Answer submissions: :data:`DEFAULT_RULES`
 
 ============================  =======================================  ==========  ========
 rule                          matches                                  class       scope
@@ -26,6 +30,35 @@ rule                          matches                                  class    
 An outcome no row matches (1xx, 3xx, other 2xx) is *retryable* with rule name
 ``unclassified``: a retry is bounded, a silent acceptance could lose the answer.
 Extend the table with :meth:`Classifier.with_rules` (your rows go first).
+
+Resume GETs that did not open a stream: :data:`RESUME_RULES` (``scope="request"`` means
+this stream). Terminal rows end the stream with one ``ResumeBudgetSpentError`` (reason
+``not-resumable``); retryable ones count as a resume without progress and are retried
+within the stream's budgets, after ``Retry-After`` when the server sent one.
+
+============================  =======================================  ==========  ========
+rule                          matches                                  class       scope
+============================  =======================================  ==========  ========
+``jsonrpc-session-gone``      JSON-RPC error "session not found"       terminal    session
+``http-404``                  HTTP 404: the session is gone (Python,   terminal    session
+                              TypeScript and Go servers alike)
+``http-400``                  missing or bad session header, or a      terminal    request
+                              ``Last-Event-ID`` the server rejects
+``http-405``                  the server offers no GET stream          terminal    request
+                              (resumability unsupported)
+``http-406``, ``http-410``    the server will never serve this GET     terminal    request
+``http-409``                  conflict: the server still holds the     retryable   request
+                              old connection (or another GET)
+``http-429``                  rate limited (honour ``Retry-After``)    retryable   request
+``http-5xx``                  server errors, including an event        retryable   request
+                              store that failed to replay
+``transport-error``           no HTTP status: connection refused,      retryable   request
+                              reset, timeout
+``other-4xx``                 any other 4xx (401, 403, ...)            terminal    request
+============================  =======================================  ==========  ========
+
+Anything else (1xx, 3xx, a 2xx that opened no event stream) is *retryable* as
+``unclassified``: the stream's budgets bound it.
 """
 
 from __future__ import annotations
@@ -47,7 +80,7 @@ class OutcomeClass(Enum):
 
 @dataclass(frozen=True, slots=True)
 class SubmissionResult:
-    """What the client observed when it POSTed an answer.
+    """What the client observed of one HTTP request (an answer POST, a resume GET).
 
     ``status`` is the HTTP status (``None`` when no response arrived), ``body`` the parsed
     JSON body if any, ``error`` the transport exception kind (e.g. ``"ConnectError"``,
@@ -84,6 +117,9 @@ class SubmissionResult:
             parts.append(f"JSON-RPC {rpc[0]} {rpc[1]!r}")
         return " ".join(parts)
 
+
+HttpResult = SubmissionResult
+"""The same record under the name that fits a resume GET's result."""
 
 Scope = Literal["request", "session"]
 
@@ -138,35 +174,22 @@ def _status_range(low: int, high: int) -> Callable[[SubmissionResult], bool]:
     return lambda r: r.status is not None and low <= r.status <= high
 
 
-DEFAULT_RULES: tuple[Rule, ...] = (
-    Rule(
-        "jsonrpc-session-gone",
-        _rpc_matches(_SESSION_GONE),
-        OutcomeClass.TERMINAL,
-        "session",
-        "JSON-RPC error saying the session is gone, whatever the HTTP status",
-    ),
-    Rule(
-        "jsonrpc-no-such-request",
-        _rpc_matches(_NO_SUCH_REQUEST),
-        OutcomeClass.TERMINAL,
-        doc="JSON-RPC error meaning no such pending request, whatever the HTTP status",
-    ),
-    Rule(
-        "http-404",
-        _status_in(404),
-        OutcomeClass.TERMINAL,
-        "session",
-        "404 on a request carrying the session id: the session is gone",
-    ),
-    Rule("http-400", _status_in(400), OutcomeClass.TERMINAL, doc="the server refuses the answer"),
-    Rule("http-410", _status_in(410), OutcomeClass.TERMINAL, doc="the request is gone"),
-    Rule(
-        "accepted",
-        _status_in(200, 202),
-        OutcomeClass.ACCEPTED,
-        doc="accepted by the transport; 202 is not proof of liveness",
-    ),
+_SESSION_GONE_RULE = Rule(
+    "jsonrpc-session-gone",
+    _rpc_matches(_SESSION_GONE),
+    OutcomeClass.TERMINAL,
+    "session",
+    "JSON-RPC error saying the session is gone, whatever the HTTP status",
+)
+_HTTP_404 = Rule(
+    "http-404",
+    _status_in(404),
+    OutcomeClass.TERMINAL,
+    "session",
+    "404 on a request carrying the session id: the session is gone",
+)
+_HTTP_410 = Rule("http-410", _status_in(410), OutcomeClass.TERMINAL, doc="gone for good")
+_RETRYABLE_TAIL = (
     Rule("http-429", _status_in(429), OutcomeClass.RETRYABLE, doc="rate limited"),
     Rule("http-5xx", _status_range(500, 599), OutcomeClass.RETRYABLE, doc="server error"),
     Rule(
@@ -183,12 +206,67 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
 )
 
+DEFAULT_RULES: tuple[Rule, ...] = (
+    _SESSION_GONE_RULE,
+    Rule(
+        "jsonrpc-no-such-request",
+        _rpc_matches(_NO_SUCH_REQUEST),
+        OutcomeClass.TERMINAL,
+        doc="JSON-RPC error meaning no such pending request, whatever the HTTP status",
+    ),
+    _HTTP_404,
+    Rule("http-400", _status_in(400), OutcomeClass.TERMINAL, doc="the server refuses the answer"),
+    _HTTP_410,
+    Rule(
+        "accepted",
+        _status_in(200, 202),
+        OutcomeClass.ACCEPTED,
+        doc="accepted by the transport; 202 is not proof of liveness",
+    ),
+    *_RETRYABLE_TAIL,
+)
+"""How an answer POST's outcome is judged (the table in the module docstring)."""
+
+RESUME_RULES: tuple[Rule, ...] = (
+    _SESSION_GONE_RULE,
+    _HTTP_404,
+    Rule(
+        "http-400",
+        _status_in(400),
+        OutcomeClass.TERMINAL,
+        doc="missing or bad session header, or a Last-Event-ID the server rejects",
+    ),
+    Rule(
+        "http-405",
+        _status_in(405),
+        OutcomeClass.TERMINAL,
+        doc="the server offers no GET stream: resumability unsupported",
+    ),
+    Rule("http-406", _status_in(406), OutcomeClass.TERMINAL, doc="the server refuses the Accept"),
+    _HTTP_410,
+    Rule(
+        "http-409",
+        _status_in(409),
+        OutcomeClass.RETRYABLE,
+        doc="conflict: the server still holds the old connection",
+    ),
+    *_RETRYABLE_TAIL,
+)
+"""How a failed resume GET is judged (the second table in the module docstring)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Classifier:
     """An ordered table of :class:`Rule` rows; the first match wins."""
 
     rules: tuple[Rule, ...] = DEFAULT_RULES
+    """The rows, first match wins (answer POSTs by default; :data:`RESUME_RULES` for
+    resume GETs)."""
+
+    @classmethod
+    def for_resumes(cls) -> Classifier:
+        """The default classifier of resume GET results (:data:`RESUME_RULES`)."""
+        return cls(RESUME_RULES)
 
     def with_rules(self, *rules: Rule) -> Classifier:
         """A classifier that tries ``rules`` first, then this one's."""

@@ -507,7 +507,7 @@ def test_no_cursor_fails_immediately(engine: str) -> None:
     assert guard.stream_state(POST) == "dead"
 
 
-@pytest.mark.parametrize("status", [405, 400, 409])
+@pytest.mark.parametrize("status", [405, 400, 406, 410, 403])
 def test_resume_refused_as_unsupported_is_not_resumable(engine: str, status: int) -> None:
     guard = make_guard(engine)
     guard.feed(sse(progress(), "e1"))
@@ -518,6 +518,37 @@ def test_resume_refused_as_unsupported_is_not_resumable(engine: str, status: int
     assert acts[0].error.reason == "not-resumable"  # type: ignore[union-attr]
     assert guard.stream_state(POST) == "dead"
     assert not of(guard.feed(ev.TimerFired(POST)), Resume)
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "retry_after", "delay"),
+    [
+        (409, None, None, None),
+        (429, None, 7.0, 7.0),
+        (503, None, None, None),
+        (None, "ConnectError", None, None),
+    ],
+)
+def test_resume_refused_transiently_waits_within_the_budget(
+    engine: str,
+    status: int | None,
+    error: str | None,
+    retry_after: float | None,
+    delay: float | None,
+) -> None:
+    guard = make_guard(engine, max_resumes_without_progress=2)
+    guard.feed(sse(progress(), "e1"))
+    guard.feed(ev.StreamLost(POST, clean=False))
+    guard.feed(ev.TimerFired(POST))
+    refused = ev.ResumeRefused(POST, status=status, error=error, retry_after=retry_after)
+    waits = of(guard.feed(refused), Wait)
+    assert len(waits) == 1 and guard.stream_state(POST) == "waiting"
+    if delay is not None:
+        assert waits[0].delay_s == delay
+    assert of(guard.feed(ev.TimerFired(POST)), Resume) == [Resume(POST, "e1")]
+    # the budget still bounds it: a second refusal without progress ends the stream
+    fails = of(guard.feed(refused), Fail)
+    assert len(fails) == 1 and fails[0].error.reason == "resume-budget-spent"
 
 
 def test_dead_stream_orphans_its_presented_requests(engine: str) -> None:
@@ -570,15 +601,6 @@ def test_snapshot_restore_round_trip_decides_identically(engine: str) -> None:
     )
 
 
-CURSOR_WINDOW = (
-    "core bug (P7): the cursor is 'the newest id not in the bounded seen window'; once an "
-    "id has been evicted from the max_seen_event_ids window, a replay of it counts as new "
-    "progress and moves the cursor back to it (and resets the resume budget), so the next "
-    "Resume uses an older Last-Event-ID than the newest seen"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=CURSOR_WINDOW)
 def test_cursor_never_moves_back_even_after_its_id_left_the_seen_window(engine: str) -> None:
     guard = make_guard(engine, max_seen_event_ids=2)
     for i in (1, 2, 3):

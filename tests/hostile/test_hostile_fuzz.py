@@ -299,7 +299,9 @@ class Run:
         assert 0 <= live <= cfg.max_live_requests
         assert tombstones <= cfg.max_tombstones
         assert streams <= cfg.max_streams
-        assert all(len(s.seen) <= cfg.max_seen_event_ids for s in self.g._streams.values())
+        for stream in self.g._streams.values():
+            assert len(stream.history.recent) <= cfg.max_seen_event_ids
+            assert stream.history.count <= cfg.max_event_history
 
 
 @settings(

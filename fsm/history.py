@@ -1,0 +1,128 @@
+"""Which event ids a stream has carried: exact for the recent ones, fingerprints for the rest.
+
+A resumed SSE connection may replay events the client already has, from wherever the
+server chooses: after the ``Last-Event-ID`` (the specification), from it, from the start of
+its buffer. Event ids are opaque strings with no order the client may rely on, so the only
+way to tell a replayed old event from a new one is to remember every id the stream carried.
+:class:`EventHistory` does that in bounded memory:
+
+* the ``window`` most recent ids exactly (an insertion-ordered dict: the fast path, and
+  no false match for anything recent);
+* every id evicted from the window as a 58-bit fingerprint (10 bits pick one of 1,024
+  buckets, 48 bits are stored: 6 bytes per id), up to ``cap`` ids;
+* once ``cap`` fingerprints are stored the history is :attr:`~EventHistory.full`: ids
+  evicted from the window after that are forgotten, and the owner must no longer trust
+  a replay (the guard then refuses to resume that stream: see ``GuardConfig``).
+
+Memory per stream: the window's ids plus at most ``6 * cap`` bytes of fingerprints and a
+bucket header (about 60 bytes) per bucket in use, at most 1,024 of them. The default
+``cap`` of 131,072 ids is 768 KiB of fingerprints.
+
+A fingerprint match for an id never seen is possible: for a stream that has stored ``n``
+fingerprints, the chance that a given new id matches one is at most ``n / 2**58`` (below
+``5e-13`` at the default cap, assuming the hash behaves as a random function). Such a
+false match makes one new event count as already seen: it is not taken as progress and the
+cursor does not move to it (a later resume then replays it, harmlessly). The fingerprint
+is the string's built-in ``hash``, salted per process by CPython (``PYTHONHASHSEED``): a
+server cannot choose ids that collide, and the same history must not be compared across
+processes with different seeds (snapshots restore in the process that made them).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from typing import Any
+
+_BUCKET_BITS = 10
+_BUCKETS = 1 << _BUCKET_BITS
+_BUCKET_MASK = _BUCKETS - 1
+_RECORD = 6  # bytes stored per fingerprint
+_RECORD_MASK = (1 << (8 * _RECORD)) - 1
+
+FINGERPRINT_BITS = _BUCKET_BITS + 8 * _RECORD
+"""Bits of an id's hash that :class:`EventHistory` compares for ids left the window."""
+
+
+class EventHistory:
+    """The event ids one stream has carried (see the module docstring for the bounds).
+
+    ``event_id in history`` asks whether the stream carried it; :meth:`add` records a new
+    one (the caller checks membership first: adding an id twice stores it twice).
+    """
+
+    __slots__ = ("_buckets", "cap", "count", "full", "recent", "window")
+
+    def __init__(self, window: int, cap: int) -> None:
+        """``window``: ids kept exactly (at least 1); ``cap``: fingerprints kept beyond
+        them (0 keeps none: the history is full as soon as an id leaves the window)."""
+        self.window, self.cap = max(1, window), max(0, cap)
+        self.recent: OrderedDict[str, None] = OrderedDict()
+        """The newest ids, oldest first (evicting the oldest of a plain dict rescans the
+        deleted slots at its front: about 1 us per event once the window is full)."""
+        self._buckets: dict[int, bytearray] = {}
+        self.count = 0
+        """How many fingerprints are stored."""
+        self.full = False
+        """Whether an id has left the window since :attr:`cap` fingerprints were stored
+        (forgotten: a replay of it would look new)."""
+
+    def __contains__(self, event_id: object) -> bool:
+        if event_id in self.recent:
+            return True
+        if not self.count or not isinstance(event_id, str):
+            return False
+        h = hash(event_id)
+        bucket = self._buckets.get(h & _BUCKET_MASK)
+        if bucket is None:
+            return False
+        record = ((h >> _BUCKET_BITS) & _RECORD_MASK).to_bytes(_RECORD, "little")
+        at = bucket.find(record)
+        while at >= 0:
+            if at % _RECORD == 0:
+                return True
+            at = bucket.find(record, at + 1)
+        return False
+
+    def add(self, event_id: str) -> None:
+        """Record ``event_id`` as the newest id (it must not be in the history yet)."""
+        recent = self.recent
+        recent[event_id] = None
+        if len(recent) > self.window:
+            oldest, _ = recent.popitem(last=False)
+            if self.count < self.cap:
+                h = hash(oldest)
+                bucket = self._buckets.get(h & _BUCKET_MASK)
+                if bucket is None:
+                    bucket = self._buckets[h & _BUCKET_MASK] = bytearray()
+                bucket += ((h >> _BUCKET_BITS) & _RECORD_MASK).to_bytes(_RECORD, "little")
+                self.count += 1
+            else:
+                self.full = True
+
+    def __len__(self) -> int:
+        """How many ids the history can answer for (window plus fingerprints)."""
+        return len(self.recent) + self.count
+
+    def nbytes(self) -> int:
+        """Memory held, in bytes: the containers, the window's id strings, the buckets."""
+        total = sys.getsizeof(self.recent) + sum(sys.getsizeof(i) for i in self.recent)
+        total += sys.getsizeof(self._buckets)
+        return total + sum(sys.getsizeof(b) for b in self._buckets.values())
+
+    def freeze(self) -> tuple[Any, ...]:
+        """A hashable value of the history (for snapshots; valid in this process)."""
+        buckets = (
+            tuple(sorted((k, bytes(b)) for k, b in self._buckets.items())) if self.count else ()
+        )
+        return (tuple(self.recent), buckets, self.count, self.full)
+
+    @classmethod
+    def thaw(cls, window: int, cap: int, frozen: tuple[Any, ...]) -> EventHistory:
+        """The history a :meth:`freeze` describes, with these bounds."""
+        recent, buckets, count, full = frozen
+        history = cls(window, cap)
+        history.recent = OrderedDict.fromkeys(recent)
+        history._buckets = {k: bytearray(b) for k, b in buckets}
+        history.count, history.full = count, full
+        return history
