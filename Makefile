@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check render replay bench lint typecheck install clean
+.PHONY: demo test check render replay bench mutate lint typecheck install clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required (set PYTHON=...)")'
@@ -42,5 +42,16 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+## Mutation testing of the decision code (not in CI: tens of minutes on 2 cores, one worker
+## unless MUTATE_WORKERS=N); a table per file, written to bench/mutation.json.
+MUTMUT_STAMP := $(VENV)/.mutmut-installed
+
+$(MUTMUT_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[mutate]'
+	@touch $(MUTMUT_STAMP)
+
+mutate: $(MUTMUT_STAMP)
+	$(BIN)/python -m bench.mutation run
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) mutants .pytest_cache .mypy_cache .ruff_cache .hypothesis
