@@ -9,9 +9,12 @@ mutmut (``run 'fsm.history*'`` tests one file's mutants).
 Columns: every mutant of the file; killed (a test failed); timed out (a test hung until
 the harness stopped it: the change was noticed); survived (every selected test passed);
 equivalent, the survivors listed in ``bench/mutation_equivalent.toml`` with a one-line
-argument why no test can tell them from the original; and the score, killed plus timed
-out over the mutants that are not equivalent. A mutant of a function no selected test
-calls counts as survived. Survivors not argued equivalent are printed by name (``mutmut
+argument why no test can tell them from the original; import-time, the survivors in
+functions that run only while their module is imported (listed in the same file, with
+the tests that pin what they build): mutmut switches a mutant on after the import, so it
+cannot run them; and the score, killed plus timed out over the mutants that are neither
+equivalent nor import-time. A mutant of a function no selected test calls counts as
+survived. Survivors not argued equivalent are printed by name (``mutmut
 show NAME`` prints the change).
 
 Not part of ``make bench`` or CI: a full run takes tens of minutes. It is not a speed
@@ -39,7 +42,7 @@ MUTANTS = ROOT / "mutants"
 EQUIVALENT = Path(__file__).resolve().parent / "mutation_equivalent.toml"
 OUT = Path(__file__).resolve().parent / "mutation.json"
 
-# mutmut 3's exit codes of a mutant's test run, as its ``results`` command names them
+# mutmut 3's exit codes of a mutant's test run (5, 33: no test ran it: it survived)
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "survived", 33: "survived"}
 _TIMEOUT = {24, -24, 152, 255, 36}
 
@@ -58,10 +61,19 @@ def files() -> list[str]:
     return list(config["tool"]["mutmut"]["only_mutate"])
 
 
+def _listed() -> dict[str, Any]:
+    data: dict[str, Any] = tomllib.loads(EQUIVALENT.read_text(encoding="utf-8"))
+    return data
+
+
 def equivalents() -> dict[str, str]:
     """Mutant name -> why it is equivalent (``bench/mutation_equivalent.toml``)."""
-    data = tomllib.loads(EQUIVALENT.read_text(encoding="utf-8"))
-    return {name: str(why) for name, why in data.get("equivalent", {}).items()}
+    return {name: str(why) for name, why in _listed().get("equivalent", {}).items()}
+
+
+def import_time() -> dict[str, str]:
+    """Function (mutmut's name for it) -> what runs it at import and which tests pin it."""
+    return {name: str(why) for name, why in _listed().get("import-time", {}).items()}
 
 
 def outcomes(path: str) -> dict[str, str]:
@@ -73,74 +85,63 @@ def outcomes(path: str) -> dict[str, str]:
     return {name: _status(code) for name, code in data["exit_code_by_key"].items()}
 
 
-def report(seconds: tuple[float, float] | None = None) -> int:
-    """Print the table, write ``bench/mutation.json``; exit 1 if a file misses 95%."""
-    argued = equivalents()
-    rows: list[tuple[object, ...]] = []
-    summary: dict[str, Any] = {}
-    unexplained: list[str] = []
-    stale: list[str] = []
-    for path in files():
-        status = outcomes(path)
-        for name in argued:
-            if name in status and status[name] != "survived":
-                stale.append(f"{name} is listed as equivalent but {status[name]}")
-        count = Counter(
-            "equivalent" if s == "survived" and n in argued else s for n, s in status.items()
-        )
-        unexplained += sorted(n for n, s in status.items() if s == "survived" and n not in argued)
-        total = len(status)
-        detected = count["killed"] + count["timed out"]
-        score = 100.0 * detected / (total - count["equivalent"]) if total else 0.0
-        summary[path] = {
-            "mutants": total,
-            "killed": count["killed"],
-            "timed_out": count["timed out"],
-            "survived": count["survived"],
-            "equivalent": count["equivalent"],
-            "not_checked": count["not checked"] + count["suspicious"],
-            "killed_pct": round(score, 1),
-        }
-        rows.append(
-            (
-                path,
-                total,
-                count["killed"],
-                count["timed out"],
-                count["survived"],
-                count["equivalent"],
-                count["not checked"] + count["suspicious"],
-                round(score, 1),
-            )
-        )
-    results.table(
-        rows,
-        header=(
-            "file",
-            "mutants",
-            "killed",
-            "timed out",
-            "survived",
-            "equivalent",
-            "not run",
-            "killed %",
-        ),
-    )
+def _column(name: str, state: str, argued: dict[str, str], at_import: dict[str, str]) -> str:
+    """The column a mutant counts in: its status, or why a survivor does not count."""
+    if state != "survived":
+        return state
+    if name in argued:
+        return "equivalent"
+    return "import-time" if name.rsplit("__mutmut_", 1)[0] in at_import else state
+
+
+COLUMNS = ("killed", "timed out", "survived", "equivalent", "import-time", "not checked")
+
+
+def summarise(path: str, argued: dict[str, str], at_import: dict[str, str]) -> dict[str, Any]:
+    """One file's counts (``COLUMNS``, ``mutants``, ``killed %``) and its unexplained
+    survivors (``survivors``)."""
+    status = outcomes(path)
+    columns = {n: _column(n, s, argued, at_import) for n, s in status.items()}
+    count = Counter(c if c in COLUMNS else "not checked" for c in columns.values())
+    judged = len(status) - count["equivalent"] - count["import-time"]
+    detected = count["killed"] + count["timed out"]
+    return {
+        "mutants": len(status),
+        **{c: count[c] for c in COLUMNS},
+        "killed %": round(100.0 * detected / judged, 1) if judged else 0.0,
+        "survivors": sorted(n for n, c in columns.items() if c == "survived"),
+    }
+
+
+def report(seconds: tuple[float, float, int] | None = None) -> int:
+    """Print the table, write ``bench/mutation.json``; exit 1 if a file misses 95% or an
+    entry of ``bench/mutation_equivalent.toml`` names a mutant that did not survive."""
+    argued, at_import = equivalents(), import_time()
+    summary = {path: summarise(path, argued, at_import) for path in files()}
+    header = ("file", "mutants", *COLUMNS, "killed %")
+    results.table([(p, *(f[h] for h in header[1:])) for p, f in summary.items()], header=header)
+    out: dict[str, Any] = {
+        p: {k.replace(" ", "_").replace("%", "pct"): v for k, v in f.items() if k != "survivors"}
+        for p, f in summary.items()
+    }
     if seconds is not None:
-        summary["run_wall_s"], summary["run_cpu_s"] = (round(s) for s in seconds)
-        print(f"run: {seconds[0]:.0f} s wall-clock, {seconds[1]:.0f} s CPU (one worker)")
-        results.record("mutation_run_cpu_s", round(seconds[1]), "s")
+        wall, cpu, workers = seconds
+        out["run"] = {"wall_s": round(wall), "cpu_s": round(cpu), "workers": workers}
+        print(f"run: {wall:.0f} s wall-clock, {cpu:.0f} s CPU, {workers} worker(s)")
+        results.record("mutation_run_cpu_s", round(cpu), "s")
     elif OUT.exists():
-        old = json.loads(OUT.read_text(encoding="utf-8"))
-        for key in ("run_wall_s", "run_cpu_s"):
-            if key in old:
-                summary[key] = old[key]
-    OUT.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    for line in stale:
-        print("stale:", line)
-    for name in unexplained:
-        print("survived:", name)
-    low = [p for p in files() if summary[p]["killed_pct"] < 95.0]
+        previous = json.loads(OUT.read_text(encoding="utf-8"))
+        if "run" in previous:
+            out["run"] = previous["run"]
+    OUT.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    status = {n: s for path in summary for n, s in outcomes(path).items()}
+    stale = [n for n in argued if status.get(n, "survived") != "survived"]
+    for name in stale:
+        print(f"stale: {name} is listed as equivalent but {status[name]}")
+    for f in summary.values():
+        for name in f["survivors"]:
+            print("survived:", name)
+    low = [p for p, f in summary.items() if f["killed %"] < 95.0]
     if low:
         print("below 95% killed:", ", ".join(low))
     return 1 if low or stale else 0
@@ -168,7 +169,7 @@ def run(names: list[str], workers: int) -> int:
     if done.returncode != 0:
         print(f"mutmut exited {done.returncode}", file=sys.stderr)
         return 2
-    return report(None if names else (wall, cpu))
+    return report(None if names else (wall, cpu, workers))
 
 
 def main(argv: list[str]) -> int:
