@@ -4,7 +4,9 @@ checker's feet."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
+from itertools import pairwise
 
 import pytest
 from checker_models import GraphModel
@@ -65,3 +67,50 @@ def test_a_model_whose_edges_change_is_reported_not_deterministic() -> None:
     assert str(info.value) == "model is not deterministic: an explored edge disappeared"
     assert info.value.path is not None and info.value.path.names == ["a", "b"]
     assert info.value.action is None
+
+
+def _reach(edges: dict[int, list[int]], n: int) -> list[set[int]]:
+    """reach[u]: the nodes reachable from u by one edge or more."""
+    reach = []
+    for u in range(n):
+        seen: set[int] = set()
+        todo = list(edges.get(u, []))
+        while todo:
+            w = todo.pop()
+            if w not in seen:
+                seen.add(w)
+                todo += edges.get(w, [])
+        reach.append(seen)
+    return reach
+
+
+def _cycle_length(edges: dict[int, list[int]], v: int) -> int:
+    """Length of a shortest cycle through v, by BFS over the whole graph."""
+    depth, frontier = 1, set(edges.get(v, []))
+    seen = set(frontier)
+    while v not in frontier:
+        frontier = {w for u in frontier for w in edges.get(u, []) if w not in seen}
+        seen |= frontier
+        depth += 1
+    return depth
+
+
+def test_components_and_shortest_cycles_match_a_brute_force_on_random_graphs() -> None:
+    for seed in range(300):
+        rng = random.Random(seed)
+        n = rng.randint(1, 8)
+        edges = {u: rng.sample(range(n), rng.randint(0, min(n, 3))) for u in range(n)}
+        offsets, flat = _csr(edges, n)
+        comp, cyclic = cyclic_components(n, offsets, flat)
+        reach = _reach(edges, n)
+        for u in range(n):
+            for v in range(n):
+                same = u == v or (v in reach[u] and u in reach[v])
+                assert (comp[u] == comp[v]) is same, (seed, edges, u, v)
+            on_cycle = u in reach[u]
+            assert (comp[u] in cyclic) is on_cycle, (seed, edges, u)
+            if on_cycle:
+                loop = shortest_cycle(u, comp, offsets, flat)
+                assert loop[0] == loop[-1] == u
+                assert all(w in edges[x] for x, w in pairwise(loop))
+                assert len(loop) - 1 == _cycle_length(edges, u), (seed, edges, u)
