@@ -14,7 +14,19 @@ environment that is free, within bounds, to
   transport (``post_faults`` times), reap the session (if ``reaper``);
 * let the user answer each presented prompt at any time, or never (``user``);
 * replay after the ``Last-Event-ID`` (the specification), or from it inclusively (the
-  seed incident's server, which re-sent the event the client named).
+  seed incident's server, which re-sent the event the client named);
+* cut the session's standalone GET stream before it carried any event id (``get_cuts``
+  times; the client then opens a fresh GET, a new connection generation, see below).
+
+The standalone GET stream (only when ``get_cuts > 0``) opens after the session starts
+and carries nothing: every cut comes before its first event id, so a client has nothing
+to resume from. A client that ends a generation (the guard gives up on it: "no-cursor")
+is then free to open a fresh GET, generation ``n + 1``, at any later point; the world
+tells the client which generation each connection is, and the client names its
+interaction (:func:`fsm.events.standalone_stream`: ``get``, ``get/2``, ...), so P5 sees
+each generation end at most once. Requests on the GET stream, cuts after an event id
+and resumes of it are not modelled; after the session is reaped no GET opens or breaks
+(the client learns of the expiry elsewhere and ends the open generation then).
 
 The server completes the tool call once every request it sent is answered or dead
 (``completes_on_deadline``; otherwise a dead request hangs the tool, the seed incident's
@@ -42,14 +54,17 @@ from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 from fsm import properties as P
 from fsm.checker import BaseModel, Property
+from fsm.events import standalone_stream
 
 C = TypeVar("C")
 
 # Inputs to a client policy: ("event", index, kind, request) | ("cut", clean) | ("timer",)
 # | ("resumed",) | ("resume_404",) | ("answer", request) | ("outcome", request, outcome)
-# | ("tick",). Outputs: ("present", r) | ("withdraw", r) | ("submit", r) | ("wait",)
-# | ("resume", cursor) | ("end", outcome), where a submit carries the answer it sends as a
-# tuple of items: ("submit", r, (("action", "accept"),)).
+# | ("tick",) | ("get_open", generation) | ("get_cut", generation). Outputs: ("present", r)
+# | ("withdraw", r) | ("submit", r) | ("wait",) | ("resume", cursor) | ("end", outcome)
+# | ("get_end", generation, outcome), where a submit carries the answer it sends as a
+# tuple of items: ("submit", r, (("action", "accept"),)), and "end" ends the tool call's
+# interaction, "get_end" the standalone GET generation the client names.
 Input = tuple[Any, ...]
 Output = tuple[Any, ...]
 
@@ -66,6 +81,9 @@ UserMode = Literal["answers", "never"]
 """The user answers each presented prompt (at any time), or never."""
 Replay = Literal["after", "inclusive"]
 """A resumed stream replays after the ``Last-Event-ID`` (the specification), or from it."""
+GetState = Literal["closed", "open", "lost"]
+"""The standalone GET's connection: none (the client may open a fresh one), open
+(carrying nothing yet), or cut and not yet ended by the client."""
 
 
 class ClientPolicy(Protocol[C]):
@@ -97,6 +115,8 @@ class Bounds:
     clock: bool = True
     ttl: float = 0.5
     replay: Replay = "after"
+    get_cuts: int = 0
+    """Cuts of the standalone GET stream before any event id; 0: no standalone GET."""
 
 
 class Agent:
@@ -158,14 +178,32 @@ ENV_FIELDS = (
     "resume",
     "posts",
     "ended",
+    "get",
+    "get_gen",
+    "get_cuts",
 )
 """The environment's fields, in the order of :attr:`Env.values`."""
 
 # Field positions: an environment step copies the values into a list, edits it, and
 # builds the next environment once.
-(LOG, SERVER, CONN, CUTS, FAULTS, REAPED, T, PROMPTS, USER_DONE, TIMER, RESUME, POSTS, ENDED) = (
-    range(len(ENV_FIELDS))
-)
+(
+    LOG,
+    SERVER,
+    CONN,
+    CUTS,
+    FAULTS,
+    REAPED,
+    T,
+    PROMPTS,
+    USER_DONE,
+    TIMER,
+    RESUME,
+    POSTS,
+    ENDED,
+    GET,
+    GET_GEN,
+    GET_CUTS,
+) = range(len(ENV_FIELDS))
 
 
 class Env:
@@ -187,6 +225,9 @@ class Env:
         "cuts",
         "ended",
         "faults",
+        "get",
+        "get_cuts",
+        "get_gen",
         "log",
         "posts",
         "prompts",
@@ -225,6 +266,12 @@ class Env:
     """Answer POSTs in flight."""
     ended: bool
     """The client ended the interaction."""
+    get: GetState | None
+    """The standalone GET's connection; ``None``: this world has no standalone GET."""
+    get_gen: int
+    """The generation of the newest standalone GET connection (0: none opened yet)."""
+    get_cuts: int
+    """Standalone GET cuts left."""
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         (
@@ -241,6 +288,9 @@ class Env:
             self.resume,
             self.posts,
             self.ended,
+            self.get,
+            self.get_gen,
+            self.get_cuts,
         ) = values
         self.values = values
         self._hash = hash(values)
@@ -347,6 +397,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "user answers": self._user_answers,
             "clock passes deadlines": self._clock,
             "server reaps session": self._reap,
+            "fresh GET opens": self._get_open,
+            "cut standalone GET": self._get_cut,
         }
 
     @property
@@ -372,6 +424,9 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "resume": None,
             "posts": empty,
             "ended": False,
+            "get": "closed" if b.get_cuts > 0 else None,
+            "get_gen": 0,
+            "get_cuts": b.get_cuts,
         }
         env = self._env([start[f] for f in ENV_FIELDS])
         return [WorldState(env, self._intern(self.policy.init(), monitor))]
@@ -453,6 +508,15 @@ class World(BaseModel[WorldState, Move], Generic[C]):
                 "a cut stream is resumed",
             ),
         ]
+        if self.bounds.get_cuts > 0:
+            props.append(
+                Property.sometimes(
+                    "get-reopened",
+                    lambda s: s.env.get_cuts == 0 and s.env.get == "open",
+                    "the standalone GET is cut before any event id every time it may be, "
+                    "and opened fresh after each",
+                )
+            )
         return props
 
     def declared_transitions(self) -> Iterable[str]:
@@ -472,9 +536,10 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     def format_state(self, s: WorldState) -> str:
         e = s.env
         log = " ".join(f"{k}{'' if r < 0 else r}" for k, r in e.log)
+        get = "" if e.get is None else f" get={e.get}:{e.get_gen}"
         return (
             f"server=[{log}] reqs={list(e.server)} conn={e.conn} prompts={sorted(e.prompts)}"
-            f" posts={sorted(e.posts)} t={e.t} ended={e.ended}"
+            f" posts={sorted(e.posts)} t={e.t} ended={e.ended}{get}"
         )
 
     # ------------------------------------------------------------ the environment
@@ -517,6 +582,11 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             moves.append(Move("clock passes deadlines"))
         if b.reaper and not e.reaped:
             moves.append(Move("server reaps session"))
+        if e.get is not None and not e.reaped:
+            if e.get == "closed":
+                moves.append(Move("fresh GET opens", e.get_gen + 1))
+            elif e.get == "open" and e.get_cuts > 0:
+                moves.append(Move("cut standalone GET", e.get_gen))
         return tuple(moves)
 
     # Each move edits ``w``, a list of the environment's values (positions above), and
@@ -601,6 +671,15 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         w[CONN] = None
         return ("cut", True) if was_open else None
 
+    def _get_open(self, w: list[Any], generation: int) -> Input:
+        w[GET], w[GET_GEN] = "open", generation
+        return ("get_open", generation)
+
+    def _get_cut(self, w: list[Any], generation: int) -> Input:
+        w[GET] = "lost"
+        w[GET_CUTS] -= 1
+        return ("get_cut", generation)
+
     def _maybe_complete(self, w: list[Any]) -> None:
         server = w[SERVER]
         done = len(server) == self.bounds.requests and all(
@@ -611,7 +690,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     def _perform(self, e: Env, outputs: tuple[Output, ...]) -> Env:
         """The environment after the client's operations: prompts shown or withdrawn,
-        answers POSTed, a backoff timer, a resume GET, the end of the interaction."""
+        answers POSTed, a backoff timer, a resume GET, the end of the interaction, the
+        end of the standalone GET's connection (whatever generation the client named)."""
         w = list(e.values)
         for out in outputs:
             op = out[0]
@@ -627,6 +707,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
                 w[RESUME], w[CONN] = out[1], None
             elif op == "end":
                 w[ENDED], w[CONN], w[TIMER], w[RESUME] = True, None, False, None
+            elif op == "get_end":
+                w[GET] = "closed"
         return self._env(w)
 
     # ------------------------------------------------------------ the client side
@@ -667,6 +749,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
                 seen.append(P.Resumed(STREAM, str(out[1])))
             elif op == "end":
                 seen.append(P.Ended(STREAM, out[1]))
+            elif op == "get_end":
+                seen.append(P.Ended(standalone_stream(out[1]), out[2]))
         for obs in seen:
             monitor = self._observe(monitor, obs)
         return Reaction(self._intern(client, monitor), outputs, fired)

@@ -16,7 +16,13 @@ from fsm.checker import Report, check, load_models, replay, violated_at
 from fsm.checker.cli import main as check_main
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL_FILES = ("guarded.py", "guarded_concurrent.py", "seed_incident.py", "mcp_sdk_2_3.py")
+MODEL_FILES = (
+    "guarded.py",
+    "guarded_concurrent.py",
+    "standalone_get.py",
+    "seed_incident.py",
+    "mcp_sdk_2_3.py",
+)
 
 PINNED: dict[str, tuple[int, int]] = {
     "guarded[after,silent,202,answers]": (492, 1237),
@@ -65,6 +71,11 @@ PINNED: dict[str, tuple[int, int]] = {
     "guarded[inclusive,cancel,rpc,answers] x2": (23784, 67733),
     "guarded[after,silent,rpc,answers] x3": (66684, 218614),
     "guarded[inclusive,silent,rpc,answers] x3": (75384, 263616),
+    "guarded[after,silent,202,answers] get3": (3936, 13340),
+    "guarded[after,silent,202,answers,reaper] get3": (12624, 25276),
+    "guarded[after,silent,202,never] get3": (1128, 3491),
+    "guarded[after,cancel,rpc,answers] get3": (5664, 18116),
+    "one name for every fresh GET": (468, 1344),
     "seed-incident": (168, 303),
     "mcp-sdk-2.3.0": (501, 1116),
 }
@@ -80,6 +91,8 @@ SHORTEST = {
         "L1": (12, 8),
     },
     "mcp-sdk-2.3.0": {"P2": (10, None), "P7": (8, None)},
+    # a fresh GET tracked under the name of the one that ended: open, cut, open, cut
+    "one name for every fresh GET": {"P5": (4, None)},
 }
 
 _REPORTS: dict[str, tuple[Any, Report]] = {}
