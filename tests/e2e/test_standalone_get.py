@@ -156,4 +156,3 @@ async def test_standalone_get_cut_before_any_event_id_reopens_as_a_new_stream(ri
 
     # the SDK reopens after its reconnection delay (1 s: a fresh GET carries no retry:)
     assert all(gap >= 0.9 for gap in gaps), gaps
-    print(f"fresh GET after each give-up: {[round(g, 3) for g in gaps]} s")
