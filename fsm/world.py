@@ -350,6 +350,11 @@ USER_ANSWER: tuple[tuple[str, Any], ...] = (("action", "accept"),)
 STREAM = "post"
 
 
+OPENING: tuple[P.Observation, ...] = (P.Began(STREAM),)
+"""What every world's monitor observes before the first step: the tool call began. With
+:meth:`World.observations` of each edge, a path's whole event log."""
+
+
 def key(r: int) -> tuple[str, int]:
     """The request key of server request number ``r``."""
     return (KEY_SESSION, r)
@@ -408,7 +413,9 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     # ----------------------------------------------------------------- Model API
 
     def init_states(self) -> Sequence[WorldState]:
-        monitor, _ = P.step(P.MonitorState(), P.Began(STREAM), self.budgets)
+        monitor = P.MonitorState()
+        for obs in OPENING:
+            monitor = P.step(monitor, obs, self.budgets)[0]
         b, empty = self.bounds, frozenset[int]()
         start: dict[str, Any] = {
             "log": (("prime", -1),),
@@ -718,42 +725,28 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         the monitor observes what the client is told, the policy steps, the monitor
         observes what the client does."""
         monitor = agent.monitor
-        seen: list[P.Observation] = []
-        kind = inp[0]
-        if kind == "event":
-            _, index, what, r = inp
-            seen.append(P.EventSeen(STREAM, str(index)))
-            if what == "req":
-                newest = P.newest_event(monitor, STREAM)
-                replayed = newest is not None and index < int(newest)
-                seen.append(P.Delivered(key(r), STREAM, t, replayed=replayed))
-            elif what == "cancel":
-                seen.append(P.Cancelled(key(r)))
-        elif kind == "outcome" and inp[2] in TERMINAL_OUTCOMES:
-            seen.append(P.Rejected(key(inp[1]), session=inp[2] == "404"))
-        elif kind == "resume_404":
-            seen.append(P.SessionGone())
-        elif kind == "answer":
-            seen.append(P.Answered(key(inp[1]), dict(USER_ANSWER)))
+        seen = _told(monitor, t, inp)
         client, outputs = self.policy.step(agent.client, inp)
         fired = tuple(self._policy_fired()) if self._policy_fired is not None else ()
-        for out in outputs:
-            op = out[0]
-            if op == "present":
-                seen.append(P.Presented(key(out[1]), t))
-            elif op == "withdraw":
-                seen.append(P.DeclaredDead(key(out[1])))
-            elif op == "submit":
-                seen.append(P.Submitted(key(out[1]), dict(out[2])))
-            elif op == "resume":
-                seen.append(P.Resumed(STREAM, str(out[1])))
-            elif op == "end":
-                seen.append(P.Ended(STREAM, out[1]))
-            elif op == "get_end":
-                seen.append(P.Ended(standalone_stream(out[1]), out[2]))
-        for obs in seen:
+        for obs in (*seen, *_did(t, outputs)):
             monitor = self._observe(monitor, obs)
         return Reaction(self._intern(client, monitor), outputs, fired)
+
+    def observations(self, s: WorldState, m: Move) -> tuple[P.Observation, ...]:
+        """The observations of the edge ``s --m-->`` in the monitor's order: what the
+        client is told, then what it does (``()`` for an edge that tells it nothing).
+
+        After :data:`OPENING`, written with :func:`fsm.trace.dumps`, a path's observations
+        are an event log that ``python -m fsm audit`` judges as the checker's monitor did. Raises
+        ``ValueError`` for a move without successor in ``s``.
+        """
+        if self.next_state(s, m) is None:
+            raise ValueError(f"{m} has no successor in {self.format_state(s)}")
+        mid, inp = s.env._steps[m]
+        if inp is None:
+            return ()
+        _, outputs = self.policy.step(s.agent.client, inp)
+        return (*_told(s.agent.monitor, mid.t, inp), *_did(mid.t, outputs))
 
     def _observe(self, monitor: P.MonitorState, obs: P.Observation) -> P.MonitorState:
         """One monitor step, memoised: far fewer monitor states than agents exist. The
@@ -774,6 +767,49 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if agent is None:
             agent = self._agents[(client, monitor)] = Agent(client, monitor)
         return agent
+
+
+def _told(monitor: P.MonitorState, t: float, inp: Input) -> list[P.Observation]:
+    """What input ``inp`` at time ``t`` tells the client, as observations (``monitor``:
+    what it was told before, to judge whether a delivery is a replay)."""
+    kind = inp[0]
+    if kind == "event":
+        _, index, what, r = inp
+        seen: list[P.Observation] = [P.EventSeen(STREAM, str(index))]
+        if what == "req":
+            newest = P.newest_event(monitor, STREAM)
+            replayed = newest is not None and index < int(newest)
+            seen.append(P.Delivered(key(r), STREAM, t, replayed=replayed))
+        elif what == "cancel":
+            seen.append(P.Cancelled(key(r)))
+        return seen
+    if kind == "outcome" and inp[2] in TERMINAL_OUTCOMES:
+        return [P.Rejected(key(inp[1]), session=inp[2] == "404")]
+    if kind == "resume_404":
+        return [P.SessionGone()]
+    if kind == "answer":
+        return [P.Answered(key(inp[1]), dict(USER_ANSWER))]
+    return []
+
+
+def _did(t: float, outputs: Iterable[Output]) -> list[P.Observation]:
+    """What the client's ``outputs`` at time ``t`` show it doing, as observations."""
+    seen: list[P.Observation] = []
+    for out in outputs:
+        op = out[0]
+        if op == "present":
+            seen.append(P.Presented(key(out[1]), t))
+        elif op == "withdraw":
+            seen.append(P.DeclaredDead(key(out[1])))
+        elif op == "submit":
+            seen.append(P.Submitted(key(out[1]), dict(out[2])))
+        elif op == "resume":
+            seen.append(P.Resumed(STREAM, str(out[1])))
+        elif op == "end":
+            seen.append(P.Ended(STREAM, out[1]))
+        elif op == "get_end":
+            seen.append(P.Ended(standalone_stream(out[1]), out[2]))
+    return seen
 
 
 def transition_label(machine: str, source: str, trigger: str, dest: str) -> str:

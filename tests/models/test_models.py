@@ -7,13 +7,18 @@ that changes what is explored shows up here first.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fsm import trace
+from fsm.audit import audit_text
+from fsm.checker import Path as CheckerPath
 from fsm.checker import Report, check, load_models, replay, violated_at
 from fsm.checker.cli import main as check_main
+from fsm.world import OPENING, World
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = (
@@ -189,3 +194,31 @@ def test_check_cli_fails_a_faulty_model_that_claims_too_little(
     )
     assert check_main(["-q", str(model_file)]) == 1
     assert "NOT as expected" in capsys.readouterr().out
+
+
+def _event_log(model: World[Any], path: CheckerPath) -> str:
+    """The path's observations (the opening, then each edge's) as a JSON Lines log."""
+    states = replay(model, path.names)
+    observations = list(OPENING)
+    for state, name in zip(states, path.names, strict=False):
+        (move,) = {m for m in model.actions(state) if str(m) == name}
+        observations += model.observations(state, move)
+    return trace.dumps((o, 0.0) for o in observations)
+
+
+def test_the_audit_judges_the_standalone_get_paths_as_the_checker_does() -> None:
+    faulty, report = _report("one name for every fresh GET")
+    text = _event_log(faulty, report.assert_violated("P5"))
+    finding = audit_text(text, budgets=faulty.budgets).finding
+    assert finding is not None and (finding.name, finding.why) == ("P5", "get ended twice")
+    assert finding.line == len(text.splitlines())  # the path's last record, as in the checker
+
+    model, report = _report("guarded[after,silent,202,answers] get3")
+    for witness in ("get-reopened", "completed"):
+        path = report.result(witness).path
+        assert path is not None
+        text = _event_log(model, path)
+        ended = [r for r in map(json.loads, text.splitlines()) if r["kind"] == "ended"]
+        assert audit_text(text, budgets=model.budgets, complete=witness == "completed").ok
+        if witness == "get-reopened":
+            assert [r["interaction"] for r in ended] == ["get", "get/2", "get/3"]
