@@ -86,12 +86,12 @@ What it cannot see or fix
   connection generation of its own (:func:`fsm.events.standalone_stream`: ``get``,
   ``get/2``, ...), a new stream and a new interaction that ends at most once. When the
   guard gives up on a generation its body ends cleanly. Cut before any event id, the SDK
-  has no cursor either and opens a fresh GET after its reconnection delay (1 s when the
-  server sent no ``retry:``), the next generation; messages the server sends while no
-  GET is attached are stored by the server but never delivered (a fresh GET carries only
-  live messages). Given up after event ids, the SDK's resume GET (with its own cursor) is
-  refused locally with 405 and, after two refusals, the SDK stops: later
-  server-initiated messages are lost for the session.
+  has no cursor either and opens a fresh GET after its reconnection delay (the GET's
+  last ``retry:``, else 1 s: a fresh GET carries none), the next generation; messages
+  the server sends while no GET is attached are stored by the server but never
+  delivered (a fresh GET carries only live messages). Given up after event ids, the
+  SDK's resume GET (with its own cursor) is refused locally with 405 and, after two
+  refusals, the SDK stops: later server-initiated messages are lost for the session.
 * Version pin: the behaviour relied on (the SDK reading the body incrementally, resolving
   a request on an SSE JSON-RPC response, answering via a POST whose status it ignores) is
   that of mcp 2.3.0; :func:`check_sdk_version` refuses other versions unless told not to.
