@@ -25,6 +25,7 @@ MODEL_FILES = (
     "guarded.py",
     "guarded_concurrent.py",
     "standalone_get.py",
+    "guarded_replay.py",
     "seed_incident.py",
     "mcp_sdk_2_3.py",
 )
@@ -81,6 +82,16 @@ PINNED: dict[str, tuple[int, int]] = {
     "guarded[after,silent,202,never] get3": (1128, 3491),
     "guarded[after,cancel,rpc,answers] get3": (5664, 18116),
     "one name for every fresh GET": (468, 1344),
+    "guarded-replay[silent,202,answers]": (1422, 4347),
+    "guarded-replay[silent,202,never]": (345, 901),
+    "guarded-replay[silent,rpc,answers]": (1332, 3831),
+    "guarded-replay[silent,rpc,never]": (345, 901),
+    "guarded-replay[cancel,202,answers]": (3144, 9270),
+    "guarded-replay[cancel,202,never]": (632, 1578),
+    "guarded-replay[cancel,rpc,answers]": (3054, 8754),
+    "guarded-replay[cancel,rpc,never]": (632, 1578),
+    "guarded-replay[history-full]": (462, 857),
+    "window-only": (1126, 3014),
     "seed-incident": (168, 303),
     "mcp-sdk-2.3.0": (501, 1116),
 }
@@ -98,6 +109,7 @@ SHORTEST = {
     "mcp-sdk-2.3.0": {"P2": (10, None), "P7": (8, None)},
     # a fresh GET tracked under the name of the one that ended: open, cut, open, cut
     "one name for every fresh GET": {"P5": (4, None)},
+    "window-only": {"P7": (9, None), "L1": (9, 4)},
 }
 
 _REPORTS: dict[str, tuple[Any, Report]] = {}
