@@ -80,7 +80,6 @@ PINNED: dict[str, tuple[int, int]] = {
     "guarded[after,silent,202,answers] get3": (3936, 13340),
     "guarded[after,silent,202,answers,reaper] get3": (12624, 25276),
     "guarded[after,silent,202,never] get3": (1128, 3491),
-    "guarded[after,cancel,rpc,answers] get3": (5664, 18116),
     "one name for every fresh GET": (468, 1344),
     "guarded-replay[silent,202,answers]": (1422, 4347),
     "guarded-replay[silent,202,never]": (345, 901),
