@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from core_support import ENGINES, GET, POST, SESSION, cancel, elicit, make_guard, progress
+from core_support import GET, POST, SESSION, cancel, elicit, make_guard, progress
 
 from fsm import SubmissionResult
 from fsm import events as ev
@@ -19,12 +19,6 @@ from fsm.errors import (
     ResumeBudgetSpentError,
     SessionExpiredError,
 )
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
 
 K1, K99 = (SESSION, 1), (SESSION, 99)
 

@@ -7,17 +7,11 @@ these cases pin each branch with one event.
 
 from __future__ import annotations
 
-import pytest
-from core_support import ENGINES, GET, POST, elicit, make_guard, progress
+from core_support import GET, POST, elicit, make_guard, progress
 
 from fsm import Guard
 from fsm import events as ev
 from fsm.actions import Ignore, Present
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def _twins(engine: str) -> tuple[Guard, Guard]:

@@ -32,6 +32,14 @@ def _delivered(
     return P.Delivered(key, stream, t, **flags)
 
 
+# the answer to a request on interaction post:1 rejected as terminal
+REJECTED: list[P.Observation] = [
+    P.Began("post:1"),
+    _delivered(),
+    P.Answered(K1, ANSWER),
+    P.Rejected(K1),
+]
+
 # every case: (name, observations, the violations they must cause, in order)
 CASES: list[tuple[str, list[P.Observation], list[str]]] = [
     # P1: presented after the client knew it dead
@@ -68,17 +76,7 @@ CASES: list[tuple[str, list[P.Observation], list[str]]] = [
     ),
     ("no P2: two keys", [_delivered(), P.Presented(K1, 0.0), P.Presented(K2, 0.0)], []),
     # P3: resumed after a terminal rejection on it, or after the session was gone
-    (
-        "P3",
-        [
-            P.Began("post:1"),
-            _delivered(),
-            P.Answered(K1, ANSWER),
-            P.Rejected(K1),
-            P.Resumed("post:1", "e1"),
-        ],
-        ["P3"],
-    ),
+    ("P3", [*REJECTED, P.Resumed("post:1", "e1")], ["P3"]),
     (
         "P3 session gone",
         [P.EventSeen("get", "e1"), P.SessionGone(), P.Resumed("get", "e1")],
@@ -106,17 +104,7 @@ CASES: list[tuple[str, list[P.Observation], list[str]]] = [
         ],
         [],
     ),
-    (
-        "no P3: another stream",
-        [
-            P.Began("post:1"),
-            _delivered(),
-            P.Answered(K1, ANSWER),
-            P.Rejected(K1),
-            P.Resumed("post:2", "e1"),
-        ],
-        [],
-    ),
+    ("no P3: another stream", [*REJECTED, P.Resumed("post:2", "e1")], []),
     # P4: a submission carries an answer the user did not give for that key
     ("P4 never answered", [_delivered(), P.Submitted(K1, ANSWER)], ["P4"]),
     ("P4 other answer", [P.Answered(K1, ANSWER), P.Submitted(K1, OTHER)], ["P4"]),

@@ -8,18 +8,13 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from core_support import ENGINES, GET, POST, SESSION, cancel, elicit, make_guard
+from core_support import GET, POST, SESSION, cancel, elicit, make_guard
 
 from fsm import SubmissionResult
 from fsm import events as ev
 from fsm.actions import Complete, Fail, Ignore, Present, Refuse, Withdraw
 
 K1 = (SESSION, 1)
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def _request(rid: Any, method: str, params: Any = None) -> dict[str, Any]:

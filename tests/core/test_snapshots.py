@@ -7,17 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from core_support import ENGINES, POST, SESSION, FakeClock, elicit, make_guard
+from core_support import POST, SESSION, FakeClock, elicit, make_guard
 
 from fsm import LIVE_MARKER, Guard, SubmissionResult
 from fsm import events as ev
 from fsm.actions import Submit
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def _presented(engine: str, ids: list[Any]) -> Guard:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from core_support import (
-    ENGINES,
     GET,
     POST,
     SESSION,
@@ -23,11 +22,6 @@ from fsm.actions import Fail, Ignore, Present, Wait, Withdraw
 from fsm.errors import RequestCancelledError, StaleRequestError
 
 K1 = (SESSION, 1)
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def test_a_retry_of_zero_means_resume_at_once(engine: str) -> None:
