@@ -53,7 +53,7 @@ def test_recent_ids_are_exact_and_old_ones_are_fingerprinted() -> None:
     ids = [f"e{n}" for n in range(10)]
     history = _filled(3, 100, ids)
     assert list(history.recent) == ids[-3:]
-    assert history.count == 7 and not history.full
+    assert history.count == 7 and history.full is False
     assert all(i in history for i in ids)  # every id it carried, in the window or not
     assert len(history) == 10
 
@@ -66,11 +66,25 @@ def test_an_id_never_carried_is_not_in_the_history() -> None:
 
 
 def test_non_string_ids_never_match_a_fingerprint() -> None:
-    carried = "e-carried"
+    carried = _id("carried", b"abcdef")
     history = _filled(1, 10, [carried, "e-next"])  # carried is a fingerprint now
     assert carried in history
-    assert hash(carried) not in history  # the int with the same hash is no event id
+    assert hash(carried.h) == carried.h and carried.h not in history  # an int, same hash
     assert None not in history
+
+
+def test_a_stored_id_is_found_among_false_matches_on_both_sides() -> None:
+    # bucket bytes: 000abc abcabc abcxyz: the query occurs at offsets 3, 6 and 9
+    query = _id("query", b"abcabc")
+    history = _filled(1, 10, [_id("a", b"\x00\x00\x00abc"), query, _id("b", b"abcxyz"), "r"])
+    assert query in history
+
+
+def test_a_stored_id_is_found_right_after_a_false_match() -> None:
+    # bucket bytes: xxxxxa aaaaaa: the query occurs at offset 5, then at 6
+    query = _id("query", b"aaaaaa")
+    history = _filled(1, 10, [_id("a", b"xxxxxa"), query, "r"])
+    assert query in history
 
 
 def test_a_stored_id_is_found_behind_a_false_match_across_two_records() -> None:

@@ -196,6 +196,7 @@ CASES: list[tuple[str, list[P.Observation], list[str]]] = [
     # L1: more resumes without progress, or more submissions, than the budget
     ("L1 resumes", [P.EventSeen("p", "e1")] + [P.Resumed("p", "e1")] * 3, ["L1"]),
     ("no L1: resumes within budget", [P.EventSeen("p", "e1")] + [P.Resumed("p", "e1")] * 2, []),
+    ("no L1: resumes of a stream with no event", [P.Resumed("p", "e1")] * 2, []),
     (
         "no L1: progress resets the count",
         [
@@ -388,3 +389,49 @@ def test_a_monitor_retaining_nothing_forgets_each_interaction_as_it_ends() -> No
     assert monitor.state.presented == frozenset() and monitor.state.begun == frozenset()
     with pytest.raises(ValueError, match=r"^retain must be >= 0 or None$"):
         P.Monitor(retain=-1)
+
+
+def test_each_violation_says_what_happened() -> None:
+    """The explanations counterexamples, audits and the conformance kit print."""
+    cases: list[tuple[list[P.Observation], str]] = [
+        (
+            [_delivered(), P.Cancelled(K1), P.Presented(K1, 0.0)],
+            f"{K1!r} presented after the client knew it dead",
+        ),
+        (
+            [_delivered(), P.Presented(K1, 0.0), P.Presented(K1, 1.0)],
+            f"{K1!r} presented a second time",
+        ),
+        ([*REJECTED, P.Resumed("post:1", "e1")], "post:1 resumed after a terminal rejection"),
+        (
+            [P.Submitted(K1, ANSWER)],
+            f"answer for {K1!r} submitted that the user did not give for it",
+        ),
+        (
+            [
+                _delivered(),
+                P.Presented(K1, 0.0),
+                _delivered(t=11.0, replayed=True),
+                P.Presented(K1, 11.0),
+            ],
+            f"{K1!r} presented from a replay past its deadline without liveness assertion",
+        ),
+        (
+            [P.EventSeen("p", "e2"), P.Resumed("p", "e1")],
+            "p resumed from 'e1', newest seen is 'e2'",
+        ),
+        (
+            [P.EventSeen("p", "e1")] + [P.Resumed("p", "e1")] * 3,
+            "p resumed 3 times without progress",
+        ),
+        ([P.Answered(K1, ANSWER)] + [P.Submitted(K1, ANSWER)] * 3, f"{K1!r} submitted 3 times"),
+    ]
+    for observations, why in cases:
+        monitor = P.Monitor(BUDGETS)
+        for obs in observations:
+            monitor.observe(obs)
+        assert why in [v.why for _, _, v in monitor.violations], why
+
+
+def test_ending_an_interaction_records_it_as_begun() -> None:
+    assert _state([P.Ended("a", "completed")]) == _state([P.Began("a"), P.Ended("a", "completed")])
