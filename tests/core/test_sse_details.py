@@ -88,3 +88,23 @@ def test_every_transition_is_reported_to_on_fire(engine: str) -> None:
         ("transport", "open", "lose", "broken"),
         ("transport", "broken", "schedule", "waiting"),
     ]
+
+
+def test_a_response_under_an_event_id_already_seen_is_a_replay(engine: str) -> None:
+    guard = make_guard(engine)
+    guard.feed(ev.SseEvent(POST, progress(), "e1"))
+    response = {"jsonrpc": "2.0", "id": 7, "result": {}}
+    assert guard.feed(ev.SseEvent(POST, response, "e1")) == (
+        Ignore("duplicate-event", "e1", stream=POST),
+    )
+    assert guard.stream_state(POST) == "open"
+
+
+def test_a_foreign_response_and_a_malformed_message_name_their_stream(engine: str) -> None:
+    guard = make_guard(engine)
+    foreign = {"jsonrpc": "2.0", "id": 99, "result": {}}
+    assert guard.feed(ev.SseEvent(POST, foreign, "e1")) == (
+        Ignore("foreign-response", f"response id 99 was never sent on {POST}", stream=POST),
+    )
+    (bad,) = guard.feed(ev.SseEvent(POST, "{not json", "e2"))
+    assert isinstance(bad, Ignore) and (bad.reason, bad.stream) == ("malformed", POST)
