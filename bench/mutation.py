@@ -128,7 +128,6 @@ def report(seconds: tuple[float, float, int] | None = None) -> int:
         wall, cpu, workers = seconds
         out["run"] = {"wall_s": round(wall), "cpu_s": round(cpu), "workers": workers}
         print(f"run: {wall:.0f} s wall-clock, {cpu:.0f} s CPU, {workers} worker(s)")
-        results.record("mutation_run_cpu_s", round(cpu), "s")
     elif OUT.exists():
         previous = json.loads(OUT.read_text(encoding="utf-8"))
         if "run" in previous:
