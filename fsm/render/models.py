@@ -11,17 +11,14 @@ not change the label are folded into the next one), so it is a path of that grap
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path as FilePath
 from typing import Any
 
 from fsm.checker import Checker, Path, load_models
+from fsm.checker.loader import builtin_model_file
 from fsm.render.graph import GraphEdge, GraphNode, StateGraph, Trace
 
 View = Callable[[Any], tuple[str, str]]
 """``view(state) -> (group, label)``: the cluster and the node a state projects onto."""
-
-MODELS_DIR = FilePath(__file__).resolve().parents[2] / "models"
-"""Where the shipped models live (a source checkout; absent from an installed wheel)."""
 
 
 def _move(action: object) -> str:
@@ -130,8 +127,8 @@ def client_view(state: Any) -> tuple[str, str]:
 
 
 def model_named(file: str, name: str) -> Any:
-    """The model called ``name`` in ``models/file``."""
-    for model in load_models(str(MODELS_DIR / file)):
+    """The model called ``name`` in the shipped model file ``file`` (``seed_incident``)."""
+    for model in load_models(builtin_model_file(file)):
         if getattr(model, "name", None) == name:
             return model
     raise LookupError(f"no model {name!r} in {file}")

@@ -75,15 +75,12 @@ _builtin()
 
 def _model_diagrams() -> None:
     """The reachable product of the guarded model, and every expected counterexample of
-    the faulty-client models highlighted on their reachable graphs (source checkouts)."""
+    the faulty-client models highlighted on their reachable graphs (the shipped models)."""
     from fsm.machines import TRANSPORT
     from fsm.render import models as m
 
-    if not m.MODELS_DIR.is_dir():
-        return
-
     def product() -> Diagram:
-        model = m.model_named("guarded.py", "guarded[inclusive,silent,rpc,answers]")
+        model = m.model_named("guarded", "guarded[inclusive,silent,rpc,answers]")
         return Diagram(
             state_graph_dot(
                 m.projected_graph(
@@ -107,7 +104,7 @@ def _model_diagrams() -> None:
         return produce
 
     register("guarded-product", product)
-    for file, name in (("seed_incident.py", "seed-incident"), ("mcp_sdk_2_3.py", "mcp-sdk-2.3.0")):
+    for file, name in (("seed_incident", "seed-incident"), ("mcp_sdk_2_3", "mcp-sdk-2.3.0")):
         for prop in m.model_named(file, name).expected_violations:
             register(f"cex-{name}-{prop.lower()}", counterexample(file, name, prop))
 
