@@ -5,7 +5,7 @@ instance's state as a plain string (a few bytes per tracked request instead of t
 ~4-6 KiB a ``transitions`` model object costs) and fires a trigger by restoring that
 state on a single cursor model, triggering, and reading the state back. Invalid
 triggers raise :class:`~fsm.tables.InvalidTransition`, exactly like the compiled table;
-``tests/test_tables_agree.py`` proves the two agree on every ``(state, trigger)`` pair.
+``tests/core/test_tables_agree.py`` proves the two agree on every ``(state, trigger)`` pair.
 
 Not thread-safe: one engine per guard, and a guard is driven from one task at a time.
 

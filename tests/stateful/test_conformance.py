@@ -137,7 +137,7 @@ def test_get_stream_stays_resumable_after_a_terminal_rejection() -> None:
 
 
 def test_idempotent_redelivery_is_not_a_p2_violation() -> None:
-    """A ping may be presented again (DESIGN.md); only interactive keys fall under P2."""
+    """A ping may be presented again: only interactive keys fall under P2."""
     g = ObservedGuard(Guard(clock=lambda: 0.0))
     g.feed(ev.SessionStarted("s1"))
     g.feed(ev.StreamOpened("get"))
