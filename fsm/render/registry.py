@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fsm.render.graph import StateGraph, Trace
+from fsm.render.grid import grid_dot
 from fsm.render.machine import machine_dot
-from fsm.render.mermaid import mermaid
+from fsm.render.mermaid import mermaid, state_graph_mermaid
 from fsm.render.product import product_dot
 from fsm.render.stategraph import state_graph_dot
 from fsm.spec import MachineSpec
@@ -81,24 +82,25 @@ def _model_diagrams() -> None:
 
     def product() -> Diagram:
         model = m.model_named("guarded", "guarded[inclusive,silent,rpc,answers]")
-        return Diagram(
-            state_graph_dot(
-                m.projected_graph(
-                    model,
-                    m.guard_view,
-                    "guarded-product",
-                    "reachable product configurations (transport / liveness) of the guarded client",
-                    terminal=lambda group: group in TRANSPORT.terminal,
-                )
+        graph = m.product_grid(
+            m.projected_graph(
+                model,
+                m.guard_view,
+                "guarded-product",
+                "the reachable product configurations of the guarded client "
+                "(transport / liveness of the request) and the moves out of each",
+                terminal=lambda group: group in TRANSPORT.terminal,
             )
         )
+        return Diagram(grid_dot(graph, corner="liveness \\ transport"), state_graph_mermaid(graph))
 
     def counterexample(file: str, name: str, prop: str) -> Producer:
         def produce() -> Diagram:
             model = m.model_named(file, name)
             graph = m.projected_graph(model, m.client_view, f"{name}-{prop}")
             path = dict(m.counterexamples(model))[prop]
-            trace = m.projected_trace(path, m.client_view, f"{name}: {prop} violated")
+            title = f"{name}: {prop} violated (steps numbered as fsm check prints them)"
+            trace = m.projected_trace(path, m.client_view, title)
             return trace_diagram(m.around(graph, trace), trace)
 
         return produce
