@@ -47,20 +47,6 @@ def test_brief_quiet_is_one_line_per_passing_model(capsys: pytest.CaptureFixture
     assert lines[0].endswith("violates L1, P1, P2, P3, P4, P7 as declared, the other 6 hold")
 
 
-def test_brief_shows_a_model_that_fails_not_as_declared(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    file = tmp_path / "wrong.py"
-    file.write_text(
-        "from fsm.checker.loader import load_model, builtin_model_file\n"
-        "MODEL = load_model(builtin_model_file('seed_incident'))\n"
-        "MODEL.expected_violations = ('P1',)\n"
-    )
-    assert main(["--brief", "-q", str(file)]) == 1
-    out = capsys.readouterr().out
-    assert "✗ P2 violated" in out and "NOT as expected (expected ['P1'])" in out
-
-
 def test_partial_search_never_shows_a_bare_holds_mark(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-q", "--builtin", "guarded", "--max-states", "50"]) == 1
     out = capsys.readouterr().out

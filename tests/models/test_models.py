@@ -176,3 +176,6 @@ def test_check_cli_fails_a_faulty_model_that_claims_too_little(
     )
     assert check_main(["-q", str(model_file)]) == 1
     assert "NOT as expected" in capsys.readouterr().out
+    assert check_main(["--brief", "-q", str(model_file)]) == 1  # brief: the full failures
+    out = capsys.readouterr().out
+    assert "✗ P2 violated" in out and "NOT as expected (expected ['P1'])" in out
