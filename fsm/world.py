@@ -97,6 +97,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "replay": get_args(Replay),
 }
 _COUNTS = ("requests", "cuts", "post_faults")
+_UNBOUNDED = ("cuts",)  # None: any number; written "none" on the command line
 _FLAGS = ("completes_on_deadline", "reaper", "clock")
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
@@ -105,9 +106,9 @@ _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 class Bounds:
     """The environment variant and its bounds (all parameters of a model).
 
-    Checked on construction: the counts are integers >= 0, the flags booleans, ``ttl`` a
-    number > 0 and each variant one of its declared values; anything else raises
-    :class:`BoundsError` naming the field and what it allows."""
+    Checked on construction: the counts are integers >= 0 (``cuts`` may be None), the
+    flags booleans, ``ttl`` a number > 0 and each variant one of its declared values;
+    anything else raises :class:`BoundsError` naming the field and what it allows."""
 
     requests: int = 1
     cuts: int | None = 2
@@ -130,8 +131,11 @@ class Bounds:
                 raise BoundsError(f"Bounds.{name}: {value!r} is not one of {', '.join(allowed)}")
         for name in _COUNTS:
             value = getattr(self, name)
+            if name in _UNBOUNDED and value is None:
+                continue
             if type(value) is not int or value < 0:
-                raise BoundsError(f"Bounds.{name}: {value!r} is not an integer >= 0")
+                also = " or None (any number)" if name in _UNBOUNDED else ""
+                raise BoundsError(f"Bounds.{name}: {value!r} is not an integer >= 0{also}")
         for name in _FLAGS:
             if type(getattr(self, name)) is not bool:
                 raise BoundsError(f"Bounds.{name}: {getattr(self, name)!r} is not True or False")
@@ -154,6 +158,8 @@ class Bounds:
 def _parse(name: str, text: str) -> Any:
     """The value of field ``name`` written as ``text`` (left as text when it is not a
     number or a flag: construction judges it)."""
+    if name in _UNBOUNDED and text.lower() == "none":
+        return None
     try:
         if name in _COUNTS:
             return int(text)
