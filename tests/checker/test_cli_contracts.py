@@ -39,14 +39,6 @@ def test_json_stdout_is_pure_json_lines(capsys: pytest.CaptureFixture[str]) -> N
     assert "mcp-sdk-2.3.0: violations ['P2', 'P7'] as expected" in captured.err
 
 
-def test_brief_quiet_is_one_line_per_passing_model(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--brief", "-q", "--builtin", "seed_incident", "--builtin", "mcp_sdk_2_3"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2, lines
-    assert lines[0].startswith("seed-incident: states=168 ")
-    assert lines[0].endswith("violates L1, P1, P2, P3, P4, P7 as declared, the other 6 hold")
-
-
 def test_partial_search_never_shows_a_bare_holds_mark(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-q", "--builtin", "guarded", "--max-states", "50"]) == 1
     out = capsys.readouterr().out

@@ -10,7 +10,7 @@ from fsm.world import Bounds, BoundsError
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"replay": "never"}, "Bounds.replay: 'never' is not one of after, inclusive"),
+        ({"replay": "never"}, "Bounds.replay: 'never' is not one of after, inclusive, start"),
         ({"deadline": "sometimes"}, "Bounds.deadline: 'sometimes' is not one of silent, cancel"),
         (
             {"unknown_answer": "418"},
@@ -18,7 +18,7 @@ from fsm.world import Bounds, BoundsError
         ),
         ({"user": "sometimes"}, "Bounds.user: 'sometimes' is not one of answers, never"),
         ({"requests": -1}, "Bounds.requests: -1 is not an integer >= 0"),
-        ({"cuts": 1.5}, "Bounds.cuts: 1.5 is not an integer >= 0"),
+        ({"cuts": 1.5}, "Bounds.cuts: 1.5 is not an integer >= 0 or None (any number)"),
         ({"post_faults": True}, "Bounds.post_faults: True is not an integer >= 0"),
         ({"reaper": 1}, "Bounds.reaper: 1 is not True or False"),
         ({"ttl": 0}, "Bounds.ttl: 0 is not a number > 0"),
