@@ -69,6 +69,11 @@ def _builtin() -> None:
     register("liveness", lambda: machine_diagram(LIVENESS))
     register("product-spec", lambda: Diagram(product_dot(PRODUCT)))
 
+    from fsm.mrtr_machines import MRTR_PRODUCT, ROUNDS
+
+    register("rounds", lambda: machine_diagram(ROUNDS))
+    register("mrtr-product-spec", lambda: Diagram(product_dot(MRTR_PRODUCT)))
+
 
 _builtin()
 
