@@ -372,7 +372,7 @@ class MrtrCall:
         fresh: list[_Question] = []
         for server_key, req in asked.items():
             method, params = req["method"], req.get("params")
-            qid = f"{method}#{params_digest(params):016x}"
+            qid = question_id(method, params)
             if method in self.config.idempotent_methods:
                 qid += f"@{self._round}"
             keys[server_key] = qid
@@ -597,6 +597,13 @@ class MrtrCall:
                         if target.cause is None:
                             target.cause = inst.cause
                         self._fire(c.then_machine, target, c.then_trigger)
+
+
+def question_id(method: str, params: Mapping[str, Any] | None) -> str:
+    """The identity of a question: its method and the digest of its canonical params
+    (``_meta`` left out), e.g. ``"elicitation/create#0fed88c222563bba"``. A question's
+    request key is ``(call, question_id(...))``; idempotent methods add ``@round``."""
+    return f"{method}#{params_digest(params):016x}"
 
 
 def _freeze(params: Mapping[str, Any] | None) -> str | None:
