@@ -430,7 +430,7 @@ class MrtrCall:
             return
         verdict = self.config.classifier.classify(outcome)
         carried = [q for q in self._questions.values() if q.state == "submitting"]
-        evidence = (f"round {self._round}", outcome.describe(), f"rule {verdict.rule}")
+        evidence = (f"round {self._round}", _describe(outcome), f"rule {verdict.rule}")
         if verdict.outcome is not OutcomeClass.RETRYABLE:  # terminal (or a stray 'accepted')
             error = error_for(verdict.rule)
             message = f"{self.call}: the server rejected round {self._round} ({verdict.rule})"
@@ -597,6 +597,19 @@ class MrtrCall:
                         if target.cause is None:
                             target.cause = inst.cause
                         self._fire(c.then_machine, target, c.then_trigger)
+
+
+def _describe(outcome: SubmissionResult) -> str:
+    """Evidence of a failed round: the JSON-RPC error (with ``data.reason`` when given),
+    after the HTTP status when one was observed."""
+    rpc = outcome.jsonrpc_error()
+    if rpc is None:
+        return outcome.describe()
+    err = outcome.body.get("error") if outcome.body is not None else None
+    data = err.get("data") if isinstance(err, Mapping) else None
+    reason = data.get("reason") if isinstance(data, Mapping) else None
+    text = f"JSON-RPC {rpc[0]} {rpc[1]!r}" + (f" reason={reason}" if reason else "")
+    return text if outcome.status is None else f"HTTP {outcome.status} {text}"
 
 
 def question_id(method: str, params: Mapping[str, Any] | None) -> str:

@@ -1,0 +1,174 @@
+"""The MRTR rules around mcp 2.3.0's ``Client`` (protocol 2026-07-28).
+
+``await guarded_call_tool(client, name, arguments)`` replaces ``client.call_tool``: it
+drives the input rounds itself through the SDK's public manual mode
+(``client.session.call_tool(..., allow_input_required=True)``) and lets
+:class:`fsm.mrtr.MrtrCall` decide every step. The questions are answered by the callbacks
+registered on the ``Client`` as usual (``elicitation_callback``, ...), through the SDK's
+own ``session.dispatch_input_request``; the callback's ``context.request_id`` is the
+question's identity (method + canonical params), not the round-local key. So:
+
+* a callback runs at most once per question per call; a re-asked question is answered
+  from the stored answer (bounded), never shown again;
+* a question that outlives ``config.question_ttl_s`` (clock injected) is withdrawn (its
+  callback task is cancelled) and the call raises :class:`~fsm.errors.RequestStateExpiredError`;
+  a late answer is not sent into the expired state;
+* ``-32602 invalid_request_state`` and the other terminal rows raise one typed error; a
+  lost retry is resent (same answers, same state), bounded; rounds are capped;
+* it returns the final ``CallToolResult`` or raises exactly one
+  :class:`~fsm.errors.InteractionFailed` subclass.
+
+``on_action`` sees every action the rules emit (for logs and the demo). What it relies
+on: ``Client.session``, ``ClientSession.call_tool(..., input_responses=, request_state=,
+allow_input_required=True)``, ``ClientSession.dispatch_input_request`` and
+``ClientRequestContext``, all public in mcp 2.3.0. A callback that returns ``ErrorData``
+ends the call (as the SDK's driver does). Limits: one call per invocation; the tool's
+output schema is validated by the SDK on each round as usual.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.client.client import Client
+from mcp.client.context import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter
+
+from fsm import actions as act
+from fsm import events as ev
+from fsm.errors import RequestKey
+from fsm.mrtr import (
+    CallCancelled,
+    MrtrAction,
+    MrtrCall,
+    MrtrConfig,
+    MrtrEvent,
+    Retry,
+    RoundFailed,
+    RoundResult,
+    Tick,
+    question_id,
+)
+from fsm.outcomes import SubmissionResult
+
+__all__ = ["guarded_call_tool"]
+
+_CALLS = itertools.count(1)
+_RESPONSE: TypeAdapter[Any] = TypeAdapter(types.InputResponse)
+
+
+def _as_outcome(exc: BaseException) -> SubmissionResult:
+    """A failed round as the MRTR table reads it: a JSON-RPC error body (the SDK's
+    ``MCPError`` does not carry the HTTP status, so none is claimed), or no response."""
+    if isinstance(exc, MCPError):
+        error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+        if exc.data is not None:
+            error["data"] = exc.data
+        return SubmissionResult(None, {"jsonrpc": "2.0", "id": None, "error": error})
+    return SubmissionResult(None, error=type(exc).__name__)
+
+
+async def guarded_call_tool(
+    client: Client,
+    name: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    config: MrtrConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    on_action: Callable[[MrtrAction], None] | None = None,
+) -> types.CallToolResult:
+    """Call tool ``name`` under the MRTR rules; see the module docstring."""
+    session = client.session
+    call = MrtrCall(f"call:{next(_CALLS)}", clock=clock, config=config)
+    requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
+    prompts: dict[RequestKey, anyio.CancelScope] = {}
+    final: types.CallToolResult | None = None
+    done = anyio.Event()
+    failure: BaseException | None = None
+    inbox: list[MrtrEvent] = []
+    wake = anyio.Event()
+
+    def post(event: MrtrEvent) -> None:
+        inbox.append(event)
+        wake.set()
+
+    async def send(responses: Mapping[str, Mapping[str, Any]] | None, state: str | None) -> None:
+        nonlocal final
+        try:
+            result = await session.call_tool(
+                name,
+                dict(arguments) if arguments is not None else None,
+                input_responses=(
+                    {k: _RESPONSE.validate_python(v) for k, v in responses.items()}
+                    if responses is not None
+                    else None
+                ),
+                request_state=state,
+                allow_input_required=True,
+            )
+        except Exception as exc:  # every failed round goes to the table
+            post(RoundFailed(_as_outcome(exc)))
+            return
+        body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if isinstance(result, types.InputRequiredResult):
+            for server_key, req in (result.input_requests or {}).items():
+                params = body["inputRequests"][server_key].get("params")
+                requests[(call.call, question_id(req.method, params))] = req
+        else:
+            final = result
+        post(RoundResult(body))
+
+    async def ask(key: RequestKey) -> None:
+        with anyio.CancelScope() as scope:
+            prompts[key] = scope
+            ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=None)
+            answer = await session.dispatch_input_request(ctx, requests[key])
+            if isinstance(answer, types.ErrorData):
+                post(CallCancelled(f"the callback refused {key[1]}: {answer.message}"))
+            else:
+                dumped = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
+                post(ev.UserAnswered(key, dumped))
+        prompts.pop(key, None)
+
+    async def retry(a: Retry) -> None:
+        await anyio.sleep(a.delay_s)
+        await send(a.input_responses, a.request_state)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(send, None, None)
+        while not done.is_set():
+            deadline = call.deadline()
+            timeout = math.inf if deadline is None else max(0.0, deadline - clock())
+            with anyio.move_on_after(timeout):
+                await wake.wait()
+            wake = anyio.Event()
+            events, inbox[:] = list(inbox) or [Tick()], []
+            for event in events:
+                for action in call.feed(event):
+                    if on_action is not None:
+                        on_action(action)
+                    if isinstance(action, act.Present):
+                        tg.start_soon(ask, action.key)
+                    elif isinstance(action, act.Withdraw):
+                        scope = prompts.pop(action.key, None)
+                        if scope is not None:
+                            scope.cancel()
+                    elif isinstance(action, Retry):
+                        tg.start_soon(retry, action)
+                    elif isinstance(action, act.Fail):
+                        failure = action.error
+                        done.set()
+                    elif isinstance(action, act.Complete):
+                        done.set()
+        tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    assert final is not None
+    return final
