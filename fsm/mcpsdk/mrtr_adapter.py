@@ -37,7 +37,7 @@ from typing import Any
 import anyio
 from mcp import types
 from mcp.client.client import Client
-from mcp.client.context import ClientRequestContext
+from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
 

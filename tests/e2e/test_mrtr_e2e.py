@@ -166,3 +166,22 @@ async def test_state_only_rounds_back_off_and_complete(server: MrtrServer) -> No
     assert isinstance(result.content[0], types.TextContent)
     assert result.content[0].text == "job done after 3 polls"
     assert [a.delay_s for a in actions if isinstance(a, Retry)] == [0.05, 0.1, 0.2]
+
+
+async def test_the_demo_scene_shows_plain_and_guarded_side_by_side() -> None:
+    from fsm.mcpsdk import mrtr_demo
+
+    report = await mrtr_demo.scene()
+    assert report["re-asking tool"]["plain"]["prompts"] == 2
+    assert report["re-asking tool"]["guarded"]["prompts"] == 1
+    assert report["late answer"]["plain"]["outcome"] == "MCPError -32602"
+    assert report["late answer"]["guarded"] == {
+        "prompts": 1,
+        "withdrawn": 1,
+        "outcome": "RequestStateExpiredError (aged-out)",
+    }
+    assert report["restart"]["guarded"]["outcome"] == (
+        "RequestStateExpiredError (invalid-request-state)"
+    )
+    assert mrtr_demo.behaves(report)
+    assert "re-asking tool  2 prompts" in mrtr_demo.table(report)
