@@ -29,7 +29,6 @@ output schema is validated by the SDK on each round as usual.
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,7 +38,6 @@ from mcp import types
 from mcp.client.client import Client
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
-from pydantic import TypeAdapter
 
 from fsm import actions as act
 from fsm import events as ev
@@ -61,7 +59,6 @@ from fsm.outcomes import SubmissionResult
 __all__ = ["guarded_call_tool"]
 
 _CALLS = itertools.count(1)
-_RESPONSE: TypeAdapter[Any] = TypeAdapter(types.InputResponse)
 
 
 def _as_outcome(exc: BaseException) -> SubmissionResult:
@@ -88,6 +85,7 @@ async def guarded_call_tool(
     session = client.session
     call = MrtrCall(f"call:{next(_CALLS)}", clock=clock, config=config)
     requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
+    answers: dict[RequestKey, Any] = {}  # question -> the callback's InputResponse model
     prompts: dict[RequestKey, anyio.CancelScope] = {}
     final: types.CallToolResult | None = None
     done = anyio.Event()
@@ -99,17 +97,13 @@ async def guarded_call_tool(
         inbox.append(event)
         wake.set()
 
-    async def send(responses: Mapping[str, Mapping[str, Any]] | None, state: str | None) -> None:
+    async def send(responses: dict[str, Any] | None, state: str | None) -> None:
         nonlocal final
         try:
             result = await session.call_tool(
                 name,
                 dict(arguments) if arguments is not None else None,
-                input_responses=(
-                    {k: _RESPONSE.validate_python(v) for k, v in responses.items()}
-                    if responses is not None
-                    else None
-                ),
+                input_responses=responses,
                 request_state=state,
                 allow_input_required=True,
             )
@@ -133,22 +127,30 @@ async def guarded_call_tool(
             if isinstance(answer, types.ErrorData):
                 post(CallCancelled(f"the callback refused {key[1]}: {answer.message}"))
             else:
+                answers[key] = answer
                 dumped = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
                 post(ev.UserAnswered(key, dumped))
         prompts.pop(key, None)
 
-    async def retry(a: Retry) -> None:
-        await anyio.sleep(a.delay_s)
-        await send(a.input_responses, a.request_state)
-
+    # The loop sends every request itself: while one is in flight nothing is showing (a
+    # retry goes only once every question has its answer), so nothing else can happen.
+    outgoing: tuple[dict[str, Any] | None, str | None, float] | None = (None, None, 0.0)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(send, None, None)
         while not done.is_set():
-            deadline = call.deadline()
-            timeout = math.inf if deadline is None else max(0.0, deadline - clock())
-            with anyio.move_on_after(timeout):
-                await wake.wait()
-            wake = anyio.Event()
+            if outgoing is not None:
+                responses, state, delay = outgoing
+                outgoing = None
+                if delay > 0:
+                    await anyio.sleep(delay)
+                await send(responses, state)
+            if not inbox:
+                deadline = call.deadline()
+                if deadline is None:
+                    await wake.wait()
+                else:
+                    with anyio.move_on_after(max(0.0, deadline - clock())):
+                        await wake.wait()
+                wake = anyio.Event()
             events, inbox[:] = list(inbox) or [Tick()], []
             for event in events:
                 for action in call.feed(event):
@@ -161,7 +163,12 @@ async def guarded_call_tool(
                         if scope is not None:
                             scope.cancel()
                     elif isinstance(action, Retry):
-                        tg.start_soon(retry, action)
+                        # The rules chose which stored answer goes under which key; send
+                        # the callback's own object for it (not re-validated from JSON).
+                        chosen = None
+                        if action.input_responses is not None:
+                            chosen = {k: answers[action.questions[k]] for k in action.questions}
+                        outgoing = (chosen, action.request_state, action.delay_s)
                     elif isinstance(action, act.Fail):
                         failure = action.error
                         done.set()

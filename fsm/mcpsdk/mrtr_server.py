@@ -21,7 +21,8 @@ Tools (each records what it was asked and told in :class:`MrtrLog`):
   ``inputResponses`` it completes (``Deleted <count> files`` or ``Kept <count> files``);
 * ``reasking_delete(count, reasks)``: asks the same question again ``reasks`` times
   although answered (a re-asking tool: its answers do not stick), then completes;
-* ``slow_job(polls)``: answers with state only ``polls`` times, then completes.
+* ``slow_job(polls)``: answers with state only ``polls`` times, then completes;
+* ``survey(questions)``: asks ``questions`` distinct questions, one per round.
 
 Limits: a test server. The state it seals is the tool's own small string (answers are
 not carried across rounds: a re-ask starts the question afresh, as the SEP allows).
@@ -88,10 +89,10 @@ class MrtrLog:
         self.asked[tool] = self.asked.get(tool, 0) + 1
 
 
-def _confirm(count: int) -> types.ElicitRequest:
+def _confirm(count: int, message: str = "") -> types.ElicitRequest:
     return types.ElicitRequest(
         params=types.ElicitRequestFormParams(
-            message=f"Delete {count} files?",
+            message=message or f"Delete {count} files?",
             requested_schema={"type": "object", "properties": {}},
         )
     )
@@ -139,6 +140,18 @@ def build_mrtr_server(log: MrtrLog, codec: ExpiringCodec, *, ttl: float) -> MCPS
         log.ask("reasking_delete")
         return types.InputRequiredResult(
             input_requests={"confirm": _confirm(count)}, request_state=f"answers:{seen}"
+        )
+
+    @server.tool()
+    async def survey(questions: int, ctx: Context) -> str | types.InputRequiredResult:
+        answered = int(ctx.request_state or 0) + (_answer(ctx) is not None)
+        if answered >= questions:
+            log.completed.append("survey")
+            return f"survey done: {answered} answers"
+        log.ask("survey")
+        message = f"Question {answered + 1} of {questions}?"
+        return types.InputRequiredResult(
+            input_requests={"confirm": _confirm(0, message)}, request_state=str(answered)
         )
 
     @server.tool()
