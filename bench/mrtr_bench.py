@@ -23,7 +23,7 @@ import time
 import timeit
 from typing import Any
 
-from bench.results import record, table
+from bench.results import record, run_quietly, table
 from fsm import actions as act
 from fsm import events as ev
 from fsm.mrtr import MrtrCall, RoundResult
@@ -117,15 +117,7 @@ async def _e2e(repeats: int) -> dict[str, list[tuple[float, float]]]:
 
 
 def bench_e2e(repeats: int = E2E_REPEATS) -> dict[str, float]:
-    import logging
-
-    import anyio
-
-    logging.disable(logging.WARNING)
-    try:
-        times = anyio.run(_e2e, repeats)
-    finally:
-        logging.disable(logging.NOTSET)
+    times = run_quietly(_e2e, repeats)
     out: dict[str, float] = {}
     for kind, samples in times.items():
         out[f"{kind}_wall"] = statistics.median(w for w, _ in samples) / CALLS

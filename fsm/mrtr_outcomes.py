@@ -51,6 +51,21 @@ from fsm.outcomes import (
 INVALID_REQUEST_STATE = "invalid_request_state"
 """``data.reason`` of the official servers' rejection of an echoed ``requestState``."""
 
+STATE_REJECTED = SubmissionResult(
+    None,
+    {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32602,
+            "message": "Invalid or expired requestState",
+            "data": {"reason": INVALID_REQUEST_STATE},
+        },
+    },
+)
+"""The round outcome the python and typescript SDK servers send for any state they cannot
+verify (one frozen message and reason whatever the cause), as the MRTR table sees it."""
+
 
 def _rpc_error(result: SubmissionResult) -> Mapping[str, object] | None:
     body = result.body

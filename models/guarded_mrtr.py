@@ -28,6 +28,7 @@ from fsm.mrtr import (
     question_id,
 )
 from fsm.mrtr_machines import MRTR_PRODUCT
+from fsm.mrtr_outcomes import STATE_REJECTED
 from fsm.mrtr_world import (
     CALL,
     Input,
@@ -47,18 +48,6 @@ QUESTIONS: tuple[dict[str, Any], ...] = tuple(
 )
 _KEYS = tuple((CALL, question_id(q["method"], q["params"])) for q in QUESTIONS)
 _QID = {qid: n for n, (_, qid) in enumerate(_KEYS)}
-_EXPIRED = SubmissionResult(
-    200,
-    {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "error": {
-            "code": -32602,
-            "message": "Invalid or expired requestState",
-            "data": {"reason": "invalid_request_state"},
-        },
-    },
-)
 _LOST = SubmissionResult(None, error="ReadTimeout")
 
 
@@ -120,7 +109,7 @@ def _event(inp: Input) -> Any:
             body["inputRequests"] = {f"k{q}": QUESTIONS[q] for q in questions}
         return RoundResult(body)
     if kind == "error":
-        return RoundFailed(_EXPIRED if inp[1] == "invalid_state" else _LOST)
+        return RoundFailed(STATE_REJECTED if inp[1] == "invalid_state" else _LOST)
     if kind == "answer":
         return ev.UserAnswered(_KEYS[inp[1]], {"action": "accept"})
     assert kind == "tick"

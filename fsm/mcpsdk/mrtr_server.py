@@ -39,10 +39,11 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import uvicorn
 from mcp import types
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
+
+from fsm.mcpsdk.serving import serving
 
 __all__ = ["ExpiringCodec", "MrtrLog", "MrtrServer", "build_mrtr_server", "running_mrtr_server"]
 
@@ -211,41 +212,13 @@ async def _first(tg: anyio.abc.TaskGroup, wait: Callable[[], Awaitable[Any]]) ->
 
 @contextlib.asynccontextmanager
 async def _serving(server: MCPServer, port: int) -> AsyncIterator[None]:
-    """Serve ``server`` with uvicorn on 127.0.0.1:``port`` until the block exits."""
+    """Serve ``server`` on 127.0.0.1:``port`` until the block exits."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
-    config = uvicorn.Config(
-        server.streamable_http_app(),
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=1,
-    )
-    runner = uvicorn.Server(config)
-    stopped = anyio.Event()
-
-    async def serve() -> None:
-        try:
-            await runner.serve([sock])
-        finally:
-            stopped.set()
-
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(serve)
-            with anyio.fail_after(10):
-                while not runner.started:  # startup poll, not test synchronisation
-                    if stopped.is_set():
-                        raise RuntimeError("uvicorn failed to start")
-                    await anyio.sleep(0.005)
-            try:
-                yield
-            finally:
-                runner.should_exit = True
-                with anyio.move_on_after(5, shield=True):
-                    await stopped.wait()
-                tg.cancel_scope.cancel()
+        async with serving(server.streamable_http_app(), sock, shutdown_timeout=1):
+            yield
     finally:
         sock.close()
 

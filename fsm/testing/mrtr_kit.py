@@ -41,22 +41,11 @@ from fsm import events as ev
 from fsm import properties as P
 from fsm.errors import RequestKey
 from fsm.mrtr import MrtrAction, MrtrEvent, Retry, RoundFailed, RoundResult, Tick
+from fsm.mrtr_outcomes import STATE_REJECTED
 from fsm.outcomes import SubmissionResult
 from fsm.testing.kit import failure
 
 CALL = "call"
-INVALID_STATE = SubmissionResult(
-    200,
-    {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {
-            "code": -32602,
-            "message": "Invalid or expired requestState",
-            "data": {"reason": "invalid_request_state"},
-        },
-    },
-)
 MALFORMED: tuple[Any, ...] = (
     {"resultType": "input_required"},
     {"resultType": "later"},
@@ -139,7 +128,7 @@ class MrtrConformanceMachine(RuleBasedStateMachine):
                     q = _number(entry)
                     replayed = self._key(q) in self.monitor.presented
                     self._observe(P.Delivered(self._key(q), CALL, self.now, replayed=replayed))
-        if isinstance(event, RoundFailed) and event.outcome is INVALID_STATE:
+        if isinstance(event, RoundFailed) and event.outcome is STATE_REJECTED:
             for q in carried:
                 self._observe(P.Rejected(self._key(q)))
         if isinstance(event, ev.UserAnswered):
@@ -196,7 +185,7 @@ class MrtrConformanceMachine(RuleBasedStateMachine):
                 and minted > self.server.restarted_before
             )
             if not valid and reject:
-                return self.feed(RoundFailed(INVALID_STATE), carried=sorted(answers))
+                return self.feed(RoundFailed(STATE_REJECTED), carried=sorted(answers))
             known = recorded if valid else frozenset()
             if not valid:
                 answers = {}

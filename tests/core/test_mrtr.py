@@ -30,22 +30,11 @@ from fsm.mrtr import (
     RoundResult,
     Tick,
 )
+from fsm.mrtr_outcomes import STATE_REJECTED
 from fsm.outcomes import SubmissionResult
 
 ASK = {"method": "elicitation/create", "params": {"message": "Delete 3 files?"}}
 YES = {"action": "accept", "content": {"ok": True}}
-EXPIRED = SubmissionResult(
-    200,
-    {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "error": {
-            "code": -32602,
-            "message": "Invalid or expired requestState",
-            "data": {"reason": "invalid_request_state"},
-        },
-    },
-)
 
 
 class Clock:
@@ -140,18 +129,18 @@ def test_invalid_request_state_is_terminal_with_evidence_and_no_retry() -> None:
     call, _ = make()
     shown = present(call, {"k1": ASK})
     call.feed(ev.UserAnswered(shown.key, YES))
-    fail = only(call.feed(RoundFailed(EXPIRED)), act.Fail)
+    fail = only(call.feed(RoundFailed(STATE_REJECTED)), act.Fail)
     assert isinstance(fail.error, RequestStateExpiredError)
     assert fail.error.key == shown.key and fail.error.reason == "invalid-request-state"
     assert "rule invalid-request-state" in fail.error.evidence
     assert call.state_of(shown.key) == "dead"
-    assert isinstance(only(call.feed(RoundFailed(EXPIRED)), act.Ignore), act.Ignore)
+    assert isinstance(only(call.feed(RoundFailed(STATE_REJECTED)), act.Ignore), act.Ignore)
 
 
 def test_invalid_state_on_a_state_only_round_fails_the_call_itself() -> None:
     call, _ = make()
     only(call.feed(RoundResult(ir(None, "s1"))), Retry)
-    fail = only(call.feed(RoundFailed(EXPIRED)), act.Fail)
+    fail = only(call.feed(RoundFailed(STATE_REJECTED)), act.Fail)
     assert isinstance(fail.error, RequestStateExpiredError) and fail.error.key is None
 
 
@@ -253,7 +242,7 @@ def test_a_result_while_answering_is_ignored() -> None:
     call, _ = make()
     present(call, {"k": ASK})
     assert only(call.feed(RoundResult({"content": []})), act.Ignore).reason == "not-awaiting"
-    assert only(call.feed(RoundFailed(EXPIRED)), act.Ignore).reason == "not-awaiting"
+    assert only(call.feed(RoundFailed(STATE_REJECTED)), act.Ignore).reason == "not-awaiting"
 
 
 def test_an_answer_for_a_key_never_presented_is_a_usage_error() -> None:
@@ -339,7 +328,7 @@ def test_invariants_hold_against_any_server(moves: list[tuple[Any, ...]]) -> Non
         elif kind == "poll":
             actions = call.feed(RoundResult(ir(None, f"s{n}")))
         elif kind == "expired":
-            actions = call.feed(RoundFailed(EXPIRED))
+            actions = call.feed(RoundFailed(STATE_REJECTED))
         elif kind == "lost":
             actions = call.feed(RoundFailed(SubmissionResult(None, error="ReadTimeout")))
         elif kind == "garbage":

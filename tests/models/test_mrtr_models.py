@@ -5,11 +5,12 @@ world's restated properties can fail (a client that breaks each one is caught)."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pytest
+from shipped import Shipped
 
-from fsm.checker import Report, check, load_models, replay, violated_at
+from fsm.checker import check
 from fsm.mrtr import MrtrConfig
 from fsm.mrtr_world import USER_ANSWER, Input, MrtrBounds, MrtrWorld, Output
 from models.guarded_mrtr import MrtrGuardPolicy
@@ -74,18 +75,9 @@ SHORTEST = {
     "mcp-sdk-2.3.0-mrtr[reject-expired]": {"P6": (3, None)},
 }
 
-_REPORTS: dict[str, tuple[Any, Report]] = {}
-
-
-def _all_models() -> list[Any]:
-    return [m for f in MODEL_FILES for m in load_models(str(ROOT / "models" / f))]
-
-
-def _report(name: str) -> tuple[Any, Report]:
-    if not _REPORTS:
-        for model in _all_models():
-            _REPORTS[model.name] = (model, check(model))
-    return _REPORTS[name]
+SHIPPED = Shipped(MODEL_FILES)
+_all_models = SHIPPED.models
+_report = SHIPPED.report
 
 
 def test_every_mrtr_model_is_pinned() -> None:
@@ -94,9 +86,7 @@ def test_every_mrtr_model_is_pinned() -> None:
 
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_state_space_is_pinned(name: str) -> None:
-    _, report = _report(name)
-    assert report.complete
-    assert (report.states, report.transitions) == PINNED[name]
+    SHIPPED.assert_pinned(name, PINNED)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in PINNED if n.startswith("guarded")))
@@ -110,14 +100,7 @@ def test_the_mrtr_rules_satisfy_every_property(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(SHORTEST))
 def test_the_sdk_driver_violates_exactly_what_it_should(name: str) -> None:
-    model, report = _report(name)
-    violated = {r.name for r in report.results if r.verdict.value == "violated"}
-    assert violated == set(SHORTEST[name]) == set(model.expected_violations)
-    for prop, (steps, loop_start) in SHORTEST[name].items():
-        path = report.assert_violated(prop)
-        assert (len(path.steps), path.loop_start) == (steps, loop_start), prop
-        states = replay(model, path.names)
-        assert violated_at(model, prop, states, path.loop_start)
+    SHIPPED.assert_violates_exactly(name, SHORTEST[name])
 
 
 def test_the_reasking_counterexample_is_a_second_prompt_for_an_answered_question() -> None:
