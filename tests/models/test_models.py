@@ -15,7 +15,13 @@ from shipped import Shipped
 from fsm.checker.cli import main as check_main
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL_FILES = ("guarded.py", "guarded_concurrent.py", "seed_incident.py", "mcp_sdk_2_3.py")
+MODEL_FILES = (
+    "guarded.py",
+    "guarded_concurrent.py",
+    "guarded_replay.py",
+    "seed_incident.py",
+    "mcp_sdk_2_3.py",
+)
 
 PINNED: dict[str, tuple[int, int]] = {
     "guarded[after,silent,202,answers]": (492, 1237),
@@ -64,6 +70,16 @@ PINNED: dict[str, tuple[int, int]] = {
     "guarded[inclusive,cancel,rpc,answers] x2": (23784, 67733),
     "guarded[after,silent,rpc,answers] x3": (66684, 218614),
     "guarded[inclusive,silent,rpc,answers] x3": (75384, 263616),
+    "guarded-replay[silent,202,answers]": (1422, 4347),
+    "guarded-replay[silent,202,never]": (345, 901),
+    "guarded-replay[silent,rpc,answers]": (1332, 3831),
+    "guarded-replay[silent,rpc,never]": (345, 901),
+    "guarded-replay[cancel,202,answers]": (3144, 9270),
+    "guarded-replay[cancel,202,never]": (632, 1578),
+    "guarded-replay[cancel,rpc,answers]": (3054, 8754),
+    "guarded-replay[cancel,rpc,never]": (632, 1578),
+    "guarded-replay[history-full]": (462, 857),
+    "window-only": (1126, 3014),
     "seed-incident": (168, 303),
     "mcp-sdk-2.3.0": (501, 1116),
 }
@@ -79,6 +95,7 @@ SHORTEST = {
         "L1": (12, 8),
     },
     "mcp-sdk-2.3.0": {"P2": (10, None), "P7": (8, None)},
+    "window-only": {"P7": (9, None), "L1": (9, 4)},
 }
 
 SHIPPED = Shipped(MODEL_FILES)
