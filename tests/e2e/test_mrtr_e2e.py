@@ -185,3 +185,15 @@ async def test_the_demo_scene_shows_plain_and_guarded_side_by_side() -> None:
     )
     assert mrtr_demo.behaves(report)
     assert "re-asking tool  2 prompts" in mrtr_demo.table(report)
+
+
+async def test_the_sdk_servers_own_ttl_gives_the_same_rejection() -> None:
+    """The expiry switch stands in for the wall clock; here the real TTL lapses (0.5 s,
+    the answer comes 0.6 s later: certain, not a race) and the rejection is the same."""
+    async with running_mrtr_server(ttl=0.5) as srv:
+        user = User(before_answer=lambda: anyio.sleep(0.6))
+        async with Client(srv.url, elicitation_callback=user) as client:
+            with pytest.raises(RequestStateExpiredError) as info:
+                await guarded_call_tool(client, "delete_files", {"count": 3})
+    assert info.value.reason == "invalid-request-state"
+    assert srv.log.answers == []
