@@ -20,6 +20,8 @@ rule                        matches                                  class
 ``jsonrpc-error``           any other JSON-RPC error: the server     terminal
                             answered, a resend cannot change it
 ``http-404``, ``http-410``  the endpoint is gone                     terminal
+``unparseable-result``      no response the client's SDK could       terminal
+                            parse (``error="ValidationError"``)
 ``http-429``                rate limited (honour ``Retry-After``)    retryable
 ``http-5xx``                server error without a JSON-RPC body     retryable
 ``transport-error``         no response: connection error, timeout   retryable
@@ -29,7 +31,8 @@ rule                        matches                                  class
 A retryable outcome resends *the same* retry (same answers, same state) after a backoff,
 bounded by ``MrtrConfig.max_resends``: it never asks the user again. A terminal outcome
 ends the call with one typed error: :class:`~fsm.errors.RequestStateExpiredError` for
-``invalid-request-state``, :class:`~fsm.errors.CallRejectedError` (``reason`` = the rule)
+``invalid-request-state``, :class:`~fsm.errors.MalformedInputRequiredError` for
+``unparseable-result``, :class:`~fsm.errors.CallRejectedError` (``reason`` = the rule)
 for the others. Unmatched outcomes are retryable as ``unclassified``, bounded the same way.
 """
 
@@ -37,7 +40,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fsm.errors import CallRejectedError, InteractionFailed, RequestStateExpiredError
+from fsm.errors import (
+    CallRejectedError,
+    InteractionFailed,
+    MalformedInputRequiredError,
+    RequestStateExpiredError,
+)
 from fsm.outcomes import (
     _HTTP_404,
     _HTTP_410,
@@ -112,6 +120,12 @@ MRTR_RULES: tuple[Rule, ...] = (
     ),
     _HTTP_404,
     _HTTP_410,
+    Rule(
+        "unparseable-result",
+        lambda r: r.status is None and r.error == "ValidationError",
+        OutcomeClass.TERMINAL,
+        doc="the client's SDK refused the result's shape: a resend gets the same",
+    ),
     *_RETRYABLE_TAIL,
 )
 """How a failed MRTR round is judged (the table in the module docstring)."""
@@ -121,6 +135,7 @@ MRTR_CLASSIFIER = Classifier(MRTR_RULES)
 
 ERRORS: Mapping[str, type[InteractionFailed]] = {
     "invalid-request-state": RequestStateExpiredError,
+    "unparseable-result": MalformedInputRequiredError,
 }
 """The typed error of a terminal rule; any other terminal rule gives ``CallRejectedError``."""
 

@@ -22,7 +22,10 @@ question's identity (method + canonical params), not the round-local key. So:
 on: ``Client.session``, ``ClientSession.call_tool(..., input_responses=, request_state=,
 allow_input_required=True)``, ``ClientSession.dispatch_input_request`` and
 ``ClientRequestContext``, all public in mcp 2.3.0. A callback that returns ``ErrorData``
-ends the call (as the SDK's driver does). Limits: one call per invocation; the tool's
+ends the call (as the SDK's driver does); one that raises ends it too, the typed error
+chained to the callback's exception. A result the SDK cannot parse
+(``pydantic.ValidationError``) is judged ``unparseable-result``:
+:class:`~fsm.errors.MalformedInputRequiredError`. Limits: one call per invocation; the tool's
 output schema is validated by the SDK on each round as usual.
 """
 
@@ -86,6 +89,7 @@ async def guarded_call_tool(
     call = MrtrCall(f"call:{next(_CALLS)}", clock=clock, config=config)
     requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
     answers: dict[RequestKey, Any] = {}  # question -> the callback's InputResponse model
+    broken: list[Exception] = []  # what callbacks raised
     prompts: dict[RequestKey, anyio.CancelScope] = {}
     final: types.CallToolResult | None = None
     done = anyio.Event()
@@ -123,7 +127,12 @@ async def guarded_call_tool(
         with anyio.CancelScope() as scope:
             prompts[key] = scope
             ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=None)
-            answer = await session.dispatch_input_request(ctx, requests[key])
+            try:
+                answer = await session.dispatch_input_request(ctx, requests[key])
+            except Exception as exc:  # a callback bug ends the call, chained to its error
+                broken.append(exc)
+                post(CallCancelled(f"the callback for {key[1]} raised {type(exc).__name__}"))
+                return
             if isinstance(answer, types.ErrorData):
                 post(CallCancelled(f"the callback refused {key[1]}: {answer.message}"))
             else:
@@ -176,6 +185,6 @@ async def guarded_call_tool(
                         done.set()
         tg.cancel_scope.cancel()
     if failure is not None:
-        raise failure
+        raise failure from (broken[0] if broken else None)
     assert final is not None
     return final

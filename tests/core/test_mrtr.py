@@ -356,3 +356,10 @@ def test_invariants_hold_against_any_server(moves: list[tuple[Any, ...]]) -> Non
                 assert isinstance(a, act.Ignore), "an action after the outcome"
         assert outcomes <= 1
         assert (outcomes == 1) == (call.state in ("complete", "failed"))
+
+
+def test_a_result_the_sdk_could_not_parse_is_malformed_not_resent() -> None:
+    call, _ = make()
+    fail = only(call.feed(RoundFailed(SubmissionResult(None, error="ValidationError"))), act.Fail)
+    assert isinstance(fail.error, MalformedInputRequiredError)
+    assert fail.error.reason == "unparseable-result"

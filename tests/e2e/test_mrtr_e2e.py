@@ -15,7 +15,7 @@ from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
 from fsm import actions as act
-from fsm.errors import QuestionReaskedError, RequestStateExpiredError
+from fsm.errors import InteractionFailed, QuestionReaskedError, RequestStateExpiredError
 from fsm.mcpsdk.mrtr_adapter import guarded_call_tool
 from fsm.mcpsdk.mrtr_server import MrtrServer, running_mrtr_server
 from fsm.mrtr import MrtrAction, MrtrConfig, Retry
@@ -197,3 +197,15 @@ async def test_the_sdk_servers_own_ttl_gives_the_same_rejection() -> None:
                 await guarded_call_tool(client, "delete_files", {"count": 3})
     assert info.value.reason == "invalid-request-state"
     assert srv.log.answers == []
+
+
+async def test_a_callback_that_raises_ends_the_call_once_chained(server: MrtrServer) -> None:
+    def broken() -> None:
+        raise ValueError("the UI crashed")
+
+    user = User(before_answer=broken)
+    async with Client(server.url, elicitation_callback=user) as client:
+        with pytest.raises(InteractionFailed) as info:
+            await guarded_call_tool(client, "delete_files", {"count": 3})
+    assert info.value.reason == "cancelled"
+    assert isinstance(info.value.__cause__, ValueError)
