@@ -29,7 +29,7 @@ messages (the kit maps a ``Present`` back to its question by the message).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -88,6 +88,7 @@ class MrtrConformanceMachine(RuleBasedStateMachine):
     server_ttl_s: ClassVar[float] = 600.0
     drain_rounds: ClassVar[int] = 30
     budgets: ClassVar[P.Budgets] = P.Budgets(ttl=540.0, counters=False)
+    checked: ClassVar[frozenset[str]] = frozenset(P.PROPERTIES)
 
     def __init__(self) -> None:
         super().__init__()
@@ -106,14 +107,16 @@ class MrtrConformanceMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ plumbing
 
-    def _failure(self, name: str, why: str) -> Exception:
-        self.violated = True  # teardown must not drain a run that already failed
-        return failure(name, why)
+    def _violation(self, name: str, why: str) -> None:
+        """Fail the run if ``name`` is checked (the monitor tracks every property anyway)."""
+        if name in type(self).checked:
+            self.violated = True  # teardown must not drain a run that already failed
+            raise failure(name, why)
 
     def _observe(self, obs: P.Observation) -> None:
         self.monitor, bad = P.step(self.monitor, obs, type(self).budgets)
-        if bad:
-            raise self._failure(bad[0].name, bad[0].why)
+        for v in bad:
+            self._violation(v.name, v.why)
 
     def _key(self, q: int) -> tuple[str, int]:
         return (CALL, q)
@@ -150,14 +153,14 @@ class MrtrConformanceMachine(RuleBasedStateMachine):
                 self._observe(P.DeclaredDead(self._key(gone)))
         elif isinstance(a, Retry):
             if self.inflight is not None:
-                raise self._failure("P5", "a retry while a request is still in flight")
+                self._violation("P5", "a retry while a request is still in flight")
             answers = {self.keys[a.questions[k]]: v for k, v in (a.input_responses or {}).items()}
             for q, answer in answers.items():
                 self._observe(P.Submitted(self._key(q), answer))
                 late = self.answered_at.get(q, 0.0) - self.shown_at.get(q, 0.0)
                 if late > type(self).server_ttl_s:
                     why = f"question {q} answered {late:.0f}s after it was shown"
-                    raise self._failure("P6", why)
+                    self._violation("P6", why)
             if a.request_state is not None:
                 self._observe(P.Resumed(CALL, a.request_state))
             token = None if a.request_state is None else int(a.request_state[1:])
@@ -260,7 +263,7 @@ class MrtrConformanceMachine(RuleBasedStateMachine):
     @invariant()
     def one_outcome(self) -> None:
         if self.ended > 1:
-            raise self._failure("P5", f"the call ended {self.ended} times")
+            self._violation("P5", f"the call ended {self.ended} times")
 
     def teardown(self) -> None:
         if self.violated:
@@ -276,7 +279,7 @@ class MrtrConformanceMachine(RuleBasedStateMachine):
                 self.clock_passes(False)
         if not self.ended:
             rounds = type(self).drain_rounds
-            raise self._failure("P5", f"the call did not end within {rounds} rounds")
+            self._violation("P5", f"the call did not end within {rounds} rounds")
 
 
 def _number(entry: Any) -> int:
@@ -285,10 +288,15 @@ def _number(entry: Any) -> int:
 
 
 def mrtr_conformance_machine(
-    client_factory: MrtrClientFactory, *, questions: int = 2, server_ttl_s: float = 600.0
+    client_factory: MrtrClientFactory,
+    *,
+    questions: int = 2,
+    server_ttl_s: float = 600.0,
+    check: Iterable[str] | None = None,
 ) -> type[MrtrConformanceMachine]:
     """A :class:`MrtrConformanceMachine` bound to ``client_factory``; run it with
-    ``run_state_machine_as_test(M, settings=kit_settings())``."""
+    ``run_state_machine_as_test(M, settings=kit_settings())``. ``check``: the property
+    names that fail a run (default all; narrowing silences, never changes, a verdict)."""
     return type(
         "MrtrConformance",
         (MrtrConformanceMachine,),
@@ -296,5 +304,6 @@ def mrtr_conformance_machine(
             "client_factory": staticmethod(client_factory),
             "questions": questions,
             "server_ttl_s": server_ttl_s,
+            "checked": frozenset(P.PROPERTIES if check is None else check),
         },
     )

@@ -74,9 +74,10 @@ class SdkLikeDriver:
         return ()
 
 
-def failure_of(factory: MrtrClientFactory) -> ConformanceFailure:
+def failure_of(factory: MrtrClientFactory, check: set[str] | None = None) -> ConformanceFailure:
+    machine = mrtr_conformance_machine(factory, check=check)
     with pytest.raises(ConformanceFailure) as info:
-        run_state_machine_as_test(mrtr_conformance_machine(factory), settings=FIRST_BUG)
+        run_state_machine_as_test(machine, settings=FIRST_BUG)
     return info.value
 
 
@@ -85,8 +86,13 @@ def test_the_mrtr_rules_conform() -> None:
 
 
 def test_the_sdk_driver_is_found_re_prompting() -> None:
-    err = failure_of(SdkLikeDriver)
-    assert err.name in ("P2", "P6")
+    err = failure_of(SdkLikeDriver, check={"P2"})
+    assert err.name == "P2" and "presented a second time" in err.why
+
+
+def test_the_sdk_driver_is_found_answering_into_expired_state() -> None:
+    err = failure_of(SdkLikeDriver, check={"P6"})
+    assert err.name == "P6" and "after it was shown" in err.why
 
 
 def test_an_age_limit_past_the_server_ttl_is_found_answering_into_expired_state() -> None:
