@@ -176,8 +176,9 @@ def client_view(state: Any) -> tuple[str, str]:
 
 
 def model_named(file: str, name: str) -> Any:
-    """The model called ``name`` in the shipped model file ``file`` (``seed_incident``)."""
-    for model in load_models(builtin_model_file(file)):
+    """The model called ``name`` in the shipped model file ``file`` (``seed_incident``;
+    a ``.py`` suffix is ignored)."""
+    for model in load_models(builtin_model_file(file.removesuffix(".py"))):
         if getattr(model, "name", None) == name:
             return model
     raise LookupError(f"no model {name!r} in {file}")

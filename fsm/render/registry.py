@@ -120,7 +120,7 @@ def _model_diagrams() -> None:
 
     for variant, prop in (("reasking-tool", "P2"), ("reject-expired", "P6")):
         name = f"mcp-sdk-2.3.0-mrtr[{variant}]"
-        producer = counterexample("mcp_sdk_2_3_mrtr.py", name, prop, mrtr_view)
+        producer = counterexample("mcp_sdk_2_3_mrtr", name, prop, mrtr_view)
         register(f"cex-mcp-sdk-2.3.0-mrtr-{variant}-{prop.lower()}", producer)
 
 

@@ -18,7 +18,7 @@ from fsm.checker.cli import main
 from fsm.checker.loader import builtin_model_file, builtin_models
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ["guarded", "guarded_concurrent", "guarded_replay", "mcp_sdk_2_3", "seed_incident"]
+SHIPPED = sorted(p.stem for p in (ROOT / "models").glob("*.py"))
 
 
 def test_shipped_models_are_found_by_name() -> None:

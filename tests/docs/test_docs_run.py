@@ -28,6 +28,8 @@ PRINTS = {
     "README.md#1": "ask the user: Delete 3 files?\nPOST the answer for ('4f1c', 1)\n"
     "GET post:7 Last-Event-ID: ev5\npost:7 ends: completed\n",
     "docs/adapter.md#1": "asked: Delete 1 files?\nDeleted 1 files: a.txt\n",
+    "docs/mrtr.md#1": "ask the user: Delete 3 files?\nre-send with {'q1': {'action': 'accept'}} "
+    "and s1\nthe call completes\n",
 }
 """What a block prints, where the text around it says so."""
 

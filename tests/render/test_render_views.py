@@ -64,17 +64,21 @@ def test_trace_numbers_are_checked_and_drawn() -> None:
 CEX = [name for name in PRODUCERS if name.startswith("cex-")]
 
 
+def _source(diagram: str) -> tuple[str, str, str]:
+    """The model file, model name and property a counterexample diagram shows."""
+    stem, prop = diagram.removeprefix("cex-").rsplit("-", 1)
+    for file, name in (("seed_incident", "seed-incident"), ("mcp_sdk_2_3", "mcp-sdk-2.3.0")):
+        if stem == name:
+            return file, name, prop.upper()
+    variant = stem.removeprefix("mcp-sdk-2.3.0-mrtr-")
+    return "mcp_sdk_2_3_mrtr", f"mcp-sdk-2.3.0-mrtr[{variant}]", prop.upper()
+
+
 @pytest.mark.parametrize("name", CEX)
 def test_counterexample_steps_carry_the_text_trace_numbers(name: str) -> None:
     """Every drawn step ``n. move`` is step n of the checker's trace, and the last one
     drawn is the trace's last step (the loop closes where the text says)."""
-    file, model = (
-        {"seed-incident": "seed_incident", "mcp-sdk-2.3.0": "mcp_sdk_2_3"}[
-            name[4:].rsplit("-", 1)[0]
-        ],
-        name[4:].rsplit("-", 1)[0],
-    )
-    prop = name.rsplit("-", 1)[1].upper()
+    file, model, prop = _source(name)
     path = dict(m.counterexamples(m.model_named(file, model)))[prop]
     drawn = re.findall(r'label="(\d+)\. ([^"(]+?)(?: \(loop\))?"', PRODUCERS[name]().dot)
     drawn = [(int(n), move) for n, move in drawn if move not in ("a step, numbered", "step")]
