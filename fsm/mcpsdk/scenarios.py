@@ -88,6 +88,7 @@ from anyio.abc import TaskGroup
 from mcp import ClientSession, types
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.streamable_http import EventStore
 
 from fsm.mcpsdk.proxy import ConnectionFault, Exchange, FaultProxy, TrafficEvent, is_resume_get
 from fsm.mcpsdk.server import RunningServer, ServerController, ServerEvent, running_server
@@ -485,9 +486,13 @@ class Rig:
 
 @contextlib.asynccontextmanager
 async def open_rig(
-    *, event_store: Literal["scoped", "shared"] = "scoped", retry_interval_ms: int = 50
+    *,
+    event_store: Literal["scoped", "shared"] | EventStore = "scoped",
+    retry_interval_ms: int = 50,
 ) -> AsyncIterator[Rig]:
-    """Server + proxy + HTTP client + user, all on 127.0.0.1; torn down on exit."""
+    """Server + proxy + HTTP client + user, all on 127.0.0.1; torn down on exit.
+    ``event_store``: as :func:`~fsm.mcpsdk.server.running_server` takes it (a store
+    instance is shared by every session)."""
     async with (
         running_server(event_store=event_store, retry_interval_ms=retry_interval_ms) as server,
         FaultProxy(server.url) as proxy,
