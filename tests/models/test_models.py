@@ -7,18 +7,24 @@ that changes what is explored shows up here first.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fsm import trace
+from fsm.audit import audit_text
+from fsm.checker import Path as CheckerPath
 from fsm.checker import Report, check, load_models, replay, violated_at
 from fsm.checker.cli import main as check_main
+from fsm.world import OPENING, World
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = (
     "guarded.py",
     "guarded_concurrent.py",
+    "standalone_get.py",
     "guarded_replay.py",
     "seed_incident.py",
     "mcp_sdk_2_3.py",
@@ -71,6 +77,10 @@ PINNED: dict[str, tuple[int, int]] = {
     "guarded[inclusive,cancel,rpc,answers] x2": (23784, 67733),
     "guarded[after,silent,rpc,answers] x3": (66684, 218614),
     "guarded[inclusive,silent,rpc,answers] x3": (75384, 263616),
+    "guarded[after,silent,202,answers] get3": (3936, 13340),
+    "guarded[after,silent,202,answers,reaper] get3": (12624, 25276),
+    "guarded[after,silent,202,never] get3": (1128, 3491),
+    "one name for every fresh GET": (468, 1344),
     "guarded-replay[silent,202,answers]": (1422, 4347),
     "guarded-replay[silent,202,never]": (345, 901),
     "guarded-replay[silent,rpc,answers]": (1332, 3831),
@@ -96,6 +106,8 @@ SHORTEST = {
         "L1": (12, 8),
     },
     "mcp-sdk-2.3.0": {"P2": (10, None), "P7": (8, None)},
+    # a fresh GET tracked under the name of the one that ended: open, cut, open, cut
+    "one name for every fresh GET": {"P5": (4, None)},
     "window-only": {"P7": (9, None), "L1": (9, 4)},
 }
 
@@ -193,3 +205,31 @@ def test_check_cli_fails_a_faulty_model_that_claims_too_little(
     )
     assert check_main(["-q", str(model_file)]) == 1
     assert "NOT as expected" in capsys.readouterr().out
+
+
+def _event_log(model: World[Any], path: CheckerPath) -> str:
+    """The path's observations (the opening, then each edge's) as a JSON Lines log."""
+    states = replay(model, path.names)
+    observations = list(OPENING)
+    for state, name in zip(states, path.names, strict=False):
+        (move,) = {m for m in model.actions(state) if str(m) == name}
+        observations += model.observations(state, move)
+    return trace.dumps((o, 0.0) for o in observations)
+
+
+def test_the_audit_judges_the_standalone_get_paths_as_the_checker_does() -> None:
+    faulty, report = _report("one name for every fresh GET")
+    text = _event_log(faulty, report.assert_violated("P5"))
+    finding = audit_text(text, budgets=faulty.budgets).finding
+    assert finding is not None and (finding.name, finding.why) == ("P5", "get ended twice")
+    assert finding.line == len(text.splitlines())  # the path's last record, as in the checker
+
+    model, report = _report("guarded[after,silent,202,answers] get3")
+    for witness in ("get-reopened", "completed"):
+        path = report.result(witness).path
+        assert path is not None
+        text = _event_log(model, path)
+        ended = [r for r in map(json.loads, text.splitlines()) if r["kind"] == "ended"]
+        assert audit_text(text, budgets=model.budgets, complete=witness == "completed").ok
+        if witness == "get-reopened":
+            assert [r["interaction"] for r in ended] == ["get", "get/2", "get/3"]
