@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.streamable_http import (
     EventCallback,
@@ -50,7 +50,13 @@ from fsm.errors import ResumeBudgetSpentError
 from fsm.guard import GuardConfig
 from fsm.mcpsdk.adapter import GuardedSession, guarded_session
 from fsm.mcpsdk.proxy import Exchange, HttpFault, TrafficEvent, is_resume_get
-from fsm.mcpsdk.scenarios import GUARDED_SCENARIO_CONFIG_KW, Rig, open_rig
+from fsm.mcpsdk.scenarios import (
+    GUARDED_SCENARIO_CONFIG_KW,
+    PresentationRequest,
+    Rig,
+    open_rig,
+    unless_ended,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -167,11 +173,12 @@ class Run:
             while len(self.progress) < count:
                 await self._changed.wait()
 
-    async def call(self, session: Any) -> None:
+    async def call(self, session: Any, tool: str = "stream_progress") -> None:
+        """Call ``tool`` (``stream_progress`` of ``COUNT`` notifications, or one without
+        arguments) and keep its one outcome, result or exception."""
+        args: dict[str, Any] = {"count": COUNT} if tool == "stream_progress" else {}
         try:
-            result = await session.call_tool(
-                "stream_progress", {"count": COUNT}, progress_callback=self.on_progress
-            )
+            result = await session.call_tool(tool, args, progress_callback=self.on_progress)
             self.outcomes.append(result)
         except Exception as exc:
             self.outcomes.append(exc)
@@ -210,24 +217,6 @@ async def relayed(rig: Rig, exchange: Exchange, event_id: str) -> None:
     )
 
 
-async def unless_ended(run: Run, step: Awaitable[Any]) -> Any:
-    """``await step``, or ``None`` once the call ended first (a client that gave up)."""
-    got: list[Any] = []
-    async with anyio.create_task_group() as tg:
-
-        async def wait_step() -> None:
-            got.append(await step)
-            tg.cancel_scope.cancel()
-
-        async def wait_end() -> None:
-            await run.done.wait()
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(wait_step)
-        tg.start_soon(wait_end)
-    return got[0] if got else None
-
-
 async def cut_and_hold_resume(
     rig: Rig, run: Run, exchange: Exchange
 ) -> tuple[Any, Exchange | None]:
@@ -235,7 +224,7 @@ async def cut_and_hold_resume(
     client ended instead)."""
     hold = rig.proxy.hold_next(is_resume_get)
     await rig.proxy.cut(exchange, "abrupt")
-    return hold, await unless_ended(run, hold.wait_arrived(20.0))
+    return hold, await unless_ended(run.done, hold.wait_arrived(20.0))
 
 
 async def replay_with_new_events(rig: Rig, run: Run, store: ReplayEverythingStore) -> None:
@@ -254,10 +243,10 @@ async def replay_with_new_events(rig: Rig, run: Run, store: ReplayEverythingStor
     hold.release()
     if resume is None:
         return
-    await unless_ended(run, rig.primed(resume, 20.0))
+    await unless_ended(run.done, rig.primed(resume, 20.0))
     second.set()
     await store.wait_until(lambda: len(store.progress_ids) == 1599)
-    await unless_ended(run, relayed(rig, resume, store.progress_ids[1598]))
+    await unless_ended(run.done, relayed(rig, resume, store.progress_ids[1598]))
     hold, _ = await cut_and_hold_resume(rig, run, resume)
     third.set()
     await store.wait_until(store.call_finished)
@@ -280,7 +269,7 @@ async def replay_nothing_new(rig: Rig, run: Run, store: ReplayEverythingStore) -
         mark = rig.proxy.last_seq
         await rig.proxy.cut(current, "abrupt")
         request: TrafficEvent | None = await unless_ended(
-            run,
+            run.done,
             rig.proxy.wait_for(
                 lambda e: e.kind == "request" and e.last_event_id is not None, 20.0, mark
             ),
@@ -288,10 +277,10 @@ async def replay_nothing_new(rig: Rig, run: Run, store: ReplayEverythingStore) -
         if request is None:
             return
         current = rig.proxy.exchanges[request.exchange]
-        await unless_ended(run, store.wait_until(replayed))
+        await unless_ended(run.done, store.wait_until(replayed))
         if run.done.is_set():
             return
-        await unless_ended(run, relayed(rig, current, store.replays[-1][-1]))
+        await unless_ended(run.done, relayed(rig, current, store.replays[-1][-1]))
         if run.done.is_set():
             return
 
@@ -445,21 +434,13 @@ async def _spied_call(
 
         session.guard.feed = spy  # type: ignore[method-assign]
 
-        async def call() -> None:
-            try:
-                run.outcomes.append(await session.call_tool("delete_files", {}))
-            except Exception as exc:
-                run.outcomes.append(exc)
-            finally:
-                run.done.set()
-
-        tg.start_soon(call)
+        tg.start_soon(run.call, session, "delete_files")
         await rig.user.wait_presented(1)
         mark = rig.proxy.last_seq
         rig.proxy.fail_next(fault, is_resume_get)
         await rig.proxy.cut(rig.proxy.current_sse(), "abrupt")
         attached = await unless_ended(
-            run,
+            run.done,
             rig.proxy.wait_for(
                 lambda e: (
                     e.kind == "sse_event"
@@ -479,11 +460,9 @@ async def _spied_call(
 
 
 def _elicit(rig: Rig) -> Any:
-    from mcp import types
+    """An elicitation callback that shows the request to the scripted user."""
 
     async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
-        from fsm.mcpsdk.scenarios import PresentationRequest
-
         answer = await rig.user.present(
             PresentationRequest(rig.session_id(), context.request_id, params.message)
         )
