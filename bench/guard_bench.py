@@ -8,8 +8,9 @@ tracked request in memory.
 (c) Memory per tracked (live) request, with ``tracemalloc`` over 10,000 requests.
 (d) The stream's event history (:mod:`fsm.history`) at the default config: ``on_event``
     per new id while the exact window fills (fresh guards, 1,024 events each) and once it
-    is full (every new id evicts the oldest into a fingerprint), each over the bare loop
-    on as many ids, and beside them a full window that keeps no fingerprint
+    is full (every new id evicts the oldest into a fingerprint; after 2,048 ids and after
+    100,000, whose fingerprint buckets are longer to scan), each over the bare loop on as
+    many ids, and beside them a full window that keeps no fingerprint
     (``max_event_history=0``: what the fingerprints cost); memory held per stream after
     100,000 events (``tracemalloc``, the stream opened inside the measurement); the cost
     of a replayed id that left the window (a fingerprint lookup), as ``id in history``
@@ -138,14 +139,16 @@ TARGET_STREAM_BYTES = 1024 * 1024
 
 def bench_history_phases() -> dict[str, float]:
     """Seconds per new id through ``on_event``: ``filling`` (window not yet full) and
-    ``evicting`` (window full, fingerprints growing), each with its bare loop."""
+    ``evicting`` (window full, fingerprints growing: after 2,048 ids, and
+    ``evicting_long`` after 100,000, whose buckets are longer to scan), each with its bare
+    loop; ``window_only``: a full window that keeps no fingerprint."""
     filling_ids = [f"f-{i}" for i in range(WINDOW)]
-    prefill = [f"p-{i}" for i in range(2 * WINDOW)]
+    prefill = [f"p-{i}" for i in range(STREAM_EVENTS)]
     ids = [f"ev-{i}" for i in range(EVENTS)]
 
-    def prefilled(**config: Any) -> Any:
+    def prefilled(n: int = 2 * WINDOW, **config: Any) -> Any:
         on_event = _guard(**config).on_event
-        for i in prefill:
+        for i in prefill[:n]:
             on_event(STREAM, i, PROGRESS)
         return on_event
 
@@ -185,6 +188,12 @@ def bench_history_phases() -> dict[str, float]:
         "window_only": _median_per_op(
             "for i in ids:\n    on_event(STREAM, i, data)",
             "on_event = prefilled(max_event_history=0)",
+            ns,
+            EVENTS,
+        ),
+        "evicting_long": _median_per_op(
+            "for i in ids:\n    on_event(STREAM, i, data)",
+            f"on_event = prefilled({STREAM_EVENTS})",
             ns,
             EVENTS,
         ),
@@ -251,12 +260,14 @@ def history_main() -> None:
     filling = (h["filling"] - h["filling_bare"]) * 1e6
     evicting = (h["evicting"] - h["evicting_bare"]) * 1e6
     window_only = (h["window_only"] - h["evicting_bare"]) * 1e6
+    evicting_long = (h["evicting_long"] - h["evicting_bare"]) * 1e6
     guard, stream_bytes, ids = bench_stream()
     history = guard._streams["post:2"].history
     look = bench_lookups(guard, ids)
     record("guard_event_added_filling_us", filling, "us")
     record("guard_event_added_evicting_us", evicting, "us")
     record("guard_event_added_window_only_us", window_only, "us")
+    record("guard_event_added_long_stream_us", evicting_long, "us")
     record("guard_stream_bytes_100k_events", stream_bytes, "bytes")
     record("guard_history_nbytes_100k_events", float(history.nbytes()), "bytes")
     record("history_fingerprint_lookup_us", look["in_fingerprints"] * 1e6, "us")
@@ -296,6 +307,14 @@ def history_main() -> None:
                 "",
                 f"<= {TARGET_EVENT_US}",
                 ok(evicting, TARGET_EVENT_US),
+            ),
+            (
+                f"guard_event_added_long_stream_us (after {STREAM_EVENTS:,} events)",
+                evicting_long,
+                "us",
+                "",
+                f"<= {TARGET_EVENT_US}",
+                ok(evicting_long, TARGET_EVENT_US),
             ),
             (
                 "guard_event_added_window_only_us (no fingerprints: max_event_history=0)",
