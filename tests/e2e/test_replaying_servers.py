@@ -26,12 +26,14 @@ completes; 400 with a JSON-RPC error is terminal, one typed error.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import httpx2
 import pytest
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
@@ -48,6 +50,7 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm.errors import ResumeBudgetSpentError
 from fsm.guard import GuardConfig
+from fsm.mcpsdk import adapter
 from fsm.mcpsdk.adapter import GuardedSession, guarded_session
 from fsm.mcpsdk.proxy import Exchange, HttpFault, TrafficEvent, is_resume_get
 from fsm.mcpsdk.scenarios import (
@@ -494,3 +497,37 @@ async def test_resume_answered_400_with_a_jsonrpc_error_is_terminal(rig: Rig) ->
     assert [ex.status for ex in resumes(rig)] == [400]  # never retried
     assert [p.cancelled for p in rig.user.presentations] == [True]
     assert not any(ex.is_answer for ex in rig.proxy.exchanges.values())
+
+
+# --------------------------------------------------------------------------- reading a refusal
+
+BIG = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "x" * 70_000}}
+
+
+@pytest.mark.parametrize(
+    ("content", "headers", "body", "retry_after"),
+    [
+        (b'{"jsonrpc":"2.0","error":{"code":-32000,"message":"m"}}', {}, "object", None),
+        (json.dumps(BIG).encode(), {}, None, None),  # over 64 KiB: not read to the end
+        (b"[1, 2]", {"retry-after": "2"}, None, 2.0),  # JSON, but not an object
+        (b'{"broken": ', {"retry-after": "soon"}, None, None),
+        (b"[" * 30_000 + b"]" * 30_000, {}, None, None),  # a nesting bomb within 64 KiB
+        (b"", {"retry-after": "-5"}, None, 0.0),
+    ],
+)
+async def test_a_refusal_is_read_boundedly(
+    content: bytes, headers: dict[str, str], body: str | None, retry_after: float | None
+) -> None:
+    """What the outcome tables get of a response that opened no event stream: the JSON
+    object of at most 64 KiB of body, else nothing; ``Retry-After`` in seconds if it is
+    a number (negative: 0)."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(400, headers=headers, content=content)
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as http:
+        resp = await http.send(http.build_request("GET", "http://127.0.0.1:9/mcp"), stream=True)
+        got = await adapter._http_result(resp)
+    assert got.status == 400
+    assert (got.body is not None) == (body is not None)
+    assert got.retry_after == retry_after
