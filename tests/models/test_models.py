@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shipped import Shipped
 
 from fsm import trace
 from fsm.audit import audit_text
 from fsm.checker import Path as CheckerPath
-from fsm.checker import Report, check, load_models, replay, violated_at
+from fsm.checker import replay
 from fsm.checker.cli import main as check_main
 from fsm.world import OPENING, World
 
@@ -111,18 +112,9 @@ SHORTEST = {
     "window-only": {"P7": (9, None), "L1": (9, 4)},
 }
 
-_REPORTS: dict[str, tuple[Any, Report]] = {}
-
-
-def _all_models() -> list[Any]:
-    return [m for f in MODEL_FILES for m in load_models(str(ROOT / "models" / f))]
-
-
-def _report(name: str) -> tuple[Any, Report]:
-    if not _REPORTS:
-        for model in _all_models():
-            _REPORTS[model.name] = (model, check(model))
-    return _REPORTS[name]
+SHIPPED = Shipped(MODEL_FILES)
+_all_models = SHIPPED.models
+_report = SHIPPED.report
 
 
 def test_every_shipped_model_is_pinned() -> None:
@@ -131,9 +123,7 @@ def test_every_shipped_model_is_pinned() -> None:
 
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_state_space_is_pinned(name: str) -> None:
-    _, report = _report(name)
-    assert report.complete
-    assert (report.states, report.transitions) == PINNED[name]
+    SHIPPED.assert_pinned(name, PINNED)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in PINNED if n.startswith("guarded")))
@@ -145,14 +135,7 @@ def test_the_guard_satisfies_every_property(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(SHORTEST))
 def test_faulty_clients_violate_exactly_what_they_should(name: str) -> None:
-    model, report = _report(name)
-    violated = {r.name for r in report.results if r.verdict.value == "violated"}
-    assert violated == set(SHORTEST[name]) == set(model.expected_violations)
-    for prop, (steps, loop_start) in SHORTEST[name].items():
-        path = report.assert_violated(prop)
-        assert (len(path.steps), path.loop_start) == (steps, loop_start), prop
-        states = replay(model, path.names)
-        assert violated_at(model, prop, states, path.loop_start)
+    SHIPPED.assert_violates_exactly(name, SHORTEST[name])
 
 
 def test_the_seed_loop_is_the_incident() -> None:
