@@ -379,10 +379,8 @@ class Guard:
         st = self._streams.get(stream)
         if st is None or st.state != "open":
             return None
-        if event_id is not None:
-            if event_id in st.history:
-                return (Ignore("duplicate-event", event_id, stream=stream),)
-            self._advance(st, event_id)
+        if event_id is not None and not self._advance(st, event_id):
+            return (Ignore("duplicate-event", event_id, stream=stream),)
         return _NOTHING
 
     def state_of(self, key: RequestKey) -> str | None:
@@ -469,12 +467,7 @@ class Guard:
         if st.state in TRANSPORT.terminal:
             self._emit(Ignore("stream-terminal", f"{e.stream} is {st.state}", stream=e.stream))
             return
-        duplicate = False
-        if e.event_id is not None:
-            if e.event_id in st.history:
-                duplicate = True
-            else:
-                self._advance(st, e.event_id)
+        duplicate = e.event_id is not None and not self._advance(st, e.event_id)
         if e.retry_ms is not None:
             if isinstance(e.retry_ms, int) and not isinstance(e.retry_ms, bool) and e.retry_ms >= 0:
                 st.retry_ms = e.retry_ms
@@ -754,12 +747,14 @@ class Guard:
             raise GuardUsageError(f"unknown stream {sid!r}")
         return st
 
-    def _advance(self, st: _Stream, event_id: str) -> None:
-        """An event id the stream never carried: it is the cursor now, and it is progress
-        (the budget of resumes without progress resets)."""
-        st.history.add(event_id)
+    def _advance(self, st: _Stream, event_id: str) -> bool:
+        """Whether ``event_id`` is one the stream never carried; such an id is the cursor
+        now, and it is progress (the budget of resumes without progress resets)."""
+        if not st.history.record(event_id):
+            return False
         st.cursor = event_id
         st.stalls = 0
+        return True
 
     def _track(self, key: RequestKey, st: _Stream, msg: ServerRequest, now: float) -> _Request:
         rec = _Request(
