@@ -5,7 +5,9 @@ guard, the seed incident's naive client, the measured mcp 2.3.0 client) against 
 environment that is free, within bounds, to
 
 * send up to ``requests`` interactive server requests (``elicitation/create``) on the
-  tool call's SSE stream, each kept in the server's replay buffer;
+  tool call's SSE stream, each kept in the server's replay buffer, with any id of
+  ``0..requests-1`` not used yet (the server chooses its ids; the client must not care
+  which);
 * fire each request's server-side deadline, silently or with a ``notifications/cancelled``
   (the v2 courtesy cancel, stored in the buffer too);
 * answer an answer POST for a request it no longer has with ``202`` (what the official
@@ -14,11 +16,23 @@ environment that is free, within bounds, to
   transport (``post_faults`` times), reap the session (if ``reaper``);
 * let the user answer each presented prompt at any time, or never (``user``);
 * replay after the ``Last-Event-ID`` (the specification), or from it inclusively (the
-  seed incident's server, which re-sent the event the client named).
+  seed incident's server, which re-sent the event the client named);
+* once the session is gone and the client has ended its interaction, let the client begin
+  a new session (up to ``sessions`` in all) with a new tool call whose server numbers its
+  requests from the start again: the same ids, in another session (keys ``(s2, r)``).
 
 The server completes the tool call once every request it sent is answered or dead
 (``completes_on_deadline``; otherwise a dead request hangs the tool, the seed incident's
 server). The client's clock passes every recorded deadline at most once (``clock``).
+
+Request ids are interchangeable: renaming them throughout a state (the environment, the
+policy's state, the monitor's) gives a state that behaves alike up to the renaming. A
+world whose policy can rename its own state (``rename``, see :class:`ClientPolicy`)
+declares that symmetry (:meth:`World.symmetry`): the checker explores one state per
+orbit, the representative whose ids are numbered in the order the server sent them,
+and the full space is ``requests!/(requests-k)!`` times larger for states with ``k``
+requests sent. ``tests/models`` check on the full space of every shipped model up to 3
+requests that this is a symmetry (:func:`fsm.checker.verify_symmetry`).
 
 Every step feeds the policy an :data:`Input` and gets :data:`Output` operations back; the
 world turns operations into pending work (a timer, a resume GET, an answer POST) that the
@@ -36,20 +50,22 @@ decisions, each computed once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 from fsm import properties as P
-from fsm.checker import BaseModel, Property
+from fsm.checker import BaseModel, Property, Symmetry
+from fsm.errors import RequestKey
 
 C = TypeVar("C")
 
 # Inputs to a client policy: ("event", index, kind, request) | ("cut", clean) | ("timer",)
 # | ("resumed",) | ("resume_404",) | ("answer", request) | ("outcome", request, outcome)
-# | ("tick",). Outputs: ("present", r) | ("withdraw", r) | ("submit", r) | ("wait",)
-# | ("resume", cursor) | ("end", outcome), where a submit carries the answer it sends as a
-# tuple of items: ("submit", r, (("action", "accept"),)).
+# | ("tick",) | ("session", number). Outputs: ("present", r) | ("withdraw", r)
+# | ("submit", r) | ("wait",) | ("resume", cursor) | ("end", outcome), where a submit
+# carries the answer it sends as a tuple of items: ("submit", r, (("action", "accept"),)).
 Input = tuple[Any, ...]
 Output = tuple[Any, ...]
 
@@ -69,7 +85,14 @@ Replay = Literal["after", "inclusive"]
 
 
 class ClientPolicy(Protocol[C]):
-    """A client under test, as a pure function of its state and one input."""
+    """A client under test, as a pure function of its state and one input.
+
+    Optional: ``rename(state, ids, session) -> state``, the state the policy would be in
+    had every request id ``r`` of the mapping ``ids`` in session number ``session`` been
+    ``ids[r]`` all along. A policy that has it declares its decisions independent of id
+    values, and its worlds reduce by symmetry. A world with ``sessions > 1`` tells the
+    policy that a new session began with the input ``("session", number)``.
+    """
 
     name: str
 
@@ -97,6 +120,15 @@ class Bounds:
     clock: bool = True
     ttl: float = 0.5
     replay: Replay = "after"
+    sessions: int = 1
+
+
+class Renaming(NamedTuple):
+    """How an environment maps to its orbit's representative: the id mapping (old id ->
+    new id, None when it is the identity) and the renamed environment."""
+
+    ids: tuple[int, ...] | None
+    env: Env
 
 
 class Agent:
@@ -109,13 +141,14 @@ class Agent:
     different worlds, or unpickled ones, correct; interning only makes it fast.
     """
 
-    __slots__ = ("_hash", "client", "monitor", "reactions")
+    __slots__ = ("_hash", "client", "monitor", "reactions", "renamed")
 
     def __init__(self, client: Any, monitor: P.MonitorState) -> None:
         self.client = client
         self.monitor = monitor
         self._hash = hash((client, monitor))
-        self.reactions: dict[tuple[float, Input], Reaction] = {}
+        self.reactions: dict[tuple[float, int, Input], Reaction] = {}
+        self.renamed: dict[tuple[int, tuple[int, ...]], Agent] = {}
 
     def __hash__(self) -> int:
         return self._hash
@@ -158,14 +191,16 @@ ENV_FIELDS = (
     "resume",
     "posts",
     "ended",
+    "session",
 )
 """The environment's fields, in the order of :attr:`Env.values`."""
 
 # Field positions: an environment step copies the values into a list, edits it, and
 # builds the next environment once.
 (LOG, SERVER, CONN, CUTS, FAULTS, REAPED, T, PROMPTS, USER_DONE, TIMER, RESUME, POSTS, ENDED) = (
-    range(len(ENV_FIELDS))
+    range(len(ENV_FIELDS) - 1)
 )
+SESSION = len(ENV_FIELDS) - 1
 
 
 class Env:
@@ -180,6 +215,7 @@ class Env:
 
     __slots__ = (
         "_after",
+        "_canon",
         "_hash",
         "_moves",
         "_steps",
@@ -193,6 +229,7 @@ class Env:
         "reaped",
         "resume",
         "server",
+        "session",
         "t",
         "timer",
         "user_done",
@@ -202,7 +239,7 @@ class Env:
     log: tuple[tuple[str, int], ...]
     """The server's replay buffer: ("prime"|"req"|"cancel"|"resp", request) per event."""
     server: tuple[str, ...]
-    """Per sent request: "pending" | "answered" | "dead"."""
+    """Per request id: "unsent" | "pending" | "answered" | "dead"."""
     conn: int | None
     """The next log index to deliver; None when disconnected."""
     cuts: int
@@ -225,6 +262,8 @@ class Env:
     """Answer POSTs in flight."""
     ended: bool
     """The client ended the interaction."""
+    session: int
+    """Which session: 0 for the first, 1 for the one begun after it was gone, ..."""
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         (
@@ -241,12 +280,14 @@ class Env:
             self.resume,
             self.posts,
             self.ended,
+            self.session,
         ) = values
         self.values = values
         self._hash = hash(values)
         self._moves: tuple[Move, ...] | None = None
         self._steps: dict[Move, tuple[Env, Input | None]] = {}
         self._after: dict[tuple[Output, ...], Env] = {}
+        self._canon: Renaming | None = None
 
     def __hash__(self) -> int:
         return self._hash
@@ -300,9 +341,24 @@ USER_ANSWER: tuple[tuple[str, Any], ...] = (("action", "accept"),)
 STREAM = "post"
 
 
-def key(r: int) -> tuple[str, int]:
-    """The request key of server request number ``r``."""
-    return (KEY_SESSION, r)
+def session_name(session: int) -> str:
+    """The session id of session number ``session``: ``s``, then ``s2``, ``s3``..."""
+    return KEY_SESSION if session == 0 else f"{KEY_SESSION}{session + 1}"
+
+
+def session_number(name: str) -> int:
+    """The inverse of :func:`session_name`."""
+    return 0 if name == KEY_SESSION else int(name[len(KEY_SESSION) :]) - 1
+
+
+def stream_name(session: int) -> str:
+    """The tool call's stream in session number ``session``: ``post``, then ``post2``..."""
+    return STREAM if session == 0 else f"{STREAM}{session + 1}"
+
+
+def key(r: int, session: int = 0) -> tuple[str, int]:
+    """The request key of server request number ``r`` in session number ``session``."""
+    return (session_name(session), r)
 
 
 class World(BaseModel[WorldState, Move], Generic[C]):
@@ -333,6 +389,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         self._monitor_steps: dict[Hashable, P.MonitorState] = {}
         self._fired: tuple[str, ...] = ()
         self._policy_fired: Any = getattr(policy, "fired", None)
+        self._rename: Any = getattr(policy, "rename", None)
         self._step: dict[str, Any] = {
             "server sends elicitation": self._send,
             "deadline fires": self._deadline,
@@ -347,6 +404,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "user answers": self._user_answers,
             "clock passes deadlines": self._clock,
             "server reaps session": self._reap,
+            "new session": self._new_session,
         }
 
     @property
@@ -360,7 +418,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         b, empty = self.bounds, frozenset[int]()
         start: dict[str, Any] = {
             "log": (("prime", -1),),
-            "server": (),
+            "server": ("unsent",) * b.requests,
             "conn": 0,
             "cuts": b.cuts,
             "faults": b.post_faults,
@@ -372,6 +430,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "resume": None,
             "posts": empty,
             "ended": False,
+            "session": 0,
         }
         env = self._env([start[f] for f in ENV_FIELDS])
         return [WorldState(env, self._intern(self.policy.init(), monitor))]
@@ -397,9 +456,10 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if inp is None:
             self._fired = ()
             return _new_state(WorldState, (mid, agent))
-        reaction = agent.reactions.get((mid.t, inp))
+        memo = (mid.t, mid.session, inp)
+        reaction = agent.reactions.get(memo)
         if reaction is None:
-            reaction = agent.reactions[(mid.t, inp)] = self._react(agent, mid.t, inp)
+            reaction = agent.reactions[memo] = self._react(agent, mid.t, mid.session, inp)
         self._fired = reaction.fired
         outputs = reaction.outputs
         if outputs:
@@ -472,10 +532,73 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     def format_state(self, s: WorldState) -> str:
         e = s.env
         log = " ".join(f"{k}{'' if r < 0 else r}" for k, r in e.log)
+        sent = {r: x for r, x in enumerate(e.server) if x != "unsent"}
+        reqs = list(sent.values()) if list(sent) == list(range(len(sent))) else sent
         return (
-            f"server=[{log}] reqs={list(e.server)} conn={e.conn} prompts={sorted(e.prompts)}"
+            f"server=[{log}] reqs={reqs} conn={e.conn} prompts={sorted(e.prompts)}"
             f" posts={sorted(e.posts)} t={e.t} ended={e.ended}"
         )
+
+    def symmetry(self) -> Symmetry[WorldState] | None:
+        """Request ids are interchangeable when the policy can rename its state (see the
+        module docstring); None for a policy without ``rename`` or a single request."""
+        if self.bounds.requests < 2 or self._rename is None:
+            return None
+        return Symmetry(self.representative, self.orbit_size)
+
+    def representative(self, s: WorldState) -> WorldState:
+        """``s`` with its request ids renumbered in the order the server sent them (unsent
+        ids after, in order): the same for every state of an orbit."""
+        env, agent = s
+        canon = env._canon
+        if canon is None:
+            canon = env._canon = self._renaming(env)
+        ids = canon.ids
+        if ids is None:
+            return s
+        memo = (env.session, ids)
+        renamed = agent.renamed.get(memo)
+        if renamed is None:
+            renamed = agent.renamed[memo] = self._rename_agent(agent, ids, env.session)
+        return _new_state(WorldState, (canon.env, renamed))
+
+    def orbit_size(self, s: WorldState) -> int:
+        """How many states ``s`` stands for: ``n!/(n-k)!`` with ``k`` of ``n`` ids sent
+        (the sent requests are told apart by their place in the log; unsent ids are not)."""
+        n = self.bounds.requests
+        sent = sum(1 for x in s.env.server if x != "unsent")
+        return math.perm(n, sent)
+
+    def _renaming(self, env: Env) -> Renaming:
+        order = list(dict.fromkeys(r for kind, r in env.log if kind == "req"))
+        order += [r for r, x in enumerate(env.server) if x == "unsent"]
+        ids = [0] * len(order)
+        for new, old in enumerate(order):
+            ids[old] = new
+        if ids == list(range(len(ids))):
+            return Renaming(None, env)
+        m = ids
+        w = list(env.values)
+        w[LOG] = tuple((kind, r if r < 0 else m[r]) for kind, r in env.log)
+        server = [""] * len(env.server)
+        for old, status in enumerate(env.server):
+            server[m[old]] = status
+        w[SERVER] = tuple(server)
+        for field in (PROMPTS, USER_DONE, POSTS):
+            w[field] = frozenset(m[r] for r in w[field])
+        renamed = self._env(w)
+        renamed._canon = Renaming(None, renamed)
+        return Renaming(tuple(ids), renamed)
+
+    def _rename_agent(self, agent: Agent, ids: tuple[int, ...], session: int) -> Agent:
+        """``agent`` with the current session's request ids renamed (``ids[old]`` is the
+        new id); requests of earlier sessions keep theirs."""
+        assert self._rename is not None
+        keys: dict[RequestKey, RequestKey] = {
+            key(old, session): key(new, session) for old, new in enumerate(ids) if old != new
+        }
+        client = self._rename(agent.client, dict(enumerate(ids)), session)
+        return self._intern(client, P.rename_keys(agent.monitor, keys))
 
     # ------------------------------------------------------------ the environment
 
@@ -490,11 +613,12 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         """The moves enabled in ``e``, in a fixed order (computed once per environment)."""
         b = self.bounds
         if e.reaped and e.ended:
-            return ()
+            idle = not e.posts and e.resume is None and not e.timer
+            return (Move("new session"),) if idle and e.session + 1 < b.sessions else ()
         moves: list[Move] = []
         if not e.reaped:
-            if len(e.server) < b.requests:
-                moves.append(Move("server sends elicitation", len(e.server)))
+            sends = [r for r, st in enumerate(e.server) if st == "unsent"]
+            moves += [Move("server sends elicitation", r) for r in sends]
             moves += [Move("deadline fires", r) for r, st in enumerate(e.server) if st == "pending"]
         if e.conn is not None:
             if e.conn < len(e.log):
@@ -523,7 +647,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     # returns the input it tells the client, if any.
 
     def _send(self, w: list[Any], r: int) -> Input | None:
-        w[SERVER] = (*w[SERVER], "pending")
+        w[SERVER] = _set(w[SERVER], r, "pending")
         w[LOG] = (*w[LOG], ("req", r))
         return None
 
@@ -601,9 +725,18 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         w[CONN] = None
         return ("cut", True) if was_open else None
 
+    def _new_session(self, w: list[Any], _: None) -> Input:
+        """The client begins the next session and its tool call: a fresh server (request
+        ids from the start again), the budgets of cuts and faults and the clock go on."""
+        fresh = self.init_states()[0].env.values
+        keep = (CUTS, FAULTS, T, SESSION)
+        w[:] = [w[i] if i in keep else fresh[i] for i in range(len(w))]
+        w[SESSION] += 1
+        return ("session", w[SESSION])
+
     def _maybe_complete(self, w: list[Any]) -> None:
         server = w[SERVER]
-        done = len(server) == self.bounds.requests and all(
+        done = all(
             x == "answered" or (x == "dead" and self.bounds.completes_on_deadline) for x in server
         )
         if done and ("resp", -1) not in w[LOG]:
@@ -631,42 +764,45 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     # ------------------------------------------------------------ the client side
 
-    def _react(self, agent: Agent, t: float, inp: Input) -> Reaction:
-        """The client side's reaction to ``inp`` at time ``t`` (pure; memoised per agent):
-        the monitor observes what the client is told, the policy steps, the monitor
-        observes what the client does."""
+    def _react(self, agent: Agent, t: float, session: int, inp: Input) -> Reaction:
+        """The client side's reaction to ``inp`` at time ``t`` in session number
+        ``session`` (pure; memoised per agent): the monitor observes what the client is
+        told, the policy steps, the monitor observes what the client does."""
         monitor = agent.monitor
         seen: list[P.Observation] = []
         kind = inp[0]
+        stream = stream_name(session)
         if kind == "event":
             _, index, what, r = inp
-            seen.append(P.EventSeen(STREAM, str(index)))
+            seen.append(P.EventSeen(stream, str(index)))
             if what == "req":
-                newest = P.newest_event(monitor, STREAM)
+                newest = P.newest_event(monitor, stream)
                 replayed = newest is not None and index < int(newest)
-                seen.append(P.Delivered(key(r), STREAM, t, replayed=replayed))
+                seen.append(P.Delivered(key(r, session), stream, t, replayed=replayed))
             elif what == "cancel":
-                seen.append(P.Cancelled(key(r)))
+                seen.append(P.Cancelled(key(r, session)))
         elif kind == "outcome" and inp[2] in TERMINAL_OUTCOMES:
-            seen.append(P.Rejected(key(inp[1]), session=inp[2] == "404"))
+            seen.append(P.Rejected(key(inp[1], session), session=inp[2] == "404"))
         elif kind == "resume_404":
             seen.append(P.SessionGone())
         elif kind == "answer":
-            seen.append(P.Answered(key(inp[1]), dict(USER_ANSWER)))
+            seen.append(P.Answered(key(inp[1], session), dict(USER_ANSWER)))
+        elif kind == "session":
+            seen += [P.SessionBegan(session_name(session)), P.Began(stream)]
         client, outputs = self.policy.step(agent.client, inp)
         fired = tuple(self._policy_fired()) if self._policy_fired is not None else ()
         for out in outputs:
             op = out[0]
             if op == "present":
-                seen.append(P.Presented(key(out[1]), t))
+                seen.append(P.Presented(key(out[1], session), t))
             elif op == "withdraw":
-                seen.append(P.DeclaredDead(key(out[1])))
+                seen.append(P.DeclaredDead(key(out[1], session)))
             elif op == "submit":
-                seen.append(P.Submitted(key(out[1]), dict(out[2])))
+                seen.append(P.Submitted(key(out[1], session), dict(out[2])))
             elif op == "resume":
-                seen.append(P.Resumed(STREAM, str(out[1])))
+                seen.append(P.Resumed(stream, str(out[1])))
             elif op == "end":
-                seen.append(P.Ended(STREAM, out[1]))
+                seen.append(P.Ended(stream, out[1]))
         for obs in seen:
             monitor = self._observe(monitor, obs)
         return Reaction(self._intern(client, monitor), outputs, fired)

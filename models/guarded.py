@@ -13,11 +13,14 @@ the number of concurrent server requests.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 from fsm import PRODUCT, Guard, GuardConfig, SubmissionResult
 from fsm import actions as act
 from fsm import events as ev
+from fsm.errors import RequestKey
+from fsm.guard import rename_snapshot
 from fsm.world import (
     STREAM,
     Bounds,
@@ -29,6 +32,9 @@ from fsm.world import (
     UserMode,
     World,
     key,
+    session_name,
+    session_number,
+    stream_name,
     transition_label,
 )
 
@@ -92,7 +98,7 @@ class GuardPolicy:
         self._last_fired: tuple[str, ...] = ()
         self._memo: dict[tuple[Any, Input], tuple[Any, tuple[Output, ...], tuple[str, ...]]] = {}
         self._labels: dict[tuple[str, str, str, str], str] = {}
-        self._events: dict[Input, ev.Event] = {}
+        self._events: dict[tuple[str, Input], tuple[ev.Event, ...]] = {}
         self._guard = Guard(
             clock=lambda: self._t,
             config=config,
@@ -131,6 +137,18 @@ class GuardPolicy:
         """The labels fired by the last :meth:`step`."""
         return self._last_fired
 
+    def rename(
+        self, state: tuple[float, Any], ids: Mapping[int, int], session: int
+    ) -> tuple[float, Any]:
+        """The state had request ``r`` of session ``session`` been ``ids[r]`` all along
+        (the guard's own renaming of its snapshot: its decisions never depend on an id's
+        value)."""
+        t, snap = state
+        keys: dict[RequestKey, RequestKey] = {
+            key(old, session): key(new, session) for old, new in ids.items() if old != new
+        }
+        return t, rename_snapshot(snap, keys)
+
     def step(
         self, state: tuple[float, Any], inp: Input
     ) -> tuple[tuple[float, Any], tuple[Output, ...]]:
@@ -144,32 +162,36 @@ class GuardPolicy:
             guard = self._guard
             guard.restore(snap)
             self._fired.clear()
-            event = self._events.get(inp)
-            if event is None:  # the guard never mutates an event: build each once
-                event = self._events[inp] = _event(inp)
-            actions = guard.feed(event)
+            events = self._events.get((snap[0], inp))
+            if events is None:  # the guard never mutates an event: build each once
+                events = self._events[(snap[0], inp)] = _events(inp, session_number(snap[0]))
+            actions = [a for event in events for a in guard.feed(event)]
             outputs = tuple(o for a in actions for o in _outputs(a))
             memo = self._memo[(state, inp)] = ((t, guard.snapshot()), outputs, tuple(self._fired))
         self._last_fired = memo[2]
         return memo[0], memo[1]
 
 
-def _event(inp: Input) -> ev.Event:
-    kind = inp[0]
+def _events(inp: Input, session: int) -> tuple[ev.Event, ...]:
+    """What the world's input ``inp`` is for the guard, in session number ``session``."""
+    kind, stream = inp[0], stream_name(session)
+    if kind == "session":  # the next session and its tool call's stream
+        new = inp[1]
+        return (ev.SessionStarted(session_name(new)), ev.StreamOpened(stream_name(new), ORIGIN))
     if kind == "event":
-        return ev.SseEvent(STREAM, _message(inp[2], inp[3]), str(inp[1]))
+        return (ev.SseEvent(stream, _message(inp[2], inp[3]), str(inp[1])),)
     if kind == "cut":
-        return ev.StreamLost(STREAM, clean=inp[1])
+        return (ev.StreamLost(stream, clean=inp[1]),)
     if kind == "timer":
-        return ev.TimerFired(STREAM)
+        return (ev.TimerFired(stream),)
     if kind == "resumed":
-        return ev.StreamResumed(STREAM)
+        return (ev.StreamResumed(stream),)
     if kind == "resume_404":
-        return ev.ResumeRefused(STREAM, 404)
+        return (ev.ResumeRefused(stream, 404),)
     if kind == "answer":
-        return ev.UserAnswered(key(inp[1]), {"action": "accept"})
+        return (ev.UserAnswered(key(inp[1], session), {"action": "accept"}),)
     assert kind == "outcome"
-    return ev.SubmissionOutcome(key(inp[1]), _OUTCOMES[inp[2]])
+    return (ev.SubmissionOutcome(key(inp[1], session), _OUTCOMES[inp[2]]),)
 
 
 def _outputs(a: act.Action) -> tuple[Output, ...]:

@@ -11,7 +11,7 @@ import pickle
 from typing import Any
 
 from fsm.checker import Checker, check
-from fsm.world import Agent, Env, Move, World, WorldState
+from fsm.world import ENV_FIELDS, Agent, Env, Move, World, WorldState
 from models.guarded import CONFIG, GuardPolicy, variants
 from models.seed_incident import MODEL as SEED
 
@@ -55,7 +55,8 @@ def test_a_state_survives_pickling() -> None:
 def test_env_and_agent_differ_when_a_field_does() -> None:
     state = _walk(_world(), 6)[-1]
     env = state.env
-    other = Env((*env.values[:-1], not env.ended))
+    flipped = [not v if f == "ended" else v for f, v in zip(ENV_FIELDS, env.values, strict=True)]
+    other = Env(tuple(flipped))
     assert other != env and Env(env.values) == env
     assert Agent(state.client, state.monitor) == state.agent
     assert Agent(state.client, type(state.monitor)()) != state.agent
