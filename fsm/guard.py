@@ -962,8 +962,7 @@ def rename_snapshot(
     return (
         session,
         tuple(
-            (*t[:10], cause(t[10]), tuple(keys.get(k, k) for k in t[11]), *t[12:])
-            for t in streams
+            (*t[:10], cause(t[10]), tuple(keys.get(k, k) for k in t[11]), *t[12:]) for t in streams
         ),
         tuple(record for _, record in renamed),
         expired,

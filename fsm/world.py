@@ -592,12 +592,20 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     def _rename_agent(self, agent: Agent, ids: tuple[int, ...], session: int) -> Agent:
         """``agent`` with the current session's request ids renamed (``ids[old]`` is the
-        new id); requests of earlier sessions keep theirs."""
+        new id); requests of earlier sessions keep theirs. Only ids delivered to the client
+        can be in its state (the monitor records each delivery), so only those are renamed:
+        a send of another free id leaves the client side as it is."""
         assert self._rename is not None
+        delivered = agent.monitor.stream_of
         keys: dict[RequestKey, RequestKey] = {
-            key(old, session): key(new, session) for old, new in enumerate(ids) if old != new
+            key(old, session): key(new, session)
+            for old, new in enumerate(ids)
+            if old != new and key(old, session) in delivered
         }
-        client = self._rename(agent.client, dict(enumerate(ids)), session)
+        if not keys:
+            return agent
+        known = {old: new for old, new in enumerate(ids) if key(old, session) in keys}
+        client = self._rename(agent.client, known, session)
         return self._intern(client, P.rename_keys(agent.monitor, keys))
 
     # ------------------------------------------------------------ the environment
