@@ -46,13 +46,12 @@ Contract
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from fsm import events as ev
 from fsm.actions import (
@@ -88,11 +87,12 @@ from fsm.messages import (
     Response,
     ServerRequest,
     is_plain_notification,
+    params_digest,
     parse,
 )
 from fsm.outcomes import Classifier, OutcomeClass
 from fsm.spec import Scope
-from fsm.tables import CompiledMachine, Engine
+from fsm.tables import Engine, EngineName, make_engines
 
 LIVE_MARKER = "dead-or-resumable/live"
 """A server may put ``{"_meta": {LIVE_MARKER: true}}`` in a request's params to assert
@@ -119,11 +119,15 @@ class GuardConfig:
 
     Resumption: ``max_resumes_without_progress`` resumes in a row that bring no event id
     the stream never carried end it; ``max_resumes_per_stream`` bounds its resumes in
-    all. Each stream remembers its ``max_seen_event_ids`` newest event ids exactly and up
-    to ``max_event_history`` older ones as fingerprints (6 bytes each: 768 KiB at the
-    default); a stream that carried more than both can no longer tell a replay from new
-    events, and its next loss is terminal (``ResumeBudgetSpentError``, reason
-    ``history-full``). How a failed resume GET is judged is ``resume_classifier``.
+    all (``None``: no such cap, and no count kept). Each stream remembers its
+    ``max_seen_event_ids`` newest event ids exactly and up to ``max_event_history`` older
+    ones as fingerprints (6 bytes each: 768 KiB at the default); a stream that carried
+    more than both can no longer tell a replay from new events, and its next loss is
+    terminal (``ResumeBudgetSpentError``, reason ``history-full``). How a failed resume
+    GET is judged is ``resume_classifier``.
+    ``event_history`` is the class that keeps a stream's history: replace it only to
+    study other retention policies (a model of a window-only client does), since the
+    default is what P7 and L1 rest on.
     """
 
     interactive_methods: frozenset[str] = frozenset(
@@ -142,7 +146,8 @@ class GuardConfig:
     max_streams: int = 64
     max_seen_event_ids: int = 1024
     max_event_history: int = 131_072
-    max_resumes_per_stream: int = 100
+    max_resumes_per_stream: int | None = 100
+    event_history: type[EventHistory] = EventHistory
     classifier: Classifier = field(default_factory=Classifier)
     resume_classifier: Classifier = field(default_factory=Classifier.for_resumes)
     oracle: LivenessOracle = default_oracle
@@ -294,19 +299,8 @@ class _Request:
         return self.answer
 
 
-def _digest(params: Mapping[str, Any] | None) -> int:
-    """A fingerprint of params without ``_meta``, to notice an id reused with other
-    parameters. Stable across processes (snapshots restore anywhere); ``_meta`` is left
-    out because a server may add a liveness marker to a replayed copy only."""
-    body = {k: v for k, v in params.items() if k != "_meta"} if params is not None else None
-    text = json.dumps(body, sort_keys=True, default=repr).encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
-
-
 _TERMINAL = {"transport": TRANSPORT.terminal, "liveness": LIVENESS.terminal}
 _NOTHING: tuple[Action, ...] = ()
-
-EngineName = Literal["transitions", "tables"]
 
 
 class Guard:
@@ -326,7 +320,7 @@ class Guard:
         self.config = config or GuardConfig()
         self._on_fire = on_fire
         self._clock = clock
-        self._engines: dict[str, Engine] = _make_engines(engine)
+        self._engines: dict[str, Engine] = make_engines(PRODUCT.machines, engine)
         self._engine_name: EngineName = engine
         self.session = ""
         self.expired = False
@@ -568,7 +562,7 @@ class Guard:
             self._fire("liveness", rec, "present")
             self._emit(Present(key, msg.method, msg.params))
             return
-        if rec.digest != _digest(msg.params) or rec.method != msg.method:
+        if rec.digest != params_digest(msg.params) or rec.method != msg.method:
             self._emit(
                 Ignore("id-reused", f"{key!r} redelivered with other method or params", key=key)
             )
@@ -631,7 +625,8 @@ class Guard:
             return
         self._fire("transport", st, "resume")
         st.stalls += 1
-        st.resumes += 1
+        if self.config.max_resumes_per_stream is not None:
+            st.resumes += 1
         self._emit(Resume(st.id, st.cursor))
 
     def _on_resumed(self, e: ev.StreamResumed) -> None:
@@ -769,7 +764,7 @@ class Guard:
 
     def _track(self, key: RequestKey, st: _Stream, msg: ServerRequest, now: float) -> _Request:
         rec = _Request(
-            key, st.id, msg.method, _digest(msg.params), now + self.config.ttl(msg.method)
+            key, st.id, msg.method, params_digest(msg.params), now + self.config.ttl(msg.method)
         )
         self._requests[key] = rec
         self._live_requests += 1
@@ -989,7 +984,7 @@ def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...]
             (f"{st.stalls} resumes without an event id it never carried", f"cursor {st.cursor}"),
             "resume-budget-spent",
         )
-    if st.resumes >= cfg.max_resumes_per_stream:
+    if cfg.max_resumes_per_stream is not None and st.resumes >= cfg.max_resumes_per_stream:
         return (
             f"after {st.resumes} resumes in all (max_resumes_per_stream)",
             (f"{st.resumes} resumes", f"cursor {st.cursor}"),
@@ -999,8 +994,8 @@ def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...]
 
 
 def _history(config: GuardConfig, frozen: tuple[Any, ...] | None) -> EventHistory:
-    window, cap = config.max_seen_event_ids, config.max_event_history
-    return EventHistory(window, cap) if frozen is None else EventHistory.thaw(window, cap, frozen)
+    window, cap, cls = config.max_seen_event_ids, config.max_event_history, config.event_history
+    return cls(window, cap) if frozen is None else cls.thaw(window, cap, frozen)
 
 
 def _as_replay(item: ev.SseEvent) -> ev.SseEvent:
@@ -1013,13 +1008,3 @@ def _as_replay(item: ev.SseEvent) -> ev.SseEvent:
 def _key_order(item: tuple[RequestKey, object]) -> tuple[str, str, str]:
     session, rid = item[0]
     return (session, type(rid).__name__, str(rid).rjust(20))
-
-
-def _make_engines(name: EngineName) -> dict[str, Engine]:
-    if name == "tables":
-        return {m.name: CompiledMachine.compile(m) for m in PRODUCT.machines}
-    if name == "transitions":
-        from fsm.runtime import TransitionsMachine
-
-        return {m.name: TransitionsMachine(m) for m in PRODUCT.machines}
-    raise ValueError(f"unknown engine {name!r} (use 'transitions' or 'tables')")

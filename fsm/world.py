@@ -12,14 +12,29 @@ environment that is free, within bounds, to
   (the v2 courtesy cancel, stored in the buffer too);
 * answer an answer POST for a request it no longer has with ``202`` (what the official
   servers do), ``404``, a JSON-RPC error, or a ``500`` wrapping a JSON-RPC error;
-* cut the connection cleanly or abruptly (``cuts`` times), fail answer POSTs at the
+* cut the connection cleanly or abruptly (``cuts`` times, or any number of times when
+  ``cuts`` is ``None``), fail answer POSTs at the
   transport (``post_faults`` times), reap the session (if ``reaper``);
 * let the user answer each presented prompt at any time, or never (``user``);
-* replay after the ``Last-Event-ID`` (the specification), or from it inclusively (the
-  seed incident's server, which re-sent the event the client named);
+* replay after the ``Last-Event-ID`` (the specification), from it inclusively (the
+  seed incident's server, which re-sent the event the client named), or from the start
+  of its buffer whatever the client asked (``"start"``: a server that replays everything);
+* cut the session's standalone GET stream before it carried any event id (``get_cuts``
+  times; the client then opens a fresh GET, a new connection generation, see below);
 * once the session is gone and the client has ended its interaction, let the client begin
-  a new session (up to ``sessions`` in all) with a new tool call whose server numbers its
-  requests from the start again: the same ids, in another session (keys ``(s2, r)``).
+  a new session (up to ``sessions`` in all; not with a standalone GET) with a new tool call
+  whose server numbers its requests from the start again: the same ids, in another
+  session (keys ``(s2, r)``, stream ``post2``).
+
+The standalone GET stream (only when ``get_cuts > 0``) opens after the session starts
+and carries nothing: every cut comes before its first event id, so a client has nothing
+to resume from. A client that ends a generation (the guard gives up on it: "no-cursor")
+is then free to open a fresh GET, generation ``n + 1``, at any later point; the world
+tells the client which generation each connection is, and the client names its
+interaction (:func:`fsm.events.standalone_stream`: ``get``, ``get/2``, ...), so P5 sees
+each generation end at most once. Requests on the GET stream, cuts after an event id
+and resumes of it are not modelled; after the session is reaped no GET opens or breaks
+(the client learns of the expiry elsewhere and ends the open generation then).
 
 The server completes the tool call once every request it sent is answered or dead
 (``completes_on_deadline``; otherwise a dead request hangs the tool, the seed incident's
@@ -58,14 +73,18 @@ from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 from fsm import properties as P
 from fsm.checker import BaseModel, Property, Symmetry
 from fsm.errors import RequestKey
+from fsm.events import standalone_stream
 
 C = TypeVar("C")
 
 # Inputs to a client policy: ("event", index, kind, request) | ("cut", clean) | ("timer",)
 # | ("resumed",) | ("resume_404",) | ("answer", request) | ("outcome", request, outcome)
-# | ("tick",) | ("session", number). Outputs: ("present", r) | ("withdraw", r)
-# | ("submit", r) | ("wait",) | ("resume", cursor) | ("end", outcome), where a submit
-# carries the answer it sends as a tuple of items: ("submit", r, (("action", "accept"),)).
+# | ("tick",) | ("get_open", generation) | ("get_cut", generation) | ("session", number).
+# Outputs: ("present", r)
+# | ("withdraw", r) | ("submit", r) | ("wait",) | ("resume", cursor) | ("end", outcome)
+# | ("get_end", generation, outcome), where a submit carries the answer it sends as a
+# tuple of items: ("submit", r, (("action", "accept"),)), and "end" ends the tool call's
+# interaction, "get_end" the standalone GET generation the client names.
 Input = tuple[Any, ...]
 Output = tuple[Any, ...]
 
@@ -80,8 +99,12 @@ Deadline = Literal["silent", "cancel"]
 """A server-side deadline fires silently, or with a ``notifications/cancelled``."""
 UserMode = Literal["answers", "never"]
 """The user answers each presented prompt (at any time), or never."""
-Replay = Literal["after", "inclusive"]
-"""A resumed stream replays after the ``Last-Event-ID`` (the specification), or from it."""
+Replay = Literal["after", "inclusive", "start"]
+"""A resumed stream replays after the ``Last-Event-ID`` (the specification), from it, or
+from the start of the server's buffer (everything, on every resume)."""
+GetState = Literal["closed", "open", "lost"]
+"""The standalone GET's connection: none (the client may open a fresh one), open
+(carrying nothing yet), or cut and not yet ended by the client."""
 
 
 class ClientPolicy(Protocol[C]):
@@ -91,8 +114,7 @@ class ClientPolicy(Protocol[C]):
     had every request id ``r`` of the mapping ``ids`` in session number ``session`` been
     ``ids[r]`` all along. A policy that has it declares its decisions independent of id
     values, and its worlds reduce by symmetry. A world with ``sessions > 1`` tells the
-    policy that a new session began with the input ``("session", number)``.
-    """
+    policy that a new session began with the input ``("session", number)``."""
 
     name: str
 
@@ -110,7 +132,9 @@ class Bounds:
     """The environment variant and its bounds (all parameters of a model)."""
 
     requests: int = 1
-    cuts: int = 2
+    cuts: int | None = 2
+    """Connection cuts (and failed resume GETs) the network may inflict; ``None``: any
+    number (the state space stays finite only for a client whose resumes are bounded)."""
     post_faults: int = 1
     deadline: Deadline = "silent"
     unknown_answer: Outcome = "202"
@@ -120,7 +144,10 @@ class Bounds:
     clock: bool = True
     ttl: float = 0.5
     replay: Replay = "after"
+    get_cuts: int = 0
+    """Cuts of the standalone GET stream before any event id; 0: no standalone GET."""
     sessions: int = 1
+    """Sessions the client may run, one after the other (a new one once the last is gone)."""
 
 
 class Renaming(NamedTuple):
@@ -191,16 +218,34 @@ ENV_FIELDS = (
     "resume",
     "posts",
     "ended",
+    "get",
+    "get_gen",
+    "get_cuts",
     "session",
 )
 """The environment's fields, in the order of :attr:`Env.values`."""
 
 # Field positions: an environment step copies the values into a list, edits it, and
 # builds the next environment once.
-(LOG, SERVER, CONN, CUTS, FAULTS, REAPED, T, PROMPTS, USER_DONE, TIMER, RESUME, POSTS, ENDED) = (
-    range(len(ENV_FIELDS) - 1)
-)
-SESSION = len(ENV_FIELDS) - 1
+(
+    LOG,
+    SERVER,
+    CONN,
+    CUTS,
+    FAULTS,
+    REAPED,
+    T,
+    PROMPTS,
+    USER_DONE,
+    TIMER,
+    RESUME,
+    POSTS,
+    ENDED,
+    GET,
+    GET_GEN,
+    GET_CUTS,
+    SESSION,
+) = range(len(ENV_FIELDS))
 
 
 class Env:
@@ -223,6 +268,9 @@ class Env:
         "cuts",
         "ended",
         "faults",
+        "get",
+        "get_cuts",
+        "get_gen",
         "log",
         "posts",
         "prompts",
@@ -243,7 +291,8 @@ class Env:
     conn: int | None
     """The next log index to deliver; None when disconnected."""
     cuts: int
-    """Connection cuts (and failed resumes) left."""
+    """Connection cuts (and failed resumes) left; with unlimited cuts, 1 once the network
+    cut the stream at least once (0 before)."""
     faults: int
     """Answer POST transport failures left."""
     reaped: bool
@@ -262,6 +311,12 @@ class Env:
     """Answer POSTs in flight."""
     ended: bool
     """The client ended the interaction."""
+    get: GetState | None
+    """The standalone GET's connection; ``None``: this world has no standalone GET."""
+    get_gen: int
+    """The generation of the newest standalone GET connection (0: none opened yet)."""
+    get_cuts: int
+    """Standalone GET cuts left."""
     session: int
     """Which session: 0 for the first, 1 for the one begun after it was gone, ..."""
 
@@ -280,6 +335,9 @@ class Env:
             self.resume,
             self.posts,
             self.ended,
+            self.get,
+            self.get_gen,
+            self.get_cuts,
             self.session,
         ) = values
         self.values = values
@@ -341,6 +399,11 @@ USER_ANSWER: tuple[tuple[str, Any], ...] = (("action", "accept"),)
 STREAM = "post"
 
 
+OPENING: tuple[P.Observation, ...] = (P.Began(STREAM),)
+"""What every world's monitor observes before the first step: the tool call began. With
+:meth:`World.observations` of each edge, a path's whole event log."""
+
+
 def session_name(session: int) -> str:
     """The session id of session number ``session``: ``s``, then ``s2``, ``s3``..."""
     return KEY_SESSION if session == 0 else f"{KEY_SESSION}{session + 1}"
@@ -390,6 +453,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         self._fired: tuple[str, ...] = ()
         self._policy_fired: Any = getattr(policy, "fired", None)
         self._rename: Any = getattr(policy, "rename", None)
+        if bounds.sessions > 1 and bounds.get_cuts > 0:
+            raise ValueError("a world with several sessions has no standalone GET (get_cuts=0)")
         self._step: dict[str, Any] = {
             "server sends elicitation": self._send,
             "deadline fires": self._deadline,
@@ -404,6 +469,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "user answers": self._user_answers,
             "clock passes deadlines": self._clock,
             "server reaps session": self._reap,
+            "fresh GET opens": self._get_open,
+            "cut standalone GET": self._get_cut,
             "new session": self._new_session,
         }
 
@@ -414,13 +481,15 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     # ----------------------------------------------------------------- Model API
 
     def init_states(self) -> Sequence[WorldState]:
-        monitor, _ = P.step(P.MonitorState(), P.Began(STREAM), self.budgets)
+        monitor = P.MonitorState()
+        for obs in OPENING:
+            monitor = P.step(monitor, obs, self.budgets)[0]
         b, empty = self.bounds, frozenset[int]()
         start: dict[str, Any] = {
             "log": (("prime", -1),),
             "server": ("unsent",) * b.requests,
             "conn": 0,
-            "cuts": b.cuts,
+            "cuts": 0 if b.cuts is None else b.cuts,
             "faults": b.post_faults,
             "reaped": False,
             "t": 0.0,
@@ -430,6 +499,9 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "resume": None,
             "posts": empty,
             "ended": False,
+            "get": "closed" if b.get_cuts > 0 else None,
+            "get_gen": 0,
+            "get_cuts": b.get_cuts,
             "session": 0,
         }
         env = self._env([start[f] for f in ENV_FIELDS])
@@ -509,10 +581,19 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             ),
             Property.sometimes(
                 "cut-and-resumed",
-                lambda s: s.env.cuts < self.bounds.cuts and s.env.conn is not None,
+                lambda s: self._was_cut(s.env) and s.env.conn is not None,
                 "a cut stream is resumed",
             ),
         ]
+        if self.bounds.get_cuts > 0:
+            props.append(
+                Property.sometimes(
+                    "get-reopened",
+                    lambda s: s.env.get_cuts == 0 and s.env.get == "open",
+                    "the standalone GET is cut before any event id every time it may be, "
+                    "and opened fresh after each",
+                )
+            )
         return props
 
     def declared_transitions(self) -> Iterable[str]:
@@ -532,11 +613,12 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     def format_state(self, s: WorldState) -> str:
         e = s.env
         log = " ".join(f"{k}{'' if r < 0 else r}" for k, r in e.log)
+        get = "" if e.get is None else f" get={e.get}:{e.get_gen}"
         sent = {r: x for r, x in enumerate(e.server) if x != "unsent"}
         reqs = list(sent.values()) if list(sent) == list(range(len(sent))) else sent
         return (
             f"server=[{log}] reqs={reqs} conn={e.conn} prompts={sorted(e.prompts)}"
-            f" posts={sorted(e.posts)} t={e.t} ended={e.ended}"
+            f" posts={sorted(e.posts)} t={e.t} ended={e.ended}{get}"
         )
 
     def symmetry(self) -> Symmetry[WorldState] | None:
@@ -631,13 +713,13 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if e.conn is not None:
             if e.conn < len(e.log):
                 moves.append(Move("deliver", e.conn))
-            if e.cuts > 0:
+            if self._may_cut(e):
                 moves += [Move("cut clean"), Move("cut abrupt")]
         if e.timer:
             moves.append(Move("backoff elapses"))
         if e.resume is not None:
             moves.append(Move("resume answered"))
-            if e.cuts > 0 and not e.reaped:
+            if self._may_cut(e) and not e.reaped:
                 moves.append(Move("resume fails"))
         for r in sorted(e.posts):
             moves.append(Move("answer POST", r))
@@ -649,6 +731,11 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             moves.append(Move("clock passes deadlines"))
         if b.reaper and not e.reaped:
             moves.append(Move("server reaps session"))
+        if e.get is not None and not e.reaped:
+            if e.get == "closed":
+                moves.append(Move("fresh GET opens", e.get_gen + 1))
+            elif e.get == "open" and e.get_cuts > 0:
+                moves.append(Move("cut standalone GET", e.get_gen))
         return tuple(moves)
 
     # Each move edits ``w``, a list of the environment's values (positions above), and
@@ -679,8 +766,17 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     def _cut(self, w: list[Any], *, clean: bool) -> Input:
         w[CONN] = None
-        w[CUTS] -= 1
+        self._spend_cut(w)
         return ("cut", clean)
+
+    def _may_cut(self, e: Env) -> bool:
+        return self.bounds.cuts is None or e.cuts > 0
+
+    def _spend_cut(self, w: list[Any]) -> None:
+        w[CUTS] = 1 if self.bounds.cuts is None else w[CUTS] - 1
+
+    def _was_cut(self, e: Env) -> bool:
+        return e.cuts == 1 if self.bounds.cuts is None else e.cuts < self.bounds.cuts
 
     def _backoff(self, w: list[Any], _: None) -> Input:
         w[TIMER] = False
@@ -690,13 +786,14 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if w[REAPED]:
             w[RESUME] = None
             return ("resume_404",)
-        w[CONN] = (w[RESUME] or 0) + (1 if self.bounds.replay == "after" else 0)
+        replay = self.bounds.replay
+        w[CONN] = 0 if replay == "start" else (w[RESUME] or 0) + (replay == "after")
         w[RESUME] = None
         return ("resumed",)
 
     def _resume_fails(self, w: list[Any], _: None) -> Input:
         w[RESUME] = None
-        w[CUTS] -= 1
+        self._spend_cut(w)
         return ("cut", False)
 
     def _post(self, w: list[Any], r: int) -> Input:
@@ -733,6 +830,15 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         w[CONN] = None
         return ("cut", True) if was_open else None
 
+    def _get_open(self, w: list[Any], generation: int) -> Input:
+        w[GET], w[GET_GEN] = "open", generation
+        return ("get_open", generation)
+
+    def _get_cut(self, w: list[Any], generation: int) -> Input:
+        w[GET] = "lost"
+        w[GET_CUTS] -= 1
+        return ("get_cut", generation)
+
     def _new_session(self, w: list[Any], _: None) -> Input:
         """The client begins the next session and its tool call: a fresh server (request
         ids from the start again), the budgets of cuts and faults and the clock go on."""
@@ -752,7 +858,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     def _perform(self, e: Env, outputs: tuple[Output, ...]) -> Env:
         """The environment after the client's operations: prompts shown or withdrawn,
-        answers POSTed, a backoff timer, a resume GET, the end of the interaction."""
+        answers POSTed, a backoff timer, a resume GET, the end of the interaction, the
+        end of the standalone GET's connection (whatever generation the client named)."""
         w = list(e.values)
         for out in outputs:
             op = out[0]
@@ -768,6 +875,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
                 w[RESUME], w[CONN] = out[1], None
             elif op == "end":
                 w[ENDED], w[CONN], w[TIMER], w[RESUME] = True, None, False, None
+            elif op == "get_end":
+                w[GET] = "closed"
         return self._env(w)
 
     # ------------------------------------------------------------ the client side
@@ -777,43 +886,29 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         ``session`` (pure; memoised per agent): the monitor observes what the client is
         told, the policy steps, the monitor observes what the client does."""
         monitor = agent.monitor
-        seen: list[P.Observation] = []
-        kind = inp[0]
-        stream = stream_name(session)
-        if kind == "event":
-            _, index, what, r = inp
-            seen.append(P.EventSeen(stream, str(index)))
-            if what == "req":
-                newest = P.newest_event(monitor, stream)
-                replayed = newest is not None and index < int(newest)
-                seen.append(P.Delivered(key(r, session), stream, t, replayed=replayed))
-            elif what == "cancel":
-                seen.append(P.Cancelled(key(r, session)))
-        elif kind == "outcome" and inp[2] in TERMINAL_OUTCOMES:
-            seen.append(P.Rejected(key(inp[1], session), session=inp[2] == "404"))
-        elif kind == "resume_404":
-            seen.append(P.SessionGone())
-        elif kind == "answer":
-            seen.append(P.Answered(key(inp[1], session), dict(USER_ANSWER)))
-        elif kind == "session":
-            seen += [P.SessionBegan(session_name(session)), P.Began(stream)]
+        seen = _told(monitor, t, session, inp)
         client, outputs = self.policy.step(agent.client, inp)
         fired = tuple(self._policy_fired()) if self._policy_fired is not None else ()
-        for out in outputs:
-            op = out[0]
-            if op == "present":
-                seen.append(P.Presented(key(out[1], session), t))
-            elif op == "withdraw":
-                seen.append(P.DeclaredDead(key(out[1], session)))
-            elif op == "submit":
-                seen.append(P.Submitted(key(out[1], session), dict(out[2])))
-            elif op == "resume":
-                seen.append(P.Resumed(stream, str(out[1])))
-            elif op == "end":
-                seen.append(P.Ended(stream, out[1]))
-        for obs in seen:
+        for obs in (*seen, *_did(t, session, outputs)):
             monitor = self._observe(monitor, obs)
         return Reaction(self._intern(client, monitor), outputs, fired)
+
+    def observations(self, s: WorldState, m: Move) -> tuple[P.Observation, ...]:
+        """The observations of the edge ``s --m-->`` in the monitor's order: what the
+        client is told, then what it does (``()`` for an edge that tells it nothing).
+
+        After :data:`OPENING`, written with :func:`fsm.trace.dumps`, a path's observations
+        are an event log that ``python -m fsm audit`` judges as the checker's monitor did. Raises
+        ``ValueError`` for a move without successor in ``s``.
+        """
+        if self.next_state(s, m) is None:
+            raise ValueError(f"{m} has no successor in {self.format_state(s)}")
+        mid, inp = s.env._steps[m]
+        if inp is None:
+            return ()
+        _, outputs = self.policy.step(s.agent.client, inp)
+        told = _told(s.agent.monitor, mid.t, mid.session, inp)
+        return (*told, *_did(mid.t, mid.session, outputs))
 
     def _observe(self, monitor: P.MonitorState, obs: P.Observation) -> P.MonitorState:
         """One monitor step, memoised: far fewer monitor states than agents exist. The
@@ -834,6 +929,54 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if agent is None:
             agent = self._agents[(client, monitor)] = Agent(client, monitor)
         return agent
+
+
+def _told(monitor: P.MonitorState, t: float, session: int, inp: Input) -> list[P.Observation]:
+    """What input ``inp`` at time ``t`` in session number ``session`` tells the client, as
+    observations (``monitor``: what it was told before, to judge whether a delivery is a
+    replay)."""
+    kind, stream = inp[0], stream_name(session)
+    if kind == "event":
+        _, index, what, r = inp
+        seen: list[P.Observation] = [P.EventSeen(stream, str(index))]
+        if what == "req":
+            newest = P.newest_event(monitor, stream)
+            replayed = newest is not None and index < int(newest)
+            seen.append(P.Delivered(key(r, session), stream, t, replayed=replayed))
+        elif what == "cancel":
+            seen.append(P.Cancelled(key(r, session)))
+        return seen
+    if kind == "outcome" and inp[2] in TERMINAL_OUTCOMES:
+        return [P.Rejected(key(inp[1], session), session=inp[2] == "404")]
+    if kind == "resume_404":
+        return [P.SessionGone()]
+    if kind == "answer":
+        return [P.Answered(key(inp[1], session), dict(USER_ANSWER))]
+    if kind == "session":
+        return [P.SessionBegan(session_name(session)), P.Began(stream)]
+    return []
+
+
+def _did(t: float, session: int, outputs: Iterable[Output]) -> list[P.Observation]:
+    """What the client's ``outputs`` at time ``t`` in session number ``session`` show it
+    doing, as observations."""
+    seen: list[P.Observation] = []
+    stream = stream_name(session)
+    for out in outputs:
+        op = out[0]
+        if op == "present":
+            seen.append(P.Presented(key(out[1], session), t))
+        elif op == "withdraw":
+            seen.append(P.DeclaredDead(key(out[1], session)))
+        elif op == "submit":
+            seen.append(P.Submitted(key(out[1], session), dict(out[2])))
+        elif op == "resume":
+            seen.append(P.Resumed(stream, str(out[1])))
+        elif op == "end":
+            seen.append(P.Ended(stream, out[1]))
+        elif op == "get_end":
+            seen.append(P.Ended(standalone_stream(out[1]), out[2]))
+    return seen
 
 
 def transition_label(machine: str, source: str, trigger: str, dest: str) -> str:

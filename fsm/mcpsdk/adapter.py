@@ -82,9 +82,16 @@ What it cannot see or fix
   POST task (its context streams). A ``tools/call`` sent through the raw ``session``
   attribute is guarded on the wire, but its caller gets the SDK's own error, not the typed
   one.
-* **Standalone GET stream.** When the guard gives up on it, its body ends and the SDK's
-  own attempts to resume it are refused locally (405); server-initiated messages that
-  would have come on it afterwards are lost for the session.
+* **Standalone GET stream.** Each fresh GET (no ``Last-Event-ID``) the SDK opens is a
+  connection generation of its own (:func:`fsm.events.standalone_stream`: ``get``,
+  ``get/2``, ...), a new stream and a new interaction that ends at most once. When the
+  guard gives up on a generation its body ends cleanly. Cut before any event id, the SDK
+  has no cursor either and opens a fresh GET after its reconnection delay (the GET's
+  last ``retry:``, else 1 s: a fresh GET carries none), the next generation; messages
+  the server sends while no GET is attached are stored by the server but never
+  delivered (a fresh GET carries only live messages). Given up after event ids, the
+  SDK's resume GET (with its own cursor) is refused locally with 405 and, after two
+  refusals, the SDK stops: later server-initiated messages are lost for the session.
 * Version pin: the behaviour relied on (the SDK reading the body incrementally, resolving
   a request on an SSE JSON-RPC response, answering via a POST whose status it ignores) is
   that of mcp 2.3.0; :func:`check_sdk_version` refuses other versions unless told not to.
@@ -116,6 +123,7 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm import trace
 from fsm.errors import InteractionFailed, RequestKey, SessionExpiredError
+from fsm.events import standalone_stream
 from fsm.guard import Guard, GuardConfig
 from fsm.messages import CANCELLED, is_plain_notification
 from fsm.observe import ObservedGuard
@@ -135,7 +143,6 @@ logger = logging.getLogger(__name__)
 SUPPORTED_SDK = "2.3.0"
 """The mcp version whose behaviour this adapter was written against and tested with."""
 
-GET_STREAM = "get"
 _LOCAL_HEADER = "x-fsm-guard"
 _STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
 
@@ -332,6 +339,8 @@ class _Engine:
         self._bg: set[anyio.CancelScope] = set()
         self.closing = False
         self.dropped_answers = 0
+        self.get_generations = 0
+        """Connection generations of the standalone GET stream opened so far."""
 
     # -- feeding -----------------------------------------------------------------
 
@@ -595,7 +604,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             if request.headers.get("last-event-id") is not None:
                 # the SDK resuming on its own: only after the guard ended that body
                 return _local(request, 405, b"")
-            return await self._open_stream(request, GET_STREAM, None)
+            return await self._open_stream(request, None, None)
         return await self._send(request)
 
     async def _send(self, request: httpx2.Request) -> httpx2.Response:
@@ -636,8 +645,11 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         return await self._send(request)
 
     async def _open_stream(
-        self, request: httpx2.Request, stream: str, origin: Any
+        self, request: httpx2.Request, stream: str | None, origin: Any
     ) -> httpx2.Response:
+        """Send ``request`` and track its SSE response as ``stream``; ``None``: a fresh
+        standalone GET, tracked as the next connection generation (never under the name
+        of one that ended: each generation is its own interaction)."""
         e = self.e
         resp = await e.http.send(request, stream=True)
         sid = resp.headers.get("mcp-session-id")
@@ -651,6 +663,9 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
         if resp.status_code != 200 or ctype != "text/event-stream" or not e.session:
             return _wrap(resp, request, _Passthrough(resp))
+        if stream is None:
+            e.get_generations += 1
+            stream = standalone_stream(e.get_generations)
         if e.guard.stream_state(stream) not in (None, "done", "dead"):
             return _wrap(resp, request, _Passthrough(resp))
         e.feed(ev.StreamOpened(stream, origin))

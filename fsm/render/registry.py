@@ -69,6 +69,11 @@ def _builtin() -> None:
     register("liveness", lambda: machine_diagram(LIVENESS))
     register("product-spec", lambda: Diagram(product_dot(PRODUCT)))
 
+    from fsm.mrtr_machines import MRTR_PRODUCT, ROUNDS
+
+    register("rounds", lambda: machine_diagram(ROUNDS))
+    register("mrtr-product-spec", lambda: Diagram(product_dot(MRTR_PRODUCT)))
+
 
 _builtin()
 
@@ -96,12 +101,12 @@ def _model_diagrams() -> None:
             )
         )
 
-    def counterexample(file: str, name: str, prop: str) -> Producer:
+    def counterexample(file: str, name: str, prop: str, view: m.View = m.client_view) -> Producer:
         def produce() -> Diagram:
             model = m.model_named(file, name)
-            graph = m.projected_graph(model, m.client_view, f"{name}-{prop}")
+            graph = m.projected_graph(model, view, f"{name}-{prop}")
             path = dict(m.counterexamples(model))[prop]
-            trace = m.projected_trace(path, m.client_view, f"{name}: {prop} violated")
+            trace = m.projected_trace(path, view, f"{name}: {prop} violated")
             return trace_diagram(m.around(graph, trace), trace)
 
         return produce
@@ -110,6 +115,14 @@ def _model_diagrams() -> None:
     for file, name in (("seed_incident.py", "seed-incident"), ("mcp_sdk_2_3.py", "mcp-sdk-2.3.0")):
         for prop in m.model_named(file, name).expected_violations:
             register(f"cex-{name}-{prop.lower()}", counterexample(file, name, prop))
+    # The MRTR era: the measured driver re-prompting a re-asking tool's question, and
+    # sending a late answer into expired state.
+    from fsm.render.mrtr_views import mrtr_view
+
+    for variant, prop in (("reasking-tool", "P2"), ("reject-expired", "P6")):
+        name = f"mcp-sdk-2.3.0-mrtr[{variant}]"
+        producer = counterexample("mcp_sdk_2_3_mrtr.py", name, prop, mrtr_view)
+        register(f"cex-mcp-sdk-2.3.0-mrtr-{variant}-{prop.lower()}", producer)
 
 
 _model_diagrams()

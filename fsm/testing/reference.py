@@ -16,8 +16,9 @@ from typing import Any
 from fsm import actions as act
 from fsm import events as ev
 from fsm.errors import InteractionFailed, RequestKey
-from fsm.guard import EngineName, Guard, GuardConfig
+from fsm.guard import Guard, GuardConfig
 from fsm.messages import Notification, Response, ServerRequest, parse
+from fsm.tables import EngineName
 
 MAX_RECONNECTION_ATTEMPTS = 2
 """``client/streamable_http.py:60`` in the mcp 2.3.0 wheel."""

@@ -12,6 +12,7 @@ import pytest
 from fsm import Guard
 from fsm import events as ev
 from fsm.audit import audit_text, main
+from fsm.events import standalone_stream
 from fsm.observe import ObservedGuard
 from fsm.trace import SCHEMA, TraceFormatError, dumps
 
@@ -136,6 +137,43 @@ def test_p5_unfinished_only_when_complete() -> None:
     assert audit_text(text).ok
     finding = audit_text(text, complete=True).finding
     assert finding is not None and finding.name == "P5"
+
+
+def standalone_log(names: list[str]) -> str:
+    """A guard's log: the standalone GET opened under each of ``names`` in turn and cut
+    before any event id (given up: nothing to resume from); the last one carries an event
+    and is resumed from it."""
+    lines: list[tuple[object, float]] = []
+    g = ObservedGuard(Guard(clock=lambda: 0.0), on_observation=lambda o, t: lines.append((o, t)))
+    g.feed(ev.SessionStarted("s1"))
+    for name in names:
+        g.feed(ev.StreamOpened(name))
+        g.feed(ev.StreamLost(name, clean=False))
+    last = standalone_stream(len(names) + 1)
+    g.feed(ev.StreamOpened(last))
+    g.feed(ev.SseEvent(last, {"jsonrpc": "2.0", "method": "notifications/message"}, "e1"))
+    g.feed(ev.StreamLost(last, clean=False))
+    g.feed(ev.TimerFired(last))
+    return dumps(g.log)  # type: ignore[arg-type]
+
+
+def test_standalone_get_generations_each_end_once_and_conform() -> None:
+    text = standalone_log([standalone_stream(n) for n in (1, 2, 3)])
+    ended = [r["interaction"] for r in map(json.loads, text.splitlines()) if r["kind"] == "ended"]
+    assert ended == ["get", "get/2", "get/3"]
+    result = audit_text(text, complete=True)
+    assert result.ok, result.finding
+    assert result.final_state["newest_event"] == {"get/4": "e1"}
+
+
+def test_a_standalone_get_name_ended_twice_is_p5_at_its_line() -> None:
+    text = standalone_log(["get", "get"])
+    lines = text.splitlines()
+    result = audit_text(text)
+    assert result.finding is not None and result.finding.name == "P5"
+    assert result.finding.why == "get ended twice"
+    assert json.loads(lines[result.finding.line - 1])["kind"] == "ended"
+    assert [json.loads(x)["kind"] for x in lines[: result.finding.line]].count("ended") == 2
 
 
 def test_malformed_log_names_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

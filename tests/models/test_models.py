@@ -10,16 +10,29 @@ and ``test_symmetry.py`` pins its full space.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from shipped import Shipped
 
-from fsm.checker import Report, check, load_models, replay, violated_at
+from fsm import trace
+from fsm.audit import audit_text
+from fsm.checker import Path as CheckerPath
+from fsm.checker import replay
 from fsm.checker.cli import main as check_main
+from fsm.world import OPENING, World
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL_FILES = ("guarded.py", "guarded_concurrent.py", "seed_incident.py", "mcp_sdk_2_3.py")
+MODEL_FILES = (
+    "guarded.py",
+    "guarded_concurrent.py",
+    "standalone_get.py",
+    "guarded_replay.py",
+    "seed_incident.py",
+    "mcp_sdk_2_3.py",
+)
 
 PINNED: dict[str, tuple[int, int]] = {
     "guarded[after,silent,202,answers]": (492, 1237),
@@ -68,6 +81,20 @@ PINNED: dict[str, tuple[int, int]] = {
     "guarded[inclusive,cancel,rpc,answers] x2": (23784, 67757),
     "guarded[after,silent,rpc,answers] x3": (66684, 219054),
     "guarded[inclusive,silent,rpc,answers] x3": (75384, 264150),
+    "guarded[after,silent,202,answers] get3": (3936, 13340),
+    "guarded[after,silent,202,answers,reaper] get3": (12624, 25276),
+    "guarded[after,silent,202,never] get3": (1128, 3491),
+    "one name for every fresh GET": (468, 1344),
+    "guarded-replay[silent,202,answers]": (1422, 4347),
+    "guarded-replay[silent,202,never]": (345, 901),
+    "guarded-replay[silent,rpc,answers]": (1332, 3831),
+    "guarded-replay[silent,rpc,never]": (345, 901),
+    "guarded-replay[cancel,202,answers]": (3144, 9270),
+    "guarded-replay[cancel,202,never]": (632, 1578),
+    "guarded-replay[cancel,rpc,answers]": (3054, 8754),
+    "guarded-replay[cancel,rpc,never]": (632, 1578),
+    "guarded-replay[history-full]": (462, 857),
+    "window-only": (1126, 3014),
     "seed-incident": (168, 303),
     "mcp-sdk-2.3.0": (501, 1116),
 }
@@ -83,20 +110,14 @@ SHORTEST = {
         "L1": (12, 8),
     },
     "mcp-sdk-2.3.0": {"P2": (10, None), "P7": (8, None)},
+    # a fresh GET tracked under the name of the one that ended: open, cut, open, cut
+    "one name for every fresh GET": {"P5": (4, None)},
+    "window-only": {"P7": (9, None), "L1": (9, 4)},
 }
 
-_REPORTS: dict[str, tuple[Any, Report]] = {}
-
-
-def _all_models() -> list[Any]:
-    return [m for f in MODEL_FILES for m in load_models(str(ROOT / "models" / f))]
-
-
-def _report(name: str) -> tuple[Any, Report]:
-    if not _REPORTS:
-        for model in _all_models():
-            _REPORTS[model.name] = (model, check(model))
-    return _REPORTS[name]
+SHIPPED = Shipped(MODEL_FILES)
+_all_models = SHIPPED.models
+_report = SHIPPED.report
 
 
 def test_every_shipped_model_is_pinned() -> None:
@@ -105,9 +126,7 @@ def test_every_shipped_model_is_pinned() -> None:
 
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_state_space_is_pinned(name: str) -> None:
-    _, report = _report(name)
-    assert report.complete
-    assert (report.states, report.transitions) == PINNED[name]
+    SHIPPED.assert_pinned(name, PINNED)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in PINNED if n.startswith("guarded")))
@@ -119,14 +138,7 @@ def test_the_guard_satisfies_every_property(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(SHORTEST))
 def test_faulty_clients_violate_exactly_what_they_should(name: str) -> None:
-    model, report = _report(name)
-    violated = {r.name for r in report.results if r.verdict.value == "violated"}
-    assert violated == set(SHORTEST[name]) == set(model.expected_violations)
-    for prop, (steps, loop_start) in SHORTEST[name].items():
-        path = report.assert_violated(prop)
-        assert (len(path.steps), path.loop_start) == (steps, loop_start), prop
-        states = replay(model, path.names)
-        assert violated_at(model, prop, states, path.loop_start)
+    SHIPPED.assert_violates_exactly(name, SHORTEST[name])
 
 
 def test_the_seed_loop_is_the_incident() -> None:
@@ -179,3 +191,31 @@ def test_check_cli_fails_a_faulty_model_that_claims_too_little(
     )
     assert check_main(["-q", str(model_file)]) == 1
     assert "NOT as expected" in capsys.readouterr().out
+
+
+def _event_log(model: World[Any], path: CheckerPath) -> str:
+    """The path's observations (the opening, then each edge's) as a JSON Lines log."""
+    states = replay(model, path.names)
+    observations = list(OPENING)
+    for state, name in zip(states, path.names, strict=False):
+        (move,) = {m for m in model.actions(state) if str(m) == name}
+        observations += model.observations(state, move)
+    return trace.dumps((o, 0.0) for o in observations)
+
+
+def test_the_audit_judges_the_standalone_get_paths_as_the_checker_does() -> None:
+    faulty, report = _report("one name for every fresh GET")
+    text = _event_log(faulty, report.assert_violated("P5"))
+    finding = audit_text(text, budgets=faulty.budgets).finding
+    assert finding is not None and (finding.name, finding.why) == ("P5", "get ended twice")
+    assert finding.line == len(text.splitlines())  # the path's last record, as in the checker
+
+    model, report = _report("guarded[after,silent,202,answers] get3")
+    for witness in ("get-reopened", "completed"):
+        path = report.result(witness).path
+        assert path is not None
+        text = _event_log(model, path)
+        ended = [r for r in map(json.loads, text.splitlines()) if r["kind"] == "ended"]
+        assert audit_text(text, budgets=model.budgets, complete=witness == "completed").ok
+        if witness == "get-reopened":
+            assert [r["interaction"] for r in ended] == ["get", "get/2", "get/3"]
