@@ -31,7 +31,7 @@ MODELS = [
         NaivePolicy(),
         replace(SEED.bounds, reaper=True, sessions=2),
         name="seed-incident sessions=2",
-        expect=SEED.expected_violations,
+        expect=("P1", "P2", "P3", "P4", "P7", "L1"),
     ),
     World(
         SdkPolicy(),

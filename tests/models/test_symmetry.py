@@ -11,21 +11,19 @@ that replay on the unreduced model and are as short as the full space's.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
+from shipped import ROOT, Shipped
 from test_models import PINNED
 
-from fsm.checker import Report, check, load_models, replay, verify_symmetry, violated_at
+from fsm.checker import Report, check, replay, verify_symmetry, violated_at
 from fsm.checker.model import model_name
 from fsm.world import World
 from models.mcp_sdk_2_3 import MODEL as SDK
 from models.mcp_sdk_2_3 import SdkPolicy
 from models.seed_incident import MODEL as SEED
 from models.seed_incident import NaivePolicy
-
-ROOT = Path(__file__).resolve().parents[2]
 
 FULL: dict[str, tuple[int, int]] = {
     "guarded[after,silent,202,answers] x2": (11612, 39432),
@@ -42,9 +40,12 @@ FULL: dict[str, tuple[int, int]] = {
 """Full-space (states, transitions) of every shipped model that declares a symmetry."""
 
 
+SHIPPED = Shipped(tuple(f.name for f in sorted((ROOT / "models").glob("*.py"))))
+"""Every model ``make demo`` checks."""
+
+
 def _shipped() -> dict[str, Any]:
-    files = sorted((ROOT / "models").glob("*.py"))
-    return {model_name(m): m for f in files for m in load_models(str(f))}
+    return {model_name(m): m for m in SHIPPED.models()}
 
 
 def _verdicts(report: Report) -> dict[str, str]:
