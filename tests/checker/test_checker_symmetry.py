@@ -182,3 +182,11 @@ def test_a_symmetry_hook_must_return_a_symmetry() -> None:
 def test_the_audit_needs_a_declared_symmetry() -> None:
     with pytest.raises(ValueError, match="declares no symmetry"):
         verify_symmetry(GraphModel(chain(2)))
+
+
+def test_the_progress_line_names_the_model_and_the_states_represented() -> None:
+    from fsm.checker import Progress
+
+    line = Progress(15, 40, 3, 2, 2.0, "workers4", 81).format()
+    assert line.startswith("progress workers4: states=15 (standing for 81: 40/s)")
+    assert "(standing for" not in Progress(15, 40, 3, 2, 2.0, "workers4").format()
