@@ -4,7 +4,8 @@ The core is sans-IO and imports only ``transitions``: declarations (:mod:`fsm.sp
 :mod:`fsm.machines`), their two runtimes (:mod:`fsm.runtime`, :mod:`fsm.tables`), the
 guard that clients embed (:mod:`fsm.guard`) with its events, actions, outcome table
 and errors. The model checker is :mod:`fsm.checker`; the optional extras are
-:mod:`fsm.render` (diagrams) and :mod:`fsm.mcpsdk` (the official ``mcp`` SDK).
+:mod:`fsm.render` (diagrams) and :mod:`fsm.mcpsdk` (the official ``mcp`` SDK); the
+conformance kit :mod:`fsm.testing` needs the ``testing`` extra (``hypothesis``).
 """
 
 from fsm import actions, events
@@ -39,6 +40,9 @@ from fsm.outcomes import (
     SubmissionResult,
 )
 
+__version__ = "0.1.0"
+"""The distribution's version (``dead-or-resumable``; the wheel reads it from here)."""
+
 __all__ = [
     "DEFAULT_RULES",
     "LIVENESS",
@@ -71,6 +75,7 @@ __all__ = [
     "SubmissionFailedError",
     "SubmissionResult",
     "UnknownPendingRequestError",
+    "__version__",
     "actions",
     "default_oracle",
     "events",

@@ -20,7 +20,7 @@ Contract
   state is then unchanged.
 * Every interaction (each stream, and each request without an origin) ends with exactly
   one ``Complete`` or ``Fail`` action, never two.
-* Rules (DESIGN.md): the first delivery of an interactive request is presented once and
+* Rules: the first delivery of an interactive request is presented once and
   its client-side deadline recorded; a repeated delivery is never presented again (with a
   liveness assertion for an already-submitted request, the stored answer is resubmitted);
   a replayed request without liveness assertion past its deadline is dead; answer outcomes

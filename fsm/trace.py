@@ -163,6 +163,8 @@ def loads(text: str) -> Iterator[tuple[int, P.Observation, float]]:
             record = json.loads(raw)
         except ValueError as exc:
             raise TraceFormatError(number, f"not JSON: {exc}") from None
+        except RecursionError:
+            raise TraceFormatError(number, "nested too deeply to be a record") from None
         obs = from_record(record, number)
         if obs is not None:
             t = record.get("t", 0.0)

@@ -66,9 +66,9 @@ decisions, each computed once.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, get_args
 
 from fsm import properties as P
 from fsm.checker import BaseModel, Property, Symmetry
@@ -127,9 +127,30 @@ class ClientPolicy(Protocol[C]):
         ...
 
 
+class BoundsError(ValueError):
+    """A :class:`Bounds` field set to a value it does not allow; the message names the
+    field and the values it allows."""
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "deadline": get_args(Deadline),
+    "unknown_answer": get_args(Outcome),
+    "user": get_args(UserMode),
+    "replay": get_args(Replay),
+}
+_COUNTS = ("requests", "cuts", "post_faults", "sessions")
+_UNBOUNDED = ("cuts",)  # None: any number; written "none" on the command line
+_FLAGS = ("completes_on_deadline", "reaper", "clock")
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """The environment variant and its bounds (all parameters of a model)."""
+    """The environment variant and its bounds (all parameters of a model).
+
+    Checked on construction: the counts are integers >= 0 (``cuts`` may be None), the
+    flags booleans, ``ttl`` a number > 0 and each variant one of its declared values;
+    anything else raises :class:`BoundsError` naming the field and what it allows."""
 
     requests: int = 1
     cuts: int | None = 2
@@ -148,6 +169,59 @@ class Bounds:
     """Cuts of the standalone GET stream before any event id; 0: no standalone GET."""
     sessions: int = 1
     """Sessions the client may run, one after the other (a new one once the last is gone)."""
+
+    def __post_init__(self) -> None:
+        for name, allowed in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise BoundsError(f"Bounds.{name}: {value!r} is not one of {', '.join(allowed)}")
+        for name in _COUNTS:
+            value = getattr(self, name)
+            if name in _UNBOUNDED and value is None:
+                continue
+            if type(value) is not int or value < 0:
+                also = " or None (any number)" if name in _UNBOUNDED else ""
+                raise BoundsError(f"Bounds.{name}: {value!r} is not an integer >= 0{also}")
+        for name in _FLAGS:
+            if type(getattr(self, name)) is not bool:
+                raise BoundsError(f"Bounds.{name}: {getattr(self, name)!r} is not True or False")
+        if type(self.ttl) not in (int, float) or not self.ttl > 0:
+            raise BoundsError(f"Bounds.ttl: {self.ttl!r} is not a number > 0")
+        if self.sessions > 1 and self.get_cuts > 0:
+            raise BoundsError(
+                "Bounds.sessions: several sessions need get_cuts=0 (no standalone GET)"
+            )
+
+    def updated(self, settings: Mapping[str, str]) -> Bounds:
+        """A copy with fields set from text, as the command line gives them
+        (``{"requests": "2", "replay": "inclusive", "reaper": "true"}``); BoundsError for
+        an unknown field or a value the field does not allow."""
+        known = [f.name for f in fields(self)]
+        changes: dict[str, Any] = {}
+        for name, text in settings.items():
+            if name not in known:
+                raise BoundsError(f"no bound {name!r}; the bounds are {', '.join(known)}")
+            changes[name] = _parse(name, text.strip())
+        return replace(self, **changes)
+
+
+def _parse(name: str, text: str) -> Any:
+    """The value of field ``name`` written as ``text`` (left as text when it is not a
+    number or a flag: construction judges it)."""
+    if name in _UNBOUNDED and text.lower() == "none":
+        return None
+    try:
+        if name in _COUNTS:
+            return int(text)
+        if name == "ttl":
+            return float(text)
+    except ValueError:
+        return text
+    if name in _FLAGS:
+        if text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+        raise BoundsError(f"Bounds.{name}: {text!r} is not true or false")
+    return text
 
 
 class Renaming(NamedTuple):
@@ -453,8 +527,6 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         self._fired: tuple[str, ...] = ()
         self._policy_fired: Any = getattr(policy, "fired", None)
         self._rename: Any = getattr(policy, "rename", None)
-        if bounds.sessions > 1 and bounds.get_cuts > 0:
-            raise ValueError("a world with several sessions has no standalone GET (get_cuts=0)")
         self._step: dict[str, Any] = {
             "server sends elicitation": self._send,
             "deadline fires": self._deadline,
@@ -477,6 +549,18 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     @property
     def name(self) -> str:
         return self._name
+
+    def with_bounds(self, settings: Mapping[str, str]) -> World[C]:
+        """This world with some bounds set from text (:meth:`Bounds.updated`; the command
+        line's ``--set``): the same policy and properties, the settings in its name."""
+        said = ",".join(f"{k}={v}" for k, v in settings.items())
+        return World(
+            self.policy,
+            self.bounds.updated(settings),
+            properties=self._props,
+            name=f"{self._name} [{said}]",
+            expect=self.expected_violations,
+        )
 
     # ----------------------------------------------------------------- Model API
 

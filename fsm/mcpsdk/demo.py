@@ -137,7 +137,10 @@ def behaves(report: dict[str, Any]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; see the module docstring for output and exit status."""
     parser = argparse.ArgumentParser(
-        prog="python -m fsm demo", description="the seed incident: plain vs guarded client"
+        prog="fsm demo",
+        description="the seed incident: plain vs guarded client",
+        epilog="exit status: 0 the guarded run behaves, 1 it does not, "
+        "2 the 'mcp' extra is missing or bad arguments",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     try:

@@ -55,7 +55,7 @@ import logging
 import socket
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -500,9 +500,25 @@ def _session_of(ctx: Context) -> str:
     return str(headers.get("mcp-session-id", ""))
 
 
+@contextlib.contextmanager
+def _logging_untouched() -> Iterator[None]:
+    """Undo what the block does to the root logger: ``MCPServer()`` calls
+    ``logging.basicConfig(level="INFO")``, which would turn on every library's INFO
+    logging in the embedding process."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
+
+
 def build_server(controller: ServerController, *, name: str = "fsm-harness") -> MCPServer:
-    """The MCPServer with the harness tools, wired to ``controller``."""
-    mcp = MCPServer(name)
+    """The MCPServer with the harness tools, wired to ``controller``. Building it leaves
+    the process's logging configuration as it was."""
+    with _logging_untouched():
+        mcp = MCPServer(name, log_level="WARNING")
 
     @mcp.tool()
     async def delete_files(

@@ -11,8 +11,17 @@ bounded L1 of :mod:`fsm.properties` after every step::
 
 MRTR clients (protocol 2026-07-28) have their own machine:
 :func:`mrtr_conformance_machine`. See ``docs/testing.md``. Requires ``hypothesis`` (a
-test dependency, not a runtime one).
+test dependency, not a runtime one): install the ``testing`` extra; without it the import
+fails with a ``ModuleNotFoundError`` that says so.
 """
+
+import importlib.util
+
+if importlib.util.find_spec("hypothesis") is None:
+    raise ModuleNotFoundError(
+        "fsm.testing needs hypothesis: pip install 'dead-or-resumable[testing]'",
+        name="hypothesis",
+    )
 
 from fsm.testing.kit import (
     FAST,

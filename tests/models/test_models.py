@@ -177,9 +177,11 @@ def test_check_cli_passes_models_that_fail_as_expected(capsys: pytest.CaptureFix
             str(ROOT / "models" / "mcp_sdk_2_3.py"),
         ]
     )
-    out = capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
     assert code == 0
-    assert "seed-incident: violations ['L1', 'P1', 'P2', 'P3', 'P4', 'P7'] as expected" in out
+    assert len(lines) == 2, lines  # --brief --quiet: one line per model that passes
+    assert lines[0].startswith("seed-incident: states=168 ")
+    assert lines[0].endswith("violates L1, P1, P2, P3, P4, P7 as declared, the other 6 hold")
 
 
 def test_check_cli_fails_a_faulty_model_that_claims_too_little(
@@ -191,6 +193,9 @@ def test_check_cli_fails_a_faulty_model_that_claims_too_little(
     )
     assert check_main(["-q", str(model_file)]) == 1
     assert "NOT as expected" in capsys.readouterr().out
+    assert check_main(["--brief", "-q", str(model_file)]) == 1  # brief: the full failures
+    out = capsys.readouterr().out
+    assert "✗ P2 violated" in out and "NOT as expected (expected ['P1'])" in out
 
 
 def _event_log(model: World[Any], path: CheckerPath) -> str:

@@ -11,7 +11,7 @@ from fsm.checker import Checker, Report, Verdict, load_models, replay, violated_
 from fsm.checker.model import model_name
 
 ROOT = Path(__file__).resolve().parents[2]
-FILE = str(ROOT / "models" / "sessions" / "two_sessions.py")
+FILE = str(ROOT / "tests" / "models" / "two_sessions.py")
 
 PINNED: dict[str, tuple[int, int]] = {
     "guarded[after,silent,202,answers,reaper] sessions=2": (51412, 85225),

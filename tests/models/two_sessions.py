@@ -6,8 +6,8 @@ session's request although its id was presented in the first; the seed incident'
 and the mcp 2.3.0 client are checked again in this world and must violate what they
 violate in one session (the SDK client also resumes the reaped session's stream: P3).
 These spaces are ~30 times those of one session (every way the first session can end
-carries into the second), too large for ``make demo``'s check: ``tests/models`` checks
-them.
+carries into the second), too large for ``make demo``'s check of ``models/``: the tests
+check them (``test_sessions.py``).
 """
 
 from __future__ import annotations
