@@ -47,6 +47,7 @@ Contract
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -918,6 +919,46 @@ class Guard:
             del self._streams[victim.id]
 
 
+def rename_snapshot(
+    snap: tuple[Any, ...], keys: Mapping[RequestKey, RequestKey]
+) -> tuple[Any, ...]:
+    """The :meth:`Guard.snapshot` a guard would have taken had every request key ``k`` of
+    ``keys`` been ``keys[k]`` all along (keys not in ``keys`` are kept): records, stream
+    membership, and the causes of failures (their key, and the key's ``repr`` in their
+    message and evidence) are renamed; event ids are not. ``keys`` must be one-to-one.
+
+    The guard decides the same, up to the renaming, in the renamed state: no decision
+    depends on a key's value (a model checker's symmetry reduction rests on that, and
+    checks it on the full space of its models)."""
+    session, streams, requests, expired = snap
+    if not keys:
+        return snap
+    reprs = {repr(old): repr(new) for old, new in keys.items()}
+    pattern = re.compile("|".join(re.escape(r) for r in sorted(reprs, key=len, reverse=True)))
+
+    def text(value: str) -> str:
+        return pattern.sub(lambda m: reprs[m.group()], value)
+
+    def cause(c: Cause | None) -> Cause | None:
+        if c is None:
+            return None
+        key = keys.get(c.key, c.key) if c.key is not None else None
+        return c._replace(key=key, message=text(c.message), evidence=tuple(map(text, c.evidence)))
+
+    renamed = sorted(
+        ((keys.get(t[0], t[0]), (keys.get(t[0], t[0]), *t[1:11], cause(t[11]))) for t in requests),
+        key=lambda item: _key_order((item[0], None)),
+    )
+    return (
+        session,
+        tuple(
+            (*t[:10], cause(t[10]), tuple(keys.get(k, k) for k in t[11]), *t[12:]) for t in streams
+        ),
+        tuple(record for _, record in renamed),
+        expired,
+    )
+
+
 def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...], str] | None:
     """Why ``st`` must not be resumed now, as ``(message, evidence, reason)``, or ``None``."""
     if st.cursor is None:
@@ -959,6 +1000,6 @@ def _as_replay(item: ev.SseEvent) -> ev.SseEvent:
     return ev.SseEvent(item.stream, item.data, item.event_id, item.retry_ms, True)
 
 
-def _key_order(item: tuple[RequestKey, _Request]) -> tuple[str, str, str]:
+def _key_order(item: tuple[RequestKey, object]) -> tuple[str, str, str]:
     session, rid = item[0]
     return (session, type(rid).__name__, str(rid).rjust(20))
