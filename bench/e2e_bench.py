@@ -36,7 +36,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bench.results import record, table
+from bench.results import record, run_quietly, table
 
 COUNT = 10_000
 REPEATS = 15
@@ -166,15 +166,7 @@ def long_session() -> None:
     ``e2e_long_session_growth_guarded_over_plain`` (the guarded client's late/early
     ratio over the plain client's: 1.0 when the guard adds nothing that grows with the
     session) and ``e2e_one_event_call_guarded_over_plain`` (early, per call)."""
-    import logging
-
-    import anyio
-
-    logging.disable(logging.WARNING)
-    try:
-        blocks = anyio.run(_long_sessions)
-    finally:
-        logging.disable(logging.NOTSET)
+    blocks = run_quietly(_long_sessions)
     # medians of five blocks: one block's time moves by a third on this machine
     early = {k: statistics.median(v[1 : 1 + WINDOW]) for k, v in blocks.items()}
     late = {k: statistics.median(v[-WINDOW:]) for k, v in blocks.items()}
@@ -208,15 +200,7 @@ def long_session() -> None:
 
 def main(repeats: int = REPEATS) -> dict[str, float]:
     """Measure, print a table, record the figures; returns them."""
-    import logging
-
-    import anyio
-
-    logging.disable(logging.WARNING)
-    try:
-        times = anyio.run(_measure, repeats)
-    finally:
-        logging.disable(logging.NOTSET)
+    times = run_quietly(_measure, repeats)
     wall = {k: [w for w, _ in v] for k, v in times.items()}
     cpu = {k: [c for _, c in v] for k, v in times.items()}
     plain, guarded = statistics.median(wall["plain"]), statistics.median(wall["guarded"])

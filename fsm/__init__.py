@@ -4,18 +4,24 @@ The core is sans-IO and imports only ``transitions``: declarations (:mod:`fsm.sp
 :mod:`fsm.machines`), their two runtimes (:mod:`fsm.runtime`, :mod:`fsm.tables`), the
 guard that clients embed (:mod:`fsm.guard`) with its events, actions, outcome table
 and errors. The model checker is :mod:`fsm.checker`; the optional extras are
-:mod:`fsm.render` (diagrams) and :mod:`fsm.mcpsdk` (the official ``mcp`` SDK).
+:mod:`fsm.render` (diagrams) and :mod:`fsm.mcpsdk` (the official ``mcp`` SDK); the
+conformance kit :mod:`fsm.testing` needs the ``testing`` extra (``hypothesis``).
 """
 
 from fsm import actions, events
 from fsm.errors import (
+    CallRejectedError,
     CapacityError,
     GuardError,
     GuardUsageError,
+    InputRoundsExceededError,
     InteractionFailed,
+    MalformedInputRequiredError,
+    QuestionReaskedError,
     RequestCancelledError,
     RequestId,
     RequestKey,
+    RequestStateExpiredError,
     ResumeBudgetSpentError,
     SessionExpiredError,
     StaleRequestError,
@@ -34,6 +40,9 @@ from fsm.outcomes import (
     SubmissionResult,
 )
 
+__version__ = "0.1.0"
+"""The distribution's version (``dead-or-resumable``; the wheel reads it from here)."""
+
 __all__ = [
     "DEFAULT_RULES",
     "LIVENESS",
@@ -41,6 +50,7 @@ __all__ = [
     "PRODUCT",
     "RESUME_RULES",
     "TRANSPORT",
+    "CallRejectedError",
     "CapacityError",
     "Classifier",
     "Guard",
@@ -48,12 +58,16 @@ __all__ = [
     "GuardError",
     "GuardUsageError",
     "HttpResult",
+    "InputRoundsExceededError",
     "InteractionFailed",
     "LivenessOracle",
+    "MalformedInputRequiredError",
     "OutcomeClass",
+    "QuestionReaskedError",
     "RequestCancelledError",
     "RequestId",
     "RequestKey",
+    "RequestStateExpiredError",
     "ResumeBudgetSpentError",
     "Rule",
     "SessionExpiredError",
@@ -61,6 +75,7 @@ __all__ = [
     "SubmissionFailedError",
     "SubmissionResult",
     "UnknownPendingRequestError",
+    "__version__",
     "actions",
     "default_oracle",
     "events",

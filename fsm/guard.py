@@ -20,7 +20,7 @@ Contract
   state is then unchanged.
 * Every interaction (each stream, and each request without an origin) ends with exactly
   one ``Complete`` or ``Fail`` action, never two.
-* Rules (DESIGN.md): the first delivery of an interactive request is presented once and
+* Rules: the first delivery of an interactive request is presented once and
   its client-side deadline recorded; a repeated delivery is never presented again (with a
   liveness assertion for an already-submitted request, the stored answer is resubmitted);
   a replayed request without liveness assertion past its deadline is dead; answer outcomes
@@ -46,12 +46,12 @@ Contract
 
 from __future__ import annotations
 
-import hashlib
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from fsm import events as ev
 from fsm.actions import (
@@ -87,11 +87,12 @@ from fsm.messages import (
     Response,
     ServerRequest,
     is_plain_notification,
+    params_digest,
     parse,
 )
 from fsm.outcomes import Classifier, OutcomeClass
 from fsm.spec import Scope
-from fsm.tables import CompiledMachine, Engine
+from fsm.tables import Engine, EngineName, make_engines
 
 LIVE_MARKER = "dead-or-resumable/live"
 """A server may put ``{"_meta": {LIVE_MARKER: true}}`` in a request's params to assert
@@ -298,19 +299,8 @@ class _Request:
         return self.answer
 
 
-def _digest(params: Mapping[str, Any] | None) -> int:
-    """A fingerprint of params without ``_meta``, to notice an id reused with other
-    parameters. Stable across processes (snapshots restore anywhere); ``_meta`` is left
-    out because a server may add a liveness marker to a replayed copy only."""
-    body = {k: v for k, v in params.items() if k != "_meta"} if params is not None else None
-    text = json.dumps(body, sort_keys=True, default=repr).encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
-
-
 _TERMINAL = {"transport": TRANSPORT.terminal, "liveness": LIVENESS.terminal}
 _NOTHING: tuple[Action, ...] = ()
-
-EngineName = Literal["transitions", "tables"]
 
 
 class Guard:
@@ -330,7 +320,7 @@ class Guard:
         self.config = config or GuardConfig()
         self._on_fire = on_fire
         self._clock = clock
-        self._engines: dict[str, Engine] = _make_engines(engine)
+        self._engines: dict[str, Engine] = make_engines(PRODUCT.machines, engine)
         self._engine_name: EngineName = engine
         self.session = ""
         self.expired = False
@@ -390,10 +380,8 @@ class Guard:
         st = self._streams.get(stream)
         if st is None or st.state != "open":
             return None
-        if event_id is not None:
-            if event_id in st.history:
-                return (Ignore("duplicate-event", event_id, stream=stream),)
-            self._advance(st, event_id)
+        if event_id is not None and not self._advance(st, event_id):
+            return (Ignore("duplicate-event", event_id, stream=stream),)
         return _NOTHING
 
     def state_of(self, key: RequestKey) -> str | None:
@@ -480,12 +468,7 @@ class Guard:
         if st.state in TRANSPORT.terminal:
             self._emit(Ignore("stream-terminal", f"{e.stream} is {st.state}", stream=e.stream))
             return
-        duplicate = False
-        if e.event_id is not None:
-            if e.event_id in st.history:
-                duplicate = True
-            else:
-                self._advance(st, e.event_id)
+        duplicate = e.event_id is not None and not self._advance(st, e.event_id)
         if e.retry_ms is not None:
             if isinstance(e.retry_ms, int) and not isinstance(e.retry_ms, bool) and e.retry_ms >= 0:
                 st.retry_ms = e.retry_ms
@@ -572,7 +555,7 @@ class Guard:
             self._fire("liveness", rec, "present")
             self._emit(Present(key, msg.method, msg.params))
             return
-        if rec.digest != _digest(msg.params) or rec.method != msg.method:
+        if rec.digest != params_digest(msg.params) or rec.method != msg.method:
             self._emit(
                 Ignore("id-reused", f"{key!r} redelivered with other method or params", key=key)
             )
@@ -765,16 +748,18 @@ class Guard:
             raise GuardUsageError(f"unknown stream {sid!r}")
         return st
 
-    def _advance(self, st: _Stream, event_id: str) -> None:
-        """An event id the stream never carried: it is the cursor now, and it is progress
-        (the budget of resumes without progress resets)."""
-        st.history.add(event_id)
+    def _advance(self, st: _Stream, event_id: str) -> bool:
+        """Whether ``event_id`` is one the stream never carried; such an id is the cursor
+        now, and it is progress (the budget of resumes without progress resets)."""
+        if not st.history.record(event_id):
+            return False
         st.cursor = event_id
         st.stalls = 0
+        return True
 
     def _track(self, key: RequestKey, st: _Stream, msg: ServerRequest, now: float) -> _Request:
         rec = _Request(
-            key, st.id, msg.method, _digest(msg.params), now + self.config.ttl(msg.method)
+            key, st.id, msg.method, params_digest(msg.params), now + self.config.ttl(msg.method)
         )
         self._requests[key] = rec
         self._live_requests += 1
@@ -934,6 +919,46 @@ class Guard:
             del self._streams[victim.id]
 
 
+def rename_snapshot(
+    snap: tuple[Any, ...], keys: Mapping[RequestKey, RequestKey]
+) -> tuple[Any, ...]:
+    """The :meth:`Guard.snapshot` a guard would have taken had every request key ``k`` of
+    ``keys`` been ``keys[k]`` all along (keys not in ``keys`` are kept): records, stream
+    membership, and the causes of failures (their key, and the key's ``repr`` in their
+    message and evidence) are renamed; event ids are not. ``keys`` must be one-to-one.
+
+    The guard decides the same, up to the renaming, in the renamed state: no decision
+    depends on a key's value (a model checker's symmetry reduction rests on that, and
+    checks it on the full space of its models)."""
+    session, streams, requests, expired = snap
+    if not keys:
+        return snap
+    reprs = {repr(old): repr(new) for old, new in keys.items()}
+    pattern = re.compile("|".join(re.escape(r) for r in sorted(reprs, key=len, reverse=True)))
+
+    def text(value: str) -> str:
+        return pattern.sub(lambda m: reprs[m.group()], value)
+
+    def cause(c: Cause | None) -> Cause | None:
+        if c is None:
+            return None
+        key = keys.get(c.key, c.key) if c.key is not None else None
+        return c._replace(key=key, message=text(c.message), evidence=tuple(map(text, c.evidence)))
+
+    renamed = sorted(
+        ((keys.get(t[0], t[0]), (keys.get(t[0], t[0]), *t[1:11], cause(t[11]))) for t in requests),
+        key=lambda item: _key_order((item[0], None)),
+    )
+    return (
+        session,
+        tuple(
+            (*t[:10], cause(t[10]), tuple(keys.get(k, k) for k in t[11]), *t[12:]) for t in streams
+        ),
+        tuple(record for _, record in renamed),
+        expired,
+    )
+
+
 def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...], str] | None:
     """Why ``st`` must not be resumed now, as ``(message, evidence, reason)``, or ``None``."""
     if st.cursor is None:
@@ -975,16 +1000,6 @@ def _as_replay(item: ev.SseEvent) -> ev.SseEvent:
     return ev.SseEvent(item.stream, item.data, item.event_id, item.retry_ms, True)
 
 
-def _key_order(item: tuple[RequestKey, _Request]) -> tuple[str, str, str]:
+def _key_order(item: tuple[RequestKey, object]) -> tuple[str, str, str]:
     session, rid = item[0]
     return (session, type(rid).__name__, str(rid).rjust(20))
-
-
-def _make_engines(name: EngineName) -> dict[str, Engine]:
-    if name == "tables":
-        return {m.name: CompiledMachine.compile(m) for m in PRODUCT.machines}
-    if name == "transitions":
-        from fsm.runtime import TransitionsMachine
-
-        return {m.name: TransitionsMachine(m) for m in PRODUCT.machines}
-    raise ValueError(f"unknown engine {name!r} (use 'transitions' or 'tables')")

@@ -30,7 +30,8 @@ from typing import Any
 from fsm import GuardConfig
 from fsm.history import EventHistory
 from fsm.world import Bounds, Deadline, Outcome, UserMode, World
-from models.guarded import CONFIG, GuardPolicy
+
+from .guarded import CONFIG, GuardPolicy
 
 REPLAY_CONFIG = replace(CONFIG, max_seen_event_ids=1)
 """The shipped policy's knobs with a window of one exact id: every replay leaves it."""
@@ -42,11 +43,14 @@ class WindowOnlyHistory(EventHistory):
 
     __slots__ = ()
 
-    def add(self, event_id: str) -> None:
+    def record(self, event_id: str) -> bool:
         recent: OrderedDict[str, None] = self.recent
+        if event_id in recent:
+            return False
         recent[event_id] = None
         if len(recent) > self.window:
             recent.popitem(last=False)
+        return True
 
 
 WINDOW_ONLY_CONFIG = replace(

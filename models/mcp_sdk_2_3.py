@@ -1,7 +1,7 @@
 """The official mcp 2.3.0 Python client, as measured (streamable HTTP, 2025-11-25).
 
 * No de-duplication: the dispatcher runs the elicitation callback for every delivery of
-  a request id (``shared/jsonrpc_dispatcher.py``: duplicate ids blind-overwrite).
+  a request id (``mcp/shared/jsonrpc_dispatcher.py``: duplicate ids blind-overwrite).
 * A POST stream that breaks after an event id reconnects with ``Last-Event-ID``; a clean
   end of the resumed connection reconnects with the *advanced* cursor and resets the
   attempt count (unbounded), an abrupt failure reconnects with the *original* cursor (the
@@ -15,6 +15,7 @@ The checker must find P2 and P7 violated.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from fsm.world import Bounds, Input, Output, World
@@ -40,7 +41,13 @@ class SdkPolicy:
     def init(self) -> Sdk:
         return Sdk()
 
+    def rename(self, c: Sdk, ids: Mapping[int, int], session: int) -> Sdk:
+        """``c`` holds no request id: renaming leaves it as it is."""
+        return c
+
     def step(self, c: Sdk, inp: Input) -> tuple[Sdk, tuple[Output, ...]]:
+        if inp[0] == "session":  # a new session and tool call: a fresh call's state
+            return Sdk(), ()
         if c.ended:
             return c, ()
         kind = inp[0]

@@ -12,7 +12,8 @@ is ended again.
 from __future__ import annotations
 
 from fsm.world import Bounds, World
-from models.guarded import CONFIG, POLICY, GuardPolicy, variants
+
+from .guarded import CONFIG, POLICY, GuardPolicy, variants
 
 GET_CUTS = 3
 

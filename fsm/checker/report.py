@@ -4,13 +4,14 @@ and text forms, and the :class:`Progress` line printed during long runs."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from fsm.checker.path import Path
 from fsm.checker.properties import Kind, Verdict
 
+PARTIAL = "(by the example found; the search was partial)"
 MARKS = {Verdict.HOLDS: "✓", Verdict.VIOLATED: "✗", Verdict.VACUOUS: "✗", Verdict.UNKNOWN: "?"}
 
 
@@ -33,9 +34,13 @@ class PropertyResult:
             "counterexample": self.path.to_json() if self.path is not None else None,
         }
 
-    def format_text(self) -> str:
+    def format_text(self, partial: bool = False) -> str:
+        """The verdict line (and trace). ``partial``: the run hit a bound, so a property
+        that holds says it holds by the example found in a partial search."""
         desc = f": {self.description}" if self.description else ""
         head = f"  {MARKS[self.verdict]} {self.name} {self.verdict.value}{desc}"
+        if partial and self.verdict is Verdict.HOLDS:
+            head += f" {PARTIAL}"
         if self.path is None:
             return head
         label = "example" if self.verdict is Verdict.HOLDS else "counterexample"
@@ -58,7 +63,11 @@ class Report:
     """Everything a run established. When ``complete`` is False a bound was hit: violations
     found are real, but no invariant, deadlock or termination property is reported as holding
     (their verdict is ``unknown``) and ``never_fired`` only means "not fired within the bound".
-    A ``sometimes`` whose example was found still holds: the example is a real path."""
+    A ``sometimes`` whose example was found still holds: the example is a real path.
+
+    With ``symmetry`` the run explored one representative per orbit: ``states`` and
+    ``transitions`` count representatives and their edges, and ``represented`` the states
+    of the full space they stand for (None when the model declares no orbit sizes)."""
 
     model: str
     states: int
@@ -68,6 +77,8 @@ class Report:
     complete: bool
     results: tuple[PropertyResult, ...]
     coverage: Coverage
+    symmetry: bool = False
+    represented: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -108,10 +119,27 @@ class Report:
     def summary(self) -> str:
         """TLC/Stateright-style one-liner: counts, depth, time and completeness."""
         status = "complete" if self.complete else "INCOMPLETE (bound hit; nothing proved)"
+        stands = ""
+        if self.symmetry:
+            full = "?" if self.represented is None else str(self.represented)
+            stands = f" (representatives of {full} under symmetry)"
         return (
-            f"{self.model}: states={self.states} transitions={self.transitions} "
+            f"{self.model}: states={self.states}{stands} transitions={self.transitions} "
             f"depth={self.depth} seconds={self.seconds:.2f} {status}"
         )
+
+    def brief_line(self, expected: Collection[str] = ()) -> str:
+        """One line: the summary and how many properties hold; with ``expected`` (the
+        model's ``expected_violations``, when it violates exactly those) says so."""
+        total = len(self.results)
+        if expected:
+            return (
+                f"{self.summary()}: violates {', '.join(sorted(expected))} as declared, "
+                f"the other {total - len(expected)} hold"
+            )
+        holding = total - len(self.failures())
+        partial = f" {PARTIAL}" if holding and not self.complete else ""
+        return f"{self.summary()}: {holding}/{total} properties hold{partial}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,6 +149,8 @@ class Report:
             "depth": self.depth,
             "seconds": round(self.seconds, 6),
             "complete": self.complete,
+            "symmetry": self.symmetry,
+            "represented": self.represented,
             "properties": {r.name: r.to_json() for r in self.results},
             "coverage": {
                 "fired": list(self.coverage.fired),
@@ -129,7 +159,8 @@ class Report:
         }
 
     def format_text(self) -> str:
-        lines = [self.summary()] + [r.format_text() for r in self.results]
+        partial = not self.complete
+        lines = [self.summary()] + [r.format_text(partial) for r in self.results]
         cov = self.coverage
         total = len(cov.fired) + len(cov.never_fired)
         if total:
@@ -141,13 +172,17 @@ class Report:
 
 @dataclass(frozen=True)
 class Progress:
-    """A snapshot of a running exploration (TLC-style progress line)."""
+    """A snapshot of a running exploration (TLC-style progress line): ``model`` names the
+    model; under symmetry ``represented`` counts the full-space states the ``states``
+    explored so far stand for (None without symmetry or orbit sizes)."""
 
     states: int
     transitions: int
     depth: int
     queue: int
     seconds: float
+    model: str = ""
+    represented: int | None = None
 
     @property
     def rate(self) -> float:
@@ -155,9 +190,15 @@ class Progress:
         return self.states / self.seconds if self.seconds > 0 else 0.0
 
     def format(self) -> str:
+        name = f" {self.model}" if self.model else ""
+        stands = ""
+        if self.represented is not None and self.seconds > 0:
+            full = self.represented / self.seconds
+            stands = f" (standing for {self.represented:,}: {full:,.0f}/s)"
         return (
-            f"progress: states={self.states:,} depth={self.depth} queue={self.queue:,} "
-            f"transitions={self.transitions:,} states/s={self.rate:,.0f} ({self.seconds:.0f}s)"
+            f"progress{name}: states={self.states:,}{stands} depth={self.depth} "
+            f"queue={self.queue:,} transitions={self.transitions:,} "
+            f"states/s={self.rate:,.0f} ({self.seconds:.0f}s)"
         )
 
 

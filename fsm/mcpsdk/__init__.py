@@ -23,6 +23,16 @@ Modules (import them explicitly; this ``__init__`` stays light on purpose):
 - :mod:`fsm.mcpsdk.demo`: ``python -m fsm demo [--json]``, the seed incident with the plain
   and the guarded client side by side.
 
+Protocol 2026-07-28 (input rounds, ``InputRequiredResult``; see ``docs/mrtr.md``):
+
+- :mod:`fsm.mcpsdk.mrtr_server`: a real ``MCPServer`` in 2026-07-28 mode whose sealed
+  ``requestState`` expires, and which restarts with a fresh key, on explicit command;
+  a one-question tool, a re-asking tool, a polling tool, a survey tool.
+- :mod:`fsm.mcpsdk.mrtr_adapter`: :func:`~fsm.mcpsdk.mrtr_adapter.guarded_call_tool`,
+  the MRTR rules around an unmodified mcp 2.3.0 ``Client``.
+- :mod:`fsm.mcpsdk.mrtr_demo`: the demo's second scene, plain vs guarded.
+- :mod:`fsm.mcpsdk.serving`: uvicorn on a bound socket, shared by both test servers.
+
 All traffic stays on 127.0.0.1. Faults are driven by explicit commands from the caller, never
 by timers racing the machine; every wait has a safety timeout.
 """

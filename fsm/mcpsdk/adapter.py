@@ -32,7 +32,10 @@ and timeouts apply) and sits between the wire and the SDK:
   ``Last-Event-ID`` = the guard's cursor (never older than the newest id seen: the SDK's
   stale-cursor re-resume cannot happen) and splices the new connection into the same body.
   The SDK's own reconnect loop (stale cursor, two attempts) is therefore never entered for
-  a stream the adapter tracks. A resume ``GET`` answered 404 means the session is gone.
+  a stream the adapter tracks. A resume ``GET`` that opens no event stream is judged by its
+  status, the JSON body (first 64 KiB) and ``Retry-After`` (:data:`fsm.outcomes.RESUME_RULES`,
+  the same reading as an answer POST's): 404 means the session is gone, 400, 405 and 406
+  end the stream, 409, 429 and 5xx are retried within the stream's budgets.
 * **Answer POSTs are the guard's.** The SDK's POST of an elicitation answer is answered
   ``202`` locally at once; the guard's ``Submit`` actions are performed by the adapter in
   the background with the same HTTP client, their status and body classified
@@ -474,15 +477,12 @@ class _Engine:
     async def _post(self, body: Mapping[str, Any]) -> SubmissionResult:
         if self.expired is not None:
             return SubmissionResult(404, None)
+        req = self.http.build_request("POST", self.url, json=dict(body), headers=self.headers())
         try:
-            resp = await self.http.post(self.url, json=dict(body), headers=self.headers())
+            resp = await self.http.send(req, stream=True)
         except httpx2.HTTPError as exc:
             return SubmissionResult(None, None, type(exc).__name__)
-        parsed: Mapping[str, Any] | None = None
-        with contextlib.suppress(ValueError):
-            value = resp.json() if resp.content else None
-            parsed = value if isinstance(value, Mapping) else None
-        return SubmissionResult(resp.status_code, parsed, None, _retry_after(resp))
+        return await _http_result(resp)
 
 
 _NOTIFICATION_PREFIX = '{"jsonrpc":"2.0","method":"'
@@ -532,6 +532,34 @@ def _origin_of(stream: str) -> Any:
 
 def _stream_name(origin: Any) -> str:
     return f"post:{json.dumps(origin)}"
+
+
+_RESULT_BODY_LIMIT = 64 * 1024
+"""Bytes of a response body read to classify an answer POST or a failed resume GET."""
+
+
+async def _http_result(resp: httpx2.Response) -> SubmissionResult:
+    """What the outcome tables (:mod:`fsm.outcomes`) read of a response that opened no
+    event stream: its status, the JSON object its body holds (``None`` if the body is
+    empty, not JSON, not an object, or longer than 64 KiB: only that much is read) and
+    ``Retry-After`` in seconds. Closes ``resp``; a body that breaks off while read is
+    taken as far as it came."""
+    data = bytearray()
+    try:
+        async for chunk in resp.aiter_bytes():
+            data += chunk
+            if len(data) > _RESULT_BODY_LIMIT:
+                break
+    except httpx2.HTTPError as exc:
+        logger.debug("response body broke off: %r", exc)
+    finally:
+        await resp.aclose()
+    parsed: Mapping[str, Any] | None = None
+    if data and len(data) <= _RESULT_BODY_LIMIT:
+        with contextlib.suppress(ValueError, RecursionError):
+            value = json.loads(bytes(data))
+            parsed = value if isinstance(value, Mapping) else None
+    return SubmissionResult(resp.status_code, parsed, None, _retry_after(resp))
 
 
 def _retry_after(resp: httpx2.Response) -> float | None:
@@ -923,8 +951,10 @@ class _GuardedBody(httpx2.AsyncByteStream):
             if resp.status_code == 200 and ctype == "text/event-stream":
                 e.feed(ev.StreamResumed(stream))
                 return resp
-            await resp.aclose()
-            actions = e.feed(ev.ResumeRefused(stream, resp.status_code))
+            got = await _http_result(resp)
+            actions = e.feed(
+                ev.ResumeRefused(stream, got.status, body=got.body, retry_after=got.retry_after)
+            )
 
 
 # --------------------------------------------------------------------------- the session

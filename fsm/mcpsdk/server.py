@@ -55,12 +55,11 @@ import logging
 import socket
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
-import uvicorn
 from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import (
@@ -76,6 +75,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import ServerMessageMetadata
 from mcp.types.jsonrpc import JSONRPCMessage
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from fsm.mcpsdk.serving import serving
 
 __all__ = [
     "DeadlineFlavour",
@@ -499,9 +500,25 @@ def _session_of(ctx: Context) -> str:
     return str(headers.get("mcp-session-id", ""))
 
 
+@contextlib.contextmanager
+def _logging_untouched() -> Iterator[None]:
+    """Undo what the block does to the root logger: ``MCPServer()`` calls
+    ``logging.basicConfig(level="INFO")``, which would turn on every library's INFO
+    logging in the embedding process."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
+
+
 def build_server(controller: ServerController, *, name: str = "fsm-harness") -> MCPServer:
-    """The MCPServer with the harness tools, wired to ``controller``."""
-    mcp = MCPServer(name)
+    """The MCPServer with the harness tools, wired to ``controller``. Building it leaves
+    the process's logging configuration as it was."""
+    with _logging_untouched():
+        mcp = MCPServer(name, log_level="WARNING")
 
     @mcp.tool()
     async def delete_files(
@@ -721,38 +738,8 @@ async def running_server(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = int(sock.getsockname()[1])
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        lifespan="on",
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=max(1, int(shutdown_timeout)),
-    )
-    server = uvicorn.Server(config)
-    stopped = anyio.Event()
-
-    async def serve() -> None:
-        try:
-            await server.serve([sock])
-        finally:
-            stopped.set()
-
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(serve)
-            with anyio.fail_after(10):
-                while not server.started:  # startup poll, not test synchronisation
-                    if stopped.is_set():
-                        raise RuntimeError("uvicorn failed to start")
-                    await anyio.sleep(0.005)
-            try:
-                yield RunningServer(f"http://127.0.0.1:{port}/mcp", "127.0.0.1", port, controller)
-            finally:
-                server.should_exit = True
-                with anyio.move_on_after(shutdown_timeout + 2, shield=True):
-                    await stopped.wait()
-                tg.cancel_scope.cancel()
+        async with serving(app, sock, log_level=log_level, shutdown_timeout=shutdown_timeout):
+            yield RunningServer(f"http://127.0.0.1:{port}/mcp", "127.0.0.1", port, controller)
     finally:
         sock.close()

@@ -193,6 +193,30 @@ def test_missing_field_is_malformed(tmp_path: Path) -> None:
     assert main([str(path), "--json"]) == 2
 
 
+def test_nesting_bomb_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bomb.jsonl"
+    path.write_text(log(DELIVER) + "[" * 100_000 + "\n")
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line 3: nested too deeply" in err, err
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", log()])
+def test_empty_log_says_so_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """No record (nothing, blank lines, a header alone) proves nothing: not 'conforms'."""
+    path = tmp_path / "empty.jsonl"
+    path.write_text(text)
+    assert main([str(path)]) == 2
+    captured = capsys.readouterr()
+    assert "empty log (no records to audit)" in captured.err and captured.out == ""
+    assert main([str(path), "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["records"] == 0
+
+
 def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "nope.jsonl")]) == 2
     assert "nope.jsonl" in capsys.readouterr().err

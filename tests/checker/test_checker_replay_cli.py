@@ -212,9 +212,14 @@ def test_cli_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         "depth",
         "seconds",
         "complete",
+        "symmetry",
+        "represented",
         "properties",
         "coverage",
+        "expected_violations",
+        "passed",
     }
+    assert first["expected_violations"] == [] and first["passed"] is False
     assert (first["model"], first["states"], first["transitions"], first["depth"]) == (
         "a",
         6,
