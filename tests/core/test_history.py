@@ -13,7 +13,7 @@ import tracemalloc
 
 from fsm.history import FINGERPRINT_BITS, EventHistory
 
-_BUCKET_BITS = 10  # the module's layout: 10 bits pick the bucket, the next 48 are stored
+# the module's layout: the hash's low 10 bits pick the bucket, its top 48 bits are stored
 
 
 class Hashed(str):
@@ -35,13 +35,13 @@ class Hashed(str):
 
 def _id(text: str, record: bytes, bucket: int = 5) -> Hashed:
     """An id whose fingerprint in bucket ``bucket`` is the 6 bytes ``record``."""
-    return Hashed(text, (int.from_bytes(record, "little") << _BUCKET_BITS) | bucket)
+    return Hashed(text, int.from_bytes(bytes([bucket, 0]) + record, "little", signed=True))
 
 
 def _filled(window: int, cap: int, ids: list[str]) -> EventHistory:
     history = EventHistory(window, cap)
     for event_id in ids:
-        history.add(event_id)
+        assert history.record(event_id)  # new to the stream
     return history
 
 
@@ -66,7 +66,7 @@ def test_an_id_never_carried_is_not_in_the_history() -> None:
 
 
 def test_non_string_ids_never_match_a_fingerprint() -> None:
-    carried = _id("carried", b"abcdef")
+    carried = _id("carried", b"abc\x00\x00\x00")  # a hash an int can have
     history = _filled(1, 10, [carried, "e-next"])  # carried is a fingerprint now
     assert carried in history
     assert hash(carried.h) == carried.h and carried.h not in history  # an int, same hash
@@ -112,7 +112,7 @@ def test_no_id_matches_the_tail_of_one_record_and_the_head_of_the_next() -> None
 def test_once_cap_fingerprints_are_stored_the_history_is_full() -> None:
     history = _filled(2, 3, [f"e{n}" for n in range(5)])  # 3 fingerprints, window full
     assert history.count == 3 and not history.full
-    history.add("e5")  # e3 leaves the window with no room for its fingerprint
+    history.record("e5")  # e3 leaves the window with no room for its fingerprint
     assert history.full and history.count == 3
     assert "e3" not in history and "e2" in history and "e5" in history
     assert len(history) == 5
@@ -121,16 +121,16 @@ def test_once_cap_fingerprints_are_stored_the_history_is_full() -> None:
 def test_a_cap_of_zero_keeps_only_the_window() -> None:
     history = _filled(2, 0, ["a", "b"])
     assert not history.full
-    history.add("c")
+    history.record("c")
     assert history.full and "a" not in history and len(history) == 2
 
 
 def test_bounds_below_their_minimum_are_raised_to_it() -> None:
     history = EventHistory(0, -5)
     assert (history.window, history.cap) == (1, 0)
-    history.add("a")
+    history.record("a")
     assert not history.full
-    history.add("b")
+    history.record("b")
     assert history.full and "b" in history and "a" not in history
 
 
@@ -143,7 +143,7 @@ def test_freeze_and_thaw_keep_every_answer() -> None:
     assert [i in copy for i in ids] == [i in history for i in ids]
     assert (copy.count, copy.full, list(copy.recent)) == (30, True, ids[-4:])
     assert copy.freeze() == frozen
-    copy.add("e-new")  # the copy is independent of the original
+    copy.record("e-new")  # the copy is independent of the original
     assert "e-new" not in history
 
 
@@ -157,7 +157,7 @@ def test_nbytes_reports_the_memory_the_history_holds() -> None:
     def build() -> EventHistory:
         history = EventHistory(500, 100_000)
         for n in range(5_000):
-            history.add(f"event-{n:06d}-" + "x" * 40)
+            history.record(f"event-{n:06d}-" + "x" * 40)
         return history
 
     tracemalloc.start()
@@ -173,3 +173,11 @@ def test_nbytes_reports_the_memory_the_history_holds() -> None:
     window_only = _filled(500, 0, [f"event-{n:06d}-" + "x" * 40 for n in range(500)])
     strings = sum(sys.getsizeof(i) for i in window_only.recent)
     assert window_only.nbytes() > strings + sys.getsizeof(window_only.recent)
+
+
+def test_record_says_whether_an_id_is_new_and_stores_it_once() -> None:
+    history = _filled(2, 10, ["a", "b", "c"])  # a is a fingerprint
+    assert not history.record("a") and not history.record("c")
+    assert (history.count, list(history.recent)) == (1, ["b", "c"])
+    assert history.record("d") and list(history.recent) == ["c", "d"]
+    assert history.count == 2
