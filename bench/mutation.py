@@ -98,8 +98,8 @@ COLUMNS = ("killed", "timed out", "survived", "equivalent", "import-time", "not 
 
 
 def summarise(path: str, argued: dict[str, str], at_import: dict[str, str]) -> dict[str, Any]:
-    """One file's counts (``COLUMNS``, ``mutants``, ``killed %``) and its unexplained
-    survivors (``survivors``)."""
+    """One file's counts (``COLUMNS``, ``mutants``, ``killed %``: ``None`` before any run
+    of it) and its unexplained survivors (``survivors``)."""
     status = outcomes(path)
     columns = {n: _column(n, s, argued, at_import) for n, s in status.items()}
     count = Counter(c if c in COLUMNS else "not checked" for c in columns.values())
@@ -108,7 +108,7 @@ def summarise(path: str, argued: dict[str, str], at_import: dict[str, str]) -> d
     return {
         "mutants": len(status),
         **{c: count[c] for c in COLUMNS},
-        "killed %": round(100.0 * detected / judged, 1) if judged else 0.0,
+        "killed %": round(100.0 * detected / judged, 1) if judged else None,
         "survivors": sorted(n for n, c in columns.items() if c == "survived"),
     }
 
@@ -119,7 +119,8 @@ def report(seconds: tuple[float, float, int] | None = None) -> int:
     argued, at_import = equivalents(), import_time()
     summary = {path: summarise(path, argued, at_import) for path in files()}
     header = ("file", "mutants", *COLUMNS, "killed %")
-    results.table([(p, *(f[h] for h in header[1:])) for p, f in summary.items()], header=header)
+    rows = [(p, *("-" if f[h] is None else f[h] for h in header[1:])) for p, f in summary.items()]
+    results.table(rows, header=header)
     out: dict[str, Any] = {
         p: {k.replace(" ", "_").replace("%", "pct"): v for k, v in f.items() if k != "survivors"}
         for p, f in summary.items()
@@ -140,10 +141,13 @@ def report(seconds: tuple[float, float, int] | None = None) -> int:
     for f in summary.values():
         for name in f["survivors"]:
             print("survived:", name)
-    low = [p for p, f in summary.items() if f["killed %"] < 95.0]
+    unmeasured = [p for p, f in summary.items() if f["killed %"] is None]
+    if unmeasured:
+        print("not measured yet:", ", ".join(unmeasured))
+    low = [p for p, f in summary.items() if f["killed %"] is not None and f["killed %"] < 95.0]
     if low:
         print("below 95% killed:", ", ".join(low))
-    return 1 if low or stale else 0
+    return 1 if low or stale or unmeasured else 0
 
 
 def run(names: list[str], workers: int) -> int:
