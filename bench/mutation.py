@@ -122,7 +122,11 @@ def report(seconds: tuple[float, float, int] | None = None) -> int:
     rows = [(p, *("-" if f[h] is None else f[h] for h in header[1:])) for p, f in summary.items()]
     results.table(rows, header=header)
     out: dict[str, Any] = {
-        p: {k.replace(" ", "_").replace("%", "pct"): v for k, v in f.items() if k != "survivors"}
+        p: {
+            k.replace(" ", "_").replace("-", "_").replace("%", "pct"): v
+            for k, v in f.items()
+            if k != "survivors"
+        }
         for p, f in summary.items()
     }
     if seconds is not None:
