@@ -8,6 +8,7 @@ flat over thousands of tool calls.
 
 from __future__ import annotations
 
+import gc
 import pickle
 import tracemalloc
 
@@ -136,9 +137,11 @@ def test_a_long_session_keeps_the_monitor_flat() -> None:
         for n in range(300):
             _interaction(og, n)
         facts = _facts(og.monitor.state)
+        gc.collect()  # cyclic garbage left by earlier tests is not growth of this one
         base = tracemalloc.get_traced_memory()[0]
         for n in range(300, 2_300):
             _interaction(og, n)
+        gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - base
     finally:
         tracemalloc.stop()
