@@ -85,9 +85,10 @@ What it cannot see or fix
 * **Standalone GET stream.** When the guard gives up on it, its body ends and the SDK's
   own attempts to resume it are refused locally (405); server-initiated messages that
   would have come on it afterwards are lost for the session.
-* Version pin: the behaviour relied on (the SDK reading the body incrementally, resolving
+* Versions: the behaviour relied on (the SDK reading the body incrementally, resolving
   a request on an SSE JSON-RPC response, answering via a POST whose status it ignores) is
-  that of mcp 2.3.0; :func:`check_sdk_version` refuses other versions unless told not to.
+  that of every mcp 2.x release tested (2.0.0 to 2.3.0); :func:`check_sdk_version` refuses
+  releases outside :data:`SUPPORTED_SDK` (``mcp>=2.0.0,<3.0.0``) unless told not to.
 """
 
 from __future__ import annotations
@@ -102,7 +103,6 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import IO, Any
 
 import anyio
@@ -117,6 +117,8 @@ from fsm import events as ev
 from fsm import trace
 from fsm.errors import InteractionFailed, RequestKey, SessionExpiredError
 from fsm.guard import Guard, GuardConfig
+from fsm.mcpsdk.sdkversion import MCP1, MCP2
+from fsm.mcpsdk.sdkversion import check_sdk_version as _check_range
 from fsm.messages import CANCELLED, is_plain_notification
 from fsm.observe import ObservedGuard
 from fsm.outcomes import SubmissionResult
@@ -132,8 +134,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_SDK = "2.3.0"
-"""The mcp version whose behaviour this adapter was written against and tested with."""
+SUPPORTED_SDK = MCP2
+"""The mcp releases this adapter was written against (every 2.x release is tested)."""
 
 GET_STREAM = "get"
 _LOCAL_HEADER = "x-fsm-guard"
@@ -141,15 +143,9 @@ _STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
 
 
 def check_sdk_version(strict: bool = True) -> str:
-    """The installed mcp version; raises ``RuntimeError`` if it is not
-    :data:`SUPPORTED_SDK` and ``strict``."""
-    version = metadata.version("mcp")
-    if strict and version != SUPPORTED_SDK:
-        raise RuntimeError(
-            f"fsm.mcpsdk.adapter supports mcp=={SUPPORTED_SDK}, found {version}; "
-            "pass strict_sdk=False to try anyway"
-        )
-    return version
+    """The installed mcp version; raises ``RuntimeError`` naming the supported ranges if it
+    is outside :data:`SUPPORTED_SDK` and ``strict``."""
+    return _check_range(SUPPORTED_SDK, others=(MCP1,), strict=strict)
 
 
 # --------------------------------------------------------------------------- SSE parsing

@@ -36,10 +36,10 @@ could overtake the server's clean-up of the connection just cut and find the req
 still attached (the SDK then replays and ends the GET instead of attaching the live tail),
 which would make the scenarios depend on machine speed.
 
-Limits: a test server, not a production one.  It relies on two private details of mcp
-2.3.0 (``ServerSession._request_outbound`` for the silent deadline and the session
-manager's ``_admit_session``/``_server_instances`` for per-session stores and expiry), which
-is why the extra pins ``mcp==2.3.0``.
+Limits: a test server, not a production one.  It relies on private details of the mcp 2.x
+server that every 2.x release shares (``ServerSession._request_outbound`` for the silent
+deadline; the session manager's ``_server_instances``/``_session_owners`` tables for
+per-session stores and expiry), which is why each supported release is tested.
 """
 
 from __future__ import annotations
@@ -385,7 +385,13 @@ class ServerController:
         transport = manager._server_instances.get(session_id)
         if transport is None:
             return
-        await manager._discard_session(session_id, transport)
+        # what the manager does for a DELETE or an idle timeout, in every release: forget
+        # the id first (404 from now on), then terminate the transport
+        manager._server_instances.pop(session_id, None)
+        manager._session_owners.pop(session_id, None)
+        if not transport.is_terminated:
+            with anyio.CancelScope(shield=True):
+                await transport.terminate()
         if isinstance(self.store, SessionScopedEventStore):
             self.store.forget_session(session_id)
         self.record("session_expired", session_id)
@@ -613,11 +619,10 @@ def build_app(
     else:
         assert not isinstance(event_store, str)
         store = event_store
-    app = mcp.streamable_http_app(
-        event_store=store,
-        retry_interval=retry_interval_ms,
-        session_idle_timeout=session_idle_timeout,
-    )
+    extra: dict[str, Any] = {}
+    if session_idle_timeout is not None:  # a keyword of mcp 2.2 on
+        extra["session_idle_timeout"] = session_idle_timeout
+    app = mcp.streamable_http_app(event_store=store, retry_interval=retry_interval_ms, **extra)
     manager = mcp.session_manager
     controller.manager = manager
     controller.store = store
@@ -626,18 +631,27 @@ def build_app(
     return _HarnessMiddleware(app, controller, order_timeout)
 
 
+class _Sessions(dict[str, Any]):
+    """The manager's session table, giving each new session's transport its own store view.
+
+    Every SDK release registers a new session's transport in ``_server_instances`` before
+    the transport handles its first request (stores nothing before that), so hooking the
+    table's insertion works whatever the manager's internals around it look like.
+    """
+
+    def __init__(self, store: SessionScopedEventStore, *args: Any) -> None:
+        super().__init__(*args)
+        self._store = store
+
+    def __setitem__(self, session_id: str, transport: Any) -> None:
+        transport._event_store = self._store.for_session(session_id)
+        super().__setitem__(session_id, transport)
+
+
 def _install_scoped_views(
     manager: StreamableHTTPSessionManager, store: SessionScopedEventStore
 ) -> None:
-    admit = manager._admit_session
-
-    def admit_scoped(requestor: Any) -> Any:
-        transport = admit(requestor)
-        if transport is not None and transport.mcp_session_id is not None:
-            transport._event_store = store.for_session(transport.mcp_session_id)
-        return transport
-
-    setattr(manager, "_admit_session", admit_scoped)  # noqa: B010 (instance-level override)
+    manager._server_instances = _Sessions(store, manager._server_instances)
 
 
 @dataclass
