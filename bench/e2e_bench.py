@@ -3,7 +3,7 @@
 The harness server's ``stream_progress`` tool emits 10,000 ``notifications/progress`` on
 the call's SSE stream (each stored in the event store, so each carries an event id). The
 unmodified mcp 2.3.0 client (``ClientSession`` over ``streamable_http_client``) and the
-same client wrapped by :func:`fsm.mcpsdk.adapter.guarded_session` each call it, directly
+same client wrapped by :func:`fsm.adapters.mcp2.guarded_session` each call it, directly
 on 127.0.0.1 (no proxy: the proxy's relaying would dilute the difference), in a fresh
 session per run, runs interleaved plain/guarded so drift hits both alike. The time is
 from the call until the last progress callback ran (callbacks may trail the result).
@@ -58,7 +58,7 @@ async def _plain(url: str, http: Any) -> AsyncIterator[Any]:
 
 @contextlib.asynccontextmanager
 async def _guarded(url: str, http: Any) -> AsyncIterator[Any]:
-    from fsm.mcpsdk.adapter import guarded_session
+    from fsm.adapters.mcp2 import guarded_session
 
     async with guarded_session(url, http_client=http) as session:
         yield session
@@ -110,7 +110,7 @@ async def _one(kind: str, url: str) -> tuple[float, float]:
 
 
 async def _measure(repeats: int) -> dict[str, list[tuple[float, float]]]:
-    from fsm.mcpsdk.server import running_server
+    from fsm.harness.server import running_server
 
     times: dict[str, list[tuple[float, float]]] = {"plain": [], "guarded": []}
     async with running_server() as server:
@@ -136,7 +136,7 @@ async def _long_sessions() -> dict[str, list[float]]:
     import anyio
     import httpx2
 
-    from fsm.mcpsdk.server import running_server
+    from fsm.harness.server import running_server
 
     per_block: dict[str, list[float]] = {"plain": [], "guarded": []}
     async with (

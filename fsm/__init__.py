@@ -4,7 +4,8 @@ The core is sans-IO and imports only ``transitions``: declarations (:mod:`fsm.sp
 :mod:`fsm.machines`), their two runtimes (:mod:`fsm.runtime`, :mod:`fsm.tables`), the
 guard that clients embed (:mod:`fsm.guard`) with its events, actions, outcome table
 and errors. The model checker is :mod:`fsm.checker`; the optional extras are
-:mod:`fsm.render` (diagrams) and :mod:`fsm.mcpsdk` (the official ``mcp`` SDK).
+:mod:`fsm.render` (diagrams), :mod:`fsm.adapters` (the official ``mcp`` SDK's clients)
+and :mod:`fsm.harness` (a real loopback server, proxy and scenarios).
 """
 
 from fsm import actions, events

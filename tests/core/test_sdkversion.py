@@ -6,7 +6,7 @@ from importlib import metadata
 
 import pytest
 
-from fsm.mcpsdk.sdkversion import MCP1, MCP2, SdkRange, check_sdk_version, release_of
+from fsm.adapters.sdkversion import MCP1, MCP2, SdkRange, check_sdk_version, release_of
 
 
 def test_release_parsing() -> None:

@@ -77,8 +77,8 @@ def check_sdk_version(
     return version
 
 
-MCP2 = SdkRange("mcp", (2, 0, 0), (3, 0, 0), "fsm.mcpsdk.adapter")
+MCP2 = SdkRange("mcp", (2, 0, 0), (3, 0, 0), "fsm.adapters.mcp2")
 """The mcp 2.x line (``httpx2``, concurrent dispatch): every release from 2.0.0 on is tested."""
 
-MCP1 = SdkRange("mcp", (1, 24, 0), (2, 0, 0), "fsm.mcpsdk.adapter_v1")
+MCP1 = SdkRange("mcp", (1, 24, 0), (2, 0, 0), "fsm.adapters.mcp1")
 """The mcp 1.x maintenance line from 1.24 (the first with ``streamable_http_client``)."""

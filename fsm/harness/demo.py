@@ -1,8 +1,8 @@
 """``python -m fsm demo [--json]``: the seed incident, plain client vs guarded client.
 
-Runs the ``seed`` scenario (:mod:`fsm.mcpsdk.scenarios`) twice against a real mcp 2.3.0
+Runs the ``seed`` scenario (:mod:`fsm.harness.scenarios`) twice against a real mcp 2.3.0
 server on 127.0.0.1 behind the fault proxy: once with the unmodified SDK client, once with
-the same client wrapped by :func:`fsm.mcpsdk.adapter.guarded_session`. Prints, side by
+the same client wrapped by :func:`fsm.adapters.mcp2.guarded_session`. Prints, side by
 side, how often the same elicitation was presented, the answer POSTs and their statuses,
 every resume with its ``Last-Event-ID`` cursor, and how the call ended.
 
@@ -58,8 +58,8 @@ def _side(result: Any, violations: list[str] | None = None) -> dict[str, Any]:
 
 
 async def _run() -> dict[str, Any]:
-    from fsm.mcpsdk.adapter import GuardedSession
-    from fsm.mcpsdk.scenarios import capturing_guarded_client, plain_client, run_scenario
+    from fsm.adapters.mcp2 import GuardedSession
+    from fsm.harness.scenarios import capturing_guarded_client, plain_client, run_scenario
 
     sessions: list[GuardedSession] = []
     plain = await run_scenario("seed", plain_client)
@@ -93,7 +93,7 @@ def _cell(side: dict[str, Any], what: str) -> list[str]:
 
 def _table(report: dict[str, Any]) -> str:
     width = 50
-    lines = [f"{'':<14}{'plain mcp 2.3.0 client':<{width}}guarded (fsm.mcpsdk.adapter)"]
+    lines = [f"{'':<14}{'plain mcp 2.3.0 client':<{width}}guarded (fsm.adapters.mcp2)"]
     lines.append("-" * (14 + 2 * width))
     for what, label in (
         ("presentations", "presented"),

@@ -1,4 +1,5 @@
-"""Guard an unmodified mcp 2.3.0 client: ``guarded_session(url, ...)``.
+"""The guarded-transport core both SDK adapters share (:mod:`fsm.adapters.mcp2`,
+:mod:`fsm.adapters.mcp1`).
 
 An application that already talks to a server with ``ClientSession`` over
 ``streamable_http_client`` swaps two lines::
@@ -7,12 +8,17 @@ An application that already talks to a server with ``ClientSession`` over
         result = await session.call_tool("delete_files", {"files": [...]})
 
 and gets the guard's decisions (:mod:`fsm.guard`) on every inbound message, every answer and
-every resume, plus one typed terminal error per failed interaction.
+every resume, plus one typed terminal error per failed interaction. This module is what the
+two SDK lines share: SSE teeing, resume splicing, answer submission, the typed error, the
+event log. What differs between them (the HTTP library's types: ``httpx2`` for mcp 2.x,
+``httpx`` for 1.x; how the SDK's transport is opened) is an :class:`SdkBinding`; the core's
+classes are bound to the library's base classes by :func:`bind`. Nothing the guard decides
+depends on the SDK line.
 
 How it works (public seams only)
 --------------------------------
-The SDK's ``streamable_http_client`` is given an ``httpx2.AsyncClient`` whose transport is
-:class:`GuardedTransport`. That transport forwards every HTTP request through the
+The SDK's ``streamable_http_client`` is given an ``AsyncClient`` of its HTTP library whose
+transport is :class:`GuardedTransport`. That transport forwards every HTTP request through the
 application's own ``http_client`` (``AsyncClient.send(..., stream=True)``: its hooks, auth
 and timeouts apply) and sits between the wire and the SDK:
 
@@ -62,7 +68,7 @@ and timeouts apply) and sits between the wire and the SDK:
 
 What it cannot see or fix
 -------------------------
-* **Replay flag.** mcp 2.3.0 servers send no "replayed" marker: every event arriving on a
+* **Replay flag.** mcp servers (1.x and 2.x) send no "replayed" marker: every event arriving on a
   resumed connection is taken as a replay (the guard's conservative inference). A live
   request first delivered on a resumed connection is still presented (it is new); only a
   *repeated* delivery past its client-side deadline is judged stale.
@@ -85,10 +91,10 @@ What it cannot see or fix
 * **Standalone GET stream.** When the guard gives up on it, its body ends and the SDK's
   own attempts to resume it are refused locally (405); server-initiated messages that
   would have come on it afterwards are lost for the session.
-* Versions: the behaviour relied on (the SDK reading the body incrementally, resolving
-  a request on an SSE JSON-RPC response, answering via a POST whose status it ignores) is
-  that of every mcp 2.x release tested (2.0.0 to 2.3.0); :func:`check_sdk_version` refuses
-  releases outside :data:`SUPPORTED_SDK` (``mcp>=2.0.0,<3.0.0``) unless told not to.
+* **Versions.** The behaviour relied on (the SDK reading the body incrementally, resolving
+  a request on an SSE JSON-RPC response, answering via a POST) is not a documented
+  contract: each binding states the releases it accepts (:mod:`fsm.adapters.sdkversion`),
+  every release in the range is tested, and others are refused unless told not to.
 """
 
 from __future__ import annotations
@@ -102,50 +108,64 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 import anyio
-import httpx2
 from anyio.abc import TaskGroup
-from mcp import ClientSession, types
-from mcp.client.session import ClientRequestContext, ElicitationFnT
-from mcp.client.streamable_http import streamable_http_client
 
 from fsm import actions as act
 from fsm import events as ev
 from fsm import trace
+from fsm.adapters.sdkversion import SdkRange, check_sdk_version
 from fsm.errors import InteractionFailed, RequestKey, SessionExpiredError
 from fsm.guard import Guard, GuardConfig
-from fsm.mcpsdk.sdkversion import MCP1, MCP2
-from fsm.mcpsdk.sdkversion import check_sdk_version as _check_range
 from fsm.messages import CANCELLED, is_plain_notification
 from fsm.observe import ObservedGuard
 from fsm.outcomes import SubmissionResult
 from fsm.properties import EventSeen, Observation, Violation
 
 __all__ = [
-    "SUPPORTED_SDK",
+    "Bound",
     "GuardedSession",
     "GuardedTransport",
-    "check_sdk_version",
-    "guarded_session",
+    "SdkBinding",
+    "bind",
+    "open_guarded_session",
 ]
 
 logger = logging.getLogger(__name__)
-
-SUPPORTED_SDK = MCP2
-"""The mcp releases this adapter was written against (every 2.x release is tested)."""
 
 GET_STREAM = "get"
 _LOCAL_HEADER = "x-fsm-guard"
 _STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
 
+Connect = Callable[[str, Any], AbstractAsyncContextManager[tuple[Any, Any]]]
+"""``connect(url, http_client)``: the SDK's transport, yielding ``(read, write)``."""
 
-def check_sdk_version(strict: bool = True) -> str:
-    """The installed mcp version; raises ``RuntimeError`` naming the supported ranges if it
-    is outside :data:`SUPPORTED_SDK` and ``strict``."""
-    return _check_range(SUPPORTED_SDK, others=(MCP1,), strict=strict)
+
+@dataclass(frozen=True)
+class SdkBinding:
+    """What differs between the SDK lines the core serves; nothing the guard decides.
+
+    ``hx`` is the SDK's HTTP library module (``httpx2`` for mcp 2.x, ``httpx`` for 1.x: one
+    API, distinct types); ``connect`` opens the SDK's streamable-HTTP transport on an
+    ``hx.AsyncClient``; ``session_class`` is its ``ClientSession``; ``cancel_result()`` the
+    ``ElicitResult(action="cancel")`` a withdrawn prompt returns; ``supported``/``others``
+    the release ranges for :func:`~fsm.adapters.sdkversion.check_sdk_version`.
+    ``errors_as_responses``: answer a request POST's HTTP error status (other than 404)
+    locally with a JSON-RPC error for its id, for SDKs whose writer dies on one (1.x).
+    """
+
+    name: str
+    hx: Any
+    supported: SdkRange
+    others: tuple[SdkRange, ...]
+    connect: Connect
+    session_class: Callable[..., Any]
+    cancel_result: Callable[[], Any]
+    errors_as_responses: bool = False
 
 
 # --------------------------------------------------------------------------- SSE parsing
@@ -292,10 +312,10 @@ class _Tee:
     """What the engine knows of one tracked stream's body, to stop it from outside."""
 
     def __init__(self) -> None:
-        self.resp: httpx2.Response | None = None
+        self.resp: Any = None
         self.killed = False
 
-    def kill(self) -> httpx2.Response | None:
+    def kill(self) -> Any:
         """Mark the body dead; returns the connection to close (a blocked read ends)."""
         self.killed = True
         return self.resp
@@ -307,10 +327,14 @@ class _Engine:
     def __init__(
         self,
         observed: ObservedGuard,
-        http: httpx2.AsyncClient,
+        http: Any,
         tg: TaskGroup,
         url: str,
+        binding: SdkBinding,
     ) -> None:
+        self.binding = binding
+        self.hx = binding.hx
+        self.bound = bind(binding.hx)
         self.og = observed
         self.guard = observed.guard
         self.http = http
@@ -423,7 +447,7 @@ class _Engine:
 
         self.tg.start_soon(run)
 
-    def _close(self, resp: httpx2.Response | None) -> None:
+    def _close(self, resp: Any) -> None:
         if resp is not None and not self.closing:
             self.tg.start_soon(resp.aclose)
 
@@ -463,7 +487,7 @@ class _Engine:
             return SubmissionResult(404, None)
         try:
             resp = await self.http.post(self.url, json=dict(body), headers=self.headers())
-        except httpx2.HTTPError as exc:
+        except self.hx.HTTPError as exc:
             return SubmissionResult(None, None, type(exc).__name__)
         parsed: Mapping[str, Any] | None = None
         with contextlib.suppress(ValueError):
@@ -521,7 +545,7 @@ def _stream_name(origin: Any) -> str:
     return f"post:{json.dumps(origin)}"
 
 
-def _retry_after(resp: httpx2.Response) -> float | None:
+def _retry_after(resp: Any) -> float | None:
     value = resp.headers.get("retry-after")
     if value is None:
         return None
@@ -531,7 +555,7 @@ def _retry_after(resp: httpx2.Response) -> float | None:
         return None
 
 
-def _json_body(request: httpx2.Request) -> Any:
+def _json_body(request: Any) -> Any:
     try:
         return json.loads(request.content) if request.content else None
     except ValueError:
@@ -539,9 +563,10 @@ def _json_body(request: httpx2.Request) -> Any:
 
 
 def _local(
-    request: httpx2.Request, status: int, body: bytes = b"", ctype: str = "application/json"
-) -> httpx2.Response:
-    return httpx2.Response(
+    hx: Any, request: Any, status: int, body: bytes = b"", ctype: str = "application/json"
+) -> Any:
+    """A response made here (``x-fsm-guard: 1``), an ``hx.Response``."""
+    return hx.Response(
         status,
         headers={"content-type": ctype, _LOCAL_HEADER: "1"},
         content=body,
@@ -557,11 +582,12 @@ _SESSION_GONE_BODY = json.dumps(
 # --------------------------------------------------------------------------- the transport
 
 
-class GuardedTransport(httpx2.AsyncBaseTransport):
-    """An ``httpx2`` transport that forwards through ``engine.http`` and applies the guard.
+class GuardedTransport:
+    """The transport core: forwards through ``engine.http`` and applies the guard.
 
-    Not for direct use: :func:`guarded_session` builds it. Contract: every request of the
-    SDK is sent once through the application's client, except answer POSTs (the guard's
+    Not for direct use: :func:`open_guarded_session` builds it, as the subclass :func:`bind`
+    makes of it and the SDK's HTTP library's ``AsyncBaseTransport``. Contract: every request
+    of the SDK is sent once through the application's client, except answer POSTs (the guard's
     submissions replace them), resume GETs of the SDK (refused locally: resumption is the
     guard's) and anything after the session expired (local 404).
     """
@@ -569,10 +595,10 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
     def __init__(self, engine: _Engine) -> None:
         self.e = engine
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+    async def handle_async_request(self, request: Any) -> Any:
         e = self.e
         if e.expired is not None:
-            return _local(request, 404, _SESSION_GONE_BODY)
+            return _local(self.e.hx, request, 404, _SESSION_GONE_BODY)
         method = request.method
         if method == "POST":
             body = _json_body(request)
@@ -585,24 +611,24 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
                     return local
             try:
                 return await self._forward_post(request, body)
-            except httpx2.TransportError as exc:
-                return _post_failed(request, body, exc)
+            except e.hx.TransportError as exc:
+                return _post_failed(e.hx, request, body, exc)
         if method == "GET":
             if request.headers.get("last-event-id") is not None:
                 # the SDK resuming on its own: only after the guard ended that body
-                return _local(request, 405, b"")
+                return _local(self.e.hx, request, 405, b"")
             return await self._open_stream(request, GET_STREAM, None)
         return await self._send(request)
 
-    async def _send(self, request: httpx2.Request) -> httpx2.Response:
+    async def _send(self, request: Any) -> Any:
         resp = await self.e.http.send(request, stream=True)
         if resp.status_code == 404 and request.headers.get("mcp-session-id"):
             await resp.aclose()
             self.e.feed(ev.SessionExpired())
-            return _local(request, 404, _SESSION_GONE_BODY)
-        return _wrap(resp, request, _Passthrough(resp))
+            return _local(self.e.hx, request, 404, _SESSION_GONE_BODY)
+        return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
 
-    def _answer(self, request: httpx2.Request, body: dict[str, Any]) -> httpx2.Response | None:
+    def _answer(self, request: Any, body: dict[str, Any]) -> Any:
         """An answer POST from the SDK: the guard submits it (or it is dropped)."""
         e = self.e
         rid = body.get("id")
@@ -614,13 +640,13 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             return None  # idempotent or untracked request: the SDK's answer goes as is
         if state == "presented" and isinstance(body.get("result"), Mapping):
             e.feed(ev.UserAnswered(key, body["result"]))
-            return _local(request, 202)
+            return _local(self.e.hx, request, 202)
         if state == "presented":
             return None  # the handler raised: its error goes to the server unchanged
         e.dropped_answers += 1  # withdrawn, dead, or already answered: never sent
-        return _local(request, 202)
+        return _local(self.e.hx, request, 202)
 
-    async def _forward_post(self, request: httpx2.Request, body: Any) -> httpx2.Response:
+    async def _forward_post(self, request: Any, body: Any) -> Any:
         e = self.e
         origin = body.get("id") if isinstance(body, dict) and "method" in body else None
         if origin is not None:
@@ -632,8 +658,8 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         return await self._send(request)
 
     async def _open_stream(
-        self, request: httpx2.Request, stream: str, origin: Any
-    ) -> httpx2.Response:
+        self, request: Any, stream: str, origin: Any
+    ) -> Any:
         e = self.e
         resp = await e.http.send(request, stream=True)
         sid = resp.headers.get("mcp-session-id")
@@ -643,19 +669,19 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         if resp.status_code == 404 and request.headers.get("mcp-session-id"):
             await resp.aclose()
             e.feed(ev.SessionExpired())
-            return _local(request, 404, _SESSION_GONE_BODY)
+            return _local(self.e.hx, request, 404, _SESSION_GONE_BODY)
         ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
         if resp.status_code != 200 or ctype != "text/event-stream" or not e.session:
-            return _wrap(resp, request, _Passthrough(resp))
+            return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
         if e.guard.stream_state(stream) not in (None, "done", "dead"):
-            return _wrap(resp, request, _Passthrough(resp))
+            return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
         e.feed(ev.StreamOpened(stream, origin))
         tee = _Tee()
         e.tees[stream] = tee
-        return _wrap(resp, request, _GuardedBody(e, stream, origin, request, resp, tee))
+        return _wrap(e.hx, resp, request, e.bound.body(e, stream, origin, request, resp, tee))
 
 
-def _post_failed(request: httpx2.Request, body: Any, exc: Exception) -> httpx2.Response:
+def _post_failed(hx: Any, request: Any, body: Any, exc: Exception) -> Any:
     """A POST that got no response, answered locally so the SDK's writer survives.
 
     A request gets a JSON-RPC error for its id (its caller sees an ``MCPError``; the
@@ -671,11 +697,11 @@ def _post_failed(request: httpx2.Request, body: Any, exc: Exception) -> httpx2.R
                 "message": f"request POST failed without a response ({type(exc).__name__})",
             },
         }
-        return _local(request, 200, json.dumps(payload).encode())
-    return _local(request, 202)
+        return _local(hx, request, 200, json.dumps(payload).encode())
+    return _local(hx, request, 202)
 
 
-def body_method(request: httpx2.Request) -> str | None:
+def body_method(request: Any) -> str | None:
     """The JSON-RPC method of a POST body (``None`` if none)."""
     body = _json_body(request)
     if isinstance(body, dict) and isinstance(body.get("method"), str):
@@ -683,11 +709,9 @@ def body_method(request: httpx2.Request) -> str | None:
     return None
 
 
-def _wrap(
-    resp: httpx2.Response, request: httpx2.Request, stream: httpx2.AsyncByteStream
-) -> httpx2.Response:
+def _wrap(hx: Any, resp: Any, request: Any, stream: Any) -> Any:
     headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _STRIP_HEADERS]
-    return httpx2.Response(
+    return hx.Response(
         resp.status_code,
         headers=headers,
         stream=stream,
@@ -696,8 +720,10 @@ def _wrap(
     )
 
 
-class _Passthrough(httpx2.AsyncByteStream):
-    def __init__(self, resp: httpx2.Response) -> None:
+class _Passthrough:
+    """A forwarded body, unchanged (bound to the HTTP library by :func:`bind`)."""
+
+    def __init__(self, resp: Any) -> None:
         self.resp = resp
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -708,7 +734,7 @@ class _Passthrough(httpx2.AsyncByteStream):
         await self.resp.aclose()
 
 
-class _GuardedBody(httpx2.AsyncByteStream):
+class _GuardedBody:
     """The body the SDK reads for one tracked stream: filtered events, spliced resumes.
 
     Ends when the origin's response was passed on (the SDK closes it), when the guard
@@ -721,8 +747,8 @@ class _GuardedBody(httpx2.AsyncByteStream):
         engine: _Engine,
         stream: str,
         origin: Any,
-        request: httpx2.Request,
-        resp: httpx2.Response,
+        request: Any,
+        resp: Any,
         tee: _Tee,
     ) -> None:
         self.e, self.stream, self.origin = engine, stream, origin
@@ -742,7 +768,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
             source = (
                 self.resp.stream
                 if "content-encoding" not in self.resp.headers
-                and isinstance(self.resp.stream, httpx2.AsyncByteStream)
+                and isinstance(self.resp.stream, self.e.hx.AsyncByteStream)
                 else self.resp.aiter_bytes()
             )
             chunks = source.__aiter__()
@@ -874,7 +900,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
         }
         return _sse_bytes(None, json.dumps(payload))
 
-    async def _resume(self, clean: bool) -> httpx2.Response | None:
+    async def _resume(self, clean: bool) -> Any:
         """Resume as the guard says; the new connection's response, or ``None`` to stop."""
         e, stream = self.e, self.stream
         actions = e.feed(ev.StreamLost(stream, clean))
@@ -896,7 +922,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
             req = e.http.build_request("GET", e.url, headers=headers)
             try:
                 resp = await e.http.send(req, stream=True)
-            except (httpx2.HTTPError, OSError) as exc:
+            except (e.hx.HTTPError, OSError) as exc:
                 actions = e.feed(ev.ResumeRefused(stream, None, type(exc).__name__))
                 continue
             ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
@@ -920,7 +946,7 @@ class GuardedSession:
     are still guarded on the wire).
     """
 
-    def __init__(self, session: ClientSession, engine: _Engine) -> None:
+    def __init__(self, session: Any, engine: _Engine) -> None:
         self.session = session
         self._e = engine
 
@@ -959,7 +985,7 @@ class GuardedSession:
         name: str,
         arguments: dict[str, Any] | None = None,
         **kwargs: Any,
-    ) -> types.CallToolResult:
+    ) -> Any:
         """``ClientSession.call_tool``, raced against the guard's ``Fail`` for its stream.
 
         Raises the guard's typed error (once) if the interaction died; raises
@@ -970,7 +996,7 @@ class GuardedSession:
             raise _again(e.expired)
         slot = _CallSlot()
         token = _CALL.set(slot)
-        outcome: list[types.CallToolResult] = []
+        outcome: list[Any] = []
         raised: list[BaseException] = []
         done = anyio.Event()
 
@@ -1004,7 +1030,7 @@ class GuardedSession:
             raise _again(e.expired)
         raise raised[0]
 
-    async def list_tools(self) -> types.ListToolsResult:
+    async def list_tools(self) -> Any:
         """``ClientSession.list_tools`` (raises SessionExpiredError once the session is gone)."""
         if self._e.expired is not None:
             raise _again(self._e.expired)
@@ -1018,15 +1044,21 @@ def _again(err: InteractionFailed) -> InteractionFailed:
     )
 
 
-def _wrap_callback(engine: _Engine, callback: ElicitationFnT | None) -> ElicitationFnT | None:
+ElicitationFn = Callable[[Any, Any], Awaitable[Any]]
+"""The SDK's elicitation callback: ``async (context, params) -> ElicitResult | ErrorData``."""
+
+
+def _wrap_callback(engine: _Engine, callback: ElicitationFn | None) -> ElicitationFn | None:
+    """The callback the SDK gets: ``callback`` under a cancel scope the guard's ``Withdraw``
+    cancels (then it returns ``cancel_result()``, which the transport drops: the key is
+    dead). Both SDK lines put the server request's id on ``context.request_id``."""
     if callback is None:
         return None
+    cancel_result = engine.binding.cancel_result
 
-    async def on_elicit(
-        context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
+    async def on_elicit(context: Any, params: Any) -> Any:
         key: RequestKey = (engine.session or "", context.request_id)
-        result: types.ElicitResult | types.ErrorData = types.ElicitResult(action="cancel")
+        result: Any = cancel_result()
         with anyio.CancelScope() as scope:
             engine.prompts[key] = scope
             if key in engine.withdrawn:
@@ -1035,7 +1067,6 @@ def _wrap_callback(engine: _Engine, callback: ElicitationFnT | None) -> Elicitat
                 result = await callback(context, params)
             finally:
                 engine.prompts.pop(key, None)
-        # withdrawn: the "cancel" goes to the transport, which drops it (the key is dead)
         return result
 
     return on_elicit
@@ -1044,12 +1075,38 @@ def _wrap_callback(engine: _Engine, callback: ElicitationFnT | None) -> Elicitat
 LogTarget = str | os.PathLike[str] | IO[str]
 
 
+@dataclass(frozen=True)
+class Bound:
+    """The core's classes bound to one HTTP library (subclasses of its base classes, which
+    its client checks): the transport, the guarded body, the forwarded body."""
+
+    transport: type[GuardedTransport]
+    body: type[_GuardedBody]
+    passthrough: type[_Passthrough]
+
+
+_BOUND: dict[str, Bound] = {}
+
+
+def bind(hx: Any) -> Bound:
+    """The core's classes for the HTTP library module ``hx`` (made once per library)."""
+    bound = _BOUND.get(hx.__name__)
+    if bound is None:
+        bound = _BOUND[hx.__name__] = Bound(
+            type("GuardedTransport", (GuardedTransport, hx.AsyncBaseTransport), {}),
+            type("GuardedBody", (_GuardedBody, hx.AsyncByteStream), {}),
+            type("Passthrough", (_Passthrough, hx.AsyncByteStream), {}),
+        )
+    return bound
+
+
 @contextlib.asynccontextmanager
-async def guarded_session(
+async def open_guarded_session(
+    binding: SdkBinding,
     url: str,
     *,
-    elicitation_callback: ElicitationFnT | None = None,
-    http_client: httpx2.AsyncClient | None = None,
+    elicitation_callback: ElicitationFn | None = None,
+    http_client: Any = None,
     config: GuardConfig | None = None,
     clock: Callable[[], float] = time.monotonic,
     log: LogTarget | None = None,
@@ -1062,13 +1119,14 @@ async def guarded_session(
     here); ``config`` is the guard's policy; ``clock`` its time source; ``log`` a path or
     text stream that receives the event log as JSON Lines while it happens (header
     first). Extra keyword arguments go to ``ClientSession``. Raises ``RuntimeError`` for an
-    unsupported SDK version when ``strict_sdk``.
+    unsupported SDK version when ``strict_sdk``. ``binding`` says which SDK line.
     """
-    check_sdk_version(strict_sdk)
+    check_sdk_version(binding.supported, others=binding.others, strict=strict_sdk)
+    hx = binding.hx
     async with contextlib.AsyncExitStack() as stack:
         if http_client is None:
             http_client = await stack.enter_async_context(
-                httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0))
+                hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0))
             )
         sink: IO[str] | None = None
         if isinstance(log, str | os.PathLike):
@@ -1085,20 +1143,18 @@ async def guarded_session(
 
         observed = ObservedGuard(Guard(clock=clock, config=config), on_observation=on_obs)
         tg = await stack.enter_async_context(anyio.create_task_group())
-        engine = _Engine(observed, http_client, tg, url)
+        engine = _Engine(observed, http_client, tg, url, binding)
         stack.callback(engine.close)
         outer = await stack.enter_async_context(
-            httpx2.AsyncClient(
-                transport=GuardedTransport(engine),
+            hx.AsyncClient(
+                transport=engine.bound.transport(engine),
                 timeout=http_client.timeout,
                 headers=http_client.headers,
             )
         )
-        read, write = await stack.enter_async_context(
-            streamable_http_client(url, http_client=outer)
-        )
+        read, write = await stack.enter_async_context(binding.connect(url, outer))
         session = await stack.enter_async_context(
-            ClientSession(
+            binding.session_class(
                 read,
                 write,
                 elicitation_callback=_wrap_callback(engine, elicitation_callback),

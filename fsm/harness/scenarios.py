@@ -1,7 +1,7 @@
 """Deterministic end-to-end scenarios: a client behind a fault proxy, against the harness server.
 
-Each scenario starts a fresh :func:`~fsm.mcpsdk.server.running_server` and
-:class:`~fsm.mcpsdk.proxy.FaultProxy`, opens a client through a **client factory**, calls the
+Each scenario starts a fresh :func:`~fsm.harness.server.running_server` and
+:class:`~fsm.harness.proxy.FaultProxy`, opens a client through a **client factory**, calls the
 destructive ``delete_files`` tool, drives faults by explicit command (cuts, held resumes,
 deadline fired now, failed answer POSTs, session expiry) and synchronises on observed
 traffic, never on sleeps.  The result is a :class:`ScenarioResult`.
@@ -89,8 +89,8 @@ from mcp import ClientSession, types
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
-from fsm.mcpsdk.proxy import ConnectionFault, Exchange, FaultProxy, TrafficEvent, is_resume_get
-from fsm.mcpsdk.server import RunningServer, ServerController, ServerEvent, running_server
+from fsm.harness.proxy import ConnectionFault, Exchange, FaultProxy, TrafficEvent, is_resume_get
+from fsm.harness.server import RunningServer, ServerController, ServerEvent, running_server
 
 __all__ = [
     "CONFIRM",
@@ -219,13 +219,13 @@ class _GuardedScenarioClient:
 
 @contextlib.asynccontextmanager
 async def guarded_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
-    """The same mcp 2.3.0 client wrapped by :func:`fsm.mcpsdk.adapter.guarded_session`.
+    """The same mcp 2.3.0 client wrapped by :func:`fsm.adapters.mcp2.guarded_session`.
 
-    The yielded object also has ``session`` (the :class:`~fsm.mcpsdk.adapter.GuardedSession`,
+    The yielded object also has ``session`` (the :class:`~fsm.adapters.mcp2.GuardedSession`,
     for its event log and violations).
     """
+    from fsm.adapters.mcp2 import guarded_session
     from fsm.guard import GuardConfig
-    from fsm.mcpsdk.adapter import guarded_session
 
     async def on_elicit(
         context: ClientRequestContext, params: types.ElicitRequestParams

@@ -1,0 +1,106 @@
+"""Guard an unmodified mcp 2.x client: ``guarded_session(url, ...)``.
+
+::
+
+    from fsm.adapters.mcp2 import guarded_session
+
+    async with guarded_session(url, elicitation_callback=on_elicit) as session:
+        result = await session.call_tool("delete_files", {"files": [...]})
+
+The SDK's own ``ClientSession`` over its ``streamable_http_client`` runs unmodified on an
+``httpx2.AsyncClient`` whose transport is the guarded-transport core
+(:mod:`fsm.adapters.core`: how it works and what it cannot see). Accepts every mcp 2.x
+release (:data:`SUPPORTED_SDK`); each from 2.0.0 to 2.3.0 is tested.
+
+What is specific to 2.x: server requests are dispatched concurrently (a prompt on screen
+does not block the session); the SDK ignores the status of an answer POST (the core submits
+answers itself, so outcomes are classified all the same); the SDK turns a request POST's
+HTTP error into an ``MCPError`` for that request, so the core forwards those unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import httpx2
+from mcp import ClientSession, types
+from mcp.client.session import ElicitationFnT
+from mcp.client.streamable_http import streamable_http_client
+
+from fsm.adapters import core
+from fsm.adapters.core import GuardedSession, GuardedTransport, LogTarget
+from fsm.adapters.sdkversion import MCP1, MCP2
+from fsm.adapters.sdkversion import check_sdk_version as _check
+from fsm.guard import GuardConfig
+
+__all__ = [
+    "BINDING",
+    "SUPPORTED_SDK",
+    "GuardedSession",
+    "GuardedTransport",
+    "check_sdk_version",
+    "guarded_session",
+]
+
+SUPPORTED_SDK = MCP2
+"""The mcp releases this adapter accepts (``mcp>=2.0.0,<3.0.0``)."""
+
+
+def check_sdk_version(strict: bool = True) -> str:
+    """The installed mcp version; raises ``RuntimeError`` naming the supported ranges if it
+    is outside :data:`SUPPORTED_SDK` and ``strict``."""
+    return _check(SUPPORTED_SDK, others=(MCP1,), strict=strict)
+
+
+@contextlib.asynccontextmanager
+async def _connect(url: str, http_client: httpx2.AsyncClient) -> AsyncIterator[tuple[Any, Any]]:
+    async with streamable_http_client(url, http_client=http_client) as (read, write):
+        yield read, write
+
+
+BINDING = core.SdkBinding(
+    name="mcp 2.x",
+    hx=httpx2,
+    supported=MCP2,
+    others=(MCP1,),
+    connect=_connect,
+    session_class=ClientSession,
+    cancel_result=lambda: types.ElicitResult(action="cancel"),
+)
+"""The mcp 2.x line as the core sees it."""
+
+
+def guarded_session(
+    url: str,
+    *,
+    elicitation_callback: ElicitationFnT | None = None,
+    http_client: httpx2.AsyncClient | None = None,
+    config: GuardConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    log: LogTarget | None = None,
+    strict_sdk: bool = True,
+    **session_kwargs: Any,
+) -> AbstractAsyncContextManager[GuardedSession]:
+    """Open an initialized, guarded mcp 2.x session on ``url`` (legacy streamable HTTP).
+
+    ``http_client`` carries all HTTP (its hooks, auth and timeouts apply; it is not closed
+    here); ``config`` is the guard's policy; ``clock`` its time source; ``log`` a path or
+    text stream that receives the event log as JSON Lines while it happens (header
+    first). Extra keyword arguments go to ``ClientSession``. Raises ``RuntimeError`` for an
+    SDK release outside :data:`SUPPORTED_SDK` when ``strict_sdk``.
+    """
+    return core.open_guarded_session(
+        BINDING,
+        url,
+        elicitation_callback=elicitation_callback,
+        http_client=http_client,
+        config=config,
+        clock=clock,
+        log=log,
+        strict_sdk=strict_sdk,
+        **session_kwargs,
+    )
