@@ -610,9 +610,17 @@ class GuardedTransport:
                 if local is not None:
                     return local
             try:
-                return await self._forward_post(request, body)
+                resp = await self._forward_post(request, body)
             except e.hx.TransportError as exc:
-                return _post_failed(e.hx, request, body, exc)
+                logger.warning("POST failed without a response: %r", exc)
+                why = f"request POST failed without a response ({type(exc).__name__})"
+                return _post_failed(e.hx, request, body, why)
+            status = resp.status_code
+            if e.binding.errors_as_responses and status >= 400 and status != 404:
+                await resp.aclose()
+                logger.warning("POST answered HTTP %s", status)
+                return _post_failed(e.hx, request, body, f"request POST answered HTTP {status}")
+            return resp
         if method == "GET":
             if request.headers.get("last-event-id") is not None:
                 # the SDK resuming on its own: only after the guard ended that body
@@ -681,20 +689,20 @@ class GuardedTransport:
         return _wrap(e.hx, resp, request, e.bound.body(e, stream, origin, request, resp, tee))
 
 
-def _post_failed(hx: Any, request: Any, body: Any, exc: Exception) -> Any:
-    """A POST that got no response, answered locally so the SDK's writer survives.
+def _post_failed(hx: Any, request: Any, body: Any, why: str) -> Any:
+    """A POST that got no usable response, answered locally so the SDK's writer survives.
 
-    A request gets a JSON-RPC error for its id (its caller sees an ``MCPError``; the
-    server may or may not have received it); a notification or answer gets 202.
+    A request gets a JSON-RPC error for its id saying ``why`` (its caller sees the SDK's
+    error type; the server may or may not have received it); a notification or answer
+    gets 202.
     """
-    logger.warning("POST failed without a response: %r", exc)
     if isinstance(body, dict) and "method" in body and "id" in body:
         payload = {
             "jsonrpc": "2.0",
             "id": body["id"],
             "error": {
                 "code": -32000,
-                "message": f"request POST failed without a response ({type(exc).__name__})",
+                "message": why,
             },
         }
         return _local(hx, request, 200, json.dumps(payload).encode())

@@ -1,4 +1,4 @@
-"""An in-process mcp 2.3.0 streamable-HTTP server for end-to-end tests and the demo.
+"""An in-process mcp streamable-HTTP server (1.x or 2.x) for end-to-end tests and the demo.
 
 What it offers (protocol 2025-11-25 over the legacy, session-ful streamable HTTP transport):
 
@@ -36,9 +36,10 @@ could overtake the server's clean-up of the connection just cut and find the req
 still attached (the SDK then replays and ends the GET instead of attaching the live tail),
 which would make the scenarios depend on machine speed.
 
-Limits: a test server, not a production one.  It relies on private details of the mcp 2.x
-server that every 2.x release shares (``ServerSession._request_outbound`` for the silent
-deadline; the session manager's ``_server_instances``/``_session_owners`` tables for
+Limits: a test server, not a production one.  It relies on private details of the mcp server
+that every supported release shares (2.x: ``ServerSession._request_outbound`` for the silent
+deadline; 1.x: ``BaseSession._request_id`` to name the elicitation a courtesy cancel is for;
+both: the session manager's ``_server_instances``/``_session_owners`` tables for
 per-session stores and expiry), which is why each supported release is tested.
 """
 
@@ -51,17 +52,24 @@ import socket
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import anyio
 import uvicorn
 from mcp import types
-from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.message import ServerMessageMetadata
-from mcp.types.jsonrpc import JSONRPCMessage
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from fsm.harness.sdk import MCP_MAJOR, request_headers, server_class
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+JSONRPCMessage = Any  # mcp.types.JSONRPCMessage: its module differs between 1.x and 2.x
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
+else:  # the tool context class the server recognises by annotation: 2.x's or 1.x's
+    _, Context = server_class()
 
 __all__ = [
     "DeadlineFlavour",
@@ -466,15 +474,26 @@ class _HarnessMiddleware:
 
 
 def _session_of(ctx: Context) -> str:
-    headers = ctx.headers or {}
-    return str(headers.get("mcp-session-id", ""))
+    return str(request_headers(ctx).get("mcp-session-id", ""))
 
 
-def build_server(controller: ServerController, *, name: str = "fsm-harness") -> MCPServer:
-    """The MCPServer with the harness tools, wired to ``controller``."""
-    mcp = MCPServer(name)
+def build_server(
+    controller: ServerController,
+    *,
+    name: str = "fsm-harness",
+    event_store: EventStore | None = None,
+    retry_interval_ms: int | None = None,
+) -> Any:
+    """The SDK's server (``MCPServer``; ``FastMCP`` on 1.x) with the harness tools, wired to
+    ``controller`` (1.x takes the event store and ``retry:`` here, 2.x in its app)."""
+    server_cls, _ = server_class()
+    if MCP_MAJOR >= 2:
+        mcp = server_cls(name)
+    else:
+        mcp = server_cls(name, event_store=event_store, retry_interval=retry_interval_ms)
+    tool = cast(Callable[[_F], _F], mcp.tool())
 
-    @mcp.tool()
+    @tool
     async def delete_files(
         ctx: Context,
         files: list[str] | None = None,
@@ -501,12 +520,12 @@ def build_server(controller: ServerController, *, name: str = "fsm-harness") -> 
             p._settled.set()
             controller._notify()
 
-    @mcp.tool()
+    @tool
     async def ping() -> str:
         """Return ``"pong"`` (a round trip the scenarios use as a barrier)."""
         return "pong"
 
-    @mcp.tool()
+    @tool
     async def stream_progress(ctx: Context, count: int = 10_000) -> str:
         """Emit ``count`` progress notifications on this call's stream, then return."""
         for i in range(count):
@@ -529,7 +548,9 @@ async def _confirm_and_delete(
     if not p._go.is_set():
         controller.record("elicit_gated", sid, rid)
         await p._go.wait()
-    params = types.ElicitRequestFormParams(message=p.message, requested_schema=CONFIRM_SCHEMA)
+    params = types.ElicitRequestFormParams.model_validate(
+        {"mode": "form", "message": p.message, "requestedSchema": CONFIRM_SCHEMA}
+    )
     result: types.ElicitResult | None = None
     error: str | None = None
     async with anyio.create_task_group() as timers:
@@ -549,7 +570,9 @@ async def _confirm_and_delete(
             if p._fire.is_set():
                 scope.cancel()
             try:
-                if p.flavour == "cancel":
+                if MCP_MAJOR < 2:
+                    result = await _elicit_v1(ctx, p, params)
+                elif p.flavour == "cancel":
                     result = await ctx.session.send_request(
                         types.ElicitRequest(params=params),
                         types.ElicitResult,
@@ -590,6 +613,35 @@ async def _confirm_and_delete(
     return text
 
 
+async def _elicit_v1(ctx: Context, p: PendingElicitation, params: Any) -> Any:
+    """mcp 1.x: ``send_request`` abandoned by cancellation sends nothing (the silent
+    deadline as the SDK does it); the ``cancel`` flavour then sends the courtesy
+    ``notifications/cancelled`` itself, on the tool call's stream."""
+    session, v1 = ctx.session, cast(Any, types)  # types is typed as 2.x's
+    elicit_id = session._request_id  # the id send_request is about to use
+    try:
+        return await session.send_request(
+            v1.ServerRequest(v1.ElicitRequest(method="elicitation/create", params=params)),
+            v1.ElicitResult,
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+    except anyio.get_cancelled_exc_class():
+        if p.flavour == "cancel":
+            with anyio.CancelScope(shield=True):
+                await session.send_notification(
+                    v1.ServerNotification(
+                        v1.CancelledNotification(
+                            method="notifications/cancelled",
+                            params=v1.CancelledNotificationParams(
+                                requestId=elicit_id, reason="caller cancelled"
+                            ),
+                        )
+                    ),
+                    related_request_id=ctx.request_id,
+                )
+        raise
+
+
 # --------------------------------------------------------------------------- app + runner
 
 
@@ -608,7 +660,6 @@ def build_app(
     instance (used as given, shared by all sessions).  ``retry_interval_ms`` is the SSE
     ``retry:`` the server advertises in priming events (the client's reconnect delay).
     """
-    mcp = build_server(controller)
     store: EventStore | None
     if event_store == "scoped":
         store = SessionScopedEventStore(on_store=controller._on_store)
@@ -619,10 +670,14 @@ def build_app(
     else:
         assert not isinstance(event_store, str)
         store = event_store
-    extra: dict[str, Any] = {}
-    if session_idle_timeout is not None:  # a keyword of mcp 2.2 on
-        extra["session_idle_timeout"] = session_idle_timeout
-    app = mcp.streamable_http_app(event_store=store, retry_interval=retry_interval_ms, **extra)
+    mcp = build_server(controller, event_store=store, retry_interval_ms=retry_interval_ms)
+    if MCP_MAJOR >= 2:
+        extra: dict[str, Any] = {}
+        if session_idle_timeout is not None:  # a keyword of mcp 2.2 on
+            extra["session_idle_timeout"] = session_idle_timeout
+        app = mcp.streamable_http_app(event_store=store, retry_interval=retry_interval_ms, **extra)
+    else:
+        app = mcp.streamable_http_app()
     manager = mcp.session_manager
     controller.manager = manager
     controller.store = store

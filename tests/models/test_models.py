@@ -16,7 +16,13 @@ from fsm.checker import Report, check, load_models, replay, violated_at
 from fsm.checker.cli import main as check_main
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL_FILES = ("guarded.py", "guarded_concurrent.py", "seed_incident.py", "mcp_sdk_2_3.py")
+MODEL_FILES = (
+    "guarded.py",
+    "guarded_concurrent.py",
+    "seed_incident.py",
+    "mcp_sdk_2_3.py",
+    "mcp_sdk_1_x.py",
+)
 
 PINNED: dict[str, tuple[int, int]] = {
     "guarded[after,silent,202,answers]": (492, 1237),
@@ -67,6 +73,7 @@ PINNED: dict[str, tuple[int, int]] = {
     "guarded[inclusive,silent,rpc,answers] x3": (75384, 263616),
     "seed-incident": (168, 303),
     "mcp-sdk-2.3.0": (501, 1116),
+    "mcp-sdk-1.x": (1653, 3248),
 }
 
 # (steps, loop_start) of each expected shortest counterexample.
@@ -80,6 +87,9 @@ SHORTEST = {
         "L1": (12, 8),
     },
     "mcp-sdk-2.3.0": {"P2": (10, None), "P7": (8, None)},
+    # the duplicate presented after the first answer; the stale cursor; a POST stream
+    # cut before its first event id: not resumed, no outcome (a hang)
+    "mcp-sdk-1.x": {"P2": (11, None), "P7": (8, None), "P5-quiescent": (4, None)},
 }
 
 _REPORTS: dict[str, tuple[Any, Report]] = {}
