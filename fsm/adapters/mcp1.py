@@ -45,16 +45,14 @@ What 1.x does that 2.x does not, and what the adapter does about it
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fsm.adapters import core
-from fsm.adapters.core import GuardedSession, LogTarget
+from fsm.adapters.core import GuardedSession
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
-from fsm.guard import GuardConfig
 
 __all__ = [
     "SUPPORTED_SDK",
@@ -101,33 +99,12 @@ def binding() -> core.SdkBinding:
     )
 
 
-def guarded_session(
-    url: str,
-    *,
-    elicitation_callback: Callable[[Any, Any], Any] | None = None,
-    http_client: Any = None,
-    config: GuardConfig | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    log: LogTarget | None = None,
-    strict_sdk: bool = True,
-    **session_kwargs: Any,
-) -> AbstractAsyncContextManager[GuardedSession]:
+def guarded_session(url: str, **kwargs: Any) -> AbstractAsyncContextManager[GuardedSession]:
     """Open an initialized, guarded mcp 1.x session on ``url`` (streamable HTTP).
 
-    ``http_client`` (an ``httpx.AsyncClient``) carries all HTTP (its hooks, auth and
-    timeouts apply; it is not closed here); ``config`` is the guard's policy; ``clock`` its
-    time source; ``log`` a path or text stream for the event log (JSON Lines). Extra
-    keyword arguments go to ``ClientSession``. Raises ``RuntimeError`` for an SDK release
-    outside :data:`SUPPORTED_SDK` when ``strict_sdk``.
+    Keywords as :func:`fsm.adapters.core.open_guarded_session` (``elicitation_callback``,
+    ``http_client``, ``config``, ``clock``, ``log``, ``strict_sdk``; the rest go to
+    ``ClientSession``). Raises ``RuntimeError`` for an SDK release outside
+    :data:`SUPPORTED_SDK` unless ``strict_sdk=False``.
     """
-    return core.open_guarded_session(
-        binding(),
-        url,
-        elicitation_callback=elicitation_callback,
-        http_client=http_client,
-        config=config,
-        clock=clock,
-        log=log,
-        strict_sdk=strict_sdk,
-        **session_kwargs,
-    )
+    return core.open_guarded_session(binding(), url, **kwargs)

@@ -21,21 +21,18 @@ HTTP error into an ``MCPError`` for that request, so the core forwards those unc
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx2
 from mcp import ClientSession, types
-from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from fsm.adapters import core
-from fsm.adapters.core import GuardedSession, GuardedTransport, LogTarget
+from fsm.adapters.core import GuardedSession, GuardedTransport
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
-from fsm.guard import GuardConfig
 
 __all__ = [
     "BINDING",
@@ -74,33 +71,12 @@ BINDING = core.SdkBinding(
 """The mcp 2.x line as the core sees it."""
 
 
-def guarded_session(
-    url: str,
-    *,
-    elicitation_callback: ElicitationFnT | None = None,
-    http_client: httpx2.AsyncClient | None = None,
-    config: GuardConfig | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    log: LogTarget | None = None,
-    strict_sdk: bool = True,
-    **session_kwargs: Any,
-) -> AbstractAsyncContextManager[GuardedSession]:
-    """Open an initialized, guarded mcp 2.x session on ``url`` (legacy streamable HTTP).
+def guarded_session(url: str, **kwargs: Any) -> AbstractAsyncContextManager[GuardedSession]:
+    """Open an initialized, guarded mcp 2.x session on ``url`` (streamable HTTP).
 
-    ``http_client`` carries all HTTP (its hooks, auth and timeouts apply; it is not closed
-    here); ``config`` is the guard's policy; ``clock`` its time source; ``log`` a path or
-    text stream that receives the event log as JSON Lines while it happens (header
-    first). Extra keyword arguments go to ``ClientSession``. Raises ``RuntimeError`` for an
-    SDK release outside :data:`SUPPORTED_SDK` when ``strict_sdk``.
+    Keywords as :func:`fsm.adapters.core.open_guarded_session` (``elicitation_callback``,
+    ``http_client``, ``config``, ``clock``, ``log``, ``strict_sdk``; the rest go to
+    ``ClientSession``). Raises ``RuntimeError`` for an SDK release outside
+    :data:`SUPPORTED_SDK` unless ``strict_sdk=False``.
     """
-    return core.open_guarded_session(
-        BINDING,
-        url,
-        elicitation_callback=elicitation_callback,
-        http_client=http_client,
-        config=config,
-        clock=clock,
-        log=log,
-        strict_sdk=strict_sdk,
-        **session_kwargs,
-    )
+    return core.open_guarded_session(BINDING, url, **kwargs)

@@ -173,6 +173,22 @@ class _PlainClient:
         return await self.session.list_tools()
 
 
+def _presenting_callback(env: ClientEnv) -> Any:
+    """The elicitation callback both factories give the SDK: present every request it is
+    handed to ``env.on_present`` (the user) and return the answer."""
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        schema = getattr(params, "requested_schema", None) or getattr(
+            params, "requestedSchema", None
+        )
+        answer = await env.on_present(
+            PresentationRequest(env.session_id(), context.request_id, params.message, schema)
+        )
+        return types.ElicitResult(action=answer.action, content=answer.content)
+
+    return on_elicit
+
+
 @contextlib.asynccontextmanager
 async def plain_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
     """The unmodified mcp client (the installed line): ``ClientSession`` over
@@ -182,14 +198,7 @@ async def plain_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
     dispatcher does not de-duplicate replays) and returns the user's answer.
     """
 
-    async def on_elicit(
-        context: Any, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        schema = getattr(params, "requested_schema", None)
-        answer = await env.on_present(
-            PresentationRequest(env.session_id(), context.request_id, params.message, schema)
-        )
-        return types.ElicitResult(action=answer.action, content=answer.content)
+    on_elicit = _presenting_callback(env)
 
     async with (
         open_client_streams(env.url, env.http_client) as (read, write),
@@ -231,14 +240,7 @@ async def guarded_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
         from fsm.adapters.mcp1 import guarded_session
     from fsm.guard import GuardConfig
 
-    async def on_elicit(
-        context: Any, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        schema = getattr(params, "requested_schema", None)
-        answer = await env.on_present(
-            PresentationRequest(env.session_id(), context.request_id, params.message, schema)
-        )
-        return types.ElicitResult(action=answer.action, content=answer.content)
+    on_elicit = _presenting_callback(env)
 
     async with guarded_session(
         env.url,
