@@ -107,10 +107,10 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -128,14 +128,18 @@ from fsm.properties import EventSeen, Observation, Violation
 
 __all__ = [
     "Bound",
+    "GuardedConnection",
     "GuardedSession",
     "GuardedTransport",
     "SdkBinding",
     "bind",
+    "open_guarded_connection",
     "open_guarded_session",
 ]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 GET_STREAM = "get"
 _LOCAL_HEADER = "x-fsm-guard"
@@ -945,17 +949,16 @@ class _GuardedBody:
 # --------------------------------------------------------------------------- the session
 
 
-class GuardedSession:
-    """An initialized ``ClientSession`` with the guard in front of it.
-
-    ``call_tool`` returns the tool's result, or raises exactly one
-    :class:`~fsm.errors.InteractionFailed` subclass when the guard decided the interaction
-    cannot complete. ``session`` is the raw SDK session (for everything else: its requests
-    are still guarded on the wire).
+class GuardedConnection:
+    """The guard for one MCP session, for a client that opens the SDK session itself (a
+    framework such as fastmcp's ``Client``): give it :meth:`http_client` as its HTTP
+    client, run each tool call through :meth:`call`, and hold each prompt inside
+    :meth:`prompt` (or give the SDK :meth:`wrap_callback` of its elicitation callback).
+    :func:`open_guarded_connection` makes one; :class:`GuardedSession` is one with the
+    SDK's ``ClientSession`` opened for you.
     """
 
-    def __init__(self, session: Any, engine: _Engine) -> None:
-        self.session = session
+    def __init__(self, engine: _Engine) -> None:
         self._e = engine
 
     @property
@@ -988,29 +991,47 @@ class GuardedSession:
         """The observations as JSON Lines (:func:`fsm.trace.dumps`)."""
         return trace.dumps(self.observations())
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """``ClientSession.call_tool``, raced against the guard's ``Fail`` for its stream.
+    def http_client(self, **kwargs: Any) -> Any:
+        """A new ``AsyncClient`` of the SDK's HTTP library whose transport is the guard
+        (all traffic goes on through the application's client). ``kwargs`` go to the
+        ``AsyncClient`` (a framework's client factory passes ``headers``, ``auth``,
+        ``timeout``, ``follow_redirects``); the caller closes it. One MCP session only."""
+        e = self._e
+        kwargs.setdefault("timeout", e.http.timeout)
+        return e.hx.AsyncClient(transport=e.bound.transport(e), **kwargs)
+
+    def wrap_callback(self, callback: ElicitationFn | None) -> ElicitationFn | None:
+        """The SDK elicitation callback to install instead of ``callback``: run under
+        :meth:`prompt`, returning the SDK's "cancel" result when withdrawn."""
+        return _wrap_callback(self._e, callback)
+
+    def prompt(self, request_id: Any) -> contextlib.AbstractContextManager[anyio.CancelScope]:
+        """Hold the presentation of server request ``request_id`` inside this: it is
+        cancelled when the guard withdraws the request (cancelled on the wire, session
+        gone, rejected), even if the SDK's own loop is blocked (``scope.cancelled_caught``
+        tells). Answer with what the SDK expects; the adapter submits it."""
+        return _prompt_scope(self._e, request_id)
+
+    async def call(self, run: Callable[[], Awaitable[_T]]) -> _T:
+        """Await ``run()`` (one tool call through the SDK or a framework on it), raced
+        against the guard's ``Fail`` for the call's stream.
 
         Raises the guard's typed error (once) if the interaction died; raises
-        :class:`~fsm.errors.SessionExpiredError` at once if the session is known gone.
+        :class:`~fsm.errors.SessionExpiredError` at once if the session is known gone;
+        otherwise returns or raises what ``run()`` does.
         """
         e = self._e
         if e.expired is not None:
             raise _again(e.expired)
         slot = _CallSlot()
         token = _CALL.set(slot)
-        outcome: list[Any] = []
+        outcome: list[_T] = []
         raised: list[BaseException] = []
         done = anyio.Event()
 
-        async def run() -> None:
+        async def attempt() -> None:
             try:
-                outcome.append(await self.session.call_tool(name, arguments, **kwargs))
+                outcome.append(await run())
             except Exception as exc:
                 raised.append(exc)
             finally:
@@ -1022,7 +1043,7 @@ class GuardedSession:
 
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(run)
+                tg.start_soon(attempt)
                 tg.start_soon(watch)
                 await done.wait()
                 tg.cancel_scope.cancel()
@@ -1037,6 +1058,30 @@ class GuardedSession:
         if e.expired is not None:
             raise _again(e.expired)
         raise raised[0]
+
+
+class GuardedSession(GuardedConnection):
+    """An initialized ``ClientSession`` with the guard in front of it.
+
+    ``call_tool`` returns the tool's result, or raises exactly one
+    :class:`~fsm.errors.InteractionFailed` subclass when the guard decided the interaction
+    cannot complete. ``session`` is the raw SDK session (for everything else: its requests
+    are still guarded on the wire).
+    """
+
+    def __init__(self, session: Any, engine: _Engine) -> None:
+        super().__init__(engine)
+        self.session = session
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """``ClientSession.call_tool`` through :meth:`~GuardedConnection.call`: the
+        result, or one typed error."""
+        return await self.call(lambda: self.session.call_tool(name, arguments, **kwargs))
 
     async def list_tools(self) -> Any:
         """``ClientSession.list_tools`` (raises SessionExpiredError once the session is gone)."""
@@ -1056,6 +1101,19 @@ ElicitationFn = Callable[[Any, Any], Awaitable[Any]]
 """The SDK's elicitation callback: ``async (context, params) -> ElicitResult | ErrorData``."""
 
 
+@contextlib.contextmanager
+def _prompt_scope(engine: _Engine, request_id: Any) -> Iterator[anyio.CancelScope]:
+    key: RequestKey = (engine.session or "", request_id)
+    with anyio.CancelScope() as scope:
+        engine.prompts[key] = scope
+        if key in engine.withdrawn:
+            scope.cancel()
+        try:
+            yield scope
+        finally:
+            engine.prompts.pop(key, None)
+
+
 def _wrap_callback(engine: _Engine, callback: ElicitationFn | None) -> ElicitationFn | None:
     """The callback the SDK gets: ``callback`` under a cancel scope the guard's ``Withdraw``
     cancels (then it returns ``cancel_result()``, which the transport drops: the key is
@@ -1065,16 +1123,9 @@ def _wrap_callback(engine: _Engine, callback: ElicitationFn | None) -> Elicitati
     cancel_result = engine.binding.cancel_result
 
     async def on_elicit(context: Any, params: Any) -> Any:
-        key: RequestKey = (engine.session or "", context.request_id)
         result: Any = cancel_result()
-        with anyio.CancelScope() as scope:
-            engine.prompts[key] = scope
-            if key in engine.withdrawn:
-                scope.cancel()
-            try:
-                result = await callback(context, params)
-            finally:
-                engine.prompts.pop(key, None)
+        with _prompt_scope(engine, context.request_id):
+            result = await callback(context, params)
         return result
 
     return on_elicit
@@ -1109,26 +1160,19 @@ def bind(hx: Any) -> Bound:
 
 
 @contextlib.asynccontextmanager
-async def open_guarded_session(
+async def open_guarded_connection(
     binding: SdkBinding,
     url: str,
     *,
-    elicitation_callback: ElicitationFn | None = None,
     http_client: Any = None,
     config: GuardConfig | None = None,
     clock: Callable[[], float] = time.monotonic,
     log: LogTarget | None = None,
     strict_sdk: bool = True,
-    **session_kwargs: Any,
-) -> AsyncIterator[GuardedSession]:
-    """Open an initialized, guarded MCP session on ``url`` (legacy streamable HTTP).
-
-    ``http_client`` carries all HTTP (its hooks, auth and timeouts apply; it is not closed
-    here); ``config`` is the guard's policy; ``clock`` its time source; ``log`` a path or
-    text stream that receives the event log as JSON Lines while it happens (header
-    first). Extra keyword arguments go to ``ClientSession``. Raises ``RuntimeError`` for an
-    unsupported SDK version when ``strict_sdk``. ``binding`` says which SDK line.
-    """
+) -> AsyncIterator[GuardedConnection]:
+    """The guard for one MCP session on ``url``, for a client that opens the SDK session
+    itself (see :class:`GuardedConnection`); arguments as :func:`open_guarded_session`.
+    Its background IO (submissions, resumes) ends when this exits."""
     check_sdk_version(binding.supported, others=binding.others, strict=strict_sdk)
     hx = binding.hx
     async with contextlib.AsyncExitStack() as stack:
@@ -1153,22 +1197,49 @@ async def open_guarded_session(
         tg = await stack.enter_async_context(anyio.create_task_group())
         engine = _Engine(observed, http_client, tg, url, binding)
         stack.callback(engine.close)
-        outer = await stack.enter_async_context(
-            hx.AsyncClient(
-                transport=engine.bound.transport(engine),
-                timeout=http_client.timeout,
-                headers=http_client.headers,
-            )
-        )
-        read, write = await stack.enter_async_context(binding.connect(url, outer))
-        session = await stack.enter_async_context(
-            binding.session_class(
-                read,
-                write,
-                elicitation_callback=_wrap_callback(engine, elicitation_callback),
-                **session_kwargs,
-            )
-        )
-        await session.initialize()
-        yield GuardedSession(session, engine)
+        yield GuardedConnection(engine)
         engine.flush()
+
+
+@contextlib.asynccontextmanager
+async def open_guarded_session(
+    binding: SdkBinding,
+    url: str,
+    *,
+    elicitation_callback: ElicitationFn | None = None,
+    http_client: Any = None,
+    config: GuardConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    log: LogTarget | None = None,
+    strict_sdk: bool = True,
+    **session_kwargs: Any,
+) -> AsyncIterator[GuardedSession]:
+    """Open an initialized, guarded MCP session on ``url`` (legacy streamable HTTP).
+
+    ``http_client`` carries all HTTP (its hooks, auth and timeouts apply; it is not closed
+    here); ``config`` is the guard's policy; ``clock`` its time source; ``log`` a path or
+    text stream that receives the event log as JSON Lines while it happens (header
+    first). Extra keyword arguments go to ``ClientSession``. Raises ``RuntimeError`` for an
+    unsupported SDK version when ``strict_sdk``. ``binding`` says which SDK line.
+    """
+    async with (
+        open_guarded_connection(
+            binding,
+            url,
+            http_client=http_client,
+            config=config,
+            clock=clock,
+            log=log,
+            strict_sdk=strict_sdk,
+        ) as conn,
+        conn.http_client(headers=conn._e.http.headers) as outer,
+        binding.connect(url, outer) as (read, write),
+        binding.session_class(
+            read,
+            write,
+            elicitation_callback=conn.wrap_callback(elicitation_callback),
+            **session_kwargs,
+        ) as session,
+    ):
+        await session.initialize()
+        yield GuardedSession(session, conn._e)

@@ -30,16 +30,18 @@ from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
 from fsm.adapters import core
-from fsm.adapters.core import GuardedSession, GuardedTransport
+from fsm.adapters.core import GuardedConnection, GuardedSession, GuardedTransport
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
 
 __all__ = [
     "BINDING",
     "SUPPORTED_SDK",
+    "GuardedConnection",
     "GuardedSession",
     "GuardedTransport",
     "check_sdk_version",
+    "guarded_connection",
     "guarded_session",
 ]
 
@@ -69,6 +71,21 @@ BINDING = core.SdkBinding(
     cancel_result=lambda: types.ElicitResult(action="cancel"),
 )
 """The mcp 2.x line as the core sees it."""
+
+
+def guarded_connection(url: str, **kwargs: Any) -> AbstractAsyncContextManager[GuardedConnection]:
+    """The guard for one mcp 2.x session on ``url``, for a client that opens the SDK
+    session itself, such as fastmcp 4.x's ``Client`` (a :class:`GuardedConnection`)::
+
+        async with guarded_connection(url) as conn:
+            transport = StreamableHttpTransport(url, httpx_client_factory=conn.http_client)
+            async with fastmcp.Client(transport, elicitation_handler=handler) as client:
+                result = await conn.call(lambda: client.call_tool("delete_files", {}))
+
+    with ``handler`` holding its prompt inside ``conn.prompt(context.request_id)``.
+    Keywords as :func:`fsm.adapters.core.open_guarded_connection`.
+    """
+    return core.open_guarded_connection(BINDING, url, **kwargs)
 
 
 def guarded_session(url: str, **kwargs: Any) -> AbstractAsyncContextManager[GuardedSession]:
