@@ -50,15 +50,17 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fsm.adapters import core
-from fsm.adapters.core import GuardedSession
+from fsm.adapters.core import GuardedConnection, GuardedSession
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
 
 __all__ = [
     "SUPPORTED_SDK",
+    "GuardedConnection",
     "GuardedSession",
     "binding",
     "check_sdk_version",
+    "guarded_connection",
     "guarded_session",
 ]
 
@@ -97,6 +99,14 @@ def binding() -> core.SdkBinding:
         cancel_result=lambda: mcp.types.ElicitResult(action="cancel"),
         errors_as_responses=True,
     )
+
+
+def guarded_connection(url: str, **kwargs: Any) -> AbstractAsyncContextManager[GuardedConnection]:
+    """The guard for one mcp 1.x session on ``url``, for a client that opens the SDK
+    session itself, such as fastmcp 3.x's ``Client`` (a :class:`GuardedConnection`; see
+    :func:`fsm.adapters.mcp2.guarded_connection`). Keywords as
+    :func:`fsm.adapters.core.open_guarded_connection`."""
+    return core.open_guarded_connection(binding(), url, **kwargs)
 
 
 def guarded_session(url: str, **kwargs: Any) -> AbstractAsyncContextManager[GuardedSession]:
