@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 $(STAMP1): pyproject.toml
 	$(PYTHON) -m venv $(VENV1)
 	$(VENV1)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV1)/bin/python -m pip install --quiet -e '.[mcp1,dev]'
+	$(VENV1)/bin/python -m pip install --quiet -e '.[mcp1,dev,fastmcp3]'
 	@touch $(STAMP1)
 
 install: $(STAMP)

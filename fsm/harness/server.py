@@ -396,7 +396,7 @@ class ServerController:
         # what the manager does for a DELETE or an idle timeout, in every release: forget
         # the id first (404 from now on), then terminate the transport
         manager._server_instances.pop(session_id, None)
-        manager._session_owners.pop(session_id, None)
+        getattr(manager, "_session_owners", {}).pop(session_id, None)  # not in every release
         if not transport.is_terminated:
             with anyio.CancelScope(shield=True):
                 await transport.terminate()
