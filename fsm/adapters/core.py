@@ -160,6 +160,9 @@ class SdkBinding:
     the release ranges for :func:`~fsm.adapters.sdkversion.check_sdk_version`.
     ``errors_as_responses``: answer a request POST's HTTP error status (other than 404)
     locally with a JSON-RPC error for its id, for SDKs whose writer dies on one (1.x).
+    ``context_follows_sends``: the SDK's POST task sees the sending task's context
+    variables (2.x); when not (1.x), the core notes which call sent each request id on the
+    SDK's write stream instead.
     """
 
     name: str
@@ -170,6 +173,7 @@ class SdkBinding:
     session_class: Callable[..., Any]
     cancel_result: Callable[[], Any]
     errors_as_responses: bool = False
+    context_follows_sends: bool = True
 
 
 # --------------------------------------------------------------------------- SSE parsing
@@ -349,6 +353,8 @@ class _Engine:
         self.expired: InteractionFailed | None = None
         self.failures: dict[str, InteractionFailed] = {}
         self.calls: dict[Any, _CallSlot] = {}
+        self.sent_calls: dict[Any, _CallSlot] = {}
+        """Calls by request id, noted where the SDK sends them (:class:`_NotingWriter`)."""
         self.tees: dict[str, _Tee] = {}
         self.prompts: dict[RequestKey, anyio.CancelScope] = {}
         self.withdrawn: set[RequestKey] = set()
@@ -662,7 +668,7 @@ class GuardedTransport:
         e = self.e
         origin = body.get("id") if isinstance(body, dict) and "method" in body else None
         if origin is not None:
-            slot = _CALL.get()
+            slot = _CALL.get() or e.sent_calls.pop(origin, None)
             if slot is not None and slot.origin is None and body.get("method") == "tools/call":
                 slot.origin = origin
                 e.calls[origin] = slot
@@ -944,6 +950,33 @@ class _GuardedBody:
                 return resp
             await resp.aclose()
             actions = e.feed(ev.ResumeRefused(stream, resp.status_code))
+
+
+class _NotingWriter:
+    """The SDK's write stream, noting which guarded call sends each ``tools/call`` id
+    (for SDKs whose POST task does not inherit the caller's context variables). Everything
+    else is the wrapped stream's."""
+
+    def __init__(self, inner: Any, engine: _Engine) -> None:
+        self._inner, self._e = inner, engine
+
+    async def send(self, item: Any) -> None:
+        slot = _CALL.get()
+        if slot is not None and slot.origin is None:
+            root: Any = getattr(getattr(item, "message", None), "root", None)
+            if getattr(root, "method", None) == "tools/call":
+                self._e.sent_calls[root.id] = slot
+        await self._inner.send(item)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> _NotingWriter:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> Any:
+        return await self._inner.__aexit__(*exc)
 
 
 # --------------------------------------------------------------------------- the session
@@ -1236,7 +1269,7 @@ async def open_guarded_session(
         binding.connect(url, outer) as (read, write),
         binding.session_class(
             read,
-            write,
+            write if binding.context_follows_sends else _NotingWriter(write, conn._e),
             elicitation_callback=conn.wrap_callback(elicitation_callback),
             **session_kwargs,
         ) as session,

@@ -98,6 +98,7 @@ def binding() -> core.SdkBinding:
         session_class=mcp.ClientSession,
         cancel_result=lambda: mcp.types.ElicitResult(action="cancel"),
         errors_as_responses=True,
+        context_follows_sends=False,
     )
 
 

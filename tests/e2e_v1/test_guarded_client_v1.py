@@ -7,7 +7,9 @@ never backwards, answers resubmitted without re-prompting, one typed error, no h
 from __future__ import annotations
 
 import pytest
+from v1_support import answer_rejected
 
+from fsm.harness.proxy import HttpFault
 from fsm.harness.scenarios import ScenarioResult, guarded_client, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -53,3 +55,16 @@ async def test_session_expiry_is_one_typed_error() -> None:
     assert r.outcome.error_type == "SessionExpiredError"
     assert [x.status for x in r.resumes] == [404]
     assert r.probe is not None and r.probe.error_type == "SessionExpiredError"
+
+
+async def test_answer_rejected_with_500_is_resubmitted() -> None:
+    outcome, statuses = await answer_rejected(guarded_client, HttpFault(500, b"busy"))
+    assert statuses == [500, 202]  # the same answer again, the user not asked again
+    assert outcome.text == "Deleted 3 files: a.txt, b.txt, c.txt"
+
+
+async def test_answer_rejected_as_unknown_is_one_typed_error() -> None:
+    fault = HttpFault.jsonrpc_error(400, -32602, "no such pending request", 0)
+    outcome, statuses = await answer_rejected(guarded_client, fault)
+    assert statuses == [400]
+    assert outcome.error_type == "UnknownPendingRequestError"

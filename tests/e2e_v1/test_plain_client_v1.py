@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from v1_support import answer_rejected
 
-from fsm.harness.proxy import is_resume_get
+from fsm.harness.proxy import HttpFault, is_resume_get
 from fsm.harness.scenarios import open_rig, plain_client, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -104,3 +105,15 @@ async def test_seed_serial_duplicate_stale_cursor_and_a_hang() -> None:
         answers = [ex for ex in proxy.exchanges.values() if ex.is_answer]
         assert len(answers) == 2  # the dead request answered twice, both accepted
         assert not any(e.kind == "elicit_answered" for e in controller.log)
+
+
+async def test_answer_rejected_with_500_kills_the_session() -> None:
+    """An answer POST answered 500 raises in ``post_writer`` (any status >= 400 but 404):
+    the session closes and the call fails (the model's writer death on "500rpc")."""
+    outcome, statuses = await answer_rejected(plain_client, HttpFault(500, b"busy"))
+    assert statuses == [500]
+    assert (outcome.error_type, outcome.code, outcome.text) == (
+        "McpError",
+        -32000,
+        "Connection closed",
+    )
