@@ -107,7 +107,11 @@ def _model_diagrams() -> None:
         return produce
 
     register("guarded-product", product)
-    for file, name in (("seed_incident.py", "seed-incident"), ("mcp_sdk_2_3.py", "mcp-sdk-2.3.0")):
+    for file, name in (
+        ("seed_incident.py", "seed-incident"),
+        ("mcp_sdk_2_3.py", "mcp-sdk-2.3.0"),
+        ("mcp_sdk_1_x.py", "mcp-sdk-1.x"),
+    ):
         for prop in m.model_named(file, name).expected_violations:
             register(f"cex-{name}-{prop.lower()}", counterexample(file, name, prop))
 
