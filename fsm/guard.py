@@ -118,11 +118,15 @@ class GuardConfig:
 
     Resumption: ``max_resumes_without_progress`` resumes in a row that bring no event id
     the stream never carried end it; ``max_resumes_per_stream`` bounds its resumes in
-    all. Each stream remembers its ``max_seen_event_ids`` newest event ids exactly and up
-    to ``max_event_history`` older ones as fingerprints (6 bytes each: 768 KiB at the
-    default); a stream that carried more than both can no longer tell a replay from new
-    events, and its next loss is terminal (``ResumeBudgetSpentError``, reason
-    ``history-full``). How a failed resume GET is judged is ``resume_classifier``.
+    all (``None``: no such cap, and no count kept). Each stream remembers its
+    ``max_seen_event_ids`` newest event ids exactly and up to ``max_event_history`` older
+    ones as fingerprints (6 bytes each: 768 KiB at the default); a stream that carried
+    more than both can no longer tell a replay from new events, and its next loss is
+    terminal (``ResumeBudgetSpentError``, reason ``history-full``). How a failed resume
+    GET is judged is ``resume_classifier``.
+    ``event_history`` is the class that keeps a stream's history: replace it only to
+    study other retention policies (a model of a window-only client does), since the
+    default is what P7 and L1 rest on.
     """
 
     interactive_methods: frozenset[str] = frozenset(
@@ -141,7 +145,8 @@ class GuardConfig:
     max_streams: int = 64
     max_seen_event_ids: int = 1024
     max_event_history: int = 131_072
-    max_resumes_per_stream: int = 100
+    max_resumes_per_stream: int | None = 100
+    event_history: type[EventHistory] = EventHistory
     classifier: Classifier = field(default_factory=Classifier)
     resume_classifier: Classifier = field(default_factory=Classifier.for_resumes)
     oracle: LivenessOracle = default_oracle
@@ -630,7 +635,8 @@ class Guard:
             return
         self._fire("transport", st, "resume")
         st.stalls += 1
-        st.resumes += 1
+        if self.config.max_resumes_per_stream is not None:
+            st.resumes += 1
         self._emit(Resume(st.id, st.cursor))
 
     def _on_resumed(self, e: ev.StreamResumed) -> None:
@@ -948,7 +954,7 @@ def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...]
             (f"{st.stalls} resumes without an event id it never carried", f"cursor {st.cursor}"),
             "resume-budget-spent",
         )
-    if st.resumes >= cfg.max_resumes_per_stream:
+    if cfg.max_resumes_per_stream is not None and st.resumes >= cfg.max_resumes_per_stream:
         return (
             f"after {st.resumes} resumes in all (max_resumes_per_stream)",
             (f"{st.resumes} resumes", f"cursor {st.cursor}"),
@@ -958,8 +964,8 @@ def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...]
 
 
 def _history(config: GuardConfig, frozen: tuple[Any, ...] | None) -> EventHistory:
-    window, cap = config.max_seen_event_ids, config.max_event_history
-    return EventHistory(window, cap) if frozen is None else EventHistory.thaw(window, cap, frozen)
+    window, cap, cls = config.max_seen_event_ids, config.max_event_history, config.event_history
+    return cls(window, cap) if frozen is None else cls.thaw(window, cap, frozen)
 
 
 def _as_replay(item: ev.SseEvent) -> ev.SseEvent:

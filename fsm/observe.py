@@ -86,6 +86,7 @@ class ObservedGuard:
             oracle=g.config.oracle,
             idempotent=g.config.idempotent_methods,
             classifier=g.config.classifier,
+            resume_classifier=g.config.resume_classifier,
         )
 
     def _did(self, action: act.Action) -> list[P.Observation]:
@@ -104,9 +105,12 @@ def told(
     oracle: LivenessOracle = default_oracle,
     idempotent: Collection[str] = _DEFAULTS.idempotent_methods,
     classifier: Classifier = _DEFAULTS.classifier,
+    resume_classifier: Classifier = _DEFAULTS.resume_classifier,
 ) -> list[P.Observation]:
     """What ``event`` tells a client, as observations. ``replayed(stream)`` says whether
-    the stream's current connection is a resumed one (for events that do not say)."""
+    the stream's current connection is a resumed one (for events that do not say);
+    ``classifier`` and ``resume_classifier`` judge answer POST and resume GET results as
+    the guard does (a session-scoped terminal verdict is the session gone)."""
     if isinstance(event, ev.ReplayBatch):
         return [
             obs
@@ -125,6 +129,7 @@ def told(
                 oracle=oracle,
                 idempotent=idempotent,
                 classifier=classifier,
+                resume_classifier=resume_classifier,
             )
         ]
     if isinstance(event, ev.StreamOpened):
@@ -158,9 +163,11 @@ def told(
         if verdict.outcome is OutcomeClass.TERMINAL:
             return [P.Rejected(event.key, session=verdict.scope == "session")]
         return []
-    if isinstance(event, ev.SessionExpired) or (
-        isinstance(event, ev.ResumeRefused) and event.status == 404
-    ):
+    if isinstance(event, ev.ResumeRefused):
+        verdict = resume_classifier.classify(event.result())
+        gone = verdict.outcome is OutcomeClass.TERMINAL and verdict.scope == "session"
+        return [P.SessionGone()] if gone else []
+    if isinstance(event, ev.SessionExpired):
         return [P.SessionGone()]
     return []
 

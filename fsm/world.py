@@ -10,11 +10,13 @@ environment that is free, within bounds, to
   (the v2 courtesy cancel, stored in the buffer too);
 * answer an answer POST for a request it no longer has with ``202`` (what the official
   servers do), ``404``, a JSON-RPC error, or a ``500`` wrapping a JSON-RPC error;
-* cut the connection cleanly or abruptly (``cuts`` times), fail answer POSTs at the
+* cut the connection cleanly or abruptly (``cuts`` times, or any number of times when
+  ``cuts`` is ``None``), fail answer POSTs at the
   transport (``post_faults`` times), reap the session (if ``reaper``);
 * let the user answer each presented prompt at any time, or never (``user``);
-* replay after the ``Last-Event-ID`` (the specification), or from it inclusively (the
-  seed incident's server, which re-sent the event the client named).
+* replay after the ``Last-Event-ID`` (the specification), from it inclusively (the
+  seed incident's server, which re-sent the event the client named), or from the start
+  of its buffer whatever the client asked (``"start"``: a server that replays everything).
 
 The server completes the tool call once every request it sent is answered or dead
 (``completes_on_deadline``; otherwise a dead request hangs the tool, the seed incident's
@@ -64,8 +66,9 @@ Deadline = Literal["silent", "cancel"]
 """A server-side deadline fires silently, or with a ``notifications/cancelled``."""
 UserMode = Literal["answers", "never"]
 """The user answers each presented prompt (at any time), or never."""
-Replay = Literal["after", "inclusive"]
-"""A resumed stream replays after the ``Last-Event-ID`` (the specification), or from it."""
+Replay = Literal["after", "inclusive", "start"]
+"""A resumed stream replays after the ``Last-Event-ID`` (the specification), from it, or
+from the start of the server's buffer (everything, on every resume)."""
 
 
 class ClientPolicy(Protocol[C]):
@@ -87,7 +90,9 @@ class Bounds:
     """The environment variant and its bounds (all parameters of a model)."""
 
     requests: int = 1
-    cuts: int = 2
+    cuts: int | None = 2
+    """Connection cuts (and failed resume GETs) the network may inflict; ``None``: any
+    number (the state space stays finite only for a client whose resumes are bounded)."""
     post_faults: int = 1
     deadline: Deadline = "silent"
     unknown_answer: Outcome = "202"
@@ -206,7 +211,8 @@ class Env:
     conn: int | None
     """The next log index to deliver; None when disconnected."""
     cuts: int
-    """Connection cuts (and failed resumes) left."""
+    """Connection cuts (and failed resumes) left; with unlimited cuts, 1 once the network
+    cut the stream at least once (0 before)."""
     faults: int
     """Answer POST transport failures left."""
     reaped: bool
@@ -362,7 +368,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "log": (("prime", -1),),
             "server": (),
             "conn": 0,
-            "cuts": b.cuts,
+            "cuts": 0 if b.cuts is None else b.cuts,
             "faults": b.post_faults,
             "reaped": False,
             "t": 0.0,
@@ -449,7 +455,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             ),
             Property.sometimes(
                 "cut-and-resumed",
-                lambda s: s.env.cuts < self.bounds.cuts and s.env.conn is not None,
+                lambda s: self._was_cut(s.env) and s.env.conn is not None,
                 "a cut stream is resumed",
             ),
         ]
@@ -499,13 +505,13 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if e.conn is not None:
             if e.conn < len(e.log):
                 moves.append(Move("deliver", e.conn))
-            if e.cuts > 0:
+            if self._may_cut(e):
                 moves += [Move("cut clean"), Move("cut abrupt")]
         if e.timer:
             moves.append(Move("backoff elapses"))
         if e.resume is not None:
             moves.append(Move("resume answered"))
-            if e.cuts > 0 and not e.reaped:
+            if self._may_cut(e) and not e.reaped:
                 moves.append(Move("resume fails"))
         for r in sorted(e.posts):
             moves.append(Move("answer POST", r))
@@ -547,8 +553,17 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     def _cut(self, w: list[Any], *, clean: bool) -> Input:
         w[CONN] = None
-        w[CUTS] -= 1
+        self._spend_cut(w)
         return ("cut", clean)
+
+    def _may_cut(self, e: Env) -> bool:
+        return self.bounds.cuts is None or e.cuts > 0
+
+    def _spend_cut(self, w: list[Any]) -> None:
+        w[CUTS] = 1 if self.bounds.cuts is None else w[CUTS] - 1
+
+    def _was_cut(self, e: Env) -> bool:
+        return e.cuts == 1 if self.bounds.cuts is None else e.cuts < self.bounds.cuts
 
     def _backoff(self, w: list[Any], _: None) -> Input:
         w[TIMER] = False
@@ -558,13 +573,14 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if w[REAPED]:
             w[RESUME] = None
             return ("resume_404",)
-        w[CONN] = (w[RESUME] or 0) + (1 if self.bounds.replay == "after" else 0)
+        replay = self.bounds.replay
+        w[CONN] = 0 if replay == "start" else (w[RESUME] or 0) + (replay == "after")
         w[RESUME] = None
         return ("resumed",)
 
     def _resume_fails(self, w: list[Any], _: None) -> Input:
         w[RESUME] = None
-        w[CUTS] -= 1
+        self._spend_cut(w)
         return ("cut", False)
 
     def _post(self, w: list[Any], r: int) -> Input:

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from core_support import ENGINES, GET, POST, SESSION, elicit, make_guard, of, progress
 
-from fsm import Guard, SubmissionResult
+from fsm import Guard, GuardConfig, SubmissionResult
 from fsm import events as ev
-from fsm.actions import Complete, Fail, Ignore, Present, Resume, Submit, Withdraw
+from fsm.actions import Complete, Fail, Ignore, Present, Resume, Submit, Wait, Withdraw
 from fsm.errors import SessionExpiredError, SubmissionFailedError, UnknownPendingRequestError
-from fsm.outcomes import DEFAULT_RULES, Classifier, OutcomeClass, Rule
+from fsm.outcomes import DEFAULT_RULES, RESUME_RULES, Classifier, OutcomeClass, Rule
 
 KEY = (SESSION, 1)
 ANSWER = {"action": "accept", "content": {"n": 1}}
@@ -267,3 +267,100 @@ def test_user_rule_reaches_the_guard(engine: str) -> None:
     assert [type(a) for a in acts] == [Fail]
     assert "proxy-502-gone" in acts[0].error.evidence[-1]  # type: ignore[union-attr]
     assert not of(acts, Withdraw)
+
+
+# Resume GETs: one example per row of RESUME_RULES, taken from what the official SDK
+# servers answer on a resume (docs/resumption.md has the full table with sources).
+RESUME_ROW_EXAMPLES: dict[str, tuple[SubmissionResult, OutcomeClass, str]] = {
+    "jsonrpc-session-gone": (  # python mcp 2.3.0's session manager (error body, no id)
+        SubmissionResult(400, rpc_error("Session not found", -32600)),
+        OutcomeClass.TERMINAL,
+        "session",
+    ),
+    "http-404": (SubmissionResult(404), OutcomeClass.TERMINAL, "session"),  # go: plain text
+    "http-400": (  # typescript: a Last-Event-ID its event store does not know
+        SubmissionResult(400, rpc_error("Invalid event ID format", -32000)),
+        OutcomeClass.TERMINAL,
+        "request",
+    ),
+    "http-405": (SubmissionResult(405), OutcomeClass.TERMINAL, "request"),  # go: stateless
+    "http-406": (SubmissionResult(406), OutcomeClass.TERMINAL, "request"),  # python: Accept
+    "http-410": (SubmissionResult(410), OutcomeClass.TERMINAL, "request"),
+    "http-409": (  # typescript and go: the old connection is still attached
+        SubmissionResult(409, rpc_error("Conflict: Stream already has an active connection")),
+        OutcomeClass.RETRYABLE,
+        "request",
+    ),
+    "http-429": (SubmissionResult(429, retry_after=3.0), OutcomeClass.RETRYABLE, "request"),
+    "http-5xx": (  # python: "Error replaying events"
+        SubmissionResult(500, rpc_error("Error replaying events", -32603)),
+        OutcomeClass.RETRYABLE,
+        "request",
+    ),
+    "transport-error": (
+        SubmissionResult(None, error="ConnectError"),
+        OutcomeClass.RETRYABLE,
+        "request",
+    ),
+    "other-4xx": (SubmissionResult(403), OutcomeClass.TERMINAL, "request"),  # go: Host check
+}
+
+
+def test_every_resume_row_has_an_example() -> None:
+    assert [r.name for r in RESUME_RULES] == list(RESUME_ROW_EXAMPLES)
+
+
+@pytest.mark.parametrize("name", list(RESUME_ROW_EXAMPLES))
+def test_resume_row_classifies_its_example(name: str) -> None:
+    result, outcome, scope = RESUME_ROW_EXAMPLES[name]
+    verdict = Classifier.for_resumes().classify(result)
+    assert (verdict.rule, verdict.outcome, verdict.scope) == (name, outcome, scope)
+    row = next(r for r in RESUME_RULES if r.name == name)
+    for earlier in RESUME_RULES[: RESUME_RULES.index(row)]:
+        assert not earlier.matches(result), earlier.name
+
+
+@pytest.mark.parametrize("name", list(RESUME_ROW_EXAMPLES))
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_guard_acts_on_each_resume_row(engine: str, name: str) -> None:
+    """Session rows expire the session, request rows end the stream once, retryable rows
+    wait (after Retry-After when sent) and resume from the same cursor."""
+    result, outcome, scope = RESUME_ROW_EXAMPLES[name]
+    guard = make_guard(engine)
+    guard.feed(ev.SseEvent(POST, progress(), "e1"))
+    guard.feed(ev.StreamLost(POST, clean=False))
+    guard.feed(ev.TimerFired(POST))
+    acts = guard.feed(
+        ev.ResumeRefused(POST, result.status, result.error, result.body, result.retry_after)
+    )
+    if scope == "session":
+        fails = of(acts, Fail)
+        assert fails and all(isinstance(f.error, SessionExpiredError) for f in fails)
+        assert guard.expired
+    elif outcome is OutcomeClass.TERMINAL:
+        [fail] = of(acts, Fail)
+        assert fail.error.reason == "not-resumable" and f"({name}: terminal)" in str(fail.error)
+        assert guard.stream_state(POST) == "dead"
+    else:
+        [wait] = of(acts, Wait)
+        if result.retry_after is not None:
+            assert wait.delay_s == result.retry_after
+        assert of(guard.feed(ev.TimerFired(POST)), Resume) == [Resume(POST, "e1")]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_resume_rules_extend_like_answer_rules(engine: str) -> None:
+    """A deployment whose gateway answers 503 "draining" for good can say so."""
+    draining = Rule(
+        "draining",
+        lambda r: r.status == 503,
+        OutcomeClass.TERMINAL,
+        doc="this replica will not serve the stream again",
+    )
+    guard = make_guard(engine, resume_classifier=Classifier.for_resumes().with_rules(draining))
+    guard.feed(ev.SseEvent(POST, progress(), "e1"))
+    guard.feed(ev.StreamLost(POST, clean=False))
+    guard.feed(ev.TimerFired(POST))
+    [fail] = of(guard.feed(ev.ResumeRefused(POST, 503)), Fail)
+    assert "draining" in str(fail.error)
+    assert GuardConfig().resume_classifier.rules == RESUME_RULES

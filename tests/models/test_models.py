@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = (
     "guarded.py",
     "guarded_concurrent.py",
+    "guarded_replay.py",
     "seed_incident.py",
     "mcp_sdk_2_3.py",
     "mcp_sdk_1_x.py",
@@ -71,6 +72,16 @@ PINNED: dict[str, tuple[int, int]] = {
     "guarded[inclusive,cancel,rpc,answers] x2": (23784, 67733),
     "guarded[after,silent,rpc,answers] x3": (66684, 218614),
     "guarded[inclusive,silent,rpc,answers] x3": (75384, 263616),
+    "guarded-replay[silent,202,answers]": (1422, 4347),
+    "guarded-replay[silent,202,never]": (345, 901),
+    "guarded-replay[silent,rpc,answers]": (1332, 3831),
+    "guarded-replay[silent,rpc,never]": (345, 901),
+    "guarded-replay[cancel,202,answers]": (3144, 9270),
+    "guarded-replay[cancel,202,never]": (632, 1578),
+    "guarded-replay[cancel,rpc,answers]": (3054, 8754),
+    "guarded-replay[cancel,rpc,never]": (632, 1578),
+    "guarded-replay[history-full]": (462, 857),
+    "window-only": (1126, 3014),
     "seed-incident": (168, 303),
     "mcp-sdk-2.3.0": (501, 1116),
     "mcp-sdk-1.x": (1653, 3248),
@@ -90,6 +101,7 @@ SHORTEST = {
     # the duplicate presented after the first answer; the stale cursor; a POST stream
     # cut before its first event id: not resumed, no outcome (a hang)
     "mcp-sdk-1.x": {"P2": (11, None), "P7": (8, None), "P5-quiescent": (4, None)},
+    "window-only": {"P7": (9, None), "L1": (9, 4)},
 }
 
 _REPORTS: dict[str, tuple[Any, Report]] = {}

@@ -1,0 +1,92 @@
+"""The library's policy against servers that replay everything, on every resume.
+
+A resumed SSE connection may replay from wherever the server chooses. Here the server
+replays from the start of its buffer whatever ``Last-Event-ID`` the client sent, the
+network may cut the stream any number of times (``cuts=None``), and the guard remembers
+exactly only the newest event id of a stream (``max_seen_event_ids=1``): every replayed
+event has left that window. What keeps P7 (the cursor never moves back) and L1 (the
+client stops resuming) is the rest of the stream's history, kept as fingerprints
+(:mod:`fsm.history`):
+
+* ``guarded-replay[...]``: the shipped history, against deadlines silent or cancelling,
+  answers to unknown requests accepted or rejected, the user answering or not. P1-P7 and
+  L1 hold.
+* ``guarded-replay[history-full]``: a history that keeps no fingerprint, so it is full
+  once the stream's second event arrives; the next loss ends the stream
+  (``history-full``). All hold.
+* ``window-only``: the guard as it was before the history, whose seen window simply
+  forgot its oldest ids, with no cap on resumes: a replayed id that left the window
+  counts as new. It must fail P7 (the next resume names an older cursor) and L1 (every
+  replay looks like progress, so the budget of resumes without progress never runs out).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from dataclasses import replace
+from typing import Any
+
+from fsm import GuardConfig
+from fsm.history import EventHistory
+from fsm.world import Bounds, Deadline, Outcome, UserMode, World
+from models.guarded import CONFIG, GuardPolicy
+
+REPLAY_CONFIG = replace(CONFIG, max_seen_event_ids=1)
+"""The shipped policy's knobs with a window of one exact id: every replay leaves it."""
+
+
+class WindowOnlyHistory(EventHistory):
+    """The retention of the guard before fingerprints: the window forgets its oldest id
+    and nothing else remembers it (never full, no fingerprints)."""
+
+    __slots__ = ()
+
+    def add(self, event_id: str) -> None:
+        recent: OrderedDict[str, None] = self.recent
+        recent[event_id] = None
+        if len(recent) > self.window:
+            recent.popitem(last=False)
+
+
+WINDOW_ONLY_CONFIG = replace(
+    REPLAY_CONFIG, event_history=WindowOnlyHistory, max_resumes_per_stream=None
+)
+"""The window-only guard: no fingerprints, no absolute cap on resumes."""
+
+
+def _bounds(deadline: Deadline, unknown: Outcome, user: UserMode) -> Bounds:
+    return Bounds(
+        requests=1,
+        cuts=None,
+        post_faults=1,
+        deadline=deadline,
+        unknown_answer=unknown,
+        user=user,
+        replay="start",
+    )
+
+
+def _world(config: GuardConfig, bounds: Bounds, name: str, expect: tuple[str, ...] = ()) -> Any:
+    return World(GuardPolicy(config), bounds, name=name, expect=expect)
+
+
+def variants() -> list[World[Any]]:
+    """The shipped history against every replay-everything variant, and its limits."""
+    deadlines: tuple[Deadline, ...] = ("silent", "cancel")
+    unknowns: tuple[Outcome, ...] = ("202", "rpc")
+    users: tuple[UserMode, ...] = ("answers", "never")
+    policy = GuardPolicy(REPLAY_CONFIG)  # one memo of guard steps for the sweep
+    worlds: list[World[Any]] = [
+        World(policy, _bounds(d, u, user), name=f"guarded-replay[{d},{u},{user}]")
+        for d, u, user in itertools.product(deadlines, unknowns, users)
+    ]
+    tiny = replace(REPLAY_CONFIG, max_event_history=0)
+    worlds.append(_world(tiny, _bounds("silent", "rpc", "answers"), "guarded-replay[history-full]"))
+    worlds.append(
+        _world(WINDOW_ONLY_CONFIG, _bounds("silent", "rpc", "answers"), "window-only", ("P7", "L1"))
+    )
+    return worlds
+
+
+MODELS = variants()
