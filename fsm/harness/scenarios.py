@@ -357,9 +357,10 @@ class Outcome:
         if isinstance(result, str):
             return cls("result", result)
         texts = [getattr(c, "text", "") for c in getattr(result, "content", []) or []]
-        return cls(
-            "result", "\n".join(t for t in texts if t), bool(getattr(result, "isError", False))
-        )
+        flag = getattr(result, "is_error", None)  # 2.x and fastmcp; 1.x: isError
+        if flag is None:
+            flag = getattr(result, "isError", False)
+        return cls("result", "\n".join(t for t in texts if t), bool(flag))
 
     @classmethod
     def of_exception(cls, exc: BaseException) -> Outcome:
