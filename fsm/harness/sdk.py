@@ -20,6 +20,7 @@ from fsm.adapters.sdkversion import release_of
 __all__ = [
     "MCP_MAJOR",
     "MCP_VERSION",
+    "PRIMES_REPLAYS",
     "McpError",
     "hx",
     "open_client_streams",
@@ -35,6 +36,12 @@ MCP_MAJOR = (release_of(MCP_VERSION) or (2, 0, 0))[0]
 
 hx: Any = importlib.import_module("httpx2" if MCP_MAJOR >= 2 else "httpx")
 """The SDK line's HTTP library module (``httpx2`` for 2.x, ``httpx`` for 1.x)."""
+
+PRIMES_REPLAYS = MCP_MAJOR >= 2 or (release_of(MCP_VERSION) or (0, 0, 0)) >= (1, 28, 1)
+"""Whether the server primes a resumed (replayed) stream with an event of its own, which
+the scenarios wait for to know the resume attached (1.x from 1.28.1; every 2.x). On older
+1.x servers the scenarios that cut resumed streams cannot synchronise; the 1.x client's
+transport is the same in 1.28.0 and 1.28.1."""
 
 McpError: type[Exception] = getattr(
     importlib.import_module("mcp"), "MCPError" if MCP_MAJOR >= 2 else "McpError"

@@ -26,6 +26,18 @@ except metadata.PackageNotFoundError:
 collect_ignore_glob = [] if _MAJOR == 1 else ["test_*.py"]
 
 
+def needs_primed_replays() -> pytest.MarkDecorator:
+    """Skip where the harness server does not prime replayed streams (1.x before 1.28.1):
+    the scenario waits for that event to know a resume attached. A limit of the test
+    bed's server, not of the client under test."""
+    from fsm.harness.sdk import MCP_VERSION, PRIMES_REPLAYS
+
+    return pytest.mark.skipif(
+        not PRIMES_REPLAYS,
+        reason=f"mcp {MCP_VERSION}'s server does not prime a replayed stream",
+    )
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

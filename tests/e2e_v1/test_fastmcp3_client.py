@@ -9,6 +9,7 @@ SDK's receive loop is blocked in the handler.
 from __future__ import annotations
 
 import pytest
+from conftest import needs_primed_replays
 
 pytest.importorskip("fastmcp")
 
@@ -18,6 +19,7 @@ from fsm.harness.scenarios import run_scenario
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
 
+@needs_primed_replays()
 async def test_guarded_fastmcp3_presents_once_and_ends_once() -> None:
     r = await run_scenario("seed", guarded_fastmcp)
     assert list(r.presentation_counts.values()) == [1]
@@ -25,6 +27,7 @@ async def test_guarded_fastmcp3_presents_once_and_ends_once() -> None:
     assert r.outcome.text == "Kept 3 files: confirmation expired"
 
 
+@needs_primed_replays()
 async def test_guarded_fastmcp3_withdraws_a_cancelled_prompt() -> None:
     r = await run_scenario("replayed_cancel", guarded_fastmcp)
     assert list(r.presentation_counts.values()) == [1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from conftest import needs_primed_replays
 from v1_support import answer_rejected
 
 from fsm.harness.proxy import HttpFault, is_resume_get
@@ -37,6 +38,7 @@ async def test_failed_answer_post_kills_the_session() -> None:
     assert not any(e.kind == "elicit_answered" for e in r.server_log)
 
 
+@needs_primed_replays()
 async def test_seed_serial_duplicate_stale_cursor_and_a_hang() -> None:
     """The seed incident on 1.30, step by step on the wire (what the model's P2, P7 and
     P5-quiescent counterexamples say):
