@@ -100,6 +100,7 @@ def run_line(line: Line, versions: tuple[str, ...]) -> list[dict[str, object]]:
                 "version": version,
                 "passed": counts.get("passed", 0),
                 "failed": counts.get("failed", 0) + counts.get("error", 0),
+                "skipped": counts.get("skipped", 0),
                 "seconds": round(time.monotonic() - started, 1),
             }
         )
@@ -115,13 +116,17 @@ def render(record: list[dict[str, object]]) -> str:
     ]
     for line in LINES:
         rows = [r for r in record if r["line"] == line.name]
-        ok = [str(r["version"]) for r in rows if r["failed"] == 0 and int(str(r["passed"])) > 0]
-        bad = [str(r["version"]) for r in rows if str(r["version"]) not in ok]
-        tests = max((int(str(r["passed"])) for r in rows), default=0)
-        cell = ", ".join(ok) + (f" (failing: {', '.join(bad)})" if bad else "")
+        ok = [r for r in rows if r["failed"] == 0 and int(str(r["passed"])) > 0]
+        bad = [str(r["version"]) for r in rows if r not in ok]
+        sizes = (int(str(r["passed"])) + int(str(r.get("skipped", 0))) for r in rows)
+        tests = max(sizes, default=0)
+        cell = ", ".join(f"{r['version']}{'*' if r.get('skipped') else ''}" for r in ok)
+        cell += f" ({tests} tests each"
+        if any(r.get("skipped") for r in ok):
+            cell += "; *: some skipped, with the reason"
+        cell += ")" + (f"; failing: {', '.join(bad)}" if bad else "")
         out.append(
-            f"| {line.package} {line.name[-1]}.x | {cell} ({tests} tests each) | {line.adapter} "
-            f"| {line.guarded} |"
+            f"| {line.package} {line.name[-1]}.x | {cell} | {line.adapter} | {line.guarded} |"
         )
     return "\n".join(out)
 

@@ -135,6 +135,7 @@ __all__ = [
     "bind",
     "open_guarded_connection",
     "open_guarded_session",
+    "sdk_streams",
 ]
 
 logger = logging.getLogger(__name__)
@@ -147,6 +148,17 @@ _STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
 
 Connect = Callable[[str, Any], AbstractAsyncContextManager[tuple[Any, Any]]]
 """``connect(url, http_client)``: the SDK's transport, yielding ``(read, write)``."""
+
+
+@contextlib.asynccontextmanager
+async def sdk_streams(url: str, http_client: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """The installed SDK's ``streamable_http_client`` on ``http_client``, as ``(read,
+    write)``: the :data:`Connect` of both lines (1.x also yields a session-id getter,
+    dropped here). Imports the SDK when called."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with streamable_http_client(url, http_client=http_client) as streams:
+        yield streams[0], streams[1]
 
 
 @dataclass(frozen=True)

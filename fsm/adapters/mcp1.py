@@ -44,8 +44,6 @@ What 1.x does that 2.x does not, and what the adapter does about it
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -74,14 +72,6 @@ def check_sdk_version(strict: bool = True) -> str:
     return _check(SUPPORTED_SDK, others=(MCP2,), strict=strict)
 
 
-@contextlib.asynccontextmanager
-async def _connect(url: str, http_client: Any) -> AsyncIterator[tuple[Any, Any]]:
-    from mcp.client.streamable_http import streamable_http_client
-
-    async with streamable_http_client(url, http_client=http_client) as streams:
-        yield streams[0], streams[1]  # 1.x also yields a session-id getter
-
-
 def binding() -> core.SdkBinding:
     """The mcp 1.x line as the core sees it (imports ``httpx`` and ``mcp`` when called:
     type checking runs against 2.x, where ``httpx`` is absent)."""
@@ -94,7 +84,7 @@ def binding() -> core.SdkBinding:
         hx=hx,
         supported=MCP1,
         others=(MCP2,),
-        connect=_connect,
+        connect=core.sdk_streams,
         session_class=mcp.ClientSession,
         cancel_result=lambda: mcp.types.ElicitResult(action="cancel"),
         errors_as_responses=True,

@@ -20,14 +20,11 @@ HTTP error into an ``MCPError`` for that request, so the core forwards those unc
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx2
 from mcp import ClientSession, types
-from mcp.client.streamable_http import streamable_http_client
 
 from fsm.adapters import core
 from fsm.adapters.core import GuardedConnection, GuardedSession, GuardedTransport
@@ -55,18 +52,12 @@ def check_sdk_version(strict: bool = True) -> str:
     return _check(SUPPORTED_SDK, others=(MCP1,), strict=strict)
 
 
-@contextlib.asynccontextmanager
-async def _connect(url: str, http_client: httpx2.AsyncClient) -> AsyncIterator[tuple[Any, Any]]:
-    async with streamable_http_client(url, http_client=http_client) as (read, write):
-        yield read, write
-
-
 BINDING = core.SdkBinding(
     name="mcp 2.x",
     hx=httpx2,
     supported=MCP2,
     others=(MCP1,),
-    connect=_connect,
+    connect=core.sdk_streams,
     session_class=ClientSession,
     cancel_result=lambda: types.ElicitResult(action="cancel"),
 )

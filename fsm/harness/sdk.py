@@ -9,12 +9,11 @@ checking runs against 2.x; the 1.x branches are exercised by the 1.x suite.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-from collections.abc import AsyncIterator
 from importlib import metadata
 from typing import Any
 
+from fsm.adapters.core import sdk_streams
 from fsm.adapters.sdkversion import release_of
 
 __all__ = [
@@ -66,11 +65,5 @@ def request_headers(ctx: Any) -> Any:
     return request.headers if request is not None else {}
 
 
-@contextlib.asynccontextmanager
-async def open_client_streams(url: str, http_client: Any) -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's ``streamable_http_client`` on ``http_client``, as ``(read, write)``
-    (1.x also yields a session-id getter, dropped here)."""
-    from mcp.client.streamable_http import streamable_http_client
-
-    async with streamable_http_client(url, http_client=http_client) as streams:
-        yield streams[0], streams[1]
+open_client_streams = sdk_streams
+"""The SDK's ``streamable_http_client`` as ``(read, write)`` on either line."""

@@ -54,8 +54,8 @@ async def test_failed_answer_is_resubmitted_and_the_session_lives() -> None:
 
 async def test_session_expiry_is_one_typed_error() -> None:
     """The resume after the expiry is refused: 404 is the session gone; the 400 that the
-    oldest 1.x servers answer for an unknown session means this stream cannot be resumed. One typed error either way,
-    and later calls fail at once."""
+    oldest 1.x servers answer for an unknown session means this stream cannot be resumed.
+    One typed error either way, and later calls fail at once."""
     r = await run_scenario("session_expired", guarded_client)
     assert list(r.presentation_counts.values()) == [1]
     ((status, _),) = [(x.status, x) for x in r.resumes]
