@@ -48,7 +48,8 @@ def _timed(run: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return run(*args, **kwargs)
 
 
-MODEL_FILES = ("guarded.py", "guarded_concurrent.py", "seed_incident.py", "mcp_sdk_2_3.py")
+MODEL_FILES = tuple(sorted(path.name for path in (ROOT / "models").glob("*.py")))
+"""Every shipped model file: what ``python -m fsm check models/*.py`` checks."""
 
 
 def _growth() -> None:

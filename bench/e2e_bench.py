@@ -44,7 +44,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from bench.results import record, table
+from bench.results import record, run_quietly, table
 
 COUNT = 10_000
 REPEATS = 15
@@ -176,15 +176,7 @@ def long_session() -> None:
     ``e2e_long_session_growth_guarded_over_plain`` (the guarded client's late/early
     ratio over the plain client's: 1.0 when the guard adds nothing that grows with the
     session) and ``e2e_one_event_call_guarded_over_plain`` (early, per call)."""
-    import logging
-
-    import anyio
-
-    logging.disable(logging.WARNING)
-    try:
-        blocks = anyio.run(_long_sessions)
-    finally:
-        logging.disable(logging.NOTSET)
+    blocks = run_quietly(_long_sessions)
     # medians of five blocks: one block's time moves by a third on this machine
     early = {k: statistics.median(v[1 : 1 + WINDOW]) for k, v in blocks.items()}
     late = {k: statistics.median(v[-WINDOW:]) for k, v in blocks.items()}
@@ -227,15 +219,7 @@ V1_PYTHON = Path(__file__).resolve().parents[1] / ".venv-mcp1" / "bin" / "python
 
 def progress_times(repeats: int = REPEATS) -> dict[str, list[tuple[float, float]]]:
     """``(wall, cpu)`` of each timed 10k-progress call, per client, on the installed line."""
-    import logging
-
-    import anyio
-
-    logging.disable(logging.WARNING)
-    try:
-        return anyio.run(_measure, repeats)
-    finally:
-        logging.disable(logging.NOTSET)
+    return run_quietly(_measure, repeats)
 
 
 def _v1_times(repeats: int) -> dict[str, list[tuple[float, float]]] | None:

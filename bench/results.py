@@ -8,9 +8,9 @@ remembers it for the combined table ``python -m bench`` prints at the end.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
@@ -66,3 +66,20 @@ def table(rows: Iterable[Sequence[object]], header: Sequence[str] | None = None)
     text = "\n".join(lines)
     print(text)
     return text
+
+
+T = TypeVar("T")
+
+
+def run_quietly(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``anyio.run(fn, *args)`` with logging below ERROR silenced (the SDK logs the faults
+    and retries the benchmarks cause)."""
+    import logging
+
+    import anyio
+
+    logging.disable(logging.WARNING)
+    try:
+        return anyio.run(fn, *args)
+    finally:
+        logging.disable(logging.NOTSET)

@@ -5,18 +5,24 @@ The core is sans-IO and imports only ``transitions``: declarations (:mod:`fsm.sp
 guard that clients embed (:mod:`fsm.guard`) with its events, actions, outcome table
 and errors. The model checker is :mod:`fsm.checker`; the optional extras are
 :mod:`fsm.render` (diagrams), :mod:`fsm.adapters` (the official ``mcp`` SDK's clients)
-and :mod:`fsm.harness` (a real loopback server, proxy and scenarios).
+and :mod:`fsm.harness` (a real loopback server, proxy and scenarios); the conformance kit
+:mod:`fsm.testing` needs the ``testing`` extra (``hypothesis``).
 """
 
 from fsm import actions, events
 from fsm.errors import (
+    CallRejectedError,
     CapacityError,
     GuardError,
     GuardUsageError,
+    InputRoundsExceededError,
     InteractionFailed,
+    MalformedInputRequiredError,
+    QuestionReaskedError,
     RequestCancelledError,
     RequestId,
     RequestKey,
+    RequestStateExpiredError,
     ResumeBudgetSpentError,
     SessionExpiredError,
     StaleRequestError,
@@ -35,6 +41,9 @@ from fsm.outcomes import (
     SubmissionResult,
 )
 
+__version__ = "0.1.0"
+"""The distribution's version (``dead-or-resumable``; the wheel reads it from here)."""
+
 __all__ = [
     "DEFAULT_RULES",
     "LIVENESS",
@@ -42,6 +51,7 @@ __all__ = [
     "PRODUCT",
     "RESUME_RULES",
     "TRANSPORT",
+    "CallRejectedError",
     "CapacityError",
     "Classifier",
     "Guard",
@@ -49,12 +59,16 @@ __all__ = [
     "GuardError",
     "GuardUsageError",
     "HttpResult",
+    "InputRoundsExceededError",
     "InteractionFailed",
     "LivenessOracle",
+    "MalformedInputRequiredError",
     "OutcomeClass",
+    "QuestionReaskedError",
     "RequestCancelledError",
     "RequestId",
     "RequestKey",
+    "RequestStateExpiredError",
     "ResumeBudgetSpentError",
     "Rule",
     "SessionExpiredError",
@@ -62,6 +76,7 @@ __all__ = [
     "SubmissionFailedError",
     "SubmissionResult",
     "UnknownPendingRequestError",
+    "__version__",
     "actions",
     "default_oracle",
     "events",

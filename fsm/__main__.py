@@ -1,16 +1,20 @@
-"""Command line: ``python -m fsm {check,render,demo,audit} ...``.
+"""Command line: ``fsm {check,render,demo,audit} ...`` (or ``python -m fsm ...``).
 
 Each subcommand lives in its own module and is imported only when asked for, so
-``python -m fsm check`` never imports the optional ``mcp`` or diagram extras.
-Exit codes are the subcommand's: 0 success, 1 a property or audit violated,
-2 bad input or bad arguments.
+``fsm check`` never imports the optional ``mcp`` or diagram extras. Exit codes are the
+subcommand's (each ``--help`` lists them): 0 success, 1 a property or audit violated,
+2 bad input or bad arguments; 141 when the reader of stdout went away (``| head``), which
+ends the command quietly, as a closed pipe ends a shell command.
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
+
+import fsm
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "check": ("fsm.checker.cli", "model-check closed models (models/*.py)"),
@@ -20,9 +24,18 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+PIPE_CLOSED = 141
+"""Exit status when stdout's reader went away: 128 + SIGPIPE, as a shell reports it."""
+
+
 def _usage() -> str:
-    lines = ["usage: python -m fsm COMMAND [ARGS...]", "", "commands:"]
+    lines = ["usage: fsm [--version] COMMAND [ARGS...]   (or: python -m fsm ...)", "", "commands:"]
     lines += [f"  {name:<8} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    lines += [
+        "",
+        "exit status: 0 success, 1 a property or an audit violated, 2 bad input or bad",
+        "arguments (each COMMAND --help says more); 141 stdout closed (| head).",
+    ]
     return "\n".join(lines)
 
 
@@ -30,8 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     """Dispatch to a subcommand's ``main(argv) -> int``."""
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in {"-h", "--help"}:
-        print(_usage())
+        print(_usage(), file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
+    if args[0] == "--version":
+        print(f"dead-or-resumable {fsm.__version__}")
+        return 0
     name, rest = args[0], args[1:]
     if name not in SUBCOMMANDS:
         print(f"fsm: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
@@ -53,5 +69,19 @@ def _exit(status: int) -> None:
     raise SystemExit(status)
 
 
+def run() -> None:
+    """The ``fsm`` console script (and ``python -m fsm``): run :func:`main` and exit with
+    its status; a closed stdout ends the run quietly with :data:`PIPE_CLOSED`."""
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        status = PIPE_CLOSED
+    _exit(status)
+
+
 if __name__ == "__main__":
-    _exit(main())
+    run()

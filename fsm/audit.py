@@ -8,7 +8,8 @@ against the declared machines (:data:`fsm.machines.LIVENESS` per request key,
 
 Exit codes: ``0`` the log conforms; ``1`` a violation -- the FIRST violating record is
 reported with its line number, the property, the monitor state before it and why;
-``2`` the log is malformed or unreadable (one message naming the line, no traceback).
+``2`` the log is malformed or unreadable (one message naming the line, no traceback), or
+empty: a log without a single record proves nothing, so it is not reported as conforming.
 
 Limits
 ------
@@ -255,10 +256,11 @@ def audit_text(
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m fsm audit",
+        prog="fsm audit",
         description="Audit a client event log (JSON Lines, fsm.trace schema) against P1-P7, "
         "the bounded L1 and the declared machines.",
-        epilog="exit codes: 0 conforms, 1 violation (first one reported), 2 malformed log",
+        epilog="exit status: 0 conforms, 1 a violation (the first one is reported), "
+        "2 a malformed, empty or unreadable log, or bad arguments",
     )
     p.add_argument("log", help="the JSONL event log ('-' reads standard input)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -308,6 +310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"audit: {args.log}: malformed log, {exc}",
             err=True,
         )
+        return 2
+    if result.records == 0:
+        message = f"{args.log}: empty log (no records to audit)"
+        _emit(args, {"ok": False, "error": message, "records": 0}, f"audit: {message}", err=True)
         return 2
     f = result.finding
     if f is None:

@@ -109,3 +109,40 @@ class GuardUsageError(GuardError):
     """The embedding application fed an impossible event (e.g. an answer for a request
     that was never presented). Raised from :meth:`fsm.guard.Guard.feed`; the guard's
     state is unchanged."""
+
+
+class RequestStateExpiredError(InteractionFailed):
+    """An MRTR call's ``requestState`` is dead: the server rejected it (JSON-RPC -32602,
+    ``invalid_request_state``: expired, minted before a restart or by another worker), or a
+    presented question outlived the client-side age limit before the user answered.
+    Restart the call deliberately; the answer given into the expired state is lost."""
+
+    reason = "invalid-request-state"
+
+
+class QuestionReaskedError(InteractionFailed):
+    """The server asked an already-answered question again beyond the re-ask budget (or
+    the policy fails on the first re-ask): the user is not asked a second time."""
+
+    reason = "question-reasked"
+
+
+class InputRoundsExceededError(InteractionFailed):
+    """An MRTR call returned ``InputRequiredResult`` for more rounds than allowed."""
+
+    reason = "rounds-exceeded"
+
+
+class MalformedInputRequiredError(InteractionFailed):
+    """A result violates the MRTR shape: unknown ``resultType``, neither ``inputRequests``
+    nor ``requestState``, ``inputRequests`` not a map of ``{method, params}``, an input
+    method the client does not serve, or a state larger than the configured bound."""
+
+    reason = "malformed-input-required"
+
+
+class CallRejectedError(InteractionFailed):
+    """A (re)sent MRTR request came back with a terminal error other than an invalid
+    ``requestState`` (``reason`` is the classification rule that matched)."""
+
+    reason = "call-rejected"

@@ -3,6 +3,12 @@
 Streams are named by the client (``StreamId``, any string unique within the session,
 e.g. ``"post:2"`` or ``"get"``). Times come from the clock injected into the guard,
 never from these events, so a recorded sequence of events replays identically.
+
+A stream's name is also the name of its interaction, which ends exactly once (P5): a
+stream that ended is never opened again under the same name. The standalone GET stream
+is the one a client reopens (a fresh GET, without ``Last-Event-ID``, after the previous
+one ended): each such connection generation is a stream of its own, named by
+:func:`standalone_stream`.
 """
 
 from __future__ import annotations
@@ -15,6 +21,35 @@ from fsm.errors import RequestId, RequestKey
 from fsm.outcomes import SubmissionResult
 
 StreamId = str
+
+STANDALONE = "get"
+"""The name of the standalone GET stream's first connection generation."""
+
+
+def standalone_stream(generation: int = 1) -> StreamId:
+    """The name of connection generation ``generation`` (from 1) of the standalone GET
+    stream: ``"get"``, then ``"get/2"``, ``"get/3"``, ...
+
+    A generation starts with a fresh GET (no ``Last-Event-ID``) and lasts while the guard
+    resumes it; once it ended (the guard gave up on it, e.g. it was cut before any event
+    id, or the session expired), the next fresh GET is the next generation: a new stream
+    with its own transport machine and its own single outcome. Raises ``ValueError`` for
+    a generation below 1.
+    """
+    if generation < 1:
+        raise ValueError(f"generation must be >= 1, got {generation}")
+    return STANDALONE if generation == 1 else f"{STANDALONE}/{generation}"
+
+
+def standalone_generation(stream: StreamId) -> int | None:
+    """The generation of a :func:`standalone_stream` name, ``None`` for any other name."""
+    if stream == STANDALONE:
+        return 1
+    prefix, _, number = stream.partition("/")
+    if prefix != STANDALONE or not (number.isascii() and number.isdigit()) or number[0] == "0":
+        return None
+    generation = int(number)
+    return generation if generation > 1 else None
 
 
 @dataclass(frozen=True, slots=True)

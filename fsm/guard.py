@@ -20,7 +20,7 @@ Contract
   state is then unchanged.
 * Every interaction (each stream, and each request without an origin) ends with exactly
   one ``Complete`` or ``Fail`` action, never two.
-* Rules (DESIGN.md): the first delivery of an interactive request is presented once and
+* Rules: the first delivery of an interactive request is presented once and
   its client-side deadline recorded; a repeated delivery is never presented again (with a
   liveness assertion for an already-submitted request, the stored answer is resubmitted);
   a replayed request without liveness assertion past its deadline is dead; answer outcomes
@@ -46,12 +46,11 @@ Contract
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from fsm import events as ev
 from fsm.actions import (
@@ -87,11 +86,12 @@ from fsm.messages import (
     Response,
     ServerRequest,
     is_plain_notification,
+    params_digest,
     parse,
 )
 from fsm.outcomes import Classifier, OutcomeClass
 from fsm.spec import Scope
-from fsm.tables import CompiledMachine, Engine
+from fsm.tables import Engine, EngineName, make_engines
 
 LIVE_MARKER = "dead-or-resumable/live"
 """A server may put ``{"_meta": {LIVE_MARKER: true}}`` in a request's params to assert
@@ -298,19 +298,8 @@ class _Request:
         return self.answer
 
 
-def _digest(params: Mapping[str, Any] | None) -> int:
-    """A fingerprint of params without ``_meta``, to notice an id reused with other
-    parameters. Stable across processes (snapshots restore anywhere); ``_meta`` is left
-    out because a server may add a liveness marker to a replayed copy only."""
-    body = {k: v for k, v in params.items() if k != "_meta"} if params is not None else None
-    text = json.dumps(body, sort_keys=True, default=repr).encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
-
-
 _TERMINAL = {"transport": TRANSPORT.terminal, "liveness": LIVENESS.terminal}
 _NOTHING: tuple[Action, ...] = ()
-
-EngineName = Literal["transitions", "tables"]
 
 
 class Guard:
@@ -330,7 +319,7 @@ class Guard:
         self.config = config or GuardConfig()
         self._on_fire = on_fire
         self._clock = clock
-        self._engines: dict[str, Engine] = _make_engines(engine)
+        self._engines: dict[str, Engine] = make_engines(PRODUCT.machines, engine)
         self._engine_name: EngineName = engine
         self.session = ""
         self.expired = False
@@ -572,7 +561,7 @@ class Guard:
             self._fire("liveness", rec, "present")
             self._emit(Present(key, msg.method, msg.params))
             return
-        if rec.digest != _digest(msg.params) or rec.method != msg.method:
+        if rec.digest != params_digest(msg.params) or rec.method != msg.method:
             self._emit(
                 Ignore("id-reused", f"{key!r} redelivered with other method or params", key=key)
             )
@@ -774,7 +763,7 @@ class Guard:
 
     def _track(self, key: RequestKey, st: _Stream, msg: ServerRequest, now: float) -> _Request:
         rec = _Request(
-            key, st.id, msg.method, _digest(msg.params), now + self.config.ttl(msg.method)
+            key, st.id, msg.method, params_digest(msg.params), now + self.config.ttl(msg.method)
         )
         self._requests[key] = rec
         self._live_requests += 1
@@ -978,13 +967,3 @@ def _as_replay(item: ev.SseEvent) -> ev.SseEvent:
 def _key_order(item: tuple[RequestKey, _Request]) -> tuple[str, str, str]:
     session, rid = item[0]
     return (session, type(rid).__name__, str(rid).rjust(20))
-
-
-def _make_engines(name: EngineName) -> dict[str, Engine]:
-    if name == "tables":
-        return {m.name: CompiledMachine.compile(m) for m in PRODUCT.machines}
-    if name == "transitions":
-        from fsm.runtime import TransitionsMachine
-
-        return {m.name: TransitionsMachine(m) for m in PRODUCT.machines}
-    raise ValueError(f"unknown engine {name!r} (use 'transitions' or 'tables')")

@@ -9,6 +9,7 @@ or ``str`` (``bool`` and ``float`` are rejected: ``True == 1`` in Python); ``1``
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -132,3 +133,16 @@ def _classify(obj: Mapping[str, Any]) -> Message:
             return Malformed(f"response id {rid!r} is not an int, a string or null")
         return Response(rid, "error" in obj)
     return Malformed("neither a request, a notification nor a response")
+
+
+def params_digest(params: Mapping[str, Any] | None) -> int:
+    """A fingerprint of ``params`` without ``_meta``: canonical JSON (sorted keys), hashed.
+
+    Stable across processes (snapshots restore anywhere). ``_meta`` is left out because a
+    server may add a marker (a liveness assertion, a progress token) to a copy of the
+    same request. The guard uses it to notice a request id reused with other parameters;
+    the MRTR rules use it, with the method, as the identity of a question.
+    """
+    body = {k: v for k, v in params.items() if k != "_meta"} if params is not None else None
+    text = json.dumps(body, sort_keys=True, default=repr).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")

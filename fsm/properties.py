@@ -425,8 +425,9 @@ class Monitor:
     ``retain`` bounds what an online monitor remembers over a long session: once more
     than ``retain`` interactions have ended, the oldest ended one is forgotten with the
     requests delivered on its stream (:func:`forget`), so memory and the cost of a step
-    stay bounded however many tool calls a session makes. Requests on a stream that
-    never ends (the standalone GET stream) are not forgotten. ``None`` (the default)
+    stay bounded however many tool calls a session makes. Requests on a stream that has
+    not ended (the open generation of the standalone GET stream) are not forgotten; those
+    of a GET generation that ended go like any other's. ``None`` (the default)
     remembers everything, as the model checker and the audit do.
     """
 

@@ -5,19 +5,30 @@ instance's state as a plain string (a few bytes per tracked request instead of t
 ~4-6 KiB a ``transitions`` model object costs) and fires a trigger by restoring that
 state on a single cursor model, triggering, and reading the state back. Invalid
 triggers raise :class:`~fsm.tables.InvalidTransition`, exactly like the compiled table;
-``tests/test_tables_agree.py`` proves the two agree on every ``(state, trigger)`` pair.
+``tests/core/test_tables_agree.py`` proves the two agree on every ``(state, trigger)`` pair.
 
 Not thread-safe: one engine per guard, and a guard is driven from one task at a time.
+
+Logging: ``transitions`` logs two INFO lines per fired trigger ("Finished processing
+state ... callbacks"), which an application logging at INFO would receive for every
+event its guard sees. Unless the application has set a level on the ``transitions``
+logger itself, importing this module sets it to WARNING: its warnings and errors still
+pass, its per-trigger chatter does not.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from transitions import Machine, MachineError
 
 from fsm.spec import MachineSpec
 from fsm.tables import InvalidTransition
+
+_TRANSITIONS_LOG = logging.getLogger("transitions")
+if _TRANSITIONS_LOG.level == logging.NOTSET:
+    _TRANSITIONS_LOG.setLevel(logging.WARNING)
 
 
 class _Cursor:

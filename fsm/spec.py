@@ -8,7 +8,7 @@ consume it and nothing else:
 * the diagram renderer draws it.
 
 A :class:`ProductSpec` composes machines with *declared* synchronisations, in the
-spirit of h11's ``_state.py``: event-triggered :class:`Broadcast` rules (one event fans
+spirit of h11's state module: event-triggered :class:`Broadcast` rules (one event fans
 out to related machines) and state-triggered :class:`Coupling` rules (a joint
 configuration forces an event), applied to a fixed point. Every synchronisation of the
 product is one of these rows, so the runtime, the checker and the diagrams all see it.

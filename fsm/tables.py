@@ -8,8 +8,9 @@ with the ``transitions`` runtime (:mod:`fsm.runtime`) on every ``(state, trigger
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from fsm.spec import MachineSpec
 
@@ -63,3 +64,18 @@ class CompiledMachine:
     def step(self, state: str, trigger: str) -> str | None:
         """Like :meth:`fire` but ``None`` instead of raising (for explorers)."""
         return self.table.get((state, trigger))
+
+
+EngineName = Literal["transitions", "tables"]
+"""Which engine fires declared transitions: the ``transitions`` runtime or compiled tables."""
+
+
+def make_engines(machines: Iterable[MachineSpec], name: EngineName) -> dict[str, Engine]:
+    """One engine per machine, by machine name (``transitions`` is imported only if asked)."""
+    if name == "tables":
+        return {m.name: CompiledMachine.compile(m) for m in machines}
+    if name == "transitions":
+        from fsm.runtime import TransitionsMachine
+
+        return {m.name: TransitionsMachine(m) for m in machines}
+    raise ValueError(f"unknown engine {name!r} (use 'transitions' or 'tables')")

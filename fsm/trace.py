@@ -22,6 +22,18 @@ kind            fields
 ``ended``       ``interaction``, ``outcome`` (``completed`` | ``failed``), ``reason``
 ==============  ===========================================================
 
+Streams and interactions carry the client's names: ``post:<id>`` for the response
+stream of request ``<id>`` (its interaction ``began`` and ends once), ``<stream>#<id>``
+for a server request without an origin (it ends once, with no ``began``), and ``get``,
+``get/2``, ``get/3``, ... for the connection generations of the standalone GET stream
+(:func:`fsm.events.standalone_stream`): a fresh GET after one ended is the next
+generation, so no name ends twice. A generation has no ``began`` (it need not end: it
+lives as long as the session) and at most one ``ended`` (when the client gave up on it,
+e.g. cut before any event id: reason ``no-cursor``); its ``resumed`` records follow only
+its own ``event_seen`` ids. ``python -m fsm audit`` reads those names as they are: an
+``ended`` repeated for one name is P5, a ``resumed`` after its stream's ``ended`` is
+``M``, and ``--complete`` asks only the interactions that ``began`` to have ended.
+
 Unknown extra fields are ignored (forward compatible); a missing or mistyped field is a
 :class:`TraceFormatError` naming the line. The first line may be a header
 ``{"kind": "header", "schema": "dead-or-resumable/trace/1", ...}``.
@@ -148,6 +160,8 @@ def loads(text: str) -> Iterator[tuple[int, P.Observation, float]]:
             record = json.loads(raw)
         except ValueError as exc:
             raise TraceFormatError(number, f"not JSON: {exc}") from None
+        except RecursionError:
+            raise TraceFormatError(number, "nested too deeply to be a record") from None
         obs = from_record(record, number)
         if obs is not None:
             t = record.get("t", 0.0)

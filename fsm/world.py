@@ -16,7 +16,19 @@ environment that is free, within bounds, to
 * let the user answer each presented prompt at any time, or never (``user``);
 * replay after the ``Last-Event-ID`` (the specification), from it inclusively (the
   seed incident's server, which re-sent the event the client named), or from the start
-  of its buffer whatever the client asked (``"start"``: a server that replays everything).
+  of its buffer whatever the client asked (``"start"``: a server that replays everything);
+* cut the session's standalone GET stream before it carried any event id (``get_cuts``
+  times; the client then opens a fresh GET, a new connection generation, see below).
+
+The standalone GET stream (only when ``get_cuts > 0``) opens after the session starts
+and carries nothing: every cut comes before its first event id, so a client has nothing
+to resume from. A client that ends a generation (the guard gives up on it: "no-cursor")
+is then free to open a fresh GET, generation ``n + 1``, at any later point; the world
+tells the client which generation each connection is, and the client names its
+interaction (:func:`fsm.events.standalone_stream`: ``get``, ``get/2``, ...), so P5 sees
+each generation end at most once. Requests on the GET stream, cuts after an event id
+and resumes of it are not modelled; after the session is reaped no GET opens or breaks
+(the client learns of the expiry elsewhere and ends the open generation then).
 
 The server completes the tool call once every request it sent is answered or dead
 (``completes_on_deadline``; otherwise a dead request hangs the tool, the seed incident's
@@ -38,20 +50,23 @@ decisions, each computed once.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, get_args
 
 from fsm import properties as P
 from fsm.checker import BaseModel, Property
+from fsm.events import standalone_stream
 
 C = TypeVar("C")
 
 # Inputs to a client policy: ("event", index, kind, request) | ("cut", clean) | ("timer",)
 # | ("resumed",) | ("resume_404",) | ("answer", request) | ("outcome", request, outcome)
-# | ("tick",). Outputs: ("present", r) | ("withdraw", r) | ("submit", r) | ("wait",)
-# | ("resume", cursor) | ("end", outcome), where a submit carries the answer it sends as a
-# tuple of items: ("submit", r, (("action", "accept"),)).
+# | ("tick",) | ("get_open", generation) | ("get_cut", generation). Outputs: ("present", r)
+# | ("withdraw", r) | ("submit", r) | ("wait",) | ("resume", cursor) | ("end", outcome)
+# | ("get_end", generation, outcome), where a submit carries the answer it sends as a
+# tuple of items: ("submit", r, (("action", "accept"),)), and "end" ends the tool call's
+# interaction, "get_end" the standalone GET generation the client names.
 Input = tuple[Any, ...]
 Output = tuple[Any, ...]
 
@@ -69,6 +84,9 @@ UserMode = Literal["answers", "never"]
 Replay = Literal["after", "inclusive", "start"]
 """A resumed stream replays after the ``Last-Event-ID`` (the specification), from it, or
 from the start of the server's buffer (everything, on every resume)."""
+GetState = Literal["closed", "open", "lost"]
+"""The standalone GET's connection: none (the client may open a fresh one), open
+(carrying nothing yet), or cut and not yet ended by the client."""
 
 
 class ClientPolicy(Protocol[C]):
@@ -85,9 +103,30 @@ class ClientPolicy(Protocol[C]):
         ...
 
 
+class BoundsError(ValueError):
+    """A :class:`Bounds` field set to a value it does not allow; the message names the
+    field and the values it allows."""
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "deadline": get_args(Deadline),
+    "unknown_answer": get_args(Outcome),
+    "user": get_args(UserMode),
+    "replay": get_args(Replay),
+}
+_COUNTS = ("requests", "cuts", "post_faults")
+_UNBOUNDED = ("cuts",)  # None: any number; written "none" on the command line
+_FLAGS = ("completes_on_deadline", "reaper", "clock")
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """The environment variant and its bounds (all parameters of a model)."""
+    """The environment variant and its bounds (all parameters of a model).
+
+    Checked on construction: the counts are integers >= 0 (``cuts`` may be None), the
+    flags booleans, ``ttl`` a number > 0 and each variant one of its declared values;
+    anything else raises :class:`BoundsError` naming the field and what it allows."""
 
     requests: int = 1
     cuts: int | None = 2
@@ -102,6 +141,57 @@ class Bounds:
     clock: bool = True
     ttl: float = 0.5
     replay: Replay = "after"
+    get_cuts: int = 0
+    """Cuts of the standalone GET stream before any event id; 0: no standalone GET."""
+
+    def __post_init__(self) -> None:
+        for name, allowed in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise BoundsError(f"Bounds.{name}: {value!r} is not one of {', '.join(allowed)}")
+        for name in _COUNTS:
+            value = getattr(self, name)
+            if name in _UNBOUNDED and value is None:
+                continue
+            if type(value) is not int or value < 0:
+                also = " or None (any number)" if name in _UNBOUNDED else ""
+                raise BoundsError(f"Bounds.{name}: {value!r} is not an integer >= 0{also}")
+        for name in _FLAGS:
+            if type(getattr(self, name)) is not bool:
+                raise BoundsError(f"Bounds.{name}: {getattr(self, name)!r} is not True or False")
+        if type(self.ttl) not in (int, float) or not self.ttl > 0:
+            raise BoundsError(f"Bounds.ttl: {self.ttl!r} is not a number > 0")
+
+    def updated(self, settings: Mapping[str, str]) -> Bounds:
+        """A copy with fields set from text, as the command line gives them
+        (``{"requests": "2", "replay": "inclusive", "reaper": "true"}``); BoundsError for
+        an unknown field or a value the field does not allow."""
+        known = [f.name for f in fields(self)]
+        changes: dict[str, Any] = {}
+        for name, text in settings.items():
+            if name not in known:
+                raise BoundsError(f"no bound {name!r}; the bounds are {', '.join(known)}")
+            changes[name] = _parse(name, text.strip())
+        return replace(self, **changes)
+
+
+def _parse(name: str, text: str) -> Any:
+    """The value of field ``name`` written as ``text`` (left as text when it is not a
+    number or a flag: construction judges it)."""
+    if name in _UNBOUNDED and text.lower() == "none":
+        return None
+    try:
+        if name in _COUNTS:
+            return int(text)
+        if name == "ttl":
+            return float(text)
+    except ValueError:
+        return text
+    if name in _FLAGS:
+        if text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+        raise BoundsError(f"Bounds.{name}: {text!r} is not true or false")
+    return text
 
 
 class Agent:
@@ -163,14 +253,32 @@ ENV_FIELDS = (
     "resume",
     "posts",
     "ended",
+    "get",
+    "get_gen",
+    "get_cuts",
 )
 """The environment's fields, in the order of :attr:`Env.values`."""
 
 # Field positions: an environment step copies the values into a list, edits it, and
 # builds the next environment once.
-(LOG, SERVER, CONN, CUTS, FAULTS, REAPED, T, PROMPTS, USER_DONE, TIMER, RESUME, POSTS, ENDED) = (
-    range(len(ENV_FIELDS))
-)
+(
+    LOG,
+    SERVER,
+    CONN,
+    CUTS,
+    FAULTS,
+    REAPED,
+    T,
+    PROMPTS,
+    USER_DONE,
+    TIMER,
+    RESUME,
+    POSTS,
+    ENDED,
+    GET,
+    GET_GEN,
+    GET_CUTS,
+) = range(len(ENV_FIELDS))
 
 
 class Env:
@@ -192,6 +300,9 @@ class Env:
         "cuts",
         "ended",
         "faults",
+        "get",
+        "get_cuts",
+        "get_gen",
         "log",
         "posts",
         "prompts",
@@ -231,6 +342,12 @@ class Env:
     """Answer POSTs in flight."""
     ended: bool
     """The client ended the interaction."""
+    get: GetState | None
+    """The standalone GET's connection; ``None``: this world has no standalone GET."""
+    get_gen: int
+    """The generation of the newest standalone GET connection (0: none opened yet)."""
+    get_cuts: int
+    """Standalone GET cuts left."""
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         (
@@ -247,6 +364,9 @@ class Env:
             self.resume,
             self.posts,
             self.ended,
+            self.get,
+            self.get_gen,
+            self.get_cuts,
         ) = values
         self.values = values
         self._hash = hash(values)
@@ -306,6 +426,11 @@ USER_ANSWER: tuple[tuple[str, Any], ...] = (("action", "accept"),)
 STREAM = "post"
 
 
+OPENING: tuple[P.Observation, ...] = (P.Began(STREAM),)
+"""What every world's monitor observes before the first step: the tool call began. With
+:meth:`World.observations` of each edge, a path's whole event log."""
+
+
 def key(r: int) -> tuple[str, int]:
     """The request key of server request number ``r``."""
     return (KEY_SESSION, r)
@@ -353,16 +478,32 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "user answers": self._user_answers,
             "clock passes deadlines": self._clock,
             "server reaps session": self._reap,
+            "fresh GET opens": self._get_open,
+            "cut standalone GET": self._get_cut,
         }
 
     @property
     def name(self) -> str:
         return self._name
 
+    def with_bounds(self, settings: Mapping[str, str]) -> World[C]:
+        """This world with some bounds set from text (:meth:`Bounds.updated`; the command
+        line's ``--set``): the same policy and properties, the settings in its name."""
+        said = ",".join(f"{k}={v}" for k, v in settings.items())
+        return World(
+            self.policy,
+            self.bounds.updated(settings),
+            properties=self._props,
+            name=f"{self._name} [{said}]",
+            expect=self.expected_violations,
+        )
+
     # ----------------------------------------------------------------- Model API
 
     def init_states(self) -> Sequence[WorldState]:
-        monitor, _ = P.step(P.MonitorState(), P.Began(STREAM), self.budgets)
+        monitor = P.MonitorState()
+        for obs in OPENING:
+            monitor = P.step(monitor, obs, self.budgets)[0]
         b, empty = self.bounds, frozenset[int]()
         start: dict[str, Any] = {
             "log": (("prime", -1),),
@@ -378,6 +519,9 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "resume": None,
             "posts": empty,
             "ended": False,
+            "get": "closed" if b.get_cuts > 0 else None,
+            "get_gen": 0,
+            "get_cuts": b.get_cuts,
         }
         env = self._env([start[f] for f in ENV_FIELDS])
         return [WorldState(env, self._intern(self.policy.init(), monitor))]
@@ -459,6 +603,15 @@ class World(BaseModel[WorldState, Move], Generic[C]):
                 "a cut stream is resumed",
             ),
         ]
+        if self.bounds.get_cuts > 0:
+            props.append(
+                Property.sometimes(
+                    "get-reopened",
+                    lambda s: s.env.get_cuts == 0 and s.env.get == "open",
+                    "the standalone GET is cut before any event id every time it may be, "
+                    "and opened fresh after each",
+                )
+            )
         return props
 
     def declared_transitions(self) -> Iterable[str]:
@@ -478,9 +631,10 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     def format_state(self, s: WorldState) -> str:
         e = s.env
         log = " ".join(f"{k}{'' if r < 0 else r}" for k, r in e.log)
+        get = "" if e.get is None else f" get={e.get}:{e.get_gen}"
         return (
             f"server=[{log}] reqs={list(e.server)} conn={e.conn} prompts={sorted(e.prompts)}"
-            f" posts={sorted(e.posts)} t={e.t} ended={e.ended}"
+            f" posts={sorted(e.posts)} t={e.t} ended={e.ended}{get}"
         )
 
     # ------------------------------------------------------------ the environment
@@ -523,6 +677,11 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             moves.append(Move("clock passes deadlines"))
         if b.reaper and not e.reaped:
             moves.append(Move("server reaps session"))
+        if e.get is not None and not e.reaped:
+            if e.get == "closed":
+                moves.append(Move("fresh GET opens", e.get_gen + 1))
+            elif e.get == "open" and e.get_cuts > 0:
+                moves.append(Move("cut standalone GET", e.get_gen))
         return tuple(moves)
 
     # Each move edits ``w``, a list of the environment's values (positions above), and
@@ -617,6 +776,15 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         w[CONN] = None
         return ("cut", True) if was_open else None
 
+    def _get_open(self, w: list[Any], generation: int) -> Input:
+        w[GET], w[GET_GEN] = "open", generation
+        return ("get_open", generation)
+
+    def _get_cut(self, w: list[Any], generation: int) -> Input:
+        w[GET] = "lost"
+        w[GET_CUTS] -= 1
+        return ("get_cut", generation)
+
     def _maybe_complete(self, w: list[Any]) -> None:
         server = w[SERVER]
         done = len(server) == self.bounds.requests and all(
@@ -627,7 +795,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     def _perform(self, e: Env, outputs: tuple[Output, ...]) -> Env:
         """The environment after the client's operations: prompts shown or withdrawn,
-        answers POSTed, a backoff timer, a resume GET, the end of the interaction."""
+        answers POSTed, a backoff timer, a resume GET, the end of the interaction, the
+        end of the standalone GET's connection (whatever generation the client named)."""
         w = list(e.values)
         for out in outputs:
             op = out[0]
@@ -643,6 +812,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
                 w[RESUME], w[CONN] = out[1], None
             elif op == "end":
                 w[ENDED], w[CONN], w[TIMER], w[RESUME] = True, None, False, None
+            elif op == "get_end":
+                w[GET] = "closed"
         return self._env(w)
 
     # ------------------------------------------------------------ the client side
@@ -652,40 +823,28 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         the monitor observes what the client is told, the policy steps, the monitor
         observes what the client does."""
         monitor = agent.monitor
-        seen: list[P.Observation] = []
-        kind = inp[0]
-        if kind == "event":
-            _, index, what, r = inp
-            seen.append(P.EventSeen(STREAM, str(index)))
-            if what == "req":
-                newest = P.newest_event(monitor, STREAM)
-                replayed = newest is not None and index < int(newest)
-                seen.append(P.Delivered(key(r), STREAM, t, replayed=replayed))
-            elif what == "cancel":
-                seen.append(P.Cancelled(key(r)))
-        elif kind == "outcome" and inp[2] in TERMINAL_OUTCOMES:
-            seen.append(P.Rejected(key(inp[1]), session=inp[2] == "404"))
-        elif kind == "resume_404":
-            seen.append(P.SessionGone())
-        elif kind == "answer":
-            seen.append(P.Answered(key(inp[1]), dict(USER_ANSWER)))
+        seen = _told(monitor, t, inp)
         client, outputs = self.policy.step(agent.client, inp)
         fired = tuple(self._policy_fired()) if self._policy_fired is not None else ()
-        for out in outputs:
-            op = out[0]
-            if op == "present":
-                seen.append(P.Presented(key(out[1]), t))
-            elif op == "withdraw":
-                seen.append(P.DeclaredDead(key(out[1])))
-            elif op == "submit":
-                seen.append(P.Submitted(key(out[1]), dict(out[2])))
-            elif op == "resume":
-                seen.append(P.Resumed(STREAM, str(out[1])))
-            elif op == "end":
-                seen.append(P.Ended(STREAM, out[1]))
-        for obs in seen:
+        for obs in (*seen, *_did(t, outputs)):
             monitor = self._observe(monitor, obs)
         return Reaction(self._intern(client, monitor), outputs, fired)
+
+    def observations(self, s: WorldState, m: Move) -> tuple[P.Observation, ...]:
+        """The observations of the edge ``s --m-->`` in the monitor's order: what the
+        client is told, then what it does (``()`` for an edge that tells it nothing).
+
+        After :data:`OPENING`, written with :func:`fsm.trace.dumps`, a path's observations
+        are an event log that ``python -m fsm audit`` judges as the checker's monitor did. Raises
+        ``ValueError`` for a move without successor in ``s``.
+        """
+        if self.next_state(s, m) is None:
+            raise ValueError(f"{m} has no successor in {self.format_state(s)}")
+        mid, inp = s.env._steps[m]
+        if inp is None:
+            return ()
+        _, outputs = self.policy.step(s.agent.client, inp)
+        return (*_told(s.agent.monitor, mid.t, inp), *_did(mid.t, outputs))
 
     def _observe(self, monitor: P.MonitorState, obs: P.Observation) -> P.MonitorState:
         """One monitor step, memoised: far fewer monitor states than agents exist. The
@@ -706,6 +865,49 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if agent is None:
             agent = self._agents[(client, monitor)] = Agent(client, monitor)
         return agent
+
+
+def _told(monitor: P.MonitorState, t: float, inp: Input) -> list[P.Observation]:
+    """What input ``inp`` at time ``t`` tells the client, as observations (``monitor``:
+    what it was told before, to judge whether a delivery is a replay)."""
+    kind = inp[0]
+    if kind == "event":
+        _, index, what, r = inp
+        seen: list[P.Observation] = [P.EventSeen(STREAM, str(index))]
+        if what == "req":
+            newest = P.newest_event(monitor, STREAM)
+            replayed = newest is not None and index < int(newest)
+            seen.append(P.Delivered(key(r), STREAM, t, replayed=replayed))
+        elif what == "cancel":
+            seen.append(P.Cancelled(key(r)))
+        return seen
+    if kind == "outcome" and inp[2] in TERMINAL_OUTCOMES:
+        return [P.Rejected(key(inp[1]), session=inp[2] == "404")]
+    if kind == "resume_404":
+        return [P.SessionGone()]
+    if kind == "answer":
+        return [P.Answered(key(inp[1]), dict(USER_ANSWER))]
+    return []
+
+
+def _did(t: float, outputs: Iterable[Output]) -> list[P.Observation]:
+    """What the client's ``outputs`` at time ``t`` show it doing, as observations."""
+    seen: list[P.Observation] = []
+    for out in outputs:
+        op = out[0]
+        if op == "present":
+            seen.append(P.Presented(key(out[1]), t))
+        elif op == "withdraw":
+            seen.append(P.DeclaredDead(key(out[1])))
+        elif op == "submit":
+            seen.append(P.Submitted(key(out[1]), dict(out[2])))
+        elif op == "resume":
+            seen.append(P.Resumed(STREAM, str(out[1])))
+        elif op == "end":
+            seen.append(P.Ended(STREAM, out[1]))
+        elif op == "get_end":
+            seen.append(P.Ended(standalone_stream(out[1]), out[2]))
+    return seen
 
 
 def transition_label(machine: str, source: str, trigger: str, dest: str) -> str:

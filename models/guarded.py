@@ -13,11 +13,13 @@ the number of concurrent server requests.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from fsm import PRODUCT, Guard, GuardConfig, SubmissionResult
 from fsm import actions as act
 from fsm import events as ev
+from fsm.events import standalone_generation, standalone_stream
 from fsm.world import (
     STREAM,
     Bounds,
@@ -82,11 +84,18 @@ class GuardPolicy:
     The guard is a pure function of (snapshot, clock, event), so each distinct step is
     computed once per policy; share one policy between worlds (as :data:`POLICY` is) and
     the variants of one sweep reuse each other's guard steps.
+
+    Each standalone GET connection the world opens is fed as a stream of its own
+    (:func:`fsm.events.standalone_stream` of its generation), as the SDK adapter does.
+    ``fresh_get_names=False`` feeds every one as ``"get"`` instead (the adapter's former
+    defect: a fresh GET tracked under the name of the one that ended), which the checker
+    must find violating P5.
     """
 
     name = "guarded"
 
-    def __init__(self, config: GuardConfig) -> None:
+    def __init__(self, config: GuardConfig, *, fresh_get_names: bool = True) -> None:
+        self._get_name = standalone_stream if fresh_get_names else _one_get_name
         self._t = 0.0
         self._fired: list[str] = []
         self._last_fired: tuple[str, ...] = ()
@@ -146,7 +155,7 @@ class GuardPolicy:
             self._fired.clear()
             event = self._events.get(inp)
             if event is None:  # the guard never mutates an event: build each once
-                event = self._events[inp] = _event(inp)
+                event = self._events[inp] = _event(inp, self._get_name)
             actions = guard.feed(event)
             outputs = tuple(o for a in actions for o in _outputs(a))
             memo = self._memo[(state, inp)] = ((t, guard.snapshot()), outputs, tuple(self._fired))
@@ -154,8 +163,16 @@ class GuardPolicy:
         return memo[0], memo[1]
 
 
-def _event(inp: Input) -> ev.Event:
+def _one_get_name(generation: int) -> str:
+    return standalone_stream(1)
+
+
+def _event(inp: Input, get_name: Callable[[int], str]) -> ev.Event:
     kind = inp[0]
+    if kind == "get_open":
+        return ev.StreamOpened(get_name(inp[1]))
+    if kind == "get_cut":
+        return ev.StreamLost(get_name(inp[1]), clean=False)
     if kind == "event":
         return ev.SseEvent(STREAM, _message(inp[2], inp[3]), str(inp[1]))
     if kind == "cut":
@@ -183,10 +200,10 @@ def _outputs(a: act.Action) -> tuple[Output, ...]:
         return (("wait",),)
     if isinstance(a, act.Resume):
         return (("resume", int(a.cursor)),)
-    if isinstance(a, act.Fail):
-        return (("end", "failed"),)
-    if isinstance(a, act.Complete):
-        return (("end", "completed"),)
+    if isinstance(a, act.Fail | act.Complete):
+        outcome = "failed" if isinstance(a, act.Fail) else "completed"
+        generation = standalone_generation(a.interaction)
+        return (("end", outcome),) if generation is None else (("get_end", generation, outcome),)
     return ()
 
 
@@ -197,10 +214,15 @@ POLICY = GuardPolicy(CONFIG)
 
 
 def variants(
-    requests: int = REQUESTS, only: set[str] | None = None, policy: GuardPolicy = POLICY
+    requests: int = REQUESTS,
+    only: set[str] | None = None,
+    policy: GuardPolicy = POLICY,
+    *,
+    get_cuts: int = 0,
 ) -> list[World[Any]]:
     """One model per environment variant (``only``: the variant names to keep, as in
-    ``"after,silent,rpc,answers"``); more than one request shows as ``xN`` in the name.
+    ``"after,silent,rpc,answers"``); more than one request shows as ``xN`` in the name,
+    a standalone GET cut ``get_cuts`` times before any event id as ``getN``.
     ``policy``: a fresh ``GuardPolicy(CONFIG)`` measures a run with nothing memoised."""
     worlds: list[World[Any]] = []
     replays: tuple[Replay, ...] = ("after", "inclusive")
@@ -221,11 +243,16 @@ def variants(
             user=user,
             reaper=reaper,
             replay=replay,
+            get_cuts=get_cuts,
         )
         variant = f"{replay},{deadline},{unknown},{user}{',reaper' if reaper else ''}"
         if only is not None and variant not in only:
             continue
-        name = f"guarded[{variant}]" + (f" x{requests}" if requests > 1 else "")
+        name = (
+            f"guarded[{variant}]"
+            + (f" x{requests}" if requests > 1 else "")
+            + (f" get{get_cuts}" if get_cuts else "")
+        )
         worlds.append(World(policy, bounds, name=name))
     return worlds
 

@@ -9,7 +9,7 @@ for the worst variant) are measured in ``bench/``, not checked here.
 
 from __future__ import annotations
 
-from models.guarded import variants
+from .guarded import variants
 
 TWO = {
     f"{r},{d},{u},answers"

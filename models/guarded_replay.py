@@ -30,7 +30,8 @@ from typing import Any
 from fsm import GuardConfig
 from fsm.history import EventHistory
 from fsm.world import Bounds, Deadline, Outcome, UserMode, World
-from models.guarded import CONFIG, GuardPolicy
+
+from .guarded import CONFIG, GuardPolicy
 
 REPLAY_CONFIG = replace(CONFIG, max_seen_event_ids=1)
 """The shipped policy's knobs with a window of one exact id: every replay leaves it."""

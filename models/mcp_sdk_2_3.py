@@ -1,7 +1,7 @@
 """The official mcp 2.3.0 Python client, as measured (streamable HTTP, 2025-11-25).
 
 * No de-duplication: the dispatcher runs the elicitation callback for every delivery of
-  a request id (``shared/jsonrpc_dispatcher.py``: duplicate ids blind-overwrite).
+  a request id (``mcp/shared/jsonrpc_dispatcher.py``: duplicate ids blind-overwrite).
 * A POST stream that breaks after an event id reconnects with ``Last-Event-ID``; a clean
   end of the resumed connection reconnects with the *advanced* cursor and resets the
   attempt count (unbounded), an abrupt failure reconnects with the *original* cursor (the

@@ -8,6 +8,8 @@ no SDK: import the adapter of your SDK line explicitly.
 - :mod:`fsm.adapters.mcp1`: the official ``mcp`` 1.x client, the maintenance line that
   openai-agents, pydantic-ai and fastmcp 3.x pin (extra ``mcp1``: ``mcp>=1.24.0,<2``),
   :func:`~fsm.adapters.mcp1.guarded_session`.
+- :mod:`fsm.adapters.mrtr`: protocol 2026-07-28's input rounds around an mcp 2.x
+  ``Client`` (:func:`~fsm.adapters.mrtr.guarded_call_tool`; ``docs/mrtr.md``).
 - :mod:`fsm.adapters.core`: what both share (SSE teeing, resume splicing, answer
   submission, the typed error, the event log); an SDK line is an
   :class:`~fsm.adapters.core.SdkBinding`.

@@ -38,7 +38,10 @@ and timeouts apply) and sits between the wire and the SDK:
   ``Last-Event-ID`` = the guard's cursor (never older than the newest id seen: the SDK's
   stale-cursor re-resume cannot happen) and splices the new connection into the same body.
   The SDK's own reconnect loop (stale cursor, two attempts) is therefore never entered for
-  a stream the adapter tracks. A resume ``GET`` answered 404 means the session is gone.
+  a stream the adapter tracks. A resume ``GET`` that opens no event stream is judged by its
+  status, the JSON body (first 64 KiB) and ``Retry-After`` (:data:`fsm.outcomes.RESUME_RULES`,
+  the same reading as an answer POST's): 404 means the session is gone, 400, 405 and 406
+  end the stream, 409, 429 and 5xx are retried within the stream's budgets.
 * **Answer POSTs are the guard's.** The SDK's POST of an elicitation answer is answered
   ``202`` locally at once; the guard's ``Submit`` actions are performed by the adapter in
   the background with the same HTTP client, their status and body classified
@@ -88,9 +91,16 @@ What it cannot see or fix
   POST task (its context streams). A ``tools/call`` sent through the raw ``session``
   attribute is guarded on the wire, but its caller gets the SDK's own error, not the typed
   one.
-* **Standalone GET stream.** When the guard gives up on it, its body ends and the SDK's
-  own attempts to resume it are refused locally (405); server-initiated messages that
-  would have come on it afterwards are lost for the session.
+* **Standalone GET stream.** Each fresh GET (no ``Last-Event-ID``) the SDK opens is a
+  connection generation of its own (:func:`fsm.events.standalone_stream`: ``get``,
+  ``get/2``, ...), a new stream and a new interaction that ends at most once. When the
+  guard gives up on a generation its body ends cleanly. Cut before any event id, the SDK
+  has no cursor either and opens a fresh GET after its reconnection delay (the GET's
+  last ``retry:``, else 1 s: a fresh GET carries none), the next generation; messages
+  the server sends while no GET is attached are stored by the server but never
+  delivered (a fresh GET carries only live messages). Given up after event ids, the
+  SDK's resume GET (with its own cursor) is refused locally with 405 and, after two
+  refusals, the SDK stops: later server-initiated messages are lost for the session.
 * **Versions.** The behaviour relied on (the SDK reading the body incrementally, resolving
   a request on an SSE JSON-RPC response, answering via a POST) is not a documented
   contract: each binding states the releases it accepts (:mod:`fsm.adapters.sdkversion`),
@@ -120,6 +130,7 @@ from fsm import events as ev
 from fsm import trace
 from fsm.adapters.sdkversion import SdkRange, check_sdk_version
 from fsm.errors import InteractionFailed, RequestKey, SessionExpiredError
+from fsm.events import standalone_stream
 from fsm.guard import Guard, GuardConfig
 from fsm.messages import CANCELLED, is_plain_notification
 from fsm.observe import ObservedGuard
@@ -142,7 +153,6 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-GET_STREAM = "get"
 _LOCAL_HEADER = "x-fsm-guard"
 _STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
 
@@ -374,6 +384,8 @@ class _Engine:
         self._bg: set[anyio.CancelScope] = set()
         self.closing = False
         self.dropped_answers = 0
+        self.get_generations = 0
+        """Connection generations of the standalone GET stream opened so far."""
 
     # -- feeding -----------------------------------------------------------------
 
@@ -507,15 +519,12 @@ class _Engine:
     async def _post(self, body: Mapping[str, Any]) -> SubmissionResult:
         if self.expired is not None:
             return SubmissionResult(404, None)
+        req = self.http.build_request("POST", self.url, json=dict(body), headers=self.headers())
         try:
-            resp = await self.http.post(self.url, json=dict(body), headers=self.headers())
+            resp = await self.http.send(req, stream=True)
         except self.hx.HTTPError as exc:
             return SubmissionResult(None, None, type(exc).__name__)
-        parsed: Mapping[str, Any] | None = None
-        with contextlib.suppress(ValueError):
-            value = resp.json() if resp.content else None
-            parsed = value if isinstance(value, Mapping) else None
-        return SubmissionResult(resp.status_code, parsed, None, _retry_after(resp))
+        return await _http_result(resp)
 
 
 _NOTIFICATION_PREFIX = '{"jsonrpc":"2.0","method":"'
@@ -565,6 +574,34 @@ def _origin_of(stream: str) -> Any:
 
 def _stream_name(origin: Any) -> str:
     return f"post:{json.dumps(origin)}"
+
+
+_RESULT_BODY_LIMIT = 64 * 1024
+"""Bytes of a response body read to classify an answer POST or a failed resume GET."""
+
+
+async def _http_result(resp: Any) -> SubmissionResult:
+    """What the outcome tables (:mod:`fsm.outcomes`) read of a response that opened no
+    event stream: its status, the JSON object its body holds (``None`` if the body is
+    empty, not JSON, not an object, or longer than 64 KiB: only that much is read) and
+    ``Retry-After`` in seconds. Closes ``resp``; a body that breaks off while read is
+    taken as far as it came (any exception of the HTTP library, whichever it is)."""
+    data = bytearray()
+    try:
+        async for chunk in resp.aiter_bytes():
+            data += chunk
+            if len(data) > _RESULT_BODY_LIMIT:
+                break
+    except Exception as exc:
+        logger.debug("response body broke off: %r", exc)
+    finally:
+        await resp.aclose()
+    parsed: Mapping[str, Any] | None = None
+    if data and len(data) <= _RESULT_BODY_LIMIT:
+        with contextlib.suppress(ValueError, RecursionError):
+            value = json.loads(bytes(data))
+            parsed = value if isinstance(value, Mapping) else None
+    return SubmissionResult(resp.status_code, parsed, None, _retry_after(resp))
 
 
 def _retry_after(resp: Any) -> float | None:
@@ -647,7 +684,7 @@ class GuardedTransport:
             if request.headers.get("last-event-id") is not None:
                 # the SDK resuming on its own: only after the guard ended that body
                 return _local(self.e.hx, request, 405, b"")
-            return await self._open_stream(request, GET_STREAM, None)
+            return await self._open_stream(request, None, None)
         return await self._send(request)
 
     async def _send(self, request: Any) -> Any:
@@ -688,8 +725,11 @@ class GuardedTransport:
         return await self._send(request)
 
     async def _open_stream(
-        self, request: Any, stream: str, origin: Any
+        self, request: Any, stream: str | None, origin: Any
     ) -> Any:
+        """Send ``request`` and track its SSE response as ``stream``; ``None``: a fresh
+        standalone GET, tracked as the next connection generation (never under the name
+        of one that ended: each generation is its own interaction)."""
         e = self.e
         resp = await e.http.send(request, stream=True)
         sid = resp.headers.get("mcp-session-id")
@@ -703,6 +743,9 @@ class GuardedTransport:
         ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
         if resp.status_code != 200 or ctype != "text/event-stream" or not e.session:
             return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
+        if stream is None:
+            e.get_generations += 1
+            stream = standalone_stream(e.get_generations)
         if e.guard.stream_state(stream) not in (None, "done", "dead"):
             return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
         e.feed(ev.StreamOpened(stream, origin))
@@ -960,8 +1003,10 @@ class _GuardedBody:
             if resp.status_code == 200 and ctype == "text/event-stream":
                 e.feed(ev.StreamResumed(stream))
                 return resp
-            await resp.aclose()
-            actions = e.feed(ev.ResumeRefused(stream, resp.status_code))
+            got = await _http_result(resp)
+            actions = e.feed(
+                ev.ResumeRefused(stream, got.status, body=got.body, retry_after=got.retry_after)
+            )
 
 
 class _NotingWriter:

@@ -1,11 +1,16 @@
-"""``python -m fsm check FILE.py [FILE.py ...]``: model-check the models defined in files.
+"""``fsm check FILE.py [...] [--builtin NAME ...]``: model-check the models defined in files.
 
 Exit status: 0 when every property of every model holds (or, for a model that declares
 ``expected_violations``, exactly those are violated); 1 when any property is violated,
 vacuous, or unknown because a bound was hit (``--max-states``/``--max-depth``); 2 for bad
-arguments, a bad model file, or a model that raises during exploration (one message, no
-traceback). Reports go to stdout, progress lines to stderr once a run lasts over a second
-(disable them with ``--quiet``).
+arguments, a bad model file, a bad ``--set``, or a model that raises during exploration (one
+message, no traceback).
+
+Output: reports go to stdout; with ``--json`` stdout is pure JSON Lines (one object per
+model) and every human line (progress, verdicts against ``expected_violations``, files
+written, errors) goes to stderr. Progress lines appear once a run lasts over a second
+(disable them with ``--quiet``). ``--brief`` prints one line per model that passes (holds,
+or fails exactly as declared), full reports only for the others.
 """
 
 from __future__ import annotations
@@ -15,21 +20,47 @@ import json
 import re
 import sys
 from pathlib import Path as FilePath
+from typing import Any
 
 from fsm.checker.explore import Checker, ModelError
-from fsm.checker.loader import ModelLoadError, load_models
+from fsm.checker.loader import ModelLoadError, builtin_model_file, builtin_models, load_models
 from fsm.checker.model import model_name
 from fsm.checker.properties import Verdict
 from fsm.checker.report import Report
 
+EXIT_STATUS = """exit status:
+  0  every property holds (a model with expected_violations: exactly those are violated)
+  1  a property is violated, vacuous, or unknown because a bound was hit
+  2  bad arguments, a bad model file or --set, or a model that raised"""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m fsm check",
+        prog="fsm check",
         description="Model-check the models defined in Python files (MODEL, MODELS or model()).",
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("files", nargs="+", metavar="FILE.py", help="model files")
-    parser.add_argument("--json", action="store_true", help="one JSON report per model per line")
+    parser.add_argument("files", nargs="*", metavar="FILE.py", help="model files")
+    parser.add_argument(
+        "--builtin",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a model shipped with the library, by name (repeatable; 'all': every one; "
+        "'list': print the names)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="settings",
+        metavar="FIELD=VALUE",
+        help="set a bound of every world model (fsm.world.Bounds), e.g. --set requests=2",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="stdout: one JSON report per model per line"
+    )
     parser.add_argument("--max-states", type=int, metavar="N", help="bound on distinct states")
     parser.add_argument("--max-depth", type=int, metavar="N", help="bound on BFS depth")
     parser.add_argument(
@@ -39,9 +70,44 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--brief",
         action="store_true",
-        help="one summary line per model that holds; full reports only for violations",
+        help="one line per model that passes; full reports only for the others",
     )
     return parser
+
+
+class _Usage(Exception):
+    """Bad arguments: the message is printed, the exit status is 2."""
+
+
+def _settings(pairs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise _Usage(f"--set {pair!r}: write FIELD=VALUE, e.g. --set requests=2")
+        out[name.strip()] = value
+    return out
+
+
+def _files(args: argparse.Namespace) -> list[str]:
+    files = list(args.files)
+    for name in args.builtin:
+        if name == "list":
+            continue
+        try:
+            files += (
+                [builtin_model_file(n) for n in builtin_models()]
+                if name == "all"
+                else [builtin_model_file(name)]
+            )
+        except ModelLoadError as exc:
+            raise _Usage(str(exc)) from None
+    if not files and "list" not in args.builtin:
+        raise _Usage("name a model file or a --builtin model (--builtin list shows them)")
+    for bound in (args.max_states, args.max_depth):
+        if bound is not None and bound < 0:
+            raise _Usage("bounds must be >= 0")
+    return files
 
 
 def _write_tests(report: Report, file: str, name: str | None, out_dir: FilePath) -> list[str]:
@@ -56,21 +122,34 @@ def _write_tests(report: Report, file: str, name: str | None, out_dir: FilePath)
     return written
 
 
+def _rebound(model: Any, settings: dict[str, str]) -> Any:
+    if not settings:
+        return model
+    if not callable(getattr(model, "with_bounds", None)):
+        raise ValueError(f"model {model_name(model)!r} has no bounds to --set (not a World)")
+    return model.with_bounds(settings)
+
+
 def main(argv: list[str]) -> int:
     """Run ``check`` with ``argv`` (without the ``check`` word); return the exit status."""
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse already printed usage and the reason
         return int(exc.code or 0)
-    for bound in (args.max_states, args.max_depth):
-        if bound is not None and bound < 0:
-            print("fsm check: bounds must be >= 0", file=sys.stderr)
-            return 2
+    try:
+        files = _files(args)
+        settings = _settings(args.settings)
+    except _Usage as exc:
+        print(f"{_parser().format_usage()}fsm check: {exc}", file=sys.stderr)
+        return 2
+    if "list" in args.builtin:
+        print("\n".join(builtin_models()))
+    human = sys.stderr if args.json else sys.stdout
     out_dir = FilePath(args.write_tests) if args.write_tests else None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
     status = 0
-    for file in args.files:
+    for file in files:
         try:
             models = load_models(file)
         except ModelLoadError as exc:
@@ -78,6 +157,7 @@ def main(argv: list[str]) -> int:
             return 2
         for model in models:
             try:
+                model = _rebound(model, settings)
                 checker = Checker(
                     model,
                     max_states=args.max_states,
@@ -91,35 +171,51 @@ def main(argv: list[str]) -> int:
             except (ValueError, TypeError) as exc:
                 print(f"fsm check: {file}: {exc}", file=sys.stderr)
                 return 2
+            expected = _expected(getattr(model, "expected_violations", None))
+            passed = _as_expected(report, expected)
             if args.json:
-                print(json.dumps(report.to_json()))
-            elif args.brief:
-                failing = report.failures()
-                holding = len(report.results) - len(failing)
-                print(f"{report.summary()}: {holding}/{len(report.results)} properties hold")
-                for result in failing:
-                    print(result.format_text())
+                record = report.to_json()
+                record["expected_violations"] = sorted(expected)
+                record["passed"] = passed
+                print(json.dumps(record))
+            elif args.brief and passed:
+                print(report.brief_line(expected))
             else:
-                print(report.format_text())
+                print(report.format_text() if not args.brief else _failing(report))
+            if expected and not (args.brief and passed):
+                print(_expectation(report, expected, passed), file=human)
             if out_dir is not None:
                 name = model_name(model) if len(models) > 1 else None
                 for path in _write_tests(report, file, name, out_dir):
                     print(f"wrote {path}", file=sys.stderr)
-            if not _as_expected(report, getattr(model, "expected_violations", None)):
+            if not passed:
                 status = 1
     return status
 
 
-def _as_expected(report: Report, expected: object) -> bool:
+def _failing(report: Report) -> str:
+    return "\n".join([report.brief_line(), *(r.format_text() for r in report.failures())])
+
+
+def _expected(declared: object) -> set[str]:
     """A model may declare ``expected_violations`` (property names it must violate: a model
-    of a faulty client). It then passes when exactly those are violated and the rest hold;
-    a model without the attribute passes when everything holds."""
+    of a faulty client)."""
+    if not declared:
+        return set()
+    return set(declared) if isinstance(declared, list | tuple | set | frozenset) else {"?"}
+
+
+def _as_expected(report: Report, expected: set[str]) -> bool:
+    """A model with ``expected_violations`` passes when exactly those are violated and the
+    rest hold (which needs a complete run); a model without it when everything holds."""
     if not expected:
         return report.ok
-    wanted = set(expected) if isinstance(expected, list | tuple | set | frozenset) else set()
     violated = {r.name for r in report.results if r.verdict is Verdict.VIOLATED}
-    others_hold = all(r.verdict.ok for r in report.results if r.name not in wanted)
-    ok = report.complete and violated == wanted and others_hold
-    verdict = "as expected" if ok else f"NOT as expected (expected {sorted(wanted)})"
-    print(f"{report.model}: violations {sorted(violated)} {verdict}")
-    return ok
+    others_hold = all(r.verdict.ok for r in report.results if r.name not in expected)
+    return report.complete and violated == expected and others_hold
+
+
+def _expectation(report: Report, expected: set[str], passed: bool) -> str:
+    violated = sorted(r.name for r in report.results if r.verdict is Verdict.VIOLATED)
+    verdict = "as expected" if passed else f"NOT as expected (expected {sorted(expected)})"
+    return f"{report.model}: violations {violated} {verdict}"

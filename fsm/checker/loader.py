@@ -6,10 +6,15 @@ A model file defines, at module level, one of (looked up in this order):
 * ``MODEL``: one model object;
 * ``model()``: a function of no arguments returning one model.
 
-The file is executed as a fresh module (registered in ``sys.modules`` under a private name so
-dataclasses and pickling work); its own imports resolve through ``sys.path`` as usual, so run
-the checker from the repository root. Every problem surfaces as :class:`ModelLoadError` with a
-one-line message.
+The file is executed as a fresh module of a private package standing for its directory
+(registered in ``sys.modules`` so dataclasses and pickling work): a model reaches the files
+next to it by relative import (``from .guarded import variants``), wherever it is run from;
+its other imports resolve through ``sys.path`` as usual. Every problem surfaces as
+:class:`ModelLoadError` with a one-line message.
+
+The models shipped with the library (the repository's ``models/``, installed as the
+package ``fsm.models``) are found by name: :func:`builtin_models` lists them,
+:func:`builtin_model_file` gives the file of one (``fsm check --builtin NAME``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import sys
+import types
 from pathlib import Path as FilePath
 from typing import Any
 
@@ -27,12 +33,47 @@ class ModelLoadError(Exception):
     """The file is missing, fails to import, or defines no valid model."""
 
 
+def builtin_models_dir() -> FilePath:
+    """The directory of the shipped models: the installed package ``fsm.models`` (or, in
+    a source checkout that is not installed, the checkout's ``models/``)."""
+    spec = importlib.util.find_spec("fsm.models")
+    if spec is not None and spec.submodule_search_locations:
+        return FilePath(next(iter(spec.submodule_search_locations)))
+    return FilePath(__file__).resolve().parents[2] / "models"
+
+
+def builtin_models() -> list[str]:
+    """The names of the shipped model files (``guarded``, ``seed_incident``, ...)."""
+    folder = builtin_models_dir()
+    return sorted(f.stem for f in folder.glob("*.py") if not f.stem.startswith("_"))
+
+
+def builtin_model_file(name: str) -> str:
+    """The file of the shipped model ``name`` (ModelLoadError naming the known ones)."""
+    known = builtin_models()
+    if name not in known:
+        raise ModelLoadError(f"no shipped model {name!r}; known: {', '.join(known)}")
+    return str(builtin_models_dir() / f"{name}.py")
+
+
+def _package_for(folder: FilePath) -> str:
+    """A private package whose ``__path__`` is ``folder``: relative imports of a model
+    file resolve to the files next to it."""
+    name = "_fsm_models_" + hashlib.sha1(str(folder).encode()).hexdigest()[:12]
+    if name not in sys.modules:
+        package = types.ModuleType(name, f"the model files in {folder}")
+        package.__path__ = [str(folder)]
+        package.__package__ = name
+        sys.modules[name] = package
+    return name
+
+
 def _import_file(path: str) -> Any:
     file = FilePath(path)
     if not file.is_file():
         raise ModelLoadError(f"{path}: no such model file")
-    digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:12]
-    module_name = f"_fsm_model_{file.stem}_{digest}"
+    file = file.resolve()
+    module_name = f"{_package_for(file.parent)}.{file.stem}"
     spec = importlib.util.spec_from_file_location(module_name, file)
     if spec is None or spec.loader is None:
         raise ModelLoadError(f"{path}: not a loadable Python file")

@@ -4,13 +4,14 @@ and text forms, and the :class:`Progress` line printed during long runs."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from fsm.checker.path import Path
 from fsm.checker.properties import Kind, Verdict
 
+PARTIAL = "(by the example found; the search was partial)"
 MARKS = {Verdict.HOLDS: "✓", Verdict.VIOLATED: "✗", Verdict.VACUOUS: "✗", Verdict.UNKNOWN: "?"}
 
 
@@ -33,9 +34,13 @@ class PropertyResult:
             "counterexample": self.path.to_json() if self.path is not None else None,
         }
 
-    def format_text(self) -> str:
+    def format_text(self, partial: bool = False) -> str:
+        """The verdict line (and trace). ``partial``: the run hit a bound, so a property
+        that holds says it holds by the example found in a partial search."""
         desc = f": {self.description}" if self.description else ""
         head = f"  {MARKS[self.verdict]} {self.name} {self.verdict.value}{desc}"
+        if partial and self.verdict is Verdict.HOLDS:
+            head += f" {PARTIAL}"
         if self.path is None:
             return head
         label = "example" if self.verdict is Verdict.HOLDS else "counterexample"
@@ -113,6 +118,19 @@ class Report:
             f"depth={self.depth} seconds={self.seconds:.2f} {status}"
         )
 
+    def brief_line(self, expected: Collection[str] = ()) -> str:
+        """One line: the summary and how many properties hold; with ``expected`` (the
+        model's ``expected_violations``, when it violates exactly those) says so."""
+        total = len(self.results)
+        if expected:
+            return (
+                f"{self.summary()}: violates {', '.join(sorted(expected))} as declared, "
+                f"the other {total - len(expected)} hold"
+            )
+        holding = total - len(self.failures())
+        partial = f" {PARTIAL}" if holding and not self.complete else ""
+        return f"{self.summary()}: {holding}/{total} properties hold{partial}"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -129,7 +147,8 @@ class Report:
         }
 
     def format_text(self) -> str:
-        lines = [self.summary()] + [r.format_text() for r in self.results]
+        partial = not self.complete
+        lines = [self.summary()] + [r.format_text(partial) for r in self.results]
         cov = self.coverage
         total = len(cov.fired) + len(cov.never_fired)
         if total:

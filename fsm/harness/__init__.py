@@ -23,6 +23,16 @@ Modules (import them explicitly; this ``__init__`` stays light on purpose):
 - :mod:`fsm.harness.demo`: ``python -m fsm demo [--json]``, the seed incident with the plain
   and the guarded client side by side.
 
+Protocol 2026-07-28 (input rounds, ``InputRequiredResult``; see ``docs/mrtr.md``):
+
+- :mod:`fsm.harness.mrtr_server`: a real ``MCPServer`` in 2026-07-28 mode whose sealed
+  ``requestState`` expires, and which restarts with a fresh key, on explicit command.
+- :mod:`fsm.harness.mrtr_demo`: the demo's second scene, plain vs guarded
+  (:mod:`fsm.adapters.mrtr`).
+- :mod:`fsm.harness.serving`: uvicorn on a bound socket, shared by both test servers.
+- :mod:`fsm.harness.sdk`: the installed SDK line (1.x or 2.x) as the test bed needs it;
+  :mod:`fsm.harness.fastmcp_clients`: fastmcp's ``Client`` as scenario clients.
+
 All traffic stays on 127.0.0.1. Faults are driven by explicit commands from the caller, never
 by timers racing the machine; every wait has a safety timeout.
 """

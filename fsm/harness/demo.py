@@ -10,7 +10,9 @@ every resume with its ``Last-Event-ID`` cursor, and how the call ended.
 ``presentations`` (per presentation: session, request id, whether it was withdrawn),
 ``answer_posts`` (request id, status or fault), ``resumes`` (cursor, status, how the
 connection ended), ``outcome`` and ``seconds``; the guarded side also ``violations`` (of
-P1-P7, from its event log: empty).
+P1-P7, from its event log: empty). A second scene (:mod:`fsm.harness.mrtr_demo`, key
+``"mrtr"``) runs protocol 2026-07-28's input rounds: a re-asking tool, a late answer into
+expired state and a restart between rounds, plain ``Client.call_tool`` vs guarded.
 
 Exit status: 0 when the guarded run behaves (one presentation, one outcome, no property
 violation), 1 otherwise, 2 when the optional ``mcp`` extra is not installed or the
@@ -59,13 +61,15 @@ def _side(result: Any, violations: list[str] | None = None) -> dict[str, Any]:
 
 async def _run() -> dict[str, Any]:
     from fsm.adapters.mcp2 import GuardedSession
+    from fsm.harness import mrtr_demo
     from fsm.harness.scenarios import capturing_guarded_client, plain_client, run_scenario
 
     sessions: list[GuardedSession] = []
     plain = await run_scenario("seed", plain_client)
     guarded = await run_scenario("seed", capturing_guarded_client(sessions))
     found = [f"{v.name} at observation {n}: {v.why}" for n, _, v in sessions[0].violations]
-    return {"plain": _side(plain), "guarded": _side(guarded, found)}
+    mrtr = await mrtr_demo.scene()
+    return {"plain": _side(plain), "guarded": _side(guarded, found), "mrtr": mrtr}
 
 
 def _cell(side: dict[str, Any], what: str) -> list[str]:
@@ -117,19 +121,26 @@ def _table(report: dict[str, Any]) -> str:
 
 
 def behaves(report: dict[str, Any]) -> bool:
-    """One presentation, one outcome, no property violation on the guarded side."""
+    """One presentation, one outcome, no property violation on the guarded side (and,
+    in the MRTR scene, no question shown twice)."""
+    from fsm.harness import mrtr_demo
+
     g = report["guarded"]
     return (
         len(g["presentations"]) == 1
         and g["outcome"]["kind"] in ("result", "error")
         and not g.get("violations")
+        and mrtr_demo.behaves(report.get("mrtr", {}))
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; see the module docstring for output and exit status."""
     parser = argparse.ArgumentParser(
-        prog="python -m fsm demo", description="the seed incident: plain vs guarded client"
+        prog="fsm demo",
+        description="the seed incident: plain vs guarded client",
+        epilog="exit status: 0 the guarded run behaves, 1 it does not, "
+        "2 the 'mcp' extra is missing or bad arguments",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     try:
@@ -156,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
+        from fsm.harness import mrtr_demo
+
         print(_table(report))
+        print()
+        print(mrtr_demo.table(report["mrtr"]))
     return 0 if behaves(report) else 1
 
 

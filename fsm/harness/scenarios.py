@@ -81,11 +81,12 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
 from mcp import ClientSession, types
+from mcp.server.streamable_http import EventStore
 
 from fsm.harness.proxy import ConnectionFault, Exchange, FaultProxy, TrafficEvent, is_resume_get
 from fsm.harness.sdk import MCP_MAJOR, hx, open_client_streams
@@ -112,7 +113,10 @@ __all__ = [
     "plain_client",
     "run_progress_stream",
     "run_scenario",
+    "unless_ended",
 ]
+
+T = TypeVar("T")
 
 ScenarioName = Literal["seed", "replayed_cancel", "answer_conn_error", "session_expired", "happy"]
 
@@ -492,9 +496,13 @@ class Rig:
 
 @contextlib.asynccontextmanager
 async def open_rig(
-    *, event_store: Literal["scoped", "shared"] = "scoped", retry_interval_ms: int = 50
+    *,
+    event_store: Literal["scoped", "shared"] | EventStore = "scoped",
+    retry_interval_ms: int = 50,
 ) -> AsyncIterator[Rig]:
-    """Server + proxy + HTTP client + user, all on 127.0.0.1; torn down on exit."""
+    """Server + proxy + HTTP client + user, all on 127.0.0.1; torn down on exit.
+    ``event_store``: as :func:`~fsm.harness.server.running_server` takes it (a store
+    instance is shared by every session)."""
     async with (
         running_server(event_store=event_store, retry_interval_ms=retry_interval_ms) as server,
         FaultProxy(server.url) as proxy,
@@ -604,18 +612,26 @@ async def _resumed_or_ended(rig: Rig, call: _Call, after: int, timeout: float = 
         return e.kind == "sse_event" and e.data == "" and ex is not None and ex.is_resume
 
     with anyio.fail_after(timeout):
-        async with anyio.create_task_group() as tg:
+        await unless_ended(call.done, proxy.wait_for(attached, timeout, after))
 
-            async def resumed() -> None:
-                await proxy.wait_for(attached, timeout, after)
-                tg.cancel_scope.cancel()
 
-            async def ended() -> None:
-                await call.done.wait()
-                tg.cancel_scope.cancel()
+async def unless_ended(done: anyio.Event, step: Awaitable[T]) -> T | None:
+    """``await step``, or ``None`` as soon as ``done`` is set first (a client that ended
+    the call: gave up, failed or completed). A synchronisation point: never sleeps."""
+    got: list[T] = []
+    async with anyio.create_task_group() as tg:
 
-            tg.start_soon(resumed)
-            tg.start_soon(ended)
+        async def run_step() -> None:
+            got.append(await step)
+            tg.cancel_scope.cancel()
+
+        async def ended() -> None:
+            await done.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(run_step)
+        tg.start_soon(ended)
+    return got[0] if got else None
 
 
 async def _seed(rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup) -> Outcome | None:

@@ -21,6 +21,11 @@ What it offers (protocol 2025-11-25 over the legacy, session-ful streamable HTTP
 - Tool ``ping()``: returns ``"pong"``; a full round trip, used as a barrier.
 - Tool ``stream_progress(count)``: emits ``count`` ``notifications/progress`` on the call's
   stream (needs a progress token from the client) and returns ``"streamed <count>"``.
+- Tool ``announce(count, text)``: sends ``count`` log messages (``notifications/message``,
+  data ``"<text> <n>"``) related to no request, so the server routes them to the session's
+  standalone GET stream (stored in the event store, sent only if a GET is attached), and
+  returns ``"announced <count>"``. :meth:`ServerController.wait_standalone` waits until a
+  GET stream is attached to a session.
 - Session expiry on command: :meth:`ServerController.expire_session` terminates a session
   (as a DELETE would); every later request carrying its id gets ``404`` with
   ``{"code": -32600, "message": "Session not found"}``.
@@ -46,25 +51,38 @@ per-session stores and expiry), which is why each supported release is tested.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import logging
 import socket
+import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import anyio
-import uvicorn
 from mcp import types
-from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    EventCallback,
+    EventId,
+    EventMessage,
+    EventStore,
+    StreamId,
+)
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.message import ServerMessageMetadata
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fsm.harness.sdk import MCP_MAJOR, request_headers, server_class
+from fsm.harness.serving import serving
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+DEPRECATION: type[Warning] = getattr(
+    importlib.import_module("mcp.shared.exceptions"), "MCPDeprecationWarning", DeprecationWarning
+)
+"""2.x's warning for calls deprecated in 2026-07-28 (1.x has none: any DeprecationWarning)."""
 JSONRPCMessage = Any  # mcp.types.JSONRPCMessage: its module differs between 1.x and 2.x
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
@@ -235,7 +253,7 @@ class ServerEvent:
     ``elicit_answered`` (detail: action, content), ``elicit_failed`` (detail: error),
     ``deadline_fired`` (detail: flavour), ``tool_finished`` (detail: text), ``stored``
     (detail: stream, event_id, method or kind), ``exchange_started``/``exchange_finished``
-    (detail: exchange), ``session_expired``, ``progress_done``.
+    (detail: exchange), ``session_expired``, ``progress_done``, ``announced`` (detail: count).
     """
 
     seq: int
@@ -404,6 +422,27 @@ class ServerController:
             self.store.forget_session(session_id)
         self.record("session_expired", session_id)
 
+    def standalone_attached(self, session_id: str) -> bool:
+        """Whether a standalone GET stream is attached to ``session_id`` now (messages
+        related to no request are sent on it; otherwise they are only stored)."""
+        manager = self.manager
+        transport = manager._server_instances.get(session_id) if manager is not None else None
+        return transport is not None and GET_STREAM_KEY in transport._request_streams
+
+    async def wait_standalone(
+        self, session_id: str, timeout: float = 10.0, interval: float = 0.005
+    ) -> None:
+        """Wait until :meth:`standalone_attached` holds for ``session_id``.
+
+        The SDK attaches a GET stream in a task of its own, after the response headers
+        may have gone out, and tells no one: this re-checks that server state every
+        ``interval`` seconds (a poll of the condition itself, not a sleep standing in for
+        it) and raises ``TimeoutError`` after ``timeout``.
+        """
+        with anyio.fail_after(timeout):
+            while not self.standalone_attached(session_id):
+                await anyio.sleep(interval)
+
     # -- exchange ordering (see module docstring)
     async def _before_exchange(
         self, exchange: str | None, after: Sequence[str], timeout: float
@@ -477,6 +516,20 @@ def _session_of(ctx: Context) -> str:
     return str(request_headers(ctx).get("mcp-session-id", ""))
 
 
+@contextlib.contextmanager
+def _logging_untouched() -> Iterator[None]:
+    """Undo what the block does to the root logger: ``MCPServer()`` calls
+    ``logging.basicConfig(level="INFO")``, which would turn on every library's INFO
+    logging in the embedding process."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
+
+
 def build_server(
     controller: ServerController,
     *,
@@ -485,12 +538,19 @@ def build_server(
     retry_interval_ms: int | None = None,
 ) -> Any:
     """The SDK's server (``MCPServer``; ``FastMCP`` on 1.x) with the harness tools, wired to
-    ``controller`` (1.x takes the event store and ``retry:`` here, 2.x in its app)."""
+    ``controller`` (1.x takes the event store and ``retry:`` here, 2.x in its app).
+    Building it leaves the process's logging configuration as it was."""
     server_cls, _ = server_class()
-    if MCP_MAJOR >= 2:
-        mcp = server_cls(name)
-    else:
-        mcp = server_cls(name, event_store=event_store, retry_interval=retry_interval_ms)
+    with _logging_untouched():
+        if MCP_MAJOR >= 2:
+            mcp = server_cls(name, log_level="WARNING")
+        else:
+            mcp = server_cls(
+                name,
+                event_store=event_store,
+                retry_interval=retry_interval_ms,
+                log_level="WARNING",
+            )
     tool = cast(Callable[[_F], _F], mcp.tool())
 
     @tool
@@ -532,6 +592,16 @@ def build_server(
             await ctx.report_progress(i + 1, count)
         controller.record("progress_done", _session_of(ctx), str(ctx.request_id), count=count)
         return f"streamed {count}"
+
+    @tool
+    async def announce(ctx: Context, count: int = 1, text: str = "announcement") -> str:
+        """Send ``count`` log messages related to no request (the standalone GET stream)."""
+        for i in range(count):
+            with warnings.catch_warnings():  # deprecated for 2026-07-28, not for this protocol
+                warnings.simplefilter("ignore", DEPRECATION)
+                await ctx.session.send_log_message("info", f"{text} {i + 1}", logger=name)
+        controller.record("announced", _session_of(ctx), str(ctx.request_id), count=count)
+        return f"announced {count}"
 
     return mcp
 
@@ -745,38 +815,8 @@ async def running_server(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = int(sock.getsockname()[1])
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        lifespan="on",
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=max(1, int(shutdown_timeout)),
-    )
-    server = uvicorn.Server(config)
-    stopped = anyio.Event()
-
-    async def serve() -> None:
-        try:
-            await server.serve([sock])
-        finally:
-            stopped.set()
-
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(serve)
-            with anyio.fail_after(10):
-                while not server.started:  # startup poll, not test synchronisation
-                    if stopped.is_set():
-                        raise RuntimeError("uvicorn failed to start")
-                    await anyio.sleep(0.005)
-            try:
-                yield RunningServer(f"http://127.0.0.1:{port}/mcp", "127.0.0.1", port, controller)
-            finally:
-                server.should_exit = True
-                with anyio.move_on_after(shutdown_timeout + 2, shield=True):
-                    await stopped.wait()
-                tg.cancel_scope.cancel()
+        async with serving(app, sock, log_level=log_level, shutdown_timeout=shutdown_timeout):
+            yield RunningServer(f"http://127.0.0.1:{port}/mcp", "127.0.0.1", port, controller)
     finally:
         sock.close()

@@ -52,7 +52,12 @@ def stale(out: Path, names: list[str]) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m fsm render", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="fsm render",
+        description=__doc__.split("\n")[0],
+        epilog="exit status: 0 fine, 1 stale files (--check), "
+        "2 bad arguments or the rendering engine is missing",
+    )
     p.add_argument("--out", type=Path, default=Path("diagrams"), help="output directory")
     p.add_argument("--check", action="store_true", help="exit 1 if DIR is stale")
     p.add_argument("--png", action="store_true", help="also write PNG files")

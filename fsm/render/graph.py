@@ -27,7 +27,9 @@ class GraphNode:
 
     ``id`` is unique in the graph (for checker output use the formatted state, so a
     checker path maps onto it directly); ``label`` is what is drawn (defaults to
-    ``id``); nodes with the same non-empty ``group`` are drawn in one cluster.
+    ``id``); nodes with the same non-empty ``group`` are drawn in one cluster, nodes
+    with the same non-empty ``row`` side by side (clusters as columns, rows across them:
+    a grid).
     """
 
     id: str
@@ -36,6 +38,7 @@ class GraphNode:
     initial: bool = False
     terminal: bool = False
     bad: bool = False
+    row: str = ""
 
     @property
     def text(self) -> str:
@@ -83,6 +86,11 @@ class StateGraph:
         """The non-empty groups, in order of first appearance."""
         return tuple(dict.fromkeys(n.group for n in self.nodes if n.group))
 
+    @property
+    def rows(self) -> tuple[str, ...]:
+        """The non-empty rows, in order of first appearance."""
+        return tuple(dict.fromkeys(n.row for n in self.nodes if n.row))
+
     def node(self, node_id: str) -> GraphNode:
         """The node called ``node_id`` (:class:`KeyError` if absent)."""
         for n in self.nodes:
@@ -128,12 +136,15 @@ class Trace:
 
     Contract (checked on construction, :class:`TraceError` otherwise): each step starts
     where the previous one ended; if ``loop_start`` is set, ``0 <= loop_start < len(steps)``
-    and the last step ends at ``steps[loop_start].src``.
+    and the last step ends at ``steps[loop_start].src``. ``numbers`` (empty: ``1..n``) are
+    the steps' numbers in the path they were drawn from, one per step, increasing: a
+    projection that folds steps keeps the numbers of the text trace.
     """
 
     steps: tuple[TraceStep, ...]
     loop_start: int | None = None
     title: str = ""
+    numbers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for number, (before, after) in enumerate(
@@ -144,6 +155,14 @@ class Trace:
                     f"step {number} starts at {after.src!r}, but step {number - 1} "
                     f"ended at {before.dst!r}"
                 )
+        if self.numbers and (
+            len(self.numbers) != len(self.steps)
+            or self.numbers[0] < 1
+            or any(a >= b for a, b in zip(self.numbers, self.numbers[1:], strict=False))
+        ):
+            raise TraceError(
+                f"numbers {self.numbers} are not {len(self.steps)} increasing step numbers"
+            )
         if self.loop_start is not None:
             if not 0 <= self.loop_start < len(self.steps):
                 raise TraceError(f"loop_start {self.loop_start} outside 0..{len(self.steps) - 1}")
@@ -156,10 +175,14 @@ class Trace:
 
     @classmethod
     def of(
-        cls, steps: Iterable[tuple[str, str, str]], loop_start: int | None = None, title: str = ""
+        cls,
+        steps: Iterable[tuple[str, str, str]],
+        loop_start: int | None = None,
+        title: str = "",
+        numbers: Sequence[int] = (),
     ) -> Trace:
         """A trace from ``(src, label, dst)`` triples."""
-        return cls(tuple(TraceStep(*s) for s in steps), loop_start, title)
+        return cls(tuple(TraceStep(*s) for s in steps), loop_start, title, tuple(numbers))
 
     @classmethod
     def from_path(cls, path: PathLike, title: str = "") -> Trace:
@@ -172,11 +195,20 @@ class Trace:
         """Whether the step at 0-based ``index`` belongs to the loop."""
         return self.loop_start is not None and index >= self.loop_start
 
+    def number(self, index: int) -> int:
+        """The number of the step at 0-based ``index`` (see ``numbers``; 1-based)."""
+        return self.numbers[index] if self.numbers else index + 1
+
+    @property
+    def last_number(self) -> int:
+        """The number of the last step (0 for an empty trace)."""
+        return self.number(len(self.steps) - 1) if self.steps else 0
+
     def step_label(self, index: int, text: str) -> str:
-        """The drawn label of the step at 0-based ``index``: ``"n. text"``, loop steps
-        suffixed with ``" (loop)"``. Step numbers are 1-based."""
+        """The drawn label of the step at 0-based ``index``: ``"n. text"`` with its
+        :meth:`number`, loop steps suffixed with ``" (loop)"``."""
         suffix = " (loop)" if self.in_loop(index) else ""
-        return f"{index + 1}. {text}{suffix}"
+        return f"{self.number(index)}. {text}{suffix}"
 
     @property
     def visited(self) -> tuple[str, ...]:

@@ -5,23 +5,23 @@ here is a *projection*: a ``view`` maps every reachable state to a short label (
 guard, its product configuration ``transport / liveness``), states with equal labels
 become one node, and every explored edge that changes the label becomes an edge named
 after the environment's move. A counterexample is projected the same way (steps that do
-not change the label are folded into the next one), so it is a path of that graph.
+not change the label are folded into the next one, except the last, violating step), so
+it is a path of that graph (:func:`around` adds that step when it is a loop); each drawn
+step keeps its number in the checker's text trace.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path as FilePath
+from dataclasses import replace
 from typing import Any
 
 from fsm.checker import Checker, Path, load_models
+from fsm.checker.loader import builtin_model_file
 from fsm.render.graph import GraphEdge, GraphNode, StateGraph, Trace
 
 View = Callable[[Any], tuple[str, str]]
 """``view(state) -> (group, label)``: the cluster and the node a state projects onto."""
-
-MODELS_DIR = FilePath(__file__).resolve().parents[2] / "models"
-"""Where the shipped models live (a source checkout; absent from an installed wheel)."""
 
 
 def _move(action: object) -> str:
@@ -72,14 +72,39 @@ def projected_graph(
     )
 
 
+def merged_edges(graph: StateGraph) -> StateGraph:
+    """``graph`` with one edge per ``(src, dst)`` pair, labelled with every move that
+    takes it (moves that differ in their last word only are written once:
+    ``cut clean/abrupt``). For overviews: a trace needs the edges one move each."""
+    labels: dict[tuple[str, str], list[str]] = {}
+    for e in graph.edges:
+        labels.setdefault((e.src, e.dst), []).append(e.label)
+    edges = tuple(GraphEdge(src, dst, _join(moves)) for (src, dst), moves in labels.items())
+    return StateGraph(graph.name, graph.nodes, edges, graph.doc)
+
+
+def _join(moves: list[str]) -> str:
+    words = [m.split() for m in moves]
+    heads = {" ".join(w[:-1]) for w in words}
+    if len(moves) > 1 and len(heads) == 1 and all(len(w) > 1 for w in words):
+        return f"{heads.pop()} {'/'.join(w[-1] for w in words)}"
+    return "\n".join(moves)
+
+
 def around(graph: StateGraph, trace: Trace) -> StateGraph:
-    """``graph`` restricted to the nodes ``trace`` visits (and the edges among them)."""
+    """``graph`` restricted to the nodes ``trace`` visits (and the edges among them),
+    plus the trace's steps the projection has no edge for (a violating last step that
+    changes nothing the view shows: drawn as a loop on its node)."""
     keep = set(trace.visited)
+    edges = [e for e in graph.edges if e.src in keep and e.dst in keep]
+    known = {(e.src, e.label, e.dst) for e in edges}
+    edges += [
+        GraphEdge(s.src, s.dst, s.label)
+        for s in trace.steps
+        if (s.src, s.label, s.dst) not in known
+    ]
     return StateGraph(
-        graph.name,
-        tuple(n for n in graph.nodes if n.id in keep),
-        tuple(e for e in graph.edges if e.src in keep and e.dst in keep),
-        graph.doc,
+        graph.name, tuple(n for n in graph.nodes if n.id in keep), tuple(edges), graph.doc
     )
 
 
@@ -87,18 +112,39 @@ def projected_trace(path: Path, view: View, title: str) -> Trace:
     """Project a checker path (or lasso) through ``view``; see the module docstring."""
     labels = [view(s)[1] for s in path.states]
     triples: list[tuple[str, str, str]] = []
+    numbers: list[int] = []
     loop_start: int | None = None
     for i, step in enumerate(path.steps):
         if path.loop_start is not None and i >= path.loop_start and loop_start is None:
             loop_start = len(triples)
-        if labels[i] != labels[i + 1]:
+        last = i == len(path.steps) - 1 and path.loop_start is None
+        if labels[i] != labels[i + 1] or last:  # the violating step is always drawn
             triples.append((labels[i], _move(step.action), labels[i + 1]))
+            numbers.append(i + 1)  # the text trace's number of this step
     if loop_start is not None and loop_start >= len(triples):
         loop_start = None
-    return Trace.of(triples, loop_start, title)
+    return Trace.of(triples, loop_start, title, numbers)
 
 
 # ------------------------------------------------------------------ views of the world
+
+
+def product_grid(graph: StateGraph) -> StateGraph:
+    """A graph projected through :func:`guard_view`, for :func:`fsm.render.grid.grid_dot`:
+    each transport state a column, each liveness state a row (in their declared order),
+    one edge per pair of configurations."""
+    from fsm.machines import LIVENESS, TRANSPORT
+
+    columns = [s for s in TRANSPORT.states if s not in TRANSPORT.terminal]
+    columns += [s for s in TRANSPORT.states if s in TRANSPORT.terminal]
+    rows = ["no request", *LIVENESS.states]
+
+    def place(n: GraphNode) -> tuple[int, int]:
+        column, row = n.id.split(" / ", 1)
+        return columns.index(column), rows.index(row)
+
+    nodes = tuple(replace(n, row=n.id.split(" / ", 1)[1]) for n in sorted(graph.nodes, key=place))
+    return merged_edges(StateGraph(graph.name, nodes, graph.edges, graph.doc))
 
 
 def guard_view(state: Any) -> tuple[str, str]:
@@ -106,7 +152,7 @@ def guard_view(state: Any) -> tuple[str, str]:
     _, snap = state.client
     streams, requests = snap[1], snap[2]
     transport = streams[0][2] if streams else "-"
-    liveness = requests[0][5] if requests else "-"
+    liveness = requests[0][5] if requests else "no request"
     return transport, f"{transport} / {liveness}"
 
 
@@ -130,8 +176,9 @@ def client_view(state: Any) -> tuple[str, str]:
 
 
 def model_named(file: str, name: str) -> Any:
-    """The model called ``name`` in ``models/file``."""
-    for model in load_models(str(MODELS_DIR / file)):
+    """The model called ``name`` in the shipped model file ``file`` (``seed_incident``;
+    a ``.py`` suffix is ignored)."""
+    for model in load_models(builtin_model_file(file.removesuffix(".py"))):
         if getattr(model, "name", None) == name:
             return model
     raise LookupError(f"no model {name!r} in {file}")

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fsm.render.graph import StateGraph, Trace
+from fsm.render.grid import grid_dot
 from fsm.render.machine import machine_dot
-from fsm.render.mermaid import mermaid
+from fsm.render.mermaid import mermaid, state_graph_mermaid
 from fsm.render.product import product_dot
 from fsm.render.stategraph import state_graph_dot
 from fsm.spec import MachineSpec
@@ -69,51 +70,62 @@ def _builtin() -> None:
     register("liveness", lambda: machine_diagram(LIVENESS))
     register("product-spec", lambda: Diagram(product_dot(PRODUCT)))
 
+    from fsm.mrtr_machines import MRTR_PRODUCT, ROUNDS
+
+    register("rounds", lambda: machine_diagram(ROUNDS))
+    register("mrtr-product-spec", lambda: Diagram(product_dot(MRTR_PRODUCT)))
+
 
 _builtin()
 
 
 def _model_diagrams() -> None:
     """The reachable product of the guarded model, and every expected counterexample of
-    the faulty-client models highlighted on their reachable graphs (source checkouts)."""
+    the faulty-client models highlighted on their reachable graphs (the shipped models)."""
     from fsm.machines import TRANSPORT
     from fsm.render import models as m
 
-    if not m.MODELS_DIR.is_dir():
-        return
-
     def product() -> Diagram:
-        model = m.model_named("guarded.py", "guarded[inclusive,silent,rpc,answers]")
-        return Diagram(
-            state_graph_dot(
-                m.projected_graph(
-                    model,
-                    m.guard_view,
-                    "guarded-product",
-                    "reachable product configurations (transport / liveness) of the guarded client",
-                    terminal=lambda group: group in TRANSPORT.terminal,
-                )
+        model = m.model_named("guarded", "guarded[inclusive,silent,rpc,answers]")
+        graph = m.product_grid(
+            m.projected_graph(
+                model,
+                m.guard_view,
+                "guarded-product",
+                "the reachable product configurations of the guarded client "
+                "(transport / liveness of the request) and the moves out of each",
+                terminal=lambda group: group in TRANSPORT.terminal,
             )
         )
+        return Diagram(grid_dot(graph, corner="liveness \\ transport"), state_graph_mermaid(graph))
 
-    def counterexample(file: str, name: str, prop: str) -> Producer:
+    def counterexample(file: str, name: str, prop: str, view: m.View = m.client_view) -> Producer:
         def produce() -> Diagram:
             model = m.model_named(file, name)
-            graph = m.projected_graph(model, m.client_view, f"{name}-{prop}")
+            graph = m.projected_graph(model, view, f"{name}-{prop}")
             path = dict(m.counterexamples(model))[prop]
-            trace = m.projected_trace(path, m.client_view, f"{name}: {prop} violated")
+            title = f"{name}: {prop} violated (steps numbered as fsm check prints them)"
+            trace = m.projected_trace(path, view, title)
             return trace_diagram(m.around(graph, trace), trace)
 
         return produce
 
     register("guarded-product", product)
     for file, name in (
-        ("seed_incident.py", "seed-incident"),
-        ("mcp_sdk_2_3.py", "mcp-sdk-2.3.0"),
-        ("mcp_sdk_1_x.py", "mcp-sdk-1.x"),
+        ("seed_incident", "seed-incident"),
+        ("mcp_sdk_2_3", "mcp-sdk-2.3.0"),
+        ("mcp_sdk_1_x", "mcp-sdk-1.x"),
     ):
         for prop in m.model_named(file, name).expected_violations:
             register(f"cex-{name}-{prop.lower()}", counterexample(file, name, prop))
+    # The MRTR era: the measured driver re-prompting a re-asking tool's question, and
+    # sending a late answer into expired state.
+    from fsm.render.mrtr_views import mrtr_view
+
+    for variant, prop in (("reasking-tool", "P2"), ("reject-expired", "P6")):
+        name = f"mcp-sdk-2.3.0-mrtr[{variant}]"
+        producer = counterexample("mcp_sdk_2_3_mrtr", name, prop, mrtr_view)
+        register(f"cex-mcp-sdk-2.3.0-mrtr-{variant}-{prop.lower()}", producer)
 
 
 _model_diagrams()

@@ -1,7 +1,8 @@
 """DOT for a generic explored :class:`~fsm.render.graph.StateGraph`.
 
 Layout contract: nodes with the same ``group`` sit in one shaded cluster labelled with
-the group (clusters in order of first appearance, nodes and edges in input order);
+the group (clusters in order of first appearance, nodes and edges in input order), nodes
+with the same ``row`` on one rank;
 initial nodes get an arrow from a dot, terminal nodes a double border and grey fill,
 bad nodes a red fill. With a :class:`~fsm.render.graph.Trace` (whose steps must be
 edges of the graph, matched on ``(src, label, dst)``), each step is drawn as its own
@@ -67,6 +68,13 @@ def state_graph_dot(
         for n in graph.nodes:
             if n.group == group:
                 _node(dot, n, visited=n.id in visited, loop_at=n.id == loop_at)
+        dot.close()
+    for row in graph.rows:
+        dot.open("subgraph")
+        dot.defaults("graph", {"rank": "same"})
+        for n in graph.nodes:
+            if n.row == row:
+                dot.line(d.quote(n.id))
         dot.close()
     for index, n in enumerate(n for n in graph.nodes if n.initial):
         start = f"__start{index}"

@@ -9,8 +9,19 @@ bounded L1 of :mod:`fsm.properties` after every step::
     class TestMyClient(ConformanceTests):
         client_factory = staticmethod(lambda clock: MyShim(clock))
 
-See ``docs/testing.md``. Requires ``hypothesis`` (a test dependency, not a runtime one).
+MRTR clients (protocol 2026-07-28) have their own machine:
+:func:`mrtr_conformance_machine`. See ``docs/testing.md``. Requires ``hypothesis`` (a
+test dependency, not a runtime one): install the ``testing`` extra; without it the import
+fails with a ``ModuleNotFoundError`` that says so.
 """
+
+import importlib.util
+
+if importlib.util.find_spec("hypothesis") is None:
+    raise ModuleNotFoundError(
+        "fsm.testing needs hypothesis: pip install 'dead-or-resumable[testing]'",
+        name="hypothesis",
+    )
 
 from fsm.testing.kit import (
     FAST,
@@ -24,6 +35,12 @@ from fsm.testing.kit import (
     conformance_machine,
     kit_settings,
 )
+from fsm.testing.mrtr_kit import (
+    MrtrClientFactory,
+    MrtrClientUnderTest,
+    MrtrConformanceMachine,
+    mrtr_conformance_machine,
+)
 from fsm.testing.reference import NoDedupGuard, Sdk230Client, guard_factory
 
 __all__ = [
@@ -35,9 +52,13 @@ __all__ = [
     "ConformanceFailure",
     "ConformanceMachine",
     "ConformanceTests",
+    "MrtrClientFactory",
+    "MrtrClientUnderTest",
+    "MrtrConformanceMachine",
     "NoDedupGuard",
     "Sdk230Client",
     "conformance_machine",
     "guard_factory",
     "kit_settings",
+    "mrtr_conformance_machine",
 ]

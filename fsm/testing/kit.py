@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from hypothesis import HealthCheck, currently_in_test_context, note, settings
+from hypothesis import HealthCheck, Phase, currently_in_test_context, note, settings
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 from hypothesis.stateful import (
@@ -112,19 +112,28 @@ FAST = "fsm-fast"
 THOROUGH = "fsm-thorough"
 _PROFILE_ENV = "FSM_CONFORMANCE_PROFILE"
 
+# Hypothesis's explain phase replays a failing program with every step varied to annotate
+# it; against a stateful client that took minutes for a few comments, so neither profile
+# runs it. The fast profile stops at the first violation, shrinks it and reports it (fix
+# it, run again); the thorough one keeps searching and reports each violated property.
+_PHASES = tuple(p for p in Phase if p is not Phase.explain)
+_QUIET = [HealthCheck.too_slow, HealthCheck.filter_too_much]
 settings.register_profile(
     FAST,
     max_examples=100,
     stateful_step_count=40,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    phases=_PHASES,
+    report_multiple_bugs=False,
+    suppress_health_check=_QUIET,
 )
 settings.register_profile(
     THOROUGH,
     max_examples=2000,
     stateful_step_count=100,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    phases=_PHASES,
+    suppress_health_check=_QUIET,
 )
 
 
@@ -133,7 +142,7 @@ def kit_settings(profile: str | None = None) -> settings:
 
     ``profile`` if given, else ``$FSM_CONFORMANCE_PROFILE``, else the active hypothesis
     profile when it is one of the kit's (``--hypothesis-profile=fsm-thorough``), else
-    ``fsm-fast`` (100 examples of 40 steps: a few seconds).
+    ``fsm-fast`` (100 examples of 40 steps, stopping at the first violation: seconds).
     """
     name = profile or os.environ.get(_PROFILE_ENV)
     if name is None:
@@ -609,13 +618,20 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.feed(ev.TimerFired(s.name))
 
     @rule(pick=st.integers(0, 3), outcome=st.sampled_from(RESUME_OUTCOMES), marker=st.booleans())
-    @precondition(lambda self: bool(self._resuming()))
+    @precondition(lambda self: self.session_alive and bool(self._resuming()))
     def resume_answered(self, pick: int, outcome: str, marker: bool) -> None:
         """The resume GET the client asked for: accepted (replay after the cursor, as a
         batch or event by event, with the marker on live requests when ``marker``) or
         refused (404 session gone, 405 not resumable, 5xx, connection error)."""
         cands = self._resuming()
         self._resume_answer(cands[pick % len(cands)], outcome, marker)
+
+    @rule(pick=st.integers(0, 3))
+    @precondition(lambda self: not self.session_alive and bool(self._resuming()))
+    def resume_refused_session_gone(self, pick: int) -> None:
+        """A resume GET after the session expired: HTTP 404."""
+        cands = self._resuming()
+        self._resume_answer(cands[pick % len(cands)], "404", False)
 
     @rule(pick=st.integers(0, 7))
     @precondition(lambda self: bool(self.showing - self.answered))
@@ -631,11 +647,18 @@ class ConformanceMachine(RuleBasedStateMachine):
         pick=st.integers(0, 7),
         outcome=st.sampled_from(["202", "202", "200", *OUTCOMES]),
     )
-    @precondition(lambda self: bool(self.posts))
+    @precondition(lambda self: self.session_alive and bool(self.posts))
     def answer_post_returns(self, pick: int, outcome: str) -> None:
         """An answer POST the client issued comes back (after its ``delay_s``)."""
         cands = sorted(self.posts, key=repr)
         self._post_outcome(cands[pick % len(cands)], outcome)
+
+    @rule(pick=st.integers(0, 7))
+    @precondition(lambda self: not self.session_alive and bool(self.posts))
+    def answer_post_refused_session_gone(self, pick: int) -> None:
+        """An answer POST comes back after the session expired: HTTP 404."""
+        cands = sorted(self.posts, key=repr)
+        self._post_outcome(cands[pick % len(cands)], "404-session")
 
     @rule(pick=st.integers(0, 3), early=st.booleans(), json=st.booleans())
     @precondition(

@@ -16,11 +16,12 @@ from typing import Any
 from fsm import actions as act
 from fsm import events as ev
 from fsm.errors import InteractionFailed, RequestKey
-from fsm.guard import EngineName, Guard, GuardConfig
+from fsm.guard import Guard, GuardConfig
 from fsm.messages import Notification, Response, ServerRequest, parse
+from fsm.tables import EngineName
 
 MAX_RECONNECTION_ATTEMPTS = 2
-"""``client/streamable_http.py:60`` in the mcp 2.3.0 wheel."""
+"""``mcp/client/streamable_http.py:60`` in the mcp 2.3.0 wheel."""
 
 DEFAULT_RECONNECTION_DELAY_S = 1.0
 """``DEFAULT_RECONNECTION_DELAY_MS = 1000`` (``:59``): no backoff, no jitter."""
@@ -58,9 +59,9 @@ class Sdk230Client:
     server; see the project's ``mcp-facts`` notes):
 
     * No de-duplication: the dispatcher runs the elicitation callback for every delivery
-      of a request id (``shared/jsonrpc_dispatcher.py:605-608``, "duplicate ids
+      of a request id (``mcp/shared/jsonrpc_dispatcher.py:605-608``, "duplicate ids
       blind-overwrite"), replays included: every delivery becomes ``Present``.
-    * POST stream (``client/streamable_http.py:467-520``): cut before any event id fails
+    * POST stream (``mcp/client/streamable_http.py:467-520``): cut before any event id fails
       the call ("SSE stream ended without a response"); otherwise it reconnects with
       ``Last-Event-ID`` after ``retry:`` or 1 s. In ``_handle_reconnection`` (``:536-607``)
       a clean end recurses with the *advanced* cursor and ``attempt=0`` (unbounded); an

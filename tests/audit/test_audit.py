@@ -12,6 +12,7 @@ import pytest
 from fsm import Guard
 from fsm import events as ev
 from fsm.audit import audit_text, main
+from fsm.events import standalone_stream
 from fsm.observe import ObservedGuard
 from fsm.trace import SCHEMA, TraceFormatError, dumps
 
@@ -138,6 +139,43 @@ def test_p5_unfinished_only_when_complete() -> None:
     assert finding is not None and finding.name == "P5"
 
 
+def standalone_log(names: list[str]) -> str:
+    """A guard's log: the standalone GET opened under each of ``names`` in turn and cut
+    before any event id (given up: nothing to resume from); the last one carries an event
+    and is resumed from it."""
+    lines: list[tuple[object, float]] = []
+    g = ObservedGuard(Guard(clock=lambda: 0.0), on_observation=lambda o, t: lines.append((o, t)))
+    g.feed(ev.SessionStarted("s1"))
+    for name in names:
+        g.feed(ev.StreamOpened(name))
+        g.feed(ev.StreamLost(name, clean=False))
+    last = standalone_stream(len(names) + 1)
+    g.feed(ev.StreamOpened(last))
+    g.feed(ev.SseEvent(last, {"jsonrpc": "2.0", "method": "notifications/message"}, "e1"))
+    g.feed(ev.StreamLost(last, clean=False))
+    g.feed(ev.TimerFired(last))
+    return dumps(g.log)  # type: ignore[arg-type]
+
+
+def test_standalone_get_generations_each_end_once_and_conform() -> None:
+    text = standalone_log([standalone_stream(n) for n in (1, 2, 3)])
+    ended = [r["interaction"] for r in map(json.loads, text.splitlines()) if r["kind"] == "ended"]
+    assert ended == ["get", "get/2", "get/3"]
+    result = audit_text(text, complete=True)
+    assert result.ok, result.finding
+    assert result.final_state["newest_event"] == {"get/4": "e1"}
+
+
+def test_a_standalone_get_name_ended_twice_is_p5_at_its_line() -> None:
+    text = standalone_log(["get", "get"])
+    lines = text.splitlines()
+    result = audit_text(text)
+    assert result.finding is not None and result.finding.name == "P5"
+    assert result.finding.why == "get ended twice"
+    assert json.loads(lines[result.finding.line - 1])["kind"] == "ended"
+    assert [json.loads(x)["kind"] for x in lines[: result.finding.line]].count("ended") == 2
+
+
 def test_malformed_log_names_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(log(DELIVER) + "{not json\n")
@@ -153,6 +191,30 @@ def test_missing_field_is_malformed(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(log(rec("presented")))
     assert main([str(path), "--json"]) == 2
+
+
+def test_nesting_bomb_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bomb.jsonl"
+    path.write_text(log(DELIVER) + "[" * 100_000 + "\n")
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line 3: nested too deeply" in err, err
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", log()])
+def test_empty_log_says_so_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """No record (nothing, blank lines, a header alone) proves nothing: not 'conforms'."""
+    path = tmp_path / "empty.jsonl"
+    path.write_text(text)
+    assert main([str(path)]) == 2
+    captured = capsys.readouterr()
+    assert "empty log (no records to audit)" in captured.err and captured.out == ""
+    assert main([str(path), "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["records"] == 0
 
 
 def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

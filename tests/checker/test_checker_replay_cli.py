@@ -214,7 +214,10 @@ def test_cli_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         "complete",
         "properties",
         "coverage",
+        "expected_violations",
+        "passed",
     }
+    assert first["expected_violations"] == [] and first["passed"] is False
     assert (first["model"], first["states"], first["transitions"], first["depth"]) == (
         "a",
         6,

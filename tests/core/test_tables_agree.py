@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 
 from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
+from fsm.mrtr_machines import MRTR_PRODUCT, ROUNDS
 from fsm.runtime import TransitionsMachine
 from fsm.spec import Broadcast, Coupling, MachineSpec, ProductSpec, SpecError, Transition
 from fsm.tables import CompiledMachine, InvalidTransition
 
 # (states, triggers, declared transitions), pinned: a change to a machine must be deliberate.
-SHAPES = {"transport": (6, 8, 18), "liveness": (8, 12, 30)}
+SHAPES = {"transport": (6, 8, 18), "liveness": (8, 12, 30), "rounds": (6, 12, 19)}
+MACHINES = [TRANSPORT, LIVENESS, ROUNDS]
 
 
 def _outcome(engine: object, state: str, trigger: str) -> str:
@@ -22,7 +24,7 @@ def _outcome(engine: object, state: str, trigger: str) -> str:
         return "<invalid>"
 
 
-@pytest.mark.parametrize("spec", [TRANSPORT, LIVENESS], ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", MACHINES, ids=lambda s: s.name)
 def test_runtime_and_table_agree_on_every_pair(spec: MachineSpec) -> None:
     runtime, table = TransitionsMachine(spec), CompiledMachine.compile(spec)
     n_states, n_triggers, n_transitions = SHAPES[spec.name]
@@ -47,9 +49,10 @@ def test_runtime_and_table_agree_on_every_pair(spec: MachineSpec) -> None:
 def test_pair_count_over_both_machines() -> None:
     total = sum(len(m.states) * len(m.triggers) for m in PRODUCT.machines)
     assert total == 6 * 8 + 8 * 12 == 144
+    assert sum(len(m.states) * len(m.triggers) for m in MRTR_PRODUCT.machines) == 6 * 12 + 8 * 12
 
 
-@pytest.mark.parametrize("spec", [TRANSPORT, LIVENESS], ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", MACHINES, ids=lambda s: s.name)
 def test_both_engines_reject_unknown_states_and_triggers(spec: MachineSpec) -> None:
     for engine in (TransitionsMachine(spec), CompiledMachine.compile(spec)):
         with pytest.raises(InvalidTransition):
@@ -60,7 +63,7 @@ def test_both_engines_reject_unknown_states_and_triggers(spec: MachineSpec) -> N
         assert not engine.allows(spec.initial, "no-such-trigger")
 
 
-@pytest.mark.parametrize("spec", [TRANSPORT, LIVENESS], ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", MACHINES, ids=lambda s: s.name)
 def test_runtime_state_does_not_leak_between_fires(spec: MachineSpec) -> None:
     """One shared model serves every instance: each fire starts from the state given."""
     runtime = TransitionsMachine(spec)

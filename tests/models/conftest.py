@@ -1,8 +1,10 @@
-"""Put the repository root on sys.path so tests can import the ``models`` folder."""
+"""Put the repository root (for the ``models`` folder) and this folder (for ``shipped``)
+on sys.path."""
 
 import sys
 from pathlib import Path
 
-ROOT = str(Path(__file__).resolve().parents[2])
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+HERE = Path(__file__).resolve().parent
+for path in (str(HERE.parents[1]), str(HERE)):
+    if path not in sys.path:
+        sys.path.insert(0, path)

@@ -7,18 +7,25 @@ that changes what is explored shows up here first.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from shipped import Shipped
 
-from fsm.checker import Report, check, load_models, replay, violated_at
+from fsm import trace
+from fsm.audit import audit_text
+from fsm.checker import Path as CheckerPath
+from fsm.checker import replay
 from fsm.checker.cli import main as check_main
+from fsm.world import OPENING, World
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = (
     "guarded.py",
     "guarded_concurrent.py",
+    "standalone_get.py",
     "guarded_replay.py",
     "seed_incident.py",
     "mcp_sdk_2_3.py",
@@ -72,6 +79,10 @@ PINNED: dict[str, tuple[int, int]] = {
     "guarded[inclusive,cancel,rpc,answers] x2": (23784, 67733),
     "guarded[after,silent,rpc,answers] x3": (66684, 218614),
     "guarded[inclusive,silent,rpc,answers] x3": (75384, 263616),
+    "guarded[after,silent,202,answers] get3": (3936, 13340),
+    "guarded[after,silent,202,answers,reaper] get3": (12624, 25276),
+    "guarded[after,silent,202,never] get3": (1128, 3491),
+    "one name for every fresh GET": (468, 1344),
     "guarded-replay[silent,202,answers]": (1422, 4347),
     "guarded-replay[silent,202,never]": (345, 901),
     "guarded-replay[silent,rpc,answers]": (1332, 3831),
@@ -101,21 +112,14 @@ SHORTEST = {
     # the duplicate presented after the first answer; the stale cursor; a POST stream
     # cut before its first event id: not resumed, no outcome (a hang)
     "mcp-sdk-1.x": {"P2": (11, None), "P7": (8, None), "P5-quiescent": (4, None)},
+    # a fresh GET tracked under the name of the one that ended: open, cut, open, cut
+    "one name for every fresh GET": {"P5": (4, None)},
     "window-only": {"P7": (9, None), "L1": (9, 4)},
 }
 
-_REPORTS: dict[str, tuple[Any, Report]] = {}
-
-
-def _all_models() -> list[Any]:
-    return [m for f in MODEL_FILES for m in load_models(str(ROOT / "models" / f))]
-
-
-def _report(name: str) -> tuple[Any, Report]:
-    if not _REPORTS:
-        for model in _all_models():
-            _REPORTS[model.name] = (model, check(model))
-    return _REPORTS[name]
+SHIPPED = Shipped(MODEL_FILES)
+_all_models = SHIPPED.models
+_report = SHIPPED.report
 
 
 def test_every_shipped_model_is_pinned() -> None:
@@ -124,9 +128,7 @@ def test_every_shipped_model_is_pinned() -> None:
 
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_state_space_is_pinned(name: str) -> None:
-    _, report = _report(name)
-    assert report.complete
-    assert (report.states, report.transitions) == PINNED[name]
+    SHIPPED.assert_pinned(name, PINNED)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in PINNED if n.startswith("guarded")))
@@ -138,14 +140,7 @@ def test_the_guard_satisfies_every_property(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(SHORTEST))
 def test_faulty_clients_violate_exactly_what_they_should(name: str) -> None:
-    model, report = _report(name)
-    violated = {r.name for r in report.results if r.verdict.value == "violated"}
-    assert violated == set(SHORTEST[name]) == set(model.expected_violations)
-    for prop, (steps, loop_start) in SHORTEST[name].items():
-        path = report.assert_violated(prop)
-        assert (len(path.steps), path.loop_start) == (steps, loop_start), prop
-        states = replay(model, path.names)
-        assert violated_at(model, prop, states, path.loop_start)
+    SHIPPED.assert_violates_exactly(name, SHORTEST[name])
 
 
 def test_the_seed_loop_is_the_incident() -> None:
@@ -184,9 +179,11 @@ def test_check_cli_passes_models_that_fail_as_expected(capsys: pytest.CaptureFix
             str(ROOT / "models" / "mcp_sdk_2_3.py"),
         ]
     )
-    out = capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
     assert code == 0
-    assert "seed-incident: violations ['L1', 'P1', 'P2', 'P3', 'P4', 'P7'] as expected" in out
+    assert len(lines) == 2, lines  # --brief --quiet: one line per model that passes
+    assert lines[0].startswith("seed-incident: states=168 ")
+    assert lines[0].endswith("violates L1, P1, P2, P3, P4, P7 as declared, the other 6 hold")
 
 
 def test_check_cli_fails_a_faulty_model_that_claims_too_little(
@@ -198,3 +195,34 @@ def test_check_cli_fails_a_faulty_model_that_claims_too_little(
     )
     assert check_main(["-q", str(model_file)]) == 1
     assert "NOT as expected" in capsys.readouterr().out
+    assert check_main(["--brief", "-q", str(model_file)]) == 1  # brief: the full failures
+    out = capsys.readouterr().out
+    assert "✗ P2 violated" in out and "NOT as expected (expected ['P1'])" in out
+
+
+def _event_log(model: World[Any], path: CheckerPath) -> str:
+    """The path's observations (the opening, then each edge's) as a JSON Lines log."""
+    states = replay(model, path.names)
+    observations = list(OPENING)
+    for state, name in zip(states, path.names, strict=False):
+        (move,) = {m for m in model.actions(state) if str(m) == name}
+        observations += model.observations(state, move)
+    return trace.dumps((o, 0.0) for o in observations)
+
+
+def test_the_audit_judges_the_standalone_get_paths_as_the_checker_does() -> None:
+    faulty, report = _report("one name for every fresh GET")
+    text = _event_log(faulty, report.assert_violated("P5"))
+    finding = audit_text(text, budgets=faulty.budgets).finding
+    assert finding is not None and (finding.name, finding.why) == ("P5", "get ended twice")
+    assert finding.line == len(text.splitlines())  # the path's last record, as in the checker
+
+    model, report = _report("guarded[after,silent,202,answers] get3")
+    for witness in ("get-reopened", "completed"):
+        path = report.result(witness).path
+        assert path is not None
+        text = _event_log(model, path)
+        ended = [r for r in map(json.loads, text.splitlines()) if r["kind"] == "ended"]
+        assert audit_text(text, budgets=model.budgets, complete=witness == "completed").ok
+        if witness == "get-reopened":
+            assert [r["interaction"] for r in ended] == ["get", "get/2", "get/3"]

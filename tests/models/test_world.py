@@ -11,7 +11,7 @@ import pickle
 from typing import Any
 
 from fsm.checker import Checker, check
-from fsm.world import Agent, Env, Move, World, WorldState
+from fsm.world import ENDED, Agent, Env, Move, World, WorldState
 from models.guarded import CONFIG, GuardPolicy, variants
 from models.seed_incident import MODEL as SEED
 
@@ -55,7 +55,9 @@ def test_a_state_survives_pickling() -> None:
 def test_env_and_agent_differ_when_a_field_does() -> None:
     state = _walk(_world(), 6)[-1]
     env = state.env
-    other = Env((*env.values[:-1], not env.ended))
+    flipped = list(env.values)
+    flipped[ENDED] = not env.ended
+    other = Env(tuple(flipped))
     assert other != env and Env(env.values) == env
     assert Agent(state.client, state.monitor) == state.agent
     assert Agent(state.client, type(state.monitor)()) != state.agent
@@ -100,3 +102,29 @@ def test_an_unknown_move_has_no_successor() -> None:
 def test_moves_are_values_named_for_counterexamples() -> None:
     assert Move("deliver", 3) == Move("deliver", 3)
     assert str(Move("deliver", 3)) == "deliver 3" and str(Move("cut clean")) == "cut clean"
+
+
+def test_each_fresh_get_is_a_generation_that_ends_once() -> None:
+    world = variants(1, VARIANT, GuardPolicy(CONFIG), get_cuts=2)[0]
+    state = world.init_states()[0]
+    assert state.env.get == "closed"
+    for move in (
+        Move("fresh GET opens", 1),
+        Move("cut standalone GET", 1),
+        Move("fresh GET opens", 2),
+        Move("cut standalone GET", 2),
+        Move("fresh GET opens", 3),
+    ):
+        assert move in list(world.actions(state))
+        nxt = world.next_state(state, move)
+        assert nxt is not None
+        state = nxt
+    assert (state.env.get, state.env.get_gen, state.env.get_cuts) == ("open", 3, 0)
+    assert not any(m.name == "cut standalone GET" for m in world.actions(state))  # spent
+    assert state.monitor.ended == {"get", "get/2"} and not state.monitor.violated
+
+
+def test_a_world_without_get_cuts_has_no_standalone_get() -> None:
+    state = _world().init_states()[0]
+    assert state.env.get is None
+    assert not any("GET" in m.name for m in _world().actions(state))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import PRECONDITIONS_MARKER, run_state_machine_as_test
 
 from fsm import Guard
 from fsm import events as ev
@@ -137,7 +137,7 @@ def test_get_stream_stays_resumable_after_a_terminal_rejection() -> None:
 
 
 def test_idempotent_redelivery_is_not_a_p2_violation() -> None:
-    """A ping may be presented again (DESIGN.md); only interactive keys fall under P2."""
+    """A ping may be presented again: only interactive keys fall under P2."""
     g = ObservedGuard(Guard(clock=lambda: 0.0))
     g.feed(ev.SessionStarted("s1"))
     g.feed(ev.StreamOpened("get"))
@@ -163,3 +163,43 @@ def test_documented_example_runs_and_is_found_faulty() -> None:
     with pytest.raises(ConformanceFailure) as info:
         test_class().test_conformance()
     assert f"{info.value.name} violated: " in str(info.value)
+
+
+# ------------------------------------------------ the printed program says what was fed
+
+
+GONE = ("answer_post_refused_session_gone", "resume_refused_session_gone")
+
+
+def test_after_the_session_expired_answers_and_resumes_are_their_own_steps() -> None:
+    """Once the session is gone the server refuses everything with 404: the steps that
+    feed those refusals say so, instead of printing an outcome the kit then replaced.
+    (The mcp 2.3.0 client keeps its resume pending when the session goes; the guard
+    would end it.)"""
+    machine = conformance_machine(Sdk230Client)
+    m = machine()
+    m.open_tool_call(prime=True)
+    m.server_sends_request(pick=1, method="elicitation/create")  # on post:1
+    m.user_answers(pick=0)
+    m.cut(pick=0, clean=False)  # the GET stream: the client asks to wait, then resume
+    m.timer_fires(pick=0)
+    assert m.posts and m._resuming()
+
+    steps = ("answer_post_returns", "resume_answered", *GONE)
+
+    def enabled() -> set[str]:
+        return {
+            name
+            for name in steps
+            if all(p(m) for p in getattr(getattr(machine, name), PRECONDITIONS_MARKER))
+        }
+
+    assert enabled() == {"answer_post_returns", "resume_answered"}
+    m.session_expires(when="now")
+    assert enabled() == set(GONE)
+
+
+def test_the_fast_profile_stops_at_the_first_violation_without_explaining() -> None:
+    fast = kit_settings("fsm-fast")
+    assert fast.report_multiple_bugs is False and Phase.explain not in fast.phases
+    assert kit_settings("fsm-thorough").report_multiple_bugs is True

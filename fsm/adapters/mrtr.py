@@ -1,0 +1,190 @@
+"""The MRTR rules around mcp 2.3.0's ``Client`` (protocol 2026-07-28).
+
+``await guarded_call_tool(client, name, arguments)`` replaces ``client.call_tool``: it
+drives the input rounds itself through the SDK's public manual mode
+(``client.session.call_tool(..., allow_input_required=True)``) and lets
+:class:`fsm.mrtr.MrtrCall` decide every step. The questions are answered by the callbacks
+registered on the ``Client`` as usual (``elicitation_callback``, ...), through the SDK's
+own ``session.dispatch_input_request``; the callback's ``context.request_id`` is the
+question's identity (method + canonical params), not the round-local key. So:
+
+* a callback runs at most once per question per call; a re-asked question is answered
+  from the stored answer (bounded), never shown again;
+* a question that outlives ``config.question_ttl_s`` (clock injected) is withdrawn (its
+  callback task is cancelled) and the call raises :class:`~fsm.errors.RequestStateExpiredError`;
+  a late answer is not sent into the expired state;
+* ``-32602 invalid_request_state`` and the other terminal rows raise one typed error; a
+  lost retry is resent (same answers, same state), bounded; rounds are capped;
+* it returns the final ``CallToolResult`` or raises exactly one
+  :class:`~fsm.errors.InteractionFailed` subclass.
+
+``on_action`` sees every action the rules emit (for logs and the demo). What it relies
+on: ``Client.session``, ``ClientSession.call_tool(..., input_responses=, request_state=,
+allow_input_required=True)``, ``ClientSession.dispatch_input_request`` and
+``ClientRequestContext``, all public in mcp 2.3.0. A callback that returns ``ErrorData``
+ends the call (as the SDK's driver does); one that raises ends it too, the typed error
+chained to the callback's exception. A result the SDK cannot parse
+(``pydantic.ValidationError``) is judged ``unparseable-result``:
+:class:`~fsm.errors.MalformedInputRequiredError`. Limits: one call per invocation; the tool's
+output schema is validated by the SDK on each round as usual.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.client.client import Client
+from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+
+from fsm import actions as act
+from fsm import events as ev
+from fsm.errors import RequestKey
+from fsm.mrtr import (
+    CallCancelled,
+    MrtrAction,
+    MrtrCall,
+    MrtrConfig,
+    MrtrEvent,
+    Retry,
+    RoundFailed,
+    RoundResult,
+    Tick,
+    question_id,
+)
+from fsm.outcomes import SubmissionResult
+
+__all__ = ["guarded_call_tool"]
+
+_CALLS = itertools.count(1)
+
+
+def _as_outcome(exc: BaseException) -> SubmissionResult:
+    """A failed round as the MRTR table reads it: a JSON-RPC error body (the SDK's
+    ``MCPError`` does not carry the HTTP status, so none is claimed), or no response."""
+    if isinstance(exc, MCPError):
+        error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+        if exc.data is not None:
+            error["data"] = exc.data
+        return SubmissionResult(None, {"jsonrpc": "2.0", "id": None, "error": error})
+    return SubmissionResult(None, error=type(exc).__name__)
+
+
+async def guarded_call_tool(
+    client: Client,
+    name: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    config: MrtrConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    on_action: Callable[[MrtrAction], None] | None = None,
+) -> types.CallToolResult:
+    """Call tool ``name`` under the MRTR rules; see the module docstring."""
+    session = client.session
+    call = MrtrCall(f"call:{next(_CALLS)}", clock=clock, config=config)
+    requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
+    answers: dict[RequestKey, Any] = {}  # question -> the callback's InputResponse model
+    broken: list[Exception] = []  # what callbacks raised
+    prompts: dict[RequestKey, anyio.CancelScope] = {}
+    final: types.CallToolResult | None = None
+    done = anyio.Event()
+    failure: BaseException | None = None
+    inbox: list[MrtrEvent] = []
+    wake = anyio.Event()
+
+    def post(event: MrtrEvent) -> None:
+        inbox.append(event)
+        wake.set()
+
+    async def send(responses: dict[str, Any] | None, state: str | None) -> None:
+        nonlocal final
+        try:
+            result = await session.call_tool(
+                name,
+                dict(arguments) if arguments is not None else None,
+                input_responses=responses,
+                request_state=state,
+                allow_input_required=True,
+            )
+        except Exception as exc:  # every failed round goes to the table
+            post(RoundFailed(_as_outcome(exc)))
+            return
+        body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if isinstance(result, types.InputRequiredResult):
+            for server_key, req in (result.input_requests or {}).items():
+                params = body["inputRequests"][server_key].get("params")
+                requests[(call.call, question_id(req.method, params))] = req
+        else:
+            final = result
+        post(RoundResult(body))
+
+    async def ask(key: RequestKey) -> None:
+        with anyio.CancelScope() as scope:
+            prompts[key] = scope
+            ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=None)
+            try:
+                answer = await session.dispatch_input_request(ctx, requests[key])
+            except Exception as exc:  # a callback bug ends the call, chained to its error
+                broken.append(exc)
+                post(CallCancelled(f"the callback for {key[1]} raised {type(exc).__name__}"))
+                return
+            if isinstance(answer, types.ErrorData):
+                post(CallCancelled(f"the callback refused {key[1]}: {answer.message}"))
+            else:
+                answers[key] = answer
+                dumped = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
+                post(ev.UserAnswered(key, dumped))
+        prompts.pop(key, None)
+
+    # The loop sends every request itself: while one is in flight nothing is showing (a
+    # retry goes only once every question has its answer), so nothing else can happen.
+    outgoing: tuple[dict[str, Any] | None, str | None, float] | None = (None, None, 0.0)
+    async with anyio.create_task_group() as tg:
+        while not done.is_set():
+            if outgoing is not None:
+                responses, state, delay = outgoing
+                outgoing = None
+                if delay > 0:
+                    await anyio.sleep(delay)
+                await send(responses, state)
+            if not inbox:
+                deadline = call.deadline()
+                if deadline is None:
+                    await wake.wait()
+                else:
+                    with anyio.move_on_after(max(0.0, deadline - clock())):
+                        await wake.wait()
+                wake = anyio.Event()
+            events, inbox[:] = list(inbox) or [Tick()], []
+            for event in events:
+                for action in call.feed(event):
+                    if on_action is not None:
+                        on_action(action)
+                    if isinstance(action, act.Present):
+                        tg.start_soon(ask, action.key)
+                    elif isinstance(action, act.Withdraw):
+                        scope = prompts.pop(action.key, None)
+                        if scope is not None:
+                            scope.cancel()
+                    elif isinstance(action, Retry):
+                        # The rules chose which stored answer goes under which key; send
+                        # the callback's own object for it (not re-validated from JSON).
+                        chosen = None
+                        if action.input_responses is not None:
+                            chosen = {k: answers[action.questions[k]] for k in action.questions}
+                        outgoing = (chosen, action.request_state, action.delay_s)
+                    elif isinstance(action, act.Fail):
+                        failure = action.error
+                        done.set()
+                    elif isinstance(action, act.Complete):
+                        done.set()
+        tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure from (broken[0] if broken else None)
+    assert final is not None
+    return final

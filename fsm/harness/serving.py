@@ -1,0 +1,60 @@
+"""Serve an ASGI app with uvicorn on an already-bound socket, in this event loop.
+
+Shared by the test servers of both protocol eras (:mod:`fsm.harness.server`,
+:mod:`fsm.harness.mrtr_server`). asyncio only (uvicorn).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+
+import anyio
+import uvicorn
+from starlette.types import ASGIApp
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    app: ASGIApp, sock: socket.socket, *, log_level: str = "warning", shutdown_timeout: float = 5.0
+) -> AsyncIterator[None]:
+    """Serve ``app`` on ``sock`` (bound, not yet listening) until the block exits.
+
+    Returns once uvicorn accepts connections (``RuntimeError`` if it fails to start within
+    10 s). On exit the server is asked to stop; open connections are closed after
+    ``shutdown_timeout`` at the latest. The caller owns (and closes) ``sock``.
+    """
+    host, port = sock.getsockname()[:2]
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=max(1, int(shutdown_timeout)),
+    )
+    server = uvicorn.Server(config)
+    stopped = anyio.Event()
+
+    async def serve() -> None:
+        try:
+            await server.serve([sock])
+        finally:
+            stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve)
+        with anyio.fail_after(10):
+            while not server.started:  # startup poll, not test synchronisation
+                if stopped.is_set():
+                    raise RuntimeError("uvicorn failed to start")
+                await anyio.sleep(0.005)
+        try:
+            yield
+        finally:
+            server.should_exit = True
+            with anyio.move_on_after(shutdown_timeout + 2, shield=True):
+                await stopped.wait()
+            tg.cancel_scope.cancel()

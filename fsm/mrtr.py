@@ -1,0 +1,623 @@
+"""The sans-IO rules for one multi round-trip (MRTR) call of protocol 2026-07-28.
+
+One :class:`MrtrCall` per ``tools/call`` (``prompts/get``, ``resources/read``) whose
+result may be an ``InputRequiredResult``. Feed it what came back and what the user did;
+do what its actions say, in the guard's vocabulary (:mod:`fsm.actions`) plus
+:class:`Retry`:
+
+>>> from fsm.mrtr import MrtrCall, RoundResult
+>>> call = MrtrCall("call:1", clock=lambda: 0.0)
+>>> ask = {"method": "elicitation/create", "params": {"message": "Delete 3 files?"}}
+>>> call.feed(RoundResult({"resultType": "input_required",
+...     "inputRequests": {"confirm": ask}, "requestState": "s1"}))  # doctest: +ELLIPSIS
+(Present(key=('call:1', 'elicitation/create#...'), method='elicitation/create', ...),)
+
+Rules (each one a row of :data:`fsm.mrtr_machines.MRTR_PRODUCT` or a guard label on it):
+
+* **At most once per question.** A question's identity is its method plus its canonical
+  params (sorted-key JSON, ``_meta`` left out), not the round-local ``inputRequests``
+  key: two keys with one question are presented once and both answered with the one
+  answer; a question asked again in a later round (a *re-ask*) is never presented again.
+  The stored answer is resubmitted, at most ``max_reasks`` times per question, then the
+  call fails once with :class:`~fsm.errors.QuestionReaskedError` (with ``on_reask="fail"``,
+  on the first re-ask). Idempotent methods (``roots/list``) are exempt: answered anew.
+* **Dead state is terminal.** A failed round is judged by :data:`fsm.mrtr_outcomes.MRTR_RULES`;
+  ``invalid_request_state`` and the other terminal rows end the call with one typed error
+  (:class:`~fsm.errors.RequestStateExpiredError`, :class:`~fsm.errors.CallRejectedError`)
+  and evidence; nothing is retried that could prompt again. Retryable rows (no response,
+  5xx, 429) resend the same retry, at most ``max_resends`` times in a row.
+* **Client-side age.** Each presented question records when it was shown (injected
+  clock). Once it is ``question_ttl_s`` old (default 540 s, below the official servers'
+  600 s state TTL) without an answer, its state has surely expired: the prompt is
+  withdrawn and the call fails with ``RequestStateExpiredError`` (reason ``aged-out``),
+  whether the client notices on a :class:`Tick` (schedule one at :meth:`MrtrCall.deadline`)
+  or when the late answer arrives. An answer is never sent into a surely dead state.
+* **Bounded rounds.** At most ``max_rounds`` ``InputRequiredResult`` rounds (the SDKs'
+  10), then :class:`~fsm.errors.InputRoundsExceededError`. State-only rounds are retried
+  after a backoff growing from ``backoff_initial_s`` by ``backoff_factor`` to
+  ``backoff_max_s``, reset by any round that asks a question.
+* **Exactly one outcome.** One ``Complete`` or ``Fail`` per call; everything fed after it
+  is ``Ignore("call-ended")``.
+* **Bad input** never raises: a result that is not a map, an unknown ``resultType``,
+  neither ``inputRequests`` nor ``requestState``, ``inputRequests`` not a map of
+  ``{method, params}`` maps, a method outside ``input_methods``, more than
+  ``max_input_requests`` questions, or a state longer than ``max_state_chars`` ends the
+  call with one :class:`~fsm.errors.MalformedInputRequiredError`. A result fed while no
+  request is in flight is ``Ignore("not-awaiting")``. :class:`~fsm.errors.GuardUsageError`
+  is raised only for an answer to a key this call never presented.
+
+Contract of :class:`Retry`: when it is emitted the call is already in ``sent``; the
+client sleeps ``delay_s``, then re-sends the original method and params with
+``inputResponses`` and ``requestState`` exactly as given, under a new JSON-RPC id. Not
+thread-safe; one call is driven from one task.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fsm import events as ev
+from fsm.actions import Complete, Fail, Ignore, Present, Withdraw
+from fsm.errors import (
+    GuardUsageError,
+    InputRoundsExceededError,
+    InteractionFailed,
+    MalformedInputRequiredError,
+    QuestionReaskedError,
+    RequestKey,
+    RequestStateExpiredError,
+    SubmissionFailedError,
+)
+from fsm.guard import Cause
+from fsm.messages import params_digest
+from fsm.mrtr_machines import MRTR_PRODUCT
+from fsm.mrtr_outcomes import MRTR_CLASSIFIER, error_for
+from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult
+from fsm.tables import Engine, EngineName, make_engines
+
+INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
+"""The methods an ``InputRequiredResult`` may embed (protocol 2026-07-28)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MrtrConfig:
+    """Policy knobs of the MRTR rules; defaults follow the measured SDKs and servers."""
+
+    max_rounds: int = 10
+    """``InputRequiredResult`` rounds allowed per call (python- and typescript-sdk: 10)."""
+    max_reasks: int = 1
+    """Resubmissions of one question's stored answer when the server asks it again."""
+    on_reask: Literal["resubmit", "fail"] = "resubmit"
+    """What a re-ask of an answered question does: resubmit (bounded) or fail at once."""
+    question_ttl_s: float = 540.0
+    """Client-side age limit of a presented, unanswered question (server TTL: 600 s)."""
+    ttl_by_method: Mapping[str, float] = field(default_factory=dict)
+    """Per-method overrides of ``question_ttl_s``."""
+    max_resends: int = 2
+    """Resends of one retry after retryable failures (no response, 5xx, 429) in a row."""
+    backoff_initial_s: float = 0.05
+    backoff_factor: float = 2.0
+    backoff_max_s: float = 0.25
+    """State-only rounds and resends back off from initial, times factor, up to max."""
+    max_state_chars: int = 262_144
+    """Longest ``requestState`` accepted (the official seals are a few hundred bytes)."""
+    max_input_requests: int = 64
+    """Most questions one round may carry."""
+    input_methods: frozenset[str] = INPUT_METHODS
+    idempotent_methods: frozenset[str] = frozenset({"roots/list"})
+    """Answered by a handler, not a person: a re-ask is answered anew, not deduplicated."""
+    classifier: Classifier = MRTR_CLASSIFIER
+
+    def ttl(self, method: str) -> float:
+        """The client-side age limit of a question of ``method``."""
+        return self.ttl_by_method.get(method, self.question_ttl_s)
+
+    def backoff(self, n: int) -> float:
+        """The delay before back-off number ``n + 1``."""
+        return min(self.backoff_initial_s * self.backoff_factor**n, self.backoff_max_s)
+
+
+# ------------------------------------------------------------------ events and action
+
+
+@dataclass(frozen=True, slots=True)
+class RoundResult:
+    """The JSON-RPC ``result`` of the request in flight (the first one or a retry),
+    as decoded JSON: a final result, or an ``InputRequiredResult``."""
+
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RoundFailed:
+    """The request in flight came back with a JSON-RPC error (``outcome.body`` is the
+    error response) or with no response at all (``outcome.status`` is ``None``)."""
+
+    outcome: SubmissionResult
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed: check the age of presented questions (see :meth:`MrtrCall.deadline`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallCancelled:
+    """The application gave up on the call."""
+
+    reason: str = "cancelled by the application"
+
+
+MrtrEvent = RoundResult | RoundFailed | ev.UserAnswered | Tick | CallCancelled
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Re-send the call after ``delay_s`` seconds with these inputs, under a new id.
+
+    ``input_responses`` maps each ``inputRequests`` key of the round to its answer
+    (``None`` on a state-only round); ``request_state`` is the newest state, byte-exact
+    (``None``: send none). ``questions`` maps each key to the question it answers, and
+    ``round`` counts ``InputRequiredResult`` rounds from 1.
+    """
+
+    call: str
+    input_responses: Mapping[str, Mapping[str, Any]] | None
+    request_state: str | None
+    round: int
+    delay_s: float = 0.0
+    questions: Mapping[str, RequestKey] = field(default_factory=dict)
+
+
+MrtrAction = Present | Withdraw | Retry | Fail | Complete | Ignore
+
+
+# ------------------------------------------------------------------ the call
+
+
+class _Question:
+    """One question of the call: a liveness instance."""
+
+    __slots__ = ("answer_text", "cause", "key", "method", "params", "reasks", "shown_at", "state")
+
+    def __init__(self, key: RequestKey, method: str, params: Mapping[str, Any] | None) -> None:
+        self.key, self.method, self.params = key, method, params
+        self.state = "new"
+        self.shown_at: float | None = None
+        self.answer_text: str | None = None
+        self.reasks = 0
+        self.cause: Cause | None = None
+
+
+class _Rounds:
+    __slots__ = ("cause", "state")
+
+    def __init__(self) -> None:
+        self.state = "sent"
+        self.cause: Cause | None = None
+
+
+_TERMINAL = {m.name: m.terminal for m in MRTR_PRODUCT.machines}
+_NOTHING: tuple[MrtrAction, ...] = ()
+_CALL_RESULT = MRTR_PRODUCT.broadcast("call_result")
+
+
+class MrtrCall:
+    """The rules of one MRTR call. See the module docstring.
+
+    ``clock`` returns seconds (monotonic); ``on_fire(machine, source, trigger, dest)`` is
+    told every declared transition fired (coverage, logs).
+    """
+
+    def __init__(
+        self,
+        call: str,
+        *,
+        clock: Callable[[], float],
+        config: MrtrConfig | None = None,
+        engine: EngineName = "tables",
+        on_fire: Callable[[str, str, str, str], None] | None = None,
+    ) -> None:
+        self.call = call
+        self.config = config or MrtrConfig()
+        self._clock = clock
+        self._engines: dict[str, Engine] = make_engines(MRTR_PRODUCT.machines, engine)
+        self._on_fire = on_fire
+        self._rounds = _Rounds()
+        self._questions: dict[str, _Question] = {}
+        self._round_keys: dict[str, str] = {}  # inputRequests key -> question id
+        self._round = 0
+        self._state: str | None = None
+        self._polls = 0
+        self._resends = 0
+        self._ended = False
+        self._out: list[MrtrAction] = []
+        self._dirty: list[tuple[str, _Question | _Rounds]] = []
+
+    # ----------------------------------------------------------------- public API
+
+    def feed(self, event: MrtrEvent) -> tuple[MrtrAction, ...]:
+        """Apply ``event``; return the actions to perform, in order."""
+        if self._ended:
+            if isinstance(event, ev.UserAnswered) and event.key[1] not in self._questions:
+                self._unknown(event.key)
+            return (Ignore("call-ended", f"{self.call} already ended", stream=self.call),)
+        self._out = []
+        if isinstance(event, RoundResult):
+            self._on_result(event.result)
+        elif isinstance(event, RoundFailed):
+            self._on_failed(event.outcome)
+        elif isinstance(event, ev.UserAnswered):
+            self._on_answer(event)
+        elif isinstance(event, Tick):
+            self._age_out()
+        elif isinstance(event, CallCancelled):
+            self._fail("cancel", InteractionFailed, event.reason, (), reason="cancelled")
+        # The outcome goes last: prompts are taken down before the caller hears of it.
+        out = sorted(self._out, key=lambda a: isinstance(a, Complete | Fail))
+        self._out = []
+        return tuple(out) or _NOTHING
+
+    @property
+    def state(self) -> str:
+        """The rounds machine's state."""
+        return self._rounds.state
+
+    @property
+    def round(self) -> int:
+        """``InputRequiredResult`` rounds so far."""
+        return self._round
+
+    def state_of(self, key: RequestKey) -> str | None:
+        """The liveness state of question ``key`` (``None`` if unknown)."""
+        q = self._questions.get(str(key[1])) if key[0] == self.call else None
+        return q.state if q is not None else None
+
+    def deadline(self) -> float | None:
+        """When the oldest presented, unanswered question ages out (feed a :class:`Tick`
+        then), or ``None``."""
+        times = [
+            q.shown_at + self.config.ttl(q.method)
+            for q in self._questions.values()
+            if q.state == "presented" and q.shown_at is not None
+        ]
+        return min(times) if times else None
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """The call's whole state as a hashable value (for model checking)."""
+        return (
+            self._rounds.state,
+            self._rounds.cause,
+            tuple(
+                (qid, q.method, _freeze(q.params), q.state, q.shown_at, q.answer_text, q.reasks)
+                for qid, q in self._questions.items()
+            ),
+            tuple(self._round_keys.items()),
+            self._round,
+            self._state,
+            self._polls,
+            self._resends,
+            self._ended,
+        )
+
+    def restore(self, snap: tuple[Any, ...]) -> None:
+        """Return to a state :meth:`snapshot` took (of a call with the same id)."""
+        (rstate, rcause, questions, keys, rnd, state, polls, resends, ended) = snap
+        self._rounds = _Rounds()
+        self._rounds.state, self._rounds.cause = rstate, rcause
+        self._questions = {}
+        for qid, method, params, qstate, shown, answer, reasks in questions:
+            q = _Question((self.call, qid), method, None if params is None else json.loads(params))
+            q.state, q.shown_at, q.answer_text, q.reasks = qstate, shown, answer, reasks
+            self._questions[qid] = q
+        self._round_keys = dict(keys)
+        self._round, self._state, self._polls, self._resends, self._ended = (
+            rnd,
+            state,
+            polls,
+            resends,
+            ended,
+        )
+
+    # ------------------------------------------------------------------ handlers
+
+    def _on_result(self, result: Any) -> None:
+        if self._rounds.state != "sent":
+            self._out.append(Ignore("not-awaiting", "no request in flight", stream=self.call))
+            return
+        if not isinstance(result, Mapping):
+            return self._malformed(f"result is {type(result).__name__}, not an object")
+        kind = result.get("resultType", "complete")
+        if kind == "complete":
+            self._resends = 0
+            for machine, trigger in _CALL_RESULT.fires:  # the declared broadcast row
+                for inst in self._members(machine):
+                    if inst.state not in _TERMINAL[machine]:
+                        self._fire(machine, inst, trigger)
+            return self._settle()
+        if kind != "input_required":
+            return self._malformed(f"unknown resultType {kind!r}")
+        asked, state = result.get("inputRequests"), result.get("requestState")
+        problem = self._shape_problem(asked, state)
+        if problem is not None:
+            return self._malformed(problem)
+        self._resends = 0
+        self._round += 1
+        if self._round > self.config.max_rounds:
+            return self._fail(
+                "exhaust",
+                InputRoundsExceededError,
+                f"{self.call}: more than {self.config.max_rounds} input rounds",
+                (f"round {self._round}", f"max_rounds={self.config.max_rounds}"),
+            )
+        for q in self._questions.values():
+            if q.state == "submitting":
+                self._fire("liveness", q, "accept")
+        self._state = state
+        if not asked:
+            delay = self.config.backoff(self._polls)
+            self._polls += 1
+            self._round_keys = {}
+            self._fire("rounds", self._rounds, "poll")
+            return self._send(delay)
+        self._polls = 0
+        self._on_questions(asked)
+
+    def _on_questions(self, asked: Mapping[str, Mapping[str, Any]]) -> None:
+        self._fire("rounds", self._rounds, "ask")
+        keys: dict[str, str] = {}
+        fresh: list[_Question] = []
+        for server_key, req in asked.items():
+            method, params = req["method"], req.get("params")
+            qid = question_id(method, params)
+            if method in self.config.idempotent_methods:
+                qid += f"@{self._round}"
+            keys[server_key] = qid
+            q = self._questions.get(qid)
+            if q is None:
+                q = self._questions[qid] = _Question((self.call, qid), method, params)
+                fresh.append(q)
+            elif q.state == "submitted" and q not in fresh:
+                if self.config.on_reask == "fail" or q.reasks >= self.config.max_reasks:
+                    return self._fail(
+                        "exhaust",
+                        QuestionReaskedError,
+                        f"{self.call}: the server asked {method} {qid} again after it was "
+                        "answered; the user is not asked twice",
+                        (
+                            f"round {self._round}: key {server_key!r} re-asks {qid}",
+                            f"resubmitted {q.reasks} time(s), max_reasks="
+                            f"{self.config.max_reasks}, on_reask={self.config.on_reask}",
+                        ),
+                        key=q.key,
+                    )
+                q.reasks += 1
+        self._round_keys = keys
+        if not fresh:
+            self._fire("rounds", self._rounds, "reuse")
+            return self._send(0.0)
+        self._fire("rounds", self._rounds, "present")
+        now = self._clock()
+        for q in fresh:
+            q.shown_at = now
+            self._fire("liveness", q, "present")
+            self._out.append(Present(q.key, q.method, q.params))
+
+    def _on_answer(self, e: ev.UserAnswered) -> None:
+        q = self._questions.get(str(e.key[1])) if e.key[0] == self.call else None
+        if q is None:
+            self._unknown(e.key)
+            return
+        if q.state != "presented":
+            self._out.append(
+                Ignore("not-presented", f"{e.key!r} is {q.state}", key=e.key, stream=self.call)
+            )
+            return
+        if self._age_out():
+            return
+        q.answer_text = json.dumps(dict(e.answer), sort_keys=True, default=repr)
+        self._fire("liveness", q, "answer")
+        if all(self._questions[qid].state == "answered" for qid in self._round_keys.values()):
+            self._fire("rounds", self._rounds, "answered")
+            self._send(0.0)
+
+    def _on_failed(self, outcome: SubmissionResult) -> None:
+        if self._rounds.state != "sent":
+            self._out.append(Ignore("not-awaiting", "no request in flight", stream=self.call))
+            return
+        verdict = self.config.classifier.classify(outcome)
+        carried = [q for q in self._questions.values() if q.state == "submitting"]
+        evidence = (f"round {self._round}", _describe(outcome), f"rule {verdict.rule}")
+        if verdict.outcome is not OutcomeClass.RETRYABLE:  # terminal (or a stray 'accepted')
+            error = error_for(verdict.rule)
+            message = f"{self.call}: the server rejected round {self._round} ({verdict.rule})"
+            if not carried:
+                return self._fail("reject", error, message, evidence, reason=verdict.rule)
+            for q in carried:  # the answers die with the state they were sent into
+                q.cause = Cause(error, message, q.key, evidence, verdict.rule)
+                self._fire("liveness", q, "reject")
+            return self._settle()
+        if self._resends >= self.config.max_resends:
+            return self._fail(
+                "exhaust",
+                SubmissionFailedError,
+                f"{self.call}: round {self._round} failed {self._resends + 1} times in a row",
+                (*evidence, f"max_resends={self.config.max_resends}"),
+            )
+        delay = verdict.retry_after
+        if delay is None:
+            delay = self.config.backoff(self._resends)
+        self._resends += 1
+        for q in carried:
+            self._fire("liveness", q, "retry")
+        self._fire("rounds", self._rounds, "lose")
+        self._send(delay)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _send(self, delay: float) -> None:
+        """Every input is ready (the call is in ``retrying``): emit the retry, go ``sent``."""
+        responses: dict[str, Mapping[str, Any]] = {}
+        questions: dict[str, RequestKey] = {}
+        for server_key, qid in self._round_keys.items():
+            q = self._questions[qid]
+            if q.state in ("answered", "submitted"):
+                self._fire("liveness", q, "submit" if q.state == "answered" else "resubmit")
+            if q.answer_text is not None:
+                responses[server_key] = json.loads(q.answer_text)
+                questions[server_key] = q.key
+        self._fire("rounds", self._rounds, "send")
+        self._out.append(
+            Retry(
+                self.call,
+                responses if self._round_keys else None,
+                self._state,
+                self._round,
+                delay,
+                questions,
+            )
+        )
+
+    def _age_out(self) -> bool:
+        """Kill presented questions past their client-side age; True if any died."""
+        now = self._clock()
+        old = [
+            q
+            for q in self._questions.values()
+            if q.state == "presented"
+            and q.shown_at is not None
+            and now - q.shown_at >= self.config.ttl(q.method)
+        ]
+        for q in old:
+            assert q.shown_at is not None
+            q.cause = Cause(
+                RequestStateExpiredError,
+                f"{self.call}: {q.key[1]} was shown {now - q.shown_at:.1f}s ago, past the "
+                f"client-side age limit; its requestState has surely expired",
+                q.key,
+                (
+                    f"presented at t={q.shown_at:.3f}",
+                    f"age limit {self.config.ttl(q.method):g}s",
+                    f"checked at t={now:.3f}",
+                ),
+                "aged-out",
+            )
+            self._fire("liveness", q, "stale")
+        self._settle()
+        return bool(old)
+
+    def _shape_problem(self, asked: Any, state: Any) -> str | None:
+        if asked is None and state is None:
+            return "neither inputRequests nor requestState"
+        if state is not None and not isinstance(state, str):
+            return f"requestState is {type(state).__name__}, not a string"
+        if isinstance(state, str) and len(state) > self.config.max_state_chars:
+            limit = self.config.max_state_chars
+            return f"requestState of {len(state)} chars (max_state_chars={limit})"
+        if asked is None:
+            return None
+        if not isinstance(asked, Mapping):
+            return f"inputRequests is {type(asked).__name__}, not a map"
+        if len(asked) > self.config.max_input_requests:
+            return (
+                f"{len(asked)} inputRequests (max_input_requests={self.config.max_input_requests})"
+            )
+        for server_key, req in asked.items():
+            if not isinstance(req, Mapping) or not isinstance(req.get("method"), str):
+                return f"inputRequests[{server_key!r}] is not a {{method, params}} object"
+            if req["method"] not in self.config.input_methods:
+                return f"inputRequests[{server_key!r}] asks {req['method']!r}"
+            if req.get("params") is not None and not isinstance(req["params"], Mapping):
+                return f"inputRequests[{server_key!r}].params is not an object"
+        return None
+
+    def _malformed(self, problem: str) -> None:
+        self._fail(
+            "exhaust",
+            MalformedInputRequiredError,
+            f"{self.call}: malformed result: {problem}",
+            (f"round {self._round + 1}", problem),
+        )
+
+    def _unknown(self, key: RequestKey) -> None:
+        raise GuardUsageError(f"{self.call}: {key!r} was never presented by this call")
+
+    def _fail(
+        self,
+        trigger: str,
+        error: type[InteractionFailed],
+        message: str,
+        evidence: tuple[str, ...],
+        *,
+        key: RequestKey | None = None,
+        reason: str | None = None,
+    ) -> None:
+        self._rounds.cause = Cause(error, message, key, evidence, reason)
+        self._fire("rounds", self._rounds, trigger)
+        self._settle()
+
+    def _fire(self, machine: str, inst: _Question | _Rounds, trigger: str) -> None:
+        old = inst.state
+        new = self._engines[machine].fire(old, trigger)
+        inst.state = new
+        if self._on_fire is not None:
+            self._on_fire(machine, old, trigger, new)
+        if new not in _TERMINAL[machine]:
+            return
+        self._dirty.append((machine, inst))
+        if isinstance(inst, _Question):
+            if old == "presented":
+                cause = inst.cause or self._rounds.cause
+                why = (cause.reason or cause.error.reason) if cause is not None else trigger
+                self._out.append(Withdraw(inst.key, why))
+        elif not self._ended:
+            self._ended = True
+            if new == "complete":
+                self._out.append(Complete(self.call))
+            else:
+                cause = inst.cause or Cause(InteractionFailed, f"{self.call} {trigger}", None, ())
+                self._out.append(Fail(self.call, cause.build(self.call)))
+
+    def _members(self, machine: str) -> list[_Question | _Rounds]:
+        """The instances of ``machine`` in this call (the product's ``origin`` scope)."""
+        return [self._rounds] if machine == "rounds" else list(self._questions.values())
+
+    def _settle(self) -> None:
+        """Apply the product's couplings until none applies (a fixed point)."""
+        while self._dirty:
+            machine, inst = self._dirty.pop(0)
+            for c in MRTR_PRODUCT.couplings:
+                if c.when_machine != machine or inst.state not in c.when_states:
+                    continue
+                for target in self._members(c.then_machine):
+                    if target.state in c.then_states:
+                        if target.cause is None:
+                            target.cause = inst.cause
+                        self._fire(c.then_machine, target, c.then_trigger)
+
+
+def _describe(outcome: SubmissionResult) -> str:
+    """Evidence of a failed round: the JSON-RPC error (with ``data.reason`` when given),
+    after the HTTP status when one was observed."""
+    rpc = outcome.jsonrpc_error()
+    if rpc is None:
+        return outcome.describe()
+    err = outcome.body.get("error") if outcome.body is not None else None
+    data = err.get("data") if isinstance(err, Mapping) else None
+    reason = data.get("reason") if isinstance(data, Mapping) else None
+    text = f"JSON-RPC {rpc[0]} {rpc[1]!r}" + (f" reason={reason}" if reason else "")
+    return text if outcome.status is None else f"HTTP {outcome.status} {text}"
+
+
+def question_id(method: str, params: Mapping[str, Any] | None) -> str:
+    """The identity of a question: its method and the digest of its canonical params
+    (``_meta`` left out), e.g. ``"elicitation/create#0fed88c222563bba"``. A question's
+    request key is ``(call, question_id(...))``; idempotent methods add ``@round``."""
+    return f"{method}#{params_digest(params):016x}"
+
+
+def _freeze(params: Mapping[str, Any] | None) -> str | None:
+    return None if params is None else json.dumps(params, sort_keys=True, default=repr)

@@ -1,0 +1,95 @@
+"""The official mcp 2.3.0 Python client's MRTR driver, as measured (protocol 2026-07-28).
+
+``mcp/client/_input_required.py`` (``run_input_required_driver``) and
+``Client._drive_input_required`` (``mcp/client/client.py``):
+
+* every round dispatches *every* ``inputRequests`` entry to the callbacks, with the
+  round-local key as the callback's request id: no de-duplication, a re-asked question
+  is shown again;
+* once every callback returned, it retries at once with the answers of that round and the
+  newest ``requestState``; a state-only round sleeps (50 ms doubling to 250 ms) and retries;
+* a JSON-RPC error on a retry (``-32602 invalid_request_state`` included) propagates as
+  ``MCPError``: the call fails, nothing is withdrawn, the answer is lost; a transport
+  error propagates the same way;
+* past ``input_required_max_rounds`` (10) rounds it raises
+  ``InputRequiredRoundsExceededError``;
+* it keeps no clock: a prompt stays up however old its state gets.
+
+The checker must find P2 (the same question presented twice: against a re-asking tool,
+and against a server that re-asks on an expired state) and P6 (an answer given after the
+question's client-side age is sent into a state that has surely expired).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from fsm.mrtr_world import USER_ANSWER, Input, MrtrBounds, MrtrWorld, Output
+
+MAX_ROUNDS = 10
+
+
+class Driver(NamedTuple):
+    rounds: int = 0
+    token: int | None = None
+    waiting: frozenset[int] = frozenset()
+    answered: tuple[int, ...] = ()
+    ended: bool = False
+
+
+class SdkDriver:
+    """``run_input_required_driver`` as a policy."""
+
+    name = "mcp-sdk-2.3.0-mrtr"
+
+    def init(self) -> Driver:
+        return Driver()
+
+    def step(self, c: Driver, t: float, inp: Input) -> tuple[Driver, tuple[Output, ...]]:
+        if c.ended:
+            return c, ()
+        kind = inp[0]
+        if kind == "result" and inp[1] == "complete":
+            return c._replace(ended=True), (("end", "completed"),)
+        if kind == "result":
+            _, _, token, questions = inp
+            rounds = c.rounds + 1
+            if rounds > MAX_ROUNDS:
+                return c._replace(ended=True), (("end", "failed"),)
+            c = c._replace(rounds=rounds, token=token, waiting=frozenset(questions), answered=())
+            if not questions:
+                return c, (("retry", token, ()),)
+            return c, tuple(("present", q) for q in questions)
+        if kind == "error":
+            return c._replace(ended=True), (("end", "failed"),)
+        if kind == "answer" and inp[1] in c.waiting:
+            c = c._replace(waiting=c.waiting - {inp[1]}, answered=(*c.answered, inp[1]))
+            if c.waiting:
+                return c, ()
+            answers = tuple((q, USER_ANSWER) for q in sorted(c.answered))
+            return c, (("retry", c.token, answers),)
+        return c, ()
+
+
+DRIVER = SdkDriver()
+
+MODELS = [
+    MrtrWorld(
+        DRIVER,
+        MrtrBounds(reasks=1, expiries=0, lost=0),
+        name="mcp-sdk-2.3.0-mrtr[reasking-tool]",
+        expect=("P2", "P6"),
+    ),
+    MrtrWorld(
+        DRIVER,
+        MrtrBounds(on_invalid="reask", lost=0),
+        name="mcp-sdk-2.3.0-mrtr[reask-on-expiry]",
+        expect=("P2", "P6"),
+    ),
+    MrtrWorld(
+        DRIVER,
+        MrtrBounds(on_invalid="reject", lost=0),
+        name="mcp-sdk-2.3.0-mrtr[reject-expired]",
+        expect=("P6",),
+    ),
+]
