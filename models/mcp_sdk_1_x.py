@@ -1,8 +1,8 @@
 """The official mcp 1.x Python client (1.24-1.30), as measured (streamable HTTP, 2025-11-25).
 
 Each behaviour below is pinned first by a plain-client end-to-end test on mcp 1.30 server
-and client (``tests/e2e_v1/test_plain_client_v1.py``) or read from the 1.30.0 wheel
-(``client/streamable_http.py``, ``shared/session.py``):
+and client (``tests/e2e_v1/test_plain_client_v1.py``) or read from the 1.30.0 wheel (its modules
+``mcp.client.streamable_http`` and ``mcp.shared.session``):
 
 * **Serial dispatch.** ``BaseSession._receive_loop`` awaits the elicitation callback
   inline: while a prompt is open nothing else is processed. A replayed duplicate or a
