@@ -47,6 +47,7 @@ Contract
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -379,10 +380,8 @@ class Guard:
         st = self._streams.get(stream)
         if st is None or st.state != "open":
             return None
-        if event_id is not None:
-            if event_id in st.history:
-                return (Ignore("duplicate-event", event_id, stream=stream),)
-            self._advance(st, event_id)
+        if event_id is not None and not self._advance(st, event_id):
+            return (Ignore("duplicate-event", event_id, stream=stream),)
         return _NOTHING
 
     def state_of(self, key: RequestKey) -> str | None:
@@ -469,12 +468,7 @@ class Guard:
         if st.state in TRANSPORT.terminal:
             self._emit(Ignore("stream-terminal", f"{e.stream} is {st.state}", stream=e.stream))
             return
-        duplicate = False
-        if e.event_id is not None:
-            if e.event_id in st.history:
-                duplicate = True
-            else:
-                self._advance(st, e.event_id)
+        duplicate = e.event_id is not None and not self._advance(st, e.event_id)
         if e.retry_ms is not None:
             if isinstance(e.retry_ms, int) and not isinstance(e.retry_ms, bool) and e.retry_ms >= 0:
                 st.retry_ms = e.retry_ms
@@ -754,12 +748,14 @@ class Guard:
             raise GuardUsageError(f"unknown stream {sid!r}")
         return st
 
-    def _advance(self, st: _Stream, event_id: str) -> None:
-        """An event id the stream never carried: it is the cursor now, and it is progress
-        (the budget of resumes without progress resets)."""
-        st.history.add(event_id)
+    def _advance(self, st: _Stream, event_id: str) -> bool:
+        """Whether ``event_id`` is one the stream never carried; such an id is the cursor
+        now, and it is progress (the budget of resumes without progress resets)."""
+        if not st.history.record(event_id):
+            return False
         st.cursor = event_id
         st.stalls = 0
+        return True
 
     def _track(self, key: RequestKey, st: _Stream, msg: ServerRequest, now: float) -> _Request:
         rec = _Request(
@@ -923,6 +919,46 @@ class Guard:
             del self._streams[victim.id]
 
 
+def rename_snapshot(
+    snap: tuple[Any, ...], keys: Mapping[RequestKey, RequestKey]
+) -> tuple[Any, ...]:
+    """The :meth:`Guard.snapshot` a guard would have taken had every request key ``k`` of
+    ``keys`` been ``keys[k]`` all along (keys not in ``keys`` are kept): records, stream
+    membership, and the causes of failures (their key, and the key's ``repr`` in their
+    message and evidence) are renamed; event ids are not. ``keys`` must be one-to-one.
+
+    The guard decides the same, up to the renaming, in the renamed state: no decision
+    depends on a key's value (a model checker's symmetry reduction rests on that, and
+    checks it on the full space of its models)."""
+    session, streams, requests, expired = snap
+    if not keys:
+        return snap
+    reprs = {repr(old): repr(new) for old, new in keys.items()}
+    pattern = re.compile("|".join(re.escape(r) for r in sorted(reprs, key=len, reverse=True)))
+
+    def text(value: str) -> str:
+        return pattern.sub(lambda m: reprs[m.group()], value)
+
+    def cause(c: Cause | None) -> Cause | None:
+        if c is None:
+            return None
+        key = keys.get(c.key, c.key) if c.key is not None else None
+        return c._replace(key=key, message=text(c.message), evidence=tuple(map(text, c.evidence)))
+
+    renamed = sorted(
+        ((keys.get(t[0], t[0]), (keys.get(t[0], t[0]), *t[1:11], cause(t[11]))) for t in requests),
+        key=lambda item: _key_order((item[0], None)),
+    )
+    return (
+        session,
+        tuple(
+            (*t[:10], cause(t[10]), tuple(keys.get(k, k) for k in t[11]), *t[12:]) for t in streams
+        ),
+        tuple(record for _, record in renamed),
+        expired,
+    )
+
+
 def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...], str] | None:
     """Why ``st`` must not be resumed now, as ``(message, evidence, reason)``, or ``None``."""
     if st.cursor is None:
@@ -964,6 +1000,6 @@ def _as_replay(item: ev.SseEvent) -> ev.SseEvent:
     return ev.SseEvent(item.stream, item.data, item.event_id, item.retry_ms, True)
 
 
-def _key_order(item: tuple[RequestKey, _Request]) -> tuple[str, str, str]:
+def _key_order(item: tuple[RequestKey, object]) -> tuple[str, str, str]:
     session, rid = item[0]
     return (session, type(rid).__name__, str(rid).rjust(20))

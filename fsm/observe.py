@@ -134,6 +134,8 @@ def told(
         ]
     if isinstance(event, ev.StreamOpened):
         return [P.Began(event.stream)] if event.origin is not None else []
+    if isinstance(event, ev.SessionStarted):
+        return [P.SessionBegan(event.session)]
     if isinstance(event, ev.SseEvent):
         out: list[P.Observation] = []
         if event.event_id is not None:

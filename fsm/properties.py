@@ -86,6 +86,15 @@ class SessionGone:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionBegan:
+    """The client began session ``session_id`` (its first, or a new one after the last was
+    gone). Requests of earlier sessions stay dead and their streams unresumable; the new
+    session's requests are alive."""
+
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class EventSeen:
     """An SSE event with ``event_id`` arrived on ``stream``."""
 
@@ -153,6 +162,7 @@ Observation = (
     | Cancelled
     | Rejected
     | SessionGone
+    | SessionBegan
     | EventSeen
     | Answered
     | Presented
@@ -308,6 +318,9 @@ def step(
             s = s._replace(dead=s.dead | {obs.key}, no_resume=s.no_resume | ends)
     elif isinstance(obs, SessionGone):
         s = _session_gone(s)
+    elif isinstance(obs, SessionBegan):
+        if s.session_gone:  # what the client knew of the gone session stays dead
+            s = s._replace(session_gone=False, dead=s.dead | set(s.stream_of))
     elif isinstance(obs, EventSeen):
         if (obs.stream, obs.event_id) not in s.seen:
             s = s._replace(
@@ -411,6 +424,31 @@ def forget(state: MonitorState, interaction: str) -> MonitorState:
         stalls=state.stalls.without(gone),
         begun=state.begun - gone,
         ended=state.ended - gone,
+    )
+
+
+def rename_keys(state: MonitorState, keys: Mapping[RequestKey, RequestKey]) -> MonitorState:
+    """``state`` as the monitor would hold it had every request key ``k`` of ``keys`` been
+    ``keys[k]`` all along (keys not in ``keys`` are kept; ``keys`` must be one-to-one).
+    No verdict depends on a key's value, so the renamed state judges alike."""
+    if not keys:
+        return state
+
+    def ks(items: frozenset[RequestKey]) -> frozenset[RequestKey]:
+        return frozenset(keys.get(k, k) for k in items)
+
+    def km(facts: FrozenMap[RequestKey, V]) -> FrozenMap[RequestKey, V]:
+        return FrozenMap({keys.get(k, k): v for k, v in facts.items()})
+
+    return state._replace(
+        dead=ks(state.dead),
+        presented=ks(state.presented),
+        idempotent=ks(state.idempotent),
+        deadlines=km(state.deadlines),
+        stale_delivery=ks(state.stale_delivery),
+        stream_of=km(state.stream_of),
+        answers=km(state.answers),
+        submissions=km(state.submissions),
     )
 
 

@@ -12,6 +12,7 @@ kind            fields
 ``cancelled``   ``key``
 ``rejected``    ``key``, ``session`` (bool: the whole session is gone)
 ``session_gone``
+``session_began`` ``session_id``
 ``event_seen``  ``stream``, ``event_id``
 ``answered``    ``key``, ``answer`` (object)
 ``presented``   ``key``
@@ -58,6 +59,7 @@ _KINDS: dict[str, type[Any]] = {
         P.Cancelled,
         P.Rejected,
         P.SessionGone,
+        P.SessionBegan,
         P.EventSeen,
         P.Answered,
         P.Presented,
@@ -80,6 +82,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "asserted": (bool,),
     "interactive": (bool,),
     "session": (bool,),
+    "session_id": (str,),
     "answer": (dict,),
     "t": (int, float),
 }

@@ -5,7 +5,9 @@ guard, the seed incident's naive client, the measured mcp 2.3.0 client) against 
 environment that is free, within bounds, to
 
 * send up to ``requests`` interactive server requests (``elicitation/create``) on the
-  tool call's SSE stream, each kept in the server's replay buffer;
+  tool call's SSE stream, each kept in the server's replay buffer, with any id of
+  ``0..requests-1`` not used yet (the server chooses its ids; the client must not care
+  which);
 * fire each request's server-side deadline, silently or with a ``notifications/cancelled``
   (the v2 courtesy cancel, stored in the buffer too);
 * answer an answer POST for a request it no longer has with ``202`` (what the official
@@ -18,7 +20,11 @@ environment that is free, within bounds, to
   seed incident's server, which re-sent the event the client named), or from the start
   of its buffer whatever the client asked (``"start"``: a server that replays everything);
 * cut the session's standalone GET stream before it carried any event id (``get_cuts``
-  times; the client then opens a fresh GET, a new connection generation, see below).
+  times; the client then opens a fresh GET, a new connection generation, see below);
+* once the session is gone and the client has ended its interaction, let the client begin
+  a new session (up to ``sessions`` in all; not with a standalone GET) with a new tool call
+  whose server numbers its requests from the start again: the same ids, in another
+  session (keys ``(s2, r)``, stream ``post2``).
 
 The standalone GET stream (only when ``get_cuts > 0``) opens after the session starts
 and carries nothing: every cut comes before its first event id, so a client has nothing
@@ -33,6 +39,15 @@ and resumes of it are not modelled; after the session is reaped no GET opens or 
 The server completes the tool call once every request it sent is answered or dead
 (``completes_on_deadline``; otherwise a dead request hangs the tool, the seed incident's
 server). The client's clock passes every recorded deadline at most once (``clock``).
+
+Request ids are interchangeable: renaming them throughout a state (the environment, the
+policy's state, the monitor's) gives a state that behaves alike up to the renaming. A
+world whose policy can rename its own state (``rename``, see :class:`ClientPolicy`)
+declares that symmetry (:meth:`World.symmetry`): the checker explores one state per
+orbit, the representative whose ids are numbered in the order the server sent them,
+and the full space is ``requests!/(requests-k)!`` times larger for states with ``k``
+requests sent. ``tests/models`` check on the full space of every shipped model up to 3
+requests that this is a symmetry (:func:`fsm.checker.verify_symmetry`).
 
 Every step feeds the policy an :data:`Input` and gets :data:`Output` operations back; the
 world turns operations into pending work (a timer, a resume GET, an answer POST) that the
@@ -50,19 +65,22 @@ decisions, each computed once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, get_args
 
 from fsm import properties as P
-from fsm.checker import BaseModel, Property
+from fsm.checker import BaseModel, Property, Symmetry
+from fsm.errors import RequestKey
 from fsm.events import standalone_stream
 
 C = TypeVar("C")
 
 # Inputs to a client policy: ("event", index, kind, request) | ("cut", clean) | ("timer",)
 # | ("resumed",) | ("resume_404",) | ("answer", request) | ("outcome", request, outcome)
-# | ("tick",) | ("get_open", generation) | ("get_cut", generation). Outputs: ("present", r)
+# | ("tick",) | ("get_open", generation) | ("get_cut", generation) | ("session", number).
+# Outputs: ("present", r)
 # | ("withdraw", r) | ("submit", r) | ("wait",) | ("resume", cursor) | ("end", outcome)
 # | ("get_end", generation, outcome), where a submit carries the answer it sends as a
 # tuple of items: ("submit", r, (("action", "accept"),)), and "end" ends the tool call's
@@ -90,7 +108,13 @@ GetState = Literal["closed", "open", "lost"]
 
 
 class ClientPolicy(Protocol[C]):
-    """A client under test, as a pure function of its state and one input."""
+    """A client under test, as a pure function of its state and one input.
+
+    Optional: ``rename(state, ids, session) -> state``, the state the policy would be in
+    had every request id ``r`` of the mapping ``ids`` in session number ``session`` been
+    ``ids[r]`` all along. A policy that has it declares its decisions independent of id
+    values, and its worlds reduce by symmetry. A world with ``sessions > 1`` tells the
+    policy that a new session began with the input ``("session", number)``."""
 
     name: str
 
@@ -114,7 +138,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "user": get_args(UserMode),
     "replay": get_args(Replay),
 }
-_COUNTS = ("requests", "cuts", "post_faults")
+_COUNTS = ("requests", "cuts", "post_faults", "sessions")
 _UNBOUNDED = ("cuts",)  # None: any number; written "none" on the command line
 _FLAGS = ("completes_on_deadline", "reaper", "clock")
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
@@ -143,6 +167,8 @@ class Bounds:
     replay: Replay = "after"
     get_cuts: int = 0
     """Cuts of the standalone GET stream before any event id; 0: no standalone GET."""
+    sessions: int = 1
+    """Sessions the client may run, one after the other (a new one once the last is gone)."""
 
     def __post_init__(self) -> None:
         for name, allowed in _CHOICES.items():
@@ -161,6 +187,10 @@ class Bounds:
                 raise BoundsError(f"Bounds.{name}: {getattr(self, name)!r} is not True or False")
         if type(self.ttl) not in (int, float) or not self.ttl > 0:
             raise BoundsError(f"Bounds.ttl: {self.ttl!r} is not a number > 0")
+        if self.sessions > 1 and self.get_cuts > 0:
+            raise BoundsError(
+                "Bounds.sessions: several sessions need get_cuts=0 (no standalone GET)"
+            )
 
     def updated(self, settings: Mapping[str, str]) -> Bounds:
         """A copy with fields set from text, as the command line gives them
@@ -194,6 +224,14 @@ def _parse(name: str, text: str) -> Any:
     return text
 
 
+class Renaming(NamedTuple):
+    """How an environment maps to its orbit's representative: the id mapping (old id ->
+    new id, None when it is the identity) and the renamed environment."""
+
+    ids: tuple[int, ...] | None
+    env: Env
+
+
 class Agent:
     """The client side of a world state: the client policy's state and the monitor's.
 
@@ -204,13 +242,14 @@ class Agent:
     different worlds, or unpickled ones, correct; interning only makes it fast.
     """
 
-    __slots__ = ("_hash", "client", "monitor", "reactions")
+    __slots__ = ("_hash", "client", "monitor", "reactions", "renamed")
 
     def __init__(self, client: Any, monitor: P.MonitorState) -> None:
         self.client = client
         self.monitor = monitor
         self._hash = hash((client, monitor))
-        self.reactions: dict[tuple[float, Input], Reaction] = {}
+        self.reactions: dict[tuple[float, int, Input], Reaction] = {}
+        self.renamed: dict[tuple[int, tuple[int, ...]], Agent] = {}
 
     def __hash__(self) -> int:
         return self._hash
@@ -256,6 +295,7 @@ ENV_FIELDS = (
     "get",
     "get_gen",
     "get_cuts",
+    "session",
 )
 """The environment's fields, in the order of :attr:`Env.values`."""
 
@@ -278,6 +318,7 @@ ENV_FIELDS = (
     GET,
     GET_GEN,
     GET_CUTS,
+    SESSION,
 ) = range(len(ENV_FIELDS))
 
 
@@ -293,6 +334,7 @@ class Env:
 
     __slots__ = (
         "_after",
+        "_canon",
         "_hash",
         "_moves",
         "_steps",
@@ -309,6 +351,7 @@ class Env:
         "reaped",
         "resume",
         "server",
+        "session",
         "t",
         "timer",
         "user_done",
@@ -318,7 +361,7 @@ class Env:
     log: tuple[tuple[str, int], ...]
     """The server's replay buffer: ("prime"|"req"|"cancel"|"resp", request) per event."""
     server: tuple[str, ...]
-    """Per sent request: "pending" | "answered" | "dead"."""
+    """Per request id: "unsent" | "pending" | "answered" | "dead"."""
     conn: int | None
     """The next log index to deliver; None when disconnected."""
     cuts: int
@@ -348,6 +391,8 @@ class Env:
     """The generation of the newest standalone GET connection (0: none opened yet)."""
     get_cuts: int
     """Standalone GET cuts left."""
+    session: int
+    """Which session: 0 for the first, 1 for the one begun after it was gone, ..."""
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         (
@@ -367,12 +412,14 @@ class Env:
             self.get,
             self.get_gen,
             self.get_cuts,
+            self.session,
         ) = values
         self.values = values
         self._hash = hash(values)
         self._moves: tuple[Move, ...] | None = None
         self._steps: dict[Move, tuple[Env, Input | None]] = {}
         self._after: dict[tuple[Output, ...], Env] = {}
+        self._canon: Renaming | None = None
 
     def __hash__(self) -> int:
         return self._hash
@@ -431,9 +478,24 @@ OPENING: tuple[P.Observation, ...] = (P.Began(STREAM),)
 :meth:`World.observations` of each edge, a path's whole event log."""
 
 
-def key(r: int) -> tuple[str, int]:
-    """The request key of server request number ``r``."""
-    return (KEY_SESSION, r)
+def session_name(session: int) -> str:
+    """The session id of session number ``session``: ``s``, then ``s2``, ``s3``..."""
+    return KEY_SESSION if session == 0 else f"{KEY_SESSION}{session + 1}"
+
+
+def session_number(name: str) -> int:
+    """The inverse of :func:`session_name`."""
+    return 0 if name == KEY_SESSION else int(name[len(KEY_SESSION) :]) - 1
+
+
+def stream_name(session: int) -> str:
+    """The tool call's stream in session number ``session``: ``post``, then ``post2``..."""
+    return STREAM if session == 0 else f"{STREAM}{session + 1}"
+
+
+def key(r: int, session: int = 0) -> tuple[str, int]:
+    """The request key of server request number ``r`` in session number ``session``."""
+    return (session_name(session), r)
 
 
 class World(BaseModel[WorldState, Move], Generic[C]):
@@ -464,6 +526,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         self._monitor_steps: dict[Hashable, P.MonitorState] = {}
         self._fired: tuple[str, ...] = ()
         self._policy_fired: Any = getattr(policy, "fired", None)
+        self._rename: Any = getattr(policy, "rename", None)
         self._step: dict[str, Any] = {
             "server sends elicitation": self._send,
             "deadline fires": self._deadline,
@@ -480,6 +543,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "server reaps session": self._reap,
             "fresh GET opens": self._get_open,
             "cut standalone GET": self._get_cut,
+            "new session": self._new_session,
         }
 
     @property
@@ -507,7 +571,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         b, empty = self.bounds, frozenset[int]()
         start: dict[str, Any] = {
             "log": (("prime", -1),),
-            "server": (),
+            "server": ("unsent",) * b.requests,
             "conn": 0,
             "cuts": 0 if b.cuts is None else b.cuts,
             "faults": b.post_faults,
@@ -522,6 +586,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "get": "closed" if b.get_cuts > 0 else None,
             "get_gen": 0,
             "get_cuts": b.get_cuts,
+            "session": 0,
         }
         env = self._env([start[f] for f in ENV_FIELDS])
         return [WorldState(env, self._intern(self.policy.init(), monitor))]
@@ -547,9 +612,10 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if inp is None:
             self._fired = ()
             return _new_state(WorldState, (mid, agent))
-        reaction = agent.reactions.get((mid.t, inp))
+        memo = (mid.t, mid.session, inp)
+        reaction = agent.reactions.get(memo)
         if reaction is None:
-            reaction = agent.reactions[(mid.t, inp)] = self._react(agent, mid.t, inp)
+            reaction = agent.reactions[memo] = self._react(agent, mid.t, mid.session, inp)
         self._fired = reaction.fired
         outputs = reaction.outputs
         if outputs:
@@ -632,10 +698,81 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         e = s.env
         log = " ".join(f"{k}{'' if r < 0 else r}" for k, r in e.log)
         get = "" if e.get is None else f" get={e.get}:{e.get_gen}"
+        sent = {r: x for r, x in enumerate(e.server) if x != "unsent"}
+        reqs = list(sent.values()) if list(sent) == list(range(len(sent))) else sent
         return (
-            f"server=[{log}] reqs={list(e.server)} conn={e.conn} prompts={sorted(e.prompts)}"
+            f"server=[{log}] reqs={reqs} conn={e.conn} prompts={sorted(e.prompts)}"
             f" posts={sorted(e.posts)} t={e.t} ended={e.ended}{get}"
         )
+
+    def symmetry(self) -> Symmetry[WorldState] | None:
+        """Request ids are interchangeable when the policy can rename its state (see the
+        module docstring); None for a policy without ``rename`` or a single request."""
+        if self.bounds.requests < 2 or self._rename is None:
+            return None
+        return Symmetry(self.representative, self.orbit_size)
+
+    def representative(self, s: WorldState) -> WorldState:
+        """``s`` with its request ids renumbered in the order the server sent them (unsent
+        ids after, in order): the same for every state of an orbit."""
+        env, agent = s
+        canon = env._canon
+        if canon is None:
+            canon = env._canon = self._renaming(env)
+        ids = canon.ids
+        if ids is None:
+            return s
+        memo = (env.session, ids)
+        renamed = agent.renamed.get(memo)
+        if renamed is None:
+            renamed = agent.renamed[memo] = self._rename_agent(agent, ids, env.session)
+        return _new_state(WorldState, (canon.env, renamed))
+
+    def orbit_size(self, s: WorldState) -> int:
+        """How many states ``s`` stands for: ``n!/(n-k)!`` with ``k`` of ``n`` ids sent
+        (the sent requests are told apart by their place in the log; unsent ids are not)."""
+        n = self.bounds.requests
+        sent = sum(1 for x in s.env.server if x != "unsent")
+        return math.perm(n, sent)
+
+    def _renaming(self, env: Env) -> Renaming:
+        order = list(dict.fromkeys(r for kind, r in env.log if kind == "req"))
+        order += [r for r, x in enumerate(env.server) if x == "unsent"]
+        ids = [0] * len(order)
+        for new, old in enumerate(order):
+            ids[old] = new
+        if ids == list(range(len(ids))):
+            return Renaming(None, env)
+        m = ids
+        w = list(env.values)
+        w[LOG] = tuple((kind, r if r < 0 else m[r]) for kind, r in env.log)
+        server = [""] * len(env.server)
+        for old, status in enumerate(env.server):
+            server[m[old]] = status
+        w[SERVER] = tuple(server)
+        for field in (PROMPTS, USER_DONE, POSTS):
+            w[field] = frozenset(m[r] for r in w[field])
+        renamed = self._env(w)
+        renamed._canon = Renaming(None, renamed)
+        return Renaming(tuple(ids), renamed)
+
+    def _rename_agent(self, agent: Agent, ids: tuple[int, ...], session: int) -> Agent:
+        """``agent`` with the current session's request ids renamed (``ids[old]`` is the
+        new id); requests of earlier sessions keep theirs. Only ids delivered to the client
+        can be in its state (the monitor records each delivery), so only those are renamed:
+        a send of another free id leaves the client side as it is."""
+        assert self._rename is not None
+        delivered = agent.monitor.stream_of
+        keys: dict[RequestKey, RequestKey] = {
+            key(old, session): key(new, session)
+            for old, new in enumerate(ids)
+            if old != new and key(old, session) in delivered
+        }
+        if not keys:
+            return agent
+        known = {old: new for old, new in enumerate(ids) if key(old, session) in keys}
+        client = self._rename(agent.client, known, session)
+        return self._intern(client, P.rename_keys(agent.monitor, keys))
 
     # ------------------------------------------------------------ the environment
 
@@ -650,11 +787,12 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         """The moves enabled in ``e``, in a fixed order (computed once per environment)."""
         b = self.bounds
         if e.reaped and e.ended:
-            return ()
+            idle = not e.posts and e.resume is None and not e.timer
+            return (Move("new session"),) if idle and e.session + 1 < b.sessions else ()
         moves: list[Move] = []
         if not e.reaped:
-            if len(e.server) < b.requests:
-                moves.append(Move("server sends elicitation", len(e.server)))
+            sends = [r for r, st in enumerate(e.server) if st == "unsent"]
+            moves += [Move("server sends elicitation", r) for r in sends]
             moves += [Move("deadline fires", r) for r, st in enumerate(e.server) if st == "pending"]
         if e.conn is not None:
             if e.conn < len(e.log):
@@ -688,7 +826,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     # returns the input it tells the client, if any.
 
     def _send(self, w: list[Any], r: int) -> Input | None:
-        w[SERVER] = (*w[SERVER], "pending")
+        w[SERVER] = _set(w[SERVER], r, "pending")
         w[LOG] = (*w[LOG], ("req", r))
         return None
 
@@ -785,9 +923,18 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         w[GET_CUTS] -= 1
         return ("get_cut", generation)
 
+    def _new_session(self, w: list[Any], _: None) -> Input:
+        """The client begins the next session and its tool call: a fresh server (request
+        ids from the start again), the budgets of cuts and faults and the clock go on."""
+        fresh = self.init_states()[0].env.values
+        keep = (CUTS, FAULTS, T, SESSION)
+        w[:] = [w[i] if i in keep else fresh[i] for i in range(len(w))]
+        w[SESSION] += 1
+        return ("session", w[SESSION])
+
     def _maybe_complete(self, w: list[Any]) -> None:
         server = w[SERVER]
-        done = len(server) == self.bounds.requests and all(
+        done = all(
             x == "answered" or (x == "dead" and self.bounds.completes_on_deadline) for x in server
         )
         if done and ("resp", -1) not in w[LOG]:
@@ -818,15 +965,15 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     # ------------------------------------------------------------ the client side
 
-    def _react(self, agent: Agent, t: float, inp: Input) -> Reaction:
-        """The client side's reaction to ``inp`` at time ``t`` (pure; memoised per agent):
-        the monitor observes what the client is told, the policy steps, the monitor
-        observes what the client does."""
+    def _react(self, agent: Agent, t: float, session: int, inp: Input) -> Reaction:
+        """The client side's reaction to ``inp`` at time ``t`` in session number
+        ``session`` (pure; memoised per agent): the monitor observes what the client is
+        told, the policy steps, the monitor observes what the client does."""
         monitor = agent.monitor
-        seen = _told(monitor, t, inp)
+        seen = _told(monitor, t, session, inp)
         client, outputs = self.policy.step(agent.client, inp)
         fired = tuple(self._policy_fired()) if self._policy_fired is not None else ()
-        for obs in (*seen, *_did(t, outputs)):
+        for obs in (*seen, *_did(t, session, outputs)):
             monitor = self._observe(monitor, obs)
         return Reaction(self._intern(client, monitor), outputs, fired)
 
@@ -844,7 +991,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         if inp is None:
             return ()
         _, outputs = self.policy.step(s.agent.client, inp)
-        return (*_told(s.agent.monitor, mid.t, inp), *_did(mid.t, outputs))
+        told = _told(s.agent.monitor, mid.t, mid.session, inp)
+        return (*told, *_did(mid.t, mid.session, outputs))
 
     def _observe(self, monitor: P.MonitorState, obs: P.Observation) -> P.MonitorState:
         """One monitor step, memoised: far fewer monitor states than agents exist. The
@@ -867,44 +1015,49 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         return agent
 
 
-def _told(monitor: P.MonitorState, t: float, inp: Input) -> list[P.Observation]:
-    """What input ``inp`` at time ``t`` tells the client, as observations (``monitor``:
-    what it was told before, to judge whether a delivery is a replay)."""
-    kind = inp[0]
+def _told(monitor: P.MonitorState, t: float, session: int, inp: Input) -> list[P.Observation]:
+    """What input ``inp`` at time ``t`` in session number ``session`` tells the client, as
+    observations (``monitor``: what it was told before, to judge whether a delivery is a
+    replay)."""
+    kind, stream = inp[0], stream_name(session)
     if kind == "event":
         _, index, what, r = inp
-        seen: list[P.Observation] = [P.EventSeen(STREAM, str(index))]
+        seen: list[P.Observation] = [P.EventSeen(stream, str(index))]
         if what == "req":
-            newest = P.newest_event(monitor, STREAM)
+            newest = P.newest_event(monitor, stream)
             replayed = newest is not None and index < int(newest)
-            seen.append(P.Delivered(key(r), STREAM, t, replayed=replayed))
+            seen.append(P.Delivered(key(r, session), stream, t, replayed=replayed))
         elif what == "cancel":
-            seen.append(P.Cancelled(key(r)))
+            seen.append(P.Cancelled(key(r, session)))
         return seen
     if kind == "outcome" and inp[2] in TERMINAL_OUTCOMES:
-        return [P.Rejected(key(inp[1]), session=inp[2] == "404")]
+        return [P.Rejected(key(inp[1], session), session=inp[2] == "404")]
     if kind == "resume_404":
         return [P.SessionGone()]
     if kind == "answer":
-        return [P.Answered(key(inp[1]), dict(USER_ANSWER))]
+        return [P.Answered(key(inp[1], session), dict(USER_ANSWER))]
+    if kind == "session":
+        return [P.SessionBegan(session_name(session)), P.Began(stream)]
     return []
 
 
-def _did(t: float, outputs: Iterable[Output]) -> list[P.Observation]:
-    """What the client's ``outputs`` at time ``t`` show it doing, as observations."""
+def _did(t: float, session: int, outputs: Iterable[Output]) -> list[P.Observation]:
+    """What the client's ``outputs`` at time ``t`` in session number ``session`` show it
+    doing, as observations."""
     seen: list[P.Observation] = []
+    stream = stream_name(session)
     for out in outputs:
         op = out[0]
         if op == "present":
-            seen.append(P.Presented(key(out[1]), t))
+            seen.append(P.Presented(key(out[1], session), t))
         elif op == "withdraw":
-            seen.append(P.DeclaredDead(key(out[1])))
+            seen.append(P.DeclaredDead(key(out[1], session)))
         elif op == "submit":
-            seen.append(P.Submitted(key(out[1]), dict(out[2])))
+            seen.append(P.Submitted(key(out[1], session), dict(out[2])))
         elif op == "resume":
-            seen.append(P.Resumed(STREAM, str(out[1])))
+            seen.append(P.Resumed(stream, str(out[1])))
         elif op == "end":
-            seen.append(P.Ended(STREAM, out[1]))
+            seen.append(P.Ended(stream, out[1]))
         elif op == "get_end":
             seen.append(P.Ended(standalone_stream(out[1]), out[2]))
     return seen

@@ -13,13 +13,15 @@ the number of concurrent server requests.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fsm import PRODUCT, Guard, GuardConfig, SubmissionResult
 from fsm import actions as act
 from fsm import events as ev
+from fsm.errors import RequestKey
 from fsm.events import standalone_generation, standalone_stream
+from fsm.guard import rename_snapshot
 from fsm.world import (
     STREAM,
     Bounds,
@@ -31,6 +33,9 @@ from fsm.world import (
     UserMode,
     World,
     key,
+    session_name,
+    session_number,
+    stream_name,
     transition_label,
 )
 
@@ -101,7 +106,7 @@ class GuardPolicy:
         self._last_fired: tuple[str, ...] = ()
         self._memo: dict[tuple[Any, Input], tuple[Any, tuple[Output, ...], tuple[str, ...]]] = {}
         self._labels: dict[tuple[str, str, str, str], str] = {}
-        self._events: dict[Input, ev.Event] = {}
+        self._events: dict[tuple[str, Input], tuple[ev.Event, ...]] = {}
         self._guard = Guard(
             clock=lambda: self._t,
             config=config,
@@ -140,6 +145,18 @@ class GuardPolicy:
         """The labels fired by the last :meth:`step`."""
         return self._last_fired
 
+    def rename(
+        self, state: tuple[float, Any], ids: Mapping[int, int], session: int
+    ) -> tuple[float, Any]:
+        """The state had request ``r`` of session ``session`` been ``ids[r]`` all along
+        (the guard's own renaming of its snapshot: its decisions never depend on an id's
+        value)."""
+        t, snap = state
+        keys: dict[RequestKey, RequestKey] = {
+            key(old, session): key(new, session) for old, new in ids.items() if old != new
+        }
+        return t, rename_snapshot(snap, keys)
+
     def step(
         self, state: tuple[float, Any], inp: Input
     ) -> tuple[tuple[float, Any], tuple[Output, ...]]:
@@ -153,10 +170,11 @@ class GuardPolicy:
             guard = self._guard
             guard.restore(snap)
             self._fired.clear()
-            event = self._events.get(inp)
-            if event is None:  # the guard never mutates an event: build each once
-                event = self._events[inp] = _event(inp, self._get_name)
-            actions = guard.feed(event)
+            events = self._events.get((snap[0], inp))
+            if events is None:  # the guard never mutates an event: build each once
+                session = session_number(snap[0])
+                events = self._events[(snap[0], inp)] = _events(inp, session, self._get_name)
+            actions = [a for event in events for a in guard.feed(event)]
             outputs = tuple(o for a in actions for o in _outputs(a))
             memo = self._memo[(state, inp)] = ((t, guard.snapshot()), outputs, tuple(self._fired))
         self._last_fired = memo[2]
@@ -167,26 +185,30 @@ def _one_get_name(generation: int) -> str:
     return standalone_stream(1)
 
 
-def _event(inp: Input, get_name: Callable[[int], str]) -> ev.Event:
-    kind = inp[0]
+def _events(inp: Input, session: int, get_name: Callable[[int], str]) -> tuple[ev.Event, ...]:
+    """What the world's input ``inp`` is for the guard, in session number ``session``."""
+    kind, stream = inp[0], stream_name(session)
+    if kind == "session":  # the next session and its tool call's stream
+        new = inp[1]
+        return (ev.SessionStarted(session_name(new)), ev.StreamOpened(stream_name(new), ORIGIN))
     if kind == "get_open":
-        return ev.StreamOpened(get_name(inp[1]))
+        return (ev.StreamOpened(get_name(inp[1])),)
     if kind == "get_cut":
-        return ev.StreamLost(get_name(inp[1]), clean=False)
+        return (ev.StreamLost(get_name(inp[1]), clean=False),)
     if kind == "event":
-        return ev.SseEvent(STREAM, _message(inp[2], inp[3]), str(inp[1]))
+        return (ev.SseEvent(stream, _message(inp[2], inp[3]), str(inp[1])),)
     if kind == "cut":
-        return ev.StreamLost(STREAM, clean=inp[1])
+        return (ev.StreamLost(stream, clean=inp[1]),)
     if kind == "timer":
-        return ev.TimerFired(STREAM)
+        return (ev.TimerFired(stream),)
     if kind == "resumed":
-        return ev.StreamResumed(STREAM)
+        return (ev.StreamResumed(stream),)
     if kind == "resume_404":
-        return ev.ResumeRefused(STREAM, 404)
+        return (ev.ResumeRefused(stream, 404),)
     if kind == "answer":
-        return ev.UserAnswered(key(inp[1]), {"action": "accept"})
+        return (ev.UserAnswered(key(inp[1], session), {"action": "accept"}),)
     assert kind == "outcome"
-    return ev.SubmissionOutcome(key(inp[1]), _OUTCOMES[inp[2]])
+    return (ev.SubmissionOutcome(key(inp[1], session), _OUTCOMES[inp[2]]),)
 
 
 def _outputs(a: act.Action) -> tuple[Output, ...]:

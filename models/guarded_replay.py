@@ -43,11 +43,14 @@ class WindowOnlyHistory(EventHistory):
 
     __slots__ = ()
 
-    def add(self, event_id: str) -> None:
+    def record(self, event_id: str) -> bool:
         recent: OrderedDict[str, None] = self.recent
+        if event_id in recent:
+            return False
         recent[event_id] = None
         if len(recent) > self.window:
             recent.popitem(last=False)
+        return True
 
 
 WINDOW_ONLY_CONFIG = replace(

@@ -15,6 +15,7 @@ The checker must find P2 and P7 violated.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from fsm.world import Bounds, Input, Output, World
@@ -40,7 +41,13 @@ class SdkPolicy:
     def init(self) -> Sdk:
         return Sdk()
 
+    def rename(self, c: Sdk, ids: Mapping[int, int], session: int) -> Sdk:
+        """``c`` holds no request id: renaming leaves it as it is."""
+        return c
+
     def step(self, c: Sdk, inp: Input) -> tuple[Sdk, tuple[Output, ...]]:
+        if inp[0] == "session":  # a new session and tool call: a fresh call's state
+            return Sdk(), ()
         if c.ended:
             return c, ()
         kind = inp[0]

@@ -14,6 +14,7 @@ The checker must find P1, P2, P3 and L1 violated, each with a shortest counterex
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from fsm.world import TERMINAL_OUTCOMES, Bounds, Input, Output, World
@@ -35,7 +36,13 @@ class NaivePolicy:
     def init(self) -> Naive:
         return Naive()
 
+    def rename(self, c: Naive, ids: Mapping[int, int], session: int) -> Naive:
+        """``c`` had request ``r`` been ``ids[r]`` all along."""
+        return c._replace(pending=tuple((ids.get(r, r), index) for r, index in c.pending))
+
     def step(self, c: Naive, inp: Input) -> tuple[Naive, tuple[Output, ...]]:
+        if inp[0] == "session":  # a new session and tool call: nothing carried over
+            return Naive(), ()
         if c.ended:
             return c, ()
         kind = inp[0]

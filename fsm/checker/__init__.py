@@ -24,16 +24,22 @@ Example (a model file ``models/counter.py`` defining ``MODEL``, ``MODELS`` or ``
     report = check(MODEL)          # report.format_text(), report.to_json()
     report.assert_violated("L1")   # a Lasso: prefix steps, then the loop
 
+A model may declare a :class:`Symmetry` (interchangeable ids): the checker then explores one
+representative state per orbit and still reports counterexamples as concrete paths of the
+model; :func:`verify_symmetry` checks a declared symmetry against the full space.
+
 Limits: exhaustive breadth-first search over the reachable states, all held in memory; no
-symmetry reduction, no fairness (termination means "no reachable cycle"), no ``eventually``.
+partial-order reduction, no fairness (termination means "no reachable cycle"), no
+``eventually``.
 """
 
 from fsm.checker.explore import Checker, ModelError, check, cyclic_components, shortest_cycle
 from fsm.checker.loader import ModelLoadError, load_model, load_models
-from fsm.checker.model import BaseModel, Model
+from fsm.checker.model import BaseModel, Model, Symmetry
 from fsm.checker.path import Lasso, Path, ReplayError, Step, replay
 from fsm.checker.properties import Kind, Property, Verdict, find_property, violated_at
 from fsm.checker.report import Coverage, Progress, PropertyResult, Report
+from fsm.checker.symmetry import SymmetryAudit, verify_symmetry
 
 __all__ = [
     "BaseModel",
@@ -51,6 +57,8 @@ __all__ = [
     "ReplayError",
     "Report",
     "Step",
+    "Symmetry",
+    "SymmetryAudit",
     "Verdict",
     "check",
     "cyclic_components",
@@ -59,5 +67,6 @@ __all__ = [
     "load_models",
     "replay",
     "shortest_cycle",
+    "verify_symmetry",
     "violated_at",
 ]

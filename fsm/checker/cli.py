@@ -68,6 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument(
+        "--no-symmetry",
+        action="store_true",
+        help="explore every state, even of a model that declares a symmetry",
+    )
+    parser.add_argument(
         "--brief",
         action="store_true",
         help="one line per model that passes; full reports only for the others",
@@ -163,6 +168,7 @@ def main(argv: list[str]) -> int:
                     max_states=args.max_states,
                     max_depth=args.max_depth,
                     progress=not args.quiet,
+                    symmetry=not args.no_symmetry,
                 )
                 report = checker.run()
             except ModelError as exc:

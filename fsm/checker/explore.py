@@ -15,6 +15,14 @@ graph only grows, so scanning it again and again was up to a third of the run. C
 young objects goes on as usual. It is skipped when the process already uses ``gc.freeze``
 or has the collector disabled.
 
+Symmetry: when the model declares one (:class:`~fsm.checker.model.Symmetry`) the engine
+interns each state's representative instead of the state, so it explores one state per
+orbit; counterexamples found among representatives are rebuilt as concrete paths of the
+model (at each step the first action, preferring the one of the same name, whose successor
+has the next representative; round a loop again until a concrete state repeats), so they
+print in the model's own ids and replay on it unreduced. ``symmetry=False`` explores the
+full space.
+
 Everything is deterministic given a deterministic model: same counts, same counterexamples.
 Limits: the whole graph is held in memory (a few dozen bytes per state and 4 per edge, plus the
 states themselves); states outside the model's boundary and states at ``max_depth`` are not
@@ -100,6 +108,8 @@ class Checker(Generic[S, A]):
     report is marked incomplete and only discoveries are reported (see :class:`Report`).
     ``progress``: None/False for silence, True for a line on stderr about once a second once the
     run passes one second, or a callable receiving :class:`Progress` snapshots.
+    ``symmetry``: explore one representative per orbit when the model declares a symmetry
+    (the default), or every state (False).
     """
 
     def __init__(
@@ -109,6 +119,7 @@ class Checker(Generic[S, A]):
         max_states: int | None = None,
         max_depth: int | None = None,
         progress: ProgressFn | bool | None = None,
+        symmetry: bool = True,
     ) -> None:
         require_model(model)
         self.model = model
@@ -125,6 +136,9 @@ class Checker(Generic[S, A]):
         self.max_states = max_states
         self.max_depth = max_depth
         self.progress: ProgressFn | None = print_progress if progress is True else progress or None
+        declared = self.hooks.symmetry if symmetry else None
+        self._canon = declared.representative if declared is not None else None
+        self._orbit = declared.orbit_size if declared is not None else None
         self._reset()
 
     def _reset(self) -> None:
@@ -136,6 +150,7 @@ class Checker(Generic[S, A]):
         self.edges = array("i")
         self._lasso_searched = False
         self._lasso_found: Lasso | None = None
+        self.represented: int | None = 0 if self._orbit is not None else None
 
     # -- search -----------------------------------------------------------------------------
 
@@ -150,6 +165,7 @@ class Checker(Generic[S, A]):
                 self._judge(prop, found[slot], complete) for slot, prop in enumerate(self.props)
             )
         declared = self.hooks.declared
+        represented = self.represented if self._canon is not None else len(self.states)
         return Report(
             model=self.hooks.name,
             states=len(self.states),
@@ -162,6 +178,8 @@ class Checker(Generic[S, A]):
                 fired=tuple(d for d in declared if d in fired),
                 never_fired=tuple(d for d in declared if d not in fired),
             ),
+            symmetry=self._canon is not None,
+            represented=represented,
         )
 
     def _search(self, found: list[int | None], start: float) -> tuple[bool, int, set[str]]:
@@ -201,6 +219,8 @@ class Checker(Generic[S, A]):
 
         model, hooks = self.model, self.hooks
         actions, next_state = model.actions, model.next_state
+        canon, orbit, name = self._canon, self._orbit, hooks.name
+        represented = 0
         within, fired_fn, progress = hooks.within_boundary, hooks.fired, self.progress
         limit = self.max_states if self.max_states is not None else -1
         max_depth = self.max_depth if self.max_depth is not None else -1
@@ -213,6 +233,8 @@ class Checker(Generic[S, A]):
         next_look = start + 1.0
         try:
             for init in model.init_states():
+                if canon is not None:
+                    init = canon(init)
                 if init not in index:
                     if len(states) == limit:
                         complete = False
@@ -221,6 +243,8 @@ class Checker(Generic[S, A]):
                     append_state(init)
                     append_parent(-1)
                     append_via(None)
+                    if orbit is not None:
+                        represented += orbit(init)
                     if checks:
                         check_state(len(states) - 1, init)
             level_end = len(states)
@@ -241,6 +265,8 @@ class Checker(Generic[S, A]):
                     t = next_state(s, action)
                     if t is None:
                         continue
+                    if canon is not None:
+                        t = canon(t)
                     successors += 1
                     j = index.get(t)
                     if j is None:
@@ -252,6 +278,8 @@ class Checker(Generic[S, A]):
                         append_state(t)
                         append_parent(head)
                         append_via(action)
+                        if orbit is not None:
+                            represented += orbit(t)
                         if checks:
                             check_state(j, t)
                     add_edge(j)
@@ -271,9 +299,22 @@ class Checker(Generic[S, A]):
                     if now >= next_look:
                         next_look = now + 1.0
                         queue = len(states) - head
-                        progress(Progress(len(states), len(edges), depth, queue, now - start))
+                        progress(
+                            Progress(
+                                len(states),
+                                len(edges),
+                                depth,
+                                queue,
+                                now - start,
+                                name,
+                                represented if orbit is not None else None,
+                            )
+                        )
         except Exception as exc:
             raise self._model_error(exc, head, action) from exc
+        finally:
+            if orbit is not None:
+                self.represented = represented
         while len(offsets) <= len(states):  # states never expanded (bound hit): no edges
             close_state(len(edges))
         return complete, depth + (1 if len(states) > level_end else 0), fired
@@ -312,22 +353,87 @@ class Checker(Generic[S, A]):
         return chain
 
     def _path_to(self, j: int) -> Path:
-        chain = self._chain(j)
+        return self._trace(self._chain(j), None)
+
+    def _trace(self, chain: list[int], loop_start: int | None) -> Path:
+        """The path along the explored states ``chain`` (a lasso if ``loop_start`` is set:
+        the last state is then the one at ``loop_start``); concrete states of the model
+        when the search explored representatives."""
+        names = [
+            str(self.via[w]) if self.parent[w] == u else self._action_between(u, w)
+            for u, w in pairwise(chain)
+        ]
+        if self._canon is not None:
+            return self._concrete(chain, names, loop_start)
+        states = [self.states[k] for k in chain]
+        return self._make_path(chain[0], states, names, loop_start)
+
+    def _make_path(
+        self, init_index: int, states: list[Any], names: list[str], loop_start: int | None
+    ) -> Path:
         fmt = self.hooks.format_state
-        steps = tuple(Step(str(self.via[k]), fmt(self.states[k])) for k in chain[1:])
-        return Path(
-            fmt(self.states[chain[0]]), steps, chain[0], None, tuple(self.states[k] for k in chain)
-        )
+        steps = tuple(Step(n, fmt(s)) for n, s in zip(names, states[1:], strict=True))
+        kind = Path if loop_start is None else Lasso
+        return kind(fmt(states[0]), steps, init_index, loop_start, tuple(states))
 
     def _action_between(self, u: int, w: int) -> str:
-        """Name of the first action of state ``u`` leading to state ``w`` (models are pure)."""
+        """Name of the first action of state ``u`` leading to state ``w`` (models are pure;
+        under symmetry, to a state whose representative is ``w``)."""
         src, dst = self.states[u], self.states[w]
+        canon = self._canon or (lambda s: s)
         for action in self.model.actions(src):
-            if self.model.next_state(src, action) == dst:
+            t = self.model.next_state(src, action)
+            if t is not None and canon(t) == dst:
                 return str(action)
         raise ModelError(  # only reachable if the model is not deterministic
             "model is not deterministic: an explored edge disappeared", self._path_to(u), None
         )
+
+    def _concrete(self, chain: list[int], names: list[str], loop_start: int | None) -> Path:
+        """The concrete path of the model that ``chain`` (representatives) stands for: from
+        the initial state whose representative is ``chain[0]``, at each step the action
+        (preferring the one named as in ``names``) whose successor has the next
+        representative. A loop is gone round again until a concrete state repeats (at
+        most as many times as the orbit has states). :class:`ModelError` if some step has
+        no such action: the declared symmetry is not one."""
+        canon, model = self._canon, self.model
+        assert canon is not None
+        want = [self.states[k] for k in chain]
+        inits = list(dict.fromkeys(model.init_states()))
+        init_index = next((i for i, s in enumerate(inits) if canon(s) == want[0]), None)
+        if init_index is None:
+            raise ModelError("the declared symmetry is not one: no initial state fits", None, None)
+        states: list[Any] = [inits[init_index]]
+        steps: list[str] = []
+        loop = [] if loop_start is None else list(range(loop_start, len(names)))
+        plan = list(range(len(names)))
+        laps: dict[Any, int] = {}
+        while plan:
+            k = plan.pop(0)
+            state, target = states[-1], want[k + 1]
+            successors = [
+                (str(a), t)
+                for a in model.actions(state)
+                if (t := model.next_state(state, a)) is not None and canon(t) == target
+            ]
+            if not successors:
+                path = self._make_path(init_index, states, steps, None)
+                raise ModelError(
+                    f"the declared symmetry is not one: no concrete step stands for {names[k]!r}",
+                    path,
+                    names[k],
+                )
+            name, nxt = next((s for s in successors if s[0] == names[k]), successors[0])
+            states.append(nxt)
+            steps.append(name)
+            if loop and k == loop[-1]:  # a lap ends on a state of the loop start's orbit
+                if nxt in laps or nxt == states[loop_start or 0]:
+                    start = laps.get(nxt, loop_start)
+                    return self._make_path(init_index, states, steps, start)
+                laps[states[-len(loop) - 1]] = len(states) - len(loop) - 1
+                laps[nxt] = len(states) - 1
+                plan = list(loop)
+        return self._make_path(init_index, states, steps, None)
 
     def _lasso(self) -> Lasso | None:
         """Shortest path to the least-depth state on a cycle, then the shortest cycle back."""
@@ -342,13 +448,10 @@ class Checker(Generic[S, A]):
         if entry is None:
             return None
         loop = shortest_cycle(entry, comp, self.offsets, self.edges)
-        prefix = self._path_to(entry)
-        fmt = self.hooks.format_state
-        steps = prefix.steps + tuple(
-            Step(self._action_between(u, w), fmt(self.states[w])) for u, w in pairwise(loop)
-        )
-        states = prefix.states + tuple(self.states[w] for w in loop[1:])
-        return Lasso(prefix.init, steps, prefix.init_index, len(prefix.steps), states)
+        prefix = self._chain(entry)
+        lasso = self._trace(prefix + loop[1:], len(prefix) - 1)
+        assert isinstance(lasso, Lasso)
+        return lasso
 
 
 def cyclic_components(
@@ -441,6 +544,9 @@ def check(
     max_states: int | None = None,
     max_depth: int | None = None,
     progress: ProgressFn | bool | None = None,
+    symmetry: bool = True,
 ) -> Report:
     """``Checker(model, ...).run()``: explore ``model`` and return its :class:`Report`."""
-    return Checker(model, max_states=max_states, max_depth=max_depth, progress=progress).run()
+    return Checker(
+        model, max_states=max_states, max_depth=max_depth, progress=progress, symmetry=symmetry
+    ).run()

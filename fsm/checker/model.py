@@ -42,7 +42,9 @@ class Model(Protocol[S, A]):
     * ``declared_transitions() -> Iterable[str]``: labels of the declared machine transitions,
       for coverage; ``fired_transitions(state, action, next_state) -> Iterable[str]``: which of
       those labels an explored edge fired;
-    * ``format_state(state) -> str``: how counterexamples print a state (default: ``repr``).
+    * ``format_state(state) -> str``: how counterexamples print a state (default: ``repr``);
+    * ``symmetry() -> Symmetry | None``: the model's declared symmetry (default: none), with
+      which the checker explores one representative state per orbit (see :class:`Symmetry`).
     """
 
     def init_states(self) -> Sequence[S]:
@@ -107,6 +109,32 @@ class BaseModel(Generic[S, A]):
         """One-line rendering of ``state`` for counterexamples."""
         return repr(state)
 
+    def symmetry(self) -> Symmetry[S] | None:
+        """The model's declared symmetry, or None (the default: every state is explored)."""
+        return None
+
+
+@dataclass(frozen=True)
+class Symmetry(Generic[S]):
+    """A symmetry the model declares (Stateright's ``Representative``, TLC's symmetry sets).
+
+    ``representative(state)`` maps every state to one canonical member of its orbit: the
+    states that differ from it only by a renaming of interchangeable ids (two requests
+    swapped, say). ``orbit_size(state)``, optional, counts the states of that orbit, so a
+    report can say how many states of the full space the canonical ones stand for.
+
+    Contract (the checker cannot verify it while it explores; :func:`~fsm.checker.
+    symmetry.verify_symmetry` does, on the full space): states of one orbit get the same
+    representative; a state and its representative satisfy the same properties, are both
+    terminal or both not, and their successors have the same representatives. With that,
+    every verdict (invariants, reachability, deadlock, termination) is the full space's,
+    and every counterexample found among representatives has a concrete counterpart the
+    checker rebuilds (:class:`~fsm.checker.Checker` reports paths in the model's own ids).
+    """
+
+    representative: Callable[[S], S]
+    orbit_size: Callable[[S], int] | None = None
+
 
 @dataclass(frozen=True)
 class Hooks:
@@ -118,6 +146,7 @@ class Hooks:
     declared: tuple[str, ...]
     fired: Callable[[Any, Any, Any], Iterable[str]] | None
     format_state: Callable[[Any], str]
+    symmetry: Symmetry[Any] | None = None
 
 
 def _overridden(model: object, attr: str) -> Callable[..., Any] | None:
@@ -155,4 +184,15 @@ def resolve_hooks(model: object) -> Hooks:
         declared=tuple(dict.fromkeys(declared)),
         fired=_overridden(model, "fired_transitions") if declared else None,
         format_state=_overridden(model, "format_state") or repr,
+        symmetry=_declared_symmetry(model),
     )
+
+
+def _declared_symmetry(model: object) -> Symmetry[Any] | None:
+    """What ``model.symmetry()`` declares (None without the hook); TypeError if not a
+    :class:`Symmetry`."""
+    declare = _overridden(model, "symmetry")
+    declared = declare() if declare is not None else None
+    if declared is not None and not isinstance(declared, Symmetry):
+        raise TypeError("model.symmetry() must return a Symmetry or None")
+    return declared

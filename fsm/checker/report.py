@@ -63,7 +63,11 @@ class Report:
     """Everything a run established. When ``complete`` is False a bound was hit: violations
     found are real, but no invariant, deadlock or termination property is reported as holding
     (their verdict is ``unknown``) and ``never_fired`` only means "not fired within the bound".
-    A ``sometimes`` whose example was found still holds: the example is a real path."""
+    A ``sometimes`` whose example was found still holds: the example is a real path.
+
+    With ``symmetry`` the run explored one representative per orbit: ``states`` and
+    ``transitions`` count representatives and their edges, and ``represented`` the states
+    of the full space they stand for (None when the model declares no orbit sizes)."""
 
     model: str
     states: int
@@ -73,6 +77,8 @@ class Report:
     complete: bool
     results: tuple[PropertyResult, ...]
     coverage: Coverage
+    symmetry: bool = False
+    represented: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -113,8 +119,12 @@ class Report:
     def summary(self) -> str:
         """TLC/Stateright-style one-liner: counts, depth, time and completeness."""
         status = "complete" if self.complete else "INCOMPLETE (bound hit; nothing proved)"
+        stands = ""
+        if self.symmetry:
+            full = "?" if self.represented is None else str(self.represented)
+            stands = f" (representatives of {full} under symmetry)"
         return (
-            f"{self.model}: states={self.states} transitions={self.transitions} "
+            f"{self.model}: states={self.states}{stands} transitions={self.transitions} "
             f"depth={self.depth} seconds={self.seconds:.2f} {status}"
         )
 
@@ -139,6 +149,8 @@ class Report:
             "depth": self.depth,
             "seconds": round(self.seconds, 6),
             "complete": self.complete,
+            "symmetry": self.symmetry,
+            "represented": self.represented,
             "properties": {r.name: r.to_json() for r in self.results},
             "coverage": {
                 "fired": list(self.coverage.fired),
@@ -160,13 +172,17 @@ class Report:
 
 @dataclass(frozen=True)
 class Progress:
-    """A snapshot of a running exploration (TLC-style progress line)."""
+    """A snapshot of a running exploration (TLC-style progress line): ``model`` names the
+    model; under symmetry ``represented`` counts the full-space states the ``states``
+    explored so far stand for (None without symmetry or orbit sizes)."""
 
     states: int
     transitions: int
     depth: int
     queue: int
     seconds: float
+    model: str = ""
+    represented: int | None = None
 
     @property
     def rate(self) -> float:
@@ -174,9 +190,15 @@ class Progress:
         return self.states / self.seconds if self.seconds > 0 else 0.0
 
     def format(self) -> str:
+        name = f" {self.model}" if self.model else ""
+        stands = ""
+        if self.represented is not None and self.seconds > 0:
+            full = self.represented / self.seconds
+            stands = f" (standing for {self.represented:,}: {full:,.0f}/s)"
         return (
-            f"progress: states={self.states:,} depth={self.depth} queue={self.queue:,} "
-            f"transitions={self.transitions:,} states/s={self.rate:,.0f} ({self.seconds:.0f}s)"
+            f"progress{name}: states={self.states:,}{stands} depth={self.depth} "
+            f"queue={self.queue:,} transitions={self.transitions:,} "
+            f"states/s={self.rate:,.0f} ({self.seconds:.0f}s)"
         )
 
 

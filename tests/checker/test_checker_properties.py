@@ -230,7 +230,7 @@ def test_progress_callback_is_called_on_long_runs(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(explore, "_PROGRESS_EVERY", 1)
     seen: list[str] = []
     check(Counter(), progress=lambda p: seen.append(p.format()))
-    assert seen and seen[0].startswith("progress: states=")
+    assert seen and seen[0].startswith(f"progress {Counter().name}: states=")  # names the model
     assert "states/s=" in seen[0] and "queue=" in seen[0]
 
 

@@ -212,6 +212,8 @@ def test_cli_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         "depth",
         "seconds",
         "complete",
+        "symmetry",
+        "represented",
         "properties",
         "coverage",
         "expected_violations",

@@ -1,0 +1,192 @@
+"""Symmetry reduction: models that must fail and must pass under it, counterexamples rebuilt in
+concrete ids that replay on the unreduced model, and a declared symmetry that is not one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from math import factorial
+
+import pytest
+from checker_models import GraphModel, chain
+
+from fsm.checker import (
+    BaseModel,
+    Checker,
+    Lasso,
+    ModelError,
+    Property,
+    Symmetry,
+    check,
+    replay,
+    verify_symmetry,
+    violated_at,
+)
+
+Counters = tuple[int, ...]
+
+
+class Workers(BaseModel[Counters, str]):
+    """``n`` interchangeable workers, each counting 0..``top``; any may step. With ``reset``
+    a worker at the top may go back to 0 (a cycle). Symmetry: any permutation of workers
+    (the representative sorts the counters)."""
+
+    def __init__(self, n: int, top: int, *, reset: bool = False, bad: int | None = None) -> None:
+        self.n, self.top, self.reset, self.bad = n, top, reset, bad
+
+    @property
+    def name(self) -> str:
+        return f"workers{self.n}"
+
+    def init_states(self) -> Sequence[Counters]:
+        return [(0,) * self.n]
+
+    def actions(self, state: Counters) -> Iterable[str]:
+        return [f"step {i}" for i in range(self.n)] + (
+            [f"reset {i}" for i in range(self.n)] if self.reset else []
+        )
+
+    def next_state(self, state: Counters, action: str) -> Counters | None:
+        verb, arg = action.split()
+        i = int(arg)
+        if verb == "step" and state[i] < self.top:
+            return (*state[:i], state[i] + 1, *state[i + 1 :])
+        if verb == "reset" and state[i] == self.top:
+            return (*state[:i], 0, *state[i + 1 :])
+        return None
+
+    def properties(self) -> Sequence[Property[Counters]]:
+        props: list[Property[Counters]] = [
+            Property.sometimes("all done", lambda s: all(c == self.top for c in s)),
+            Property.terminates(),
+        ]
+        if self.bad is not None:
+            bad = self.bad  # two workers on the value ``bad`` at once is the bug
+            props.append(Property.always("apart", lambda s: s.count(bad) < 2))
+        return props
+
+    def is_terminal(self, state: Counters) -> bool:
+        return True
+
+    def symmetry(self) -> Symmetry[Counters]:
+        def orbit(state: Counters) -> int:
+            size = factorial(len(state))
+            for value in set(state):
+                size //= factorial(state.count(value))
+            return size
+
+        return Symmetry(lambda s: tuple(sorted(s)), orbit)
+
+
+def test_a_model_that_must_pass_passes_with_fewer_states() -> None:
+    model = Workers(4, 2)
+    full, reduced = check(model, symmetry=False), check(model)
+    assert full.ok and reduced.ok
+    assert (full.states, reduced.states) == (81, 15)  # 3^4, and multisets of 4 from 3
+    assert reduced.symmetry and reduced.represented == full.states
+    assert not full.symmetry and full.represented == full.states
+    assert "(representatives of 81 under symmetry)" in reduced.summary()
+
+
+def test_a_model_that_must_fail_fails_with_a_concrete_replayable_counterexample() -> None:
+    model = Workers(3, 3, bad=2)
+    full, reduced = check(model, symmetry=False), check(model)
+    path = reduced.assert_violated("apart")
+    assert len(path) == len(full.assert_violated("apart")) == 4  # still shortest
+    states = replay(model, path.names, init=path.init_index)  # on the unreduced model
+    assert states == list(path.states)
+    assert violated_at(model, "apart", states)
+    assert sorted(path.states[-1]) == [0, 2, 2]  # concrete: which two workers, not a multiset
+
+
+def test_a_lasso_found_among_representatives_is_a_concrete_lasso() -> None:
+    model = Workers(3, 1, reset=True)
+    reduced = check(model)
+    lasso = reduced.assert_violated("L1")
+    assert isinstance(lasso, Lasso)
+    states = replay(model, lasso.names, init=lasso.init_index)
+    assert violated_at(model, "L1", states, loop_start=lasso.loop_start)
+    assert check(model, symmetry=False).result("L1").verdict is reduced.result("L1").verdict
+
+
+class Ring(BaseModel[int, str]):
+    """A token on a ring of ``n`` places, passed on forever; symmetry: rotations. The one
+    representative has a self-loop, each concrete state does not: the concrete lasso
+    needs ``n`` laps of the representative's loop."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def init_states(self) -> Sequence[int]:
+        return [0]
+
+    def actions(self, state: int) -> Iterable[str]:
+        return [f"pass {state}"]
+
+    def next_state(self, state: int, action: str) -> int | None:
+        return (state + 1) % self.n
+
+    def properties(self) -> Sequence[Property[int]]:
+        return [Property.terminates()]
+
+    def symmetry(self) -> Symmetry[int]:
+        return Symmetry(lambda s: 0, lambda s: self.n)
+
+
+def test_a_loop_round_an_orbit_is_rebuilt_by_going_round_again() -> None:
+    reduced = check(Ring(5))
+    assert reduced.states == 1 and reduced.represented == 5
+    lasso = reduced.assert_violated("L1")
+    assert lasso.names == [f"pass {i}" for i in range(5)] and lasso.loop_start == 0
+    assert violated_at(Ring(5), "L1", replay(Ring(5), lasso.names), loop_start=0)
+
+
+def test_the_audit_accepts_a_true_symmetry() -> None:
+    audit = verify_symmetry(Workers(3, 2, bad=1))
+    assert audit.ok, audit.problems
+    assert (audit.full.states, audit.reduced.states, audit.representatives) == (27, 10, 10)
+
+
+class Merged(Workers):
+    """Declares that the first worker's counter does not matter: not a symmetry."""
+
+    def symmetry(self) -> Symmetry[Counters]:
+        return Symmetry(lambda s: (0, *s[1:]))
+
+
+def test_a_declared_symmetry_that_is_not_one_is_caught() -> None:
+    model = Merged(2, 2, bad=2)
+    audit = verify_symmetry(model)
+    assert not audit.ok
+    assert any("apart differs" in p for p in audit.problems)
+    assert any("successors differ" in p for p in audit.problems)
+
+
+def test_a_counterexample_with_no_concrete_counterpart_is_a_model_error() -> None:
+    class Lying(Workers):
+        def symmetry(self) -> Symmetry[Counters]:  # maps to states one step ahead
+            return Symmetry(lambda s: tuple(min(c + 1, self.top) for c in s))
+
+    with pytest.raises(ModelError, match="declared symmetry is not one"):
+        Checker(Lying(2, 3, bad=3)).run()
+
+
+def test_a_symmetry_hook_must_return_a_symmetry() -> None:
+    class Wrong(Workers):
+        def symmetry(self) -> Symmetry[Counters]:
+            return "sorted"  # type: ignore[return-value]
+
+    with pytest.raises(ModelError, match="must return a Symmetry"):
+        Checker(Wrong(2, 1))
+
+
+def test_the_audit_needs_a_declared_symmetry() -> None:
+    with pytest.raises(ValueError, match="declares no symmetry"):
+        verify_symmetry(GraphModel(chain(2)))
+
+
+def test_the_progress_line_names_the_model_and_the_states_represented() -> None:
+    from fsm.checker import Progress
+
+    line = Progress(15, 40, 3, 2, 2.0, "workers4", 81).format()
+    assert line.startswith("progress workers4: states=15 (standing for 81: 40/s)")
+    assert "(standing for" not in Progress(15, 40, 3, 2, 2.0, "workers4").format()

@@ -1,0 +1,99 @@
+"""Symmetry reduction on the shipped worlds, proved on their full spaces.
+
+For every shipped model with more than one request (up to 3), the world's declared
+symmetry (request ids renumbered in send order, across the environment, the guard's
+snapshot and the monitor) is audited state by state against the full space, the verdicts
+of both explorations must agree, and both state counts are pinned. Faulty clients with
+several requests show that counterexamples found among representatives are concrete paths
+that replay on the unreduced model and are as short as the full space's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from shipped import ROOT, Shipped
+from test_models import PINNED
+
+from fsm.checker import Report, check, replay, verify_symmetry, violated_at
+from fsm.checker.model import model_name
+from fsm.world import World
+from models.mcp_sdk_2_3 import MODEL as SDK
+from models.mcp_sdk_2_3 import SdkPolicy
+from models.seed_incident import MODEL as SEED
+from models.seed_incident import NaivePolicy
+
+FULL: dict[str, tuple[int, int]] = {
+    "guarded[after,silent,202,answers] x2": (11612, 39432),
+    "guarded[after,silent,rpc,answers] x2": (12308, 34490),
+    "guarded[after,cancel,202,answers] x2": (38900, 121444),
+    "guarded[after,cancel,rpc,answers] x2": (40052, 108916),
+    "guarded[inclusive,silent,202,answers] x2": (14400, 50078),
+    "guarded[inclusive,silent,rpc,answers] x2": (14292, 42698),
+    "guarded[inclusive,cancel,202,answers] x2": (48264, 153056),
+    "guarded[inclusive,cancel,rpc,answers] x2": (47544, 135422),
+    "guarded[after,silent,rpc,answers] x3": (398804, 1308670),
+    "guarded[inclusive,silent,rpc,answers] x3": (450726, 1577810),
+}
+"""Full-space (states, transitions) of every shipped model that declares a symmetry."""
+
+
+SHIPPED = Shipped(tuple(f.name for f in sorted((ROOT / "models").glob("*.py"))))
+"""Every model ``make demo`` checks."""
+
+
+def _shipped() -> dict[str, Any]:
+    return {model_name(m): m for m in SHIPPED.models()}
+
+
+def _verdicts(report: Report) -> dict[str, str]:
+    return {r.name: r.verdict.value for r in report.results}
+
+
+def test_every_model_with_a_symmetry_is_audited() -> None:
+    declared = {
+        name for name, m in _shipped().items() if getattr(m, "symmetry", lambda: None)() is not None
+    }
+    assert declared == set(FULL)
+    assert all(" x" in name for name in declared)  # one request: nothing to permute
+
+
+@pytest.mark.parametrize("name", sorted(FULL))
+def test_the_declared_symmetry_is_sound_on_the_full_space(name: str) -> None:
+    audit = verify_symmetry(_shipped()[name])
+    assert audit.ok, audit.problems
+    assert audit.reduced is not None
+    assert _verdicts(audit.reduced) == _verdicts(audit.full)
+    assert (audit.full.states, audit.full.transitions) == FULL[name]
+    assert (audit.reduced.states, audit.reduced.transitions) == PINNED[name]
+    assert audit.reduced.represented == audit.full.states
+    assert audit.full.states > audit.reduced.states
+
+
+FAULTY = [
+    World(NaivePolicy(), replace(SEED.bounds, requests=2), name="seed-incident x2"),
+    World(NaivePolicy(), replace(SEED.bounds, requests=3), name="seed-incident x3"),
+    World(SdkPolicy(), replace(SDK.bounds, requests=2), name="mcp-sdk-2.3.0 x2"),
+]
+"""The faulty clients' models with more requests: violations to rebuild in concrete ids."""
+
+
+@pytest.mark.parametrize("model", FAULTY, ids=lambda m: m.name)
+def test_counterexamples_among_representatives_replay_on_the_full_model(model: Any) -> None:
+    reduced, full = check(model), check(model, symmetry=False)
+    assert reduced.symmetry and reduced.states < full.states == reduced.represented
+    assert _verdicts(reduced) == _verdicts(full)
+    violated = [r for r in reduced.results if r.verdict.value == "violated"]
+    assert violated
+    for result in violated:
+        path = result.path
+        assert path is not None
+        states = replay(model, path.names, init=path.init_index)  # the unreduced model
+        assert states == list(path.states)
+        assert violated_at(model, result.name, states, path.loop_start), result.name
+        shortest = full.counterexample(result.name)
+        assert shortest is not None
+        if path.loop_start is None:  # a lasso may go round its loop more than once
+            assert len(path) == len(shortest), result.name
