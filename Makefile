@@ -4,15 +4,24 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# mcp 1.x and 2.x cannot share an environment: the 1.x suite runs in its own, made on first use
+VENV1 ?= .venv-mcp1
+STAMP1 := $(VENV1)/.installed
 
-.PHONY: demo test check render replay bench mutate lint typecheck install clean
+.PHONY: demo test test-mcp1 check render replay bench mutate lint typecheck install clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required (set PYTHON=...)")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[mcp,diagrams,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[mcp,diagrams,dev,fastmcp]'
 	@touch $(STAMP)
+
+$(STAMP1): pyproject.toml
+	$(PYTHON) -m venv $(VENV1)
+	$(VENV1)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV1)/bin/python -m pip install --quiet -e '.[mcp1,dev,fastmcp3]'
+	@touch $(STAMP1)
 
 install: $(STAMP)
 
@@ -28,9 +37,13 @@ render: $(STAMP)
 replay: $(STAMP)
 	$(BIN)/python -m fsm demo
 
-## The whole test suite, linters and type checks included.
+## The whole test suite, linters and type checks included; then the mcp 1.x suite.
 test: lint typecheck
 	$(BIN)/python -m pytest -q
+	$(MAKE) test-mcp1
+
+test-mcp1: $(STAMP1)
+	$(VENV1)/bin/python -m pytest -q tests/e2e_v1
 
 lint: $(STAMP)
 	$(BIN)/ruff check fsm models tests bench
@@ -54,4 +67,4 @@ mutate: $(MUTMUT_STAMP)
 	$(BIN)/python -m bench.mutation run
 
 clean:
-	rm -rf $(VENV) mutants .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV1) mutants .pytest_cache .mypy_cache .ruff_cache .hypothesis

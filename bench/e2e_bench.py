@@ -2,8 +2,8 @@
 
 The harness server's ``stream_progress`` tool emits 10,000 ``notifications/progress`` on
 the call's SSE stream (each stored in the event store, so each carries an event id). The
-unmodified mcp 2.3.0 client (``ClientSession`` over ``streamable_http_client``) and the
-same client wrapped by :func:`fsm.mcpsdk.adapter.guarded_session` each call it, directly
+unmodified mcp client (``ClientSession`` over ``streamable_http_client``) and the same
+client wrapped by its line's ``guarded_session`` (:mod:`fsm.adapters`) each call it, directly
 on 127.0.0.1 (no proxy: the proxy's relaying would dilute the difference), in a fresh
 session per run, runs interleaved plain/guarded so drift hits both alike. The time is
 from the call until the last progress callback ran (callbacks may trail the result).
@@ -14,6 +14,10 @@ collection of that heap paid 0.2-0.45 s for it, more than the difference measure
 ``REPEATS`` is 15 pairs (it was 9): on the shared 2-core machine the CPU's own speed
 wanders by some 20% within a second, a single run's time by about 10%, and medians of
 nine pairs still moved the ratio by a few percent from one invocation to the next.
+
+The same measurement runs for mcp 1.x in its own environment (``.venv-mcp1``; 1.x and 2.x
+cannot share one), right after the 2.x runs, and the table shows both lines side by side
+(recorded: ``e2e_v1_guarded_over_plain`` and ``e2e_v1_guarded_over_plain_cpu``).
 
 Recorded: ``e2e_plain_10k_progress_s`` and ``e2e_guarded_10k_progress_s`` (medians of
 wall time), ``e2e_guarded_over_plain`` (ratio of the wall medians; target <= 1.05) and
@@ -31,9 +35,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from bench.results import record, run_quietly, table
@@ -46,20 +54,22 @@ TARGET_RATIO = 1.05
 @contextlib.asynccontextmanager
 async def _plain(url: str, http: Any) -> AsyncIterator[Any]:
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
 
-    async with (
-        streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
+    from fsm.harness.sdk import open_client_streams
+
+    async with open_client_streams(url, http) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s
 
 
 @contextlib.asynccontextmanager
 async def _guarded(url: str, http: Any) -> AsyncIterator[Any]:
-    from fsm.mcpsdk.adapter import guarded_session
+    from fsm.harness.sdk import MCP_MAJOR
 
+    if MCP_MAJOR >= 2:
+        from fsm.adapters.mcp2 import guarded_session
+    else:
+        from fsm.adapters.mcp1 import guarded_session
     async with guarded_session(url, http_client=http) as session:
         yield session
 
@@ -90,11 +100,11 @@ async def stream_progress(session: Any, count: int) -> None:
 
 
 async def _one(kind: str, url: str) -> tuple[float, float]:
-    import httpx2
+    from fsm.harness.sdk import hx
 
     opener = _plain if kind == "plain" else _guarded
     async with (
-        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0)) as http,
+        hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0)) as http,
         opener(url, http) as session,
     ):
         gc.collect()
@@ -110,7 +120,7 @@ async def _one(kind: str, url: str) -> tuple[float, float]:
 
 
 async def _measure(repeats: int) -> dict[str, list[tuple[float, float]]]:
-    from fsm.mcpsdk.server import running_server
+    from fsm.harness.server import running_server
 
     times: dict[str, list[tuple[float, float]]] = {"plain": [], "guarded": []}
     async with running_server() as server:
@@ -136,7 +146,7 @@ async def _long_sessions() -> dict[str, list[float]]:
     import anyio
     import httpx2
 
-    from fsm.mcpsdk.server import running_server
+    from fsm.harness.server import running_server
 
     per_block: dict[str, list[float]] = {"plain": [], "guarded": []}
     async with (
@@ -178,7 +188,7 @@ def long_session() -> None:
                 late[kind] * 1e3,
                 late[kind] / early[kind],
             )
-            for name, kind in (("plain mcp 2.3.0", "plain"), ("guarded", "guarded"))
+            for name, kind in (("plain", "plain"), ("guarded", "guarded"))
         ],
         header=(
             f"one session, {LONG_CALLS:,} one-event calls",
@@ -198,41 +208,94 @@ def long_session() -> None:
     record("e2e_one_event_call_guarded_over_plain", round(short, 3), "ratio")
 
 
+V1_REPEATS = 5
+"""Pairs for mcp 1.x: its 10k-progress call takes some 20 s of wall time, mostly idle (the
+CPU time is a fifth of it), so fewer pairs keep the run bounded; the CPU ratio is the
+figure to read."""
+
+V1_PYTHON = Path(__file__).resolve().parents[1] / ".venv-mcp1" / "bin" / "python"
+"""The mcp 1.x environment ``make test`` makes (1.x and 2.x cannot share one)."""
+
+
+def progress_times(repeats: int = REPEATS) -> dict[str, list[tuple[float, float]]]:
+    """``(wall, cpu)`` of each timed 10k-progress call, per client, on the installed line."""
+    return run_quietly(_measure, repeats)
+
+
+def _v1_times(repeats: int) -> dict[str, list[tuple[float, float]]] | None:
+    """The same measurement on mcp 1.x, in its environment (``None`` without one)."""
+    if not V1_PYTHON.exists():
+        print(f"mcp 1.x: no {V1_PYTHON.parent.parent.name} (make test-mcp1 makes it); skipped")
+        return None
+    out = subprocess.run(
+        [str(V1_PYTHON), "-m", "bench.e2e_bench", "--progress-json", str(repeats)],
+        cwd=V1_PYTHON.parents[2],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    times: dict[str, list[tuple[float, float]]] = json.loads(out.stdout.splitlines()[-1])
+    return times
+
+
 def main(repeats: int = REPEATS) -> dict[str, float]:
-    """Measure, print a table, record the figures; returns them."""
-    times = run_quietly(_measure, repeats)
-    wall = {k: [w for w, _ in v] for k, v in times.items()}
-    cpu = {k: [c for _, c in v] for k, v in times.items()}
-    plain, guarded = statistics.median(wall["plain"]), statistics.median(wall["guarded"])
-    ratio = guarded / plain
-    cpu_ratio = statistics.median(cpu["guarded"]) / statistics.median(cpu["plain"])
-    table(
-        [
-            (
-                name,
-                statistics.median(wall[kind]),
-                min(wall[kind]),
-                max(wall[kind]),
-                statistics.median(cpu[kind]),
-                COUNT / statistics.median(wall[kind]),
+    """Measure both SDK lines (2.x here, 1.x in its environment, one after the other),
+    print one table, record the figures; returns the 2.x ones."""
+    from fsm.harness.sdk import MCP_VERSION
+
+    lines = {f"mcp {MCP_VERSION}": progress_times(repeats)}
+    v1 = _v1_times(min(repeats, V1_REPEATS))
+    if v1 is not None:
+        lines["mcp 1.x"] = v1
+    rows: list[tuple[object, ...]] = []
+    ratios: dict[str, tuple[float, float]] = {}
+    for line, times in lines.items():
+        wall = {k: [w for w, _ in v] for k, v in times.items()}
+        cpu = {k: [c for _, c in v] for k, v in times.items()}
+        for kind in ("plain", "guarded"):
+            rows.append(
+                (
+                    f"{kind} {line}",
+                    statistics.median(wall[kind]),
+                    min(wall[kind]),
+                    max(wall[kind]),
+                    statistics.median(cpu[kind]),
+                    COUNT / statistics.median(wall[kind]),
+                )
             )
-            for name, kind in (("plain mcp 2.3.0", "plain"), ("guarded", "guarded"))
-        ],
+        ratios[line] = (
+            statistics.median(wall["guarded"]) / statistics.median(wall["plain"]),
+            statistics.median(cpu["guarded"]) / statistics.median(cpu["plain"]),
+        )
+    table(
+        rows,
         header=("client (10k progress)", "median s", "min s", "max s", "cpu s", "events/s"),
     )
-    verdict = "meets" if ratio <= TARGET_RATIO else "misses"
-    print(
-        f"guarded / plain = {ratio:.3f} wall ({verdict} the target <= {TARGET_RATIO}), "
-        f"{cpu_ratio:.3f} CPU (server and client share the process; CPU time is the "
-        "figure to trust on a loaded machine)"
-    )
+    for line, (ratio, cpu_ratio) in ratios.items():
+        verdict = "meets" if cpu_ratio <= TARGET_RATIO else "misses"
+        print(
+            f"{line}: guarded / plain = {ratio:.3f} wall, {cpu_ratio:.3f} CPU ({verdict} the "
+            f"target <= {TARGET_RATIO}; server and client share the process, CPU time is "
+            "the figure to trust on a loaded machine)"
+        )
+    main_line = f"mcp {MCP_VERSION}"
+    times = lines[main_line]
+    plain = statistics.median([w for w, _ in times["plain"]])
+    guarded = statistics.median([w for w, _ in times["guarded"]])
+    ratio, cpu_ratio = ratios[main_line]
     record("e2e_plain_10k_progress_s", round(plain, 4), "s")
     record("e2e_guarded_10k_progress_s", round(guarded, 4), "s")
     record("e2e_guarded_over_plain", round(ratio, 4), "ratio")
     record("e2e_guarded_over_plain_cpu", round(cpu_ratio, 4), "ratio")
+    if "mcp 1.x" in ratios:
+        record("e2e_v1_guarded_over_plain", round(ratios["mcp 1.x"][0], 4), "ratio")
+        record("e2e_v1_guarded_over_plain_cpu", round(ratios["mcp 1.x"][1], 4), "ratio")
     long_session()
     return {"plain": plain, "guarded": guarded, "ratio": ratio, "cpu_ratio": cpu_ratio}
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--progress-json"]:  # the 1.x half, run by main() in its venv
+        print(json.dumps(progress_times(int(sys.argv[2]))))
+    else:
+        main()

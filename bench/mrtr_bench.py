@@ -9,7 +9,7 @@ next to the bare cost of building the same events.
 
 ``e2e``: the real test server's ``survey(10)`` tool asks ten distinct questions, one per
 round (10 ``InputRequiredResult`` rounds, 11 requests). The plain SDK driver
-(``Client.call_tool``) and :func:`fsm.mcpsdk.mrtr_adapter.guarded_call_tool` run it
+(``Client.call_tool``) and :func:`fsm.adapters.mrtr.guarded_call_tool` run it
 interleaved, ``CALLS`` calls per sample, ``REPEATS`` samples each, on 127.0.0.1 with
 server and client in one process and loop; the figure is the ratio of median process CPU
 time (target <= 1.05), with wall time alongside.
@@ -83,8 +83,8 @@ async def _e2e(repeats: int) -> dict[str, list[tuple[float, float]]]:
     from mcp.client.client import Client
     from mcp.client.session import ClientRequestContext
 
-    from fsm.mcpsdk.mrtr_adapter import guarded_call_tool
-    from fsm.mcpsdk.mrtr_server import running_mrtr_server
+    from fsm.adapters.mrtr import guarded_call_tool
+    from fsm.harness.mrtr_server import running_mrtr_server
 
     async def user(
         context: ClientRequestContext, params: types.ElicitRequestParams

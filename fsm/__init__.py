@@ -4,8 +4,9 @@ The core is sans-IO and imports only ``transitions``: declarations (:mod:`fsm.sp
 :mod:`fsm.machines`), their two runtimes (:mod:`fsm.runtime`, :mod:`fsm.tables`), the
 guard that clients embed (:mod:`fsm.guard`) with its events, actions, outcome table
 and errors. The model checker is :mod:`fsm.checker`; the optional extras are
-:mod:`fsm.render` (diagrams) and :mod:`fsm.mcpsdk` (the official ``mcp`` SDK); the
-conformance kit :mod:`fsm.testing` needs the ``testing`` extra (``hypothesis``).
+:mod:`fsm.render` (diagrams), :mod:`fsm.adapters` (the official ``mcp`` SDK's clients)
+and :mod:`fsm.harness` (a real loopback server, proxy and scenarios); the conformance kit
+:mod:`fsm.testing` needs the ``testing`` extra (``hypothesis``).
 """
 
 from fsm import actions, events

@@ -111,7 +111,11 @@ def _model_diagrams() -> None:
         return produce
 
     register("guarded-product", product)
-    for file, name in (("seed_incident", "seed-incident"), ("mcp_sdk_2_3", "mcp-sdk-2.3.0")):
+    for file, name in (
+        ("seed_incident", "seed-incident"),
+        ("mcp_sdk_2_3", "mcp-sdk-2.3.0"),
+        ("mcp_sdk_1_x", "mcp-sdk-1.x"),
+    ):
         for prop in m.model_named(file, name).expected_violations:
             register(f"cex-{name}-{prop.lower()}", counterexample(file, name, prop))
     # The MRTR era: the measured driver re-prompting a re-asking tool's question, and

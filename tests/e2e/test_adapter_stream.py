@@ -4,7 +4,7 @@ chunks, the SDK gets the same events and the guard the same observations.
 A call stream mixing what the hot path reads without a parse (plain notifications) with
 everything it must leave to the parser (requests, a replayed duplicate, a cancellation,
 nested, non-ASCII or malformed params, an escaped key, comments, a ``retry:`` event, LF and CRLF
-line ends) is fed through :class:`fsm.mcpsdk.adapter._GuardedBody` one event per chunk,
+line ends) is fed through :class:`fsm.adapters.core._GuardedBody` one event per chunk,
 all in one chunk, one byte per chunk and in random cuts. What the SDK's own SSE parser
 reads from the output, the guard's observations and its requests must not depend on the
 cut; unchanged chunks must pass through as the very bytes received.
@@ -23,8 +23,9 @@ from sse_bodies import ScriptedBody, sse_event
 
 from fsm import events as ev
 from fsm import properties as P
+from fsm.adapters import core as adapter
+from fsm.adapters.mcp2 import BINDING
 from fsm.guard import Guard
-from fsm.mcpsdk import adapter
 from fsm.messages import is_plain_notification
 from fsm.observe import ObservedGuard
 
@@ -90,12 +91,14 @@ async def _run(chunks: list[bytes]) -> tuple[list[bytes], ObservedGuard]:
     assert b"".join(chunks) == WIRE
     observed = ObservedGuard(Guard(clock=lambda: 0.0))
     async with anyio.create_task_group() as tg:
-        engine = adapter._Engine(observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp")
+        engine = adapter._Engine(
+            observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING
+        )
         engine.session = SESSION
         engine.feed(ev.SessionStarted(SESSION))
         engine.feed(ev.StreamOpened(STREAM, ORIGIN))
         tee = adapter._Tee()
-        body = adapter._GuardedBody(engine, STREAM, ORIGIN, None, _Response(chunks), tee)  # type: ignore[arg-type]
+        body = engine.bound.body(engine, STREAM, ORIGIN, None, _Response(chunks), tee)
         out = [piece async for piece in body]
         engine.flush()
         engine.close()

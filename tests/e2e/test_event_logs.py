@@ -16,8 +16,8 @@ import pytest
 
 from fsm import properties as P
 from fsm import trace
-from fsm.mcpsdk.adapter import GuardedSession
-from fsm.mcpsdk.scenarios import (
+from fsm.adapters.mcp2 import GuardedSession
+from fsm.harness.scenarios import (
     SCENARIOS,
     ScenarioResult,
     capturing_guarded_client,

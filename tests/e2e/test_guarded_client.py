@@ -1,9 +1,9 @@
 """The guarded client side by side with the plain mcp 2.3.0 client, scenario by scenario.
 
-Each test runs one scenario of :mod:`fsm.mcpsdk.scenarios` twice against a fresh real
-server behind the fault proxy: once with :func:`~fsm.mcpsdk.scenarios.plain_client`, once
-with :func:`~fsm.mcpsdk.scenarios.guarded_client` (the same SDK client wrapped by
-:func:`fsm.mcpsdk.adapter.guarded_session`). Faults are driven by explicit commands and
+Each test runs one scenario of :mod:`fsm.harness.scenarios` twice against a fresh real
+server behind the fault proxy: once with :func:`~fsm.harness.scenarios.plain_client`, once
+with :func:`~fsm.harness.scenarios.guarded_client` (the same SDK client wrapped by
+:func:`fsm.adapters.mcp2.guarded_session`). Faults are driven by explicit commands and
 every wait is on observed traffic; nothing sleeps to synchronise.
 """
 
@@ -20,6 +20,7 @@ from mcp import MCPError
 from sse_bodies import ScriptedBody, sse_event
 
 from fsm import properties as P
+from fsm.adapters.mcp2 import guarded_session
 from fsm.errors import (
     ResumeBudgetSpentError,
     StaleRequestError,
@@ -27,9 +28,8 @@ from fsm.errors import (
     UnknownPendingRequestError,
 )
 from fsm.guard import GuardConfig
-from fsm.mcpsdk.adapter import guarded_session
-from fsm.mcpsdk.proxy import ConnectionFault, HttpFault, is_resume_get
-from fsm.mcpsdk.scenarios import (
+from fsm.harness.proxy import ConnectionFault, HttpFault, is_resume_get
+from fsm.harness.scenarios import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,
     Rig,

@@ -15,9 +15,9 @@ from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
 from fsm import actions as act
+from fsm.adapters.mrtr import guarded_call_tool
 from fsm.errors import InteractionFailed, QuestionReaskedError, RequestStateExpiredError
-from fsm.mcpsdk.mrtr_adapter import guarded_call_tool
-from fsm.mcpsdk.mrtr_server import MrtrServer, running_mrtr_server
+from fsm.harness.mrtr_server import MrtrServer, running_mrtr_server
 from fsm.mrtr import MrtrAction, MrtrConfig, Retry
 
 pytestmark = pytest.mark.anyio
@@ -169,7 +169,7 @@ async def test_state_only_rounds_back_off_and_complete(server: MrtrServer) -> No
 
 
 async def test_the_demo_scene_shows_plain_and_guarded_side_by_side() -> None:
-    from fsm.mcpsdk import mrtr_demo
+    from fsm.harness import mrtr_demo
 
     report = await mrtr_demo.scene()
     assert report["re-asking tool"]["plain"]["prompts"] == 2

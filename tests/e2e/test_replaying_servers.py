@@ -48,12 +48,12 @@ from mcp.types.jsonrpc import JSONRPCMessage, JSONRPCNotification, JSONRPCRespon
 
 from fsm import actions as act
 from fsm import events as ev
+from fsm.adapters import core as adapter
+from fsm.adapters.mcp2 import GuardedSession, guarded_session
 from fsm.errors import ResumeBudgetSpentError
 from fsm.guard import GuardConfig
-from fsm.mcpsdk import adapter
-from fsm.mcpsdk.adapter import GuardedSession, guarded_session
-from fsm.mcpsdk.proxy import Exchange, HttpFault, TrafficEvent, is_resume_get
-from fsm.mcpsdk.scenarios import (
+from fsm.harness.proxy import Exchange, HttpFault, TrafficEvent, is_resume_get
+from fsm.harness.scenarios import (
     GUARDED_SCENARIO_CONFIG_KW,
     PresentationRequest,
     Rig,

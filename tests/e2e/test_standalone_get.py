@@ -18,13 +18,13 @@ from mcp import types
 from mcp.client.session import ClientRequestContext
 
 from fsm import properties as P
+from fsm.adapters.mcp2 import guarded_session
 from fsm.audit import audit_text
 from fsm.errors import ResumeBudgetSpentError
 from fsm.events import standalone_stream
 from fsm.guard import GuardConfig
-from fsm.mcpsdk.adapter import guarded_session
-from fsm.mcpsdk.proxy import Exchange, TrafficEvent
-from fsm.mcpsdk.scenarios import GUARDED_SCENARIO_CONFIG_KW, PresentationRequest, Rig
+from fsm.harness.proxy import Exchange, TrafficEvent
+from fsm.harness.scenarios import GUARDED_SCENARIO_CONFIG_KW, PresentationRequest, Rig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 

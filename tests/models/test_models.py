@@ -32,6 +32,7 @@ MODEL_FILES = (
     "guarded_replay.py",
     "seed_incident.py",
     "mcp_sdk_2_3.py",
+    "mcp_sdk_1_x.py",
 )
 
 PINNED: dict[str, tuple[int, int]] = {
@@ -97,6 +98,7 @@ PINNED: dict[str, tuple[int, int]] = {
     "window-only": (1126, 3014),
     "seed-incident": (168, 303),
     "mcp-sdk-2.3.0": (501, 1116),
+    "mcp-sdk-1.x": (1653, 3248),
 }
 
 # (steps, loop_start) of each expected shortest counterexample.
@@ -110,6 +112,9 @@ SHORTEST = {
         "L1": (12, 8),
     },
     "mcp-sdk-2.3.0": {"P2": (10, None), "P7": (8, None)},
+    # the duplicate presented after the first answer; the stale cursor; a POST stream
+    # cut before its first event id: not resumed, no outcome (a hang)
+    "mcp-sdk-1.x": {"P2": (11, None), "P7": (8, None), "P5-quiescent": (4, None)},
     # a fresh GET tracked under the name of the one that ended: open, cut, open, cut
     "one name for every fresh GET": {"P5": (4, None)},
     "window-only": {"P7": (9, None), "L1": (9, 4)},

@@ -66,10 +66,16 @@ CEX = [name for name in PRODUCERS if name.startswith("cex-")]
 
 def _source(diagram: str) -> tuple[str, str, str]:
     """The model file, model name and property a counterexample diagram shows."""
+    for file, name in (
+        ("seed_incident", "seed-incident"),
+        ("mcp_sdk_2_3", "mcp-sdk-2.3.0"),
+        ("mcp_sdk_1_x", "mcp-sdk-1.x"),
+    ):
+        rest = diagram.removeprefix(f"cex-{name}-")
+        if rest != diagram and not rest.startswith("mrtr-"):
+            props = m.model_named(file, name).expected_violations
+            return file, name, next(p for p in props if p.lower() == rest)
     stem, prop = diagram.removeprefix("cex-").rsplit("-", 1)
-    for file, name in (("seed_incident", "seed-incident"), ("mcp_sdk_2_3", "mcp-sdk-2.3.0")):
-        if stem == name:
-            return file, name, prop.upper()
     variant = stem.removeprefix("mcp-sdk-2.3.0-mrtr-")
     return "mcp_sdk_2_3_mrtr", f"mcp-sdk-2.3.0-mrtr[{variant}]", prop.upper()
 

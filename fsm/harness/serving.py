@@ -1,7 +1,7 @@
 """Serve an ASGI app with uvicorn on an already-bound socket, in this event loop.
 
-Shared by the test servers of both protocol eras (:mod:`fsm.mcpsdk.server`,
-:mod:`fsm.mcpsdk.mrtr_server`). asyncio only (uvicorn).
+Shared by the test servers of both protocol eras (:mod:`fsm.harness.server`,
+:mod:`fsm.harness.mrtr_server`). asyncio only (uvicorn).
 """
 
 from __future__ import annotations

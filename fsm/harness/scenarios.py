@@ -1,7 +1,7 @@
 """Deterministic end-to-end scenarios: a client behind a fault proxy, against the harness server.
 
-Each scenario starts a fresh :func:`~fsm.mcpsdk.server.running_server` and
-:class:`~fsm.mcpsdk.proxy.FaultProxy`, opens a client through a **client factory**, calls the
+Each scenario starts a fresh :func:`~fsm.harness.server.running_server` and
+:class:`~fsm.harness.proxy.FaultProxy`, opens a client through a **client factory**, calls the
 destructive ``delete_files`` tool, drives faults by explicit command (cuts, held resumes,
 deadline fired now, failed answer POSTs, session expiry) and synchronises on observed
 traffic, never on sleeps.  The result is a :class:`ScenarioResult`.
@@ -14,7 +14,8 @@ manager** that yields a :class:`ScenarioClient`:
 - ``env.url``: the MCP endpoint to connect to (the proxy; protocol 2025-11-25 over the legacy
   streamable-HTTP transport, i.e. ``ClientSession`` over ``streamable_http_client``, not
   ``Client(url)`` whose default negotiates 2026-07-28 and has no server->client requests);
-- ``env.http_client``: the ``httpx2.AsyncClient`` to use for **all** HTTP (pass it to
+- ``env.http_client``: the ``AsyncClient`` of the SDK's HTTP library (``httpx2`` for mcp
+  2.x, ``httpx`` for 1.x) to use for **all** HTTP (pass it to
   ``streamable_http_client(url, http_client=...)`` or use it directly); do not create
   another one;
 - ``env.on_present``: ``async (PresentationRequest) -> ElicitAnswer``.  Call it exactly when
@@ -24,7 +25,7 @@ manager** that yields a :class:`ScenarioClient`:
 - ``env.session_id()``: the current MCP session id seen on the wire (convenience for
   clients that do not track it themselves).
 
-To observe answer-POST outcomes (mcp 2.3.0 hides them) a client may add httpx2 event hooks
+To observe answer-POST outcomes (the SDK hides them) a client may add event hooks
 to ``env.http_client`` (``env.http_client.event_hooks = {...}``); the default rig is fresh
 per scenario, so nothing leaks into the next one.
 
@@ -83,15 +84,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
-import httpx2
 from anyio.abc import TaskGroup
 from mcp import ClientSession, types
-from mcp.client.session import ClientRequestContext
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server.streamable_http import EventStore
 
-from fsm.mcpsdk.proxy import ConnectionFault, Exchange, FaultProxy, TrafficEvent, is_resume_get
-from fsm.mcpsdk.server import RunningServer, ServerController, ServerEvent, running_server
+from fsm.harness.proxy import ConnectionFault, Exchange, FaultProxy, TrafficEvent, is_resume_get
+from fsm.harness.sdk import MCP_MAJOR, hx, open_client_streams
+from fsm.harness.server import RunningServer, ServerController, ServerEvent, running_server
 
 __all__ = [
     "CONFIRM",
@@ -153,7 +152,7 @@ class ClientEnv:
     """What a client factory receives (see the module docstring)."""
 
     url: str
-    http_client: httpx2.AsyncClient
+    http_client: Any  # an hx.AsyncClient (httpx2 for mcp 2.x, httpx for 1.x)
     on_present: PresentFn
     session_id: Callable[[], str | None]
 
@@ -178,25 +177,35 @@ class _PlainClient:
         return await self.session.list_tools()
 
 
-@contextlib.asynccontextmanager
-async def plain_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
-    """The unmodified mcp 2.3.0 client: ``ClientSession`` over ``streamable_http_client``.
+def _presenting_callback(env: ClientEnv) -> Any:
+    """The elicitation callback both factories give the SDK: present every request it is
+    handed to ``env.on_present`` (the user) and return the answer."""
 
-    Its elicitation callback presents every ``elicitation/create`` it is handed (the SDK
-    dispatcher does not de-duplicate replays) and returns the user's answer.
-    """
-
-    async def on_elicit(
-        context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        schema = getattr(params, "requested_schema", None)
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        schema = getattr(params, "requested_schema", None) or getattr(
+            params, "requestedSchema", None
+        )
         answer = await env.on_present(
             PresentationRequest(env.session_id(), context.request_id, params.message, schema)
         )
         return types.ElicitResult(action=answer.action, content=answer.content)
 
+    return on_elicit
+
+
+@contextlib.asynccontextmanager
+async def plain_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
+    """The unmodified mcp client (the installed line): ``ClientSession`` over
+    ``streamable_http_client``.
+
+    Its elicitation callback presents every ``elicitation/create`` it is handed (the SDK
+    dispatcher does not de-duplicate replays) and returns the user's answer.
+    """
+
+    on_elicit = _presenting_callback(env)
+
     async with (
-        streamable_http_client(env.url, http_client=env.http_client) as (read, write),
+        open_client_streams(env.url, env.http_client) as (read, write),
         ClientSession(read, write, elicitation_callback=on_elicit) as session,
     ):
         await session.initialize()
@@ -223,22 +232,19 @@ class _GuardedScenarioClient:
 
 @contextlib.asynccontextmanager
 async def guarded_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
-    """The same mcp 2.3.0 client wrapped by :func:`fsm.mcpsdk.adapter.guarded_session`.
+    """The same client wrapped by the installed line's adapter
+    (:func:`fsm.adapters.mcp2.guarded_session`, or :func:`fsm.adapters.mcp1.guarded_session`).
 
-    The yielded object also has ``session`` (the :class:`~fsm.mcpsdk.adapter.GuardedSession`,
+    The yielded object also has ``session`` (the :class:`~fsm.adapters.mcp2.GuardedSession`,
     for its event log and violations).
     """
+    if MCP_MAJOR >= 2:
+        from fsm.adapters.mcp2 import guarded_session
+    else:
+        from fsm.adapters.mcp1 import guarded_session
     from fsm.guard import GuardConfig
-    from fsm.mcpsdk.adapter import guarded_session
 
-    async def on_elicit(
-        context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        schema = getattr(params, "requested_schema", None)
-        answer = await env.on_present(
-            PresentationRequest(env.session_id(), context.request_id, params.message, schema)
-        )
-        return types.ElicitResult(action=answer.action, content=answer.content)
+    on_elicit = _presenting_callback(env)
 
     async with guarded_session(
         env.url,
@@ -355,9 +361,10 @@ class Outcome:
         if isinstance(result, str):
             return cls("result", result)
         texts = [getattr(c, "text", "") for c in getattr(result, "content", []) or []]
-        return cls(
-            "result", "\n".join(t for t in texts if t), bool(getattr(result, "isError", False))
-        )
+        flag = getattr(result, "is_error", None)  # 2.x and fastmcp; 1.x: isError
+        if flag is None:
+            flag = getattr(result, "isError", False)
+        return cls("result", "\n".join(t for t in texts if t), bool(flag))
 
     @classmethod
     def of_exception(cls, exc: BaseException) -> Outcome:
@@ -436,7 +443,7 @@ class Rig:
 
     server: RunningServer
     proxy: FaultProxy
-    http: httpx2.AsyncClient
+    http: Any  # an hx.AsyncClient
     user: User
 
     @property
@@ -494,12 +501,12 @@ async def open_rig(
     retry_interval_ms: int = 50,
 ) -> AsyncIterator[Rig]:
     """Server + proxy + HTTP client + user, all on 127.0.0.1; torn down on exit.
-    ``event_store``: as :func:`~fsm.mcpsdk.server.running_server` takes it (a store
+    ``event_store``: as :func:`~fsm.harness.server.running_server` takes it (a store
     instance is shared by every session)."""
     async with (
         running_server(event_store=event_store, retry_interval_ms=retry_interval_ms) as server,
         FaultProxy(server.url) as proxy,
-        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0)) as http,
+        hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0)) as http,
     ):
         yield Rig(server, proxy, http, User())
 
@@ -800,7 +807,7 @@ async def run_progress_stream(count: int = 10_000, *, through_proxy: bool = True
                 all_received.set()
 
         async with (
-            streamable_http_client(url, http_client=rig.http) as (read, write),
+            open_client_streams(url, rig.http) as (read, write),
             ClientSession(read, write) as session,
         ):
             await session.initialize()

@@ -1,6 +1,6 @@
 """The demo's second scene: protocol 2026-07-28, plain ``Client.call_tool`` vs
-:func:`fsm.mcpsdk.mrtr_adapter.guarded_call_tool`, against a real mcp 2.3.0 server on
-127.0.0.1 (:mod:`fsm.mcpsdk.mrtr_server`). Three cases, each run once per side:
+:func:`fsm.adapters.mrtr.guarded_call_tool`, against a real mcp 2.3.0 server on
+127.0.0.1 (:mod:`fsm.harness.mrtr_server`). Three cases, each run once per side:
 
 * ``re-asking tool``: the tool asks the same question again after it was answered;
 * ``late answer``: the user answers after the state's TTL (the server's states expire
@@ -21,8 +21,8 @@ from mcp.client.client import Client
 from mcp.client.session import ClientRequestContext
 
 from fsm import actions as act
-from fsm.mcpsdk.mrtr_adapter import guarded_call_tool
-from fsm.mcpsdk.mrtr_server import MrtrServer, running_mrtr_server
+from fsm.adapters.mrtr import guarded_call_tool
+from fsm.harness.mrtr_server import MrtrServer, running_mrtr_server
 from fsm.mrtr import MrtrAction
 
 CASES: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -98,7 +98,7 @@ def table(report: dict[str, Any]) -> str:
     width = 54
     lines = [
         "scene 2: protocol 2026-07-28 (input rounds, sealed requestState)",
-        f"{'':<16}{'plain mcp 2.3.0 Client.call_tool':<{width}}guarded (fsm.mcpsdk.mrtr_adapter)",
+        f"{'':<16}{'plain mcp 2.3.0 Client.call_tool':<{width}}guarded (fsm.adapters.mrtr)",
         "-" * (16 + 2 * width),
     ]
     for case, sides in report.items():

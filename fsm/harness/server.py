@@ -1,4 +1,4 @@
-"""An in-process mcp 2.3.0 streamable-HTTP server for end-to-end tests and the demo.
+"""An in-process mcp streamable-HTTP server (1.x or 2.x) for end-to-end tests and the demo.
 
 What it offers (protocol 2025-11-25 over the legacy, session-ful streamable HTTP transport):
 
@@ -33,7 +33,7 @@ What it offers (protocol 2025-11-25 over the legacy, session-ful streamable HTTP
   :class:`SharedEventStore` (the SDK example's behaviour: one store for every session, keyed
   by stream id only, so replays leak across sessions, for hostile-input tests).
 
-Ordering guarantee for the proxy: requests forwarded by :class:`fsm.mcpsdk.proxy.FaultProxy`
+Ordering guarantee for the proxy: requests forwarded by :class:`fsm.harness.proxy.FaultProxy`
 carry ``x-fsm-exchange`` (their exchange id) and ``x-fsm-after-cut`` (ids of exchanges the
 proxy has cut).  The harness middleware holds such a request until every listed exchange
 has finished on the server side (bounded by ``order_timeout``).  Without it a resume ``GET``
@@ -41,15 +41,17 @@ could overtake the server's clean-up of the connection just cut and find the req
 still attached (the SDK then replays and ends the GET instead of attaching the live tail),
 which would make the scenarios depend on machine speed.
 
-Limits: a test server, not a production one.  It relies on two private details of mcp
-2.3.0 (``ServerSession._request_outbound`` for the silent deadline and the session
-manager's ``_admit_session``/``_server_instances`` for per-session stores and expiry), which
-is why the extra pins ``mcp==2.3.0``.
+Limits: a test server, not a production one.  It relies on private details of the mcp server
+that every supported release shares (2.x: ``ServerSession._request_outbound`` for the silent
+deadline; 1.x: ``BaseSession._request_id`` to name the elicitation a courtesy cancel is for;
+both: the session manager's ``_server_instances``/``_session_owners`` tables for
+per-session stores and expiry), which is why each supported release is tested.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import logging
 import socket
@@ -57,11 +59,10 @@ import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import anyio
 from mcp import types
-from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import (
     GET_STREAM_KEY,
     EventCallback,
@@ -71,12 +72,22 @@ from mcp.server.streamable_http import (
     StreamId,
 )
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import ServerMessageMetadata
-from mcp.types.jsonrpc import JSONRPCMessage
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from fsm.mcpsdk.serving import serving
+from fsm.harness.sdk import MCP_MAJOR, request_headers, server_class
+from fsm.harness.serving import serving
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+DEPRECATION: type[Warning] = getattr(
+    importlib.import_module("mcp.shared.exceptions"), "MCPDeprecationWarning", DeprecationWarning
+)
+"""2.x's warning for calls deprecated in 2026-07-28 (1.x has none: any DeprecationWarning)."""
+JSONRPCMessage = Any  # mcp.types.JSONRPCMessage: its module differs between 1.x and 2.x
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
+else:  # the tool context class the server recognises by annotation: 2.x's or 1.x's
+    _, Context = server_class()
 
 __all__ = [
     "DeadlineFlavour",
@@ -400,7 +411,13 @@ class ServerController:
         transport = manager._server_instances.get(session_id)
         if transport is None:
             return
-        await manager._discard_session(session_id, transport)
+        # what the manager does for a DELETE or an idle timeout, in every release: forget
+        # the id first (404 from now on), then terminate the transport
+        manager._server_instances.pop(session_id, None)
+        getattr(manager, "_session_owners", {}).pop(session_id, None)  # not in every release
+        if not transport.is_terminated:
+            with anyio.CancelScope(shield=True):
+                await transport.terminate()
         if isinstance(self.store, SessionScopedEventStore):
             self.store.forget_session(session_id)
         self.record("session_expired", session_id)
@@ -496,8 +513,7 @@ class _HarnessMiddleware:
 
 
 def _session_of(ctx: Context) -> str:
-    headers = ctx.headers or {}
-    return str(headers.get("mcp-session-id", ""))
+    return str(request_headers(ctx).get("mcp-session-id", ""))
 
 
 @contextlib.contextmanager
@@ -514,13 +530,30 @@ def _logging_untouched() -> Iterator[None]:
         root.handlers[:] = handlers
 
 
-def build_server(controller: ServerController, *, name: str = "fsm-harness") -> MCPServer:
-    """The MCPServer with the harness tools, wired to ``controller``. Building it leaves
-    the process's logging configuration as it was."""
+def build_server(
+    controller: ServerController,
+    *,
+    name: str = "fsm-harness",
+    event_store: EventStore | None = None,
+    retry_interval_ms: int | None = None,
+) -> Any:
+    """The SDK's server (``MCPServer``; ``FastMCP`` on 1.x) with the harness tools, wired to
+    ``controller`` (1.x takes the event store and ``retry:`` here, 2.x in its app).
+    Building it leaves the process's logging configuration as it was."""
+    server_cls, _ = server_class()
     with _logging_untouched():
-        mcp = MCPServer(name, log_level="WARNING")
+        if MCP_MAJOR >= 2:
+            mcp = server_cls(name, log_level="WARNING")
+        else:
+            mcp = server_cls(
+                name,
+                event_store=event_store,
+                retry_interval=retry_interval_ms,
+                log_level="WARNING",
+            )
+    tool = cast(Callable[[_F], _F], mcp.tool())
 
-    @mcp.tool()
+    @tool
     async def delete_files(
         ctx: Context,
         files: list[str] | None = None,
@@ -547,12 +580,12 @@ def build_server(controller: ServerController, *, name: str = "fsm-harness") -> 
             p._settled.set()
             controller._notify()
 
-    @mcp.tool()
+    @tool
     async def ping() -> str:
         """Return ``"pong"`` (a round trip the scenarios use as a barrier)."""
         return "pong"
 
-    @mcp.tool()
+    @tool
     async def stream_progress(ctx: Context, count: int = 10_000) -> str:
         """Emit ``count`` progress notifications on this call's stream, then return."""
         for i in range(count):
@@ -560,12 +593,12 @@ def build_server(controller: ServerController, *, name: str = "fsm-harness") -> 
         controller.record("progress_done", _session_of(ctx), str(ctx.request_id), count=count)
         return f"streamed {count}"
 
-    @mcp.tool()
+    @tool
     async def announce(ctx: Context, count: int = 1, text: str = "announcement") -> str:
         """Send ``count`` log messages related to no request (the standalone GET stream)."""
         for i in range(count):
             with warnings.catch_warnings():  # deprecated for 2026-07-28, not for this protocol
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                warnings.simplefilter("ignore", DEPRECATION)
                 await ctx.session.send_log_message("info", f"{text} {i + 1}", logger=name)
         controller.record("announced", _session_of(ctx), str(ctx.request_id), count=count)
         return f"announced {count}"
@@ -585,7 +618,9 @@ async def _confirm_and_delete(
     if not p._go.is_set():
         controller.record("elicit_gated", sid, rid)
         await p._go.wait()
-    params = types.ElicitRequestFormParams(message=p.message, requested_schema=CONFIRM_SCHEMA)
+    params = types.ElicitRequestFormParams.model_validate(
+        {"mode": "form", "message": p.message, "requestedSchema": CONFIRM_SCHEMA}
+    )
     result: types.ElicitResult | None = None
     error: str | None = None
     async with anyio.create_task_group() as timers:
@@ -605,7 +640,9 @@ async def _confirm_and_delete(
             if p._fire.is_set():
                 scope.cancel()
             try:
-                if p.flavour == "cancel":
+                if MCP_MAJOR < 2:
+                    result = await _elicit_v1(ctx, p, params)
+                elif p.flavour == "cancel":
                     result = await ctx.session.send_request(
                         types.ElicitRequest(params=params),
                         types.ElicitResult,
@@ -646,6 +683,35 @@ async def _confirm_and_delete(
     return text
 
 
+async def _elicit_v1(ctx: Context, p: PendingElicitation, params: Any) -> Any:
+    """mcp 1.x: ``send_request`` abandoned by cancellation sends nothing (the silent
+    deadline as the SDK does it); the ``cancel`` flavour then sends the courtesy
+    ``notifications/cancelled`` itself, on the tool call's stream."""
+    session, v1 = ctx.session, cast(Any, types)  # types is typed as 2.x's
+    elicit_id = session._request_id  # the id send_request is about to use
+    try:
+        return await session.send_request(
+            v1.ServerRequest(v1.ElicitRequest(method="elicitation/create", params=params)),
+            v1.ElicitResult,
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+    except anyio.get_cancelled_exc_class():
+        if p.flavour == "cancel":
+            with anyio.CancelScope(shield=True):
+                await session.send_notification(
+                    v1.ServerNotification(
+                        v1.CancelledNotification(
+                            method="notifications/cancelled",
+                            params=v1.CancelledNotificationParams(
+                                requestId=elicit_id, reason="caller cancelled"
+                            ),
+                        )
+                    ),
+                    related_request_id=ctx.request_id,
+                )
+        raise
+
+
 # --------------------------------------------------------------------------- app + runner
 
 
@@ -664,7 +730,6 @@ def build_app(
     instance (used as given, shared by all sessions).  ``retry_interval_ms`` is the SSE
     ``retry:`` the server advertises in priming events (the client's reconnect delay).
     """
-    mcp = build_server(controller)
     store: EventStore | None
     if event_store == "scoped":
         store = SessionScopedEventStore(on_store=controller._on_store)
@@ -675,11 +740,14 @@ def build_app(
     else:
         assert not isinstance(event_store, str)
         store = event_store
-    app = mcp.streamable_http_app(
-        event_store=store,
-        retry_interval=retry_interval_ms,
-        session_idle_timeout=session_idle_timeout,
-    )
+    mcp = build_server(controller, event_store=store, retry_interval_ms=retry_interval_ms)
+    if MCP_MAJOR >= 2:
+        extra: dict[str, Any] = {}
+        if session_idle_timeout is not None:  # a keyword of mcp 2.2 on
+            extra["session_idle_timeout"] = session_idle_timeout
+        app = mcp.streamable_http_app(event_store=store, retry_interval=retry_interval_ms, **extra)
+    else:
+        app = mcp.streamable_http_app()
     manager = mcp.session_manager
     controller.manager = manager
     controller.store = store
@@ -688,18 +756,27 @@ def build_app(
     return _HarnessMiddleware(app, controller, order_timeout)
 
 
+class _Sessions(dict[str, Any]):
+    """The manager's session table, giving each new session's transport its own store view.
+
+    Every SDK release registers a new session's transport in ``_server_instances`` before
+    the transport handles its first request (stores nothing before that), so hooking the
+    table's insertion works whatever the manager's internals around it look like.
+    """
+
+    def __init__(self, store: SessionScopedEventStore, *args: Any) -> None:
+        super().__init__(*args)
+        self._store = store
+
+    def __setitem__(self, session_id: str, transport: Any) -> None:
+        transport._event_store = self._store.for_session(session_id)
+        super().__setitem__(session_id, transport)
+
+
 def _install_scoped_views(
     manager: StreamableHTTPSessionManager, store: SessionScopedEventStore
 ) -> None:
-    admit = manager._admit_session
-
-    def admit_scoped(requestor: Any) -> Any:
-        transport = admit(requestor)
-        if transport is not None and transport.mcp_session_id is not None:
-            transport._event_store = store.for_session(transport.mcp_session_id)
-        return transport
-
-    setattr(manager, "_admit_session", admit_scoped)  # noqa: B010 (instance-level override)
+    manager._server_instances = _Sessions(store, manager._server_instances)
 
 
 @dataclass

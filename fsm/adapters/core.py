@@ -1,4 +1,5 @@
-"""Guard an unmodified mcp 2.3.0 client: ``guarded_session(url, ...)``.
+"""The guarded-transport core both SDK adapters share (:mod:`fsm.adapters.mcp2`,
+:mod:`fsm.adapters.mcp1`).
 
 An application that already talks to a server with ``ClientSession`` over
 ``streamable_http_client`` swaps two lines::
@@ -7,12 +8,17 @@ An application that already talks to a server with ``ClientSession`` over
         result = await session.call_tool("delete_files", {"files": [...]})
 
 and gets the guard's decisions (:mod:`fsm.guard`) on every inbound message, every answer and
-every resume, plus one typed terminal error per failed interaction.
+every resume, plus one typed terminal error per failed interaction. This module is what the
+two SDK lines share: SSE teeing, resume splicing, answer submission, the typed error, the
+event log. What differs between them (the HTTP library's types: ``httpx2`` for mcp 2.x,
+``httpx`` for 1.x; how the SDK's transport is opened) is an :class:`SdkBinding`; the core's
+classes are bound to the library's base classes by :func:`bind`. Nothing the guard decides
+depends on the SDK line.
 
 How it works (public seams only)
 --------------------------------
-The SDK's ``streamable_http_client`` is given an ``httpx2.AsyncClient`` whose transport is
-:class:`GuardedTransport`. That transport forwards every HTTP request through the
+The SDK's ``streamable_http_client`` is given an ``AsyncClient`` of its HTTP library whose
+transport is :class:`GuardedTransport`. That transport forwards every HTTP request through the
 application's own ``http_client`` (``AsyncClient.send(..., stream=True)``: its hooks, auth
 and timeouts apply) and sits between the wire and the SDK:
 
@@ -65,7 +71,7 @@ and timeouts apply) and sits between the wire and the SDK:
 
 What it cannot see or fix
 -------------------------
-* **Replay flag.** mcp 2.3.0 servers send no "replayed" marker: every event arriving on a
+* **Replay flag.** mcp servers (1.x and 2.x) send no "replayed" marker: every event arriving on a
   resumed connection is taken as a replay (the guard's conservative inference). A live
   request first delivered on a resumed connection is still presented (it is new); only a
   *repeated* delivery past its client-side deadline is judged stale.
@@ -95,9 +101,10 @@ What it cannot see or fix
   delivered (a fresh GET carries only live messages). Given up after event ids, the
   SDK's resume GET (with its own cursor) is refused locally with 405 and, after two
   refusals, the SDK stops: later server-initiated messages are lost for the session.
-* Version pin: the behaviour relied on (the SDK reading the body incrementally, resolving
-  a request on an SSE JSON-RPC response, answering via a POST whose status it ignores) is
-  that of mcp 2.3.0; :func:`check_sdk_version` refuses other versions unless told not to.
+* **Versions.** The behaviour relied on (the SDK reading the body incrementally, resolving
+  a request on an SSE JSON-RPC response, answering via a POST) is not a documented
+  contract: each binding states the releases it accepts (:mod:`fsm.adapters.sdkversion`),
+  every release in the range is tested, and others are refused unless told not to.
 """
 
 from __future__ import annotations
@@ -110,21 +117,18 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from importlib import metadata
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import anyio
-import httpx2
 from anyio.abc import TaskGroup
-from mcp import ClientSession, types
-from mcp.client.session import ClientRequestContext, ElicitationFnT
-from mcp.client.streamable_http import streamable_http_client
 
 from fsm import actions as act
 from fsm import events as ev
 from fsm import trace
+from fsm.adapters.sdkversion import SdkRange, check_sdk_version
 from fsm.errors import InteractionFailed, RequestKey, SessionExpiredError
 from fsm.events import standalone_stream
 from fsm.guard import Guard, GuardConfig
@@ -134,32 +138,64 @@ from fsm.outcomes import SubmissionResult
 from fsm.properties import EventSeen, Observation, Violation
 
 __all__ = [
-    "SUPPORTED_SDK",
+    "Bound",
+    "GuardedConnection",
     "GuardedSession",
     "GuardedTransport",
-    "check_sdk_version",
-    "guarded_session",
+    "SdkBinding",
+    "bind",
+    "open_guarded_connection",
+    "open_guarded_session",
+    "sdk_streams",
 ]
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_SDK = "2.3.0"
-"""The mcp version whose behaviour this adapter was written against and tested with."""
+_T = TypeVar("_T")
 
 _LOCAL_HEADER = "x-fsm-guard"
 _STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
 
+Connect = Callable[[str, Any], AbstractAsyncContextManager[tuple[Any, Any]]]
+"""``connect(url, http_client)``: the SDK's transport, yielding ``(read, write)``."""
 
-def check_sdk_version(strict: bool = True) -> str:
-    """The installed mcp version; raises ``RuntimeError`` if it is not
-    :data:`SUPPORTED_SDK` and ``strict``."""
-    version = metadata.version("mcp")
-    if strict and version != SUPPORTED_SDK:
-        raise RuntimeError(
-            f"fsm.mcpsdk.adapter supports mcp=={SUPPORTED_SDK}, found {version}; "
-            "pass strict_sdk=False to try anyway"
-        )
-    return version
+
+@contextlib.asynccontextmanager
+async def sdk_streams(url: str, http_client: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """The installed SDK's ``streamable_http_client`` on ``http_client``, as ``(read,
+    write)``: the :data:`Connect` of both lines (1.x also yields a session-id getter,
+    dropped here). Imports the SDK when called."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with streamable_http_client(url, http_client=http_client) as streams:
+        yield streams[0], streams[1]
+
+
+@dataclass(frozen=True)
+class SdkBinding:
+    """What differs between the SDK lines the core serves; nothing the guard decides.
+
+    ``hx`` is the SDK's HTTP library module (``httpx2`` for mcp 2.x, ``httpx`` for 1.x: one
+    API, distinct types); ``connect`` opens the SDK's streamable-HTTP transport on an
+    ``hx.AsyncClient``; ``session_class`` is its ``ClientSession``; ``cancel_result()`` the
+    ``ElicitResult(action="cancel")`` a withdrawn prompt returns; ``supported``/``others``
+    the release ranges for :func:`~fsm.adapters.sdkversion.check_sdk_version`.
+    ``errors_as_responses``: answer a request POST's HTTP error status (other than 404)
+    locally with a JSON-RPC error for its id, for SDKs whose writer dies on one (1.x).
+    ``context_follows_sends``: the SDK's POST task sees the sending task's context
+    variables (2.x); when not (1.x), the core notes which call sent each request id on the
+    SDK's write stream instead.
+    """
+
+    name: str
+    hx: Any
+    supported: SdkRange
+    others: tuple[SdkRange, ...]
+    connect: Connect
+    session_class: Callable[..., Any]
+    cancel_result: Callable[[], Any]
+    errors_as_responses: bool = False
+    context_follows_sends: bool = True
 
 
 # --------------------------------------------------------------------------- SSE parsing
@@ -306,10 +342,10 @@ class _Tee:
     """What the engine knows of one tracked stream's body, to stop it from outside."""
 
     def __init__(self) -> None:
-        self.resp: httpx2.Response | None = None
+        self.resp: Any = None
         self.killed = False
 
-    def kill(self) -> httpx2.Response | None:
+    def kill(self) -> Any:
         """Mark the body dead; returns the connection to close (a blocked read ends)."""
         self.killed = True
         return self.resp
@@ -321,10 +357,14 @@ class _Engine:
     def __init__(
         self,
         observed: ObservedGuard,
-        http: httpx2.AsyncClient,
+        http: Any,
         tg: TaskGroup,
         url: str,
+        binding: SdkBinding,
     ) -> None:
+        self.binding = binding
+        self.hx = binding.hx
+        self.bound = bind(binding.hx)
         self.og = observed
         self.guard = observed.guard
         self.http = http
@@ -335,6 +375,8 @@ class _Engine:
         self.expired: InteractionFailed | None = None
         self.failures: dict[str, InteractionFailed] = {}
         self.calls: dict[Any, _CallSlot] = {}
+        self.sent_calls: dict[Any, _CallSlot] = {}
+        """Calls by request id, noted where the SDK sends them (:class:`_NotingWriter`)."""
         self.tees: dict[str, _Tee] = {}
         self.prompts: dict[RequestKey, anyio.CancelScope] = {}
         self.withdrawn: set[RequestKey] = set()
@@ -439,7 +481,7 @@ class _Engine:
 
         self.tg.start_soon(run)
 
-    def _close(self, resp: httpx2.Response | None) -> None:
+    def _close(self, resp: Any) -> None:
         if resp is not None and not self.closing:
             self.tg.start_soon(resp.aclose)
 
@@ -480,7 +522,7 @@ class _Engine:
         req = self.http.build_request("POST", self.url, json=dict(body), headers=self.headers())
         try:
             resp = await self.http.send(req, stream=True)
-        except httpx2.HTTPError as exc:
+        except self.hx.HTTPError as exc:
             return SubmissionResult(None, None, type(exc).__name__)
         return await _http_result(resp)
 
@@ -538,19 +580,19 @@ _RESULT_BODY_LIMIT = 64 * 1024
 """Bytes of a response body read to classify an answer POST or a failed resume GET."""
 
 
-async def _http_result(resp: httpx2.Response) -> SubmissionResult:
+async def _http_result(resp: Any) -> SubmissionResult:
     """What the outcome tables (:mod:`fsm.outcomes`) read of a response that opened no
     event stream: its status, the JSON object its body holds (``None`` if the body is
     empty, not JSON, not an object, or longer than 64 KiB: only that much is read) and
     ``Retry-After`` in seconds. Closes ``resp``; a body that breaks off while read is
-    taken as far as it came."""
+    taken as far as it came (any exception of the HTTP library, whichever it is)."""
     data = bytearray()
     try:
         async for chunk in resp.aiter_bytes():
             data += chunk
             if len(data) > _RESULT_BODY_LIMIT:
                 break
-    except httpx2.HTTPError as exc:
+    except Exception as exc:
         logger.debug("response body broke off: %r", exc)
     finally:
         await resp.aclose()
@@ -562,7 +604,7 @@ async def _http_result(resp: httpx2.Response) -> SubmissionResult:
     return SubmissionResult(resp.status_code, parsed, None, _retry_after(resp))
 
 
-def _retry_after(resp: httpx2.Response) -> float | None:
+def _retry_after(resp: Any) -> float | None:
     value = resp.headers.get("retry-after")
     if value is None:
         return None
@@ -572,7 +614,7 @@ def _retry_after(resp: httpx2.Response) -> float | None:
         return None
 
 
-def _json_body(request: httpx2.Request) -> Any:
+def _json_body(request: Any) -> Any:
     try:
         return json.loads(request.content) if request.content else None
     except ValueError:
@@ -580,9 +622,10 @@ def _json_body(request: httpx2.Request) -> Any:
 
 
 def _local(
-    request: httpx2.Request, status: int, body: bytes = b"", ctype: str = "application/json"
-) -> httpx2.Response:
-    return httpx2.Response(
+    hx: Any, request: Any, status: int, body: bytes = b"", ctype: str = "application/json"
+) -> Any:
+    """A response made here (``x-fsm-guard: 1``), an ``hx.Response``."""
+    return hx.Response(
         status,
         headers={"content-type": ctype, _LOCAL_HEADER: "1"},
         content=body,
@@ -598,11 +641,12 @@ _SESSION_GONE_BODY = json.dumps(
 # --------------------------------------------------------------------------- the transport
 
 
-class GuardedTransport(httpx2.AsyncBaseTransport):
-    """An ``httpx2`` transport that forwards through ``engine.http`` and applies the guard.
+class GuardedTransport:
+    """The transport core: forwards through ``engine.http`` and applies the guard.
 
-    Not for direct use: :func:`guarded_session` builds it. Contract: every request of the
-    SDK is sent once through the application's client, except answer POSTs (the guard's
+    Not for direct use: :func:`open_guarded_session` builds it, as the subclass :func:`bind`
+    makes of it and the SDK's HTTP library's ``AsyncBaseTransport``. Contract: every request
+    of the SDK is sent once through the application's client, except answer POSTs (the guard's
     submissions replace them), resume GETs of the SDK (refused locally: resumption is the
     guard's) and anything after the session expired (local 404).
     """
@@ -610,10 +654,10 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
     def __init__(self, engine: _Engine) -> None:
         self.e = engine
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+    async def handle_async_request(self, request: Any) -> Any:
         e = self.e
         if e.expired is not None:
-            return _local(request, 404, _SESSION_GONE_BODY)
+            return _local(self.e.hx, request, 404, _SESSION_GONE_BODY)
         method = request.method
         if method == "POST":
             body = _json_body(request)
@@ -625,25 +669,33 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
                 if local is not None:
                     return local
             try:
-                return await self._forward_post(request, body)
-            except httpx2.TransportError as exc:
-                return _post_failed(request, body, exc)
+                resp = await self._forward_post(request, body)
+            except e.hx.TransportError as exc:
+                logger.warning("POST failed without a response: %r", exc)
+                why = f"request POST failed without a response ({type(exc).__name__})"
+                return _post_failed(e.hx, request, body, why)
+            status = resp.status_code
+            if e.binding.errors_as_responses and status >= 400 and status != 404:
+                await resp.aclose()
+                logger.warning("POST answered HTTP %s", status)
+                return _post_failed(e.hx, request, body, f"request POST answered HTTP {status}")
+            return resp
         if method == "GET":
             if request.headers.get("last-event-id") is not None:
                 # the SDK resuming on its own: only after the guard ended that body
-                return _local(request, 405, b"")
+                return _local(self.e.hx, request, 405, b"")
             return await self._open_stream(request, None, None)
         return await self._send(request)
 
-    async def _send(self, request: httpx2.Request) -> httpx2.Response:
+    async def _send(self, request: Any) -> Any:
         resp = await self.e.http.send(request, stream=True)
         if resp.status_code == 404 and request.headers.get("mcp-session-id"):
             await resp.aclose()
             self.e.feed(ev.SessionExpired())
-            return _local(request, 404, _SESSION_GONE_BODY)
-        return _wrap(resp, request, _Passthrough(resp))
+            return _local(self.e.hx, request, 404, _SESSION_GONE_BODY)
+        return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
 
-    def _answer(self, request: httpx2.Request, body: dict[str, Any]) -> httpx2.Response | None:
+    def _answer(self, request: Any, body: dict[str, Any]) -> Any:
         """An answer POST from the SDK: the guard submits it (or it is dropped)."""
         e = self.e
         rid = body.get("id")
@@ -655,17 +707,17 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             return None  # idempotent or untracked request: the SDK's answer goes as is
         if state == "presented" and isinstance(body.get("result"), Mapping):
             e.feed(ev.UserAnswered(key, body["result"]))
-            return _local(request, 202)
+            return _local(self.e.hx, request, 202)
         if state == "presented":
             return None  # the handler raised: its error goes to the server unchanged
         e.dropped_answers += 1  # withdrawn, dead, or already answered: never sent
-        return _local(request, 202)
+        return _local(self.e.hx, request, 202)
 
-    async def _forward_post(self, request: httpx2.Request, body: Any) -> httpx2.Response:
+    async def _forward_post(self, request: Any, body: Any) -> Any:
         e = self.e
         origin = body.get("id") if isinstance(body, dict) and "method" in body else None
         if origin is not None:
-            slot = _CALL.get()
+            slot = _CALL.get() or e.sent_calls.pop(origin, None)
             if slot is not None and slot.origin is None and body.get("method") == "tools/call":
                 slot.origin = origin
                 e.calls[origin] = slot
@@ -673,8 +725,8 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         return await self._send(request)
 
     async def _open_stream(
-        self, request: httpx2.Request, stream: str | None, origin: Any
-    ) -> httpx2.Response:
+        self, request: Any, stream: str | None, origin: Any
+    ) -> Any:
         """Send ``request`` and track its SSE response as ``stream``; ``None``: a fresh
         standalone GET, tracked as the next connection generation (never under the name
         of one that ended: each generation is its own interaction)."""
@@ -687,42 +739,42 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         if resp.status_code == 404 and request.headers.get("mcp-session-id"):
             await resp.aclose()
             e.feed(ev.SessionExpired())
-            return _local(request, 404, _SESSION_GONE_BODY)
+            return _local(self.e.hx, request, 404, _SESSION_GONE_BODY)
         ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
         if resp.status_code != 200 or ctype != "text/event-stream" or not e.session:
-            return _wrap(resp, request, _Passthrough(resp))
+            return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
         if stream is None:
             e.get_generations += 1
             stream = standalone_stream(e.get_generations)
         if e.guard.stream_state(stream) not in (None, "done", "dead"):
-            return _wrap(resp, request, _Passthrough(resp))
+            return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
         e.feed(ev.StreamOpened(stream, origin))
         tee = _Tee()
         e.tees[stream] = tee
-        return _wrap(resp, request, _GuardedBody(e, stream, origin, request, resp, tee))
+        return _wrap(e.hx, resp, request, e.bound.body(e, stream, origin, request, resp, tee))
 
 
-def _post_failed(request: httpx2.Request, body: Any, exc: Exception) -> httpx2.Response:
-    """A POST that got no response, answered locally so the SDK's writer survives.
+def _post_failed(hx: Any, request: Any, body: Any, why: str) -> Any:
+    """A POST that got no usable response, answered locally so the SDK's writer survives.
 
-    A request gets a JSON-RPC error for its id (its caller sees an ``MCPError``; the
-    server may or may not have received it); a notification or answer gets 202.
+    A request gets a JSON-RPC error for its id saying ``why`` (its caller sees the SDK's
+    error type; the server may or may not have received it); a notification or answer
+    gets 202.
     """
-    logger.warning("POST failed without a response: %r", exc)
     if isinstance(body, dict) and "method" in body and "id" in body:
         payload = {
             "jsonrpc": "2.0",
             "id": body["id"],
             "error": {
                 "code": -32000,
-                "message": f"request POST failed without a response ({type(exc).__name__})",
+                "message": why,
             },
         }
-        return _local(request, 200, json.dumps(payload).encode())
-    return _local(request, 202)
+        return _local(hx, request, 200, json.dumps(payload).encode())
+    return _local(hx, request, 202)
 
 
-def body_method(request: httpx2.Request) -> str | None:
+def body_method(request: Any) -> str | None:
     """The JSON-RPC method of a POST body (``None`` if none)."""
     body = _json_body(request)
     if isinstance(body, dict) and isinstance(body.get("method"), str):
@@ -730,11 +782,9 @@ def body_method(request: httpx2.Request) -> str | None:
     return None
 
 
-def _wrap(
-    resp: httpx2.Response, request: httpx2.Request, stream: httpx2.AsyncByteStream
-) -> httpx2.Response:
+def _wrap(hx: Any, resp: Any, request: Any, stream: Any) -> Any:
     headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _STRIP_HEADERS]
-    return httpx2.Response(
+    return hx.Response(
         resp.status_code,
         headers=headers,
         stream=stream,
@@ -743,8 +793,10 @@ def _wrap(
     )
 
 
-class _Passthrough(httpx2.AsyncByteStream):
-    def __init__(self, resp: httpx2.Response) -> None:
+class _Passthrough:
+    """A forwarded body, unchanged (bound to the HTTP library by :func:`bind`)."""
+
+    def __init__(self, resp: Any) -> None:
         self.resp = resp
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -755,7 +807,7 @@ class _Passthrough(httpx2.AsyncByteStream):
         await self.resp.aclose()
 
 
-class _GuardedBody(httpx2.AsyncByteStream):
+class _GuardedBody:
     """The body the SDK reads for one tracked stream: filtered events, spliced resumes.
 
     Ends when the origin's response was passed on (the SDK closes it), when the guard
@@ -768,8 +820,8 @@ class _GuardedBody(httpx2.AsyncByteStream):
         engine: _Engine,
         stream: str,
         origin: Any,
-        request: httpx2.Request,
-        resp: httpx2.Response,
+        request: Any,
+        resp: Any,
         tee: _Tee,
     ) -> None:
         self.e, self.stream, self.origin = engine, stream, origin
@@ -789,7 +841,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
             source = (
                 self.resp.stream
                 if "content-encoding" not in self.resp.headers
-                and isinstance(self.resp.stream, httpx2.AsyncByteStream)
+                and isinstance(self.resp.stream, self.e.hx.AsyncByteStream)
                 else self.resp.aiter_bytes()
             )
             chunks = source.__aiter__()
@@ -921,7 +973,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
         }
         return _sse_bytes(None, json.dumps(payload))
 
-    async def _resume(self, clean: bool) -> httpx2.Response | None:
+    async def _resume(self, clean: bool) -> Any:
         """Resume as the guard says; the new connection's response, or ``None`` to stop."""
         e, stream = self.e, self.stream
         actions = e.feed(ev.StreamLost(stream, clean))
@@ -943,7 +995,7 @@ class _GuardedBody(httpx2.AsyncByteStream):
             req = e.http.build_request("GET", e.url, headers=headers)
             try:
                 resp = await e.http.send(req, stream=True)
-            except (httpx2.HTTPError, OSError) as exc:
+            except (e.hx.HTTPError, OSError) as exc:
                 actions = e.feed(ev.ResumeRefused(stream, None, type(exc).__name__))
                 continue
             ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
@@ -957,20 +1009,46 @@ class _GuardedBody(httpx2.AsyncByteStream):
             )
 
 
+class _NotingWriter:
+    """The SDK's write stream, noting which guarded call sends each ``tools/call`` id
+    (for SDKs whose POST task does not inherit the caller's context variables). Everything
+    else is the wrapped stream's."""
+
+    def __init__(self, inner: Any, engine: _Engine) -> None:
+        self._inner, self._e = inner, engine
+
+    async def send(self, item: Any) -> None:
+        slot = _CALL.get()
+        if slot is not None and slot.origin is None:
+            root: Any = getattr(getattr(item, "message", None), "root", None)
+            if getattr(root, "method", None) == "tools/call":
+                self._e.sent_calls[root.id] = slot
+        await self._inner.send(item)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> _NotingWriter:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+
 # --------------------------------------------------------------------------- the session
 
 
-class GuardedSession:
-    """An initialized ``ClientSession`` with the guard in front of it.
-
-    ``call_tool`` returns the tool's result, or raises exactly one
-    :class:`~fsm.errors.InteractionFailed` subclass when the guard decided the interaction
-    cannot complete. ``session`` is the raw SDK session (for everything else: its requests
-    are still guarded on the wire).
+class GuardedConnection:
+    """The guard for one MCP session, for a client that opens the SDK session itself (a
+    framework such as fastmcp's ``Client``): give it :meth:`http_client` as its HTTP
+    client, run each tool call through :meth:`call`, and hold each prompt inside
+    :meth:`prompt` (or give the SDK :meth:`wrap_callback` of its elicitation callback).
+    :func:`open_guarded_connection` makes one; :class:`GuardedSession` is one with the
+    SDK's ``ClientSession`` opened for you.
     """
 
-    def __init__(self, session: ClientSession, engine: _Engine) -> None:
-        self.session = session
+    def __init__(self, engine: _Engine) -> None:
         self._e = engine
 
     @property
@@ -1003,29 +1081,47 @@ class GuardedSession:
         """The observations as JSON Lines (:func:`fsm.trace.dumps`)."""
         return trace.dumps(self.observations())
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> types.CallToolResult:
-        """``ClientSession.call_tool``, raced against the guard's ``Fail`` for its stream.
+    def http_client(self, **kwargs: Any) -> Any:
+        """A new ``AsyncClient`` of the SDK's HTTP library whose transport is the guard
+        (all traffic goes on through the application's client). ``kwargs`` go to the
+        ``AsyncClient`` (a framework's client factory passes ``headers``, ``auth``,
+        ``timeout``, ``follow_redirects``); the caller closes it. One MCP session only."""
+        e = self._e
+        kwargs.setdefault("timeout", e.http.timeout)
+        return e.hx.AsyncClient(transport=e.bound.transport(e), **kwargs)
+
+    def wrap_callback(self, callback: ElicitationFn | None) -> ElicitationFn | None:
+        """The SDK elicitation callback to install instead of ``callback``: run under
+        :meth:`prompt`, returning the SDK's "cancel" result when withdrawn."""
+        return _wrap_callback(self._e, callback)
+
+    def prompt(self, request_id: Any) -> contextlib.AbstractContextManager[anyio.CancelScope]:
+        """Hold the presentation of server request ``request_id`` inside this: it is
+        cancelled when the guard withdraws the request (cancelled on the wire, session
+        gone, rejected), even if the SDK's own loop is blocked (``scope.cancelled_caught``
+        tells). Answer with what the SDK expects; the adapter submits it."""
+        return _prompt_scope(self._e, request_id)
+
+    async def call(self, run: Callable[[], Awaitable[_T]]) -> _T:
+        """Await ``run()`` (one tool call through the SDK or a framework on it), raced
+        against the guard's ``Fail`` for the call's stream.
 
         Raises the guard's typed error (once) if the interaction died; raises
-        :class:`~fsm.errors.SessionExpiredError` at once if the session is known gone.
+        :class:`~fsm.errors.SessionExpiredError` at once if the session is known gone;
+        otherwise returns or raises what ``run()`` does.
         """
         e = self._e
         if e.expired is not None:
             raise _again(e.expired)
         slot = _CallSlot()
         token = _CALL.set(slot)
-        outcome: list[types.CallToolResult] = []
+        outcome: list[_T] = []
         raised: list[BaseException] = []
         done = anyio.Event()
 
-        async def run() -> None:
+        async def attempt() -> None:
             try:
-                outcome.append(await self.session.call_tool(name, arguments, **kwargs))
+                outcome.append(await run())
             except Exception as exc:
                 raised.append(exc)
             finally:
@@ -1037,7 +1133,7 @@ class GuardedSession:
 
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(run)
+                tg.start_soon(attempt)
                 tg.start_soon(watch)
                 await done.wait()
                 tg.cancel_scope.cancel()
@@ -1053,7 +1149,31 @@ class GuardedSession:
             raise _again(e.expired)
         raise raised[0]
 
-    async def list_tools(self) -> types.ListToolsResult:
+
+class GuardedSession(GuardedConnection):
+    """An initialized ``ClientSession`` with the guard in front of it.
+
+    ``call_tool`` returns the tool's result, or raises exactly one
+    :class:`~fsm.errors.InteractionFailed` subclass when the guard decided the interaction
+    cannot complete. ``session`` is the raw SDK session (for everything else: its requests
+    are still guarded on the wire).
+    """
+
+    def __init__(self, session: Any, engine: _Engine) -> None:
+        super().__init__(engine)
+        self.session = session
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """``ClientSession.call_tool`` through :meth:`~GuardedConnection.call`: the
+        result, or one typed error."""
+        return await self.call(lambda: self.session.call_tool(name, arguments, **kwargs))
+
+    async def list_tools(self) -> Any:
         """``ClientSession.list_tools`` (raises SessionExpiredError once the session is gone)."""
         if self._e.expired is not None:
             raise _again(self._e.expired)
@@ -1067,24 +1187,35 @@ def _again(err: InteractionFailed) -> InteractionFailed:
     )
 
 
-def _wrap_callback(engine: _Engine, callback: ElicitationFnT | None) -> ElicitationFnT | None:
+ElicitationFn = Callable[[Any, Any], Awaitable[Any]]
+"""The SDK's elicitation callback: ``async (context, params) -> ElicitResult | ErrorData``."""
+
+
+@contextlib.contextmanager
+def _prompt_scope(engine: _Engine, request_id: Any) -> Iterator[anyio.CancelScope]:
+    key: RequestKey = (engine.session or "", request_id)
+    with anyio.CancelScope() as scope:
+        engine.prompts[key] = scope
+        if key in engine.withdrawn:
+            scope.cancel()
+        try:
+            yield scope
+        finally:
+            engine.prompts.pop(key, None)
+
+
+def _wrap_callback(engine: _Engine, callback: ElicitationFn | None) -> ElicitationFn | None:
+    """The callback the SDK gets: ``callback`` under a cancel scope the guard's ``Withdraw``
+    cancels (then it returns ``cancel_result()``, which the transport drops: the key is
+    dead). Both SDK lines put the server request's id on ``context.request_id``."""
     if callback is None:
         return None
+    cancel_result = engine.binding.cancel_result
 
-    async def on_elicit(
-        context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
-        key: RequestKey = (engine.session or "", context.request_id)
-        result: types.ElicitResult | types.ErrorData = types.ElicitResult(action="cancel")
-        with anyio.CancelScope() as scope:
-            engine.prompts[key] = scope
-            if key in engine.withdrawn:
-                scope.cancel()
-            try:
-                result = await callback(context, params)
-            finally:
-                engine.prompts.pop(key, None)
-        # withdrawn: the "cancel" goes to the transport, which drops it (the key is dead)
+    async def on_elicit(context: Any, params: Any) -> Any:
+        result: Any = cancel_result()
+        with _prompt_scope(engine, context.request_id):
+            result = await callback(context, params)
         return result
 
     return on_elicit
@@ -1093,31 +1224,51 @@ def _wrap_callback(engine: _Engine, callback: ElicitationFnT | None) -> Elicitat
 LogTarget = str | os.PathLike[str] | IO[str]
 
 
+@dataclass(frozen=True)
+class Bound:
+    """The core's classes bound to one HTTP library (subclasses of its base classes, which
+    its client checks): the transport, the guarded body, the forwarded body."""
+
+    transport: type[GuardedTransport]
+    body: type[_GuardedBody]
+    passthrough: type[_Passthrough]
+
+
+_BOUND: dict[str, Bound] = {}
+
+
+def bind(hx: Any) -> Bound:
+    """The core's classes for the HTTP library module ``hx`` (made once per library)."""
+    bound = _BOUND.get(hx.__name__)
+    if bound is None:
+        bound = _BOUND[hx.__name__] = Bound(
+            type("GuardedTransport", (GuardedTransport, hx.AsyncBaseTransport), {}),
+            type("GuardedBody", (_GuardedBody, hx.AsyncByteStream), {}),
+            type("Passthrough", (_Passthrough, hx.AsyncByteStream), {}),
+        )
+    return bound
+
+
 @contextlib.asynccontextmanager
-async def guarded_session(
+async def open_guarded_connection(
+    binding: SdkBinding,
     url: str,
     *,
-    elicitation_callback: ElicitationFnT | None = None,
-    http_client: httpx2.AsyncClient | None = None,
+    http_client: Any = None,
     config: GuardConfig | None = None,
     clock: Callable[[], float] = time.monotonic,
     log: LogTarget | None = None,
     strict_sdk: bool = True,
-    **session_kwargs: Any,
-) -> AsyncIterator[GuardedSession]:
-    """Open an initialized, guarded MCP session on ``url`` (legacy streamable HTTP).
-
-    ``http_client`` carries all HTTP (its hooks, auth and timeouts apply; it is not closed
-    here); ``config`` is the guard's policy; ``clock`` its time source; ``log`` a path or
-    text stream that receives the event log as JSON Lines while it happens (header
-    first). Extra keyword arguments go to ``ClientSession``. Raises ``RuntimeError`` for an
-    unsupported SDK version when ``strict_sdk``.
-    """
-    check_sdk_version(strict_sdk)
+) -> AsyncIterator[GuardedConnection]:
+    """The guard for one MCP session on ``url``, for a client that opens the SDK session
+    itself (see :class:`GuardedConnection`); arguments as :func:`open_guarded_session`.
+    Its background IO (submissions, resumes) ends when this exits."""
+    check_sdk_version(binding.supported, others=binding.others, strict=strict_sdk)
+    hx = binding.hx
     async with contextlib.AsyncExitStack() as stack:
         if http_client is None:
             http_client = await stack.enter_async_context(
-                httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0))
+                hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0))
             )
         sink: IO[str] | None = None
         if isinstance(log, str | os.PathLike):
@@ -1134,26 +1285,51 @@ async def guarded_session(
 
         observed = ObservedGuard(Guard(clock=clock, config=config), on_observation=on_obs)
         tg = await stack.enter_async_context(anyio.create_task_group())
-        engine = _Engine(observed, http_client, tg, url)
+        engine = _Engine(observed, http_client, tg, url, binding)
         stack.callback(engine.close)
-        outer = await stack.enter_async_context(
-            httpx2.AsyncClient(
-                transport=GuardedTransport(engine),
-                timeout=http_client.timeout,
-                headers=http_client.headers,
-            )
-        )
-        read, write = await stack.enter_async_context(
-            streamable_http_client(url, http_client=outer)
-        )
-        session = await stack.enter_async_context(
-            ClientSession(
-                read,
-                write,
-                elicitation_callback=_wrap_callback(engine, elicitation_callback),
-                **session_kwargs,
-            )
-        )
-        await session.initialize()
-        yield GuardedSession(session, engine)
+        yield GuardedConnection(engine)
         engine.flush()
+
+
+@contextlib.asynccontextmanager
+async def open_guarded_session(
+    binding: SdkBinding,
+    url: str,
+    *,
+    elicitation_callback: ElicitationFn | None = None,
+    http_client: Any = None,
+    config: GuardConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    log: LogTarget | None = None,
+    strict_sdk: bool = True,
+    **session_kwargs: Any,
+) -> AsyncIterator[GuardedSession]:
+    """Open an initialized, guarded MCP session on ``url`` (legacy streamable HTTP).
+
+    ``http_client`` carries all HTTP (its hooks, auth and timeouts apply; it is not closed
+    here); ``config`` is the guard's policy; ``clock`` its time source; ``log`` a path or
+    text stream that receives the event log as JSON Lines while it happens (header
+    first). Extra keyword arguments go to ``ClientSession``. Raises ``RuntimeError`` for an
+    unsupported SDK version when ``strict_sdk``. ``binding`` says which SDK line.
+    """
+    async with (
+        open_guarded_connection(
+            binding,
+            url,
+            http_client=http_client,
+            config=config,
+            clock=clock,
+            log=log,
+            strict_sdk=strict_sdk,
+        ) as conn,
+        conn.http_client(headers=conn._e.http.headers) as outer,
+        binding.connect(url, outer) as (read, write),
+        binding.session_class(
+            read,
+            write if binding.context_follows_sends else _NotingWriter(write, conn._e),
+            elicitation_callback=conn.wrap_callback(elicitation_callback),
+            **session_kwargs,
+        ) as session,
+    ):
+        await session.initialize()
+        yield GuardedSession(session, conn._e)

@@ -1,8 +1,8 @@
 """``python -m fsm demo [--json]``: the seed incident, plain client vs guarded client.
 
-Runs the ``seed`` scenario (:mod:`fsm.mcpsdk.scenarios`) twice against a real mcp 2.3.0
+Runs the ``seed`` scenario (:mod:`fsm.harness.scenarios`) twice against a real mcp 2.3.0
 server on 127.0.0.1 behind the fault proxy: once with the unmodified SDK client, once with
-the same client wrapped by :func:`fsm.mcpsdk.adapter.guarded_session`. Prints, side by
+the same client wrapped by :func:`fsm.adapters.mcp2.guarded_session`. Prints, side by
 side, how often the same elicitation was presented, the answer POSTs and their statuses,
 every resume with its ``Last-Event-ID`` cursor, and how the call ended.
 
@@ -10,7 +10,7 @@ every resume with its ``Last-Event-ID`` cursor, and how the call ended.
 ``presentations`` (per presentation: session, request id, whether it was withdrawn),
 ``answer_posts`` (request id, status or fault), ``resumes`` (cursor, status, how the
 connection ended), ``outcome`` and ``seconds``; the guarded side also ``violations`` (of
-P1-P7, from its event log: empty). A second scene (:mod:`fsm.mcpsdk.mrtr_demo`, key
+P1-P7, from its event log: empty). A second scene (:mod:`fsm.harness.mrtr_demo`, key
 ``"mrtr"``) runs protocol 2026-07-28's input rounds: a re-asking tool, a late answer into
 expired state and a restart between rounds, plain ``Client.call_tool`` vs guarded.
 
@@ -60,9 +60,9 @@ def _side(result: Any, violations: list[str] | None = None) -> dict[str, Any]:
 
 
 async def _run() -> dict[str, Any]:
-    from fsm.mcpsdk import mrtr_demo
-    from fsm.mcpsdk.adapter import GuardedSession
-    from fsm.mcpsdk.scenarios import capturing_guarded_client, plain_client, run_scenario
+    from fsm.adapters.mcp2 import GuardedSession
+    from fsm.harness import mrtr_demo
+    from fsm.harness.scenarios import capturing_guarded_client, plain_client, run_scenario
 
     sessions: list[GuardedSession] = []
     plain = await run_scenario("seed", plain_client)
@@ -97,7 +97,7 @@ def _cell(side: dict[str, Any], what: str) -> list[str]:
 
 def _table(report: dict[str, Any]) -> str:
     width = 50
-    lines = [f"{'':<14}{'plain mcp 2.3.0 client':<{width}}guarded (fsm.mcpsdk.adapter)"]
+    lines = [f"{'':<14}{'plain mcp 2.3.0 client':<{width}}guarded (fsm.adapters.mcp2)"]
     lines.append("-" * (14 + 2 * width))
     for what, label in (
         ("presentations", "presented"),
@@ -123,7 +123,7 @@ def _table(report: dict[str, Any]) -> str:
 def behaves(report: dict[str, Any]) -> bool:
     """One presentation, one outcome, no property violation on the guarded side (and,
     in the MRTR scene, no question shown twice)."""
-    from fsm.mcpsdk import mrtr_demo
+    from fsm.harness import mrtr_demo
 
     g = report["guarded"]
     return (
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        from fsm.mcpsdk import mrtr_demo
+        from fsm.harness import mrtr_demo
 
         print(_table(report))
         print()
