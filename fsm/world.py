@@ -56,7 +56,7 @@ checked by the one shared monitor. Termination (L1) is the checker's cycle detec
 
 A state is a pair: the environment (:class:`Env`) and the client side (:class:`Agent`:
 the policy's state with the monitor's). Far fewer distinct environments and agents exist
-than states (the largest shipped model: 72,750 states, 10,157 environments, 8,036 agents),
+than states (the largest shipped model: 75,384 states, 21,513 environments, 12,564 agents),
 so the world interns both and memoises on them what a step computes: the enabled moves and
 each move's effect on an environment, the client side's reaction to each input. A step of a
 warm world is three dictionary lookups; the rest of the time goes to the policy's own
