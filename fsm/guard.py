@@ -90,7 +90,7 @@ from fsm.messages import (
     params_digest,
     parse,
 )
-from fsm.outcomes import Classifier, OutcomeClass
+from fsm.outcomes import Classifier, OutcomeClass, backoff_delay
 from fsm.spec import Scope
 from fsm.tables import Engine, EngineName, make_engines
 
@@ -160,7 +160,9 @@ class GuardConfig:
         """Delay before resume number ``stalls + 1``: the server's ``retry:`` if it sent one."""
         if retry_ms is not None:
             return retry_ms / 1000.0
-        return min(self.backoff_initial_s * self.backoff_factor**stalls, self.backoff_max_s)
+        return backoff_delay(
+            stalls, self.backoff_initial_s, self.backoff_factor, self.backoff_max_s
+        )
 
 
 class Cause(NamedTuple):

@@ -75,7 +75,7 @@ from fsm.guard import Cause
 from fsm.messages import params_digest
 from fsm.mrtr_machines import MRTR_PRODUCT
 from fsm.mrtr_outcomes import MRTR_CLASSIFIER, error_for
-from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult
+from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
 from fsm.tables import Engine, EngineName, make_engines
 
 INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
@@ -117,7 +117,7 @@ class MrtrConfig:
 
     def backoff(self, n: int) -> float:
         """The delay before back-off number ``n + 1``."""
-        return min(self.backoff_initial_s * self.backoff_factor**n, self.backoff_max_s)
+        return backoff_delay(n, self.backoff_initial_s, self.backoff_factor, self.backoff_max_s)
 
 
 # ------------------------------------------------------------------ events and action

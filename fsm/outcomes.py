@@ -286,3 +286,9 @@ class Classifier:
     def table(self) -> Sequence[tuple[str, str, str, str]]:
         """``(name, class, scope, doc)`` rows, for documentation and diagrams."""
         return [(r.name, r.outcome.value, r.scope, r.doc) for r in self.rules]
+
+
+def backoff_delay(attempt: int, initial_s: float, factor: float, max_s: float) -> float:
+    """The delay before retry number ``attempt + 1``: ``initial_s * factor**attempt``,
+    at most ``max_s`` (the guard's resumes and the MRTR rounds' resends alike)."""
+    return min(initial_s * factor**attempt, max_s)
