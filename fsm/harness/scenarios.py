@@ -499,15 +499,24 @@ async def open_rig(
     *,
     event_store: Literal["scoped", "shared"] | EventStore = "scoped",
     retry_interval_ms: int = 50,
+    gateway: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Rig]:
     """Server + proxy + HTTP client + user, all on 127.0.0.1; torn down on exit.
     ``event_store``: as :func:`~fsm.harness.server.running_server` takes it (a store
-    instance is shared by every session)."""
-    async with (
-        running_server(event_store=event_store, retry_interval_ms=retry_interval_ms) as server,
-        FaultProxy(server.url) as proxy,
-        hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0)) as http,
-    ):
+    instance is shared by every session). ``gateway``: put a guarding gateway replica
+    between the proxy and the server (the keywords go to
+    :class:`~fsm.gateway.app.Gateway`; needs the ``gateway`` extra)."""
+    async with contextlib.AsyncExitStack() as stack:
+        server = await stack.enter_async_context(
+            running_server(event_store=event_store, retry_interval_ms=retry_interval_ms)
+        )
+        front = server.url
+        if gateway is not None:
+            from fsm.harness.gateway import running_gateway
+
+            front = (await stack.enter_async_context(running_gateway(server.url, **gateway))).url
+        proxy = await stack.enter_async_context(FaultProxy(front))
+        http = await stack.enter_async_context(hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0)))
         yield Rig(server, proxy, http, User())
 
 
