@@ -445,6 +445,8 @@ class Rig:
     proxy: FaultProxy
     http: Any  # an hx.AsyncClient
     user: User
+    gateways: list[Any] = field(default_factory=list)
+    """Gateway replicas between the proxy and the server (:mod:`fsm.harness.gateway`)."""
 
     @property
     def controller(self) -> ServerController:
@@ -500,24 +502,31 @@ async def open_rig(
     event_store: Literal["scoped", "shared"] | EventStore = "scoped",
     retry_interval_ms: int = 50,
     gateway: Mapping[str, Any] | None = None,
+    replicas: int = 1,
 ) -> AsyncIterator[Rig]:
     """Server + proxy + HTTP client + user, all on 127.0.0.1; torn down on exit.
     ``event_store``: as :func:`~fsm.harness.server.running_server` takes it (a store
     instance is shared by every session). ``gateway``: put a guarding gateway replica
     between the proxy and the server (the keywords go to
-    :class:`~fsm.gateway.app.Gateway`; needs the ``gateway`` extra)."""
+    :class:`~fsm.gateway.app.Gateway`; needs the ``gateway`` extra); ``replicas`` of them
+    (sharing whatever store the keywords give), the proxy relaying to the first."""
     async with contextlib.AsyncExitStack() as stack:
         server = await stack.enter_async_context(
             running_server(event_store=event_store, retry_interval_ms=retry_interval_ms)
         )
-        front = server.url
+        gateways: list[Any] = []
         if gateway is not None:
             from fsm.harness.gateway import running_gateway
 
-            front = (await stack.enter_async_context(running_gateway(server.url, **gateway))).url
-        proxy = await stack.enter_async_context(FaultProxy(front))
+            for _ in range(replicas):
+                gateways.append(
+                    await stack.enter_async_context(running_gateway(server.url, **gateway))
+                )
+        proxy = await stack.enter_async_context(
+            FaultProxy(gateways[0].url if gateways else server.url)
+        )
         http = await stack.enter_async_context(hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0)))
-        yield Rig(server, proxy, http, User())
+        yield Rig(server, proxy, http, User(), gateways)
 
 
 class _Call:
