@@ -8,13 +8,16 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import anyio
+import httpx2
 import pytest
 
-from fsm.harness.proxy import is_resume_get
+from fsm.harness.proxy import FaultProxy, is_resume_get
 from fsm.harness.scenarios import (
+    ClientEnv,
     Outcome,
     Rig,
     ScenarioResult,
+    User,
     open_rig,
     plain_client,
     run_scenario,
@@ -29,7 +32,9 @@ FAST = {"backoff_initial_s": 0.05, "backoff_max_s": 0.5}
 async def gateway_rig(replicas: int = 1, **kwargs: object) -> AsyncIterator[Rig]:
     from fsm.guard import GuardConfig
 
-    async with open_rig(gateway={"config": GuardConfig(**FAST), **kwargs}, replicas=replicas) as rig:
+    async with open_rig(
+        gateway={"config": GuardConfig(**FAST), **kwargs}, replicas=replicas
+    ) as rig:
         yield rig
 
 
@@ -40,7 +45,9 @@ async def test_seed_through_the_gateway_presents_once() -> None:
     print(r)
 
 
-@pytest.mark.parametrize("name", ["replayed_cancel", "answer_conn_error", "session_expired", "happy"])
+@pytest.mark.parametrize(
+    "name", ["replayed_cancel", "answer_conn_error", "session_expired", "happy"]
+)
 async def test_scenarios_through_the_gateway(name: str) -> None:
     async with gateway_rig() as rig:
         r = await run_scenario(name, plain_client, rig=rig)
@@ -60,8 +67,13 @@ async def _two_replica_resume(store: object) -> tuple[ScenarioResult, Rig]:
 
             async def call() -> None:
                 try:
-                    outcome.append(Outcome.of_result(await client.call_tool("delete_files", {
-                        "deadline": "silent", "gated": True})))
+                    outcome.append(
+                        Outcome.of_result(
+                            await client.call_tool(
+                                "delete_files", {"deadline": "silent", "gated": True}
+                            )
+                        )
+                    )
                 except Exception as exc:
                     outcome.append(Outcome.of_exception(exc))
                 finally:
@@ -138,3 +150,51 @@ async def test_resume_on_the_other_replica_presents_once(cursor_recorded: bool) 
             if e.exchange == second.exchange and e.event_id == replayed[0]
         ]
         assert [e.data for e in blank] == [""]
+
+
+async def test_the_command_line_gateway_serves_a_plain_client() -> None:
+    """``python -m fsm gateway`` in a child process, in front of the real server: the
+    happy path through it, then a clean stop."""
+    import subprocess
+    import sys
+
+    from fsm.harness.server import running_server
+
+    async with running_server() as server:
+        proc = await anyio.open_process(
+            [
+                sys.executable,
+                "-m",
+                "fsm",
+                "gateway",
+                "--upstream",
+                server.url,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert proc.stdout is not None
+            with anyio.fail_after(20):
+                line = (await proc.stdout.receive()).decode()
+            assert line.startswith("fsm gateway: serving http://127.0.0.1:"), line
+            url = line.split()[-1]
+            async with FaultProxy(url) as proxy, httpx2.AsyncClient() as http:
+                user = User()
+                env = ClientEnv(proxy.url, http, user.present, lambda: None)
+                async with plain_client(env) as client, anyio.create_task_group() as tg:
+                    got: list[object] = []
+
+                    async def call() -> None:
+                        got.append(await client.call_tool("delete_files", {}))
+
+                    tg.start_soon(call)
+                    await user.wait_presented(1)
+                    user.answer_open()
+            assert "Deleted 3 files" in str(got[0])
+        finally:
+            proc.terminate()
+            with anyio.fail_after(20):
+                assert await proc.wait() == 0
