@@ -427,7 +427,7 @@ class _Engine:
                 return hot, None
         try:
             msg = json.loads(sse.data)
-        except ValueError:
+        except (ValueError, RecursionError):  # the guard reads it as malformed
             msg = None
         if sse.retry is None and is_plain_notification(msg):
             hot = self.on_hot(stream, sse.event_id)
@@ -583,7 +583,7 @@ def _origin_of(stream: str) -> Any:
     raw = stream[5:]
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw
 
 
@@ -632,7 +632,7 @@ def _retry_after(resp: Any) -> float | None:
 def _json_body(request: Any) -> Any:
     try:
         return json.loads(request.content) if request.content else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

@@ -506,7 +506,7 @@ async def _read_body(receive: Any, headers: Mapping[str, str], limit: int) -> by
 def _request_id(body: bytes) -> Any:
     try:
         value = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value.get("id") if isinstance(value, dict) else None
 
