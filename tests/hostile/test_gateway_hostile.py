@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import pytest
 
 pytest.importorskip("uvicorn")
