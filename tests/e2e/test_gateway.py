@@ -367,3 +367,43 @@ async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404()
     assert err.error.data["reason"] == "session-expired"
     assert after.status_code == 404
     assert user.presentations == []
+
+
+async def test_an_upstream_that_stays_down_ends_the_call_with_resume_budget_spent() -> None:
+    """The server stops mid-call and does not come back: the gateway's resumes are
+    refused (connection refused) until the stream's budget is spent; the call ends with
+    one error, ``data.reason`` ``resume-budget-spent``."""
+    from mcp.shared.exceptions import MCPError
+
+    from fsm.guard import GuardConfig
+    from fsm.harness.gateway import running_gateway
+
+    stop, stopped = anyio.Event(), anyio.Event()
+    errors: list[MCPError] = []
+    ended = anyio.Event()
+    async with anyio.create_task_group() as servers:
+        server = await servers.start(_serve_until, stop, stopped, 0)
+        async with (
+            running_gateway(server.url, config=GuardConfig(**FAST)) as gw,
+            httpx2.AsyncClient() as http,
+        ):
+            user = User()
+            env = ClientEnv(gw.url, http, user.present, lambda: None)
+            async with plain_client(env) as client, anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    try:
+                        await client.call_tool("delete_files", {"gated": True})
+                    except MCPError as exc:
+                        errors.append(exc)
+                    finally:
+                        ended.set()
+
+                tg.start_soon(call)
+                await server.controller.wait_pending(state="gated")
+                stop.set()
+                await stopped.wait()
+                with anyio.fail_after(20):  # ends by the guard's budget, not a timer here
+                    await ended.wait()
+    [err] = errors
+    assert (err.error.code, err.error.data["reason"]) == (-32000, "resume-budget-spent")
