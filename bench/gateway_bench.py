@@ -28,10 +28,12 @@ gateway; the Redis server is another process and not in it); each event's latenc
 server stamps ``time.perf_counter()`` into the progress ``message`` when it sends it,
 the client subtracts it from its clock when the callback runs: same process, same clock);
 how many times each session's elicitation was presented (must be exactly 1: asserted);
-the state store's operations by kind and, for Redis, ``round_trips``; the process's
-resident memory, sampled, peak over the start of the run.
+the state store's operations by kind and, for Redis, ``round_trips``. Under this load an
+event's latency is mostly its wait behind the other sessions' events in the one event
+loop (seconds at 200 sessions), so the latency the gateway adds per hop is measured
+apart, one session at a time (below).
 
-Then two probes, off the clock:
+Then three probes, off the clock:
 
 * **round trips** (Redis if available, else the memory store's operation count):
   ``PROBE_SESSIONS`` sessions with 0 events and again with ``EVENTS`` events, the store's
@@ -47,13 +49,27 @@ Then two probes, off the clock:
   replica's held sessions sampled throughout (must never exceed ``max_sessions``:
   asserted). ``tracemalloc`` attributes allocations to the gateway only with deep
   tracebacks, which slowed a 3-session run from under a second to minutes: not used.
+  The process's peak RSS is reported too; it holds everything (clients, server, every run).
+* **one session at a time**: ``LIGHT_REPEATS`` single sessions of ``EVENTS`` events per
+  configuration, alternating, direct and through one replica: each event's latency
+  without queueing, p50/p99, and the difference.
 
-Environment: ``GATEWAY_BENCH_SESSIONS`` (default 200), ``GATEWAY_BENCH_EVENTS`` (100),
-``GATEWAY_BENCH_REPEATS`` (3), ``GATEWAY_BENCH_REDIS`` (``0`` to skip Redis).
+Environment: ``GATEWAY_BENCH_SESSIONS`` (default 40), ``GATEWAY_BENCH_EVENTS`` (100),
+``GATEWAY_BENCH_REPEATS`` (3), ``GATEWAY_BENCH_REDIS`` (``0`` to skip Redis),
+``GATEWAY_BENCH_STOCK_POOL`` (``1``: keep the gateway's stock upstream connection pool,
+see :func:`widen_upstream_pool`). The promised load, 200 sessions x 100 events
+(``GATEWAY_BENCH_SESSIONS=200``), takes some 10 minutes on the shared 2-core machine with
+two rounds (a run of one configuration is 1-2 minutes there), so it is not the default;
+the default finishes in a few minutes.
+
+Every replica's upstream HTTP client is replaced, before its first session, by one
+without a connection limit (:func:`widen_upstream_pool`): with the stock pool the
+gateway fails at this load.
 
 Recorded (``gateway_*``): wall and CPU medians per configuration, CPU ratios over direct
 (target <= 1.3), latency p50/p99 per configuration and added by the gateway, round trips
-per notification and per decision, gateway bytes per held session.
+per notification and per decision, gateway bytes per held session, latency added one
+session at a time.
 """
 
 from __future__ import annotations
@@ -79,11 +95,12 @@ def _env_int(name: str, default: int) -> int:
     return int(value) if value.strip() else default
 
 
-SESSIONS = _env_int("GATEWAY_BENCH_SESSIONS", 200)
+SESSIONS = _env_int("GATEWAY_BENCH_SESSIONS", 40)
 EVENTS = _env_int("GATEWAY_BENCH_EVENTS", 100)
 REPEATS = _env_int("GATEWAY_BENCH_REPEATS", 3)
 STOCK_POOL = os.environ.get("GATEWAY_BENCH_STOCK_POOL", "").strip() == "1"
 PROBE_SESSIONS = 10
+LIGHT_REPEATS = 5
 WAVES = 4
 TARGET_CPU_RATIO = 1.3
 CONFIGS = ("direct", "gateway", "redis")
@@ -95,11 +112,11 @@ Hook = Callable[[], Awaitable[None]]
 
 
 class CountingStore:
-    """A :class:`~fsm.gateway.store.StateStore` passing every call to ``inner``, counting
-    calls by operation (:attr:`ops`) and, when ``inner`` counts ``round_trips`` (the Redis
-    store), the round trips each operation cost (:attr:`trips`). Exact per operation only
-    with ``serial=True`` (one call at a time); otherwise calls overlap and only the total
-    (:attr:`round_trips`) is exact."""
+    """A :class:`~fsm.gateway.store.StateStore` passing every call to ``inner`` (whatever
+    the interface's signatures), counting calls by operation (:attr:`ops`) and, when
+    ``inner`` counts ``round_trips`` (the Redis store), the round trips each operation cost
+    (:attr:`trips`). Exact per operation only with ``serial=True`` (one call at a time);
+    otherwise calls overlap and only the total (:attr:`round_trips`) is exact."""
 
     def __init__(self, inner: Any, *, serial: bool = False) -> None:
         import anyio
@@ -125,30 +142,28 @@ class CountingStore:
                 if before is not None:
                     self.trips[op] += (self.round_trips or 0) - before
 
-    async def claim(self, session: str, request_id: Any, *args: Any, **kwargs: Any) -> bool:
-        return bool(await self._call("claim", session, request_id, *args, **kwargs))
+    def __getattr__(self, op: str) -> Any:
+        """The inner store's attribute; its state operations counted."""
+        attr = getattr(self.inner, op)
+        if op not in _STORE_OPS:
+            return attr
 
-    async def save_answer(self, session: str, request_id: Any, answer: Any) -> None:
-        await self._call("save_answer", session, request_id, answer)
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            return await self._call(op, *args, **kwargs)
 
-    async def answer_of(self, session: str, request_id: Any) -> Any:
-        return await self._call("answer_of", session, request_id)
+        return counted
 
-    async def save_cursor(self, session: str, stream: str, cursor: Any) -> None:
-        await self._call("save_cursor", session, stream, cursor)
 
-    async def cursor_of(self, session: str, stream: str) -> Any:
-        return await self._call("cursor_of", session, stream)
+def _store_ops() -> frozenset[str]:
+    from fsm.gateway.store import StateStore
 
-    async def end_session(self, session: str, reason: str) -> None:
-        await self._call("end_session", session, reason)
+    return frozenset(
+        name for name in vars(StateStore) if not name.startswith("_") and name != "aclose"
+    )
 
-    async def session_ended(self, session: str) -> str | None:
-        got = await self._call("session_ended", session)
-        return None if got is None else str(got)
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+_STORE_OPS = _store_ops()
+"""The operations of the state-store interface that :class:`CountingStore` counts."""
 
 
 def redis_parts() -> tuple[Any, Any] | str:
@@ -308,15 +323,6 @@ async def widen_upstream_pool(gateway: Any, stack: contextlib.AsyncExitStack) ->
     gateway._http = await stack.enter_async_context(http)
 
 
-def _rss() -> int:
-    """This process's resident memory now, bytes (0 where ``/proc`` is missing)."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 @contextlib.asynccontextmanager
 async def sampling(probe: Callable[[], int], every_s: float = 0.01) -> AsyncIterator[list[int]]:
     """Sample ``probe()`` every ``every_s`` while the block runs; yields a one-item list
@@ -350,7 +356,6 @@ class Run:
     presented: list[int]
     ops: Counter[str]
     round_trips: int | None
-    rss_growth: int
 
 
 async def timed_run(
@@ -362,11 +367,9 @@ async def timed_run(
         gc.collect()
         gc.freeze()
         try:
-            start_rss = _rss()
-            async with sampling(_rss, 0.05) as rss:
-                started, cpu = time.perf_counter(), time.process_time()
-                results = await many_sessions(ep.urls, sessions, events)
-                wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            started, cpu = time.perf_counter(), time.process_time()
+            results = await many_sessions(ep.urls, sessions, events)
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         finally:
             gc.unfreeze()
         after = ep.round_trips()
@@ -378,7 +381,6 @@ async def timed_run(
             [r.presented for r in results],
             ep.ops(),
             None if after is None or trips is None else after - trips,
-            max(0, rss[0] - start_rss),
         )
 
 
@@ -390,6 +392,7 @@ class Trips:
     """The round-trip probe's figures (operations, if the store has no round trips)."""
 
     unit: str
+    sessions: int
     per_notification: float
     per_decision: float
     per_session: float
@@ -412,11 +415,25 @@ async def trips_probe(upstream: str, redis_url: str | None, sessions: int, event
     trips = counts[-1]
     return Trips(
         "round trips" if redis_url is not None else "store calls",
+        sessions,
         (full - none) / (sessions * events) if events else 0.0,
         trips["claim"] / sessions,  # one server request (the elicitation) per session
         full / sessions,
         {op: n / sessions for op, n in sorted(trips.items())},
     )
+
+
+async def light_latency(upstream: str, events: int, repeats: int) -> dict[str, list[float]]:
+    """Each event's latency with one session at a time (no queueing behind other
+    sessions): what one hop through the gateway adds. ``repeats`` sessions per
+    configuration, alternating."""
+    out: dict[str, list[float]] = {"direct": [], "gateway": []}
+    for i in range(repeats):
+        for config in ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct"):
+            async with endpoints(config, upstream) as ep:
+                (result,) = await many_sessions(ep.urls, 1, events)
+            out[config].extend(result.latencies)
+    return out
 
 
 @dataclass
@@ -519,9 +536,13 @@ class Report:
     runs: list[Run]
     trips: Trips
     memory: Memory
+    light: dict[str, list[float]]
+    """Per configuration, every event's latency of :func:`light_latency`."""
     redis: str
     """``"on"``, or why the Redis rows are missing."""
     loadavg: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    peak_rss: int = 0
+    """The process's peak resident memory, bytes (everything in it, all runs)."""
 
     def of(self, config: str) -> list[Run]:
         return [r for r in self.runs if r.config == config]
@@ -556,7 +577,16 @@ async def _measure(
                 runs.append(await timed_run(config, server.url, redis_url, sessions, events))
         trips = await trips_probe(server.url, redis_url, min(sessions, PROBE_SESSIONS), events)
         memory = await memory_probe(server.url, sessions, events, WAVES)
-    return Report(sessions, events, repeats, runs, trips, memory, redis, os.getloadavg())
+        light = await light_latency(server.url, events, LIGHT_REPEATS)
+    return Report(
+        sessions, events, repeats, runs, trips, memory, light, redis, os.getloadavg(), _peak_rss()
+    )
+
+
+def _peak_rss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
 def measure(sessions: int = SESSIONS, events: int = EVENTS, repeats: int = REPEATS) -> Report:
@@ -579,8 +609,8 @@ def _pct(values: list[float], q: float) -> float:
 
 def summary(report: Report) -> dict[str, dict[str, float]]:
     """Per configuration: medians of wall and CPU seconds, CPU ratio over direct, latency
-    p50 and p99 (ms, pooled over the runs), RSS growth (MB, largest), store calls per
-    session, round trips per session (Redis)."""
+    p50 and p99 (ms, pooled over the runs), store calls per session, round trips per
+    session (Redis)."""
     out: dict[str, dict[str, float]] = {}
     for config in report.configs:
         runs = report.of(config)
@@ -591,7 +621,6 @@ def summary(report: Report) -> dict[str, dict[str, float]]:
             "cpu": statistics.median(r.cpu for r in runs),
             "p50": _pct(lat, 0.50) * 1e3,
             "p99": _pct(lat, 0.99) * 1e3,
-            "rss": max(r.rss_growth for r in runs) / 2**20,
             "ops": statistics.median(sum(r.ops.values()) for r in runs) / report.sessions,
             "trips": statistics.median(trips) / report.sessions if trips else float("nan"),
             "presented": max(max(r.presented) for r in runs),
@@ -599,6 +628,12 @@ def summary(report: Report) -> dict[str, dict[str, float]]:
     for figures in out.values():
         figures["cpu_ratio"] = figures["cpu"] / out["direct"]["cpu"]
     return out
+
+
+def light_summary(report: Report) -> tuple[tuple[float, float], tuple[float, float]]:
+    """``((p50, p99) direct, (p50, p99) gateway)`` of :func:`light_latency`, ms."""
+    d, g = report.light["direct"], report.light["gateway"]
+    return (_pct(d, 0.5) * 1e3, _pct(d, 0.99) * 1e3), (_pct(g, 0.5) * 1e3, _pct(g, 0.99) * 1e3)
 
 
 def render(report: Report) -> str:
@@ -616,7 +651,6 @@ def render(report: Report) -> str:
             f["p99"],
             int(f["presented"]),
             f["ops"],
-            f["rss"],
         )
         for config, f in figures.items()
     ]
@@ -632,7 +666,6 @@ def render(report: Report) -> str:
             "p99 ms",
             "max presented",
             "store calls/session",
-            "RSS growth MB",
         ),
     )
     lines: list[str] = []
@@ -645,13 +678,19 @@ def render(report: Report) -> str:
                 f"{TARGET_CPU_RATIO}); latency added p50 {f['p50'] - d['p50']:+.2f} ms, "
                 f"p99 {f['p99'] - d['p99']:+.2f} ms"
             )
+    (d50, d99), (g50, g99) = light_summary(report)
+    lines.append(
+        f"one session at a time ({LIGHT_REPEATS} each, {report.events} events): latency "
+        f"p50/p99 direct {d50:.2f}/{d99:.2f} ms, gateway {g50:.2f}/{g99:.2f} ms, added "
+        f"{g50 - d50:+.2f}/{g99 - d99:+.2f} ms"
+    )
     lines.append(
         f"presentations per elicitation: exactly 1 in all {len(report.runs)} runs x "
         f"{report.sessions} sessions (none presented twice, none lost)"
     )
     t = report.trips
     lines.append(
-        f"{t.unit} ({PROBE_SESSIONS} sessions, serialised): per plain notification "
+        f"{t.unit} ({t.sessions} sessions, serialised): per plain notification "
         f"{t.per_notification:.3f} (target 0), per request decision {t.per_decision:.2f} "
         f"(target 1), per session {t.per_session:.2f}: "
         + ", ".join(f"{op} {v:.2f}" for op, v in t.by_op.items())
@@ -667,6 +706,10 @@ def render(report: Report) -> str:
         f"session, {m.per_held:,.0f} B per held closed session; held after "
         f"each wave {m.held_after}, peak held {m.peak_held} <= {m.max_sessions}; bytes after "
         f"first/last wave {m.bytes_after[0]:,} / {m.bytes_after[-1]:,}"
+    )
+    lines.append(
+        f"process peak RSS {report.peak_rss / 2**20:,.0f} MB (clients, server and replicas of "
+        "every run in one process)"
     )
     one, five, fifteen = report.loadavg
     lines.append(
@@ -701,6 +744,9 @@ def main() -> Report:
         round(m.per_held),
         "bytes",
     )
+    (d50, d99), (g50, g99) = light_summary(report)
+    record("gateway_one_session_added_p50_ms", round(g50 - d50, 3), "ms")
+    record("gateway_one_session_added_p99_ms", round(g99 - d99, 3), "ms")
     record("gateway_bench_loadavg_1min", round(report.loadavg[0], 2), "load")
     return report
 

@@ -29,9 +29,15 @@ def test_the_gateway_bench_at_toy_size() -> None:
     assert memory.peak_held <= memory.max_sessions == 1
     assert len(memory.bytes_open) == len(memory.bytes_after) == gateway_bench.WAVES
     assert all(b > 0 for b in memory.bytes_open)
+    assert {k: len(v) for k, v in report.light.items()} == {
+        "direct": 5 * gateway_bench.LIGHT_REPEATS,
+        "gateway": 5 * gateway_bench.LIGHT_REPEATS,
+    }
+    assert report.peak_rss > 0
     text = gateway_bench.render(report)
     lines = text.splitlines()
     assert lines[0].startswith("3 sessions x 5 events + 1 elicitation")
     assert [line.split()[0] for line in lines[2 : 2 + len(configs)]] == configs
     assert "none presented twice" in text
+    assert "one session at a time" in text
     assert "load average during the run" in text
