@@ -257,10 +257,12 @@ class Endpoints:
     gateways: list[Any] = field(default_factory=list)
 
     def round_trips(self) -> int | None:
+        """The stores' round trips so far, summed (``None``: no store, or one without IO)."""
         trips = [s.round_trips for s in self.stores]
         return None if not trips or None in trips else sum(t or 0 for t in trips)
 
     def ops(self) -> Counter[str]:
+        """The stores' calls so far by operation, summed."""
         total: Counter[str] = Counter()
         for s in self.stores:
             total.update(s.ops)
@@ -545,10 +547,12 @@ class Report:
     """The process's peak resident memory, bytes (everything in it, all runs)."""
 
     def of(self, config: str) -> list[Run]:
+        """The timed runs of ``config``."""
         return [r for r in self.runs if r.config == config]
 
     @property
     def configs(self) -> list[str]:
+        """The configurations measured, in table order."""
         return [c for c in CONFIGS if self.of(c)]
 
 
