@@ -10,7 +10,9 @@ what two replicas behind one load balancer must agree on is kept here, per sessi
   across every replica sharing the store (until the entry's TTL). A replica forwards a
   request to its client only after winning the claim; a replayed copy that reaches
   another replica loses it and is blanked. A claim also stands for every later state of
-  the request (answered, dead): a key once claimed is never presented again.
+  the request (answered, dead): a key once claimed is never presented again. Given the
+  stream and the cursor of the event that carried the request, the claim also advances
+  that stream's cursor in the same atomic step (one round trip for a remote store).
 * **answers**: the answer a client gave to a claimed request, so that a replica that sees
   the server ask again can resubmit it instead of asking the person.
 * **cursors**: per stream, the newest event the gateway passed on, as a
@@ -44,6 +46,7 @@ __all__ = [
     "MemoryStore",
     "StateStore",
     "StoreUnavailableError",
+    "request_key",
 ]
 
 DEFAULT_TTL_S = 3600.0
@@ -51,6 +54,12 @@ DEFAULT_TTL_S = 3600.0
 
 RequestId = int | str
 """A JSON-RPC request id as the server sent it (``1`` and ``"1"`` are different keys)."""
+
+
+def request_key(request_id: RequestId) -> str:
+    """``request_id`` as a store key that keeps its JSON type: ``1`` is ``"int:1"``,
+    ``"1"`` is ``"str:1"`` (different JSON-RPC ids stay different keys)."""
+    return f"{type(request_id).__name__}:{request_id}"
 
 
 class StoreUnavailableError(InteractionFailed):
@@ -75,9 +84,19 @@ class Cursor:
 class StateStore(Protocol):
     """What a gateway's replicas share (see the module docstring for the contract)."""
 
-    async def claim(self, session: str, request_id: RequestId) -> bool:
+    async def claim(
+        self,
+        session: str,
+        request_id: RequestId,
+        *,
+        stream: str | None = None,
+        cursor: Cursor | None = None,
+    ) -> bool:
         """Claim the presentation of ``request_id`` in ``session``: ``True`` the first time
-        for this key across all replicas, ``False`` ever after (until the TTL)."""
+        for this key across all replicas, ``False`` ever after (until the TTL). Given
+        ``stream`` and ``cursor`` (both or neither, else :class:`ValueError`), also record
+        the cursor as :meth:`save_cursor` would, in the same atomic step, whatever the
+        claim's result."""
         ...
 
     async def save_answer(
@@ -165,13 +184,19 @@ class MemoryStore:
                 break
             del entries[key]
 
-    @staticmethod
-    def _rid(request_id: RequestId) -> str:
-        # 1 and "1" are different JSON-RPC ids: keep the type in the key
-        return f"{type(request_id).__name__}:{request_id}"
-
-    async def claim(self, session: str, request_id: RequestId) -> bool:
-        key = ("claim", session, self._rid(request_id))
+    async def claim(
+        self,
+        session: str,
+        request_id: RequestId,
+        *,
+        stream: str | None = None,
+        cursor: Cursor | None = None,
+    ) -> bool:
+        if (stream is None) != (cursor is None):
+            raise ValueError("claim: give both stream and cursor, or neither")
+        if stream is not None and cursor is not None:
+            self._advance(session, stream, cursor)
+        key = ("claim", session, request_key(request_id))
         if self._get(key) is not None:
             return False
         self._put(key, True)
@@ -180,17 +205,20 @@ class MemoryStore:
     async def save_answer(
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]
     ) -> None:
-        self._put(("answer", session, self._rid(request_id)), dict(answer))
+        self._put(("answer", session, request_key(request_id)), dict(answer))
 
     async def answer_of(self, session: str, request_id: RequestId) -> Mapping[str, Any] | None:
-        value = self._get(("answer", session, self._rid(request_id)))
+        value = self._get(("answer", session, request_key(request_id)))
         return dict(value) if value is not None else None
 
-    async def save_cursor(self, session: str, stream: str, cursor: Cursor) -> None:
+    def _advance(self, session: str, stream: str, cursor: Cursor) -> None:
         key = ("cursor", session, stream)
         old = self._get(key)
         if old is None or cursor.position > old.position:
             self._put(key, cursor)
+
+    async def save_cursor(self, session: str, stream: str, cursor: Cursor) -> None:
+        self._advance(session, stream, cursor)
 
     async def cursor_of(self, session: str, stream: str) -> Cursor | None:
         value = self._get(("cursor", session, stream))
