@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VENV1 ?= .venv-mcp1
 STAMP1 := $(VENV1)/.installed
 
-.PHONY: demo test test-mcp1 check render replay bench mutate lint typecheck install clean
+.PHONY: demo test need-redis test-mcp1 check render replay bench mutate lint typecheck install clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required (set PYTHON=...)")'
@@ -38,9 +38,14 @@ replay: $(STAMP)
 	$(BIN)/python -m fsm demo
 
 ## The whole test suite, linters and type checks included; then the mcp 1.x suite.
-test: lint typecheck
+## The gateway's state-store tests run a loopback redis-server (Debian package redis-server).
+test: need-redis lint typecheck
 	$(BIN)/python -m pytest -q
 	$(MAKE) test-mcp1
+
+need-redis:
+	@command -v redis-server >/dev/null || { echo "make test: redis-server is not on PATH;" \
+		"install the Debian package redis-server (apt-get install redis-server)" >&2; exit 1; }
 
 test-mcp1: $(STAMP1)
 	$(VENV1)/bin/python -m pytest -q tests/e2e_v1

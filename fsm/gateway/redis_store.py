@@ -32,7 +32,9 @@ Fail closed: every Redis error, refused or reset connection, and every operation
 no answer within ``timeout_s`` (the socket timeouts and an overall deadline both hold it)
 raises :class:`~fsm.gateway.store.StoreUnavailableError` naming the operation and the
 cause; nothing is retried inside the store and nothing hangs. Once Redis answers again the
-same store works again (redis-py reconnects on the next call). A write that timed out may
+same store works again: the pool replaces, before use, a connection the server closed once
+the event loop has seen it close (so a restart between two calls costs no failed call; a
+call racing the restart fails closed), and reconnects on the next call. A write that timed out may
 still have landed: a claim that raised may be held, and the request it stood for is then
 never presented (never twice, possibly not at all: the closed side of failing).
 
@@ -178,13 +180,17 @@ class RedisStore:
                 return await self._execute(*args)
         except NoScriptError as exc:
             if no_script is None:
-                raise StoreUnavailableError(f"redis store: {op} failed: {type(exc).__name__}: {exc}") from exc
+                raise StoreUnavailableError(
+                    f"redis store: {op} failed: {type(exc).__name__}: {exc}"
+                ) from exc
             return no_script
         except TimeoutError as exc:
             cause = str(exc) or f"no answer within {self.timeout_s} s"
             raise StoreUnavailableError(f"redis store: {op} failed: {cause}") from exc
         except (RedisError, OSError) as exc:
-            raise StoreUnavailableError(f"redis store: {op} failed: {type(exc).__name__}: {exc}") from exc
+            raise StoreUnavailableError(
+                f"redis store: {op} failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     async def _advance(self, op: str, keys: list[str], cursor: Cursor) -> int:
         args = (len(keys), *keys, self._ttl_ms, cursor.position, cursor.event_id)
