@@ -50,7 +50,8 @@ persistence (``appendonly yes``); the store needs nothing else for that.
 
 Round trips by operation: ``claim`` 1, ``claim`` with ``stream`` and ``cursor`` 1,
 ``save_cursor`` 1, ``cursor_of`` 1, ``save_answer`` 1, ``answer_of`` 1, ``end_session`` 1,
-``session_ended`` 1, ``aclose`` 0. Connection set-up (redis-py's handshake on a new or
+``session_ended`` 1, ``connect`` (optional: checks Redis and loads the script) 1,
+``aclose`` 0. Connection set-up (redis-py's handshake on a new or
 re-opened connection) is not counted. Needs the ``gateway`` extra (redis-py).
 """
 
@@ -74,6 +75,7 @@ from fsm.gateway.store import (
     Cursor,
     RequestId,
     StoreUnavailableError,
+    claim_cursor,
     request_key,
 )
 
@@ -199,6 +201,13 @@ class RedisStore:
             got = await self._send(op, "EVAL", _ADVANCE, *args)
         return int(got)
 
+    async def connect(self) -> None:
+        """Check that Redis answers and load the cursor script into its cache (one round
+        trip), so that the first ``save_cursor`` or ``claim`` with a cursor costs one round
+        trip too; ``StoreUnavailableError`` when Redis does not answer. Optional: every
+        operation connects by itself. For a replica's start-up check."""
+        await self._send("connect", "SCRIPT", "LOAD", _ADVANCE)
+
     # ------------------------------------------------------------------ StateStore
 
     async def claim(
@@ -211,12 +220,11 @@ class RedisStore:
     ) -> bool:
         """See :meth:`fsm.gateway.store.StateStore.claim`: ``SET NX PX``, or with a cursor
         one script that advances the cursor and claims."""
-        if (stream is None) != (cursor is None):
-            raise ValueError("claim: give both stream and cursor, or neither")
+        advance = claim_cursor(stream, cursor)
         claim_key = self.key(session, "claim", request_key(request_id))
-        if stream is not None and cursor is not None:
-            cursor_key = self.key(session, "cursor", stream)
-            return await self._advance("claim", [cursor_key, claim_key], cursor) == 1
+        if advance is not None:
+            cursor_key = self.key(session, "cursor", advance[0])
+            return await self._advance("claim", [cursor_key, claim_key], advance[1]) == 1
         won = await self._send("claim", "SET", claim_key, "1", "NX", "PX", self._ttl_ms)
         return won is not None
 

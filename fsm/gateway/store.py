@@ -46,6 +46,7 @@ __all__ = [
     "MemoryStore",
     "StateStore",
     "StoreUnavailableError",
+    "claim_cursor",
     "request_key",
 ]
 
@@ -131,6 +132,16 @@ class StateStore(Protocol):
         ...
 
 
+def claim_cursor(stream: str | None, cursor: Cursor | None) -> tuple[str, Cursor] | None:
+    """The ``(stream, cursor)`` a :meth:`StateStore.claim` also records, or ``None`` when
+    it records none; :class:`ValueError` when only one of the two is given."""
+    if stream is None and cursor is None:
+        return None
+    if stream is None or cursor is None:
+        raise ValueError("claim: give both stream and cursor, or neither")
+    return stream, cursor
+
+
 _Key = tuple[str, str, str]
 """(kind, session, item): one entry of :class:`MemoryStore`."""
 
@@ -192,10 +203,9 @@ class MemoryStore:
         stream: str | None = None,
         cursor: Cursor | None = None,
     ) -> bool:
-        if (stream is None) != (cursor is None):
-            raise ValueError("claim: give both stream and cursor, or neither")
-        if stream is not None and cursor is not None:
-            self._advance(session, stream, cursor)
+        advance = claim_cursor(stream, cursor)
+        if advance is not None:
+            self._advance(session, *advance)
         key = ("claim", session, request_key(request_id))
         if self._get(key) is not None:
             return False

@@ -247,37 +247,9 @@ async def test_redis_keys_carry_the_ttl_and_writes_refresh_it(server: RedisServe
 # ------------------------------------------------------------------ round trips
 
 
-async def test_each_operation_is_one_round_trip(server: RedisServer) -> None:
-    store = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
-    try:
-        await store.client.script_flush()
-        before = store.round_trips
-        await store.save_cursor("s", "get", Cursor(1, "ev1"))
-        assert store.round_trips - before == 2  # EVALSHA unknown to Redis, then EVAL
-        calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
-            ("claim", lambda: store.claim("s", 1)),
-            ("claim+cursor", lambda: store.claim("s", 2, stream="get", cursor=Cursor(2, "e"))),
-            ("save_cursor", lambda: store.save_cursor("s", "get", Cursor(3, "ev3"))),
-            ("cursor_of", lambda: store.cursor_of("s", "get")),
-            ("save_answer", lambda: store.save_answer("s", 1, {"a": 1})),
-            ("answer_of", lambda: store.answer_of("s", 1)),
-            ("end_session", lambda: store.end_session("s", "gone")),
-            ("session_ended", lambda: store.session_ended("s")),
-        ]
-        for name, call in calls:
-            before = store.round_trips
-            await call()
-            assert store.round_trips - before == 1, name
-    finally:
-        await store.aclose()
-
-
-# ------------------------------------------------------------------ failing closed
-
-TIMEOUT_S = 0.2
-
-
 def _every_operation(store: StateStore) -> list[tuple[str, Callable[[], Awaitable[object]]]]:
+    """Each operation once (claim twice: alone and with a cursor), by the name its failure
+    message uses; each call claims a new id."""
     n = itertools.count(100)
     return [
         ("claim", lambda: store.claim("s", next(n))),
@@ -291,9 +263,39 @@ def _every_operation(store: StateStore) -> list[tuple[str, Callable[[], Awaitabl
     ]
 
 
-async def _each_fails_closed(store: StateStore) -> list[float]:
+def _every_redis_operation(store: RedisStore) -> list[tuple[str, Callable[[], Awaitable[object]]]]:
+    """:func:`_every_operation`, and :meth:`RedisStore.connect`."""
+    return [*_every_operation(store), ("connect", store.connect)]
+
+
+async def test_each_operation_is_one_round_trip(server: RedisServer) -> None:
+    store = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    try:
+        await store.client.script_flush()
+        before = store.round_trips
+        await store.save_cursor("s", "get", Cursor(1, "ev1"))
+        assert store.round_trips - before == 2  # EVALSHA unknown to Redis, then EVAL
+        for name, call in _every_operation(store):
+            before = store.round_trips
+            await call()
+            assert store.round_trips - before == 1, name
+        await store.client.script_flush()
+        await store.connect()  # loads the script: the next call finds it
+        before = store.round_trips
+        assert await store.claim("s", "new", stream="get", cursor=Cursor(70, "ev70")) is True
+        assert store.round_trips - before == 1
+    finally:
+        await store.aclose()
+
+
+# ------------------------------------------------------------------ failing closed
+
+TIMEOUT_S = 0.2
+
+
+async def _each_fails_closed(store: RedisStore) -> list[float]:
     took = []
-    for name, call in _every_operation(store):
+    for name, call in _every_redis_operation(store):
         started = time.monotonic()
         with pytest.raises(StoreUnavailableError, match=f"redis store: {name} failed: .+") as got:
             await call()
