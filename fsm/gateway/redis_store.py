@@ -20,7 +20,8 @@ key                                value                            written by
 =================================  ===============================  ======================
 
 ``<type>:<id>`` keeps a request id's JSON type (``int:1`` and ``str:1`` are different
-keys, as in :class:`~fsm.gateway.store.MemoryStore`). Every key is written with a TTL of
+keys, as in :class:`~fsm.gateway.store.MemoryStore`). Text goes to Redis as UTF-8 that lets
+lone surrogates pass, so any Python string is a session, stream, event id or reason. Every key is written with a TTL of
 ``ttl_s`` (``PX``, milliseconds), set anew at each write: Redis memory is bounded by the
 sessions active within the last ``ttl_s``. A claim that loses and a cursor that is not
 newer write nothing and so refresh nothing. ``claim`` is ``SET NX PX`` (one command);
@@ -104,7 +105,13 @@ _NO_SCRIPT = object()
 
 def _text(value: Any) -> str:
     """A reply as text, whether the client decodes replies or not."""
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
+
+
+def _wire(arg: Any) -> Any:
+    """A command argument as Redis gets it: text as UTF-8 that lets lone surrogates pass
+    (any Python string is a key or value, as in ``MemoryStore``)."""
+    return arg.encode("utf-8", "surrogatepass") if isinstance(arg, str) else arg
 
 
 class RedisStore:
@@ -179,7 +186,7 @@ class RedisStore:
         self.round_trips += 1
         try:
             async with asyncio.timeout(self.timeout_s):
-                return await self._execute(*args)
+                return await self._execute(*map(_wire, args))
         except NoScriptError as exc:
             if no_script is None:
                 raise StoreUnavailableError(

@@ -170,9 +170,10 @@ async def test_ended_sessions(shared: Shared) -> None:
 
 
 async def test_sessions_are_isolated(shared: Shared) -> None:
-    """Names chosen to collide if keys were joined naively (``:``, braces, empty)."""
+    """Names chosen to collide if keys were joined naively (``:``, braces, empty); text
+    that is not valid UTF-8 (a lone surrogate) is kept as it is."""
     store = shared.replica()
-    sessions = ["a", "a:b", "a:claim:int", "", "{a}", "a}", "1:a", "ä"]
+    sessions = ["a", "a:b", "a:claim:int", "", "{a}", "a}", "1:a", "ä", "\ud800"]
     for session in sessions:
         assert await store.claim(session, 1) is True
         await store.save_cursor(session, "b:x", Cursor(len(session) + 1, session))
@@ -182,8 +183,8 @@ async def test_sessions_are_isolated(shared: Shared) -> None:
         assert await store.cursor_of(session, "b:x") == Cursor(len(session) + 1, session)
         assert await store.answer_of(session, 1) == {"session": session}
         assert await store.cursor_of(session, "x") is None
-    await store.end_session("a", "gone")
-    assert [await store.session_ended(s) for s in sessions] == ["gone"] + [None] * 7
+    await store.end_session("a", "gone \udcff")
+    assert [await store.session_ended(s) for s in sessions] == ["gone \udcff"] + [None] * 8
 
 
 # ------------------------------------------------------------------ expiry
