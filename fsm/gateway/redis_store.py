@@ -21,13 +21,16 @@ key                                value                            written by
 
 ``<type>:<id>`` keeps a request id's JSON type (``int:1`` and ``str:1`` are different
 keys, as in :class:`~fsm.gateway.store.MemoryStore`). Text goes to Redis as UTF-8 that lets
-lone surrogates pass, so any Python string is a session, stream, event id or reason. Every key is written with a TTL of
-``ttl_s`` (``PX``, milliseconds), set anew at each write: Redis memory is bounded by the
-sessions active within the last ``ttl_s``. A claim that loses and a cursor that is not
-newer write nothing and so refresh nothing. ``claim`` is ``SET NX PX`` (one command);
-``save_cursor`` and ``claim`` with a cursor are one Lua script (``EVALSHA``; after a Redis
-restart has emptied the script cache, one more round trip sends the script with ``EVAL``),
-which compares positions on the server, so concurrent writers never move a cursor back.
+lone surrogates pass, so any Python string is a session, stream, event id or reason.
+
+Every key is written with a TTL of ``ttl_s`` (``PX``, milliseconds), set anew at each
+write: Redis memory is bounded by the sessions active within the last ``ttl_s``. A claim
+that loses and a cursor that is not newer write nothing and so refresh nothing. ``claim``
+is ``SET NX PX`` (one command); ``save_cursor`` and ``claim`` with a cursor are one Lua
+script (``EVALSHA``; after a Redis restart has emptied the script cache, one more round
+trip sends the script with ``EVAL``), which compares positions on the server, so
+concurrent writers never move a cursor back (Lua compares numbers as doubles: positions
+are exact up to 2**53).
 
 Fail closed: every Redis error, refused or reset connection, and every operation that has
 no answer within ``timeout_s`` (the socket timeouts and an overall deadline both hold it)
@@ -119,7 +122,10 @@ class RedisStore:
     keys, their TTLs, the round trips and the failure behaviour).
 
     Build it with :meth:`from_url`, or around an existing ``redis.asyncio.Redis`` client
-    (``owns_client``: whether :meth:`aclose` closes it). Entries expire ``ttl_s`` after
+    (``owns_client``: whether :meth:`aclose` closes it; give such a client no retries and
+    ``MaintNotificationsConfig(enabled=False)`` as :meth:`from_url` does, or a failure
+    waits for its retries and a Redis restart costs one failed call on a pooled
+    connection; the overall ``timeout_s`` deadline holds either way). Entries expire ``ttl_s`` after
     their last write; an operation without an answer in ``timeout_s`` fails. ``prefix``
     starts every key (no braces in it: they would break the per-session hash slot).
     :attr:`round_trips` counts the commands and script calls sent since creation."""
