@@ -170,12 +170,21 @@ class TsClient:
                     raise EOFError(f"client.mjs exited; stderr: {self.stderr.decode()[-2000:]}")
                 await self._changed.wait()
 
+    async def wait_count(
+        self, predicate: Callable[[Event], bool], count: int, timeout: float = 10.0
+    ) -> list[Event]:
+        """Wait until ``count`` lines match ``predicate``; returns the first ``count``."""
+        found: list[Event] = []
+        index = 0
+        while len(found) < count:
+            index, line = await self.wait_line(predicate, timeout, index)
+            found.append(line)
+            index += 1
+        return found
+
     async def wait_presented(self, count: int, timeout: float = 10.0) -> Event:
         """Wait until ``count`` presentations were printed; returns the ``count``-th."""
-        await self.wait_line(
-            lambda e: e.get("event") == "presented" and e.get("n", 0) >= count, timeout
-        )
-        return self.presented[count - 1]
+        return (await self.wait_count(lambda e: e.get("event") == "presented", count, timeout))[-1]
 
     async def wait_outcome(self, call_id: str, timeout: float = 10.0) -> Event:
         """The ``result`` or ``error`` line of call ``call_id``."""

@@ -20,9 +20,10 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 
 from fsm.harness.proxy import is_resume_get
-from fsm.harness.scenarios import CONFIRM, Rig, ScenarioResult, run_scenario
+from fsm.harness.scenarios import CONFIRM, Rig, ScenarioResult, open_rig, run_scenario
 from fsm.harness.ts_client import (
     TsClient,
     TsClientUnavailable,
@@ -204,6 +205,53 @@ async def test_request_dead_before_its_replay_is_presented(rig: Rig, flavour: st
     assert outcome["result"]["content"][0]["text"] == EXPIRED
     assert len(ts.presented) == 1
     assert "elicit_answered" not in [e.kind for e in controller.log]
+
+
+class ReplayFromStartStore(EventStore):
+    """An event store whose resumes replay the cursor's whole stream, the cursor's own
+    event included (a server that re-sends what the client already has)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[EventId, StreamId, Any]] = []
+
+    async def store_event(self, stream_id: StreamId, message: Any) -> EventId:
+        event_id = f"r{len(self.rows) + 1}"
+        self.rows.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
+        stream = next((s for i, s, _ in self.rows if i == last_event_id), None)
+        for event_id, stream_id, message in list(self.rows):
+            if stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream
+
+
+async def test_replayed_duplicate_is_presented_again() -> None:
+    """A server replays the live elicitation the client already shows: the SDK dispatches
+    it again (same id) and it is presented a second time; both answers get 202, the
+    server uses the first."""
+    async with (
+        open_rig(event_store=ReplayFromStartStore()) as rig,
+        open_ts_client(rig.proxy.url) as ts,
+    ):
+        call = await ts.start_call("delete_files", {"deadline": "silent"})
+        await ts.wait_presented(1)
+        post = await rig.tools_call()
+        await rig.proxy.cut(post, "abrupt")
+        await ts.wait_presented(2)
+        for n in (1, 2):
+            await ts.answer(n, "accept", {"confirm": True})
+        outcome = await ts.wait_outcome(call)
+        answers = await ts.wait_count(lambda e: e.get("rpc") == "answer", 2)
+    assert [p["requestId"] for p in ts.presented] == [1, 1]
+    resumes = [ex for ex in rig.proxy.exchanges.values() if ex.is_resume]
+    assert [ex.last_event_id for ex in resumes] == [post.sse_event_ids[-1]]
+    assert [e["status"] for e in answers] == [202, 202]
+    assert [e.kind for e in rig.controller.log].count("elicit_answered") == 1
+    assert outcome["result"]["content"][0]["text"] == "Deleted 3 files: a.txt, b.txt, c.txt"
 
 
 async def test_missing_install_is_a_clear_error(tmp_path: Any) -> None:
