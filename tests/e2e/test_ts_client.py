@@ -266,5 +266,7 @@ async def test_non_loopback_url_is_refused() -> None:
         _, line = await ts.wait_line(lambda e: e["event"] == "error")
         with anyio.fail_after(10):
             assert await ts.process.wait() == 2
+        with pytest.raises(EOFError):
+            await ts.wait_line(lambda e: e["event"] == "connected")
     assert line["id"] is None and "loopback URLs only" in line["message"]
     assert not ts.events("http")
