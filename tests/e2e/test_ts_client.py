@@ -22,8 +22,16 @@ import anyio
 import pytest
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 
-from fsm.harness.proxy import is_resume_get
-from fsm.harness.scenarios import CONFIRM, Rig, ScenarioResult, open_rig, run_scenario
+from fsm.guard import GuardConfig
+from fsm.harness.proxy import ConnectionFault, is_resume_get
+from fsm.harness.scenarios import (
+    CONFIRM,
+    GUARDED_SCENARIO_CONFIG_KW,
+    Rig,
+    ScenarioResult,
+    open_rig,
+    run_scenario,
+)
 from fsm.harness.ts_client import (
     TsClient,
     TsClientUnavailable,
@@ -55,9 +63,11 @@ def _diagnostics(lines: list[Line]) -> list[str]:
     return [str(e["message"]) for e in _lines(lines, "diagnostic", source="onerror")]
 
 
-async def _run(name: str, **options: Any) -> tuple[ScenarioResult, list[Line]]:
+async def _run(
+    name: str, rig: Rig | None = None, **options: Any
+) -> tuple[ScenarioResult, list[Line]]:
     sink: list[TsClient] = []
-    result = await run_scenario(name, ts_scenario_client(sink=sink, **options))
+    result = await run_scenario(name, ts_scenario_client(sink=sink, **options), rig=rig)
     return result, [line for ts in sink for line in ts.lines]
 
 
@@ -126,22 +136,40 @@ async def test_replayed_cancel_withdraws_the_presentation() -> None:
     assert r.outcome.kind == "result" and r.outcome.text == EXPIRED
 
 
-async def test_failed_answer_post_is_not_retried_and_the_call_waits_for_its_timeout() -> None:
-    """The answer POST fails at the connection: reported to ``onerror`` only; the transport
-    lives on (later calls work), the call ends by the SDK's request timeout."""
-    r, lines = await _run("answer_conn_error", request_timeout_ms=REQUEST_TIMEOUT_MS)
+async def test_failed_answer_post_is_not_retried_and_the_call_waits_for_its_timeout(
+    rig: Rig,
+) -> None:
+    """The answer POST fails at the connection: reported to ``onerror`` only, never
+    retried; the transport lives on; the call ends by the SDK's request timeout. Its
+    cancellation makes the server answer the call with an error, which ends the call's
+    stream; the SDK then resumes that finished stream (only a *result* counts as its
+    response) and leaves the resume GET open."""
+    proxy = rig.proxy
+    async with open_ts_client(proxy.url, request_timeout_ms=REQUEST_TIMEOUT_MS) as ts:
+        call = await ts.start_call("delete_files", {"deadline": "silent"})
+        await ts.wait_presented(1)
+        proxy.fail_next_answer(ConnectionFault("close"))
+        await ts.answer(1, "accept", {"confirm": True})
+        outcome = await ts.wait_outcome(call)
+        error = await rig.stored("error")
+        resume = await proxy.wait_for(
+            lambda e: e.kind == "request" and e.method == "GET" and e.last_event_id is not None
+        )
+        pong = await ts.call_tool("ping", {})
+        assert proxy.exchanges[resume.exchange].open
+    ended = await proxy.wait_for(lambda e: e.kind == "end" and e.exchange == resume.exchange)
 
-    assert list(r.presentation_counts.values()) == [1]
-    assert [(a.status, a.fault) for a in r.answers] == [(None, "connection:close")]
-    assert "Failed to send response: TypeError: fetch failed" in _diagnostics(lines)
-    assert r.resumes == []
-    assert (r.outcome.code, r.outcome.text) == (-32001, TIMED_OUT)
-    assert _lines(lines, "error", id="c1")[0]["data"] == {"timeout": REQUEST_TIMEOUT_MS}
-    # the timeout cancels the call on the wire; the settle pings afterwards still succeed
-    cancels = [e for e in _lines(lines, "http") if e.get("rpc") == "notifications/cancelled"]
+    assert len(ts.presented) == 1
+    answers = [e for e in ts.events("http") if e.get("rpc") == "answer"]
+    assert [e["error"] for e in answers] == ["SocketError: other side closed"]
+    assert "Failed to send response: TypeError: fetch failed" in _diagnostics(ts.lines)
+    assert (outcome["code"], outcome["message"]) == (-32001, TIMED_OUT)
+    assert outcome["data"] == {"timeout": REQUEST_TIMEOUT_MS}
+    cancels = [e for e in ts.events("http") if e.get("rpc") == "notifications/cancelled"]
     assert [e["status"] for e in cancels] == [202]
-    pongs = [e for e in _lines(lines, "result") if e["id"] != "c1"]
-    assert pongs and all(e["result"]["content"][0]["text"] == "pong" for e in pongs)
+    assert resume.last_event_id == error.detail["event_id"]
+    assert ended.detail == "client_closed"  # open until the client closed
+    assert pong.content[0].text == "pong"
 
 
 async def test_session_expired_two_404_resumes_then_the_call_waits_for_its_timeout() -> None:
@@ -270,3 +298,61 @@ async def test_non_loopback_url_is_refused() -> None:
             await ts.wait_line(lambda e: e["event"] == "connected")
     assert line["id"] is None and "loopback URLs only" in line["message"]
     assert not ts.events("http")
+
+
+# --------------------------------------------------------------------------- the gateway
+
+GATEWAY: dict[str, Any] = {"config": GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)}
+"""A guarding gateway replica between the proxy and the server (:func:`open_rig`)."""
+
+
+async def test_seed_through_the_gateway() -> None:
+    """The seed incident through the gateway: what the client does is unchanged (one
+    presentation, the late answer 202, the tool's own result); ids are the gateway's."""
+    async with open_rig(gateway=GATEWAY) as rig:
+        run = await ts_seed_run(rig)
+    assert (run.presentations, run.resume_gets) == (1, 3)
+    assert [a.status for a in run.result.answers] == [202]
+    assert run.outcome.kind == "result" and run.outcome.text == EXPIRED
+    assert all(x.cursor not in ("ev3", "ev5", "ev6") for x in run.result.resumes)
+
+
+async def test_replayed_duplicate_blanked_by_the_gateway() -> None:
+    """The replay-from-start server through the gateway: the replayed elicitation reaches
+    the client as a blank event, so it is presented once (twice without the gateway)."""
+    async with (
+        open_rig(event_store=ReplayFromStartStore(), gateway=GATEWAY) as rig,
+        open_ts_client(rig.proxy.url) as ts,
+    ):
+        call = await ts.start_call("delete_files", {"deadline": "silent"})
+        await ts.wait_presented(1)
+        post = await rig.tools_call()
+        await rig.proxy.cut(post, "abrupt")
+        resume = await rig.proxy.wait_for(
+            lambda e: e.kind == "request" and e.method == "GET" and e.last_event_id is not None
+        )
+        await rig.primed(rig.proxy.exchanges[resume.exchange])
+        await ts.answer(1, "accept", {"confirm": True})
+        outcome = await ts.wait_outcome(call)
+    relayed = [
+        (e.event_id, e.data)
+        for e in rig.proxy.log
+        if e.kind == "sse_event" and e.exchange == resume.exchange
+    ]
+    # the replayed elicitation arrives blank, keeping (the gateway's form of) its event id
+    upstream_id = post.sse_event_ids[-1].rsplit(".", 1)[-1]
+    assert relayed[0][0].endswith(f".{upstream_id}") and relayed[0][1] == ""
+    assert not any("elicitation/create" in data for _, data in relayed)
+    assert len(ts.presented) == 1
+    assert outcome["result"]["content"][0]["text"] == "Deleted 3 files: a.txt, b.txt, c.txt"
+
+
+async def test_session_expired_through_the_gateway_ends_the_call_at_once() -> None:
+    """The gateway ends the dead call with one error naming the reason; without it the
+    call waits for the SDK's request timeout (left at its 60 s default here)."""
+    async with open_rig(gateway=GATEWAY) as rig:
+        r, _ = await _run("session_expired", rig=rig)
+    assert list(r.presentation_counts.values()) == [1]
+    assert r.outcome.code == -32000 and "session-expired" in r.outcome.text
+    assert [a.status for a in r.answers] == [404]
+    assert r.probe is not None and r.probe.code == 404
