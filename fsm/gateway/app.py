@@ -425,11 +425,21 @@ class Gateway:
             self._spawn(self.store.end_session, e.session, e.expired.reason)
 
     def _claimer(self, session: _Session) -> core.Claim:
+        """The engine's claim: the store's compare-and-set. A lost claim whose request
+        has an answer kept in the store (the client answered through another replica)
+        hands that answer to this replica's guard, which submits it as its own: the
+        server asking again is answered, the person is not asked again."""
         store = self.store
 
         async def claim(key: RequestKey, stream: str, event_id: str | None) -> bool:
-            sid = session.engine.session or ""
-            return await store.claim(sid, key[1])
+            e = session.engine
+            sid = e.session or ""
+            if await store.claim(sid, key[1]):
+                return True
+            answer = await store.answer_of(sid, key[1])
+            if answer is not None and e.guard.state_of(key) == "presented":
+                e.feed(events.UserAnswered(key, answer))
+            return False
 
         return claim
 

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import pytest
 
 pytest.importorskip("uvicorn")
@@ -335,3 +336,30 @@ async def test_a_client_resuming_without_progress_gets_the_ending_error() -> Non
     assert err["error"]["data"]["reason"] == "resume-budget-spent"
     assert all(errors(b) == [err] for b in bodies)
     assert len([m for m, _, _ in up.requests if m == "GET"]) == 1
+
+
+async def test_a_replica_answers_a_replayed_request_from_the_stored_answer() -> None:
+    """The client answered request 1 through another replica (claim and answer in the
+    shared store); its resume lands on this replica, and the server replays the request:
+    it is blanked, and the stored answer is submitted upstream, not asked again."""
+    from fsm.gateway.ids import IdRewriter
+    from fsm.gateway.store import MemoryStore
+
+    store = MemoryStore()
+    answer = {"action": "accept", "content": {"confirm": True}}
+    await store.claim(SID, 1)
+    await store.save_answer(SID, 1, answer)
+    up = Upstream(replay=lambda cursor: [sse("e2", elicit(1)), sse("e3", result(7))])
+    cursor = IdRewriter("post:7").rewrite(b"id: e1\n").decode().split()[-1]
+    async with gateway_for(up, store=store) as gw, httpx2.AsyncClient() as http:
+        h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
+        async with http.stream("GET", gw.url, headers=h) as r:
+            events = parse(b"".join([c async for c in r.aiter_raw()]))
+        with anyio.fail_after(10):
+            while not [b for m, _, b in up.requests if m == "POST"]:
+                await anyio.sleep(0.01)  # the submission runs in the background
+    assert requests_of(events, 1) == 0
+    assert next(d for _, d in events) == ""  # blanked, its id kept
+    [(_, _, body)] = [q for q in up.requests if q[0] == "POST"]
+    assert json.loads(body) == {"jsonrpc": "2.0", "id": 1, "result": answer}
+    assert [h["last-event-id"] for m, h, _ in up.requests if m == "GET"] == ["e1"]
