@@ -417,10 +417,10 @@ async def ts_seed_run(
 ) -> TsSeedRun:
     """Run the ``seed`` scenario (:mod:`fsm.harness.scenarios`) with the TypeScript client.
 
-    ``rig``: the server and fault proxy to drive (a fresh :func:`open_rig` by default);
-    ``url``: where the client connects (default the rig's proxy; give a gateway's URL to
-    put it between the client and the proxy, or build the rig with the proxy in front of
-    the gateway). ``options`` go to :func:`open_ts_client`.
+    ``rig``: the server and fault proxy to drive (a fresh :func:`open_rig` by default;
+    ``open_rig(gateway=...)`` puts a gateway between the proxy and the server); ``url``:
+    where the client connects (default the rig's proxy; e.g. a gateway in front of it).
+    ``options`` go to :func:`open_ts_client`.
     """
     sink: list[TsClient] = []
     factory = ts_scenario_client(url, sink=sink, **options)
