@@ -17,6 +17,7 @@ key                                value                            written by
 ``P{S}:cursor:<stream>``           ``<position> <event id>``        ``save_cursor``,
                                                                     ``claim`` with a cursor
 ``P{S}:ended``                     the reason                       ``end_session``
+``P{S}:session``                   ``1``                            ``begin_session``
 =================================  ===============================  ======================
 
 ``<type>:<id>`` keeps a request id's JSON type (``int:1`` and ``str:1`` are different
@@ -25,10 +26,12 @@ lone surrogates pass, so any Python string is a session, stream, event id or rea
 
 Every key is written with a TTL of ``ttl_s`` (``PX``, milliseconds), set anew at each
 write: Redis memory is bounded by the sessions active within the last ``ttl_s``. A claim
-that loses and a cursor that is not newer write nothing and so refresh nothing. ``claim``
-is ``SET NX PX`` (one command); ``save_cursor`` and ``claim`` with a cursor are one Lua
-script (``EVALSHA``; after a Redis restart has emptied the script cache, one more round
-trip sends the script with ``EVAL``), which compares positions on the server, so
+that loses and a cursor that is not newer write nothing and so refresh nothing (a claim
+refreshes the session's record, won or lost). ``claim`` is one Lua script (the session's
+record checked and refreshed, the claim ``SET NX``, the cursor advanced when given);
+``save_cursor`` is another (``EVALSHA``; after a Redis restart has emptied the script
+cache, one more round trip sends the script with ``EVAL``); both compare positions on
+the server, so
 concurrent writers never move a cursor back (Lua compares numbers as doubles: positions
 are exact up to 2**53).
 
@@ -43,18 +46,19 @@ still have landed: a claim that raised may be held, and the request it stood for
 never presented (never twice, possibly not at all: the closed side of failing).
 
 A Redis restart without persistence (the harness runs Redis with ``--save ''
---appendonly no``) loses every key: claims, answers, cursors and ended sessions. This is
-a documented decision, not a defect: after it, a replayed request that reaches a replica
-whose own guard presented it is still blanked by that guard (its local history survives),
-but a replay landing on a *different* replica is claimable again and may be presented a
-second time; kept answers and cursors are gone (a resume starts from the client's
-``Last-Event-ID``), and an ended session is asked upstream again (the server answers 404
-once more). Deployments that need claims to outlive a Redis restart run Redis with
-persistence (``appendonly yes``); the store needs nothing else for that.
+--appendonly no``) loses every key: claims, answers, cursors, ended and begun sessions.
+Nothing is presented twice for it: a claim in a session whose record is gone raises
+:class:`~fsm.gateway.store.StoreStateLostError`, so every session begun before the
+restart fails closed at its next request decision (its calls end with that typed error,
+``data.reason`` ``store-state-lost``), while sessions begun after it work as before. Kept
+answers and cursors are gone (a resume starts from the client's ``Last-Event-ID``), and
+an ended session is asked upstream again (the server answers 404 once more). Deployments
+whose sessions must outlive a Redis restart run Redis with persistence (``appendonly
+yes``); the store needs nothing else for that.
 
-Round trips by operation: ``claim`` 1, ``claim`` with ``stream`` and ``cursor`` 1,
-``save_cursor`` 1, ``cursor_of`` 1, ``save_answer`` 1, ``answer_of`` 1, ``end_session`` 1,
-``session_ended`` 1, ``connect`` (optional: checks Redis and loads the script) 1,
+Round trips by operation: ``begin_session`` 1, ``claim`` 1, ``claim`` with ``stream`` and
+``cursor`` 1, ``save_cursor`` 1, ``cursor_of`` 1, ``save_answer`` 1, ``answer_of`` 1,
+``end_session`` 1, ``session_ended`` 1, ``connect`` (optional: checks Redis and loads the script) 1,
 ``aclose`` 0. Connection set-up (redis-py's handshake on a new or
 re-opened connection) is not counted. Needs the ``gateway`` extra (redis-py).
 """
@@ -78,6 +82,7 @@ from fsm.gateway.store import (
     DEFAULT_TTL_S,
     Cursor,
     RequestId,
+    StoreStateLostError,
     StoreUnavailableError,
     claim_cursor,
     request_key,
@@ -94,15 +99,32 @@ local at = old and tonumber(string.match(old, '^(-?%d+) '))
 if not at or at < tonumber(ARGV[2]) then
   redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[1])
 end
-if KEYS[2] and redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
+return 0
+"""
+"""Advance the cursor at KEYS[1] to position ARGV[2] (event id ARGV[3]) unless it is at or
+past it. ARGV[1] is the TTL in milliseconds."""
+
+_CLAIM = """
+if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then
+  return -1
+end
+if KEYS[3] then
+  local old = redis.call('GET', KEYS[3])
+  local at = old and tonumber(string.match(old, '^(-?%d+) '))
+  if not at or at < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[3], ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[1])
+  end
+end
+if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
   return 1
 end
 return 0
 """
-"""Advance the cursor at KEYS[1] to position ARGV[2] (event id ARGV[3]) unless it is at or
-past it; then, given KEYS[2], claim it (1 if won). ARGV[1] is the TTL in milliseconds."""
+"""Claim KEYS[2] (1 if won, 0 if lost) in the session whose record is KEYS[1] (-1, and
+nothing changed, when there is no record; its TTL refreshed otherwise); given KEYS[3],
+first advance that cursor as ``_ADVANCE`` does. ARGV as for ``_ADVANCE``."""
 
-_ADVANCE_SHA = hashlib.sha1(_ADVANCE.encode()).hexdigest()
+_SCRIPTS = {script: hashlib.sha1(script.encode()).hexdigest() for script in (_ADVANCE, _CLAIM)}
 _NO_SCRIPT = object()
 
 
@@ -178,8 +200,8 @@ class RedisStore:
     # ------------------------------------------------------------------ keys
 
     def key(self, session: str, kind: str, item: str | None = None) -> str:
-        """The Redis key of one entry (``kind``: ``claim``, ``answer``, ``cursor`` or
-        ``ended``; ``item``: the request key or the stream), as the module docstring
+        """The Redis key of one entry (``kind``: ``claim``, ``answer``, ``cursor``,
+        ``ended`` or ``session``; ``item``: the request key or the stream), as the module docstring
         lays them out."""
         base = f"{self.prefix}{{{len(session)}:{session}}}:{kind}"
         return base if item is None else f"{base}:{item}"
@@ -207,19 +229,25 @@ class RedisStore:
                 f"redis store: {op} failed: {type(exc).__name__}: {exc}"
             ) from exc
 
-    async def _advance(self, op: str, keys: list[str], cursor: Cursor) -> int:
-        args = (len(keys), *keys, self._ttl_ms, cursor.position, cursor.event_id)
-        got = await self._send(op, "EVALSHA", _ADVANCE_SHA, *args, no_script=_NO_SCRIPT)
+    async def _script(self, op: str, script: str, keys: list[str], *argv: Any) -> int:
+        args = (len(keys), *keys, *argv)
+        got = await self._send(op, "EVALSHA", _SCRIPTS[script], *args, no_script=_NO_SCRIPT)
         if got is _NO_SCRIPT:  # a new or restarted Redis: send the script itself once
-            got = await self._send(op, "EVAL", _ADVANCE, *args)
+            got = await self._send(op, "EVAL", script, *args)
         return int(got)
 
     async def connect(self) -> None:
-        """Check that Redis answers and load the cursor script into its cache (one round
-        trip), so that the first ``save_cursor`` or ``claim`` with a cursor costs one round
-        trip too; ``StoreUnavailableError`` when Redis does not answer. Optional: every
-        operation connects by itself. For a replica's start-up check."""
-        await self._send("connect", "SCRIPT", "LOAD", _ADVANCE)
+        """Check that Redis answers and load the claim script into its cache (one round
+        trip; ``save_cursor``'s loads on first use), so that the first ``claim`` costs one
+        round trip too; ``StoreUnavailableError`` when Redis does not answer. Optional:
+        every operation connects by itself. For a replica's start-up check."""
+        await self._send("connect", "SCRIPT", "LOAD", _CLAIM)
+
+    async def begin_session(self, session: str) -> None:
+        """Record that ``session`` began (its record lives ``ttl_s`` after the last claim)."""
+        await self._send(
+            "begin_session", "SET", self.key(session, "session"), "1", "PX", self._ttl_ms
+        )
 
     # ------------------------------------------------------------------ StateStore
 
@@ -231,15 +259,21 @@ class RedisStore:
         stream: str | None = None,
         cursor: Cursor | None = None,
     ) -> bool:
-        """See :meth:`fsm.gateway.store.StateStore.claim`: ``SET NX PX``, or with a cursor
-        one script that advances the cursor and claims."""
+        """See :meth:`fsm.gateway.store.StateStore.claim`: one script (the session's record
+        checked, the cursor advanced when given, the claim ``SET NX``)."""
         advance = claim_cursor(stream, cursor)
-        claim_key = self.key(session, "claim", request_key(request_id))
+        keys = [self.key(session, "session"), self.key(session, "claim", request_key(request_id))]
+        argv: tuple[Any, ...] = (self._ttl_ms,)
         if advance is not None:
-            cursor_key = self.key(session, "cursor", advance[0])
-            return await self._advance("claim", [cursor_key, claim_key], advance[1]) == 1
-        won = await self._send("claim", "SET", claim_key, "1", "NX", "PX", self._ttl_ms)
-        return won is not None
+            keys.append(self.key(session, "cursor", advance[0]))
+            argv += (advance[1].position, advance[1].event_id)
+        got = await self._script("claim", _CLAIM, keys, *argv)
+        if got < 0:
+            raise StoreStateLostError(
+                f"redis store: no record of session {session!r} (Redis lost its state, or"
+                " the session was idle past the TTL)"
+            )
+        return got == 1
 
     async def save_answer(
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]
@@ -268,7 +302,10 @@ class RedisStore:
     async def save_cursor(self, session: str, stream: str, cursor: Cursor) -> None:
         """Advance ``stream``'s cursor to ``cursor`` unless it is at or past it (one
         script: the comparison happens in Redis)."""
-        await self._advance("save_cursor", [self.key(session, "cursor", stream)], cursor)
+        key = self.key(session, "cursor", stream)
+        await self._script(
+            "save_cursor", _ADVANCE, [key], self._ttl_ms, cursor.position, cursor.event_id
+        )
 
     async def cursor_of(self, session: str, stream: str) -> Cursor | None:
         """The newest recorded cursor of ``stream``, or ``None``; a malformed stored value

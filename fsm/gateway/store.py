@@ -21,6 +21,12 @@ what two replicas behind one load balancer must agree on is kept here, per sessi
   ``Last-Event-ID``. :meth:`StateStore.save_cursor` never moves a cursor back.
 * **ended sessions**: a session the server said is gone (404), answered ``404`` by every
   replica without traffic.
+* **begun sessions**: :meth:`StateStore.begin_session` records a session when a replica
+  sees it begin (its ``initialize``); a claim in a session the store has no record of
+  raises :class:`StoreStateLostError`. A store that lost its state (Redis restarted
+  without persistence, a gateway process restarted on a :class:`MemoryStore`) or a
+  session idle past the TTL therefore fails closed: whether that session's requests were
+  presented is unknown, so none is presented.
 
 Contract for implementations: every method is a coroutine; every entry expires
 ``ttl_s`` seconds after its last write (memory stays bounded by the live sessions); a
@@ -71,6 +77,14 @@ class StoreUnavailableError(InteractionFailed):
     reason = "store-unavailable"
 
 
+class StoreStateLostError(StoreUnavailableError):
+    """The store has no record of the session a claim is for: it lost its state (a
+    restart without persistence) or the session outlived the TTL. Failing closed as for an
+    unreachable store (``reason = "store-state-lost"``)."""
+
+    reason = "store-state-lost"
+
+
 @dataclass(frozen=True, order=True)
 class Cursor:
     """The newest event a gateway passed on for one stream: ``position`` counts the
@@ -85,6 +99,10 @@ class Cursor:
 class StateStore(Protocol):
     """What a gateway's replicas share (see the module docstring for the contract)."""
 
+    async def begin_session(self, session: str) -> None:
+        """Record that ``session`` began (a replica saw its ``initialize`` answered)."""
+        ...
+
     async def claim(
         self,
         session: str,
@@ -97,7 +115,8 @@ class StateStore(Protocol):
         for this key across all replicas, ``False`` ever after (until the TTL). Given
         ``stream`` and ``cursor`` (both or neither, else :class:`ValueError`), also record
         the cursor as :meth:`save_cursor` would, in the same atomic step, whatever the
-        claim's result."""
+        claim's result. Raises :class:`StoreStateLostError` (changing nothing) when the
+        session has no record (:meth:`begin_session`); refreshes the record's TTL."""
         ...
 
     async def save_answer(
@@ -204,6 +223,13 @@ class MemoryStore:
         cursor: Cursor | None = None,
     ) -> bool:
         advance = claim_cursor(stream, cursor)
+        began = ("session", session, "")
+        if self._get(began) is None:
+            raise StoreStateLostError(
+                f"memory store: no record of session {session!r} (begun before this process,"
+                " or idle past the TTL)"
+            )
+        self._put(began, True)
         if advance is not None:
             self._advance(session, *advance)
         key = ("claim", session, request_key(request_id))
@@ -211,6 +237,9 @@ class MemoryStore:
             return False
         self._put(key, True)
         return True
+
+    async def begin_session(self, session: str) -> None:
+        self._put(("session", session, ""), True)
 
     async def save_answer(
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]

@@ -23,7 +23,13 @@ import pytest
 from redis.asyncio import Redis
 
 from fsm.gateway.redis_store import RedisStore
-from fsm.gateway.store import Cursor, MemoryStore, StateStore, StoreUnavailableError
+from fsm.gateway.store import (
+    Cursor,
+    MemoryStore,
+    StateStore,
+    StoreStateLostError,
+    StoreUnavailableError,
+)
 from fsm.harness.redis_server import RedisServer, RedisServerError, redis_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -84,6 +90,7 @@ async def shared(backend: str | None) -> AsyncIterator[Shared]:
 
 async def test_a_key_is_claimed_once_across_replicas(shared: Shared) -> None:
     one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
     assert await one.claim("s", 7) is True
     assert await one.claim("s", 7) is False
     assert await two.claim("s", 7) is False
@@ -92,6 +99,7 @@ async def test_a_key_is_claimed_once_across_replicas(shared: Shared) -> None:
 
 async def test_fifty_concurrent_claimers_on_two_replicas_win_once(shared: Shared) -> None:
     replicas = [shared.replica(), shared.replica()]
+    await replicas[1].begin_session("s")
     for request_id in (1, "1", 2, "req-3", 4):
         results = await asyncio.gather(*(replicas[n % 2].claim("s", request_id) for n in range(50)))
         assert results.count(True) == 1, (request_id, results)
@@ -99,6 +107,7 @@ async def test_fifty_concurrent_claimers_on_two_replicas_win_once(shared: Shared
 
 async def test_ids_keep_their_json_type(shared: Shared) -> None:
     store = shared.replica()
+    await store.begin_session("s")
     assert [await store.claim("s", rid) for rid in (1, "1", "int:1", "str:1")] == [True] * 4
     await store.save_answer("s", 1, {"n": "int"})
     await store.save_answer("s", "1", {"n": "str"})
@@ -137,6 +146,7 @@ async def test_concurrent_cursor_writers_leave_the_newest(shared: Shared) -> Non
 
 async def test_a_claim_advances_the_cursor_whatever_it_wins(shared: Shared) -> None:
     one, two = shared.replica(), shared.replica()
+    await two.begin_session("s")
     assert await one.claim("s", 1, stream="get", cursor=Cursor(4, "ev4")) is True
     assert await two.cursor_of("s", "get") == Cursor(4, "ev4")
     assert await two.claim("s", 1, stream="get", cursor=Cursor(9, "ev9")) is False
@@ -175,6 +185,7 @@ async def test_sessions_are_isolated(shared: Shared) -> None:
     store = shared.replica()
     sessions = ["a", "a:b", "a:claim:int", "", "{a}", "a}", "1:a", "ä", "\ud800"]
     for session in sessions:
+        await store.begin_session(session)
         assert await store.claim(session, 1) is True
         await store.save_cursor(session, "b:x", Cursor(len(session) + 1, session))
         await store.save_answer(session, 1, {"session": session})
@@ -185,6 +196,18 @@ async def test_sessions_are_isolated(shared: Shared) -> None:
         assert await store.cursor_of(session, "x") is None
     await store.end_session("a", "gone \udcff")
     assert [await store.session_ended(s) for s in sessions] == ["gone \udcff"] + [None] * 8
+
+
+async def test_a_claim_in_a_session_the_store_never_saw_fails_closed(shared: Shared) -> None:
+    """No record of the session (begun before the store's state, or idle past the TTL):
+    whether its requests were presented is unknown, so the claim raises, changing nothing."""
+    store = shared.replica()
+    for attempt in range(2):
+        with pytest.raises(StoreStateLostError, match="no record of session 'unseen'"):
+            await store.claim("unseen", attempt, stream="get", cursor=Cursor(5, "ev5"))
+    assert await store.cursor_of("unseen", "get") is None
+    await store.begin_session("unseen")
+    assert await store.claim("unseen", 0) is True
 
 
 # ------------------------------------------------------------------ expiry
@@ -201,6 +224,7 @@ class Clock:
 async def test_memory_entries_expire_ttl_after_their_last_write() -> None:
     clock = Clock()
     store = MemoryStore(ttl_s=10, clock=clock)
+    await store.begin_session("s")
     assert await store.claim("s", 1, stream="get", cursor=Cursor(1, "ev1")) is True
     await store.save_answer("s", 1, {"a": 1})
     await store.end_session("s", "gone")
@@ -219,6 +243,7 @@ async def test_memory_entries_expire_ttl_after_their_last_write() -> None:
 async def test_redis_keys_carry_the_ttl_and_writes_refresh_it(server: RedisServer) -> None:
     store = RedisStore.from_url(server.url, ttl_s=30, prefix=f"t{uuid.uuid4().hex[:8]}:")
     try:
+        await store.begin_session("s")
         await store.claim("s", 1, stream="get", cursor=Cursor(1, "ev1"))
         await store.save_answer("s", 1, {"a": 1})
         await store.end_session("s", "gone")
@@ -227,6 +252,7 @@ async def test_redis_keys_carry_the_ttl_and_writes_refresh_it(server: RedisServe
             store.key("s", "answer", "int:1"),
             store.key("s", "cursor", "get"),
             store.key("s", "ended"),
+            store.key("s", "session"),
         ]
         found = sorted(k.decode() for k in await store.client.keys(f"{store.prefix}*"))
         assert found == sorted(keys)
@@ -235,7 +261,8 @@ async def test_redis_keys_carry_the_ttl_and_writes_refresh_it(server: RedisServe
             await store.client.pexpire(key, 1000)  # as if 29 s had passed
         assert await store.claim("s", 1) is False
         await store.save_cursor("s", "get", Cursor(1, "not newer"))
-        assert [await store.client.pttl(k) <= 1000 for k in keys[::2]] == [True, True]
+        assert [await store.client.pttl(k) <= 1000 for k in keys[:4:2]] == [True, True]
+        assert await store.client.pttl(keys[4]) > 29_000  # a claim, even lost, refreshes it
         await store.save_cursor("s", "get", Cursor(2, "ev2"))
         await store.save_answer("s", 1, {"a": 2})
         await store.end_session("s", "gone")
@@ -253,6 +280,7 @@ def _every_operation(store: StateStore) -> list[tuple[str, Callable[[], Awaitabl
     message uses; each call claims a new id."""
     n = itertools.count(100)
     return [
+        ("begin_session", lambda: store.begin_session("s")),
         ("claim", lambda: store.claim("s", next(n))),
         ("claim", lambda: store.claim("s", next(n), stream="get", cursor=Cursor(50, "e"))),
         ("save_cursor", lambda: store.save_cursor("s", "get", Cursor(60, "e"))),
@@ -276,6 +304,7 @@ async def test_each_operation_is_one_round_trip(server: RedisServer) -> None:
         before = store.round_trips
         await store.save_cursor("s", "get", Cursor(1, "ev1"))
         assert store.round_trips - before == 2  # EVALSHA unknown to Redis, then EVAL
+        await store.connect()  # loads the claim's script
         for name, call in _every_operation(store):
             before = store.round_trips
             await call()
@@ -326,6 +355,7 @@ async def test_a_stopped_redis_fails_every_operation_at_once_then_works_again(
     own_server: tuple[RedisServer, RedisStore],
 ) -> None:
     server, store = own_server
+    await store.begin_session("s")
     assert await store.claim("s", 1) is True
     server.stop()
     took = await _each_fails_closed(store)
@@ -341,6 +371,7 @@ async def test_a_frozen_redis_fails_every_operation_within_the_timeout(
     own_server: tuple[RedisServer, RedisStore],
 ) -> None:
     server, store = own_server
+    await store.begin_session("s")
     await store.save_cursor("s", "get", Cursor(1, "ev1"))
     server.pause()
     try:
@@ -357,19 +388,24 @@ async def test_a_restarted_redis_works_at_once_and_has_lost_every_key(
     server, store = own_server
     other = RedisStore.from_url(server.url, timeout_s=TIMEOUT_S)
     try:
+        await store.begin_session("s")
         await asyncio.gather(*(store.claim("s", n) for n in range(5)))  # pooled connections
         await store.save_cursor("s", "get", Cursor(3, "ev3"))
         await store.end_session("t", "gone")
         assert await other.claim("s", 0) is False
         server.restart()
         await _settle()
-        assert await other.claim("s", 0) is True  # lost: a replay is claimable again
-        assert await store.claim("s", 0) is False
-        assert await store.cursor_of("s", "get") is None
-        assert await store.session_ended("t") is None
         before = store.round_trips
-        assert await store.claim("s", 9, stream="get", cursor=Cursor(1, "ev1")) is True
+        for replica in (store, other):  # the session's claims are gone: fail closed
+            with pytest.raises(StoreStateLostError, match="no record of session 's'") as got:
+                await replica.claim("s", 0, stream="get", cursor=Cursor(4, "ev4"))
+            assert got.value.reason == "store-state-lost"
         assert store.round_trips - before == 2  # the restarted Redis learns the script again
+        assert await store.cursor_of("s", "get") is None  # and the refused claim wrote none
+        assert await store.session_ended("t") is None
+        await store.begin_session("s2")  # a session begun after the restart works
+        assert await other.claim("s2", 0) is True
+        assert await store.claim("s2", 0) is False
     finally:
         await other.aclose()
 
@@ -402,6 +438,7 @@ async def test_a_store_on_a_given_client_leaves_it_open(server: RedisServer) -> 
     client = Redis.from_url(server.url)
     try:
         store = RedisStore(client, prefix=f"t{uuid.uuid4().hex[:8]}:")
+        await store.begin_session("s")
         assert await store.claim("s", 1) is True
         await store.aclose()
         assert await client.ping() is True
