@@ -249,7 +249,7 @@ class Gateway:
         try:
             session = await self._session_for(sid)
         except StoreUnavailableError as exc:
-            await _reply(send, 503, _rpc_error(_request_id(body), core.ENDED_CODE, str(exc)))
+            await _store_unavailable(send, method, headers, body, exc)
             return
         if session is None:  # the session ended (here or on another replica)
             await _reply(send, 404, core._SESSION_GONE_BODY)
@@ -494,6 +494,21 @@ async def _pieces(resp: Any) -> AsyncIterator[bytes]:
             yield piece
     else:
         yield content
+
+
+async def _store_unavailable(
+    send: Any, method: str, headers: Mapping[str, str], body: bytes, exc: StoreUnavailableError
+) -> None:
+    """Fail closed when the store cannot say whether the session ended: a resume of a
+    call's stream gets that call's ending error (one outcome for it), anything else
+    ``503`` with a JSON-RPC error for its request id."""
+    got = parse_event_id(headers.get("last-event-id") or "") if method == "GET" else None
+    origin = core._origin_of(got.stream) if got is not None else None
+    if origin is not None:
+        ending = core._sse_bytes(None, json.dumps(core.ending_error(origin, exc)))
+        await _reply(send, 200, ending, "text/event-stream")
+    else:
+        await _reply(send, 503, _rpc_error(_request_id(body), core.ENDED_CODE, str(exc)))
 
 
 def _as_id(stream: str, cursor: Cursor) -> GatewayEventId:
