@@ -56,8 +56,13 @@ test: need-redis lint typecheck ts-client
 	$(BIN)/python -m pytest -q
 	$(MAKE) test-mcp1
 
+## Installs the Debian package when it can (root, apt-get); otherwise says what to install.
 need-redis:
-	@command -v redis-server >/dev/null || { echo "make test: redis-server is not on PATH;" \
+	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& echo "make test: installing the Debian package redis-server" \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends redis-server >/dev/null; } \
+	|| { echo "make test: redis-server is not on PATH;" \
 		"install the Debian package redis-server (apt-get install redis-server)" >&2; exit 1; }
 
 test-mcp1: $(STAMP1)
