@@ -1274,6 +1274,9 @@ class GuardedConnection:
             raise slot.error
         if outcome:
             return outcome[0]
+        typed = _typed_failure(e, raised[0]) if raised else None
+        if typed is not None:
+            raise typed from raised[0]
         if e.expired is not None:
             raise _again(e.expired)
         raise raised[0]
@@ -1307,6 +1310,24 @@ class GuardedSession(GuardedConnection):
         if self._e.expired is not None:
             raise _again(self._e.expired)
         return await self.session.list_tools()
+
+
+def _typed_failure(engine: _Engine, exc: BaseException) -> InteractionFailed | None:
+    """The guard's typed error behind ``exc``: an SDK or framework error (or one it wraps)
+    carrying the guard's ending error (:func:`ending_error`: ``data.stream`` names a stream
+    the guard failed with ``data.reason``). How a call learns its typed error when the
+    guard could not tell which call sent the request (a framework's own write stream)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        data = getattr(getattr(current, "error", None), "data", None)
+        if isinstance(data, Mapping) and isinstance(data.get("stream"), str):
+            err = engine.failures.get(data["stream"])
+            if err is not None and err.reason == data.get("reason"):
+                return _again(err)
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _again(err: InteractionFailed) -> InteractionFailed:
