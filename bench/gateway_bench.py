@@ -98,6 +98,8 @@ def _env_int(name: str, default: int) -> int:
 SESSIONS = _env_int("GATEWAY_BENCH_SESSIONS", 40)
 EVENTS = _env_int("GATEWAY_BENCH_EVENTS", 100)
 REPEATS = _env_int("GATEWAY_BENCH_REPEATS", 3)
+UPSTREAM_IDLE_S = 1.0
+"""Seconds an idle upstream connection of a replica is kept (:func:`widen_upstream_pool`)."""
 STOCK_POOL = os.environ.get("GATEWAY_BENCH_STOCK_POOL", "").strip() == "1"
 PROBE_SESSIONS = 10
 LIGHT_REPEATS = 5
@@ -315,12 +317,19 @@ async def widen_upstream_pool(gateway: Any, stack: contextlib.AsyncExitStack) ->
     and the standalone GET stream). Past some 50 concurrent sessions new requests wait for
     a connection and fail after the pool timeout (30 s) with ``PoolTimeout``, which the
     client sees as ``-32000 request POST failed without a response (PoolTimeout)``.
-    Sessions are created after this runs, so every engine gets this client.
+    Sessions are created after this runs, so every engine gets this client. Its idle
+    connections expire after :data:`UPSTREAM_IDLE_S`, well before the server closes them
+    (uvicorn's keep-alive: 5 s, httpx2's default expiry: 5 s too): with equal expiries a
+    pooled connection can be reused just as the server closes it, and the gateway answers
+    that request with ``-32000 request POST failed without a response (ReadError)`` (seen
+    once in some 1,600 sessions with every idle connection kept).
     ``GATEWAY_BENCH_STOCK_POOL=1`` keeps the stock pool (to reproduce the failure)."""
     import httpx2
 
     assert gateway.sessions == 0, "widen the pool before any session starts"
-    unlimited = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+    unlimited = httpx2.Limits(
+        max_connections=None, max_keepalive_connections=None, keepalive_expiry=UPSTREAM_IDLE_S
+    )
     http = httpx2.AsyncClient(timeout=gateway._timeout, limits=unlimited)
     gateway._http = await stack.enter_async_context(http)
 
