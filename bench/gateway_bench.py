@@ -55,16 +55,17 @@ Then three probes, off the clock:
   without queueing, p50/p99, and the difference.
 
 Environment: ``GATEWAY_BENCH_SESSIONS`` (default 40), ``GATEWAY_BENCH_EVENTS`` (100),
-``GATEWAY_BENCH_REPEATS`` (3), ``GATEWAY_BENCH_REDIS`` (``0`` to skip Redis),
-``GATEWAY_BENCH_STOCK_POOL`` (``1``: keep the gateway's stock upstream connection pool,
-see :func:`widen_upstream_pool`). The promised load, 200 sessions x 100 events
+``GATEWAY_BENCH_REPEATS`` (3), ``GATEWAY_BENCH_REDIS`` (``0`` to skip Redis). The
+promised load, 200 sessions x 100 events
 (``GATEWAY_BENCH_SESSIONS=200``), takes some 10 minutes on the shared 2-core machine with
 two rounds (a run of one configuration is 1-2 minutes there), so it is not the default;
 the default finishes in a few minutes.
 
-Every replica's upstream HTTP client is replaced, before its first session, by one
-without a connection limit (:func:`widen_upstream_pool`): with the stock pool the
-gateway fails at this load.
+Found by this benchmark and fixed in the gateway: an upstream pool capped at httpx2's
+100 connections (each streaming session holds two: past some 50 sessions requests failed
+with ``PoolTimeout``) and idle connections kept as long as the server keeps them (one
+reused as the server closed it: ``ReadError``); ``GatewayLimits.upstream_connections``
+and ``upstream_idle_s`` now say both.
 
 Recorded (``gateway_*``): wall and CPU medians per configuration, CPU ratios over direct
 (target <= 1.3), latency p50/p99 per configuration and added by the gateway, round trips
@@ -98,9 +99,6 @@ def _env_int(name: str, default: int) -> int:
 SESSIONS = _env_int("GATEWAY_BENCH_SESSIONS", 40)
 EVENTS = _env_int("GATEWAY_BENCH_EVENTS", 100)
 REPEATS = _env_int("GATEWAY_BENCH_REPEATS", 3)
-UPSTREAM_IDLE_S = 1.0
-"""Seconds an idle upstream connection of a replica is kept (:func:`widen_upstream_pool`)."""
-STOCK_POOL = os.environ.get("GATEWAY_BENCH_STOCK_POOL", "").strip() == "1"
 PROBE_SESSIONS = 10
 LIGHT_REPEATS = 5
 WAVES = 4
@@ -302,36 +300,7 @@ async def endpoints(
             await stack.enter_async_context(running_gateway(upstream, store=s, **gateway_kw))
             for s in stores
         ]
-        if not STOCK_POOL:
-            for r in running:
-                await widen_upstream_pool(r.gateway, stack)
         yield Endpoints([r.url for r in running], stores, [r.gateway for r in running])
-
-
-async def widen_upstream_pool(gateway: Any, stack: contextlib.AsyncExitStack) -> None:
-    """Give a started replica an upstream HTTP client without a connection limit.
-
-    Works around a limit of the gateway: its upstream client has httpx2's default pool
-    (100 connections, 20 kept alive) and no parameter to change it, while every session
-    holds two upstream connections for as long as it streams (the tool call's POST stream
-    and the standalone GET stream). Past some 50 concurrent sessions new requests wait for
-    a connection and fail after the pool timeout (30 s) with ``PoolTimeout``, which the
-    client sees as ``-32000 request POST failed without a response (PoolTimeout)``.
-    Sessions are created after this runs, so every engine gets this client. Its idle
-    connections expire after :data:`UPSTREAM_IDLE_S`, well before the server closes them
-    (uvicorn's keep-alive: 5 s, httpx2's default expiry: 5 s too): with equal expiries a
-    pooled connection can be reused just as the server closes it, and the gateway answers
-    that request with ``-32000 request POST failed without a response (ReadError)`` (seen
-    once in some 1,600 sessions with every idle connection kept).
-    ``GATEWAY_BENCH_STOCK_POOL=1`` keeps the stock pool (to reproduce the failure)."""
-    import httpx2
-
-    assert gateway.sessions == 0, "widen the pool before any session starts"
-    unlimited = httpx2.Limits(
-        max_connections=None, max_keepalive_connections=None, keepalive_expiry=UPSTREAM_IDLE_S
-    )
-    http = httpx2.AsyncClient(timeout=gateway._timeout, limits=unlimited)
-    gateway._http = await stack.enter_async_context(http)
 
 
 @contextlib.asynccontextmanager
