@@ -460,10 +460,20 @@ class Gateway:
         self._sessions.move_to_end(sid)
 
     async def _after(self, session: _Session) -> None:
+        """After a request: a session that ended (the server said 404, or the client's
+        DELETE was answered) is recorded as ended in the store and no longer held (its
+        streams end); later requests of it are answered ``404`` from the store."""
         e = session.engine
-        if e.expired is not None and e.session and not session.ended_recorded:
-            session.ended_recorded = True
-            self._spawn(self.store.end_session, e.session, e.expired.reason)
+        if e.expired is None or not e.session or session.ended_recorded:
+            return
+        session.ended_recorded = True
+        if self._sessions.get(e.session) is session:
+            del self._sessions[e.session]
+        e.close()
+        try:
+            await self.store.end_session(e.session, e.expired.reason)
+        except StoreUnavailableError as exc:  # other replicas learn it from the server
+            logger.warning("session end not recorded: %s", exc)
 
     def _claimer(self, session: _Session) -> core.Claim:
         """The engine's claim: the store's compare-and-set. A lost claim whose request
