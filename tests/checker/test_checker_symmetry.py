@@ -235,6 +235,14 @@ LOOPS = [
     ),
     # a loop that closes in one lap after a prefix is not gone round again
     ({5: [("enter", 0)], 0: [("pass", 0)]}, {}, 5, ["enter", "pass"], 1),
+    # a loop through two orbits after a prefix: its laps repeat the loop, not the prefix
+    (
+        {5: [("enter", 0)], 0: [("go", 1)], 1: [("go", 2)], 2: [("go", 3)], 3: [("go", 0)]},
+        {2: 0, 3: 1},
+        5,
+        ["enter", "go", "go", "go", "go"],
+        1,
+    ),
     # the walk reaches a concrete self-loop at the end of the first lap
     ({0: [("go", 1)], 1: [("go", 1)]}, {1: 0}, 0, ["go", "go"], 1),
 ]
