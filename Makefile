@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required (set PYTHON=...)")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[mcp,diagrams,dev,fastmcp]'
+	$(BIN)/python -m pip install --quiet -e '.[mcp,diagrams,dev,fastmcp,gateway]'
 	@touch $(STAMP)
 
 $(STAMP1): pyproject.toml

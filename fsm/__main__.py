@@ -1,4 +1,4 @@
-"""Command line: ``fsm {check,render,demo,audit} ...`` (or ``python -m fsm ...``).
+"""Command line: ``fsm {check,render,demo,audit,gateway} ...`` (or ``python -m fsm ...``).
 
 Each subcommand lives in its own module and is imported only when asked for, so
 ``fsm check`` never imports the optional ``mcp`` or diagram extras. Exit codes are the
@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "render": ("fsm.render.cli", "render machines, product and counterexamples"),
     "demo": ("fsm.harness.demo", "replay the seed incident against a real MCP server"),
     "audit": ("fsm.audit", "audit a recorded client event log (JSONL)"),
+    "gateway": ("fsm.gateway.cli", "run a guarding gateway in front of an MCP server"),
 }
 
 

@@ -6,8 +6,8 @@ its buffer. Event ids are opaque strings with no order the client may rely on, s
 way to tell a replayed old event from a new one is to remember every id the stream carried.
 :class:`EventHistory` does that in bounded memory:
 
-* the ``window`` most recent ids exactly (an insertion-ordered dict: the fast path, and
-  no false match for anything recent);
+* the ``window`` most recent ids exactly (a set for lookups, a deque for their order: the
+  fast path, and no false match for anything recent);
 * every id evicted from the window as a 58-bit fingerprint (10 bits pick one of 1,024
   buckets, 48 more are stored: 6 bytes per id), up to ``cap`` ids;
 * once ``cap`` fingerprints are stored the history is :attr:`~EventHistory.full`: ids
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import struct
 import sys
-from collections import OrderedDict
+from collections import deque
 from typing import Any
 
 _BUCKET_MASK = (1 << 10) - 1  # the hash's low 10 bits pick the bucket
@@ -54,15 +54,15 @@ class EventHistory:
     records a new one in one call.
     """
 
-    __slots__ = ("_buckets", "cap", "count", "full", "recent", "window")
+    __slots__ = ("_buckets", "_seen", "cap", "count", "full", "recent", "window")
 
     def __init__(self, window: int, cap: int) -> None:
         """``window``: ids kept exactly (at least 1); ``cap``: fingerprints kept beyond
         them (0 keeps none: the history is full as soon as an id leaves the window)."""
         self.window, self.cap = max(1, window), max(0, cap)
-        self.recent: OrderedDict[str, None] = OrderedDict()
-        """The newest ids, oldest first (evicting the oldest of a plain dict rescans the
-        deleted slots at its front: about 1 us per event once the window is full)."""
+        self.recent: deque[str] = deque()
+        """The newest ids, oldest first (their order; :attr:`_seen` answers lookups)."""
+        self._seen: set[str] = set()
         self._buckets: dict[int, bytearray] = {}
         self.count = 0
         """How many fingerprints are stored."""
@@ -71,22 +71,33 @@ class EventHistory:
         (forgotten: a replay of it would look new)."""
 
     def __contains__(self, event_id: object) -> bool:
-        if event_id in self.recent:
+        if event_id in self._seen:
             return True
         return bool(self.count) and isinstance(event_id, str) and self._fingerprinted(event_id)
 
     def record(self, event_id: str) -> bool:
         """Whether ``event_id`` is new to the stream; a new one is recorded as the newest
         id (the oldest of the window then leaves it for the fingerprints)."""
-        recent = self.recent
-        if event_id in recent:
+        seen = self._seen
+        if event_id in seen:
             return False
         buckets = self._buckets
-        if buckets and self._fingerprinted(event_id):
-            return False
-        recent[event_id] = None
+        if buckets:  # _fingerprinted, inlined: this is the per-event hot path
+            h = hash(event_id)
+            bucket = buckets.get(h & _BUCKET_MASK)
+            if bucket is not None:
+                needle = _HASH_BYTES(h)[2:]
+                at = bucket.find(needle)
+                while at >= 0:
+                    if at % _RECORD == 0:
+                        return False
+                    at = bucket.find(needle, at + 1)
+        seen.add(event_id)
+        recent = self.recent
+        recent.append(event_id)
         if len(recent) > self.window:
-            oldest, _ = recent.popitem(last=False)
+            oldest = recent.popleft()
+            seen.discard(oldest)
             if self.count >= self.cap:
                 self.full = True
             else:
@@ -118,7 +129,8 @@ class EventHistory:
 
     def nbytes(self) -> int:
         """Memory held, in bytes: the containers, the window's id strings, the buckets."""
-        total = sys.getsizeof(self.recent) + sum(sys.getsizeof(i) for i in self.recent)
+        total = sys.getsizeof(self.recent) + sys.getsizeof(self._seen)
+        total += sum(sys.getsizeof(i) for i in self.recent)
         total += sys.getsizeof(self._buckets)
         return total + sum(sys.getsizeof(b) for b in self._buckets.values())
 
@@ -134,7 +146,8 @@ class EventHistory:
         """The history a :meth:`freeze` describes, with these bounds."""
         recent, buckets, count, full = frozen
         history = cls(window, cap)
-        history.recent = OrderedDict.fromkeys(recent)
+        history.recent = deque(recent)
+        history._seen = set(recent)
         history._buckets = {k: bytearray(b) for k, b in buckets}
         history.count, history.full = count, full
         return history

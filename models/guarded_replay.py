@@ -23,7 +23,6 @@ client stops resuming) is the rest of the stream's history, kept as fingerprints
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
 from dataclasses import replace
 from typing import Any
 
@@ -44,12 +43,12 @@ class WindowOnlyHistory(EventHistory):
     __slots__ = ()
 
     def record(self, event_id: str) -> bool:
-        recent: OrderedDict[str, None] = self.recent
-        if event_id in recent:
+        if event_id in self._seen:
             return False
-        recent[event_id] = None
-        if len(recent) > self.window:
-            recent.popitem(last=False)
+        self._seen.add(event_id)
+        self.recent.append(event_id)
+        if len(self.recent) > self.window:
+            self._seen.discard(self.recent.popleft())
         return True
 
 

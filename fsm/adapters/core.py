@@ -154,9 +154,15 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _LOCAL_HEADER = "x-fsm-guard"
+_CLAIM_SALT = os.urandom(8).hex().encode()
+"""Makes the tokens that hold a presented request's place unguessable by a server."""
 _STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
 
 Connect = Callable[[str, Any], AbstractAsyncContextManager[tuple[Any, Any]]]
+
+Claim = Callable[[RequestKey, str, "str | None"], Awaitable[bool]]
+"""``claim(key, stream, event_id)``: may this process pass on the presentation of ``key``
+(carried by event ``event_id`` of ``stream``)? ``False``: another process did."""
 """``connect(url, http_client)``: the SDK's transport, yielding ``(read, write)``."""
 
 
@@ -386,6 +392,14 @@ class _Engine:
         self.dropped_answers = 0
         self.get_generations = 0
         """Connection generations of the standalone GET stream opened so far."""
+        self.claim: Claim | None = None
+        """Asked before a presented request is passed on (a gateway's shared store); a
+        request whose claim is lost is blanked, one whose claim raises
+        :class:`~fsm.errors.InteractionFailed` is blanked and fails its stream."""
+        self.on_answer: Callable[[RequestKey, Mapping[str, Any]], None] | None = None
+        """Told each answer the guard takes from the client (a gateway keeps it)."""
+        self.forwarded: dict[str, str] = {}
+        """Headers the engine's own requests carry (a gateway's client's credentials)."""
 
     # -- feeding -----------------------------------------------------------------
 
@@ -413,7 +427,7 @@ class _Engine:
                 return hot, None
         try:
             msg = json.loads(sse.data)
-        except ValueError:
+        except (ValueError, RecursionError):  # the guard reads it as malformed
             msg = None
         if sse.retry is None and is_plain_notification(msg):
             hot = self.on_hot(stream, sse.event_id)
@@ -498,6 +512,7 @@ class _Engine:
             h["mcp-session-id"] = self.session
         if self.protocol_version:
             h["mcp-protocol-version"] = self.protocol_version
+        h.update(self.forwarded)
         h.update(extra)
         return h
 
@@ -568,7 +583,7 @@ def _origin_of(stream: str) -> Any:
     raw = stream[5:]
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw
 
 
@@ -617,7 +632,7 @@ def _retry_after(resp: Any) -> float | None:
 def _json_body(request: Any) -> Any:
     try:
         return json.loads(request.content) if request.content else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -707,6 +722,8 @@ class GuardedTransport:
             return None  # idempotent or untracked request: the SDK's answer goes as is
         if state == "presented" and isinstance(body.get("result"), Mapping):
             e.feed(ev.UserAnswered(key, body["result"]))
+            if e.on_answer is not None:
+                e.on_answer(key, body["result"])
             return _local(self.e.hx, request, 202)
         if state == "presented":
             return None  # the handler raised: its error goes to the server unchanged
@@ -723,6 +740,36 @@ class GuardedTransport:
                 e.calls[origin] = slot
             return await self._open_stream(request, _stream_name(origin), origin)
         return await self._send(request)
+
+    def reconnect(self, request: Any, stream: str, origin: Any, seen: tuple[str, ...] = ()) -> Any:
+        """A client's resume ``GET`` for ``stream`` (a gateway's client reconnected after
+        its connection broke): the response whose body resumes the stream upstream from
+        the guard's cursor (never older than the newest event seen) and goes on as the
+        stream's guarded body; ``None`` if the stream already ended here (done or dead:
+        the caller answers). ``origin`` is the stream's origin request id; ``seen`` the
+        event ids the client proved it has, oldest first, fed to the guard first when this
+        process never saw the stream (another replica carried it). A previous body of the
+        stream (the client's broken connection) is stopped."""
+        e = self.e
+        state = e.guard.stream_state(stream)
+        if state in ("done", "dead"):
+            return None
+        if state is None:
+            e.feed(ev.StreamOpened(stream, origin))
+            for event_id in seen:
+                e.feed(ev.SseEvent(stream, None, event_id, None))
+        old = e.tees.get(stream)
+        if old is not None:
+            old.kill()
+        tee = _Tee()
+        e.tees[stream] = tee
+        body = e.bound.body(e, stream, origin, request, None, tee)
+        return e.hx.Response(
+            200,
+            headers={"content-type": "text/event-stream", "cache-control": "no-cache"},
+            stream=body,
+            request=request,
+        )
 
     async def _open_stream(
         self, request: Any, stream: str | None, origin: Any
@@ -752,6 +799,26 @@ class GuardedTransport:
         tee = _Tee()
         e.tees[stream] = tee
         return _wrap(e.hx, resp, request, e.bound.body(e, stream, origin, request, resp, tee))
+
+
+ENDED_CODE = -32000
+"""The JSON-RPC error code of the response that ends an interaction the guard failed."""
+
+
+def ending_error(origin: Any, err: InteractionFailed | None) -> dict[str, Any]:
+    """The JSON-RPC error response for request ``origin`` whose interaction the guard ended
+    with ``err``: code :data:`ENDED_CODE`, ``message`` "<reason>: <error>", ``data`` the
+    error's :meth:`~fsm.errors.InteractionFailed.to_json` (``reason``, ``key``,
+    ``stream``, ``evidence``)."""
+    if err is None:
+        error: dict[str, Any] = {
+            "code": ENDED_CODE,
+            "message": "interaction ended by the guard",
+            "data": {"reason": "ended"},
+        }
+    else:
+        error = {"code": ENDED_CODE, "message": f"{err.reason}: {err}", "data": err.to_json()}
+    return {"jsonrpc": "2.0", "id": origin, "error": error}
 
 
 def _post_failed(hx: Any, request: Any, body: Any, why: str) -> Any:
@@ -827,13 +894,24 @@ class _GuardedBody:
         self.e, self.stream, self.origin = engine, stream, origin
         self.request, self.resp, self.tee = request, resp, tee
         self._acted = False
+        self._claims: list[tuple[bytes, RequestKey, str | None, bytes]] = []
+        self._claim_key: RequestKey | None = None
 
     async def aclose(self) -> None:
-        await self.resp.aclose()
+        if self.resp is not None:
+            await self.resp.aclose()
         if self.e.tees.get(self.stream) is self.tee:
             del self.e.tees[self.stream]
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self.resp is None:  # a client reconnected (:meth:`GuardedTransport.reconnect`)
+            first = await self._reconnect()
+            if first is None:
+                tail = self._ending()
+                if tail:
+                    yield tail
+                return
+            self.resp = first
         while True:
             parser = _SseParser()
             self.tee.resp = self.resp
@@ -862,6 +940,8 @@ class _GuardedBody:
                     break
                 self._acted = False
                 out = self._pass_on(parser, chunk)
+                if self._claims:
+                    out = await self._settle_claims(out)
                 if out:
                     yield out
                 if self._acted and self._dead():
@@ -926,7 +1006,13 @@ class _GuardedBody:
         pieces: list[bytes | None] = []
         for sse in events:
             actions, msg = e.on_sse(stream, sse)
-            pieces.append(self._verdict(sse.event_id, actions, msg))
+            piece = self._verdict(sse.event_id, actions, msg)
+            if self._claim_key is not None:
+                token = b"\x00fsm-claim-%d-%s\x00" % (len(self._claims), _CLAIM_SALT)
+                raw = (sse.raw + "\n\n").encode()
+                self._claims.append((token, self._claim_key, sse.event_id, raw))
+                self._claim_key, piece = None, token
+            pieces.append(piece)
             if self._acted and self._dead():
                 whole = False
                 break
@@ -952,6 +1038,9 @@ class _GuardedBody:
         presented = any(isinstance(a, act.Present) for a in actions)
         if is_request and not presented:
             return _sse_bytes(event_id, "") if event_id is not None else b""
+        if is_request and self.e.claim is not None:
+            self._claim_key = next(a.key for a in actions if isinstance(a, act.Present))
+            return None
         if any(
             isinstance(a, act.Ignore)
             and a.reason in ("duplicate-event", "foreign-response", "stream-terminal")
@@ -965,24 +1054,60 @@ class _GuardedBody:
         if self.origin is None or self.e.guard.stream_state(self.stream) == "done":
             return b""
         err = self.e.failures.get(self.stream)
-        message = f"{err.reason}: {err}" if err is not None else "interaction ended by the guard"
-        payload = {
-            "jsonrpc": "2.0",
-            "id": self.origin,
-            "error": {"code": -32000, "message": message},
-        }
-        return _sse_bytes(None, json.dumps(payload))
+        return _sse_bytes(None, json.dumps(ending_error(self.origin, err)))
+
+    async def _settle_claims(self, out: bytes) -> bytes:
+        """Ask :attr:`_Engine.claim` for each request presented in ``out`` (held there as
+        a token): pass it on if won, blank it (keeping its id) if lost; a claim that
+        raises blanks it and fails the stream with that error (fail closed)."""
+        e = self.e
+        claims, self._claims = self._claims, []
+        assert e.claim is not None
+        for token, key, event_id, raw in claims:
+            try:
+                won = await e.claim(key, self.stream, event_id)
+            except InteractionFailed as err:
+                logger.warning("claim of %r failed: %s", key, err)
+                won = False
+                e.failures.setdefault(self.stream, err)
+                self.tee.killed = True
+            blank = _sse_bytes(event_id, "") if event_id is not None else b""
+            out = out.replace(token, raw if won else blank, 1)
+        return out
 
     async def _resume(self, clean: bool) -> Any:
         """Resume as the guard says; the new connection's response, or ``None`` to stop."""
+        actions = self.e.feed(ev.StreamLost(self.stream, clean))
+        logger.debug("%s lost (clean=%s): %s", self.stream, clean, actions)
+        return await self._resume_as(actions, immediate=False)
+
+    async def _reconnect(self) -> Any:
+        """The client reconnected to this stream: resume it upstream now (the client
+        already waited), from the guard's cursor, within the stream's budgets."""
         e, stream = self.e, self.stream
-        actions = e.feed(ev.StreamLost(stream, clean))
-        logger.debug("%s lost (clean=%s): %s", stream, clean, actions)
+        state = e.guard.stream_state(stream)
+        actions: tuple[act.Action, ...]
+        if state == "open":
+            actions = e.feed(ev.StreamLost(stream, False))
+        elif state == "resuming":  # the GET in flight went with the old connection
+            actions = e.feed(ev.ResumeRefused(stream, None, "ClientReconnected"))
+        else:
+            actions = (act.Wait(stream, 0.0),) if state == "waiting" else ()
+        return await self._resume_as(actions, immediate=True)
+
+    async def _resume_as(self, actions: tuple[act.Action, ...], immediate: bool) -> Any:
+        """Follow the guard's ``Wait``/``Resume`` from ``actions`` until a resume opens an
+        event stream (its response) or the guard stops (``None``). ``immediate``: this is
+        a client's reconnection, sent at once with its request's headers."""
+        e, stream = self.e, self.stream
+        first = immediate
         while True:
             wait = next((a for a in actions if isinstance(a, act.Wait)), None)
             if wait is None or self._dead():
                 return None
-            await anyio.sleep(wait.delay_s)
+            if not immediate:
+                await anyio.sleep(wait.delay_s)
+            immediate = False
             if self._dead():
                 return None
             actions = e.feed(ev.TimerFired(stream))
@@ -992,6 +1117,10 @@ class _GuardedBody:
                 return None
             headers = e.headers(**{"last-event-id": resume.cursor})
             headers.pop("content-type", None)
+            if first:  # the client's own resume GET, its cursor rewritten
+                headers = dict(self.request.headers)
+                headers["last-event-id"] = resume.cursor
+            first = False
             req = e.http.build_request("GET", e.url, headers=headers)
             try:
                 resp = await e.http.send(req, stream=True)
@@ -1145,6 +1274,9 @@ class GuardedConnection:
             raise slot.error
         if outcome:
             return outcome[0]
+        typed = _typed_failure(e, raised[0]) if raised else None
+        if typed is not None:
+            raise typed from raised[0]
         if e.expired is not None:
             raise _again(e.expired)
         raise raised[0]
@@ -1178,6 +1310,24 @@ class GuardedSession(GuardedConnection):
         if self._e.expired is not None:
             raise _again(self._e.expired)
         return await self.session.list_tools()
+
+
+def _typed_failure(engine: _Engine, exc: BaseException) -> InteractionFailed | None:
+    """The guard's typed error behind ``exc``: an SDK or framework error (or one it wraps)
+    carrying the guard's ending error (:func:`ending_error`: ``data.stream`` names a stream
+    the guard failed with ``data.reason``). How a call learns its typed error when the
+    guard could not tell which call sent the request (a framework's own write stream)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        data = getattr(getattr(current, "error", None), "data", None)
+        if isinstance(data, Mapping) and isinstance(data.get("stream"), str):
+            err = engine.failures.get(data["stream"])
+            if err is not None and err.reason == data.get("reason"):
+                return _again(err)
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _again(err: InteractionFailed) -> InteractionFailed:

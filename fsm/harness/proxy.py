@@ -397,6 +397,16 @@ class FaultProxy:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.port = 0
 
+    def retarget(self, upstream_url: str) -> None:
+        """Relay every request that arrives from now on to ``upstream_url`` (loopback
+        only; the same path): a load balancer switching replicas, by explicit command.
+        Exchanges already relayed stay where they are."""
+        parts = urlsplit(upstream_url)
+        if parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError("FaultProxy relays to loopback servers only")
+        self.upstream_host = parts.hostname or "127.0.0.1"
+        self.upstream_port = parts.port or 80
+
     # -- lifecycle
     @property
     def url(self) -> str:

@@ -445,6 +445,10 @@ class Rig:
     proxy: FaultProxy
     http: Any  # an hx.AsyncClient
     user: User
+    gateways: list[Any] = field(default_factory=list)
+    """Gateway replicas between the proxy and the server (:mod:`fsm.harness.gateway`)."""
+    upstream_proxy: FaultProxy | None = None
+    """A second fault proxy between the gateways and the server (``upstream_faults``)."""
 
     @property
     def controller(self) -> ServerController:
@@ -499,16 +503,40 @@ async def open_rig(
     *,
     event_store: Literal["scoped", "shared"] | EventStore = "scoped",
     retry_interval_ms: int = 50,
+    gateway: Mapping[str, Any] | None = None,
+    replicas: int = 1,
+    upstream_faults: bool = False,
 ) -> AsyncIterator[Rig]:
     """Server + proxy + HTTP client + user, all on 127.0.0.1; torn down on exit.
     ``event_store``: as :func:`~fsm.harness.server.running_server` takes it (a store
-    instance is shared by every session)."""
-    async with (
-        running_server(event_store=event_store, retry_interval_ms=retry_interval_ms) as server,
-        FaultProxy(server.url) as proxy,
-        hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0)) as http,
-    ):
-        yield Rig(server, proxy, http, User())
+    instance is shared by every session). ``gateway``: put a guarding gateway replica
+    between the proxy and the server (the keywords go to
+    :class:`~fsm.gateway.app.Gateway`; needs the ``gateway`` extra); ``replicas`` of them
+    (sharing whatever store the keywords give), the proxy relaying to the first;
+    ``upstream_faults``: a second proxy between them and the server
+    (:attr:`Rig.upstream_proxy`), for faults on the gateways' own traffic."""
+    async with contextlib.AsyncExitStack() as stack:
+        server = await stack.enter_async_context(
+            running_server(event_store=event_store, retry_interval_ms=retry_interval_ms)
+        )
+        gateways: list[Any] = []
+        upstream_proxy: FaultProxy | None = None
+        if gateway is not None:
+            from fsm.harness.gateway import running_gateway
+
+            upstream = server.url
+            if upstream_faults:
+                upstream_proxy = await stack.enter_async_context(FaultProxy(server.url))
+                upstream = upstream_proxy.url
+            for _ in range(replicas):
+                gateways.append(
+                    await stack.enter_async_context(running_gateway(upstream, **gateway))
+                )
+        proxy = await stack.enter_async_context(
+            FaultProxy(gateways[0].url if gateways else server.url)
+        )
+        http = await stack.enter_async_context(hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0)))
+        yield Rig(server, proxy, http, User(), gateways, upstream_proxy)
 
 
 class _Call:

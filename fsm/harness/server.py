@@ -797,11 +797,14 @@ async def running_server(
     order_timeout: float = 5.0,
     log_level: str = "warning",
     shutdown_timeout: float = 5.0,
+    port: int = 0,
 ) -> AsyncIterator[RunningServer]:
     """Run the harness server with uvicorn on 127.0.0.1, ephemeral port, in this event loop.
 
     Yields a :class:`RunningServer`.  On exit the server is asked to stop; open SSE
-    connections are closed after ``shutdown_timeout`` at the latest.  asyncio only
+    connections are closed after ``shutdown_timeout`` at the latest. ``port``: 0 picks a
+    free one; a given port restarts a server where an earlier one ran (its sessions and
+    event store are gone, as after a real restart).  asyncio only
     (uvicorn).
     """
     controller = ServerController()
@@ -813,7 +816,7 @@ async def running_server(
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     port = int(sock.getsockname()[1])
     try:
         async with serving(app, sock, log_level=log_level, shutdown_timeout=shutdown_timeout):

@@ -38,3 +38,9 @@ async def test_guarded_fastmcp_withdraws_a_cancelled_prompt() -> None:
     assert list(r.presentation_counts.values()) == [1]
     assert [p.cancelled for p in r.presentations] == [True]
     assert r.answers == []
+
+
+async def test_guarded_fastmcp_fails_a_call_with_the_typed_error() -> None:
+    r = await run_scenario("session_expired", guarded_fastmcp)
+    assert list(r.presentation_counts.values()) == [1]
+    assert r.outcome.error_type == "SessionExpiredError"

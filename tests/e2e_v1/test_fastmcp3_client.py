@@ -14,7 +14,7 @@ from conftest import needs_primed_replays
 pytest.importorskip("fastmcp")
 
 from fsm.harness.fastmcp_clients import guarded_fastmcp
-from fsm.harness.scenarios import run_scenario
+from fsm.harness.scenarios import open_rig, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -33,3 +33,32 @@ async def test_guarded_fastmcp3_withdraws_a_cancelled_prompt() -> None:
     assert list(r.presentation_counts.values()) == [1]
     assert [p.cancelled for p in r.presentations] == [True]
     assert r.answers == []
+
+
+async def test_guarded_fastmcp3_fails_a_call_with_the_typed_error() -> None:
+    """A resume of the call's stream is refused for good (400): the guard ends that
+    stream. fastmcp 3.x owns the SDK's write stream, so the guard cannot tell which call
+    sent the request, but the ending error it puts on the stream names the stream and the
+    reason: the call raises the typed error (not the SDK's McpError)."""
+    import anyio
+
+    from fsm.errors import ResumeBudgetSpentError
+    from fsm.harness.proxy import HttpFault, is_resume_get
+
+    raised: list[BaseException] = []
+    async with open_rig() as rig, guarded_fastmcp(rig.env()) as client:
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                try:
+                    await client.call_tool("delete_files", {"gated": True})
+                except Exception as exc:
+                    raised.append(exc)
+
+            tg.start_soon(call)
+            post = await rig.tools_call()
+            await rig.controller.wait_pending(state="gated")
+            rig.proxy.fail_next(HttpFault(400, b"bad Last-Event-ID"), match=is_resume_get)
+            await rig.proxy.cut(post, "abrupt")
+    [err] = raised
+    assert isinstance(err, ResumeBudgetSpentError) and err.reason == "not-resumable"

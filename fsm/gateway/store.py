@@ -1,0 +1,207 @@
+"""Where a gateway keeps what its replicas must agree on: the state-store interface and the
+in-memory store.
+
+A guarding gateway (:mod:`fsm.gateway`) runs one guard per MCP session in each replica.
+Most of a guard's state is local and cheap (stream cursors' histories, budgets, timers);
+what two replicas behind one load balancer must agree on is kept here, per session:
+
+* **claims**: a server request's presentation. :meth:`StateStore.claim` is a
+  compare-and-set: for one ``(session, request id)`` it returns ``True`` exactly once
+  across every replica sharing the store (until the entry's TTL). A replica forwards a
+  request to its client only after winning the claim; a replayed copy that reaches
+  another replica loses it and is blanked. A claim also stands for every later state of
+  the request (answered, dead): a key once claimed is never presented again.
+* **answers**: the answer a client gave to a claimed request, so that a replica that sees
+  the server ask again can resubmit it instead of asking the person.
+* **cursors**: per stream, the newest event the gateway passed on, as a
+  :class:`Cursor` (the upstream event id and the stream's position), so that a resume
+  landing on another replica is sent upstream from the newest event, not from a stale
+  ``Last-Event-ID``. :meth:`StateStore.save_cursor` never moves a cursor back.
+* **ended sessions**: a session the server said is gone (404), answered ``404`` by every
+  replica without traffic.
+
+Contract for implementations: every method is a coroutine; every entry expires
+``ttl_s`` seconds after its last write (memory stays bounded by the live sessions); a
+store that cannot answer raises :class:`StoreUnavailableError` and never guesses (the
+gateway then fails closed: it never presents a request it could not claim, and the
+interaction fails with that typed error). :class:`MemoryStore` is for one replica;
+:class:`fsm.gateway.redis_store.RedisStore` shares state across replicas.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from fsm.errors import InteractionFailed
+
+__all__ = [
+    "DEFAULT_TTL_S",
+    "Cursor",
+    "MemoryStore",
+    "StateStore",
+    "StoreUnavailableError",
+]
+
+DEFAULT_TTL_S = 3600.0
+"""Seconds an entry lives after its last write unless the store is told otherwise."""
+
+RequestId = int | str
+"""A JSON-RPC request id as the server sent it (``1`` and ``"1"`` are different keys)."""
+
+
+class StoreUnavailableError(InteractionFailed):
+    """The gateway's state store could not be reached or did not answer in time. The
+    gateway fails closed: the request it could not claim is not presented and its
+    interaction ends with this error (``reason = "store-unavailable"``)."""
+
+    reason = "store-unavailable"
+
+
+@dataclass(frozen=True, order=True)
+class Cursor:
+    """The newest event a gateway passed on for one stream: ``position`` counts the
+    stream's events as the gateway numbered them (1, 2, ...), ``event_id`` is the upstream
+    server's id of that event. Cursors order by position."""
+
+    position: int
+    event_id: str
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """What a gateway's replicas share (see the module docstring for the contract)."""
+
+    async def claim(self, session: str, request_id: RequestId) -> bool:
+        """Claim the presentation of ``request_id`` in ``session``: ``True`` the first time
+        for this key across all replicas, ``False`` ever after (until the TTL)."""
+        ...
+
+    async def save_answer(
+        self, session: str, request_id: RequestId, answer: Mapping[str, Any]
+    ) -> None:
+        """Keep the client's answer (a JSON object) to a claimed request."""
+        ...
+
+    async def answer_of(self, session: str, request_id: RequestId) -> Mapping[str, Any] | None:
+        """The kept answer to ``request_id``, or ``None``."""
+        ...
+
+    async def save_cursor(self, session: str, stream: str, cursor: Cursor) -> None:
+        """Record ``cursor`` for ``stream`` unless a cursor at or past its position is
+        already recorded (atomic: concurrent writers never move it back)."""
+        ...
+
+    async def cursor_of(self, session: str, stream: str) -> Cursor | None:
+        """The newest recorded cursor of ``stream``, or ``None``."""
+        ...
+
+    async def end_session(self, session: str, reason: str) -> None:
+        """Record that ``session`` is gone (``reason``: why, e.g. ``"session-expired"``)."""
+        ...
+
+    async def session_ended(self, session: str) -> str | None:
+        """Why ``session`` ended, or ``None`` while it is live (or unknown)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; the store is not used afterwards."""
+        ...
+
+
+_Key = tuple[str, str, str]
+"""(kind, session, item): one entry of :class:`MemoryStore`."""
+
+
+class MemoryStore:
+    """A :class:`StateStore` in this process's memory: one replica, no IO, never
+    unavailable. Entries expire ``ttl_s`` after their last write (``clock`` is injectable
+    for tests); at most ``max_entries`` are kept, the oldest written dropped first (a
+    flood of sessions cannot grow memory without bound; a dropped claim can only matter
+    for a session idle longer than every newer one)."""
+
+    def __init__(
+        self,
+        *,
+        ttl_s: float = DEFAULT_TTL_S,
+        max_entries: int = 1_000_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl_s <= 0 or max_entries < 1:
+            raise ValueError("ttl_s must be > 0 and max_entries >= 1")
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._clock = clock
+        self._entries: OrderedDict[_Key, tuple[float, Any]] = OrderedDict()
+
+    def __len__(self) -> int:
+        """Entries held now (expired ones included until they are swept)."""
+        return len(self._entries)
+
+    def _get(self, key: _Key) -> Any:
+        got = self._entries.get(key)
+        if got is None:
+            return None
+        expires, value = got
+        if expires <= self._clock():
+            del self._entries[key]
+            return None
+        return value
+
+    def _put(self, key: _Key, value: Any) -> None:
+        self._entries[key] = (self._clock() + self.ttl_s, value)
+        self._entries.move_to_end(key)
+        self._sweep()
+
+    def _sweep(self) -> None:
+        now = self._clock()
+        entries = self._entries
+        while entries:
+            key, (expires, _) = next(iter(entries.items()))
+            if expires > now and len(entries) <= self.max_entries:
+                break
+            del entries[key]
+
+    @staticmethod
+    def _rid(request_id: RequestId) -> str:
+        # 1 and "1" are different JSON-RPC ids: keep the type in the key
+        return f"{type(request_id).__name__}:{request_id}"
+
+    async def claim(self, session: str, request_id: RequestId) -> bool:
+        key = ("claim", session, self._rid(request_id))
+        if self._get(key) is not None:
+            return False
+        self._put(key, True)
+        return True
+
+    async def save_answer(
+        self, session: str, request_id: RequestId, answer: Mapping[str, Any]
+    ) -> None:
+        self._put(("answer", session, self._rid(request_id)), dict(answer))
+
+    async def answer_of(self, session: str, request_id: RequestId) -> Mapping[str, Any] | None:
+        value = self._get(("answer", session, self._rid(request_id)))
+        return dict(value) if value is not None else None
+
+    async def save_cursor(self, session: str, stream: str, cursor: Cursor) -> None:
+        key = ("cursor", session, stream)
+        old = self._get(key)
+        if old is None or cursor.position > old.position:
+            self._put(key, cursor)
+
+    async def cursor_of(self, session: str, stream: str) -> Cursor | None:
+        value = self._get(("cursor", session, stream))
+        return value if isinstance(value, Cursor) else None
+
+    async def end_session(self, session: str, reason: str) -> None:
+        self._put(("ended", session, ""), reason)
+
+    async def session_ended(self, session: str) -> str | None:
+        value = self._get(("ended", session, ""))
+        return str(value) if value is not None else None
+
+    async def aclose(self) -> None:
+        self._entries.clear()

@@ -1,0 +1,409 @@
+"""The unmodified mcp client through a guarding gateway replica (fsm.gateway): the seed
+incident and its relatives, against the real mcp server, faults at a proxy in front of the
+gateway (between the client and the gateway), by explicit command."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from fsm.harness.proxy import ConnectionFault, FaultProxy, HttpFault, is_resume_get
+from fsm.harness.scenarios import (
+    ClientEnv,
+    Outcome,
+    Rig,
+    ScenarioResult,
+    User,
+    open_rig,
+    plain_client,
+    run_scenario,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
+
+FAST = {"backoff_initial_s": 0.05, "backoff_max_s": 0.5}
+
+
+@contextlib.asynccontextmanager
+async def gateway_rig(
+    replicas: int = 1, upstream_faults: bool = False, **kwargs: object
+) -> AsyncIterator[Rig]:
+    """A rig with gateway replicas (keywords go to each ``Gateway``)."""
+    from fsm.guard import GuardConfig
+
+    gateway = {"config": GuardConfig(**FAST), **kwargs}
+    async with open_rig(gateway=gateway, replicas=replicas, upstream_faults=upstream_faults) as rig:
+        yield rig
+
+
+async def test_seed_through_the_gateway_presents_once() -> None:
+    """The seed incident with the unmodified client: direct, it presents the dead request
+    twice (tests/e2e/test_plain_client.py); through the gateway, once. Its stale resume
+    cursor is rewritten to the newest event, so the replay never brings the request
+    back; the client's own reconnection limit (two attempts) then ends the call."""
+    async with gateway_rig() as rig:
+        r = await run_scenario("seed", plain_client, rig=rig)
+    assert list(r.presentation_counts.values()) == [1]
+    first, second = r.resumes
+    assert first.cursor == second.cursor  # the SDK's stale cursor...
+    assert not any(i.endswith(".ev4") for i in second.delivered)  # ...rewritten upstream
+    assert r.outcome.kind == "error" and r.outcome.text == EXHAUSTED
+
+
+EXHAUSTED = "SSE stream ended and reconnection attempts were exhausted"
+
+
+async def test_replayed_cancel_through_the_gateway_presents_once() -> None:
+    async with gateway_rig() as rig:
+        r = await run_scenario("replayed_cancel", plain_client, rig=rig)
+    assert list(r.presentation_counts.values()) == [1]
+    assert r.outcome.text == EXHAUSTED
+
+
+async def test_an_expired_session_ends_the_call_once_and_answers_404() -> None:
+    """The server forgets the session while the prompt is open: the call gets one error
+    naming the reason, the user's late answer is dropped, every later request 404."""
+    async with gateway_rig() as rig:
+        r = await run_scenario("session_expired", plain_client, rig=rig)
+    assert list(r.presentation_counts.values()) == [1]
+    assert (r.outcome.code, r.outcome.text.split(":")[0]) == (-32000, "session-expired")
+    assert r.probe is not None and (r.probe.code, r.probe.text) == (-32600, "Session not found")
+    assert [a.status for a in r.answers] == [404]
+
+
+async def test_happy_path_through_the_gateway() -> None:
+    async with gateway_rig() as rig:
+        r = await run_scenario("happy", plain_client, rig=rig)
+    assert list(r.presentation_counts.values()) == [1]
+    assert r.outcome.kind == "result" and r.outcome.text.startswith("Deleted 3 files")
+    assert [a.status for a in r.answers] == [202]
+
+
+async def test_a_failed_answer_post_between_client_and_gateway_is_the_clients() -> None:
+    """A limit, pinned: the client's own POST to the gateway fails (connection closed);
+    the mcp 2.3.0 client's writer dies on it ('Connection closed') before the gateway
+    sees the answer. Faults past the gateway are the gateway's (resubmitted, below)."""
+    async with gateway_rig() as rig:
+        r = await run_scenario("answer_conn_error", plain_client, rig=rig)
+    assert list(r.presentation_counts.values()) == [1]
+    assert r.outcome.text == "Connection closed"
+
+
+async def _two_replica_resume(store: object) -> tuple[ScenarioResult, Rig]:
+    """A tool call through replica A; the client's stream is cut twice; the second (stale)
+    resume lands on replica B after A was killed, and the server replays the elicitation
+    A already presented. The user answers through B; the tool completes."""
+    async with gateway_rig(store=store, replicas=2) as rig:
+        a, b = rig.gateways
+        proxy, controller, user = rig.proxy, rig.controller, rig.user
+        outcome: list[Outcome] = []
+        done = anyio.Event()
+        async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                try:
+                    outcome.append(
+                        Outcome.of_result(
+                            await client.call_tool(
+                                "delete_files", {"deadline": "silent", "gated": True}
+                            )
+                        )
+                    )
+                except Exception as exc:
+                    outcome.append(Outcome.of_exception(exc))
+                finally:
+                    done.set()
+
+            tg.start_soon(call)
+            post = await rig.tools_call()
+            pending = await controller.wait_pending(state="gated")
+            # 1. cut before the elicitation: A's first resume replays it (presented once)
+            hold = proxy.hold_next(is_resume_get)
+            mark = controller.log[-1].seq
+            await proxy.cut(post, "abrupt")
+            first = await hold.wait_arrived()
+            controller.release(pending)
+            await rig.stored("elicitation/create", after=mark)
+            hold.release()
+            await rig.primed(first)
+            await user.wait_presented(1)
+            # 2. A dies; the balancer sends the client's (stale) resume to B
+            hold = proxy.hold_next(is_resume_get)
+            proxy.retarget(b.url)
+            await proxy.cut(first, "abrupt")
+            second = await hold.wait_arrived()
+            a.kill()
+            hold.release()
+            await rig.primed(second)
+            user.answer_open()
+            with anyio.fail_after(20):
+                await done.wait()
+        r = _collect_result(rig, outcome[0])
+        return r, rig
+
+
+def _collect_result(rig: Rig, outcome: Outcome) -> ScenarioResult:
+    from fsm.harness.scenarios import _collect
+
+    return _collect("two-replicas", rig, outcome, None, 0.0)
+
+
+class _CursorLost:
+    """A shared store that never records a cursor: replica A dies before it could."""
+
+    def __init__(self) -> None:
+        from fsm.gateway.store import MemoryStore
+
+        self.inner = MemoryStore()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def save_cursor(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("cursor_recorded", [True, False])
+async def test_resume_on_the_other_replica_presents_once(cursor_recorded: bool) -> None:
+    """Replica B never saw the stream. With A's cursor in the store, B rewrites the
+    client's stale cursor to it and the server replays nothing old; without it, B resumes
+    from the client's id, the server replays the elicitation A presented, and B's claim
+    loses: it is blanked (its id kept). Either way: one presentation, the tool's result."""
+    from fsm.gateway.store import MemoryStore
+
+    r, rig = await _two_replica_resume(MemoryStore() if cursor_recorded else _CursorLost())
+    assert list(r.presentation_counts.values()) == [1]
+    assert r.outcome.kind == "result" and r.outcome.text.startswith("Deleted 3 files")
+    first, second = r.resumes
+    assert first.cursor == second.cursor  # the SDK's stale cursor, both times
+    replayed = [i for i in second.delivered if i.endswith(".ev4")]  # the elicitation's id
+    assert bool(replayed) is not cursor_recorded
+    if not cursor_recorded:  # delivered as an empty event that keeps its id
+        blank = [
+            e
+            for e in rig.proxy.events(lambda e: e.kind == "sse_event")
+            if e.exchange == second.exchange and e.event_id == replayed[0]
+        ]
+        assert [e.data for e in blank] == [""]
+
+
+async def test_the_command_line_gateway_serves_a_plain_client() -> None:
+    """``python -m fsm gateway`` in a child process, in front of the real server: the
+    happy path through it, then a clean stop."""
+    import subprocess
+    import sys
+
+    from fsm.harness.server import running_server
+
+    async with running_server() as server:
+        proc = await anyio.open_process(
+            [
+                sys.executable,
+                "-m",
+                "fsm",
+                "gateway",
+                "--upstream",
+                server.url,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert proc.stdout is not None
+            with anyio.fail_after(20):
+                line = (await proc.stdout.receive()).decode()
+            assert line.startswith("fsm gateway: serving http://127.0.0.1:"), line
+            url = line.split()[-1]
+            async with FaultProxy(url) as proxy, httpx2.AsyncClient() as http:
+                user = User()
+                env = ClientEnv(proxy.url, http, user.present, lambda: None)
+                async with plain_client(env) as client, anyio.create_task_group() as tg:
+                    got: list[object] = []
+
+                    async def call() -> None:
+                        got.append(await client.call_tool("delete_files", {}))
+
+                    tg.start_soon(call)
+                    await user.wait_presented(1)
+                    user.answer_open()
+            assert "Deleted 3 files" in str(got[0])
+        finally:
+            proc.terminate()
+            with anyio.fail_after(20):
+                assert await proc.wait() == 0
+
+
+# ----------------------------------------------------------------- faults upstream
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [ConnectionFault("close"), HttpFault(503, b"busy")],
+    ids=["connection-closed", "http-503"],
+)
+async def test_the_gateway_resubmits_an_answer_the_upstream_lost(fault: object) -> None:
+    """The gateway's own answer POST fails (between it and the server): it is resubmitted
+    with the same answer; the client's POST was answered 202 once and the call completes."""
+    async with gateway_rig(upstream_faults=True) as rig:
+        up = rig.upstream_proxy
+        assert up is not None
+        async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
+            got: list[object] = []
+
+            async def call() -> None:
+                got.append(await client.call_tool("delete_files", {}))
+
+            tg.start_soon(call)
+            await rig.user.wait_presented(1)
+            up.fail_next_answer(fault)  # type: ignore[arg-type]
+            rig.user.answer_open()
+        answers = [ex for ex in up.exchanges.values() if ex.is_answer]
+        client_answers = [ex for ex in rig.proxy.exchanges.values() if ex.is_answer]
+    assert "Deleted 3 files" in str(got[0])
+    assert len(answers) == 2 and answers[0].body == answers[1].body
+    assert [ex.status for ex in client_answers] == [202]
+
+
+async def test_an_upstream_cut_is_resumed_by_the_gateway_unseen_by_the_client() -> None:
+    """The connection between the gateway and the server breaks mid-call: the gateway
+    resumes it from the newest event; the client's stream never breaks, it sends no
+    resume, the request is presented once and the call completes."""
+    async with gateway_rig(upstream_faults=True) as rig:
+        up = rig.upstream_proxy
+        assert up is not None
+        async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
+            got: list[object] = []
+
+            async def call() -> None:
+                got.append(await client.call_tool("delete_files", {"gated": True}))
+
+            tg.start_soon(call)
+            await rig.tools_call()
+            pending = await rig.controller.wait_pending(state="gated")
+            upstream_post = [ex for ex in up.exchanges.values() if ex.rpc_method == "tools/call"]
+            hold = up.hold_next(is_resume_get)
+            await up.cut(upstream_post[0], "abrupt")
+            resume = await hold.wait_arrived()
+            rig.controller.release(pending)
+            hold.release()
+            await rig.user.wait_presented(1)
+            rig.user.answer_open()
+        client_resumes = [ex for ex in rig.proxy.exchanges.values() if ex.is_resume]
+    assert "Deleted 3 files" in str(got[0])
+    assert client_resumes == []
+    assert resume.last_event_id is not None and "." not in resume.last_event_id  # upstream id
+    assert len(rig.user.presentations) == 1
+
+
+async def _serve_until(
+    stop: anyio.Event, stopped: anyio.Event, port: int, *, task_status: Any
+) -> None:
+    from fsm.harness.server import running_server
+
+    try:
+        async with running_server(port=port, shutdown_timeout=0.5) as server:
+            task_status.started(server)
+            await stop.wait()
+    finally:
+        stopped.set()
+
+
+async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404() -> None:
+    """The server restarts mid-call (its sessions are gone) and is back before the
+    gateway's resume budget is spent: the resume gets 404, the call ends with one JSON-RPC
+    error (data.reason "session-expired") and every later request of the session is
+    answered 404 by the gateway."""
+    from mcp.shared.exceptions import MCPError
+
+    from fsm.guard import GuardConfig
+    from fsm.harness.gateway import running_gateway
+
+    stop_first, stop_second, stopped = anyio.Event(), anyio.Event(), anyio.Event()
+    errors: list[MCPError] = []
+    async with anyio.create_task_group() as servers:
+        server = await servers.start(_serve_until, stop_first, stopped, 0)
+        async with (
+            FaultProxy(server.url) as upstream,
+            running_gateway(upstream.url, config=GuardConfig(**FAST)) as gw,
+            FaultProxy(gw.url) as proxy,
+            httpx2.AsyncClient() as http,
+        ):
+            user = User()
+            env = ClientEnv(proxy.url, http, user.present, lambda: None)
+            async with plain_client(env) as client, anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    try:
+                        await client.call_tool("delete_files", {"gated": True})
+                    except MCPError as exc:
+                        errors.append(exc)
+
+                tg.start_soon(call)
+                await server.controller.wait_pending(state="gated")
+                # the server stops (its sessions are gone); the gateway's resume is held
+                # until the new server is up (a restart within the resume budget)
+                hold = upstream.hold_next(is_resume_get)
+                stop_first.set()
+                await stopped.wait()
+                await hold.wait_arrived()
+                await servers.start(_serve_until, stop_second, anyio.Event(), server.port)
+                hold.release()
+            sid = next(ex.session_id for ex in proxy.exchanges.values() if ex.session_id)
+            after = await http.post(
+                proxy.url,
+                json={"jsonrpc": "2.0", "id": 99, "method": "tools/list"},
+                headers={"mcp-session-id": sid, "accept": "application/json, text/event-stream"},
+            )
+        stop_second.set()
+    [err] = errors
+    assert err.error.code == -32000
+    assert err.error.data["reason"] == "session-expired"
+    assert after.status_code == 404
+    assert user.presentations == []
+
+
+async def test_an_upstream_that_stays_down_ends_the_call_with_resume_budget_spent() -> None:
+    """The server stops mid-call and does not come back: the gateway's resumes are
+    refused (connection refused) until the stream's budget is spent; the call ends with
+    one error, ``data.reason`` ``resume-budget-spent``."""
+    from mcp.shared.exceptions import MCPError
+
+    from fsm.guard import GuardConfig
+    from fsm.harness.gateway import running_gateway
+
+    stop, stopped = anyio.Event(), anyio.Event()
+    errors: list[MCPError] = []
+    ended = anyio.Event()
+    async with anyio.create_task_group() as servers:
+        server = await servers.start(_serve_until, stop, stopped, 0)
+        async with (
+            running_gateway(server.url, config=GuardConfig(**FAST)) as gw,
+            httpx2.AsyncClient() as http,
+        ):
+            user = User()
+            env = ClientEnv(gw.url, http, user.present, lambda: None)
+            async with plain_client(env) as client, anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    try:
+                        await client.call_tool("delete_files", {"gated": True})
+                    except MCPError as exc:
+                        errors.append(exc)
+                    finally:
+                        ended.set()
+
+                tg.start_soon(call)
+                await server.controller.wait_pending(state="gated")
+                stop.set()
+                await stopped.wait()
+                with anyio.fail_after(20):  # ends by the guard's budget, not a timer here
+                    await ended.wait()
+    [err] = errors
+    assert (err.error.code, err.error.data["reason"]) == (-32000, "resume-budget-spent")

@@ -1,0 +1,365 @@
+"""Hostile input through the guarding gateway (fsm.gateway): a real gateway replica on
+loopback in front of a scripted upstream that misbehaves on purpose (no SDK server sends
+garbage, repeats requests or replays forever on command), and clients that send what no
+SDK client would (oversized bodies, malformed headers, forged or foreign resume ids).
+
+Each row of docs/hostile.md's gateway table is one test here."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("uvicorn")
+httpx2 = pytest.importorskip("httpx2")
+
+from fsm.gateway.app import GatewayLimits  # noqa: E402
+from fsm.guard import GuardConfig  # noqa: E402
+from fsm.harness.gateway import RunningGateway, running_gateway  # noqa: E402
+from fsm.harness.serving import serving  # noqa: E402
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+SID = "hostile-session"
+HEAD = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def sse(event_id: str | None, data: Any, retry: Any = None) -> bytes:
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if retry is not None:
+        lines.append(f"retry: {retry}")
+    text = data if isinstance(data, str) else json.dumps(data)
+    lines.append(f"data: {text}")
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def elicit(rid: Any, message: str = "Delete?") -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "elicitation/create",
+        "params": {"message": message, "requestedSchema": {"type": "object", "properties": {}}},
+    }
+
+
+def result(rid: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "result": {"content": [], "isError": False}}
+
+
+@dataclass
+class Upstream:
+    """A scripted streamable-HTTP endpoint: ``call`` gives the events of a tools/call
+    stream (then the connection ends abruptly unless ``complete``); ``replay`` the events
+    of every resume GET. Counts what it received."""
+
+    call: list[bytes] = field(default_factory=list)
+    replay: Callable[[str], list[bytes]] = lambda cursor: []
+    complete: bool = True
+    requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                while (m := await receive())["type"] != "lifespan.shutdown":
+                    await send({"type": m["type"] + ".complete"})
+                await send({"type": "lifespan.shutdown.complete"})
+            return
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        self.requests.append((scope["method"], headers, body))
+        msg = json.loads(body) if body else None
+        out: list[bytes]
+        if (
+            scope["method"] == "POST"
+            and isinstance(msg, dict)
+            and msg.get("method") == "initialize"
+        ):
+            payload = json.dumps(result(msg["id"])).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"mcp-session-id", SID.encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": payload})
+            return
+        if scope["method"] == "POST" and isinstance(msg, dict) and "method" in msg and "id" in msg:
+            out = self.call
+        elif scope["method"] == "GET" and "last-event-id" in headers:
+            out = self.replay(headers["last-event-id"])
+        else:
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        for piece in out:
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        if self.complete or scope["method"] == "GET":
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:
+            raise RuntimeError("cut")  # uvicorn drops the connection: an abrupt end
+
+
+@contextlib.asynccontextmanager
+async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[RunningGateway]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    kwargs.setdefault("config", GuardConfig(backoff_initial_s=0.01, backoff_max_s=0.02))
+    try:
+        async with (
+            serving(upstream, sock, log_level="critical"),
+            running_gateway(f"http://127.0.0.1:{port}/mcp", **kwargs) as gw,
+        ):
+            yield gw
+    finally:
+        sock.close()
+
+
+async def initialize(http: Any, url: str) -> None:
+    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    r = await http.post(url, json=body, headers=HEAD)
+    assert r.status_code == 200 and r.headers["mcp-session-id"] == SID
+
+
+async def call_events(http: Any, url: str, **headers: str) -> list[tuple[str | None, str]]:
+    """POST a tools/call (id 7) and read its SSE body to the end: (id, data) per event."""
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+    h = {**HEAD, "mcp-session-id": SID, **headers}
+    async with http.stream("POST", url, json=body, headers=h) as r:
+        return parse(b"".join([c async for c in r.aiter_raw()]))
+
+
+def parse(raw: bytes) -> list[tuple[str | None, str]]:
+    events = []
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        eid, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("id:"):
+                eid = line[3:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+        events.append((eid, "\n".join(data)))
+    return events
+
+
+def requests_of(events: list[tuple[str | None, str]], rid: Any) -> int:
+    n = 0
+    for _, data in events:
+        with contextlib.suppress(ValueError, RecursionError):
+            msg = json.loads(data)
+            if isinstance(msg, dict) and msg.get("id") == rid and "method" in msg:
+                n += 1
+    return n
+
+
+def errors(events: list[tuple[str | None, str]]) -> list[dict[str, Any]]:
+    out = []
+    for _, data in events:
+        with contextlib.suppress(ValueError, RecursionError):
+            msg = json.loads(data)
+            if isinstance(msg, dict) and "error" in msg:
+                out.append(msg)
+    return out
+
+
+async def test_the_guards_hostile_table_holds_through_the_gateway() -> None:
+    """Garbage, bad retry values, a request repeated, an id reused with other params, a
+    response for another request, deeply nested JSON: the client sees the request once,
+    every other event passes or is blanked with its id kept, and one result."""
+    up = Upstream(
+        call=[
+            sse("e1", ""),
+            sse("e2", elicit(1)),
+            sse("e3", elicit(1)),  # repeated
+            sse("e4", elicit(1, "Something else?")),  # id reused, other params
+            sse("e5", "\xff not json {"),
+            sse("e6", "[" * 10_000 + "]" * 10_000),
+            sse("e7", "", retry=-5),
+            sse("e8", "", retry="soon"),
+            sse("e9", result(99)),  # a response for another request
+            sse("e10", result(7)),
+        ]
+    )
+    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+        await initialize(http, gw.url)
+        events = await call_events(http, gw.url)
+    assert requests_of(events, 1) == 1
+    assert [e[0].rsplit(".", 1)[-1] for e in events if e[0]] == [f"e{i}" for i in range(1, 11)]
+    results = [d for _, d in events if d.startswith('{"jsonrpc"') and json.loads(d)["id"] == 7]
+    assert len(results) == 1 and "result" in results[0]
+
+
+async def test_a_server_that_replays_forever_gets_one_error_and_bounded_resumes() -> None:
+    """The upstream cuts every connection and replays the same events on every resume
+    (never anything new): the gateway resumes within the guard's budget, then ends the
+    call with one JSON-RPC error for it (code -32000, data.reason)."""
+    same = [sse("e1", ""), sse("e2", elicit(1))]
+    up = Upstream(call=same, replay=lambda cursor: same, complete=False)
+    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+        await initialize(http, gw.url)
+        events = await call_events(http, gw.url)
+    resumes = [r for r in up.requests if r[0] == "GET"]
+    assert 1 <= len(resumes) <= GuardConfig().max_resumes_without_progress
+    assert {h["last-event-id"] for _, h, _ in resumes} == {"e2"}  # never behind the newest
+    assert requests_of(events, 1) == 1
+    [err] = errors(events)
+    assert err["id"] == 7 and err["error"]["code"] == -32000
+    assert err["error"]["data"]["reason"] == "resume-budget-spent"
+
+
+async def test_oversized_bodies_get_413_and_reach_nobody() -> None:
+    up = Upstream()
+    async with (
+        gateway_for(up, limits=GatewayLimits(max_body=1024)) as gw,
+        httpx2.AsyncClient() as http,
+    ):
+        big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"x": "a" * 2000}}
+        declared = await http.post(gw.url, json=big, headers=HEAD)
+
+        async def chunks() -> AsyncIterator[bytes]:  # no content-length: counted as read
+            for _ in range(8):
+                yield b"x" * 512
+
+        streamed = await http.post(gw.url, content=chunks(), headers=HEAD)
+    assert (declared.status_code, streamed.status_code) == (413, 413)
+    assert up.requests == []
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("mcp-session-id", "caf\xe9"),
+        ("mcp-session-id", "a b"),
+        ("last-event-id", "\x7f"),
+        ("mcp-protocol-version", ""),
+    ],
+)
+async def test_malformed_headers_get_400_and_reach_nobody(name: str, value: str) -> None:
+    up = Upstream()
+    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+        r = await http.get(gw.url, headers={**HEAD, name: value.encode("latin-1")})
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32600
+    assert up.requests == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "e1",  # the server's own id: not issued by the gateway
+        "cG9zdDo3.1",  # no upstream id
+        "bm90LWEtc3RyZWFt.1.e1",  # a tag that names no stream kind ("not-a-stream")
+        "cG9zdDo3.0.e1",  # position 0
+        "cG9zdDo3.99999999999999999999.e1",  # position out of range
+        "!!!.1.e1",  # not base64
+    ],
+)
+async def test_resume_ids_the_gateway_did_not_issue_get_400(value: str) -> None:
+    up = Upstream()
+    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+        await initialize(http, gw.url)
+        r = await http.get(gw.url, headers={**HEAD, "mcp-session-id": SID, "last-event-id": value})
+    assert r.status_code == 400 and "not issued by this gateway" in r.json()["error"]["message"]
+    assert [m for m, _, _ in up.requests] == ["POST"]
+
+
+async def test_other_paths_get_404() -> None:
+    up = Upstream()
+    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+        r = await http.post(gw.url + "/../admin", json={})
+    assert r.status_code == 404 and up.requests == []
+
+
+async def test_a_flood_of_sessions_keeps_at_most_max_sessions() -> None:
+    """Sessions the gateway has not seen begin as they arrive (another replica began
+    them); idle ones past ``max_sessions`` are dropped, least recently used first."""
+    up = Upstream()
+    async with (
+        gateway_for(up, limits=GatewayLimits(max_sessions=10)) as gw,
+        httpx2.AsyncClient() as http,
+    ):
+        for i in range(60):
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            r = await http.post(gw.url, json=note, headers={**HEAD, "mcp-session-id": f"s{i}"})
+            assert r.status_code == 202
+        assert gw.gateway.sessions == 10
+
+
+async def test_a_client_resuming_without_progress_gets_the_ending_error() -> None:
+    """A client that resumes over and over from the same id while the server brings
+    nothing new: within the budget, then one JSON-RPC error for the call, and the same
+    error for every later resume of that stream (no upstream traffic)."""
+    same = [sse("e1", ""), sse("e2", elicit(1))]
+    up = Upstream(call=same, replay=lambda cursor: [], complete=False)
+    config = GuardConfig(backoff_initial_s=0.01, backoff_max_s=0.02, max_resumes_without_progress=1)
+    async with gateway_for(up, config=config) as gw, httpx2.AsyncClient() as http:
+        await initialize(http, gw.url)
+        first = await call_events(http, gw.url)
+        cursor = [i for i, _ in first if i][-1]
+        bodies = []
+        for _ in range(3):
+            h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
+            async with http.stream("GET", gw.url, headers=h) as r:
+                bodies.append(parse(b"".join([c async for c in r.aiter_raw()])))
+    [err] = errors(first)
+    assert err["error"]["data"]["reason"] == "resume-budget-spent"
+    assert all(errors(b) == [err] for b in bodies)
+    assert len([m for m, _, _ in up.requests if m == "GET"]) == 1
+
+
+async def test_a_replica_answers_a_replayed_request_from_the_stored_answer() -> None:
+    """The client answered request 1 through another replica (claim and answer in the
+    shared store); its resume lands on this replica, and the server replays the request:
+    it is blanked, and the stored answer is submitted upstream, not asked again."""
+    from fsm.gateway.ids import IdRewriter
+    from fsm.gateway.store import MemoryStore
+
+    store = MemoryStore()
+    answer = {"action": "accept", "content": {"confirm": True}}
+    await store.claim(SID, 1)
+    await store.save_answer(SID, 1, answer)
+    up = Upstream(replay=lambda cursor: [sse("e2", elicit(1)), sse("e3", result(7))])
+    cursor = IdRewriter("post:7").rewrite(b"id: e1\n").decode().split()[-1]
+    async with gateway_for(up, store=store) as gw, httpx2.AsyncClient() as http:
+        h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
+        async with http.stream("GET", gw.url, headers=h) as r:
+            events = parse(b"".join([c async for c in r.aiter_raw()]))
+        with anyio.fail_after(10):
+            while not [b for m, _, b in up.requests if m == "POST"]:
+                await anyio.sleep(0.01)  # the submission runs in the background
+    assert requests_of(events, 1) == 0
+    assert next(d for _, d in events) == ""  # blanked, its id kept
+    [(_, _, body)] = [q for q in up.requests if q[0] == "POST"]
+    assert json.loads(body) == {"jsonrpc": "2.0", "id": 1, "result": answer}
+    assert [h["last-event-id"] for m, h, _ in up.requests if m == "GET"] == ["e1"]
