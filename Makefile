@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VENV1 ?= .venv-mcp1
 STAMP1 := $(VENV1)/.installed
 
-.PHONY: demo test test-mcp1 check render replay bench mutate lint typecheck install clean
+.PHONY: demo test need-redis test-mcp1 check render replay bench mutate lint typecheck install ts-client clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required (set PYTHON=...)")'
@@ -25,6 +25,19 @@ $(STAMP1): pyproject.toml
 
 install: $(STAMP)
 
+# The official TypeScript SDK client the end-to-end tests drive (tests/ts_client): needs node
+# and npm; installed from the committed lock when node_modules is missing or older than it.
+TS_CLIENT := tests/ts_client
+TS_STAMP := $(TS_CLIENT)/node_modules/.installed
+
+$(TS_STAMP): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || \
+		{ echo "node and npm (Node.js 20+) are needed for the TypeScript client tests" >&2; exit 1; }
+	npm ci --prefix $(TS_CLIENT) --no-audit --no-fund --loglevel=error
+	@touch $(TS_STAMP)
+
+ts-client: $(TS_STAMP)
+
 ## The main job: model-check every model, render the diagrams, replay the incident.
 demo: check render replay
 
@@ -38,9 +51,19 @@ replay: $(STAMP)
 	$(BIN)/python -m fsm demo
 
 ## The whole test suite, linters and type checks included; then the mcp 1.x suite.
-test: lint typecheck
+## The gateway's state-store tests run a loopback redis-server (Debian package redis-server).
+test: need-redis lint typecheck ts-client
 	$(BIN)/python -m pytest -q
 	$(MAKE) test-mcp1
+
+## Installs the Debian package when it can (root, apt-get); otherwise says what to install.
+need-redis:
+	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& echo "make test: installing the Debian package redis-server" \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends redis-server >/dev/null; } \
+	|| { echo "make test: redis-server is not on PATH;" \
+		"install the Debian package redis-server (apt-get install redis-server)" >&2; exit 1; }
 
 test-mcp1: $(STAMP1)
 	$(VENV1)/bin/python -m pytest -q tests/e2e_v1
@@ -67,4 +90,4 @@ mutate: $(MUTMUT_STAMP)
 	$(BIN)/python -m bench.mutation run
 
 clean:
-	rm -rf $(VENV) $(VENV1) mutants .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV1) $(TS_CLIENT)/node_modules mutants .pytest_cache .mypy_cache .ruff_cache .hypothesis

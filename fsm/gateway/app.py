@@ -173,7 +173,13 @@ class Gateway:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:
         """Hold the upstream HTTP client and the background task group (answer
-        submissions, store writes) while serving; on exit every session is closed."""
+        submissions, store writes) while serving; on exit every session is closed. A
+        store with a ``connect()`` (:class:`~fsm.gateway.redis_store.RedisStore`) is
+        checked first: :class:`~fsm.gateway.store.StoreUnavailableError` if it does not
+        answer."""
+        connect = getattr(self.store, "connect", None)
+        if connect is not None:  # a remote store's start-up check (fails: no start)
+            await connect()
         async with (
             httpx2.AsyncClient(timeout=self._timeout) as http,
             anyio.create_task_group() as tg,
@@ -243,7 +249,7 @@ class Gateway:
         try:
             session = await self._session_for(sid)
         except StoreUnavailableError as exc:
-            await _reply(send, 503, _rpc_error(_request_id(body), core.ENDED_CODE, str(exc)))
+            await _store_unavailable(send, method, headers, body, exc)
             return
         if session is None:  # the session ended (here or on another replica)
             await _reply(send, 404, core._SESSION_GONE_BODY)
@@ -288,7 +294,13 @@ class Gateway:
         else:
             resp = await session.transport.handle_async_request(request)
         if e.session is not None and e.session not in self._sessions:
+            # a session began here (its initialize was answered): the store records it
+            # before the client learns the session id, so no claim of it can come first
             self._hold(e.session, session)
+            try:
+                await self.store.begin_session(e.session)
+            except StoreUnavailableError as exc:  # its claims will fail closed
+                logger.warning("session %s not recorded: %s", e.session, exc)
         await self._respond(session, resp, receive, send)
         if method == "DELETE" and resp.status_code < 300 and e.session:
             e.expired = InteractionFailed("the client ended the session", reason="deleted")
@@ -434,7 +446,14 @@ class Gateway:
         async def claim(key: RequestKey, stream: str, event_id: str | None) -> bool:
             e = session.engine
             sid = e.session or ""
-            if await store.claim(sid, key[1]):
+            ids = session.ids.get(stream)
+            if ids is not None and ids.last is not None:  # the newest event passed on
+                won = await store.claim(
+                    sid, key[1], stream=stream, cursor=Cursor(ids.position, ids.last)
+                )
+            else:
+                won = await store.claim(sid, key[1])
+            if won:
                 return True
             answer = await store.answer_of(sid, key[1])
             if answer is not None and e.guard.state_of(key) == "presented":
@@ -475,6 +494,21 @@ async def _pieces(resp: Any) -> AsyncIterator[bytes]:
             yield piece
     else:
         yield content
+
+
+async def _store_unavailable(
+    send: Any, method: str, headers: Mapping[str, str], body: bytes, exc: StoreUnavailableError
+) -> None:
+    """Fail closed when the store cannot say whether the session ended: a resume of a
+    call's stream gets that call's ending error (one outcome for it), anything else
+    ``503`` with a JSON-RPC error for its request id."""
+    got = parse_event_id(headers.get("last-event-id") or "") if method == "GET" else None
+    origin = core._origin_of(got.stream) if got is not None else None
+    if origin is not None:
+        ending = core._sse_bytes(None, json.dumps(core.ending_error(origin, exc)))
+        await _reply(send, 200, ending, "text/event-stream")
+    else:
+        await _reply(send, 503, _rpc_error(_request_id(body), core.ENDED_CODE, str(exc)))
 
 
 def _as_id(stream: str, cursor: Cursor) -> GatewayEventId:

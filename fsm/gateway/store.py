@@ -10,7 +10,9 @@ what two replicas behind one load balancer must agree on is kept here, per sessi
   across every replica sharing the store (until the entry's TTL). A replica forwards a
   request to its client only after winning the claim; a replayed copy that reaches
   another replica loses it and is blanked. A claim also stands for every later state of
-  the request (answered, dead): a key once claimed is never presented again.
+  the request (answered, dead): a key once claimed is never presented again. Given the
+  stream and the cursor of the event that carried the request, the claim also advances
+  that stream's cursor in the same atomic step (one round trip for a remote store).
 * **answers**: the answer a client gave to a claimed request, so that a replica that sees
   the server ask again can resubmit it instead of asking the person.
 * **cursors**: per stream, the newest event the gateway passed on, as a
@@ -19,6 +21,12 @@ what two replicas behind one load balancer must agree on is kept here, per sessi
   ``Last-Event-ID``. :meth:`StateStore.save_cursor` never moves a cursor back.
 * **ended sessions**: a session the server said is gone (404), answered ``404`` by every
   replica without traffic.
+* **begun sessions**: :meth:`StateStore.begin_session` records a session when a replica
+  sees it begin (its ``initialize``); a claim in a session the store has no record of
+  raises :class:`StoreStateLostError`. A store that lost its state (Redis restarted
+  without persistence, a gateway process restarted on a :class:`MemoryStore`) or a
+  session idle past the TTL therefore fails closed: whether that session's requests were
+  presented is unknown, so none is presented.
 
 Contract for implementations: every method is a coroutine; every entry expires
 ``ttl_s`` seconds after its last write (memory stays bounded by the live sessions); a
@@ -44,6 +52,8 @@ __all__ = [
     "MemoryStore",
     "StateStore",
     "StoreUnavailableError",
+    "claim_cursor",
+    "request_key",
 ]
 
 DEFAULT_TTL_S = 3600.0
@@ -53,12 +63,26 @@ RequestId = int | str
 """A JSON-RPC request id as the server sent it (``1`` and ``"1"`` are different keys)."""
 
 
+def request_key(request_id: RequestId) -> str:
+    """``request_id`` as a store key that keeps its JSON type: ``1`` is ``"int:1"``,
+    ``"1"`` is ``"str:1"`` (different JSON-RPC ids stay different keys)."""
+    return f"{type(request_id).__name__}:{request_id}"
+
+
 class StoreUnavailableError(InteractionFailed):
     """The gateway's state store could not be reached or did not answer in time. The
     gateway fails closed: the request it could not claim is not presented and its
     interaction ends with this error (``reason = "store-unavailable"``)."""
 
     reason = "store-unavailable"
+
+
+class StoreStateLostError(StoreUnavailableError):
+    """The store has no record of the session a claim is for: it lost its state (a
+    restart without persistence) or the session outlived the TTL. Failing closed as for an
+    unreachable store (``reason = "store-state-lost"``)."""
+
+    reason = "store-state-lost"
 
 
 @dataclass(frozen=True, order=True)
@@ -75,9 +99,24 @@ class Cursor:
 class StateStore(Protocol):
     """What a gateway's replicas share (see the module docstring for the contract)."""
 
-    async def claim(self, session: str, request_id: RequestId) -> bool:
+    async def begin_session(self, session: str) -> None:
+        """Record that ``session`` began (a replica saw its ``initialize`` answered)."""
+        ...
+
+    async def claim(
+        self,
+        session: str,
+        request_id: RequestId,
+        *,
+        stream: str | None = None,
+        cursor: Cursor | None = None,
+    ) -> bool:
         """Claim the presentation of ``request_id`` in ``session``: ``True`` the first time
-        for this key across all replicas, ``False`` ever after (until the TTL)."""
+        for this key across all replicas, ``False`` ever after (until the TTL). Given
+        ``stream`` and ``cursor`` (both or neither, else :class:`ValueError`), also record
+        the cursor as :meth:`save_cursor` would, in the same atomic step, whatever the
+        claim's result. Raises :class:`StoreStateLostError` (changing nothing) when the
+        session has no record (:meth:`begin_session`); refreshes the record's TTL."""
         ...
 
     async def save_answer(
@@ -110,6 +149,16 @@ class StateStore(Protocol):
     async def aclose(self) -> None:
         """Release connections; the store is not used afterwards."""
         ...
+
+
+def claim_cursor(stream: str | None, cursor: Cursor | None) -> tuple[str, Cursor] | None:
+    """The ``(stream, cursor)`` a :meth:`StateStore.claim` also records, or ``None`` when
+    it records none; :class:`ValueError` when only one of the two is given."""
+    if stream is None and cursor is None:
+        return None
+    if stream is None or cursor is None:
+        raise ValueError("claim: give both stream and cursor, or neither")
+    return stream, cursor
 
 
 _Key = tuple[str, str, str]
@@ -165,32 +214,50 @@ class MemoryStore:
                 break
             del entries[key]
 
-    @staticmethod
-    def _rid(request_id: RequestId) -> str:
-        # 1 and "1" are different JSON-RPC ids: keep the type in the key
-        return f"{type(request_id).__name__}:{request_id}"
-
-    async def claim(self, session: str, request_id: RequestId) -> bool:
-        key = ("claim", session, self._rid(request_id))
+    async def claim(
+        self,
+        session: str,
+        request_id: RequestId,
+        *,
+        stream: str | None = None,
+        cursor: Cursor | None = None,
+    ) -> bool:
+        advance = claim_cursor(stream, cursor)
+        began = ("session", session, "")
+        if self._get(began) is None:
+            raise StoreStateLostError(
+                f"memory store: no record of session {session!r} (begun before this process,"
+                " or idle past the TTL)"
+            )
+        self._put(began, True)
+        if advance is not None:
+            self._advance(session, *advance)
+        key = ("claim", session, request_key(request_id))
         if self._get(key) is not None:
             return False
         self._put(key, True)
         return True
 
+    async def begin_session(self, session: str) -> None:
+        self._put(("session", session, ""), True)
+
     async def save_answer(
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]
     ) -> None:
-        self._put(("answer", session, self._rid(request_id)), dict(answer))
+        self._put(("answer", session, request_key(request_id)), dict(answer))
 
     async def answer_of(self, session: str, request_id: RequestId) -> Mapping[str, Any] | None:
-        value = self._get(("answer", session, self._rid(request_id)))
+        value = self._get(("answer", session, request_key(request_id)))
         return dict(value) if value is not None else None
 
-    async def save_cursor(self, session: str, stream: str, cursor: Cursor) -> None:
+    def _advance(self, session: str, stream: str, cursor: Cursor) -> None:
         key = ("cursor", session, stream)
         old = self._get(key)
         if old is None or cursor.position > old.position:
             self._put(key, cursor)
+
+    async def save_cursor(self, session: str, stream: str, cursor: Cursor) -> None:
+        self._advance(session, stream, cursor)
 
     async def cursor_of(self, session: str, stream: str) -> Cursor | None:
         value = self._get(("cursor", session, stream))

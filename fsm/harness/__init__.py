@@ -32,6 +32,8 @@ Protocol 2026-07-28 (input rounds, ``InputRequiredResult``; see ``docs/mrtr.md``
 - :mod:`fsm.harness.serving`: uvicorn on a bound socket, shared by both test servers.
 - :mod:`fsm.harness.sdk`: the installed SDK line (1.x or 2.x) as the test bed needs it;
   :mod:`fsm.harness.fastmcp_clients`: fastmcp's ``Client`` as scenario clients.
+- :mod:`fsm.harness.ts_client`: the official TypeScript SDK client (``node``,
+  ``tests/ts_client``) driven over JSON Lines, as a scenario client and in the seed incident.
 
 All traffic stays on 127.0.0.1. Faults are driven by explicit commands from the caller, never
 by timers racing the machine; every wait has a safety timeout.

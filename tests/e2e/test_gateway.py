@@ -94,10 +94,13 @@ async def test_a_failed_answer_post_between_client_and_gateway_is_the_clients() 
     assert r.outcome.text == "Connection closed"
 
 
-async def _two_replica_resume(store: object) -> tuple[ScenarioResult, Rig]:
+async def two_replica_resume(
+    store: object, before_second: Any = None, completes: bool = True
+) -> tuple[ScenarioResult, Rig]:
     """A tool call through replica A; the client's stream is cut twice; the second (stale)
-    resume lands on replica B after A was killed, and the server replays the elicitation
-    A already presented. The user answers through B; the tool completes."""
+    resume lands on replica B after A was killed (``before_second`` runs then), and the
+    server may replay the elicitation A already presented. When the call ``completes``,
+    the user answers through B and the tool finishes; otherwise B ends it."""
     async with gateway_rig(store=store, replicas=2) as rig:
         a, b = rig.gateways
         proxy, controller, user = rig.proxy, rig.controller, rig.user
@@ -138,9 +141,12 @@ async def _two_replica_resume(store: object) -> tuple[ScenarioResult, Rig]:
             await proxy.cut(first, "abrupt")
             second = await hold.wait_arrived()
             a.kill()
+            if before_second is not None:
+                await before_second()
             hold.release()
-            await rig.primed(second)
-            user.answer_open()
+            if completes:
+                await rig.primed(second)
+                user.answer_open()
             with anyio.fail_after(20):
                 await done.wait()
         r = _collect_result(rig, outcome[0])
@@ -176,7 +182,7 @@ async def test_resume_on_the_other_replica_presents_once(cursor_recorded: bool) 
     loses: it is blanked (its id kept). Either way: one presentation, the tool's result."""
     from fsm.gateway.store import MemoryStore
 
-    r, rig = await _two_replica_resume(MemoryStore() if cursor_recorded else _CursorLost())
+    r, rig = await two_replica_resume(MemoryStore() if cursor_recorded else _CursorLost())
     assert list(r.presentation_counts.values()) == [1]
     assert r.outcome.kind == "result" and r.outcome.text.startswith("Deleted 3 files")
     first, second = r.resumes

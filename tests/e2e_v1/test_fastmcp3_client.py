@@ -46,19 +46,22 @@ async def test_guarded_fastmcp3_fails_a_call_with_the_typed_error() -> None:
     from fsm.harness.proxy import HttpFault, is_resume_get
 
     raised: list[BaseException] = []
-    async with open_rig() as rig, guarded_fastmcp(rig.env()) as client:
-        async with anyio.create_task_group() as tg:
+    async with (
+        open_rig() as rig,
+        guarded_fastmcp(rig.env()) as client,
+        anyio.create_task_group() as tg,
+    ):
 
-            async def call() -> None:
-                try:
-                    await client.call_tool("delete_files", {"gated": True})
-                except Exception as exc:
-                    raised.append(exc)
+        async def call() -> None:
+            try:
+                await client.call_tool("delete_files", {"gated": True})
+            except Exception as exc:
+                raised.append(exc)
 
-            tg.start_soon(call)
-            post = await rig.tools_call()
-            await rig.controller.wait_pending(state="gated")
-            rig.proxy.fail_next(HttpFault(400, b"bad Last-Event-ID"), match=is_resume_get)
-            await rig.proxy.cut(post, "abrupt")
+        tg.start_soon(call)
+        post = await rig.tools_call()
+        await rig.controller.wait_pending(state="gated")
+        rig.proxy.fail_next(HttpFault(400, b"bad Last-Event-ID"), match=is_resume_get)
+        await rig.proxy.cut(post, "abrupt")
     [err] = raised
     assert isinstance(err, ResumeBudgetSpentError) and err.reason == "not-resumable"

@@ -347,6 +347,7 @@ async def test_a_replica_answers_a_replayed_request_from_the_stored_answer() -> 
 
     store = MemoryStore()
     answer = {"action": "accept", "content": {"confirm": True}}
+    await store.begin_session(SID)
     await store.claim(SID, 1)
     await store.save_answer(SID, 1, answer)
     up = Upstream(replay=lambda cursor: [sse("e2", elicit(1)), sse("e3", result(7))])

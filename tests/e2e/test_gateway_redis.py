@@ -1,0 +1,125 @@
+"""Two gateway replicas sharing a real redis-server (fsm.gateway.redis_store), the real mcp
+server behind them, the unmodified mcp client in front, faults by explicit command: the
+resume on the other replica, Redis restarted mid-run, Redis down. Nothing is presented
+twice and every call ends once."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import anyio
+import pytest
+from test_gateway import two_replica_resume
+
+from fsm.gateway.redis_store import RedisStore
+from fsm.harness.redis_server import RedisServer, redis_server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+@pytest.fixture(scope="module")
+def redis() -> Iterator[RedisServer]:
+    with redis_server() as running:
+        yield running
+
+
+@pytest.fixture
+async def store(redis: RedisServer) -> AsyncIterator[RedisStore]:
+    shared = RedisStore.from_url(redis.url, prefix=f"e2e{uuid.uuid4().hex[:8]}:")
+    yield shared
+    await shared.aclose()
+
+
+async def test_resume_on_the_other_replica_through_redis(store: RedisStore) -> None:
+    """Replica A presented the request (its claim and cursor in Redis) and died; the
+    client's stale resume lands on B, which resumes upstream from A's cursor: one
+    presentation, the tool's result."""
+    r, _ = await two_replica_resume(store)
+    assert list(r.presentation_counts.values()) == [1]
+    assert r.outcome.kind == "result" and r.outcome.text.startswith("Deleted 3 files")
+    first, second = r.resumes
+    assert first.cursor == second.cursor  # stale, as the mcp client sends it
+    assert not any(i.endswith(".ev4") for i in second.delivered)  # rewritten from Redis
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    with redis_server() as running:
+        yield running
+
+
+async def test_a_redis_restart_fails_the_old_session_closed(own_redis: RedisServer) -> None:
+    """Redis restarts (no persistence: every claim is gone) while the client is away; its
+    resume lands on B and the server replays the request A presented. B cannot know
+    whether it was presented: it is not shown again, and the call ends with one error,
+    ``data.reason`` ``store-state-lost``."""
+    store = RedisStore.from_url(own_redis.url)
+    try:
+
+        async def restart() -> None:
+            await anyio.to_thread.run_sync(own_redis.restart)
+
+        r, _ = await two_replica_resume(store, before_second=restart, completes=False)
+    finally:
+        await store.aclose()
+    assert list(r.presentation_counts.values()) == [1]
+    assert (r.outcome.code, r.outcome.text.split(":")[0]) == (-32000, "store-state-lost")
+
+
+async def test_redis_down_fails_the_call_closed(own_redis: RedisServer) -> None:
+    """Redis is down when the request reaches B: it cannot claim it, so it does not
+    present it; the call ends with one error, ``data.reason`` ``store-unavailable``."""
+    store = RedisStore.from_url(own_redis.url, timeout_s=0.5)
+    try:
+
+        async def stop() -> None:
+            await anyio.to_thread.run_sync(own_redis.stop)
+
+        r, _ = await two_replica_resume(store, before_second=stop, completes=False)
+    finally:
+        await store.aclose()
+    assert list(r.presentation_counts.values()) == [1]
+    assert (r.outcome.code, r.outcome.text.split(":")[0]) == (-32000, "store-unavailable")
+
+
+async def test_redis_down_when_a_request_arrives_it_is_not_presented(
+    own_redis: RedisServer,
+) -> None:
+    """One replica; Redis stops before the server asks: the gateway cannot claim the
+    request, so it blanks it (its id kept) and ends the call with one error,
+    ``data.reason`` ``store-unavailable``. The user is never asked."""
+    from mcp.shared.exceptions import MCPError
+    from test_gateway import gateway_rig
+
+    from fsm.harness.scenarios import plain_client
+
+    store = RedisStore.from_url(own_redis.url, timeout_s=0.5)
+    errors: list[MCPError] = []
+    ended = anyio.Event()
+    try:
+        async with (
+            gateway_rig(store=store) as rig,
+            plain_client(rig.env()) as client,
+            anyio.create_task_group() as tg,
+        ):
+
+            async def call() -> None:
+                try:
+                    await client.call_tool("delete_files", {"gated": True})
+                except MCPError as exc:
+                    errors.append(exc)
+                finally:
+                    ended.set()
+
+            tg.start_soon(call)
+            pending = await rig.controller.wait_pending(state="gated")
+            await anyio.to_thread.run_sync(own_redis.stop)
+            rig.controller.release(pending)
+            with anyio.fail_after(20):  # the call ends by the gateway's decision
+                await ended.wait()
+    finally:
+        await store.aclose()
+    [err] = errors
+    assert (err.error.code, err.error.data["reason"]) == (-32000, "store-unavailable")
+    assert rig.user.presentations == []

@@ -1,0 +1,466 @@
+"""The gateway's state stores keep the contract of :mod:`fsm.gateway.store`.
+
+One conformance suite runs on :class:`MemoryStore` and on :class:`RedisStore` against a real
+``redis-server`` on 127.0.0.1 (:mod:`fsm.harness.redis_server`): claims win once, also for
+fifty concurrent claimers on two replicas; typed ids stay distinct; cursors never move
+back, also under concurrent writers; a claim advances the cursor in the same step; answers
+and ended sessions round-trip; sessions are isolated. Then what only one store has: the
+in-memory store's expiry on an injected clock, Redis TTLs read from Redis, round trips
+counted, and failing closed when Redis is stopped, frozen or restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from fsm.gateway.redis_store import RedisStore
+from fsm.gateway.store import (
+    Cursor,
+    MemoryStore,
+    StateStore,
+    StoreStateLostError,
+    StoreUnavailableError,
+)
+from fsm.harness.redis_server import RedisServer, RedisServerError, redis_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RedisServer]:
+    """One Redis for the module's conformance tests; each test has its own key prefix."""
+    with redis_server() as running:
+        yield running
+
+
+class Shared:
+    """Replicas of one shared state. In memory that is one :class:`MemoryStore` (one
+    process); in Redis each replica is its own :class:`RedisStore` (its own client and
+    connections) on one server under one prefix."""
+
+    def __init__(self, url: str | None, **options: Any) -> None:
+        self.url = url
+        self.options = options
+        self.prefix = f"t{uuid.uuid4().hex[:8]}:"
+        self.memory = MemoryStore(**options) if url is None else None
+        self.made: list[RedisStore] = []
+
+    def replica(self) -> StateStore:
+        if self.memory is not None:
+            return self.memory
+        assert self.url is not None
+        store = RedisStore.from_url(self.url, prefix=self.prefix, **self.options)
+        self.made.append(store)
+        return store
+
+    async def aclose(self) -> None:
+        for store in self.made:
+            await store.aclose()
+
+
+@pytest.fixture(params=["memory", "redis"])
+def backend(request: pytest.FixtureRequest) -> str | None:
+    """The Redis URL of the module's server, or ``None`` for the in-memory store."""
+    return None if request.param == "memory" else str(request.getfixturevalue("server").url)
+
+
+@pytest.fixture
+async def shared(backend: str | None) -> AsyncIterator[Shared]:
+    state = Shared(backend)
+    yield state
+    await state.aclose()
+
+
+# ------------------------------------------------------------------ conformance
+
+
+async def test_a_key_is_claimed_once_across_replicas(shared: Shared) -> None:
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    assert await one.claim("s", 7) is True
+    assert await one.claim("s", 7) is False
+    assert await two.claim("s", 7) is False
+    assert await two.claim("s", 8) is True
+
+
+async def test_fifty_concurrent_claimers_on_two_replicas_win_once(shared: Shared) -> None:
+    replicas = [shared.replica(), shared.replica()]
+    await replicas[1].begin_session("s")
+    for request_id in (1, "1", 2, "req-3", 4):
+        results = await asyncio.gather(*(replicas[n % 2].claim("s", request_id) for n in range(50)))
+        assert results.count(True) == 1, (request_id, results)
+
+
+async def test_ids_keep_their_json_type(shared: Shared) -> None:
+    store = shared.replica()
+    await store.begin_session("s")
+    assert [await store.claim("s", rid) for rid in (1, "1", "int:1", "str:1")] == [True] * 4
+    await store.save_answer("s", 1, {"n": "int"})
+    await store.save_answer("s", "1", {"n": "str"})
+    assert await store.answer_of("s", 1) == {"n": "int"}
+    assert await store.answer_of("s", "1") == {"n": "str"}
+    assert await store.answer_of("s", "int:1") is None
+
+
+async def test_a_cursor_never_moves_back(shared: Shared) -> None:
+    store = shared.replica()
+    assert await store.cursor_of("s", "get") is None
+    await store.save_cursor("s", "get", Cursor(5, "ev5"))
+    await store.save_cursor("s", "get", Cursor(3, "ev3"))
+    await store.save_cursor("s", "get", Cursor(5, "other id at the same position"))
+    assert await store.cursor_of("s", "get") == Cursor(5, "ev5")
+    await store.save_cursor("s", "get", Cursor(6, "ev 6: spaces kept"))
+    assert await store.cursor_of("s", "get") == Cursor(6, "ev 6: spaces kept")
+    assert await store.cursor_of("s", "post:1") is None
+
+
+async def test_concurrent_cursor_writers_leave_the_newest(shared: Shared) -> None:
+    replicas = [shared.replica(), shared.replica()]
+    rng = random.Random(7)
+    for round_ in range(5):
+        positions = list(range(1, 101))
+        rng.shuffle(positions)
+        stream = f"stream-{round_}"
+        await asyncio.gather(
+            *(
+                replicas[n % 2].save_cursor("s", stream, Cursor(p, f"ev{p}"))
+                for n, p in enumerate(positions)
+            )
+        )
+        assert await replicas[round_ % 2].cursor_of("s", stream) == Cursor(100, "ev100")
+
+
+async def test_a_claim_advances_the_cursor_whatever_it_wins(shared: Shared) -> None:
+    one, two = shared.replica(), shared.replica()
+    await two.begin_session("s")
+    assert await one.claim("s", 1, stream="get", cursor=Cursor(4, "ev4")) is True
+    assert await two.cursor_of("s", "get") == Cursor(4, "ev4")
+    assert await two.claim("s", 1, stream="get", cursor=Cursor(9, "ev9")) is False
+    assert await one.cursor_of("s", "get") == Cursor(9, "ev9")
+    assert await one.claim("s", 2, stream="get", cursor=Cursor(2, "ev2")) is True
+    assert await one.cursor_of("s", "get") == Cursor(9, "ev9")
+    assert await one.claim("s", 2) is False
+    with pytest.raises(ValueError):
+        await one.claim("s", 3, stream="get")
+    with pytest.raises(ValueError):
+        await one.claim("s", 3, cursor=Cursor(1, "ev1"))
+    assert await one.claim("s", 3) is True  # the refused calls claimed nothing
+
+
+async def test_answers_round_trip(shared: Shared) -> None:
+    one, two = shared.replica(), shared.replica()
+    answer = {"action": "accept", "content": {"n": 3, "ok": True, "list": [1, "a", None]}}
+    assert await two.answer_of("s", 1) is None
+    await one.save_answer("s", 1, answer)
+    assert await two.answer_of("s", 1) == answer
+    await two.save_answer("s", 1, {"action": "decline"})
+    assert await one.answer_of("s", 1) == {"action": "decline"}
+
+
+async def test_ended_sessions(shared: Shared) -> None:
+    one, two = shared.replica(), shared.replica()
+    assert await two.session_ended("s") is None
+    await one.end_session("s", "session-expired")
+    assert await two.session_ended("s") == "session-expired"
+    assert await two.session_ended("t") is None
+
+
+async def test_sessions_are_isolated(shared: Shared) -> None:
+    """Names chosen to collide if keys were joined naively (``:``, braces, empty); text
+    that is not valid UTF-8 (a lone surrogate) is kept as it is."""
+    store = shared.replica()
+    sessions = ["a", "a:b", "a:claim:int", "", "{a}", "a}", "1:a", "ä", "\ud800"]
+    for session in sessions:
+        await store.begin_session(session)
+        assert await store.claim(session, 1) is True
+        await store.save_cursor(session, "b:x", Cursor(len(session) + 1, session))
+        await store.save_answer(session, 1, {"session": session})
+    assert await store.claim("a", "b:x") is True
+    for session in sessions:
+        assert await store.cursor_of(session, "b:x") == Cursor(len(session) + 1, session)
+        assert await store.answer_of(session, 1) == {"session": session}
+        assert await store.cursor_of(session, "x") is None
+    await store.end_session("a", "gone \udcff")
+    assert [await store.session_ended(s) for s in sessions] == ["gone \udcff"] + [None] * 8
+
+
+async def test_a_claim_in_a_session_the_store_never_saw_fails_closed(shared: Shared) -> None:
+    """No record of the session (begun before the store's state, or idle past the TTL):
+    whether its requests were presented is unknown, so the claim raises, changing nothing."""
+    store = shared.replica()
+    for attempt in range(2):
+        with pytest.raises(StoreStateLostError, match="no record of session 'unseen'"):
+            await store.claim("unseen", attempt, stream="get", cursor=Cursor(5, "ev5"))
+    assert await store.cursor_of("unseen", "get") is None
+    await store.begin_session("unseen")
+    assert await store.claim("unseen", 0) is True
+
+
+# ------------------------------------------------------------------ expiry
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_memory_entries_expire_ttl_after_their_last_write() -> None:
+    clock = Clock()
+    store = MemoryStore(ttl_s=10, clock=clock)
+    await store.begin_session("s")
+    assert await store.claim("s", 1, stream="get", cursor=Cursor(1, "ev1")) is True
+    await store.save_answer("s", 1, {"a": 1})
+    await store.end_session("s", "gone")
+    clock.now += 6
+    assert await store.claim("s", 1) is False  # a lost claim writes nothing
+    await store.save_cursor("s", "get", Cursor(2, "ev2"))  # written: lives 10 s more
+    clock.now += 5
+    assert await store.claim("s", 1) is True  # 11 s after its write: expired
+    assert await store.answer_of("s", 1) is None
+    assert await store.session_ended("s") is None
+    assert await store.cursor_of("s", "get") == Cursor(2, "ev2")
+    clock.now += 10
+    assert await store.cursor_of("s", "get") is None
+
+
+async def test_redis_keys_carry_the_ttl_and_writes_refresh_it(server: RedisServer) -> None:
+    store = RedisStore.from_url(server.url, ttl_s=30, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    try:
+        await store.begin_session("s")
+        await store.claim("s", 1, stream="get", cursor=Cursor(1, "ev1"))
+        await store.save_answer("s", 1, {"a": 1})
+        await store.end_session("s", "gone")
+        keys = [
+            store.key("s", "claim", "int:1"),
+            store.key("s", "answer", "int:1"),
+            store.key("s", "cursor", "get"),
+            store.key("s", "ended"),
+            store.key("s", "session"),
+        ]
+        found = sorted(k.decode() for k in await store.client.keys(f"{store.prefix}*"))
+        assert found == sorted(keys)
+        for key in keys:
+            assert 29_000 < await store.client.pttl(key) <= 30_000, key
+            await store.client.pexpire(key, 1000)  # as if 29 s had passed
+        assert await store.claim("s", 1) is False
+        await store.save_cursor("s", "get", Cursor(1, "not newer"))
+        assert [await store.client.pttl(k) <= 1000 for k in keys[:4:2]] == [True, True]
+        assert await store.client.pttl(keys[4]) > 29_000  # a claim, even lost, refreshes it
+        await store.save_cursor("s", "get", Cursor(2, "ev2"))
+        await store.save_answer("s", 1, {"a": 2})
+        await store.end_session("s", "gone")
+        for key in keys[1:]:
+            assert await store.client.pttl(key) > 29_000, key
+    finally:
+        await store.aclose()
+
+
+# ------------------------------------------------------------------ round trips
+
+
+def _every_operation(store: StateStore) -> list[tuple[str, Callable[[], Awaitable[object]]]]:
+    """Each operation once (claim twice: alone and with a cursor), by the name its failure
+    message uses; each call claims a new id."""
+    n = itertools.count(100)
+    return [
+        ("begin_session", lambda: store.begin_session("s")),
+        ("claim", lambda: store.claim("s", next(n))),
+        ("claim", lambda: store.claim("s", next(n), stream="get", cursor=Cursor(50, "e"))),
+        ("save_cursor", lambda: store.save_cursor("s", "get", Cursor(60, "e"))),
+        ("cursor_of", lambda: store.cursor_of("s", "get")),
+        ("save_answer", lambda: store.save_answer("s", 1, {"a": 1})),
+        ("answer_of", lambda: store.answer_of("s", 1)),
+        ("end_session", lambda: store.end_session("t", "gone")),
+        ("session_ended", lambda: store.session_ended("s")),
+    ]
+
+
+def _every_redis_operation(store: RedisStore) -> list[tuple[str, Callable[[], Awaitable[object]]]]:
+    """:func:`_every_operation`, and :meth:`RedisStore.connect`."""
+    return [*_every_operation(store), ("connect", store.connect)]
+
+
+async def test_each_operation_is_one_round_trip(server: RedisServer) -> None:
+    store = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    try:
+        await store.client.script_flush()
+        before = store.round_trips
+        await store.save_cursor("s", "get", Cursor(1, "ev1"))
+        assert store.round_trips - before == 2  # EVALSHA unknown to Redis, then EVAL
+        await store.connect()  # loads the claim's script
+        for name, call in _every_operation(store):
+            before = store.round_trips
+            await call()
+            assert store.round_trips - before == 1, name
+        await store.client.script_flush()
+        await store.connect()  # loads the script: the next call finds it
+        before = store.round_trips
+        assert await store.claim("s", "new", stream="get", cursor=Cursor(70, "ev70")) is True
+        assert store.round_trips - before == 1
+    finally:
+        await store.aclose()
+
+
+# ------------------------------------------------------------------ failing closed
+
+TIMEOUT_S = 0.2
+
+
+async def _each_fails_closed(store: RedisStore) -> list[float]:
+    took = []
+    for name, call in _every_redis_operation(store):
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError, match=f"redis store: {name} failed: .+") as got:
+            await call()
+        took.append(time.monotonic() - started)
+        assert got.value.reason == "store-unavailable"
+    return took
+
+
+@pytest.fixture
+async def own_server() -> AsyncIterator[tuple[RedisServer, RedisStore]]:
+    """A Redis of the test's own, to stop, freeze and restart, and a store on it."""
+    with redis_server() as running:
+        store = RedisStore.from_url(running.url, timeout_s=TIMEOUT_S)
+        try:
+            yield running, store
+        finally:
+            await store.aclose()
+
+
+async def _settle() -> None:
+    """Let the event loop run a few rounds (it sees connections the server closed)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_stopped_redis_fails_every_operation_at_once_then_works_again(
+    own_server: tuple[RedisServer, RedisStore],
+) -> None:
+    server, store = own_server
+    await store.begin_session("s")
+    assert await store.claim("s", 1) is True
+    server.stop()
+    took = await _each_fails_closed(store)
+    assert max(took) < TIMEOUT_S, took  # refused: no wait for the timeout
+    server.start()
+    await _settle()
+    for _, call in _every_operation(store):
+        await call()
+    assert await store.claim("s", 1) is True  # the claim made before the stop is gone
+
+
+async def test_a_frozen_redis_fails_every_operation_within_the_timeout(
+    own_server: tuple[RedisServer, RedisStore],
+) -> None:
+    server, store = own_server
+    await store.begin_session("s")
+    await store.save_cursor("s", "get", Cursor(1, "ev1"))
+    server.pause()
+    try:
+        took = await _each_fails_closed(store)
+    finally:
+        server.resume()
+    assert all(TIMEOUT_S * 0.9 <= t < TIMEOUT_S + 0.5 for t in took), took
+    assert await store.claim("s", "after") is True
+
+
+async def test_a_restarted_redis_works_at_once_and_has_lost_every_key(
+    own_server: tuple[RedisServer, RedisStore],
+) -> None:
+    server, store = own_server
+    other = RedisStore.from_url(server.url, timeout_s=TIMEOUT_S)
+    try:
+        await store.begin_session("s")
+        await asyncio.gather(*(store.claim("s", n) for n in range(5)))  # pooled connections
+        await store.save_cursor("s", "get", Cursor(3, "ev3"))
+        await store.end_session("t", "gone")
+        assert await other.claim("s", 0) is False
+        server.restart()
+        await _settle()
+        before = store.round_trips
+        for replica in (store, other):  # the session's claims are gone: fail closed
+            with pytest.raises(StoreStateLostError, match="no record of session 's'") as got:
+                await replica.claim("s", 0, stream="get", cursor=Cursor(4, "ev4"))
+            assert got.value.reason == "store-state-lost"
+        assert store.round_trips - before == 2  # the restarted Redis learns the script again
+        assert await store.cursor_of("s", "get") is None  # and the refused claim wrote none
+        assert await store.session_ended("t") is None
+        await store.begin_session("s2")  # a session begun after the restart works
+        assert await other.claim("s2", 0) is True
+        assert await store.claim("s2", 0) is False
+    finally:
+        await other.aclose()
+
+
+# ------------------------------------------------------------------ construction and bad data
+
+
+async def test_stored_values_that_are_not_ours_fail_closed(server: RedisServer) -> None:
+    store = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    try:
+        await store.client.set(store.key("s", "answer", "int:1"), b"[1, 2]")
+        await store.client.set(store.key("s", "answer", "int:2"), b"{not json")
+        await store.client.set(store.key("s", "cursor", "get"), b"seven ev7")
+        for call in (
+            store.answer_of("s", 1),
+            store.answer_of("s", 2),
+            store.cursor_of("s", "get"),
+        ):
+            with pytest.raises(StoreUnavailableError):
+                await call
+        await store.save_cursor("s", "get", Cursor(1, "ev1"))  # a malformed cursor is replaced
+        assert await store.cursor_of("s", "get") == Cursor(1, "ev1")
+        with pytest.raises(TypeError):
+            await store.save_answer("s", 3, {"a": object()})
+    finally:
+        await store.aclose()
+
+
+async def test_a_store_on_a_given_client_leaves_it_open(server: RedisServer) -> None:
+    client = Redis.from_url(server.url)
+    try:
+        store = RedisStore(client, prefix=f"t{uuid.uuid4().hex[:8]}:")
+        await store.begin_session("s")
+        assert await store.claim("s", 1) is True
+        await store.aclose()
+        assert await client.ping() is True
+    finally:
+        await client.aclose()
+
+
+def test_bad_settings_are_refused() -> None:
+    for settings in ({"ttl_s": 0}, {"timeout_s": -1}, {"prefix": "a{b}:"}):
+        with pytest.raises(ValueError):
+            RedisStore.from_url("redis://127.0.0.1:1/0", **settings)
+    with pytest.raises(ValueError):
+        MemoryStore(ttl_s=0)
+
+
+def test_the_runner_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(RedisServerError, match="apt-get install redis-server"), redis_server():
+        pass
+
+
+async def test_both_stores_are_state_stores(server: RedisServer) -> None:
+    store = RedisStore.from_url(server.url)
+    assert isinstance(store, StateStore) and isinstance(MemoryStore(), StateStore)
+    await store.aclose()
