@@ -52,12 +52,16 @@ TARGET_RATIO = 1.05
 
 
 @contextlib.asynccontextmanager
-async def _plain(url: str, http: Any) -> AsyncIterator[Any]:
+async def _plain(url: str, http: Any, elicitation_callback: Any = None) -> AsyncIterator[Any]:
+    """The unmodified mcp client, initialized (``elicitation_callback``: the SDK's, if any)."""
     from mcp import ClientSession
 
     from fsm.harness.sdk import open_client_streams
 
-    async with open_client_streams(url, http) as (read, write), ClientSession(read, write) as s:
+    async with (
+        open_client_streams(url, http) as (read, write),
+        ClientSession(read, write, elicitation_callback=elicitation_callback) as s,
+    ):
         await s.initialize()
         yield s
 

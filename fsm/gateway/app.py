@@ -34,7 +34,8 @@ passed on (a request in it is not presented again, its interaction ends by the s
 deadline), and a stream's final response is kept (up to 1 MiB) to answer a resume that
 lost it. An answer POST that lands on a replica that never saw its request is forwarded
 unchanged. Request bodies over ``max_body`` get ``413``; at most ``max_sessions``
-sessions are held (the least recently used idle one is dropped first, else ``503``).
+sessions are held (the least recently used idle one is dropped first; when all are busy a
+new session gets ``503``).
 """
 
 from __future__ import annotations
@@ -113,13 +114,20 @@ class GatewayLimits:
     max_body: int = 4 * 1024 * 1024
     """Bytes of a request body; more gets ``413``."""
     max_sessions: int = 10_000
-    """Sessions (guards) held; past it the least recently used idle one is dropped."""
+    """Sessions (guards) held; past it the least recently used idle one is dropped, and
+    a new session is refused (``503``) while every held one has a request in flight."""
     session_idle_s: float = 3600.0
     """A session with no request for this long is dropped (its guard forgotten)."""
     max_final: int = 1024 * 1024
     """Bytes of a stream's final response kept to answer a resume that lost it."""
     observations: int = 1_000
     """Observations each session's event log keeps (the monitor checks them all)."""
+    upstream_connections: int | None = None
+    """Connections to the upstream at once (``None``: as many as the sessions need; each
+    streaming session holds two: its call's POST stream and its standalone GET)."""
+    upstream_idle_s: float = 1.0
+    """Seconds an idle upstream connection is kept for reuse: shorter than servers keep
+    an idle connection (uvicorn: 5 s), so a reused one is never one the server is closing."""
 
 
 @dataclass
@@ -180,8 +188,13 @@ class Gateway:
         connect = getattr(self.store, "connect", None)
         if connect is not None:  # a remote store's start-up check (fails: no start)
             await connect()
+        pool = httpx2.Limits(
+            max_connections=self.limits.upstream_connections,
+            max_keepalive_connections=self.limits.upstream_connections,
+            keepalive_expiry=self.limits.upstream_idle_s,
+        )
         async with (
-            httpx2.AsyncClient(timeout=self._timeout) as http,
+            httpx2.AsyncClient(timeout=self._timeout, limits=pool) as http,
             anyio.create_task_group() as tg,
         ):
             self._http, self._tg = http, tg
@@ -250,6 +263,10 @@ class Gateway:
             session = await self._session_for(sid)
         except StoreUnavailableError as exc:
             await _store_unavailable(send, method, headers, body, exc)
+            return
+        except _Full:
+            message = f"gateway full: {self.limits.max_sessions} sessions in use"
+            await _reply(send, 503, _rpc_error(_request_id(body), -32000, message))
             return
         if session is None:  # the session ended (here or on another replica)
             await _reply(send, 404, core._SESSION_GONE_BODY)
@@ -388,7 +405,12 @@ class Gateway:
     # -- sessions ------------------------------------------------------------------
 
     async def _session_for(self, sid: str | None) -> _Session | None:
+        """The held session ``sid``, one begun here for it (another replica or an earlier
+        process began it), or a new one (``sid`` None: an ``initialize``); ``None`` when
+        the session ended. Raises :class:`_Full` when ``max_sessions`` are held and busy."""
         if sid is None:
+            if not self._make_room():
+                raise _Full
             return self._new_session(None)
         held = self._sessions.get(sid)
         if held is not None:
@@ -396,6 +418,8 @@ class Gateway:
             return None if held.engine.expired is not None else held
         if await self.store.session_ended(sid) is not None:
             return None
+        if not self._make_room():
+            raise _Full
         session = self._new_session(sid)
         self._hold(sid, session)
         return session
@@ -415,20 +439,25 @@ class Gateway:
         session.last_used = time.monotonic()
         return session
 
-    def _hold(self, sid: str, session: _Session) -> None:
-        """Hold ``session``; drop idle sessions and, past ``max_sessions``, the least
-        recently used sessions with no request in flight."""
-        self._sessions[sid] = session
-        self._sessions.move_to_end(sid)
+    def _make_room(self) -> bool:
+        """Drop sessions idle past ``session_idle_s`` and, while ``max_sessions`` are
+        held, the least recently used ones with no request in flight; whether there is
+        room for one more."""
         now = time.monotonic()
         for old_sid, old in list(self._sessions.items()):
             idle = now - old.last_used > self.limits.session_idle_s
-            over = len(self._sessions) > self.limits.max_sessions
-            if old is session or not (idle or over):
-                break
+            full = len(self._sessions) >= self.limits.max_sessions
+            if not (idle or full):
+                break  # least recently used first: the rest are newer
             if old.busy == 0:
                 old.engine.close()
                 del self._sessions[old_sid]
+        return len(self._sessions) < self.limits.max_sessions
+
+    def _hold(self, sid: str, session: _Session) -> None:
+        """Hold ``session`` as the most recently used."""
+        self._sessions[sid] = session
+        self._sessions.move_to_end(sid)
 
     async def _after(self, session: _Session) -> None:
         e = session.engine
@@ -483,6 +512,10 @@ class Gateway:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+class _Full(Exception):
+    """Every held session is busy and ``max_sessions`` are held: no room for another."""
 
 
 async def _pieces(resp: Any) -> AsyncIterator[bytes]:

@@ -21,6 +21,12 @@ What it offers (protocol 2025-11-25 over the legacy, session-ful streamable HTTP
 - Tool ``ping()``: returns ``"pong"``; a full round trip, used as a barrier.
 - Tool ``stream_progress(count)``: emits ``count`` ``notifications/progress`` on the call's
   stream (needs a progress token from the client) and returns ``"streamed <count>"``.
+- Tool ``work(count)``: asks the client once (``elicitation/create``, "Proceed?", a boolean
+  ``proceed``), then emits ``count`` ``notifications/progress`` on the call's stream, each
+  with ``message`` the server's ``time.perf_counter()`` when it sent it (as ``repr`` of a
+  float: a client in the same process measures each event's latency), and returns
+  ``"worked <count> (<action>)"`` (``action``: the answer's, e.g. ``accept``). The unit
+  of the gateway benchmark's load.
 - Tool ``announce(count, text)``: sends ``count`` log messages (``notifications/message``,
   data ``"<text> <n>"``) related to no request, so the server routes them to the session's
   standalone GET stream (stored in the event store, sent only if a GET is attached), and
@@ -55,6 +61,7 @@ import importlib
 import itertools
 import logging
 import socket
+import time
 import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -73,6 +80,7 @@ from mcp.server.streamable_http import (
 )
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.message import ServerMessageMetadata
+from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fsm.harness.sdk import MCP_MAJOR, request_headers, server_class
@@ -594,6 +602,16 @@ def build_server(
         return f"streamed {count}"
 
     @tool
+    async def work(ctx: Context, count: int = 100) -> str:
+        """Ask the client once, then emit ``count`` progress notifications stamped with the
+        server's ``time.perf_counter()`` at send, then return."""
+        answer = await ctx.elicit("Proceed?", schema=_Proceed)
+        for i in range(count):
+            await ctx.report_progress(i + 1, count, repr(time.perf_counter()))
+        controller.record("work_done", _session_of(ctx), str(ctx.request_id), count=count)
+        return f"worked {count} ({answer.action})"
+
+    @tool
     async def announce(ctx: Context, count: int = 1, text: str = "announcement") -> str:
         """Send ``count`` log messages related to no request (the standalone GET stream)."""
         for i in range(count):
@@ -710,6 +728,12 @@ async def _elicit_v1(ctx: Context, p: PendingElicitation, params: Any) -> Any:
                     related_request_id=ctx.request_id,
                 )
         raise
+
+
+class _Proceed(BaseModel):
+    """The answer ``work`` asks for."""
+
+    proceed: bool
 
 
 # --------------------------------------------------------------------------- app + runner

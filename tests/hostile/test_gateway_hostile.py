@@ -70,6 +70,7 @@ class Upstream:
     replay: Callable[[str], list[bytes]] = lambda cursor: []
     complete: bool = True
     requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+    hold: Any = None  # an anyio.Event: a call's stream stays open until it is set
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -123,6 +124,8 @@ class Upstream:
         )
         for piece in out:
             await send({"type": "http.response.body", "body": piece, "more_body": True})
+        if self.hold is not None and scope["method"] == "POST":
+            await self.hold.wait()
         if self.complete or scope["method"] == "GET":
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         else:
@@ -314,6 +317,37 @@ async def test_a_flood_of_sessions_keeps_at_most_max_sessions() -> None:
             r = await http.post(gw.url, json=note, headers={**HEAD, "mcp-session-id": f"s{i}"})
             assert r.status_code == 202
         assert gw.gateway.sessions == 10
+
+
+async def test_max_sessions_is_a_hard_cap_while_every_session_is_busy() -> None:
+    """Two sessions held, each with a call streaming: a third session is refused with
+    ``503`` (nothing sent upstream for it); once the calls end, it is served."""
+    release = anyio.Event()
+    up = Upstream(call=[sse("e1", "")], hold=release)
+    limits = GatewayLimits(max_sessions=2)
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient() as http:
+        async with anyio.create_task_group() as tg:
+            started = [anyio.Event(), anyio.Event()]
+
+            async def busy(i: int) -> None:
+                body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}}
+                h = {**HEAD, "mcp-session-id": f"s{i}"}
+                async with http.stream("POST", gw.url, json=body, headers=h) as r:
+                    async for _ in r.aiter_raw():
+                        started[i].set()
+
+            for i in range(2):
+                tg.start_soon(busy, i)
+                await started[i].wait()
+            h2 = {**HEAD, "mcp-session-id": "s2"}
+            refused = await http.post(gw.url, json=note, headers=h2)
+            release.set()
+        served = await http.post(gw.url, json=note, headers=h2)
+    assert refused.status_code == 503 and "gateway full" in refused.text
+    assert served.status_code == 202
+    assert [h.get("mcp-session-id") for m, h, _ in up.requests if m == "POST"][-1] == "s2"
+    assert sum(h.get("mcp-session-id") == "s2" for _, h, _ in up.requests) == 1
 
 
 async def test_a_client_resuming_without_progress_gets_the_ending_error() -> None:
