@@ -115,7 +115,8 @@ def summarise(path: str, argued: dict[str, str], at_import: dict[str, str]) -> d
 
 def report(seconds: tuple[float, float, int] | None = None) -> int:
     """Print the table, write ``bench/mutation.json``; exit 1 if a file misses 95% or an
-    entry of ``bench/mutation_equivalent.toml`` names a mutant that did not survive."""
+    entry of ``bench/mutation_equivalent.toml`` names a mutant that did not survive (or
+    that the last run did not make: the code it argued about changed)."""
     argued, at_import = equivalents(), import_time()
     summary = {path: summarise(path, argued, at_import) for path in files()}
     header = ("file", "mutants", *COLUMNS, "killed %")
@@ -139,9 +140,12 @@ def report(seconds: tuple[float, float, int] | None = None) -> int:
             out["run"] = previous["run"]
     OUT.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     status = {n: s for path in summary for n, s in outcomes(path).items()}
-    stale = [n for n in argued if status.get(n, "survived") != "survived"]
+    stale = [n for n in argued if status.get(n, "gone") != "survived"]
     for name in stale:
-        print(f"stale: {name} is listed as equivalent but {status[name]}")
+        if name in status:
+            print(f"stale: {name} is listed as equivalent but {status[name]}")
+        else:
+            print(f"stale: {name} is listed as equivalent but is no mutant of the last run")
     for f in summary.values():
         for name in f["survivors"]:
             print("survived:", name)

@@ -115,3 +115,16 @@ def test_components_and_shortest_cycles_match_a_brute_force_on_random_graphs() -
                 assert loop[0] == loop[-1] == u
                 assert all(w in edges[x] for x, w in pairwise(loop))
                 assert len(loop) - 1 == _cycle_length(edges, u), (seed, edges, u)
+
+
+def test_a_loop_closed_by_an_edge_outside_the_search_tree_names_that_edge() -> None:
+    """The closing edge is not a BFS tree edge, so its name is looked up again: the action
+    that leads back, not the state's first action (which leaves the loop)."""
+    model = GraphModel(
+        {0: [("a", 1)], 1: [("out", 2), ("back", 0)]},
+        props=[Property.terminates()],
+        terminal=frozenset({2}),
+    )
+    lasso = check(model).assert_violated("L1")
+    assert isinstance(lasso, Lasso)
+    assert (lasso.names, lasso.loop_start) == (["a", "back"], 0)

@@ -3,7 +3,8 @@ concrete ids that replay on the unreduced model, and a declared symmetry that is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from math import factorial
 
 import pytest
@@ -166,8 +167,13 @@ def test_a_counterexample_with_no_concrete_counterpart_is_a_model_error() -> Non
         def symmetry(self) -> Symmetry[Counters]:  # maps to states one step ahead
             return Symmetry(lambda s: tuple(min(c + 1, self.top) for c in s))
 
-    with pytest.raises(ModelError, match="declared symmetry is not one"):
+    with pytest.raises(ModelError, match="declared symmetry is not one") as caught:
         Checker(Lying(2, 3, bad=3)).run()
+    # the error names the step with no concrete counterpart and the path to where it fails
+    assert caught.value.action == "step 0"
+    assert str(caught.value).endswith("no concrete step stands for 'step 0'")
+    path = caught.value.path
+    assert path is not None and (path.init_index, path.states, path.names) == (0, ((0, 0),), [])
 
 
 def test_a_symmetry_hook_must_return_a_symmetry() -> None:
@@ -190,3 +196,88 @@ def test_the_progress_line_names_the_model_and_the_states_represented() -> None:
     line = Progress(15, 40, 3, 2, 2.0, "workers4", 81).format()
     assert line.startswith("progress workers4: states=15 (standing for 81: 40/s)")
     assert "(standing for" not in Progress(15, 40, 3, 2, 2.0, "workers4").format()
+
+
+@dataclass
+class Orbits(GraphModel):
+    """An explicit graph whose declared symmetry maps state ``s`` to ``reps.get(s, s)``."""
+
+    reps: Mapping[int, int] = field(default_factory=dict)
+
+    def symmetry(self) -> Symmetry[int]:
+        return Symmetry(lambda s: self.reps.get(s, s))
+
+
+def test_the_concrete_path_takes_the_actions_the_representative_path_names() -> None:
+    """From a concrete state two actions lead into the next orbit: the one the path among
+    representatives took is preferred, so both paths read alike; the representative's
+    first action leads elsewhere and is not taken."""
+    edges = {
+        0: [("x", 2), ("y", 1)],
+        1: [("z", 0), ("p", 3)],
+        2: [("q", 4), ("p", 3), ("z", 0)],
+    }
+    never_c: Property[int] = Property.always("never C", lambda s: s not in (3, 4))
+    model = Orbits(edges, props=[never_c], terminal=frozenset({3, 4}), reps={2: 1, 4: 3})
+    path = check(model).assert_violated("never C")
+    assert (path.names, path.states) == (["x", "p"], (0, 2, 3))
+    assert replay(model, path.names) == list(path.states)
+
+
+LOOPS = [
+    # the concrete walk settles into a cycle that misses the loop's first state
+    (
+        {5: [("enter", 0)], 0: [("go", 1)], 1: [("go", 2)], 2: [("go", 1)]},
+        {1: 0, 2: 0},
+        5,
+        ["enter", "go", "go", "go"],
+        2,
+    ),
+    # a loop that closes in one lap after a prefix is not gone round again
+    ({5: [("enter", 0)], 0: [("pass", 0)]}, {}, 5, ["enter", "pass"], 1),
+    # a loop through two orbits after a prefix: its laps repeat the loop, not the prefix
+    (
+        {5: [("enter", 0)], 0: [("go", 1)], 1: [("go", 2)], 2: [("go", 3)], 3: [("go", 0)]},
+        {2: 0, 3: 1},
+        5,
+        ["enter", "go", "go", "go", "go"],
+        1,
+    ),
+    # the walk reaches a concrete self-loop at the end of the first lap
+    ({0: [("go", 1)], 1: [("go", 1)]}, {1: 0}, 0, ["go", "go"], 1),
+]
+
+
+@pytest.mark.parametrize(("edges", "reps", "init", "names", "loop_start"), LOOPS)
+def test_a_lasso_rebuilt_in_laps_is_the_shortest_concrete_one(
+    edges: dict[int, list[tuple[str, int]]],
+    reps: dict[int, int],
+    init: int,
+    names: list[str],
+    loop_start: int,
+) -> None:
+    model = Orbits(edges, props=[Property.terminates()], inits=(init,), reps=reps)
+    lasso = check(model).assert_violated("L1")
+    assert isinstance(lasso, Lasso)
+    assert (lasso.names, lasso.loop_start) == (names, loop_start)
+    states = replay(model, lasso.names)
+    assert violated_at(model, "L1", states, loop_start=loop_start)
+
+
+def test_an_initial_state_with_no_counterpart_is_a_model_error() -> None:
+    """A model whose initial states change between calls (it is not pure): no initial
+    state has the representative the counterexample starts from."""
+
+    @dataclass
+    class Shifting(Orbits):
+        calls: int = 0
+
+        def init_states(self) -> Sequence[int]:
+            self.calls += 1
+            return [0] if self.calls == 1 else [9]
+
+    model = Shifting({0: [("go", 1)], 1: [("go", 1)]}, props=[Property.terminates()])
+    with pytest.raises(ModelError) as caught:
+        check(model)
+    assert str(caught.value) == "the declared symmetry is not one: no initial state fits"
+    assert (caught.value.path, caught.value.action) == (None, None)

@@ -56,3 +56,13 @@ def test_the_renamed_guard_decides_alike(engine: str) -> None:
     pattern = re.compile("|".join(re.escape(r) for r in reprs))
     assert repr(b) == pattern.sub(lambda m: reprs[m.group()], repr(a))  # ids renamed in them
     assert renamed.snapshot() == rename_snapshot(original.snapshot(), keys)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_renaming_one_request_to_a_string_id_gives_that_story(engine: str) -> None:
+    """Only ``b`` is renamed, to a string id (JSON-RPC ids may be numbers or strings, mixed
+    in one session): the failures caused by ``a`` keep their key, and the records are in
+    the guard's order of mixed ids."""
+    snap, _ = _story(1, 2, engine)
+    renamed = rename_snapshot(snap, {(SESSION, 2): (SESSION, "b")})
+    assert renamed == _story(1, "b", engine)[0]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 import tracemalloc
 
+import pytest
+
 from fsm.history import FINGERPRINT_BITS, EventHistory
 
 # the module's layout: the hash's low 10 bits pick the bucket, its top 48 bits are stored
@@ -175,9 +177,49 @@ def test_nbytes_reports_the_memory_the_history_holds() -> None:
     assert window_only.nbytes() > strings + sys.getsizeof(window_only.recent)
 
 
+def test_nbytes_of_a_window_without_fingerprints_is_what_it_allocated() -> None:
+    """No fingerprint yet: the window's order, its lookup set and its ids are all the
+    history holds, and the report counts each of them (within 4%; the order alone is 9%)."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        history = _filled(1_000, 100, [f"evt-{n:08d}" for n in range(1_000)])
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert history.count == 0
+    assert 0.96 * held <= history.nbytes() <= 1.04 * held, (history.nbytes(), held)
+
+
 def test_record_says_whether_an_id_is_new_and_stores_it_once() -> None:
     history = _filled(2, 10, ["a", "b", "c"])  # a is a fingerprint
     assert not history.record("a") and not history.record("c")
     assert (history.count, list(history.recent)) == (1, ["b", "c"])
     assert history.record("d") and list(history.recent) == ["c", "d"]
     assert history.count == 2
+
+
+LAYOUTS = [
+    # (ids carried, the id fed again, whether it was carried): the layouts above
+    (
+        [_id("a", b"\x00\x00\x00abc"), _id("q", b"abcabc"), _id("b", b"abcxyz"), "r"],
+        b"abcabc",
+        True,
+    ),
+    ([_id("a", b"xxxxxa"), _id("q", b"aaaaaa"), "r"], b"aaaaaa", True),
+    ([_id("q", b"abcabc"), _id("next", b"abcxyz"), "recent"], b"abcabc", True),
+    ([_id("a", b"\x00\x00\x00abc"), _id("b", b"abc\x09\x09\x09"), "r"], b"abcabc", False),
+]
+
+
+@pytest.mark.parametrize(("ids", "record", "carried"), LAYOUTS, ids=range(len(LAYOUTS)))
+def test_record_tells_a_fingerprinted_id_by_its_aligned_record_only(
+    ids: list[str], record: bytes, carried: bool
+) -> None:
+    """``record`` (the hot path, its own lookup) decides like ``in``: an id fed again is
+    not new when its fingerprint is stored, whatever false matches surround it, and an id
+    never carried is new even if its fingerprint spans two stored records."""
+    history = _filled(1, 10, ids)
+    again = _id("q" if carried else "never-carried", record)
+    assert (again in history) is carried
+    assert history.record(again) is not carried

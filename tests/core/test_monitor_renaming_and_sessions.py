@@ -92,3 +92,32 @@ def test_a_first_session_changes_nothing() -> None:
     state = run([P.Began("post"), P.Delivered(A, "post", 0.0)])
     after, bad = P.step(state, P.SessionBegan("s1"))
     assert after == state and bad == ()
+
+
+def test_a_partial_renaming_gives_the_story_with_only_that_key_renamed() -> None:
+    moved: RequestKey = ("s", 9)
+    assert rename_keys(run(story(A, B, C)), {A: moved}) == run(story(moved, B, C))
+
+
+def test_a_replay_past_its_deadline_is_renamed_and_judged_alike() -> None:
+    def stale(k: RequestKey) -> list[P.Observation]:
+        return [
+            P.Began("post"),
+            P.Delivered(k, "post", 0.0),
+            P.Presented(k, 0.0),
+            P.Delivered(k, "post", 120.0, replayed=True),
+        ]
+
+    state = run(stale(A))
+    assert state.stale_delivery == {A}
+    renamed = rename_keys(state, {A: B})
+    assert renamed == run(stale(B))
+    _, bad = P.step(renamed, P.Presented(B, 121.0))
+    assert sorted(v.name for v in bad) == ["P2", "P6"]
+
+
+def test_a_session_gone_before_anything_happened_leaves_a_fresh_monitor() -> None:
+    """The new session starts from the state a fresh monitor holds (one state for the
+    model checker, not two that judge alike)."""
+    state = run([P.SessionGone(), P.SessionBegan("s2")])
+    assert state == MonitorState()

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mrtr_support import ASK, YES, ir, make, only, present
 
 from fsm import actions as act
 from fsm import events as ev
@@ -20,52 +21,9 @@ from fsm.errors import (
     RequestStateExpiredError,
     SubmissionFailedError,
 )
-from fsm.mrtr import (
-    CallCancelled,
-    MrtrAction,
-    MrtrCall,
-    MrtrConfig,
-    Retry,
-    RoundFailed,
-    RoundResult,
-    Tick,
-)
+from fsm.mrtr import CallCancelled, MrtrCall, Retry, RoundFailed, RoundResult, Tick
 from fsm.mrtr_outcomes import STATE_REJECTED
 from fsm.outcomes import SubmissionResult
-
-ASK = {"method": "elicitation/create", "params": {"message": "Delete 3 files?"}}
-YES = {"action": "accept", "content": {"ok": True}}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def ir(asks: dict[str, Any] | None = None, state: str | None = "s") -> dict[str, Any]:
-    body: dict[str, Any] = {"resultType": "input_required"}
-    if asks is not None:
-        body["inputRequests"] = asks
-    if state is not None:
-        body["requestState"] = state
-    return body
-
-
-def make(**config: Any) -> tuple[MrtrCall, Clock]:
-    clock = Clock()
-    return MrtrCall("c", clock=clock, config=MrtrConfig(**config)), clock
-
-
-def only(actions: tuple[MrtrAction, ...], kind: type[Any]) -> Any:
-    assert len(actions) == 1 and isinstance(actions[0], kind), actions
-    return actions[0]
-
-
-def present(call: MrtrCall, asks: dict[str, Any], state: str = "s") -> act.Present:
-    return only(call.feed(RoundResult(ir(asks, state))), act.Present)  # type: ignore[no-any-return]
 
 
 def test_a_complete_first_result_completes_the_call() -> None:
@@ -179,9 +137,9 @@ def test_a_question_that_ages_out_is_withdrawn_and_fails_the_call_once() -> None
     call, clock = make(question_ttl_s=10.0)
     shown = present(call, {"k1": ASK})
     assert call.deadline() == 10.0
-    clock.t = 9.9
+    clock.now = 9.9
     assert call.feed(Tick()) == ()
-    clock.t = 10.0
+    clock.now = 10.0
     withdraw, fail = call.feed(Tick())
     assert withdraw == act.Withdraw(shown.key, "aged-out")
     assert isinstance(fail, act.Fail) and isinstance(fail.error, RequestStateExpiredError)
@@ -192,7 +150,7 @@ def test_a_question_that_ages_out_is_withdrawn_and_fails_the_call_once() -> None
 def test_a_late_answer_is_not_sent_into_a_dead_state() -> None:
     call, clock = make(question_ttl_s=10.0, ttl_by_method={"elicitation/create": 5.0})
     shown = present(call, {"k1": ASK})
-    clock.t = 6.0
+    clock.now = 6.0
     actions = call.feed(ev.UserAnswered(shown.key, YES))
     assert [type(a) for a in actions] == [act.Withdraw, act.Fail]
     assert not any(isinstance(a, Retry) for a in actions)
@@ -341,7 +299,7 @@ def test_invariants_hold_against_any_server(moves: list[tuple[Any, ...]]) -> Non
             answers[waiting[0]] = answer
             actions = call.feed(ev.UserAnswered(waiting[0], answer))
         else:
-            clock.t += move[1]
+            clock.now += move[1]
             actions = call.feed(Tick())
         for a in actions:
             if isinstance(a, act.Present):
