@@ -4,9 +4,19 @@ A reverse proxy between any streamable-HTTP client and server (``python -m fsm g
 that enforces on the wire what :mod:`fsm.adapters` enforces inside a Python client. Its
 replicas share what they must agree on through a :class:`~fsm.gateway.store.StateStore`
 (:class:`~fsm.gateway.store.MemoryStore` for one replica,
-:class:`~fsm.gateway.redis_store.RedisStore` across replicas). Needs the ``gateway`` extra.
+:class:`~fsm.gateway.redis_store.RedisStore` across replicas). The app is
+:class:`fsm.gateway.app.Gateway`; ``python -m fsm gateway`` serves it
+(:mod:`fsm.gateway.cli`); its event ids are :mod:`fsm.gateway.ids`. This package's
+``__init__`` imports only the store interface (no HTTP library); the app needs the
+``gateway`` extra. See docs/gateway.md.
 """
 
-from fsm.gateway.store import Cursor, MemoryStore, StateStore, StoreUnavailableError
+from fsm.gateway.store import (
+    Cursor,
+    MemoryStore,
+    StateStore,
+    StoreStateLostError,
+    StoreUnavailableError,
+)
 
-__all__ = ["Cursor", "MemoryStore", "StateStore", "StoreUnavailableError"]
+__all__ = ["Cursor", "MemoryStore", "StateStore", "StoreStateLostError", "StoreUnavailableError"]
