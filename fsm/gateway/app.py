@@ -227,13 +227,16 @@ class Gateway:
         message = await receive()
         if message["type"] != "lifespan.startup":
             return
+        started = False
         try:
             async with self.running():
                 await send({"type": "lifespan.startup.complete"})
+                started = True
                 while (await receive())["type"] != "lifespan.shutdown":
                     pass
-        except Exception as exc:  # startup failed: say so to the server
-            await send({"type": "lifespan.startup.failed", "message": repr(exc)})
+        except Exception as exc:  # say which phase failed to the server
+            phase = "shutdown" if started else "startup"
+            await send({"type": f"lifespan.{phase}.failed", "message": repr(exc)})
             raise
         with contextlib.suppress(Exception):
             await self.store.aclose()

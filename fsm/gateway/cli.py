@@ -125,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         server.run(sockets=[sock])
+    except SystemExit:  # uvicorn exits (status 3) when the app's startup fails
+        return 1
     finally:
         sock.close()
     return 0 if server.started else 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -464,3 +465,33 @@ async def test_both_stores_are_state_stores(server: RedisServer) -> None:
     store = RedisStore.from_url(server.url)
     assert isinstance(store, StateStore) and isinstance(MemoryStore(), StateStore)
     await store.aclose()
+
+
+def test_the_command_line_refuses_to_start_on_an_unreachable_redis() -> None:
+    """``fsm gateway --store redis://...`` checks the store at start-up: nothing listens
+    on that port, so it exits 1 at once, saying why, instead of serving without a store."""
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fsm",
+            "gateway",
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            f"redis://127.0.0.1:{port}/0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done
+    assert "redis store: connect failed" in done.stderr
