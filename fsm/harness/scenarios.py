@@ -90,13 +90,20 @@ from mcp.server.streamable_http import EventStore
 
 from fsm.harness.proxy import ConnectionFault, Exchange, FaultProxy, TrafficEvent, is_resume_get
 from fsm.harness.sdk import MCP_MAJOR, hx, open_client_streams
-from fsm.harness.server import RunningServer, ServerController, ServerEvent, running_server
+from fsm.harness.server import (
+    PendingElicitation,
+    RunningServer,
+    ServerController,
+    ServerEvent,
+    running_server,
+)
 
 __all__ = [
     "CONFIRM",
     "GUARDED_SCENARIO_CONFIG_KW",
     "SCENARIOS",
     "AnswerPost",
+    "BackgroundCall",
     "ClientEnv",
     "ClientFactory",
     "ElicitAnswer",
@@ -355,6 +362,8 @@ class Outcome:
     is_error: bool = False
     error_type: str | None = None
     code: int | None = None
+    reason: str | None = None
+    """The JSON-RPC error's ``data.reason`` (a guard's or gateway's ending error)."""
 
     @classmethod
     def of_result(cls, result: Any) -> Outcome:
@@ -371,9 +380,17 @@ class Outcome:
         code = getattr(exc, "code", None)
         if code is None:
             code = getattr(getattr(exc, "error", None), "code", None)
-        message = getattr(getattr(exc, "error", None), "message", None) or str(exc)
+        error = getattr(exc, "error", None)
+        message = getattr(error, "message", None) or str(exc)
+        data = getattr(error, "data", None)
+        reason = data.get("reason") if isinstance(data, dict) else None
         return cls(
-            "error", message, True, type(exc).__name__, code if isinstance(code, int) else None
+            "error",
+            message,
+            True,
+            type(exc).__name__,
+            code if isinstance(code, int) else None,
+            reason if isinstance(reason, str) else None,
         )
 
 
@@ -488,6 +505,38 @@ class Rig:
             lambda e: e.kind == "stored" and e.detail.get("what") == what, timeout, after
         )
 
+    async def cut_while_away(
+        self,
+        exchange: Exchange,
+        away: Callable[[int], Awaitable[None]] | None = None,
+        *,
+        primed: bool = True,
+    ) -> Exchange:
+        """Cut ``exchange`` (abrupt) and hold the client's resume GET until ``away(mark)``
+        has run (``mark``: the server log's sequence before the cut, for waits on what
+        the server stores meanwhile); then let the resume through and return its
+        exchange, once its priming event was relayed when ``primed``."""
+        hold = self.proxy.hold_next(is_resume_get)
+        mark = self.controller.log[-1].seq
+        await self.proxy.cut(exchange, "abrupt")
+        resume = await hold.wait_arrived()
+        if away is not None:
+            await away(mark)
+        hold.release()
+        if primed:
+            await self.primed(resume)
+        return resume
+
+    def elicit_while_away(self, pending: PendingElicitation) -> Callable[[int], Awaitable[None]]:
+        """An ``away`` for :meth:`cut_while_away`: release the gated tool and wait until
+        its ``elicitation/create`` is stored (sent while the client is disconnected)."""
+
+        async def away(mark: int) -> None:
+            self.controller.release(pending)
+            await self.stored("elicitation/create", after=mark)
+
+        return away
+
     async def answers_quiet(self, timeout: float = 10.0) -> None:
         """Wait until no answer POST seen by the proxy is still in flight."""
         with anyio.fail_after(timeout):
@@ -539,8 +588,9 @@ async def open_rig(
         yield Rig(server, proxy, http, User(), gateways, upstream_proxy)
 
 
-class _Call:
-    """A tool call running in the background; ``outcome`` once it ended."""
+class BackgroundCall:
+    """A tool call running in the background (``tg.start_soon(call.run, client, name,
+    args)``); ``outcome`` once it ended, ``await call.wait()`` for it."""
 
     def __init__(self) -> None:
         self.outcome = Outcome("pending")
@@ -562,7 +612,9 @@ class _Call:
 
 # --------------------------------------------------------------------------- scenarios
 
-Step = Callable[[Rig, ScenarioClient, _Call, TaskGroup], Awaitable["Outcome | None"]]
+Step = Callable[[Rig, ScenarioClient, BackgroundCall, TaskGroup], Awaitable["Outcome | None"]]
+"""One scenario: drive ``client`` on ``rig``, running the call under test as ``call`` in
+``tg``; returns a probe outcome (a later call's) or ``None``."""
 
 
 async def _settle(rig: Rig, client: ScenarioClient) -> None:
@@ -581,7 +633,7 @@ async def _settle(rig: Rig, client: ScenarioClient) -> None:
 
 
 async def _replayed_deadline(
-    rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup, flavour: str
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup, flavour: str
 ) -> Outcome | None:
     proxy, controller, user = rig.proxy, rig.controller, rig.user
     args = {"deadline": flavour, "gated": True, "after_deadline": "hold"}
@@ -591,25 +643,15 @@ async def _replayed_deadline(
 
     # 1. the POST stream breaks before the elicitation, which is sent while disconnected
     #    and delivered by the first resume's replay
-    hold = proxy.hold_next(is_resume_get)
-    mark = controller.log[-1].seq
-    await proxy.cut(post, "abrupt")
-    first_resume = await hold.wait_arrived()
-    controller.release(pending)
-    await rig.stored("elicitation/create", after=mark)
-    hold.release()
-    await rig.primed(first_resume)
+    first_resume = await rig.cut_while_away(post, rig.elicit_while_away(pending))
 
     # 2. that resume breaks too; the deadline fires while the client is away
-    hold = proxy.hold_next(is_resume_get)
-    mark = controller.log[-1].seq
-    await proxy.cut(first_resume, "abrupt")
-    second_resume = await hold.wait_arrived()
-    await controller.fire_deadline(pending)
-    if flavour == "cancel":
-        await rig.stored("notifications/cancelled", after=mark)
-    hold.release()
-    await rig.primed(second_resume)
+    async def deadline(mark: int) -> None:
+        await controller.fire_deadline(pending)
+        if flavour == "cancel":
+            await rig.stored("notifications/cancelled", after=mark)
+
+    second_resume = await rig.cut_while_away(first_resume, deadline)
 
     # 3. the stream breaks a third time; the user then answers whatever is still shown;
     #    finally the tool returns "expired" (reaches only a client still resuming)
@@ -624,7 +666,9 @@ async def _replayed_deadline(
     return None
 
 
-async def _resumed_or_ended(rig: Rig, call: _Call, after: int, timeout: float = 10.0) -> None:
+async def _resumed_or_ended(
+    rig: Rig, call: BackgroundCall, after: int, timeout: float = 10.0
+) -> None:
     """Wait until a resume GET sent after ``after`` has attached (its priming event was
     relayed), or the call already ended (a client that stopped resuming).
 
@@ -662,18 +706,20 @@ async def unless_ended(done: anyio.Event, step: Awaitable[T]) -> T | None:
     return got[0] if got else None
 
 
-async def _seed(rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup) -> Outcome | None:
+async def _seed(
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
     return await _replayed_deadline(rig, client, call, tg, "silent")
 
 
 async def _replayed_cancel(
-    rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
 ) -> Outcome | None:
     return await _replayed_deadline(rig, client, call, tg, "cancel")
 
 
 async def _answer_conn_error(
-    rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
 ) -> Outcome | None:
     tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
     await rig.user.wait_presented(1)
@@ -685,7 +731,7 @@ async def _answer_conn_error(
 
 
 async def _session_expired(
-    rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
 ) -> Outcome | None:
     tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
     await rig.user.wait_presented(1)
@@ -702,7 +748,9 @@ async def _session_expired(
         return Outcome.of_exception(exc)
 
 
-async def _happy(rig: Rig, client: ScenarioClient, call: _Call, tg: TaskGroup) -> Outcome | None:
+async def _happy(
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
     tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
     await rig.user.wait_presented(1)
     rig.user.answer_open()
@@ -721,24 +769,28 @@ SCENARIOS: dict[str, Step] = {
 
 
 async def run_scenario(
-    name: str,
+    name: str | Step,
     client_factory: ClientFactory = plain_client,
     *,
     timeout: float = 30.0,
     rig: Rig | None = None,
 ) -> ScenarioResult:
-    """Run scenario ``name`` (a key of :data:`SCENARIOS`) with ``client_factory``.
+    """Run scenario ``name`` (a key of :data:`SCENARIOS`, or a :data:`Step` of the
+    caller's own, named by its function) with ``client_factory``.
 
     A fresh rig (server, proxy, HTTP client, user) is used unless ``rig`` is given.  Raises
     ``TimeoutError`` if the scenario does not finish within ``timeout`` seconds (a safety
     net: every step waits on an observed event).
     """
-    step = SCENARIOS[name]
+    if isinstance(name, str):
+        step = SCENARIOS[name]
+    else:
+        step, name = name, name.__name__
     async with contextlib.AsyncExitStack() as stack:
         if rig is None:
             rig = await stack.enter_async_context(open_rig())
         started = time.monotonic()
-        call = _Call()
+        call = BackgroundCall()
         probe: Outcome | None = None
         with anyio.fail_after(timeout):
             async with client_factory(rig.env()) as client, anyio.create_task_group() as tg:

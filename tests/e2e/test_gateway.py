@@ -4,41 +4,15 @@ gateway (between the client and the gateway), by explicit command."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
-
 import anyio
 import httpx2
 import pytest
+from gateway_support import FAST, CursorLost, gateway_rig, serve_until, two_replica_resume
 
 from fsm.harness.proxy import ConnectionFault, FaultProxy, HttpFault, is_resume_get
-from fsm.harness.scenarios import (
-    ClientEnv,
-    Outcome,
-    Rig,
-    ScenarioResult,
-    User,
-    open_rig,
-    plain_client,
-    run_scenario,
-)
+from fsm.harness.scenarios import BackgroundCall, ClientEnv, User, plain_client, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
-
-FAST = {"backoff_initial_s": 0.05, "backoff_max_s": 0.5}
-
-
-@contextlib.asynccontextmanager
-async def gateway_rig(
-    replicas: int = 1, upstream_faults: bool = False, **kwargs: object
-) -> AsyncIterator[Rig]:
-    """A rig with gateway replicas (keywords go to each ``Gateway``)."""
-    from fsm.guard import GuardConfig
-
-    gateway = {"config": GuardConfig(**FAST), **kwargs}
-    async with open_rig(gateway=gateway, replicas=replicas, upstream_faults=upstream_faults) as rig:
-        yield rig
 
 
 async def test_seed_through_the_gateway_presents_once() -> None:
@@ -72,6 +46,7 @@ async def test_an_expired_session_ends_the_call_once_and_answers_404() -> None:
         r = await run_scenario("session_expired", plain_client, rig=rig)
     assert list(r.presentation_counts.values()) == [1]
     assert (r.outcome.code, r.outcome.text.split(":")[0]) == (-32000, "session-expired")
+    assert r.outcome.reason == "session-expired"
     assert r.probe is not None and (r.probe.code, r.probe.text) == (-32600, "Session not found")
     assert [a.status for a in r.answers] == [404]
 
@@ -94,86 +69,6 @@ async def test_a_failed_answer_post_between_client_and_gateway_is_the_clients() 
     assert r.outcome.text == "Connection closed"
 
 
-async def two_replica_resume(
-    store: object, before_second: Any = None, completes: bool = True
-) -> tuple[ScenarioResult, Rig]:
-    """A tool call through replica A; the client's stream is cut twice; the second (stale)
-    resume lands on replica B after A was killed (``before_second`` runs then), and the
-    server may replay the elicitation A already presented. When the call ``completes``,
-    the user answers through B and the tool finishes; otherwise B ends it."""
-    async with gateway_rig(store=store, replicas=2) as rig:
-        a, b = rig.gateways
-        proxy, controller, user = rig.proxy, rig.controller, rig.user
-        outcome: list[Outcome] = []
-        done = anyio.Event()
-        async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
-
-            async def call() -> None:
-                try:
-                    outcome.append(
-                        Outcome.of_result(
-                            await client.call_tool(
-                                "delete_files", {"deadline": "silent", "gated": True}
-                            )
-                        )
-                    )
-                except Exception as exc:
-                    outcome.append(Outcome.of_exception(exc))
-                finally:
-                    done.set()
-
-            tg.start_soon(call)
-            post = await rig.tools_call()
-            pending = await controller.wait_pending(state="gated")
-            # 1. cut before the elicitation: A's first resume replays it (presented once)
-            hold = proxy.hold_next(is_resume_get)
-            mark = controller.log[-1].seq
-            await proxy.cut(post, "abrupt")
-            first = await hold.wait_arrived()
-            controller.release(pending)
-            await rig.stored("elicitation/create", after=mark)
-            hold.release()
-            await rig.primed(first)
-            await user.wait_presented(1)
-            # 2. A dies; the balancer sends the client's (stale) resume to B
-            hold = proxy.hold_next(is_resume_get)
-            proxy.retarget(b.url)
-            await proxy.cut(first, "abrupt")
-            second = await hold.wait_arrived()
-            a.kill()
-            if before_second is not None:
-                await before_second()
-            hold.release()
-            if completes:
-                await rig.primed(second)
-                user.answer_open()
-            with anyio.fail_after(20):
-                await done.wait()
-        r = _collect_result(rig, outcome[0])
-        return r, rig
-
-
-def _collect_result(rig: Rig, outcome: Outcome) -> ScenarioResult:
-    from fsm.harness.scenarios import _collect
-
-    return _collect("two-replicas", rig, outcome, None, 0.0)
-
-
-class _CursorLost:
-    """A shared store that never records a cursor: replica A dies before it could."""
-
-    def __init__(self) -> None:
-        from fsm.gateway.store import MemoryStore
-
-        self.inner = MemoryStore()
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
-
-    async def save_cursor(self, *args: object, **kwargs: object) -> None:
-        return None
-
-
 @pytest.mark.parametrize("cursor_recorded", [True, False])
 async def test_resume_on_the_other_replica_presents_once(cursor_recorded: bool) -> None:
     """Replica B never saw the stream. With A's cursor in the store, B rewrites the
@@ -182,7 +77,7 @@ async def test_resume_on_the_other_replica_presents_once(cursor_recorded: bool) 
     loses: it is blanked (its id kept). Either way: one presentation, the tool's result."""
     from fsm.gateway.store import MemoryStore
 
-    r, rig = await two_replica_resume(MemoryStore() if cursor_recorded else _CursorLost())
+    r, rig = await two_replica_resume(MemoryStore() if cursor_recorded else CursorLost())
     assert list(r.presentation_counts.values()) == [1]
     assert r.outcome.kind == "result" and r.outcome.text.startswith("Deleted 3 files")
     first, second = r.resumes
@@ -230,16 +125,12 @@ async def test_the_command_line_gateway_serves_a_plain_client() -> None:
             async with FaultProxy(url) as proxy, httpx2.AsyncClient() as http:
                 user = User()
                 env = ClientEnv(proxy.url, http, user.present, lambda: None)
+                call = BackgroundCall()
                 async with plain_client(env) as client, anyio.create_task_group() as tg:
-                    got: list[object] = []
-
-                    async def call() -> None:
-                        got.append(await client.call_tool("delete_files", {}))
-
-                    tg.start_soon(call)
+                    tg.start_soon(call.run, client, "delete_files", {})
                     await user.wait_presented(1)
                     user.answer_open()
-            assert "Deleted 3 files" in str(got[0])
+            assert call.outcome.text.startswith("Deleted 3 files")
         finally:
             proc.terminate()
             with anyio.fail_after(20):
@@ -260,19 +151,15 @@ async def test_the_gateway_resubmits_an_answer_the_upstream_lost(fault: object) 
     async with gateway_rig(upstream_faults=True) as rig:
         up = rig.upstream_proxy
         assert up is not None
+        call = BackgroundCall()
         async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
-            got: list[object] = []
-
-            async def call() -> None:
-                got.append(await client.call_tool("delete_files", {}))
-
-            tg.start_soon(call)
+            tg.start_soon(call.run, client, "delete_files", {})
             await rig.user.wait_presented(1)
             up.fail_next_answer(fault)  # type: ignore[arg-type]
             rig.user.answer_open()
         answers = [ex for ex in up.exchanges.values() if ex.is_answer]
         client_answers = [ex for ex in rig.proxy.exchanges.values() if ex.is_answer]
-    assert "Deleted 3 files" in str(got[0])
+    assert call.outcome.text.startswith("Deleted 3 files")
     assert len(answers) == 2 and answers[0].body == answers[1].body
     assert [ex.status for ex in client_answers] == [202]
 
@@ -284,13 +171,9 @@ async def test_an_upstream_cut_is_resumed_by_the_gateway_unseen_by_the_client() 
     async with gateway_rig(upstream_faults=True) as rig:
         up = rig.upstream_proxy
         assert up is not None
+        call = BackgroundCall()
         async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
-            got: list[object] = []
-
-            async def call() -> None:
-                got.append(await client.call_tool("delete_files", {"gated": True}))
-
-            tg.start_soon(call)
+            tg.start_soon(call.run, client, "delete_files", {"gated": True})
             await rig.tools_call()
             pending = await rig.controller.wait_pending(state="gated")
             upstream_post = [ex for ex in up.exchanges.values() if ex.rpc_method == "tools/call"]
@@ -302,23 +185,10 @@ async def test_an_upstream_cut_is_resumed_by_the_gateway_unseen_by_the_client() 
             await rig.user.wait_presented(1)
             rig.user.answer_open()
         client_resumes = [ex for ex in rig.proxy.exchanges.values() if ex.is_resume]
-    assert "Deleted 3 files" in str(got[0])
+    assert call.outcome.text.startswith("Deleted 3 files")
     assert client_resumes == []
     assert resume.last_event_id is not None and "." not in resume.last_event_id  # upstream id
     assert len(rig.user.presentations) == 1
-
-
-async def _serve_until(
-    stop: anyio.Event, stopped: anyio.Event, port: int, *, task_status: Any
-) -> None:
-    from fsm.harness.server import running_server
-
-    try:
-        async with running_server(port=port, shutdown_timeout=0.5) as server:
-            task_status.started(server)
-            await stop.wait()
-    finally:
-        stopped.set()
 
 
 async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404() -> None:
@@ -326,15 +196,13 @@ async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404()
     gateway's resume budget is spent: the resume gets 404, the call ends with one JSON-RPC
     error (data.reason "session-expired") and every later request of the session is
     answered 404 by the gateway."""
-    from mcp.shared.exceptions import MCPError
-
     from fsm.guard import GuardConfig
     from fsm.harness.gateway import running_gateway
 
     stop_first, stop_second, stopped = anyio.Event(), anyio.Event(), anyio.Event()
-    errors: list[MCPError] = []
+    call = BackgroundCall()
     async with anyio.create_task_group() as servers:
-        server = await servers.start(_serve_until, stop_first, stopped, 0)
+        server = await servers.start(serve_until, stop_first, stopped, 0)
         async with (
             FaultProxy(server.url) as upstream,
             running_gateway(upstream.url, config=GuardConfig(**FAST)) as gw,
@@ -344,14 +212,7 @@ async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404()
             user = User()
             env = ClientEnv(proxy.url, http, user.present, lambda: None)
             async with plain_client(env) as client, anyio.create_task_group() as tg:
-
-                async def call() -> None:
-                    try:
-                        await client.call_tool("delete_files", {"gated": True})
-                    except MCPError as exc:
-                        errors.append(exc)
-
-                tg.start_soon(call)
+                tg.start_soon(call.run, client, "delete_files", {"gated": True})
                 await server.controller.wait_pending(state="gated")
                 # the server stops (its sessions are gone); the gateway's resume is held
                 # until the new server is up (a restart within the resume budget)
@@ -359,7 +220,7 @@ async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404()
                 stop_first.set()
                 await stopped.wait()
                 await hold.wait_arrived()
-                await servers.start(_serve_until, stop_second, anyio.Event(), server.port)
+                await servers.start(serve_until, stop_second, anyio.Event(), server.port)
                 hold.release()
             sid = next(ex.session_id for ex in proxy.exchanges.values() if ex.session_id)
             after = await http.post(
@@ -368,9 +229,8 @@ async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404()
                 headers={"mcp-session-id": sid, "accept": "application/json, text/event-stream"},
             )
         stop_second.set()
-    [err] = errors
-    assert err.error.code == -32000
-    assert err.error.data["reason"] == "session-expired"
+    assert (call.outcome.error_type, call.outcome.code) == ("MCPError", -32000)
+    assert call.outcome.reason == "session-expired"
     assert after.status_code == 404
     assert user.presentations == []
 
@@ -379,16 +239,13 @@ async def test_an_upstream_that_stays_down_ends_the_call_with_resume_budget_spen
     """The server stops mid-call and does not come back: the gateway's resumes are
     refused (connection refused) until the stream's budget is spent; the call ends with
     one error, ``data.reason`` ``resume-budget-spent``."""
-    from mcp.shared.exceptions import MCPError
-
     from fsm.guard import GuardConfig
     from fsm.harness.gateway import running_gateway
 
     stop, stopped = anyio.Event(), anyio.Event()
-    errors: list[MCPError] = []
-    ended = anyio.Event()
+    call = BackgroundCall()
     async with anyio.create_task_group() as servers:
-        server = await servers.start(_serve_until, stop, stopped, 0)
+        server = await servers.start(serve_until, stop, stopped, 0)
         async with (
             running_gateway(server.url, config=GuardConfig(**FAST)) as gw,
             httpx2.AsyncClient() as http,
@@ -396,20 +253,10 @@ async def test_an_upstream_that_stays_down_ends_the_call_with_resume_budget_spen
             user = User()
             env = ClientEnv(gw.url, http, user.present, lambda: None)
             async with plain_client(env) as client, anyio.create_task_group() as tg:
-
-                async def call() -> None:
-                    try:
-                        await client.call_tool("delete_files", {"gated": True})
-                    except MCPError as exc:
-                        errors.append(exc)
-                    finally:
-                        ended.set()
-
-                tg.start_soon(call)
+                tg.start_soon(call.run, client, "delete_files", {"gated": True})
                 await server.controller.wait_pending(state="gated")
                 stop.set()
                 await stopped.wait()
-                with anyio.fail_after(20):  # ends by the guard's budget, not a timer here
-                    await ended.wait()
-    [err] = errors
-    assert (err.error.code, err.error.data["reason"]) == (-32000, "resume-budget-spent")
+                await call.wait(20)  # ends by the guard's budget, not a timer here
+    assert (call.outcome.error_type, call.outcome.code) == ("MCPError", -32000)
+    assert call.outcome.reason == "resume-budget-spent"

@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import pytest
-from test_gateway import two_replica_resume
+from gateway_support import gateway_rig, two_replica_resume
 
 from fsm.gateway.redis_store import RedisStore
 from fsm.harness.redis_server import RedisServer, redis_server
+from fsm.harness.scenarios import BackgroundCall, plain_client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -65,6 +66,7 @@ async def test_a_redis_restart_fails_the_old_session_closed(own_redis: RedisServ
         await store.aclose()
     assert list(r.presentation_counts.values()) == [1]
     assert (r.outcome.code, r.outcome.text.split(":")[0]) == (-32000, "store-state-lost")
+    assert r.outcome.reason == "store-state-lost"
 
 
 async def test_redis_down_fails_the_call_closed(own_redis: RedisServer) -> None:
@@ -81,6 +83,7 @@ async def test_redis_down_fails_the_call_closed(own_redis: RedisServer) -> None:
         await store.aclose()
     assert list(r.presentation_counts.values()) == [1]
     assert (r.outcome.code, r.outcome.text.split(":")[0]) == (-32000, "store-unavailable")
+    assert r.outcome.reason == "store-unavailable"
 
 
 async def test_redis_down_when_a_request_arrives_it_is_not_presented(
@@ -89,37 +92,21 @@ async def test_redis_down_when_a_request_arrives_it_is_not_presented(
     """One replica; Redis stops before the server asks: the gateway cannot claim the
     request, so it blanks it (its id kept) and ends the call with one error,
     ``data.reason`` ``store-unavailable``. The user is never asked."""
-    from mcp.shared.exceptions import MCPError
-    from test_gateway import gateway_rig
-
-    from fsm.harness.scenarios import plain_client
-
     store = RedisStore.from_url(own_redis.url, timeout_s=0.5)
-    errors: list[MCPError] = []
-    ended = anyio.Event()
+    call = BackgroundCall()
     try:
         async with (
             gateway_rig(store=store) as rig,
             plain_client(rig.env()) as client,
             anyio.create_task_group() as tg,
         ):
-
-            async def call() -> None:
-                try:
-                    await client.call_tool("delete_files", {"gated": True})
-                except MCPError as exc:
-                    errors.append(exc)
-                finally:
-                    ended.set()
-
-            tg.start_soon(call)
+            tg.start_soon(call.run, client, "delete_files", {"gated": True})
             pending = await rig.controller.wait_pending(state="gated")
             await anyio.to_thread.run_sync(own_redis.stop)
             rig.controller.release(pending)
-            with anyio.fail_after(20):  # the call ends by the gateway's decision
-                await ended.wait()
+            await call.wait(20)  # the call ends by the gateway's decision
     finally:
         await store.aclose()
-    [err] = errors
-    assert (err.error.code, err.error.data["reason"]) == (-32000, "store-unavailable")
+    assert (call.outcome.error_type, call.outcome.code) == ("MCPError", -32000)
+    assert call.outcome.reason == "store-unavailable"
     assert rig.user.presentations == []

@@ -23,7 +23,7 @@ import pytest
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 
 from fsm.guard import GuardConfig
-from fsm.harness.proxy import ConnectionFault, is_resume_get
+from fsm.harness.proxy import ConnectionFault
 from fsm.harness.scenarios import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,
@@ -206,17 +206,13 @@ async def test_request_dead_before_its_replay_is_presented(rig: Rig, flavour: st
         post = await rig.tools_call()
         pending = await controller.wait_pending(state="gated")
 
-        hold = proxy.hold_next(is_resume_get)
-        mark = controller.log[-1].seq
-        await proxy.cut(post, "abrupt")
-        resume = await hold.wait_arrived()
-        controller.release(pending)
-        await rig.stored("elicitation/create", after=mark)
-        await controller.fire_deadline(pending)
-        if flavour == "cancel":
-            await rig.stored("notifications/cancelled", after=mark)
-        hold.release()
-        await rig.primed(resume)
+        async def sent_then_dead(mark: int) -> None:
+            await rig.elicit_while_away(pending)(mark)
+            await controller.fire_deadline(pending)
+            if flavour == "cancel":
+                await rig.stored("notifications/cancelled", after=mark)
+
+        await rig.cut_while_away(post, sent_then_dead)
 
         shown = await ts.wait_presented(1)
         assert shown["requestId"] == 1

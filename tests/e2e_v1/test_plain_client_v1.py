@@ -10,7 +10,7 @@ import pytest
 from conftest import needs_primed_replays
 from v1_support import answer_rejected
 
-from fsm.harness.proxy import HttpFault, is_resume_get
+from fsm.harness.proxy import HttpFault
 from fsm.harness.scenarios import open_rig, plain_client, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -66,21 +66,13 @@ async def test_seed_serial_duplicate_stale_cursor_and_a_hang() -> None:
             post = await rig.tools_call()
             pending = await controller.wait_pending(state="gated")
 
-            hold = proxy.hold_next(is_resume_get)
-            mark = controller.log[-1].seq
-            await proxy.cut(post, "abrupt")
-            first = await hold.wait_arrived()
-            controller.release(pending)
-            await rig.stored("elicitation/create", after=mark)
-            hold.release()
+            first = await rig.cut_while_away(post, rig.elicit_while_away(pending), primed=False)
             await user.wait_presented(1)
 
-            hold = proxy.hold_next(is_resume_get)
-            await proxy.cut(first, "abrupt")
-            second = await hold.wait_arrived()
-            await controller.fire_deadline(pending)
-            hold.release()
-            await rig.primed(second)
+            async def deadline(mark: int) -> None:
+                await controller.fire_deadline(pending)
+
+            second = await rig.cut_while_away(first, deadline)
             await proxy.wait_for(  # the stale cursor replays the request on `second`
                 lambda e: e.exchange == second.id
                 and e.kind == "sse_event"
