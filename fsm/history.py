@@ -82,16 +82,8 @@ class EventHistory:
         if event_id in seen:
             return False
         buckets = self._buckets
-        if buckets:  # _fingerprinted, inlined: this is the per-event hot path
-            h = hash(event_id)
-            bucket = buckets.get(h & _BUCKET_MASK)
-            if bucket is not None:
-                needle = _HASH_BYTES(h)[2:]
-                at = bucket.find(needle)
-                while at >= 0:
-                    if at % _RECORD == 0:
-                        return False
-                    at = bucket.find(needle, at + 1)
+        if buckets and self._fingerprinted(event_id):
+            return False
         seen.add(event_id)
         recent = self.recent
         recent.append(event_id)
