@@ -366,20 +366,18 @@ class Gateway:
             if k.lower() not in _HOP_BY_HOP and k.lower() != core._LOCAL_HEADER
         ]
         await send({"type": "http.response.start", "status": resp.status_code, "headers": out})
-        gone = anyio.Event()
+        last = b""  # the newest piece of a tracked stream (its final one holds the result)
 
         async def watch() -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
-            gone.set()
             tg.cancel_scope.cancel()
 
         async def pump() -> None:
+            nonlocal last
             async for piece in _pieces(resp):
                 if ids is not None:
-                    piece = ids.rewrite(piece)
-                    if session.engine.guard.stream_state(body.stream) == "done":
-                        self._keep_final(session, body.stream, piece)
+                    piece = last = ids.rewrite(piece)
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()
@@ -391,19 +389,21 @@ class Gateway:
         finally:
             with anyio.CancelScope(shield=True):
                 await resp.aclose()
-                if ids is not None and ids.last is not None and session.engine.session:
-                    self._spawn(
-                        self.store.save_cursor,
-                        session.engine.session,
-                        body.stream,
-                        Cursor(ids.position, ids.last),
-                    )
-        if gone.is_set():
-            logger.debug("client went away")
+                if ids is not None:
+                    self._connection_ended(session, body.stream, ids, last)
 
-    def _keep_final(self, session: _Session, stream: str, piece: bytes) -> None:
-        if stream not in session.finals and len(piece) <= self.limits.max_final:
-            session.finals[stream] = piece
+    def _connection_ended(
+        self, session: _Session, stream: str, ids: IdRewriter, last: bytes
+    ) -> None:
+        """A client connection of ``stream`` ended: keep the stream's final piece if the
+        origin's response arrived (a resume that lost it gets it again), and record the
+        newest event passed on as the stream's cursor in the store."""
+        done = session.engine.guard.stream_state(stream) == "done"
+        if done and stream not in session.finals and len(last) <= self.limits.max_final:
+            session.finals[stream] = last
+        if ids.last is not None and session.engine.session:
+            cursor = Cursor(ids.position, ids.last)
+            self._spawn(self.store.save_cursor, session.engine.session, stream, cursor)
 
     # -- sessions ------------------------------------------------------------------
 

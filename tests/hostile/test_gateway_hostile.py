@@ -398,3 +398,18 @@ async def test_a_replica_answers_a_replayed_request_from_the_stored_answer() -> 
     [(_, _, body)] = [q for q in up.requests if q[0] == "POST"]
     assert json.loads(body) == {"jsonrpc": "2.0", "id": 1, "result": answer}
     assert [h["last-event-id"] for m, h, _ in up.requests if m == "GET"] == ["e1"]
+
+
+async def test_a_resume_of_a_finished_stream_gets_its_result_again() -> None:
+    """The call's result was passed on, but the client resumes anyway (its connection
+    broke before the result reached it): the gateway answers from the result it kept,
+    with no upstream traffic; the result keeps its rewritten id."""
+    up = Upstream(call=[sse("e1", ""), sse("e2", result(7))])
+    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+        await initialize(http, gw.url)
+        first = await call_events(http, gw.url)
+        h = {**HEAD, "mcp-session-id": SID, "last-event-id": first[0][0] or ""}
+        async with http.stream("GET", gw.url, headers=h) as r:
+            again = parse(b"".join([c async for c in r.aiter_raw()]))
+    assert again == first[-1:] and json.loads(again[0][1]) == result(7)
+    assert [m for m, _, _ in up.requests] == ["POST", "POST"]  # initialize, the call
