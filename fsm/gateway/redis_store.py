@@ -93,28 +93,27 @@ __all__ = ["DEFAULT_TIMEOUT_S", "RedisStore"]
 DEFAULT_TIMEOUT_S = 1.0
 """Seconds a Redis operation may take before it fails with ``StoreUnavailableError``."""
 
-_ADVANCE = """
-local old = redis.call('GET', KEYS[1])
+def _advance_lua(key: str) -> str:
+    """Lua that advances the cursor at ``key`` to position ARGV[2] (event id ARGV[3])
+    unless it is at or past it, with the TTL ARGV[1] in milliseconds. Lua compares the
+    positions as doubles: exact up to 2**53."""
+    return f"""
+local old = redis.call('GET', {key})
 local at = old and tonumber(string.match(old, '^(-?%d+) '))
 if not at or at < tonumber(ARGV[2]) then
-  redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[1])
+  redis.call('SET', {key}, ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[1])
 end
-return 0
 """
-"""Advance the cursor at KEYS[1] to position ARGV[2] (event id ARGV[3]) unless it is at or
-past it. ARGV[1] is the TTL in milliseconds."""
 
-_CLAIM = """
+
+_ADVANCE = _advance_lua("KEYS[1]") + "return 0\n"
+"""Advance the cursor at KEYS[1] (:func:`_advance_lua`)."""
+
+_CLAIM = f"""
 if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then
   return -1
 end
-if KEYS[3] then
-  local old = redis.call('GET', KEYS[3])
-  local at = old and tonumber(string.match(old, '^(-?%d+) '))
-  if not at or at < tonumber(ARGV[2]) then
-    redis.call('SET', KEYS[3], ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[1])
-  end
-end
+if KEYS[3] then{_advance_lua("KEYS[3]")}end
 if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
   return 1
 end
@@ -122,7 +121,8 @@ return 0
 """
 """Claim KEYS[2] (1 if won, 0 if lost) in the session whose record is KEYS[1] (-1, and
 nothing changed, when there is no record; its TTL refreshed otherwise); given KEYS[3],
-first advance that cursor as ``_ADVANCE`` does. ARGV as for ``_ADVANCE``."""
+first advance that cursor (:func:`_advance_lua`). ARGV: the TTL in milliseconds, the
+cursor's position and event id."""
 
 _SCRIPTS = {script: hashlib.sha1(script.encode()).hexdigest() for script in (_ADVANCE, _CLAIM)}
 _NO_SCRIPT = object()
