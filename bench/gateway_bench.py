@@ -703,6 +703,59 @@ def render(report: Report) -> str:
     return text + "\n" + "\n".join(lines)
 
 
+PROFILE_SESSIONS = 40
+
+
+async def _profiled(upstream: str, config: str) -> Counter[str]:
+    """Seconds of own time per package (cProfile) of :data:`PROFILE_SESSIONS` sessions of
+    ``EVENTS`` events through ``config``, after a warm-up."""
+    import cProfile
+    import pstats
+
+    async with endpoints(config, upstream) as ep:
+        await many_sessions(ep.urls, 5, 20)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await many_sessions(ep.urls, PROFILE_SESSIONS, EVENTS)
+        profiler.disable()
+    spent: Counter[str] = Counter()
+    stats: Any = getattr(pstats.Stats(profiler), "stats")  # noqa: B009 (untyped in typeshed)
+    for (path, _, _), (_, _, own, _, _) in stats.items():
+        if "site-packages/" in path:
+            package = path.split("site-packages/")[-1].split("/")[0]
+        elif "/fsm/" in path:
+            package = "fsm (guard, core, gateway)"
+        elif "asyncio" in path:
+            package = "asyncio"
+        else:
+            package = "builtins and stdlib"
+        spent[package] += own
+    return spent
+
+
+def profile() -> None:
+    """Where the gateway's added CPU goes: the cProfile own time per package, gateway
+    minus direct, in one process on one harness server (``python -m bench.gateway_bench
+    profile``; profiling slows both alike)."""
+    import anyio
+
+    from fsm.harness.server import running_server
+
+    async def run() -> tuple[Counter[str], Counter[str]]:
+        async with running_server() as server:
+            return await _profiled(server.url, "direct"), await _profiled(server.url, "gateway")
+
+    direct, gateway = anyio.run(run, backend="asyncio")
+    added = {k: gateway[k] - direct[k] for k in gateway}
+    total = sum(added.values())
+    rows = sorted(added.items(), key=lambda kv: -kv[1])
+    share = {k: f"{100 * v / total:.0f}%" for k, v in rows}
+    table(
+        [(k, round(direct[k], 2), round(gateway[k], 2), share[k]) for k, _ in rows],
+        header=("package (own time, s)", "direct", "gateway", "share of the added"),
+    )
+
+
 def main() -> Report:
     """Measure, print the table, record the figures."""
     report = measure()
@@ -734,4 +787,6 @@ def main() -> Report:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    profile() if sys.argv[1:2] == ["profile"] else main()

@@ -8,15 +8,16 @@ by the difference in size is the cost of one more unit, without start-up:
 * one call streaming 1,000 and 3,000 progress notifications: instructions per event;
 * 20 and 120 calls in one session whose stream carries only the result: instructions
   per call (what ``e2e_bench`` calls a one-event call);
-* the guard alone (no server, no client), 20,000 and 40,000 new ids past a full window (:data:`GUARD_KINDS`):
-  instructions per id, ``guard_instructions_per_event_{bare,guard,window_only}``.
+* the guard alone (no server, no client), 20,000 and 40,000 new ids past a full window
+  (:data:`GUARD_KINDS`): instructions per id,
+  ``guard_instructions_per_event_{bare,guard,window_only}``.
 
 Recorded: ``e2e_instructions_added_per_event_pct`` (the guarded client's extra
 instructions per progress event, in % of the plain round trip),
-``e2e_instructions_per_call_guarded_over_plain`` and the three guard figures. Needs ``valgrind`` on the PATH (the
-benchmark says so and records nothing without it); fourteen runs, two at a time, take
-some minutes. ``python -m bench.instructions_bench run KIND WORKLOAD N`` runs one workload
-natively.
+``e2e_instructions_per_call_guarded_over_plain`` and the three guard figures. Needs
+``valgrind`` on the PATH (the benchmark says so and records nothing without it); fourteen
+runs, two at a time, take some minutes. ``python -m bench.instructions_bench run KIND
+WORKLOAD N`` runs one workload natively.
 """
 
 from __future__ import annotations
