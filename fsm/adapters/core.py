@@ -159,11 +159,11 @@ _CLAIM_SALT = os.urandom(8).hex().encode()
 _STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
 
 Connect = Callable[[str, Any], AbstractAsyncContextManager[tuple[Any, Any]]]
+"""``connect(url, http_client)``: the SDK's transport, yielding ``(read, write)``."""
 
 Claim = Callable[[RequestKey, str, "str | None"], Awaitable[bool]]
 """``claim(key, stream, event_id)``: may this process pass on the presentation of ``key``
 (carried by event ``event_id`` of ``stream``)? ``False``: another process did."""
-"""``connect(url, http_client)``: the SDK's transport, yielding ``(read, write)``."""
 
 
 @contextlib.asynccontextmanager
