@@ -1100,14 +1100,12 @@ class _GuardedBody:
         event stream (its response) or the guard stops (``None``). ``immediate``: this is
         a client's reconnection, sent at once with its request's headers."""
         e, stream = self.e, self.stream
-        first = immediate
         while True:
             wait = next((a for a in actions if isinstance(a, act.Wait)), None)
             if wait is None or self._dead():
                 return None
             if not immediate:
                 await anyio.sleep(wait.delay_s)
-            immediate = False
             if self._dead():
                 return None
             actions = e.feed(ev.TimerFired(stream))
@@ -1115,12 +1113,13 @@ class _GuardedBody:
             resume = next((a for a in actions if isinstance(a, act.Resume)), None)
             if resume is None:
                 return None
-            headers = e.headers(**{"last-event-id": resume.cursor})
-            headers.pop("content-type", None)
-            if first:  # the client's own resume GET, its cursor rewritten
+            if immediate:  # the client's own resume GET, its cursor rewritten
                 headers = dict(self.request.headers)
                 headers["last-event-id"] = resume.cursor
-            first = False
+            else:
+                headers = e.headers(**{"last-event-id": resume.cursor})
+                headers.pop("content-type", None)
+            immediate = False
             req = e.http.build_request("GET", e.url, headers=headers)
             try:
                 resp = await e.http.send(req, stream=True)
