@@ -335,10 +335,14 @@ class Gateway:
         stream, origin = got.stream, core._origin_of(got.stream)
         ids = session.rewriter(stream)
         seen = [] if e.guard.stream_state(stream) is not None else [got]
-        if seen and e.session is not None:
-            stored = await self.store.cursor_of(e.session, stream)
+        if seen and e.session is not None:  # another replica carried it: its cursor?
+            try:
+                stored = await self.store.cursor_of(e.session, stream)
+            except StoreUnavailableError as exc:  # the client's id then; claims still hold
+                logger.warning("no stored cursor for %s: %s", stream, exc)
+                stored = None
             if stored is not None and stored.position > got.position:
-                seen.append(_as_id(stream, stored))
+                seen.append(GatewayEventId(stream, stored.position, stored.event_id))
         for item in seen:
             ids.advance_to(item.position, item.upstream_id)
         resp = session.transport.reconnect(
@@ -555,10 +559,6 @@ async def _store_unavailable(
         await _reply(send, 200, ending, "text/event-stream")
     else:
         await _reply(send, 503, _rpc_error(_request_id(body), core.ENDED_CODE, str(exc)))
-
-
-def _as_id(stream: str, cursor: Cursor) -> GatewayEventId:
-    return GatewayEventId(stream, cursor.position, cursor.event_id)
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -413,3 +413,25 @@ async def test_a_resume_of_a_finished_stream_gets_its_result_again() -> None:
             again = parse(b"".join([c async for c in r.aiter_raw()]))
     assert again == first[-1:] and json.loads(again[0][1]) == result(7)
     assert [m for m, _, _ in up.requests] == ["POST", "POST"]  # initialize, the call
+
+
+async def test_a_resume_when_the_store_cannot_give_a_cursor_starts_from_the_clients_id() -> None:
+    """A resume of a stream this replica never saw, with the store failing to give the
+    stream's cursor: resumed upstream from the client's own id (claims still guard what
+    the replay brings), not a 500."""
+    from fsm.gateway.ids import IdRewriter
+    from fsm.gateway.store import MemoryStore, StoreUnavailableError
+
+    class NoCursors(MemoryStore):
+        async def cursor_of(self, session: str, stream: str) -> Any:
+            raise StoreUnavailableError("cursor store down")
+
+    up = Upstream(replay=lambda cursor: [sse("e2", result(7))])
+    cursor = IdRewriter("post:7").rewrite(b"id: e1\n").decode().split()[-1]
+    async with gateway_for(up, store=NoCursors()) as gw, httpx2.AsyncClient() as http:
+        await initialize(http, gw.url)
+        h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
+        async with http.stream("GET", gw.url, headers=h) as r:
+            events = parse(b"".join([c async for c in r.aiter_raw()]))
+    assert [json.loads(d) for _, d in events] == [result(7)]
+    assert [h["last-event-id"] for m, h, _ in up.requests if m == "GET"] == ["e1"]
