@@ -216,7 +216,7 @@ LAYOUTS = [
 def test_record_tells_a_fingerprinted_id_by_its_aligned_record_only(
     ids: list[str], record: bytes, carried: bool
 ) -> None:
-    """``record`` (the hot path, its own lookup) decides like ``in``: an id fed again is
+    """``record`` (the hot path) decides like ``in``: an id fed again is
     not new when its fingerprint is stored, whatever false matches surround it, and an id
     never carried is new even if its fingerprint spans two stored records."""
     history = _filled(1, 10, ids)
