@@ -19,6 +19,9 @@ environment that is free, within bounds, to
 * replay after the ``Last-Event-ID`` (the specification), from it inclusively (the
   seed incident's server, which re-sent the event the client named), or from the start
   of its buffer whatever the client asked (``"start"``: a server that replays everything);
+* send its buffer again from the start on a connection that is not broken (``rewinds``
+  times: a broken server, since event ids are unique within a session; the repeats come
+  on a live connection, not as the replay of a resume);
 * cut the session's standalone GET stream before it carried any event id (``get_cuts``
   times; the client then opens a fresh GET, a new connection generation, see below);
 * once the session is gone and the client has ended its interaction, let the client begin
@@ -138,7 +141,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "user": get_args(UserMode),
     "replay": get_args(Replay),
 }
-_COUNTS = ("requests", "cuts", "post_faults", "sessions")
+_COUNTS = ("requests", "cuts", "post_faults", "sessions", "rewinds")
 _UNBOUNDED = ("cuts",)  # None: any number; written "none" on the command line
 _FLAGS = ("completes_on_deadline", "reaper", "clock")
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
@@ -169,6 +172,8 @@ class Bounds:
     """Cuts of the standalone GET stream before any event id; 0: no standalone GET."""
     sessions: int = 1
     """Sessions the client may run, one after the other (a new one once the last is gone)."""
+    rewinds: int = 0
+    """Times the server may send its buffer again from the start on an open connection."""
 
     def __post_init__(self) -> None:
         for name, allowed in _CHOICES.items():
@@ -296,6 +301,7 @@ ENV_FIELDS = (
     "get_gen",
     "get_cuts",
     "session",
+    "rewinds",
 )
 """The environment's fields, in the order of :attr:`Env.values`."""
 
@@ -319,6 +325,7 @@ ENV_FIELDS = (
     GET_GEN,
     GET_CUTS,
     SESSION,
+    REWINDS,
 ) = range(len(ENV_FIELDS))
 
 
@@ -350,6 +357,7 @@ class Env:
         "prompts",
         "reaped",
         "resume",
+        "rewinds",
         "server",
         "session",
         "t",
@@ -393,6 +401,8 @@ class Env:
     """Standalone GET cuts left."""
     session: int
     """Which session: 0 for the first, 1 for the one begun after it was gone, ..."""
+    rewinds: int
+    """Times the server may still send its buffer again on an open connection."""
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         (
@@ -413,6 +423,7 @@ class Env:
             self.get_gen,
             self.get_cuts,
             self.session,
+            self.rewinds,
         ) = values
         self.values = values
         self._hash = hash(values)
@@ -533,6 +544,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "deliver": self._deliver,
             "cut clean": self._cut_clean,
             "cut abrupt": self._cut_abrupt,
+            "server repeats its buffer": self._rewind,
             "backoff elapses": self._backoff,
             "resume answered": self._resume_answered,
             "resume fails": self._resume_fails,
@@ -587,6 +599,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "get_gen": 0,
             "get_cuts": b.get_cuts,
             "session": 0,
+            "rewinds": b.rewinds,
         }
         env = self._env([start[f] for f in ENV_FIELDS])
         return [WorldState(env, self._intern(self.policy.init(), monitor))]
@@ -799,6 +812,8 @@ class World(BaseModel[WorldState, Move], Generic[C]):
                 moves.append(Move("deliver", e.conn))
             if self._may_cut(e):
                 moves += [Move("cut clean"), Move("cut abrupt")]
+            if e.rewinds > 0 and e.conn > 0:
+                moves.append(Move("server repeats its buffer"))
         if e.timer:
             moves.append(Move("backoff elapses"))
         if e.resume is not None:
@@ -841,6 +856,11 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         kind, r = w[LOG][index]
         w[CONN] = index + 1
         return ("event", index, kind, r)
+
+    def _rewind(self, w: list[Any], _: None) -> Input | None:
+        w[CONN] = 0
+        w[REWINDS] -= 1
+        return None
 
     def _cut_clean(self, w: list[Any], _: None) -> Input:
         return self._cut(w, clean=True)
@@ -927,7 +947,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         """The client begins the next session and its tool call: a fresh server (request
         ids from the start again), the budgets of cuts and faults and the clock go on."""
         fresh = self.init_states()[0].env.values
-        keep = (CUTS, FAULTS, T, SESSION)
+        keep = (CUTS, FAULTS, T, SESSION, REWINDS)
         w[:] = [w[i] if i in keep else fresh[i] for i in range(len(w))]
         w[SESSION] += 1
         return ("session", w[SESSION])

@@ -22,6 +22,7 @@ from fsm.world import Bounds, BoundsError
         ({"post_faults": True}, "Bounds.post_faults: True is not an integer >= 0"),
         ({"reaper": 1}, "Bounds.reaper: 1 is not True or False"),
         ({"ttl": 0}, "Bounds.ttl: 0 is not a number > 0"),
+        ({"rewinds": -2}, "Bounds.rewinds: -2 is not an integer >= 0"),
     ],
 )
 def test_bad_values_are_refused_naming_the_field(changes: dict[str, object], message: str) -> None:
@@ -32,9 +33,17 @@ def test_bad_values_are_refused_naming_the_field(changes: dict[str, object], mes
 
 def test_updated_parses_text_per_field() -> None:
     b = Bounds().updated(
-        {"requests": "3", "reaper": "true", "clock": "no", "ttl": "2", "replay": "inclusive"}
+        {
+            "requests": "3",
+            "reaper": "true",
+            "clock": "no",
+            "ttl": "2",
+            "replay": "inclusive",
+            "rewinds": "1",
+        }
     )
     assert (b.requests, b.reaper, b.clock, b.ttl, b.replay) == (3, True, False, 2.0, "inclusive")
+    assert b.rewinds == 1
     assert Bounds().updated({}) == Bounds()
     with pytest.raises(BoundsError, match="no bound 'colour'; the bounds are requests, cuts"):
         Bounds().updated({"colour": "red"})
