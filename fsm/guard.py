@@ -40,6 +40,10 @@ Contract
   progress and never moves the cursor; a stream is resumed at most
   ``max_resumes_per_stream`` times in all (a server that restamps old events with new ids
   cannot keep it alive); once its history is full, a stream's next loss is terminal.
+  A resumed connection is checked against the whole history until its first new event;
+  after that, and on a connection that is not a resumption (a live stretch), against the
+  window only, and the cursor is looked up in the rest at the loss: only a broken server
+  repeats an id on a live connection, and its repeat is passed on but never resumed from.
 * Not thread-safe; drive one guard from one task at a time (asyncio tasks interleave only
   at ``await`` points, and ``feed`` never awaits).
 """
@@ -120,8 +124,9 @@ class GuardConfig:
     Resumption: ``max_resumes_without_progress`` resumes in a row that bring no event id
     the stream never carried end it; ``max_resumes_per_stream`` bounds its resumes in
     all (``None``: no such cap, and no count kept). Each stream remembers its
-    ``max_seen_event_ids`` newest event ids exactly and up to ``max_event_history`` older
-    ones as fingerprints (6 bytes each: 768 KiB at the default); a stream that carried
+    ``max_seen_event_ids`` newest event ids exactly (and up to a quarter more: they leave
+    in batches) and up to ``max_event_history`` older ones as fingerprints (7 bytes each:
+    896 KiB at the default); a stream that carried
     more than both can no longer tell a replay from new events, and its next loss is
     terminal (``ResumeBudgetSpentError``, reason ``history-full``). How a failed resume
     GET is judged is ``resume_classifier``.
@@ -407,9 +412,15 @@ class Guard:
         return st.state if st is not None else None
 
     def cursor(self, stream: str) -> str | None:
-        """The newest event id seen on any connection of ``stream``."""
+        """The newest event id seen on any connection of ``stream`` that was new to it:
+        what a resume names (``None`` if unknown, or if no such id is known any more:
+        see :meth:`fsm.history.EventHistory.newest`)."""
         st = self._streams.get(stream)
-        return st.cursor if st is not None else None
+        if st is None:
+            return None
+        if st.state == "open" and st.history.count:  # a live stretch may end in repeats
+            return st.history.newest()
+        return st.cursor
 
     def tracked(self) -> tuple[int, int, int]:
         """``(live requests, tombstones, streams)`` currently held."""
@@ -470,7 +481,7 @@ class Guard:
         if st.state in TRANSPORT.terminal:
             self._emit(Ignore("stream-terminal", f"{e.stream} is {st.state}", stream=e.stream))
             return
-        duplicate = e.event_id is not None and not self._advance(st, e.event_id)
+        duplicate = e.event_id is not None and not self._advance(st, e.event_id, e.replayed)
         if e.retry_ms is not None:
             if isinstance(e.retry_ms, int) and not isinstance(e.retry_ms, bool) and e.retry_ms >= 0:
                 st.retry_ms = e.retry_ms
@@ -611,6 +622,8 @@ class Guard:
             return
         self._fire("transport", st, "lose")
         st.resumed = False
+        if st.history.count:  # a live stretch may have taken a repeat of an old id as new
+            st.cursor = st.history.newest()
         self._schedule_or_give_up(st, "clean close" if e.clean else "abrupt cut")
 
     def _on_timer(self, e: ev.TimerFired) -> None:
@@ -750,13 +763,24 @@ class Guard:
             raise GuardUsageError(f"unknown stream {sid!r}")
         return st
 
-    def _advance(self, st: _Stream, event_id: str) -> bool:
+    def _advance(self, st: _Stream, event_id: str, replayed: bool | None = None) -> bool:
         """Whether ``event_id`` is one the stream never carried; such an id is the cursor
-        now, and it is progress (the budget of resumes without progress resets)."""
-        if not st.history.record(event_id):
+        now, and it is progress (the budget of resumes without progress resets).
+
+        A resumed connection is a replay stretch until its first new id (``stalls`` counts
+        the resumes since the last one): its ids are checked against the whole history.
+        After that, and on a connection that is not a resumption, the stretch is live: ids
+        are checked against the window only (see :mod:`fsm.history`), and a loss checks the
+        cursor against the rest (:meth:`_on_lost`). An event marked ``replayed`` is always
+        checked against everything."""
+        history = st.history
+        if st.stalls or replayed:
+            if not history.record(event_id):
+                return False
+            st.stalls = 0
+        elif not history.record_live(event_id):
             return False
         st.cursor = event_id
-        st.stalls = 0
         return True
 
     def _track(self, key: RequestKey, st: _Stream, msg: ServerRequest, now: float) -> _Request:
@@ -963,6 +987,14 @@ def rename_snapshot(
 
 def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...], str] | None:
     """Why ``st`` must not be resumed now, as ``(message, evidence, reason)``, or ``None``."""
+    if st.cursor is None and st.history.recent:
+        window = len(st.history.recent)
+        return (
+            f"after {len(st.history)} event ids: the last {window} all repeated older ones, "
+            "so the newest new one is not known",
+            (f"{window} event ids repeated on a live connection", "event ids must be unique"),
+            "cursor-unknown",
+        )
     if st.cursor is None:
         return ("before any event id: nothing to resume from", ("no event id seen",), "no-cursor")
     if st.history.full:

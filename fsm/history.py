@@ -6,64 +6,127 @@ its buffer. Event ids are opaque strings with no order the client may rely on, s
 way to tell a replayed old event from a new one is to remember every id the stream carried.
 :class:`EventHistory` does that in bounded memory:
 
-* the ``window`` most recent ids exactly (a set for lookups, a deque for their order: the
-  fast path, and no false match for anything recent);
-* every id evicted from the window as a 58-bit fingerprint (10 bits pick one of 1,024
-  buckets, 48 more are stored: 6 bytes per id), up to ``cap`` ids;
+* at least the ``window`` most recent ids exactly (a set for lookups, a list for their
+  order: no false match for anything recent). Ids leave the window in batches of
+  :attr:`~EventHistory.batch` (a quarter of the window), so it holds up to
+  ``window + batch - 1`` of them;
+* every id that left the window as a 54-bit fingerprint (6 bits pick one of 64 buckets,
+  48 more are stored: 6 bytes per id), up to ``cap`` ids;
 * once ``cap`` fingerprints are stored the history is :attr:`~EventHistory.full`: ids
-  evicted from the window after that are forgotten, and the owner must no longer trust
-  a replay (the guard then refuses to resume that stream: see ``GuardConfig``).
+  leaving the window after that are forgotten, and the owner must no longer trust a
+  replay (the guard then refuses to resume that stream: see ``GuardConfig``).
 
-Memory per stream: the window's ids plus at most ``6 * cap`` bytes of fingerprints and a
-bucket header (about 60 bytes) per bucket in use, at most 1,024 of them. The default
-``cap`` of 131,072 ids is 768 KiB of fingerprints.
+Two ways to record an id, for the two stretches of a connection:
 
-Cost: an id in the window is one dictionary lookup; any other id, one ``bytes.find`` in
-its bucket (``6 * count / 1024`` bytes: 768 bytes at the default cap), done in C.
-Storing a fingerprint is an append.
+* :meth:`~EventHistory.record` checks the id against everything: the window, then the
+  fingerprints. For a replay stretch: a resumed connection until its first new event.
+* :meth:`~EventHistory.record_live` checks the window only. For a live stretch: a
+  connection that is not a resumption, or a resumed one once it sent a new event. Ids are
+  unique within a session (the specification), so on a live stretch only a broken server
+  repeats one, and a repeat from within the window is still caught; one from further back
+  is recorded as new. :meth:`~EventHistory.newest` then finds it out (a fingerprint
+  matches it), so whoever resumes from :meth:`~EventHistory.newest` never names an id
+  behind the newest new one.
+
+Memory per stream: the window's ids plus at most ``6 * cap`` bytes of fingerprints and 64
+bucket headers (about 4 KiB). The default ``cap`` of 131,072 ids is 768 KiB of
+fingerprints.
+
+Cost: recording on a live stretch is a set lookup and an append; each batch leaving the
+window is hashed, sorted and packed in C, with one bucket append per bucket (not per id).
+A fingerprint lookup (:meth:`~EventHistory.record`, ``in``, :meth:`~EventHistory.newest`) is
+one ``bytes.find`` in its bucket: ``6 * count / 64`` bytes, 12 KiB at the default cap.
 
 A fingerprint match for an id never seen is possible: for a stream that has stored ``n``
-fingerprints, the chance that a given new id matches one is at most ``n / 2**58`` (below
-``5e-13`` at the default cap, assuming the hash behaves as a random function). Such a
-false match makes one new event count as already seen: it is not taken as progress and the
-cursor does not move to it (a later resume then replays it, harmlessly). The fingerprint
-is the string's built-in ``hash``, salted per process by CPython (``PYTHONHASHSEED``): a
-server cannot choose ids that collide, and the same history must not be compared across
-processes with different seeds (snapshots restore in the process that made them).
+fingerprints, the chance that a given new id matches one of them is at most
+``n / 2**54`` (below ``8e-12`` at the default cap, assuming the hash behaves as a random
+function). Such a false match makes one new event count as already seen: it is not taken as
+progress and the cursor does not move to it (a later resume then replays it, harmlessly).
+The fingerprint is the string's built-in ``hash``, salted per process by CPython
+(``PYTHONHASHSEED``): a server cannot choose ids that collide, and the same history must not
+be compared across processes with different seeds (snapshots restore in the process that
+made them).
 """
 
 from __future__ import annotations
 
 import struct
 import sys
-from collections import deque
+from array import array
+from bisect import bisect_left
 from typing import Any
 
-_BUCKET_MASK = (1 << 10) - 1  # the hash's low 10 bits pick the bucket
-_RECORD = 6  # bytes stored per fingerprint: the hash's top 48 bits
-_HASH_BYTES = struct.Struct("<q").pack
+_BUCKET_SHIFT = 54  # the hash's top 10 bits pick the bucket
+_BUCKETS = 1 << (64 - _BUCKET_SHIFT)
+_LOW = _BUCKETS // 2  # hash >> _BUCKET_SHIFT runs from -_LOW to _LOW - 1
+_RECORD = 7  # bytes stored per fingerprint: bytes 1-7 of the little-endian hash
+_LITTLE_ENDIAN_HASH = struct.Struct("<q").pack
+_INDEX_CHUNK = 16_384  # hashes sorted at once while filing (bounds the transient list)
 
-FINGERPRINT_BITS = 10 + 8 * _RECORD
+FINGERPRINT_BITS = 8 * _RECORD
 """Bits of an id's hash that :class:`EventHistory` compares for ids left the window."""
+
+
+def _rows(hashes: array[int]) -> bytearray:
+    """The fingerprints of ``hashes``, 7 bytes each (bits 8-63), in their order."""
+    if sys.byteorder == "big":
+        hashes.byteswap()
+    packed = memoryview(hashes).cast("B")
+    rows = bytearray(_RECORD * len(hashes))
+    for k in range(_RECORD):
+        rows[k::_RECORD] = packed[k + 1 :: 8]
+    return rows
+
+
+def _hashes(rows: bytes | bytearray) -> array[int]:
+    """The hashes ``rows`` were made from, their low 8 bits zero (:func:`_rows` undone)."""
+    packed = bytearray(8 * (len(rows) // _RECORD))
+    for k in range(_RECORD):
+        packed[k + 1 :: 8] = rows[k::_RECORD]
+    hashes = array("q", bytes(packed))
+    if sys.byteorder == "big":
+        hashes.byteswap()
+    return hashes
+
+
+def _sorted_records(bucket: bytearray) -> bytes:
+    """``bucket``'s records in byte order (the order they were filed in is not state)."""
+    records = sorted(bucket[at : at + _RECORD] for at in range(0, len(bucket), _RECORD))
+    return b"".join(records)
 
 
 class EventHistory:
     """The event ids one stream has carried (see the module docstring for the bounds).
 
-    ``event_id in history`` asks whether the stream carried it; :meth:`record` asks and
-    records a new one in one call.
+    ``event_id in history`` asks whether the stream carried it; :meth:`record` and
+    :meth:`record_live` ask and record a new one in one call.
     """
 
-    __slots__ = ("_buckets", "_seen", "cap", "count", "full", "recent", "window")
+    __slots__ = (
+        "_buckets",
+        "_pending",
+        "_seen",
+        "batch",
+        "cap",
+        "count",
+        "full",
+        "recent",
+        "window",
+    )
 
     def __init__(self, window: int, cap: int) -> None:
         """``window``: ids kept exactly (at least 1); ``cap``: fingerprints kept beyond
         them (0 keeps none: the history is full as soon as an id leaves the window)."""
         self.window, self.cap = max(1, window), max(0, cap)
-        self.recent: deque[str] = deque()
+        self.batch = max(1, self.window // 4)
+        """How many ids leave the window at once (when it holds ``window + batch``)."""
+        self.recent: list[str] = []
         """The newest ids, oldest first (their order; :attr:`_seen` answers lookups)."""
         self._seen: set[str] = set()
-        self._buckets: dict[int, bytearray] = {}
+        self._buckets: list[bytearray] = []
+        self._pending = bytearray()
+        """Fingerprints of ids that left the window, in that order, not yet filed into
+        :attr:`_buckets` (filed by the first lookup that needs them)."""
         self.count = 0
         """How many fingerprints are stored."""
         self.full = False
@@ -76,38 +139,78 @@ class EventHistory:
         return bool(self.count) and isinstance(event_id, str) and self._fingerprinted(event_id)
 
     def record(self, event_id: str) -> bool:
-        """Whether ``event_id`` is new to the stream; a new one is recorded as the newest
-        id (the oldest of the window then leaves it for the fingerprints)."""
+        """Whether ``event_id`` is new to the stream, checked against the whole history;
+        a new one is recorded as the newest id."""
+        if self.count and event_id not in self._seen and self._fingerprinted(event_id):
+            return False
+        return self.record_live(event_id)
+
+    def record_live(self, event_id: str) -> bool:
+        """Whether ``event_id`` is new to the window; a new one is recorded as the newest
+        id. For a live stretch (module docstring): an id older than the window is taken as
+        new here, and :meth:`newest` tells."""
         seen = self._seen
         if event_id in seen:
-            return False
-        buckets = self._buckets
-        if buckets and self._fingerprinted(event_id):
             return False
         seen.add(event_id)
         recent = self.recent
         recent.append(event_id)
-        if len(recent) > self.window:
-            oldest = recent.popleft()
-            seen.discard(oldest)
-            if self.count >= self.cap:
-                self.full = True
-            else:
-                h = hash(oldest)
-                bucket = buckets.get(h & _BUCKET_MASK)
-                if bucket is None:
-                    bucket = buckets[h & _BUCKET_MASK] = bytearray()
-                bucket += _HASH_BYTES(h)[2:]
-                self.count += 1
+        if len(recent) >= self.window + self.batch:
+            self._evict()
         return True
+
+    def newest(self) -> str | None:
+        """The newest id that was new to the stream when recorded: the last id of the
+        window that no fingerprint matches. ``None`` when none was recorded, or when every
+        id in the window repeats one that left it earlier (recorded on a live stretch of a
+        broken server: the newest new id is no longer known)."""
+        recent = self.recent
+        if not self.count:
+            return recent[-1] if recent else None
+        for event_id in reversed(recent):
+            if not self._fingerprinted(event_id):
+                return event_id
+        return None
+
+    def _evict(self) -> None:
+        """Move the oldest ids out of the window, down to ``window`` of them, into
+        fingerprints (pending: filed into buckets by the next lookup) while there is room."""
+        recent = self.recent
+        leaving = recent[: len(recent) - self.window]
+        del recent[: len(leaving)]
+        self._seen.difference_update(leaving)
+        room = self.cap - self.count
+        if len(leaving) > room:
+            self.full = True
+            leaving = leaving[: max(0, room)]
+        self._pending += _rows(array("q", list(map(hash, leaving))))
+        self.count += len(leaving)
+
+    def _file_pending(self) -> None:
+        """File the pending fingerprints into their buckets: a chunk at a time, sorted, so
+        each bucket's share of a chunk is one run of it."""
+        pending, self._pending = self._pending, bytearray()
+        buckets = self._buckets
+        if not buckets:
+            buckets += (bytearray() for _ in range(_BUCKETS))
+        step = _RECORD * _INDEX_CHUNK
+        for at in range(0, len(pending), step):
+            hashes = sorted(_hashes(pending[at : at + step]))
+            rows = _rows(array("q", hashes))
+            start, n = 0, len(hashes)
+            while start < n:
+                bucket = hashes[start] >> _BUCKET_SHIFT
+                end = bisect_left(hashes, (bucket + 1) << _BUCKET_SHIFT, start)
+                buckets[bucket + _LOW] += rows[_RECORD * start : _RECORD * end]
+                start = end
 
     def _fingerprinted(self, event_id: str) -> bool:
         """Whether ``event_id``'s fingerprint is stored (it left the window, or matches)."""
+        if self._pending:
+            self._file_pending()
         h = hash(event_id)
-        bucket = self._buckets.get(h & _BUCKET_MASK)
-        if bucket is None:
-            return False
-        needle = _HASH_BYTES(h)[2:]
+        bucket = self._buckets[(h >> _BUCKET_SHIFT) + _LOW]
+        needle = _LITTLE_ENDIAN_HASH(h)[1:]
         at = bucket.find(needle)
         while at >= 0:
             if at % _RECORD == 0:
@@ -123,14 +226,15 @@ class EventHistory:
         """Memory held, in bytes: the containers, the window's id strings, the buckets."""
         total = sys.getsizeof(self.recent) + sys.getsizeof(self._seen)
         total += sum(sys.getsizeof(i) for i in self.recent)
-        total += sys.getsizeof(self._buckets)
-        return total + sum(sys.getsizeof(b) for b in self._buckets.values())
+        total += sys.getsizeof(self._buckets) + sys.getsizeof(self._pending)
+        return total + sum(sys.getsizeof(b) for b in self._buckets)
 
     def freeze(self) -> tuple[Any, ...]:
-        """A hashable value of the history (for snapshots; valid in this process)."""
-        buckets = (
-            tuple(sorted((k, bytes(b)) for k, b in self._buckets.items())) if self.count else ()
-        )
+        """A hashable value of the history (for snapshots; valid in this process): equal
+        for equal histories, whenever their fingerprints were filed."""
+        if self._pending:
+            self._file_pending()
+        buckets = tuple((k, _sorted_records(b)) for k, b in enumerate(self._buckets) if b)
         return (tuple(self.recent), buckets, self.count, self.full)
 
     @classmethod
@@ -138,8 +242,11 @@ class EventHistory:
         """The history a :meth:`freeze` describes, with these bounds."""
         recent, buckets, count, full = frozen
         history = cls(window, cap)
-        history.recent = deque(recent)
+        history.recent = list(recent)
         history._seen = set(recent)
-        history._buckets = {k: bytearray(b) for k, b in buckets}
+        if buckets:
+            history._buckets = [bytearray() for _ in range(_BUCKETS)]
+            for k, b in buckets:
+                history._buckets[k] += b
         history.count, history.full = count, full
         return history

@@ -14,6 +14,14 @@ client stops resuming) is the rest of the stream's history, kept as fingerprints
 * ``guarded-replay[history-full]``: a history that keeps no fingerprint, so it is full
   once the stream's second event arrives; the next loss ends the stream
   (``history-full``). All hold.
+* ``guarded-replay[rewinds]``: the server also sends its buffer again from the start on a
+  live connection (a broken server: ids are unique within a session). The guard checks a
+  live connection's ids against its window only, so it takes those repeats as new; at
+  the loss it looks the cursor up in the fingerprints, and here, with the window holding
+  nothing but a repeat, ends the stream (``cursor-unknown``) instead of naming an old id.
+  All hold.
+* ``unverified-cursor``: the same guard and server, but the loss resumes from the last
+  id recorded, unchecked. It must fail P7 (the resume names a repeated, older id).
 * ``window-only``: the guard as it was before the history, whose seen window simply
   forgot its oldest ids, with no cap on resumes: a replayed id that left the window
   counts as new. It must fail P7 (the next resume names an older cursor) and L1 (every
@@ -42,14 +50,27 @@ class WindowOnlyHistory(EventHistory):
 
     __slots__ = ()
 
-    def record(self, event_id: str) -> bool:
+    def record_live(self, event_id: str) -> bool:
         if event_id in self._seen:
             return False
         self._seen.add(event_id)
         self.recent.append(event_id)
         if len(self.recent) > self.window:
-            self._seen.discard(self.recent.popleft())
+            self._seen.discard(self.recent.pop(0))
         return True
+
+    def record(self, event_id: str) -> bool:
+        return self.record_live(event_id)
+
+
+class UnverifiedHistory(EventHistory):
+    """The shipped history, but whose :meth:`newest` trusts the last id recorded: what a
+    resume would name if a live stretch's repeats were never looked up."""
+
+    __slots__ = ()
+
+    def newest(self) -> str | None:
+        return self.recent[-1] if self.recent else None
 
 
 WINDOW_ONLY_CONFIG = replace(
@@ -58,7 +79,7 @@ WINDOW_ONLY_CONFIG = replace(
 """The window-only guard: no fingerprints, no absolute cap on resumes."""
 
 
-def _bounds(deadline: Deadline, unknown: Outcome, user: UserMode) -> Bounds:
+def _bounds(deadline: Deadline, unknown: Outcome, user: UserMode, rewinds: int = 0) -> Bounds:
     return Bounds(
         requests=1,
         cuts=None,
@@ -67,6 +88,7 @@ def _bounds(deadline: Deadline, unknown: Outcome, user: UserMode) -> Bounds:
         unknown_answer=unknown,
         user=user,
         replay="start",
+        rewinds=rewinds,
     )
 
 
@@ -86,6 +108,10 @@ def variants() -> list[World[Any]]:
     ]
     tiny = replace(REPLAY_CONFIG, max_event_history=0)
     worlds.append(_world(tiny, _bounds("silent", "rpc", "answers"), "guarded-replay[history-full]"))
+    rewinding = _bounds("silent", "rpc", "answers", rewinds=1)
+    worlds.append(_world(REPLAY_CONFIG, rewinding, "guarded-replay[rewinds]"))
+    unverified = replace(REPLAY_CONFIG, event_history=UnverifiedHistory)
+    worlds.append(_world(unverified, rewinding, "unverified-cursor", ("P7",)))
     worlds.append(
         _world(WINDOW_ONLY_CONFIG, _bounds("silent", "rpc", "answers"), "window-only", ("P7", "L1"))
     )

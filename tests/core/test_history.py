@@ -15,7 +15,8 @@ import pytest
 
 from fsm.history import FINGERPRINT_BITS, EventHistory
 
-# the module's layout: the hash's low 10 bits pick the bucket, its top 48 bits are stored
+# the module's layout: bytes 1-7 of the little-endian hash are stored (7 bytes), and its
+# top 10 bits (the last stored byte and the top 2 bits of the one before) pick the bucket
 
 
 class Hashed(str):
@@ -35,9 +36,21 @@ class Hashed(str):
         return str.__eq__(self, other)
 
 
-def _id(text: str, record: bytes, bucket: int = 5) -> Hashed:
-    """An id whose fingerprint in bucket ``bucket`` is the 6 bytes ``record``."""
-    return Hashed(text, int.from_bytes(bytes([bucket, 0]) + record, "little", signed=True))
+def _id(text: str, record: bytes) -> Hashed:
+    """An id whose fingerprint is the 7 bytes ``record`` (records whose last byte is equal
+    and whose byte before it has the same top 2 bits share a bucket)."""
+    assert len(record) == 7
+    return Hashed(text, int.from_bytes(b"\x00" + record, "little", signed=True))
+
+
+def _laid_out(ids: list[str]) -> EventHistory:
+    """A one-id window over ``ids``, each filed into its bucket before the next leaves the
+    window: one bucket's bytes are the records of ``ids[:-1]`` in this order."""
+    history = EventHistory(1, 10)
+    for event_id in ids:
+        assert history.record(event_id)
+        assert "" not in history  # a lookup files the pending fingerprint
+    return history
 
 
 def _filled(window: int, cap: int, ids: list[str]) -> EventHistory:
@@ -47,8 +60,8 @@ def _filled(window: int, cap: int, ids: list[str]) -> EventHistory:
     return history
 
 
-def test_fingerprints_take_58_bits() -> None:
-    assert FINGERPRINT_BITS == 58
+def test_fingerprints_take_56_bits() -> None:
+    assert FINGERPRINT_BITS == 56
 
 
 def test_recent_ids_are_exact_and_old_ones_are_fingerprinted() -> None:
@@ -63,52 +76,54 @@ def test_recent_ids_are_exact_and_old_ones_are_fingerprinted() -> None:
 def test_an_id_never_carried_is_not_in_the_history() -> None:
     history = _filled(2, 1000, [f"old-{n}" for n in range(50)])
     fresh = [f"new-{n}" for n in range(2000)]
-    # a fingerprint match of a new id has probability ~ 48 / 2**58 here
+    # a fingerprint match of a new id has probability ~ 48 / 2**56 here
     assert not any(i in history for i in fresh)
 
 
 def test_non_string_ids_never_match_a_fingerprint() -> None:
-    carried = _id("carried", b"abc\x00\x00\x00")  # a hash an int can have
+    carried = _id("carried", b"abc\x00\x00\x00\x00")  # a hash an int can have
     history = _filled(1, 10, [carried, "e-next"])  # carried is a fingerprint now
     assert carried in history
     assert hash(carried.h) == carried.h and carried.h not in history  # an int, same hash
     assert None not in history
 
 
+# Bucket layouts (7-byte records, one bucket: last byte "a", byte before it a letter).
+BOTH_SIDES = [_id("x", b"xxxxxaa"), _id("q", b"aaaaaaa"), _id("z", b"aaaaaza"), "r"]
+"""xxxxxaa aaaaaaa aaaaaza: the query occurs at offsets 5 and 6, 7 (its record), 8-12."""
+RIGHT_AFTER = [_id("x", b"xxxxxxa"), _id("q", b"aaaaaaa"), "r"]
+"""xxxxxxa aaaaaaa: the query occurs at offset 6, then at 7 (its record)."""
+BEFORE = [_id("q", b"aaaaaaa"), _id("z", b"aaaaaza"), "r"]
+"""aaaaaaa aaaaaza: the query's record at 0, then the query again at 1-5, misaligned."""
+ACROSS = [_id("x", b"xxxxaaa"), _id("z", b"aaaaxza"), "r"]
+"""xxxxaaa aaaaxza: aaaaaaa occurs at offset 4 only, the tail of one record and the head of
+the next."""
+
+
+def test_every_layout_shares_one_bucket() -> None:
+    for layout in (BOTH_SIDES, RIGHT_AFTER, BEFORE, ACROSS):
+        assert len({hash(i) >> 54 for i in layout[:-1]}) == 1
+    assert hash(_id("q", b"aaaaaaa")) >> 54 == hash(BOTH_SIDES[0]) >> 54
+
+
 def test_a_stored_id_is_found_among_false_matches_on_both_sides() -> None:
-    # bucket bytes: 000abc abcabc abcxyz: the query occurs at offsets 3, 6 and 9
-    query = _id("query", b"abcabc")
-    history = _filled(1, 10, [_id("a", b"\x00\x00\x00abc"), query, _id("b", b"abcxyz"), "r"])
-    assert query in history
+    assert _id("q", b"aaaaaaa") in _laid_out(BOTH_SIDES)
 
 
 def test_a_stored_id_is_found_right_after_a_false_match() -> None:
-    # bucket bytes: xxxxxa aaaaaa: the query occurs at offset 5, then at 6
-    query = _id("query", b"aaaaaa")
-    history = _filled(1, 10, [_id("a", b"xxxxxa"), query, "r"])
-    assert query in history
-
-
-def test_a_stored_id_is_found_behind_a_false_match_across_two_records() -> None:
-    # bucket bytes: 000abc abcabc abcxyz: the query abcabc also occurs at offset 3
-    first = _id("first", b"\x00\x00\x00abc")
-    query = _id("query", b"abcabc")
-    history = _filled(1, 10, [first, query, "recent"])
-    assert history.count == 2
-    assert query in history
+    assert _id("q", b"aaaaaaa") in _laid_out(RIGHT_AFTER)
 
 
 def test_a_stored_id_is_found_before_a_false_match_across_two_records() -> None:
-    # bucket bytes: abcabc abcxyz: the stored abcabc also occurs at offset 3, misaligned
-    query = _id("query", b"abcabc")
-    history = _filled(1, 10, [query, _id("next", b"abcxyz"), "recent"])
+    history = _laid_out(BEFORE)
     assert history.count == 2
-    assert query in history
+    assert _id("q", b"aaaaaaa") in history
 
 
 def test_no_id_matches_the_tail_of_one_record_and_the_head_of_the_next() -> None:
-    history = _filled(1, 10, [_id("a", b"\x00\x00\x00abc"), _id("b", b"abc\x09\x09\x09"), "r"])
-    assert _id("never-carried", b"abcabc") not in history
+    history = _laid_out(ACROSS)
+    assert history.count == 2
+    assert _id("never-carried", b"aaaaaaa") not in history
 
 
 def test_once_cap_fingerprints_are_stored_the_history_is_full() -> None:
@@ -201,14 +216,10 @@ def test_record_says_whether_an_id_is_new_and_stores_it_once() -> None:
 
 LAYOUTS = [
     # (ids carried, the id fed again, whether it was carried): the layouts above
-    (
-        [_id("a", b"\x00\x00\x00abc"), _id("q", b"abcabc"), _id("b", b"abcxyz"), "r"],
-        b"abcabc",
-        True,
-    ),
-    ([_id("a", b"xxxxxa"), _id("q", b"aaaaaa"), "r"], b"aaaaaa", True),
-    ([_id("q", b"abcabc"), _id("next", b"abcxyz"), "recent"], b"abcabc", True),
-    ([_id("a", b"\x00\x00\x00abc"), _id("b", b"abc\x09\x09\x09"), "r"], b"abcabc", False),
+    (BOTH_SIDES, b"aaaaaaa", True),
+    (RIGHT_AFTER, b"aaaaaaa", True),
+    (BEFORE, b"aaaaaaa", True),
+    (ACROSS, b"aaaaaaa", False),
 ]
 
 
@@ -219,7 +230,68 @@ def test_record_tells_a_fingerprinted_id_by_its_aligned_record_only(
     """``record`` (the hot path) decides like ``in``: an id fed again is
     not new when its fingerprint is stored, whatever false matches surround it, and an id
     never carried is new even if its fingerprint spans two stored records."""
-    history = _filled(1, 10, ids)
+    history = _laid_out(ids)
     again = _id("q" if carried else "never-carried", record)
     assert (again in history) is carried
     assert history.record(again) is not carried
+
+
+def test_ids_leave_the_window_in_batches_of_a_quarter() -> None:
+    history = EventHistory(8, 100)
+    assert history.batch == 2
+    sizes = []
+    for n in range(30):
+        history.record_live(f"e{n}")
+        sizes.append(len(history.recent))
+    assert max(sizes) == 9 and min(sizes[8:]) == 8  # window .. window + batch - 1
+    assert history.recent == [f"e{n}" for n in range(30 - len(history.recent), 30)]
+    assert history.count == 30 - len(history.recent)
+    assert all(f"e{n}" in history for n in range(30))
+
+
+def test_a_live_record_checks_the_window_only_and_newest_finds_the_repeat() -> None:
+    history = _filled(2, 100, [f"e{n}" for n in range(10)])  # e0-e7 are fingerprints
+    assert not history.record_live("e9")  # still in the window: a duplicate
+    assert not history.record("e3")  # against everything: a duplicate
+    assert history.record_live("e3")  # the window alone takes it as new
+    assert history.recent[-1] == "e3"
+    assert history.newest() == "e9"  # the newest id that was new when recorded
+    assert history.record_live("e10")
+    assert history.newest() == "e10"
+
+
+def test_newest_is_none_when_the_window_holds_only_repeats() -> None:
+    history = _filled(2, 100, [f"e{n}" for n in range(10)])
+    assert EventHistory(2, 100).newest() is None  # nothing recorded
+    assert history.record_live("e1") and history.record_live("e2")  # the window: e1, e2
+    assert list(history.recent) == ["e1", "e2"]
+    assert history.newest() is None
+
+
+def test_fingerprints_filed_in_several_chunks_answer_like_one() -> None:
+    ids = [f"id-{n}" for n in range(40_000)]  # more than two filing chunks
+    history = EventHistory(1, 100_000)
+    for event_id in ids:
+        assert history.record_live(event_id)
+    assert history.count == 39_999
+    assert all(i in history for i in ids[::97])
+    assert not any(f"never-{n}" in history for n in range(2_000))
+
+
+def test_freeze_files_what_is_pending_and_equals_a_filed_copy() -> None:
+    ids = [f"e{n}" for n in range(50)]
+    pending = _filled(4, 100, ids)
+    filed = _filled(4, 100, ids)
+    assert "e0" in filed  # a lookup filed its fingerprints
+    assert pending.freeze() == filed.freeze()
+
+
+def test_freeze_does_not_depend_on_when_fingerprints_were_filed() -> None:
+    ids = [f"e{n}" for n in range(3_000)]
+    early, late = EventHistory(4, 10_000), EventHistory(4, 10_000)
+    for n, event_id in enumerate(ids):
+        early.record_live(event_id)
+        late.record_live(event_id)
+        if n % 7 == 0:
+            assert "" not in early  # files what is pending, a few at a time
+    assert early.freeze() == late.freeze()

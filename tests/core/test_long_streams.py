@@ -7,7 +7,11 @@ events:
 * ``start``: everything from the start of its buffer, whatever the client asked;
 * ``back``: from a point some events before the ``Last-Event-ID``;
 * ``restamp``: its old events again under fresh ids (a server that cannot be told from
-  one making progress: only ``max_resumes_per_stream`` stops it).
+  one making progress: only ``max_resumes_per_stream`` stops it);
+* ``interleave``: everything from the start, then its new events, then old ones again on
+  the same connection (a broken server: ids are unique within a session). The repeats come
+  on a live stretch, where the guard checks the window only: they must still never become
+  the cursor a resume names.
 
 Whatever the window (down to 1 id), history cap and server, the guard must stop resuming
 within its budgets, never resume from a cursor behind the newest event it has seen, and
@@ -20,7 +24,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from core_support import ORIGIN, POST, make_guard, of, progress, response
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fsm import Guard
@@ -70,7 +74,7 @@ class Run:
         return resumes[0]
 
 
-SERVERS = st.sampled_from(["start", "back", "restamp"])
+SERVERS = st.sampled_from(["start", "back", "restamp", "interleave"])
 WINDOWS = st.sampled_from([1, 2, 7, 64, 1024])
 HISTORIES = st.sampled_from([0, 3, 5_000, 131_072])
 
@@ -86,9 +90,32 @@ HISTORIES = st.sampled_from([0, 3, 5_000, 131_072])
     history=HISTORIES,
     length=st.integers(10_000, 10_500),
     back=st.integers(1, 20_000),
+    repeats=st.integers(0, 2_000),
     fresh=st.lists(st.integers(0, 3), max_size=12),
     clean=st.booleans(),
     completes=st.booleans(),
+)
+@example(  # repeats on a live stretch, past a window of one
+    server="interleave",
+    window=1,
+    history=131_072,
+    length=10_000,
+    back=1,
+    repeats=3,
+    fresh=[2, 2],
+    clean=False,
+    completes=False,
+)
+@example(  # repeats on a live stretch, within a window of 1,024 (batches of 256)
+    server="interleave",
+    window=1024,
+    history=131_072,
+    length=10_000,
+    back=1,
+    repeats=1_000,
+    fresh=[1, 0, 3],
+    clean=True,
+    completes=True,
 )
 def test_resumption_terminates_and_never_goes_back(
     server: str,
@@ -96,6 +123,7 @@ def test_resumption_terminates_and_never_goes_back(
     history: int,
     length: int,
     back: int,
+    repeats: int,
     fresh: list[int],
     clean: bool,
     completes: bool,
@@ -129,6 +157,9 @@ def test_resumption_terminates_and_never_goes_back(
                 run.deliver(i)
         more = next(rounds, 0)
         run.new_events(more)
+        if server == "interleave":  # old ids again, after the new ones
+            for i in range(min(repeats, len(run.sent))):
+                run.deliver(i)
         stalled = 0 if more else stalled + 1
         if server != "restamp":
             assert stalled <= budget  # the budget without progress, never reset by a replay
@@ -143,12 +174,14 @@ def test_resumption_terminates_and_never_goes_back(
         assert isinstance(outcome.error, ResumeBudgetSpentError)
         full = window + history < len(run.sent)
         expected = {"resume-budget-spent", "resume-cap"} | ({"history-full"} if full else set())
+        if server == "interleave":  # the window may hold nothing but repeats
+            expected.add("cursor-unknown")
         assert outcome.error.reason in expected
         if outcome.error.reason == "history-full":
             assert full
     # memory: the window and the fingerprints stay within their bounds
     hist = run.guard._streams[POST].history
-    assert len(hist.recent) <= window and hist.count <= history
+    assert len(hist.recent) < window + hist.batch and hist.count <= history
 
 
 @pytest.mark.parametrize("window", [1, 2, 1024])
@@ -198,3 +231,33 @@ def test_without_the_absolute_cap_no_resume_count_is_kept() -> None:
         assert run.lose(clean=False) is not None
         run.new_events(1)
     assert guard._streams[POST].resumes == 0
+
+
+@pytest.mark.parametrize(
+    ("window", "repeats", "cursor"),
+    [(1, 1, None), (2, 1, "e3001"), (7, 3, "e3001"), (1024, 500, "e3001"), (1024, 1_300, None)],
+)
+def test_repeats_on_a_live_stretch_never_become_the_cursor(
+    window: int, repeats: int, cursor: str | None
+) -> None:
+    """A resumed connection replays everything, sends two new events (its stretch is live
+    from the first), then repeats old ids. The window alone takes the repeats as new; the
+    loss looks them up and resumes from the newest new id, or, when the window holds
+    nothing but repeats (the newest new id is no longer known), ends the stream."""
+    run = Run(make_guard("tables", streams=((POST, ORIGIN),), max_seen_event_ids=window))
+    run.new_events(3_000)
+    resume = run.lose(clean=False)
+    assert resume is not None and resume.cursor == "e2999"
+    for i in range(3_000):
+        run.deliver(i)
+    run.new_events(2)
+    for i in range(repeats):
+        run.deliver(i)
+    assert run.guard.cursor(POST) == cursor  # looked up on the live stretch too
+    resume = run.lose(clean=False)
+    if cursor is None:
+        assert resume is None
+        [fail] = run.outcomes
+        assert isinstance(fail, Fail) and fail.error.reason == "cursor-unknown"
+    else:
+        assert resume is not None and resume.cursor == cursor

@@ -300,7 +300,7 @@ class Run:
         assert tombstones <= cfg.max_tombstones
         assert streams <= cfg.max_streams
         for stream in self.g._streams.values():
-            assert len(stream.history.recent) <= cfg.max_seen_event_ids
+            assert len(stream.history.recent) < cfg.max_seen_event_ids + stream.history.batch
             assert stream.history.count <= cfg.max_event_history
 
 

@@ -95,6 +95,8 @@ PINNED: dict[str, tuple[int, int]] = {
     "guarded-replay[cancel,rpc,answers]": (3054, 8754),
     "guarded-replay[cancel,rpc,never]": (632, 1578),
     "guarded-replay[history-full]": (462, 857),
+    "guarded-replay[rewinds]": (3439, 9636),
+    "unverified-cursor": (5314, 15863),
     "window-only": (1126, 3014),
     "seed-incident": (168, 303),
     "mcp-sdk-2.3.0": (501, 1116),
@@ -118,6 +120,7 @@ SHORTEST = {
     # a fresh GET tracked under the name of the one that ended: open, cut, open, cut
     "one name for every fresh GET": {"P5": (4, None)},
     "window-only": {"P7": (9, None), "L1": (9, 4)},
+    "unverified-cursor": {"P7": (7, None)},
 }
 
 SHIPPED = Shipped(MODEL_FILES)
