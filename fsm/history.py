@@ -10,8 +10,11 @@ way to tell a replayed old event from a new one is to remember every id the stre
   order: no false match for anything recent). Ids leave the window in batches of
   :attr:`~EventHistory.batch` (a quarter of the window), so it holds up to
   ``window + batch - 1`` of them;
-* every id that left the window as a 54-bit fingerprint (6 bits pick one of 64 buckets,
-  48 more are stored: 6 bytes per id), up to ``cap`` ids;
+* every id that left the window as a 56-bit fingerprint (bits 8-63 of its string hash), up
+  to ``cap`` ids. Fingerprints are made a batch at a time (hashed and packed in C, 7 bytes
+  each) and left *pending*; the first lookup that needs them files them into 1,024 buckets
+  by the hash's top 10 bits, where 6 bytes each remain (bits 8-55: the bucket stands for
+  the rest);
 * once ``cap`` fingerprints are stored the history is :attr:`~EventHistory.full`: ids
   leaving the window after that are forgotten, and the owner must no longer trust a
   replay (the guard then refuses to resume that stream: see ``GuardConfig``).
@@ -28,18 +31,19 @@ Two ways to record an id, for the two stretches of a connection:
   matches it), so whoever resumes from :meth:`~EventHistory.newest` never names an id
   behind the newest new one.
 
-Memory per stream: the window's ids plus at most ``6 * cap`` bytes of fingerprints and 64
-bucket headers (about 4 KiB). The default ``cap`` of 131,072 ids is 768 KiB of
-fingerprints.
+Memory per stream: the window's ids plus at most ``7 * cap`` bytes of fingerprints (``6 *
+cap`` once filed, and 1,024 bucket headers: about 60 KB). The default ``cap`` of 131,072 ids
+is at most 896 KiB of fingerprints.
 
-Cost: recording on a live stretch is a set lookup and an append; each batch leaving the
-window is hashed, sorted and packed in C, with one bucket append per bucket (not per id).
-A fingerprint lookup (:meth:`~EventHistory.record`, ``in``, :meth:`~EventHistory.newest`) is
-one ``bytes.find`` in its bucket: ``6 * count / 64`` bytes, 12 KiB at the default cap.
+Cost: recording on a live stretch is a set lookup and an append, and a share of its batch
+(a few C calls per batch, none per id). A fingerprint lookup (:meth:`~EventHistory.record`,
+``in``, :meth:`~EventHistory.newest`) is one ``bytes.find`` in its bucket: ``6 * count /
+1024`` bytes, 768 bytes at the default cap; the first one after new fingerprints were made
+also files them (sorted in C, one append per bucket).
 
 A fingerprint match for an id never seen is possible: for a stream that has stored ``n``
 fingerprints, the chance that a given new id matches one of them is at most
-``n / 2**54`` (below ``8e-12`` at the default cap, assuming the hash behaves as a random
+``n / 2**56`` (below ``2e-12`` at the default cap, assuming the hash behaves as a random
 function). Such a false match makes one new event count as already seen: it is not taken as
 progress and the cursor does not move to it (a later resume then replays it, harmlessly).
 The fingerprint is the string's built-in ``hash``, salted per process by CPython
@@ -59,30 +63,31 @@ from typing import Any
 _BUCKET_SHIFT = 54  # the hash's top 10 bits pick the bucket
 _BUCKETS = 1 << (64 - _BUCKET_SHIFT)
 _LOW = _BUCKETS // 2  # hash >> _BUCKET_SHIFT runs from -_LOW to _LOW - 1
-_RECORD = 7  # bytes stored per fingerprint: bytes 1-7 of the little-endian hash
+_PENDING = 7  # bytes per pending fingerprint: bytes 1-7 of the little-endian hash
+_RECORD = 6  # bytes per filed one: bytes 1-6 (the bucket stands for bits 54-63)
 _LITTLE_ENDIAN_HASH = struct.Struct("<q").pack
 _INDEX_CHUNK = 16_384  # hashes sorted at once while filing (bounds the transient list)
 
-FINGERPRINT_BITS = 8 * _RECORD
+FINGERPRINT_BITS = 8 * _PENDING
 """Bits of an id's hash that :class:`EventHistory` compares for ids left the window."""
 
 
-def _rows(hashes: array[int]) -> bytearray:
-    """The fingerprints of ``hashes``, 7 bytes each (bits 8-63), in their order."""
+def _rows(hashes: array[int], width: int) -> bytearray:
+    """Bytes 1 to ``width`` of each of ``hashes`` (little-endian), in their order."""
     if sys.byteorder == "big":
         hashes.byteswap()
     packed = memoryview(hashes).cast("B")
-    rows = bytearray(_RECORD * len(hashes))
-    for k in range(_RECORD):
-        rows[k::_RECORD] = packed[k + 1 :: 8]
+    rows = bytearray(width * len(hashes))
+    for k in range(width):
+        rows[k::width] = packed[k + 1 :: 8]
     return rows
 
 
 def _hashes(rows: bytes | bytearray) -> array[int]:
-    """The hashes ``rows`` were made from, their low 8 bits zero (:func:`_rows` undone)."""
-    packed = bytearray(8 * (len(rows) // _RECORD))
-    for k in range(_RECORD):
-        packed[k + 1 :: 8] = rows[k::_RECORD]
+    """The hashes pending ``rows`` were made from, their low 8 bits zero."""
+    packed = bytearray(8 * (len(rows) // _PENDING))
+    for k in range(_PENDING):
+        packed[k + 1 :: 8] = rows[k::_PENDING]
     hashes = array("q", bytes(packed))
     if sys.byteorder == "big":
         hashes.byteswap()
@@ -183,7 +188,7 @@ class EventHistory:
         if len(leaving) > room:
             self.full = True
             leaving = leaving[: max(0, room)]
-        self._pending += _rows(array("q", list(map(hash, leaving))))
+        self._pending += _rows(array("q", list(map(hash, leaving))), _PENDING)
         self.count += len(leaving)
 
     def _file_pending(self) -> None:
@@ -193,10 +198,10 @@ class EventHistory:
         buckets = self._buckets
         if not buckets:
             buckets += (bytearray() for _ in range(_BUCKETS))
-        step = _RECORD * _INDEX_CHUNK
+        step = _PENDING * _INDEX_CHUNK
         for at in range(0, len(pending), step):
             hashes = sorted(_hashes(pending[at : at + step]))
-            rows = _rows(array("q", hashes))
+            rows = _rows(array("q", hashes), _RECORD)
             start, n = 0, len(hashes)
             while start < n:
                 bucket = hashes[start] >> _BUCKET_SHIFT
@@ -210,7 +215,7 @@ class EventHistory:
             self._file_pending()
         h = hash(event_id)
         bucket = self._buckets[(h >> _BUCKET_SHIFT) + _LOW]
-        needle = _LITTLE_ENDIAN_HASH(h)[1:]
+        needle = _LITTLE_ENDIAN_HASH(h)[1 : 1 + _RECORD]
         at = bucket.find(needle)
         while at >= 0:
             if at % _RECORD == 0:

@@ -15,8 +15,8 @@ import pytest
 
 from fsm.history import FINGERPRINT_BITS, EventHistory
 
-# the module's layout: bytes 1-7 of the little-endian hash are stored (7 bytes), and its
-# top 10 bits (the last stored byte and the top 2 bits of the one before) pick the bucket
+# the module's layout: bytes 1-6 of the little-endian hash are filed (6 bytes), and its top
+# 10 bits (byte 7 and the top 2 bits of byte 6) pick the bucket
 
 
 class Hashed(str):
@@ -36,11 +36,11 @@ class Hashed(str):
         return str.__eq__(self, other)
 
 
-def _id(text: str, record: bytes) -> Hashed:
-    """An id whose fingerprint is the 7 bytes ``record`` (records whose last byte is equal
-    and whose byte before it has the same top 2 bits share a bucket)."""
-    assert len(record) == 7
-    return Hashed(text, int.from_bytes(b"\x00" + record, "little", signed=True))
+def _id(text: str, record: bytes, bucket: bytes = b"a") -> Hashed:
+    """An id whose filed fingerprint is the 6 bytes ``record``; ids with the same ``bucket``
+    byte whose records end in bytes with the same top 2 bits share a bucket."""
+    assert len(record) == 6 and len(bucket) == 1
+    return Hashed(text, int.from_bytes(b"\x00" + record + bucket, "little", signed=True))
 
 
 def _laid_out(ids: list[str]) -> EventHistory:
@@ -81,49 +81,49 @@ def test_an_id_never_carried_is_not_in_the_history() -> None:
 
 
 def test_non_string_ids_never_match_a_fingerprint() -> None:
-    carried = _id("carried", b"abc\x00\x00\x00\x00")  # a hash an int can have
+    carried = _id("carried", b"abc\x00\x00\x00", b"\x00")  # a hash an int can have
     history = _filled(1, 10, [carried, "e-next"])  # carried is a fingerprint now
     assert carried in history
     assert hash(carried.h) == carried.h and carried.h not in history  # an int, same hash
     assert None not in history
 
 
-# Bucket layouts (7-byte records, one bucket: last byte "a", byte before it a letter).
-BOTH_SIDES = [_id("x", b"xxxxxaa"), _id("q", b"aaaaaaa"), _id("z", b"aaaaaza"), "r"]
-"""xxxxxaa aaaaaaa aaaaaza: the query occurs at offsets 5 and 6, 7 (its record), 8-12."""
-RIGHT_AFTER = [_id("x", b"xxxxxxa"), _id("q", b"aaaaaaa"), "r"]
-"""xxxxxxa aaaaaaa: the query occurs at offset 6, then at 7 (its record)."""
-BEFORE = [_id("q", b"aaaaaaa"), _id("z", b"aaaaaza"), "r"]
-"""aaaaaaa aaaaaza: the query's record at 0, then the query again at 1-5, misaligned."""
-ACROSS = [_id("x", b"xxxxaaa"), _id("z", b"aaaaxza"), "r"]
-"""xxxxaaa aaaaxza: aaaaaaa occurs at offset 4 only, the tail of one record and the head of
+# Bucket layouts (6-byte records, one bucket: bucket byte "a", records ending in letters).
+BOTH_SIDES = [_id("a", b"\x00\x00\x00abc"), _id("q", b"abcabc"), _id("b", b"abcxyz"), "r"]
+"""000abc abcabc abcxyz: the query abcabc occurs at offsets 3, 6 (its record) and 9."""
+RIGHT_AFTER = [_id("a", b"xxxxxa"), _id("q", b"aaaaaa"), "r"]
+"""xxxxxa aaaaaa: the query aaaaaa occurs at offset 5, then at 6 (its record)."""
+BEFORE = [_id("q", b"abcabc"), _id("b", b"abcxyz"), "r"]
+"""abcabc abcxyz: the query's record at 0, then the query again at 3, misaligned."""
+ACROSS = [_id("a", b"\x00\x00\x00abc"), _id("b", b"abcxyz"), "r"]
+"""000abc abcxyz: abcabc occurs at offset 3 only, the tail of one record and the head of
 the next."""
 
 
 def test_every_layout_shares_one_bucket() -> None:
     for layout in (BOTH_SIDES, RIGHT_AFTER, BEFORE, ACROSS):
         assert len({hash(i) >> 54 for i in layout[:-1]}) == 1
-    assert hash(_id("q", b"aaaaaaa")) >> 54 == hash(BOTH_SIDES[0]) >> 54
+    assert hash(_id("q", b"abcabc")) >> 54 == hash(_id("q", b"aaaaaa")) >> 54
 
 
 def test_a_stored_id_is_found_among_false_matches_on_both_sides() -> None:
-    assert _id("q", b"aaaaaaa") in _laid_out(BOTH_SIDES)
+    assert _id("q", b"abcabc") in _laid_out(BOTH_SIDES)
 
 
 def test_a_stored_id_is_found_right_after_a_false_match() -> None:
-    assert _id("q", b"aaaaaaa") in _laid_out(RIGHT_AFTER)
+    assert _id("q", b"aaaaaa") in _laid_out(RIGHT_AFTER)
 
 
 def test_a_stored_id_is_found_before_a_false_match_across_two_records() -> None:
     history = _laid_out(BEFORE)
     assert history.count == 2
-    assert _id("q", b"aaaaaaa") in history
+    assert _id("q", b"abcabc") in history
 
 
 def test_no_id_matches_the_tail_of_one_record_and_the_head_of_the_next() -> None:
     history = _laid_out(ACROSS)
     assert history.count == 2
-    assert _id("never-carried", b"aaaaaaa") not in history
+    assert _id("never-carried", b"abcabc") not in history
 
 
 def test_once_cap_fingerprints_are_stored_the_history_is_full() -> None:
@@ -216,10 +216,10 @@ def test_record_says_whether_an_id_is_new_and_stores_it_once() -> None:
 
 LAYOUTS = [
     # (ids carried, the id fed again, whether it was carried): the layouts above
-    (BOTH_SIDES, b"aaaaaaa", True),
-    (RIGHT_AFTER, b"aaaaaaa", True),
-    (BEFORE, b"aaaaaaa", True),
-    (ACROSS, b"aaaaaaa", False),
+    (BOTH_SIDES, b"abcabc", True),
+    (RIGHT_AFTER, b"aaaaaa", True),
+    (BEFORE, b"abcabc", True),
+    (ACROSS, b"abcabc", False),
 ]
 
 
