@@ -109,6 +109,7 @@ class EventHistory:
 
     __slots__ = (
         "_buckets",
+        "_evict_at",
         "_pending",
         "_seen",
         "batch",
@@ -125,6 +126,7 @@ class EventHistory:
         self.window, self.cap = max(1, window), max(0, cap)
         self.batch = max(1, self.window // 4)
         """How many ids leave the window at once (when it holds ``window + batch``)."""
+        self._evict_at = self.window + self.batch
         self.recent: list[str] = []
         """The newest ids, oldest first (their order; :attr:`_seen` answers lookups)."""
         self._seen: set[str] = set()
@@ -160,7 +162,7 @@ class EventHistory:
         seen.add(event_id)
         recent = self.recent
         recent.append(event_id)
-        if len(recent) >= self.window + self.batch:
+        if len(recent) >= self._evict_at:
             self._evict()
         return True
 
