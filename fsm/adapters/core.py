@@ -291,10 +291,12 @@ def _sse_bytes(event_id: str | None, data: str) -> bytes:
     return f"{head}event: message\ndata: {data}\n\n".encode()
 
 
+_FLAT_PARAMS = rb'(?:,"params":\{[^{}\[\]\\\r\n]*\})?'
 _HOT_EVENT = re.compile(
     rb"(?:id: ?([^\r\n\0]*)\r?\n)?"
     rb"(?:event: ?message\r?\n)?"
-    rb'data: ?\{"jsonrpc":"2\.0","method":"([^"\\\r\n]+)"(?:,"params":\{[^{}\[\]\\\r\n]*\})?\}'
+    rb'data: ?\{(?:"jsonrpc":"2\.0","method":"([^"\\\r\n]+)"' + _FLAT_PARAMS
+    + rb'|"method":"([^"\\\r\n]+)"' + _FLAT_PARAMS + rb',"jsonrpc":"2\.0")\}'
     rb"\r?\n\r?\n"
 )
 _CANCELLED_BYTES = CANCELLED.encode()
@@ -306,7 +308,8 @@ def _hot_event(chunk: bytes, pos: int) -> tuple[int, str | None] | None:
 
     Taken only for an event of the lines ``id:`` (optional), ``event: message``
     (optional) and one ``data:`` line holding exactly
-    ``{"jsonrpc":"2.0","method":"<m>","params":{...}}`` (or without params), compact,
+    ``{"jsonrpc":"2.0","method":"<m>","params":{...}}`` (or without params; or with
+    ``"jsonrpc":"2.0"`` last, as the mcp 1.x server writes it), compact,
     the params flat (no brace or bracket inside, so they end at the first ``}`` and no
     other top-level key can follow), no backslash anywhere (no escaped key or method),
     ``<m>`` not a cancellation, each line ended by CRLF or LF and the event by an empty
@@ -321,8 +324,8 @@ def _hot_event(chunk: bytes, pos: int) -> tuple[int, str | None] | None:
     m = _HOT_EVENT.match(chunk, pos)
     if m is None:
         return None
-    event_id, method = m.groups()
-    if method == _CANCELLED_BYTES:
+    event_id, method, method_last = m.groups()
+    if (method or method_last) == _CANCELLED_BYTES:
         return None
     return m.end(), None if event_id is None else event_id.decode()
 

@@ -169,6 +169,14 @@ async def test_any_cut_gives_the_same_events_and_observations(cut: str) -> None:
         '{"jsonrpc":"2.0","method":"notifications/pro\\u0067ress","params":{}}',
         '{"jsonrpc":"2.0","method":"","params":{}}',
         '{"jsonrpc":"2.0", "method":"notifications/progress","params":{}}',
+        # the mcp 1.x server's key order, "jsonrpc" last: the same refusals
+        '{"method":"notifications/progress","params":{"a":1},"id":7,"jsonrpc":"2.0"}',
+        '{"method":"notifications/progress","params":{"a":{"b":1}},"jsonrpc":"2.0"}',
+        '{"method":"notifications/cancelled","params":{"requestId":1},"jsonrpc":"2.0"}',
+        '{"method":"notifications/progress","params":{},"jsonrpc":"1.0"}',
+        '{"method":"notifications/progress","params":{}}',
+        '{"method":"notifications/progress","params":{},"jsonrpc":"2.0","method":"x"}',
+        '{"method":"","params":{},"jsonrpc":"2.0"}',
     ],
 )
 def test_the_hot_path_leaves_anything_doubtful_to_the_parser(data: str) -> None:
@@ -184,6 +192,10 @@ def test_the_hot_path_reads_id_and_method_as_the_parser_does() -> None:
         _event("e1", _progress(1), crlf=False),
         b'id:e1\ndata:{"jsonrpc":"2.0","method":"notifications/progress"}\n\n',
         b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\r\n\r\n',
+        # the mcp 1.x server's key order
+        b'id: ev4\r\nevent: message\r\ndata: {"method":"notifications/progress",'
+        b'"params":{"progressToken":1,"progress":1.0,"total":20.0},"jsonrpc":"2.0"}\r\n\r\n',
+        b'data: {"method":"notifications/message","jsonrpc":"2.0"}\n\n',
     ):
         hot = adapter._hot_event(chunk, 0)
         assert hot is not None, chunk
