@@ -252,8 +252,7 @@ class EventHistory:
         history.recent = list(recent)
         history._seen = set(recent)
         if buckets:
-            history._buckets = [bytearray() for _ in range(_BUCKETS)]
-            for k, b in buckets:
-                history._buckets[k] += b
+            filed = dict(buckets)
+            history._buckets = [bytearray(filed.get(k, b"")) for k in range(_BUCKETS)]
         history.count, history.full = count, full
         return history

@@ -295,3 +295,35 @@ def test_freeze_does_not_depend_on_when_fingerprints_were_filed() -> None:
         if n % 7 == 0:
             assert "" not in early  # files what is pending, a few at a time
     assert early.freeze() == late.freeze()
+
+
+def test_nbytes_counts_pending_fingerprints_and_the_buckets() -> None:
+    """Almost all a one-id window over 20,000 ids holds is fingerprints: pending (7 bytes
+    each), then filed into the buckets (6 bytes each, 1,024 bucket headers and the list of
+    them). The report counts each part (within 2%; the buckets' list alone is 4%)."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        history = _filled(1, 100_000, [f"id-{n:07d}" for n in range(20_000)])
+        pending = tracemalloc.get_traced_memory()[0] - before
+        assert 0.98 * pending <= history.nbytes() <= 1.02 * pending, (history.nbytes(), pending)
+        assert "" not in history  # files them
+        filed = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 0.98 * filed <= history.nbytes() <= 1.02 * filed, (history.nbytes(), filed)
+
+
+def test_newest_without_fingerprints_is_the_last_id_recorded() -> None:
+    assert _filled(4, 100, ["a", "b", "c"]).newest() == "c"
+    assert _filled(4, 0, ["a"]).newest() == "a"
+
+
+def test_a_thawed_history_answers_like_its_original_with_many_ids_per_bucket() -> None:
+    ids = [f"e{n}" for n in range(6_000)]  # about 6 fingerprints per bucket
+    history = _filled(4, 10_000, ids)
+    frozen = history.freeze()
+    copy = EventHistory.thaw(4, 10_000, frozen)
+    assert all(i in copy for i in ids)
+    assert not any(f"never-{n}" in copy for n in range(1_000))
+    assert copy.freeze() == frozen
