@@ -236,6 +236,17 @@ def test_record_tells_a_fingerprinted_id_by_its_aligned_record_only(
     assert history.record(again) is not carried
 
 
+@pytest.mark.parametrize(("window", "batch"), [(7, 1), (9, 2), (1024, 256)])
+def test_the_batch_is_a_whole_quarter_of_the_window(window: int, batch: int) -> None:
+    history = EventHistory(window, 10_000)
+    assert history.batch == batch
+    sizes = []
+    for n in range(3 * (window + batch)):
+        history.record_live(f"e{n}")
+        sizes.append(len(history.recent))
+    assert max(sizes) == window + batch - 1
+
+
 def test_ids_leave_the_window_in_batches_of_a_quarter() -> None:
     history = EventHistory(8, 100)
     assert history.batch == 2
@@ -304,8 +315,11 @@ def test_nbytes_counts_pending_fingerprints_and_the_buckets() -> None:
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        history = _filled(1, 100_000, [f"id-{n:07d}" for n in range(20_000)])
+        history = EventHistory(1, 100_000)
+        for n in range(20_000):
+            history.record_live(f"id-{n:07d}")  # nothing looked up: all pending
         pending = tracemalloc.get_traced_memory()[0] - before
+        assert history.count == 19_999 and not history._buckets
         assert 0.98 * pending <= history.nbytes() <= 1.02 * pending, (history.nbytes(), pending)
         assert "" not in history  # files them
         filed = tracemalloc.get_traced_memory()[0] - before
