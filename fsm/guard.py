@@ -418,7 +418,7 @@ class Guard:
         st = self._streams.get(stream)
         if st is None:
             return None
-        if st.state == "open" and st.history.count:  # a live stretch may end in repeats
+        if st.history.count:  # a live stretch may have ended in repeats
             return st.history.newest()
         return st.cursor
 

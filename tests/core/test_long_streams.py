@@ -259,5 +259,23 @@ def test_repeats_on_a_live_stretch_never_become_the_cursor(
         assert resume is None
         [fail] = run.outcomes
         assert isinstance(fail, Fail) and fail.error.reason == "cursor-unknown"
+        held = len(run.guard._streams[POST].history.recent)
+        assert fail.error.evidence == (
+            "abrupt cut",
+            f"{held} event ids repeated on a live connection",
+            "event ids must be unique",
+        )
+        assert str(fail.error).endswith(
+            f"the last {held} all repeated older ones, so the newest new one is not known"
+        ), str(fail.error)
     else:
         assert resume is not None and resume.cursor == cursor
+
+
+def test_a_stream_that_completed_after_repeats_reports_the_newest_new_id() -> None:
+    run = Run(make_guard("tables", streams=((POST, ORIGIN),), max_seen_event_ids=2))
+    run.new_events(10)  # e0-e7 left the window
+    run.deliver(3)  # a repeat on the live stretch: the window takes it
+    acts = run.guard.feed(ev.SseEvent(POST, response(ORIGIN), None))
+    assert of(acts, Complete)
+    assert run.guard.cursor(POST) == "e9"
