@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # mcp 1.x and 2.x cannot share an environment: the 1.x suite runs in its own, made on first use
 VENV1 ?= .venv-mcp1
+# pytest-xdist workers for the suite (files are spread over them; the suite is sized for 2 cores)
+TEST_WORKERS ?= 2
 STAMP1 := $(VENV1)/.installed
 
 .PHONY: demo test need-redis test-mcp1 check render replay bench mutate lint typecheck install ts-client clean
@@ -53,7 +55,7 @@ replay: $(STAMP)
 ## The whole test suite, linters and type checks included; then the mcp 1.x suite.
 ## The gateway's state-store tests run a loopback redis-server (Debian package redis-server).
 test: need-redis lint typecheck ts-client
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) test-mcp1
 
 ## Installs the Debian package when it can (root, apt-get); otherwise says what to install.
@@ -66,7 +68,7 @@ need-redis:
 		"install the Debian package redis-server (apt-get install redis-server)" >&2; exit 1; }
 
 test-mcp1: $(STAMP1)
-	$(VENV1)/bin/python -m pytest -q tests/e2e_v1
+	$(VENV1)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/e2e_v1
 
 lint: $(STAMP)
 	$(BIN)/ruff check fsm models tests bench
