@@ -74,8 +74,11 @@ def test_a_process_that_freezes_objects_itself_is_left_alone() -> None:
         try:
             before = gc.get_freeze_count()
             check(model)
-            assert gc.get_freeze_count() == before  # not unfrozen, not frozen further
-            assert model.frozen_seen == {before}
+            # Not unfrozen (the process's frozen objects stay frozen) and not frozen further
+            # (the search's thousands of objects would show). Another thread may free a few
+            # frozen objects meanwhile (pytest-xdist's worker does), never add any.
+            assert before - 100 <= gc.get_freeze_count() <= before
+            assert all(before - 100 <= n <= before for n in model.frozen_seen)
         finally:
             gc.unfreeze()
 
