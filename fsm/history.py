@@ -61,8 +61,6 @@ from bisect import bisect_left
 from typing import Any
 
 _BUCKET_SHIFT = 54  # the hash's top 10 bits pick the bucket
-_BUCKETS = 1 << (64 - _BUCKET_SHIFT)
-_LOW = _BUCKETS // 2  # hash >> _BUCKET_SHIFT runs from -_LOW to _LOW - 1
 _PENDING = 7  # bytes per pending fingerprint: bytes 1-7 of the little-endian hash
 _RECORD = 6  # bytes per filed one: bytes 1-6 (the bucket stands for bits 54-63)
 _LITTLE_ENDIAN_HASH = struct.Struct("<q").pack
@@ -130,7 +128,8 @@ class EventHistory:
         self.recent: list[str] = []
         """The newest ids, oldest first (their order; :attr:`_seen` answers lookups)."""
         self._seen: set[str] = set()
-        self._buckets: list[bytearray] = []
+        self._buckets: dict[int, bytearray] = {}
+        """The filed fingerprints by bucket (the hash's top 10 bits); only buckets in use."""
         self._pending = bytearray()
         """Fingerprints of ids that left the window, in that order, not yet filed into
         :attr:`_buckets` (filed by the first lookup that needs them)."""
@@ -198,8 +197,6 @@ class EventHistory:
         each bucket's share of a chunk is one run of it."""
         pending, self._pending = self._pending, bytearray()
         buckets = self._buckets
-        if not buckets:
-            buckets += (bytearray() for _ in range(_BUCKETS))
         step = _PENDING * _INDEX_CHUNK
         for at in range(0, len(pending), step):
             hashes = sorted(_hashes(pending[at : at + step]))
@@ -208,7 +205,12 @@ class EventHistory:
             while start < n:
                 bucket = hashes[start] >> _BUCKET_SHIFT
                 end = bisect_left(hashes, (bucket + 1) << _BUCKET_SHIFT, start)
-                buckets[bucket + _LOW] += rows[_RECORD * start : _RECORD * end]
+                run = rows[_RECORD * start : _RECORD * end]
+                filed = buckets.get(bucket)
+                if filed is None:
+                    buckets[bucket] = run
+                else:
+                    filed += run
                 start = end
 
     def _fingerprinted(self, event_id: str) -> bool:
@@ -216,7 +218,9 @@ class EventHistory:
         if self._pending:
             self._file_pending()
         h = hash(event_id)
-        bucket = self._buckets[(h >> _BUCKET_SHIFT) + _LOW]
+        bucket = self._buckets.get(h >> _BUCKET_SHIFT)
+        if bucket is None:
+            return False
         needle = _LITTLE_ENDIAN_HASH(h)[1 : 1 + _RECORD]
         at = bucket.find(needle)
         while at >= 0:
@@ -230,18 +234,21 @@ class EventHistory:
         return len(self.recent) + self.count
 
     def nbytes(self) -> int:
-        """Memory held, in bytes: the containers, the window's id strings, the buckets."""
+        """Memory held, in bytes: the containers, the window's id strings, the pending
+        fingerprints, the buckets and their numbers."""
         total = sys.getsizeof(self.recent) + sys.getsizeof(self._seen)
         total += sum(sys.getsizeof(i) for i in self.recent)
         total += sys.getsizeof(self._buckets) + sys.getsizeof(self._pending)
-        return total + sum(sys.getsizeof(b) for b in self._buckets)
+        total += sum(sys.getsizeof(b) for b in self._buckets.values())
+        # the bucket numbers CPython does not share (its small ints run from -5 to 256)
+        return total + sum(sys.getsizeof(k) for k in self._buckets if not -5 <= k <= 256)
 
     def freeze(self) -> tuple[Any, ...]:
         """A hashable value of the history (for snapshots; valid in this process): equal
         for equal histories, whenever their fingerprints were filed."""
         if self._pending:
             self._file_pending()
-        buckets = tuple((k, _sorted_records(b)) for k, b in enumerate(self._buckets) if b)
+        buckets = tuple((k, _sorted_records(b)) for k, b in sorted(self._buckets.items()))
         return (tuple(self.recent), buckets, self.count, self.full)
 
     @classmethod
@@ -251,8 +258,6 @@ class EventHistory:
         history = cls(window, cap)
         history.recent = list(recent)
         history._seen = set(recent)
-        if buckets:
-            filed = dict(buckets)
-            history._buckets = [bytearray(filed.get(k, b"")) for k in range(_BUCKETS)]
+        history._buckets = {k: bytearray(b) for k, b in buckets}
         history.count, history.full = count, full
         return history

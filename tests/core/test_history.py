@@ -310,8 +310,9 @@ def test_freeze_does_not_depend_on_when_fingerprints_were_filed() -> None:
 
 def test_nbytes_counts_pending_fingerprints_and_the_buckets() -> None:
     """Almost all a one-id window over 20,000 ids holds is fingerprints: pending (7 bytes
-    each), then filed into the buckets (6 bytes each, 1,024 bucket headers and the list of
-    them). The report counts each part (within 2%; the buckets' list alone is 4%)."""
+    each), then filed into the buckets (6 bytes each, 1,024 bucket headers and the dictionary of
+    them). The report counts each part (within 5%, for what else the process allocates
+    meanwhile; the buckets' dictionary alone is some 20%)."""
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
@@ -320,12 +321,12 @@ def test_nbytes_counts_pending_fingerprints_and_the_buckets() -> None:
             history.record_live(f"id-{n:07d}")  # nothing looked up: all pending
         pending = tracemalloc.get_traced_memory()[0] - before
         assert history.count == 19_999 and not history._buckets
-        assert 0.98 * pending <= history.nbytes() <= 1.02 * pending, (history.nbytes(), pending)
+        assert 0.95 * pending <= history.nbytes() <= 1.05 * pending, (history.nbytes(), pending)
         assert "" not in history  # files them
         filed = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert 0.98 * filed <= history.nbytes() <= 1.02 * filed, (history.nbytes(), filed)
+    assert 0.95 * filed <= history.nbytes() <= 1.05 * filed, (history.nbytes(), filed)
 
 
 def test_newest_without_fingerprints_is_the_last_id_recorded() -> None:
