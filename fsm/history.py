@@ -32,8 +32,8 @@ Two ways to record an id, for the two stretches of a connection:
   behind the newest new one.
 
 Memory per stream: the window's ids plus at most ``7 * cap`` bytes of fingerprints (``6 *
-cap`` once filed, and 1,024 bucket headers: about 60 KB). The default ``cap`` of 131,072 ids
-is at most 896 KiB of fingerprints.
+cap`` once filed, and at most 1,024 buckets in a dictionary: about 120 KB of headers). The
+default ``cap`` of 131,072 ids is at most 896 KiB of fingerprints.
 
 Cost: recording on a live stretch is a set lookup and an append, and a share of its batch
 (a few C calls per batch, none per id). A fingerprint lookup (:meth:`~EventHistory.record`,
@@ -240,8 +240,7 @@ class EventHistory:
         total += sum(sys.getsizeof(i) for i in self.recent)
         total += sys.getsizeof(self._buckets) + sys.getsizeof(self._pending)
         total += sum(sys.getsizeof(b) for b in self._buckets.values())
-        # the bucket numbers CPython does not share (its small ints run from -5 to 256)
-        return total + sum(sys.getsizeof(k) for k in self._buckets if not -5 <= k <= 256)
+        return total + sum(sys.getsizeof(k) for k in self._buckets)  # small ones are shared
 
     def freeze(self) -> tuple[Any, ...]:
         """A hashable value of the history (for snapshots; valid in this process): equal
