@@ -326,7 +326,8 @@ def test_nbytes_counts_pending_fingerprints_and_the_buckets() -> None:
         filed = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert 0.95 * filed <= history.nbytes() <= 1.05 * filed, (history.nbytes(), filed)
+    # filed: within 3% (the bucket numbers alone are 5%)
+    assert 0.97 * filed <= history.nbytes() <= 1.03 * filed, (history.nbytes(), filed)
 
 
 def test_newest_without_fingerprints_is_the_last_id_recorded() -> None:
