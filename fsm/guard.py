@@ -131,8 +131,10 @@ class GuardConfig:
     terminal (``ResumeBudgetSpentError``, reason ``history-full``). How a failed resume
     GET is judged is ``resume_classifier``.
     ``event_history`` is the class that keeps a stream's history: replace it only to
-    study other retention policies (a model of a window-only client does), since the
-    default is what P7 and L1 rest on.
+    study other retention policies (the models of a window-only client and of an
+    unverified cursor do), since the default is what P7 and L1 rest on. The guard calls
+    its ``record`` (replay stretches), ``record_live`` (live stretches), ``newest`` (at
+    each loss), ``full``, ``count``, ``recent``, ``freeze`` and ``thaw``.
     """
 
     interactive_methods: frozenset[str] = frozenset(
