@@ -21,6 +21,7 @@ end the interaction with exactly one outcome.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from core_support import ORIGIN, POST, make_guard, of, progress, response
@@ -79,6 +80,21 @@ WINDOWS = st.sampled_from([1, 2, 7, 64, 1024])
 HISTORIES = st.sampled_from([0, 3, 5_000, 131_072])
 
 
+def _interleaving(window: int, repeats: int, fresh: list[int], ends: bool) -> Any:
+    """An explicit example: an ``interleave`` server over a default history."""
+    return example(
+        server="interleave",
+        window=window,
+        history=131_072,
+        length=10_000,
+        back=1,
+        repeats=repeats,
+        fresh=fresh,
+        clean=ends,
+        completes=ends,
+    )
+
+
 @settings(
     max_examples=25,
     deadline=None,
@@ -95,28 +111,8 @@ HISTORIES = st.sampled_from([0, 3, 5_000, 131_072])
     clean=st.booleans(),
     completes=st.booleans(),
 )
-@example(  # repeats on a live stretch, past a window of one
-    server="interleave",
-    window=1,
-    history=131_072,
-    length=10_000,
-    back=1,
-    repeats=3,
-    fresh=[2, 2],
-    clean=False,
-    completes=False,
-)
-@example(  # repeats on a live stretch, within a window of 1,024 (batches of 256)
-    server="interleave",
-    window=1024,
-    history=131_072,
-    length=10_000,
-    back=1,
-    repeats=1_000,
-    fresh=[1, 0, 3],
-    clean=True,
-    completes=True,
-)
+@_interleaving(1, 3, [2, 2], ends=False)  # repeats on a live stretch, past a window of one
+@_interleaving(1024, 1_000, [1, 0, 3], ends=True)  # within a window of 1,024 (batches of 256)
 def test_resumption_terminates_and_never_goes_back(
     server: str,
     window: int,

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from gateway_support import gateway_rig, two_replica_resume
 
-from fsm.gateway.redis_store import RedisStore
+from fsm.gateway.redis_store import DEFAULT_TIMEOUT_S, RedisStore
 from fsm.harness.redis_server import RedisServer, redis_server
 from fsm.harness.scenarios import BackgroundCall, plain_client
 
@@ -50,40 +50,35 @@ def own_redis() -> Iterator[RedisServer]:
         yield running
 
 
-async def test_a_redis_restart_fails_the_old_session_closed(own_redis: RedisServer) -> None:
-    """Redis restarts (no persistence: every claim is gone) while the client is away; its
-    resume lands on B and the server replays the request A presented. B cannot know
-    whether it was presented: it is not shown again, and the call ends with one error,
-    ``data.reason`` ``store-state-lost``."""
-    store = RedisStore.from_url(own_redis.url)
+@pytest.mark.parametrize(
+    ("fault", "timeout_s", "reason"),
+    [
+        # Redis restarts (no persistence: every claim is gone) while the client is away;
+        # its resume lands on B and the server replays the request A presented. B cannot
+        # know whether it was presented: it is not shown again.
+        ("restart", DEFAULT_TIMEOUT_S, "store-state-lost"),
+        # Redis is down when the request reaches B: it cannot claim it, so it does not
+        # present it (fails closed).
+        ("stop", 0.5, "store-unavailable"),
+    ],
+)
+async def test_a_redis_fault_while_the_client_is_away_fails_the_call_closed(
+    own_redis: RedisServer, fault: str, timeout_s: float, reason: str
+) -> None:
+    """Redis restarted or down between the client's two connections: nothing is
+    presented twice, and the call ends with one error whose ``data.reason`` says why."""
+    store = RedisStore.from_url(own_redis.url, timeout_s=timeout_s)
     try:
 
-        async def restart() -> None:
-            await anyio.to_thread.run_sync(own_redis.restart)
+        async def inflict() -> None:
+            await anyio.to_thread.run_sync(getattr(own_redis, fault))
 
-        r, _ = await two_replica_resume(store, before_second=restart, completes=False)
+        r, _ = await two_replica_resume(store, before_second=inflict, completes=False)
     finally:
         await store.aclose()
     assert list(r.presentation_counts.values()) == [1]
-    assert (r.outcome.code, r.outcome.text.split(":")[0]) == (-32000, "store-state-lost")
-    assert r.outcome.reason == "store-state-lost"
-
-
-async def test_redis_down_fails_the_call_closed(own_redis: RedisServer) -> None:
-    """Redis is down when the request reaches B: it cannot claim it, so it does not
-    present it; the call ends with one error, ``data.reason`` ``store-unavailable``."""
-    store = RedisStore.from_url(own_redis.url, timeout_s=0.5)
-    try:
-
-        async def stop() -> None:
-            await anyio.to_thread.run_sync(own_redis.stop)
-
-        r, _ = await two_replica_resume(store, before_second=stop, completes=False)
-    finally:
-        await store.aclose()
-    assert list(r.presentation_counts.values()) == [1]
-    assert (r.outcome.code, r.outcome.text.split(":")[0]) == (-32000, "store-unavailable")
-    assert r.outcome.reason == "store-unavailable"
+    assert (r.outcome.code, r.outcome.text.split(":")[0]) == (-32000, reason)
+    assert r.outcome.reason == reason
 
 
 async def test_redis_down_when_a_request_arrives_it_is_not_presented(
