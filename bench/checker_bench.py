@@ -7,7 +7,7 @@ shipped guarded variant, from a cold start: a fresh guard policy, nothing memois
 bare graph search over its explored graph plus the shipped guard's own decisions: what a
 checker whose every other part cost nothing would reach here), ``check_all_models_s``
 (``python -m fsm check`` on every shipped model, a fresh process, wall time including
-start-up),
+start-up) and ``check_all_models_states`` (the states its ``--brief`` lines report, summed),
 ``hypothesis_over_checker_time_to_bug`` (median time until a hypothesis stateful test
 over the same seed-incident model first fails, divided by the checker's time to its
 shortest counterexample).
@@ -16,6 +16,7 @@ shortest counterexample).
 from __future__ import annotations
 
 import gc
+import re
 import statistics
 import subprocess
 import sys
@@ -223,8 +224,13 @@ def _all_models() -> None:
     seconds = time.perf_counter() - start
     if done.returncode != 0:  # the seed and SDK models fail exactly as they declare: exit 0
         raise SystemExit(f"fsm check failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    print(f"python -m fsm check models/*.py: {seconds:.2f} s wall, fresh process (target < 10 s)")
+    states = sum(int(n) for n in re.findall(r"\bstates=(\d+)", done.stdout))
+    print(
+        f"python -m fsm check models/*.py: {seconds:.2f} s wall, fresh process, "
+        f"{states:,} states (target < 10 s)"
+    )
     record("check_all_models_s", seconds, "s")
+    record("check_all_models_states", states, "states")
 
 
 def _time_to_bug() -> None:
