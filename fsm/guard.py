@@ -418,11 +418,7 @@ class Guard:
         what a resume names (``None`` if unknown, or if no such id is known any more:
         see :meth:`fsm.history.EventHistory.newest`)."""
         st = self._streams.get(stream)
-        if st is None:
-            return None
-        if st.history.count:  # a live stretch may have ended in repeats
-            return st.history.newest()
-        return st.cursor
+        return st.history.newest() if st is not None else None
 
     def tracked(self) -> tuple[int, int, int]:
         """``(live requests, tombstones, streams)`` currently held."""
@@ -624,8 +620,7 @@ class Guard:
             return
         self._fire("transport", st, "lose")
         st.resumed = False
-        if st.history.count:  # a live stretch may have taken a repeat of an old id as new
-            st.cursor = st.history.newest()
+        st.cursor = st.history.newest()  # a live stretch may have taken a repeat for new
         self._schedule_or_give_up(st, "clean close" if e.clean else "abrupt cut")
 
     def _on_timer(self, e: ev.TimerFired) -> None:
