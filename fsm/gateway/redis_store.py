@@ -38,7 +38,9 @@ are exact up to 2**53).
 Fail closed: every Redis error, refused or reset connection, and every operation that has
 no answer within ``timeout_s`` (the socket timeouts and an overall deadline both hold it)
 raises :class:`~fsm.gateway.store.StoreUnavailableError` naming the operation and the
-cause; nothing is retried inside the store and nothing hangs. Once Redis answers again the
+cause; nothing is retried inside the store and nothing hangs. An operation that finds
+every pooled connection busy waits for one within the same timeout (a store made by
+:meth:`RedisStore.from_url` opens at most ``max_connections``). Once Redis answers again the
 same store works again: the pool replaces, before use, a connection the server closed once
 the event loop has seen it close (so a restart between two calls costs no failed call; a
 call racing the restart fails closed), and reconnects on the next call. A write that timed out may
@@ -72,7 +74,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
@@ -88,10 +90,13 @@ from fsm.gateway.store import (
     request_key,
 )
 
-__all__ = ["DEFAULT_TIMEOUT_S", "RedisStore"]
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "DEFAULT_TIMEOUT_S", "RedisStore"]
 
 DEFAULT_TIMEOUT_S = 1.0
 """Seconds a Redis operation may take before it fails with ``StoreUnavailableError``."""
+DEFAULT_MAX_CONNECTIONS = 64
+"""Connections a store made by :meth:`RedisStore.from_url` opens at most; more operations
+at once wait for one (within their timeout)."""
 
 def _advance_lua(key: str) -> str:
     """Lua that advances the cursor at ``key`` to position ARGV[2] (event id ARGV[3])
@@ -182,12 +187,23 @@ class RedisStore:
         ttl_s: float = DEFAULT_TTL_S,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         prefix: str = "fsm:",
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> RedisStore:
         """A store on a new client for ``url`` (``redis://host:port/db``), with connect and
         read timeouts of ``timeout_s`` and no retries (a failure is reported, not hidden);
-        :meth:`aclose` closes the client. Connects lazily: no IO here."""
-        client = Redis.from_url(
+        :meth:`aclose` closes the client. Connects lazily: no IO here.
+
+        The client's pool opens at most ``max_connections`` connections and makes an
+        operation that finds them all busy wait for one (redis-py's
+        ``BlockingConnectionPool``), so a burst of sessions queues instead of failing: with
+        redis-py's default pool, the 101st operation in flight failed at once with
+        ``MaxConnectionsError``, and a session whose record it was failed closed."""
+        if max_connections < 1:
+            raise ValueError("max_connections must be >= 1")
+        pool = BlockingConnectionPool.from_url(
             url,
+            max_connections=max_connections,
+            timeout=timeout_s,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             retry=Retry(NoBackoff(), 0),
@@ -195,6 +211,7 @@ class RedisStore:
             # server closed (a restarted Redis costs no failed call); "auto" skips the check
             maint_notifications_config=MaintNotificationsConfig(enabled=False),
         )
+        client = Redis.from_pool(pool)  # closing the client closes its pool
         return cls(client, ttl_s=ttl_s, timeout_s=timeout_s, prefix=prefix, owns_client=True)
 
     # ------------------------------------------------------------------ keys

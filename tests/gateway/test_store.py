@@ -447,8 +447,25 @@ async def test_a_store_on_a_given_client_leaves_it_open(server: RedisServer) -> 
         await client.aclose()
 
 
+async def test_a_burst_past_the_pool_queues_instead_of_failing(server: RedisServer) -> None:
+    """More operations at once than the store has connections: each waits for one. With
+    redis-py's default pool every operation past its connections failed at once
+    (``MaxConnectionsError``), and a session whose record was not written failed closed."""
+    store = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:", max_connections=2)
+    try:
+        sessions = [f"s{i}" for i in range(60)]
+        await asyncio.gather(*(store.begin_session(s) for s in sessions))
+        won = await asyncio.gather(*(store.claim(s, 1) for s in sessions))
+        assert won == [True] * len(sessions)
+        assert len(store.client.connection_pool._in_use_connections) == 0  # all given back
+        opened = store.client.connection_pool._available_connections
+        assert 1 <= len(opened) <= 2
+    finally:
+        await store.aclose()
+
+
 def test_bad_settings_are_refused() -> None:
-    for settings in ({"ttl_s": 0}, {"timeout_s": -1}, {"prefix": "a{b}:"}):
+    for settings in ({"ttl_s": 0}, {"timeout_s": -1}, {"prefix": "a{b}:"}, {"max_connections": 0}):
         with pytest.raises(ValueError):
             RedisStore.from_url("redis://127.0.0.1:1/0", **settings)
     with pytest.raises(ValueError):
