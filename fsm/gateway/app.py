@@ -123,8 +123,16 @@ class GatewayLimits:
     observations: int = 1_000
     """Observations each session's event log keeps (the monitor checks them all)."""
     upstream_connections: int | None = None
-    """Connections to the upstream at once (``None``: as many as the sessions need; each
-    streaming session holds two: its call's POST stream and its standalone GET)."""
+    """Connections to the upstream at once, over all pools (``None``: as many as the
+    sessions need; each streaming session holds two: its call's POST stream and its
+    standalone GET). A cap is shared out among the pools (at most one pool per
+    connection), so that the pools together never hold more."""
+    upstream_pools: int = 64
+    """Upstream connection pools; sessions are dealt to them in turn and a session keeps
+    its pool. A pool scans all its connections on every request it sends and every
+    response it ends (httpx2), so one pool for every session costs CPU that grows with
+    the square of the sessions; a few sessions per pool keep that scan short, and a
+    pool's idle connections are still reused by its other sessions."""
     upstream_idle_s: float = 1.0
     """Seconds an idle upstream connection is kept for reuse: shorter than servers keep
     an idle connection (uvicorn: 5 s), so a reused one is never one the server is closing."""
@@ -173,7 +181,11 @@ class Gateway:
         self.limits = limits or GatewayLimits()
         self._timeout = timeout or httpx2.Timeout(30.0, read=300.0)
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
-        self._http: httpx2.AsyncClient | None = None
+        if self.limits.upstream_pools < 1:
+            raise ValueError("GatewayLimits.upstream_pools must be >= 1")
+        self._pools: list[httpx2.AsyncClient] = []
+        self._dealt = 0
+        """Sessions dealt a pool so far (the next one gets ``_pools[_dealt % len]``)."""
         self._tg: TaskGroup | None = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -188,16 +200,16 @@ class Gateway:
         connect = getattr(self.store, "connect", None)
         if connect is not None:  # a remote store's start-up check (fails: no start)
             await connect()
-        pool = httpx2.Limits(
-            max_connections=self.limits.upstream_connections,
-            max_keepalive_connections=self.limits.upstream_connections,
-            keepalive_expiry=self.limits.upstream_idle_s,
-        )
-        async with (
-            httpx2.AsyncClient(timeout=self._timeout, limits=pool) as http,
-            anyio.create_task_group() as tg,
-        ):
-            self._http, self._tg = http, tg
+        tls = httpx2.create_ssl_context()  # one for all pools: each would load the CA bundle
+        async with contextlib.AsyncExitStack() as stack:
+            pools = [
+                await stack.enter_async_context(
+                    httpx2.AsyncClient(timeout=self._timeout, limits=limits, verify=tls)
+                )
+                for limits in _pool_limits(self.limits)
+            ]
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            self._pools, self._tg = pools, tg
             try:
                 yield self
             finally:
@@ -205,7 +217,7 @@ class Gateway:
                     session.engine.close()
                 self._sessions.clear()
                 tg.cancel_scope.cancel()
-                self._http = self._tg = None
+                self._pools, self._tg = [], None
 
     @property
     def sessions(self) -> int:
@@ -245,7 +257,7 @@ class Gateway:
     # -- one request ---------------------------------------------------------------
 
     async def _http_request(self, scope: Scope, receive: Any, send: Any) -> None:
-        if self._http is None:
+        if self._tg is None:
             await _reply(send, 503, b"gateway not started (lifespan off?)", "text/plain")
             return
         if scope.get("path") != self.path:
@@ -298,11 +310,10 @@ class Gateway:
                 e.forwarded[name] = headers[name]
         if headers.get("mcp-protocol-version"):
             e.protocol_version = headers["mcp-protocol-version"]
-        assert self._http is not None
         url = self.upstream
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
-        request = self._http.build_request(
+        request = e.http.build_request(
             method,
             url,
             headers=[(k, v) for k, v in headers.items() if k not in _HOP_BY_HOP],
@@ -432,11 +443,13 @@ class Gateway:
         return session
 
     def _new_session(self, sid: str | None) -> _Session:
-        assert self._http is not None and self._tg is not None
+        assert self._tg is not None and self._pools
         observed = ObservedGuard(
             Guard(clock=time.monotonic, config=self.config), log_limit=self.limits.observations
         )
-        engine = core._Engine(observed, self._http, self._tg, self.upstream, _BINDING)
+        http = self._pools[self._dealt % len(self._pools)]
+        self._dealt += 1
+        engine = core._Engine(observed, http, self._tg, self.upstream, _BINDING)
         session = _Session(engine, core.bind(httpx2).transport(engine))
         if sid is not None:  # a session another replica (or an earlier process) began
             engine.session = sid
@@ -529,6 +542,24 @@ class Gateway:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _pool_limits(limits: GatewayLimits) -> list[httpx2.Limits]:
+    """Each upstream pool's limits: ``upstream_pools`` of them, a cap on connections
+    shared out so that they add up to it (one pool per connection when it is smaller)."""
+    cap = limits.upstream_connections
+    count = limits.upstream_pools if cap is None else max(1, min(limits.upstream_pools, cap))
+    shares: list[int | None] = (
+        [None] * count if cap is None else [cap // count + (i < cap % count) for i in range(count)]
+    )
+    return [
+        httpx2.Limits(
+            max_connections=share,
+            max_keepalive_connections=share,
+            keepalive_expiry=limits.upstream_idle_s,
+        )
+        for share in shares
+    ]
 
 
 class _Full(Exception):
