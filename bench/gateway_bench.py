@@ -5,72 +5,86 @@ Each session is the unmodified mcp client (``ClientSession`` over ``streamable_h
 its own HTTP client): it opens a session, calls the harness tool ``work(count)`` (the server
 asks one ``elicitation/create``, which the client's callback answers at once, then streams
 ``count`` ``notifications/progress``), waits for every event and closes the session (a
-``DELETE``). ``SESSIONS`` sessions run at once. The configurations, in one process, on one
-harness server:
+``DELETE``). ``SESSIONS`` sessions run at once. Each part runs in its own process, as it
+would be deployed: the clients in this one, the harness server in another
+(``python -m bench.gateway_bench serve``), each gateway replica in its own (the command
+users run, ``python -m fsm gateway``). The configurations:
 
-* ``direct``: client -> server;
-* ``gateway``: client -> one gateway replica (:class:`~fsm.gateway.store.MemoryStore`) ->
-  server;
-* ``redis``: client -> one of two replicas sharing a Redis store (a loopback
-  ``redis-server``; half of the clients on each replica, each client's requests all to
-  its replica, as a sticky balancer sends them) -> server. Only when the Redis store and
-  runner are importable and ``redis-server`` is installed; ``GATEWAY_BENCH_REDIS=0``
-  switches it off.
+* ``direct``: clients -> server;
+* ``gateway``: clients -> one replica (``--store memory``) -> server;
+* ``redis``: clients -> one of two replicas sharing a Redis store (``--store redis://``,
+  a loopback ``redis-server``; half of the clients on each replica, each client's
+  requests all to its replica, as a sticky balancer sends them) -> server. Only when the
+  Redis store and runner are importable and ``redis-server`` is installed;
+  ``GATEWAY_BENCH_REDIS=0`` switches it off.
 
-Every configuration gets a fresh gateway per run (started before the clock runs); one
-warm-up run each, then ``REPEATS`` rounds in alternating order (forward, then reversed)
-so that drift hits all alike; before each run the garbage of earlier runs is collected
-and the surviving heap frozen (the server's event store grows with every session).
+Every run starts its own server and replicas (off the clock), warms them with
+``WARMUP_SESSIONS`` short sessions, then the clock runs over the load. ``REPEATS`` rounds in
+alternating order (forward, then reversed) so that drift hits all alike; before each run
+the clients' garbage of earlier runs is collected and their surviving heap frozen.
 
-Measured per run: wall time from the first session's start until the last closed;
-process CPU time (``time.process_time``: the whole in-process system, clients, server and
-gateway; the Redis server is another process and not in it); each event's latency (the
-server stamps ``time.perf_counter()`` into the progress ``message`` when it sends it,
-the client subtracts it from its clock when the callback runs: same process, same clock);
-how many times each session's elicitation was presented (must be exactly 1: asserted);
-the state store's operations by kind and, for Redis, ``round_trips``. Under this load an
-event's latency is mostly its wait behind the other sessions' events in the one event
-loop (seconds at 200 sessions), so the latency the gateway adds per hop is measured
-apart, one session at a time (below).
+Measured per run: wall time from the first session's start until the last closed; CPU
+time (user + system) of every process over the same span: the clients
+(``time.process_time``), the server, each replica and, in the ``redis`` configuration, the
+Redis server (``/proc/<pid>/stat``: Linux only, 10 ms resolution); the total is what the
+configuration costs, and its ratio over ``direct`` is the gateway's overhead (target
+<= 1.3). Also: each event's latency (the server stamps ``time.perf_counter()`` into the
+progress ``message`` when it sends it, the client subtracts it from its clock when the
+callback runs: ``CLOCK_MONOTONIC``, one clock for every process of the machine); how many
+times each session's elicitation was presented (must be exactly 1: asserted); a replica's
+peak resident memory (``VmHWM``); for Redis, the commands the Redis server processed per
+session (its ``INFO stats``). Under this load an event's latency is mostly its wait behind
+the other sessions' events in the clients' one event loop, so the latency the gateway
+adds per hop is measured apart, one session at a time (below).
 
 Then three probes, off the clock:
 
-* **round trips** (Redis if available, else the memory store's operation count):
+* **round trips** (Redis if available, else the memory store's operation count), in this
+  process with an in-process harness server and replicas whose stores are counted:
   ``PROBE_SESSIONS`` sessions with 0 events and again with ``EVENTS`` events, the store's
   calls serialised so each call's round trips are exact. Per plain notification: the
   difference of the two runs' round trips over the notifications added (target 0); per
   request decision: the round trips of the ``claim`` calls (the gateway's decision to
   present a server request) over the requests (target 1).
-* **memory**: one replica with ``max_sessions = SESSIONS // WAVES``, ``SESSIONS``
-  sessions in ``WAVES`` waves of that many at once: the bytes of every object reachable
-  from the replica's held sessions (:func:`held_bytes`: guards, event logs, id tables,
-  what the sessions own; not what the replica shares) while a wave's sessions are all
-  open, and after each wave (closed sessions stay held until pushed out), with the
-  replica's held sessions sampled throughout (must never exceed ``max_sessions``:
-  asserted). ``tracemalloc`` attributes allocations to the gateway only with deep
-  tracebacks, which slowed a 3-session run from under a second to minutes: not used.
-  The process's peak RSS is reported too; it holds everything (clients, server, every run).
-* **one session at a time**: ``LIGHT_REPEATS`` single sessions of ``EVENTS`` events per
-  configuration, alternating, direct and through one replica: each event's latency
-  without queueing, p50/p99, and the difference.
+* **memory**, in this process too: one replica with ``max_sessions = SESSIONS // WAVES``,
+  ``SESSIONS`` sessions in ``WAVES`` waves of that many at once: the bytes of every
+  object reachable from the replica's held sessions (:func:`held_bytes`: guards, event
+  logs, id tables, what the sessions own; not what the replica shares) while a wave's
+  sessions are all open, and after each wave (closed sessions stay held until pushed
+  out), with the replica's held sessions sampled throughout (must never exceed
+  ``max_sessions``: asserted). ``tracemalloc`` attributes allocations to the gateway only
+  with deep tracebacks, which slowed a 3-session run from under a second to minutes: not
+  used.
+* **one session at a time**: one server process and one replica process,
+  ``LIGHT_REPEATS`` single sessions of ``EVENTS`` events per configuration, alternating,
+  direct and through the replica: each event's latency without queueing, p50/p99, and
+  the difference.
 
 Environment: ``GATEWAY_BENCH_SESSIONS`` (default 40), ``GATEWAY_BENCH_EVENTS`` (100),
 ``GATEWAY_BENCH_REPEATS`` (3), ``GATEWAY_BENCH_REDIS`` (``0`` to skip Redis). The
-promised load, 200 sessions x 100 events
-(``GATEWAY_BENCH_SESSIONS=200``), takes some 10 minutes on the shared 2-core machine with
-two rounds (a run of one configuration is 1-2 minutes there), so it is not the default;
-the default finishes in a few minutes.
+promised load, 200 sessions x 100 events (``GATEWAY_BENCH_SESSIONS=200``), takes some 5
+minutes on the shared 2-core machine with two rounds, so it is not the default; the
+default finishes in about two.
+
+``python -m bench.gateway_bench profile`` runs one replica process under ``cProfile``
+(switched on after a warm-up, off before its stop) and prints its own time per package,
+and how much of its CPU went to garbage collection.
 
 Found by this benchmark and fixed in the gateway: an upstream pool capped at httpx2's
 100 connections (each streaming session holds two: past some 50 sessions requests failed
-with ``PoolTimeout``) and idle connections kept as long as the server keeps them (one
-reused as the server closed it: ``ReadError``); ``GatewayLimits.upstream_connections``
-and ``upstream_idle_s`` now say both.
+with ``PoolTimeout``); idle connections kept as long as the server keeps them (one
+reused as the server closed it: ``ReadError``); one upstream pool for all sessions,
+whose every request scanned every connection (the gateway's CPU grew with the square of
+its sessions): sessions now share ``GatewayLimits.upstream_pools`` pools in turn;
+``upstream_connections`` and ``upstream_idle_s`` say the first two. And in the Redis
+store: redis-py's default pool failed the operations past its 100 connections at once,
+so that one replica with 200 sessions beginning together lost some sessions' records
+(they failed closed): the store's pool now makes them wait.
 
 Recorded (``gateway_*``): wall and CPU medians per configuration, CPU ratios over direct
-(target <= 1.3), latency p50/p99 per configuration and added by the gateway, round trips
-per notification and per decision, gateway bytes per held session, latency added one
-session at a time.
+(target <= 1.3), the replicas' share of the CPU, latency p50/p99 per configuration and
+added by the gateway, round trips per notification and per decision, gateway bytes per
+held session, a replica's peak RSS, latency added one session at a time.
 """
 
 from __future__ import annotations
@@ -78,13 +92,20 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import math
 import os
+import select
 import shutil
+import signal
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bench.e2e_bench import _plain
@@ -245,28 +266,16 @@ async def many_sessions(
     return out
 
 
-# --------------------------------------------------------------------------- configurations
+# ---------------------------------------------------------------- in-process replicas (the probes)
 
 
 @dataclass
 class Endpoints:
-    """Where a configuration's clients connect, and its replicas' counted stores."""
+    """Where a probe's clients connect, and its in-process replicas' counted stores."""
 
     urls: list[str]
     stores: list[CountingStore] = field(default_factory=list)
     gateways: list[Any] = field(default_factory=list)
-
-    def round_trips(self) -> int | None:
-        """The stores' round trips so far, summed (``None``: no store, or one without IO)."""
-        trips = [s.round_trips for s in self.stores]
-        return None if not trips or None in trips else sum(t or 0 for t in trips)
-
-    def ops(self) -> Counter[str]:
-        """The stores' calls so far by operation, summed."""
-        total: Counter[str] = Counter()
-        for s in self.stores:
-            total.update(s.ops)
-        return total
 
 
 @contextlib.asynccontextmanager
@@ -279,7 +288,8 @@ async def endpoints(
     **gateway_kw: Any,
 ) -> AsyncIterator[Endpoints]:
     """The endpoints of ``config`` (``direct``, ``gateway``, ``redis``) in front of
-    ``upstream``; fresh replicas and stores each time."""
+    ``upstream``, for the probes: replicas in this process, their stores counted (fresh
+    replicas and stores each time)."""
     from fsm.gateway.store import MemoryStore
     from fsm.harness.gateway import running_gateway
 
@@ -325,42 +335,191 @@ async def sampling(probe: Callable[[], int], every_s: float = 0.01) -> AsyncIter
             tg.cancel_scope.cancel()
 
 
+# --------------------------------------------------------------------------- processes
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository: where the child processes start (``bench`` is not installed)."""
+WARMUP_SESSIONS = 5
+"""Short sessions (10 events) each run sends through its fresh processes before the clock
+runs: imports, first connections and code paths."""
+_START_TIMEOUT_S = 60.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far (``/proc/<pid>/stat``:
+    Linux only; clock-tick resolution, 10 ms)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss(pid: int) -> int:
+    """Process ``pid``'s peak resident memory so far, bytes (``VmHWM`` of
+    ``/proc/<pid>/status``; 0 when not reported)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+@dataclass
+class Child:
+    """A process of the benchmark serving HTTP: the harness server or a gateway replica."""
+
+    name: str
+    process: subprocess.Popen[str]
+    url: str
+    """Its MCP endpoint, as the first line it printed says (its last word)."""
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.process.pid
+
+    def cpu(self) -> float:
+        """CPU seconds it has used so far (:func:`cpu_seconds`)."""
+        return cpu_seconds(self.pid)
+
+
+@contextlib.contextmanager
+def child(name: str, args: list[str]) -> Iterator[Child]:
+    """Start ``args`` in :data:`ROOT`, wait for the first line on its stdout (where it
+    serves), yield it; on exit ``SIGTERM`` (the gateway's clean stop), ``SIGKILL`` if it
+    has not ended 10 s later. ``RuntimeError`` with its stderr when it exits first."""
+    with tempfile.TemporaryFile("w+") as errors:
+        process = subprocess.Popen(
+            args, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
+            text=True,
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None
+            ready, _, _ = select.select([process.stdout], [], [], _START_TIMEOUT_S)
+            line = process.stdout.readline() if ready else ""
+            if not line.strip():
+                errors.seek(0)
+                raise RuntimeError(f"{name} did not start: {' '.join(args)}\n{errors.read()}")
+            yield Child(name, process, line.split()[-1])
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def server_process() -> contextlib.AbstractContextManager[Child]:
+    """The harness server in its own process (:func:`serve`)."""
+    return child("server", [sys.executable, "-m", "bench.gateway_bench", "serve"])
+
+
+def replica_process(
+    upstream: str, store: str = "memory", *, python: list[str] | None = None
+) -> contextlib.AbstractContextManager[Child]:
+    """One gateway replica in its own process: ``python -m fsm gateway`` in front of
+    ``upstream``; ``python`` replaces the interpreter's part of the command (a profiler)."""
+    command = python or [sys.executable, "-m", "fsm"]
+    args = ["gateway", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", store]
+    return child("gateway", command + args)
+
+
+@dataclass
+class Deployment:
+    """One configuration's processes: where clients connect, and what each part costs."""
+
+    urls: list[str]
+    server: Child
+    replicas: list[Child]
+    redis_pid: int | None = None
+    """The Redis server's process when the replicas share it (its CPU is counted)."""
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds so far per part other than the clients: ``server``, ``gateway``
+        (the replicas summed) and, with Redis, ``redis``."""
+        parts = {"server": self.server.cpu(), "gateway": sum(r.cpu() for r in self.replicas)}
+        if self.redis_pid is not None:
+            parts["redis"] = cpu_seconds(self.redis_pid)
+        return parts
+
+
+@contextlib.contextmanager
+def deployment(config: str, redis: Any = None) -> Iterator[Deployment]:
+    """The processes of ``config`` (``direct``, ``gateway``, ``redis``: see the module
+    docstring), each started fresh; ``redis`` is the running
+    :class:`~fsm.harness.redis_server.RedisServer` the ``redis`` configuration shares."""
+    if config not in CONFIGS:
+        raise ValueError(f"unknown configuration {config!r}")
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(server_process())
+        if config == "direct":
+            yield Deployment([server.url], server, [])
+            return
+        store, count = ("memory", 1) if config == "gateway" else (str(redis.url), 2)
+        replicas = [stack.enter_context(replica_process(server.url, store)) for _ in range(count)]
+        pid = redis.pid if config == "redis" else None
+        yield Deployment([r.url for r in replicas], server, replicas, pid)
+
+
+@contextlib.contextmanager
+def redis_counter(redis: Any) -> Iterator[Callable[[], int]]:
+    """A reader of the commands the Redis server ``redis`` has processed so far (``INFO
+    stats``), over one connection held open for the block: a reading's own ``INFO`` is
+    counted by the next one (subtract 1 per reading in between)."""
+    import redis as redis_py
+
+    with redis_py.Redis.from_url(str(redis.url)) as client:
+        yield lambda: int(client.info("stats")["total_commands_processed"])
+
+
 @dataclass
 class Run:
     """One timed run of one configuration."""
 
     config: str
     wall: float
-    cpu: float
+    cpu_parts: dict[str, float]
+    """CPU seconds per process kind: ``clients``, ``server``, ``gateway`` (replicas
+    summed), ``redis`` (the Redis server, in the ``redis`` configuration)."""
     latencies: list[float]
     presented: list[int]
-    ops: Counter[str]
-    round_trips: int | None
+    replica_rss: int = 0
+    """The largest peak resident memory of the run's replicas, bytes (0: none)."""
+    redis_commands: int | None = None
+    """Commands the Redis server processed during the run (``redis`` only)."""
+
+    @property
+    def cpu(self) -> float:
+        """CPU seconds of every process of the configuration."""
+        return sum(self.cpu_parts.values())
 
 
-async def timed_run(
-    config: str, upstream: str, redis_url: str | None, sessions: int, events: int
-) -> Run:
-    """One run of ``config``: its endpoints started, then the clock runs over the sessions."""
-    async with endpoints(config, upstream, redis_url) as ep:
-        trips = ep.round_trips()
+def timed_run(config: str, sessions: int, events: int, redis: Any = None) -> Run:
+    """One run of ``config``: fresh processes started and warmed up, then the clock runs
+    over ``sessions`` concurrent sessions of ``events`` events."""
+    with contextlib.ExitStack() as stack:
+        d = stack.enter_context(deployment(config, redis))
+        count = stack.enter_context(redis_counter(redis)) if d.redis_pid is not None else None
+        run_quietly(many_sessions, d.urls, WARMUP_SESSIONS, 10)
+        commands = count() if count is not None else None
         gc.collect()
         gc.freeze()
         try:
+            parts = d.cpu()
             started, cpu = time.perf_counter(), time.process_time()
-            results = await many_sessions(ep.urls, sessions, events)
+            results = run_quietly(many_sessions, d.urls, sessions, events)
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            parts = {k: v - parts[k] for k, v in d.cpu().items()}
         finally:
             gc.unfreeze()
-        after = ep.round_trips()
+        if count is not None and commands is not None:
+            commands = count() - commands - 1
         return Run(
             config,
             wall,
-            cpu,
+            {"clients": cpu, **parts},
             [lat for r in results for lat in r.latencies],
             [r.presented for r in results],
-            ep.ops(),
-            None if after is None or trips is None else after - trips,
+            max((peak_rss(r.pid) for r in d.replicas), default=0),
+            commands,
         )
 
 
@@ -403,16 +562,18 @@ async def trips_probe(upstream: str, redis_url: str | None, sessions: int, event
     )
 
 
-async def light_latency(upstream: str, events: int, repeats: int) -> dict[str, list[float]]:
+def light_latency(events: int, repeats: int) -> dict[str, list[float]]:
     """Each event's latency with one session at a time (no queueing behind other
-    sessions): what one hop through the gateway adds. ``repeats`` sessions per
-    configuration, alternating."""
+    sessions): what one hop through the gateway adds. One server process and one replica
+    process; ``repeats`` sessions per configuration, alternating, after a warm-up."""
     out: dict[str, list[float]] = {"direct": [], "gateway": []}
-    for i in range(repeats):
-        for config in ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct"):
-            async with endpoints(config, upstream) as ep:
-                (result,) = await many_sessions(ep.urls, 1, events)
-            out[config].extend(result.latencies)
+    with deployment("gateway") as d:
+        urls = {"direct": d.server.url, "gateway": d.urls[0]}
+        run_quietly(many_sessions, list(urls.values()), 2, 10)
+        for i in range(repeats):
+            for config in ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct"):
+                (result,) = run_quietly(many_sessions, [urls[config]], 1, events)
+                out[config].extend(result.latencies)
     return out
 
 
@@ -443,14 +604,14 @@ def held_bytes(gateway: Any) -> int:
     """Bytes of every object reachable from the replica's held sessions (its guards,
     event logs, stream and id tables, connections they own), each object counted once;
     the traversal stops at what the replica shares (the gateway itself, its upstream HTTP
-    client, task group, store), at modules, classes and module globals, and at the event
+    clients, task group, store), at modules, classes and module globals, and at the event
     loop."""
     import asyncio
     import sys
     import types
 
     sessions = gateway._sessions  # read only: the held sessions
-    stop = {id(x) for x in (gateway, sessions, gateway._http, gateway._tg, gateway.store)}
+    stop = {id(x) for x in (gateway, sessions, gateway._tg, gateway.store, *gateway._pools)}
     stop.add(id(asyncio.get_running_loop()))
     stop.update(id(vars(m)) for m in list(sys.modules.values()) if m is not None)
     opaque = (type, types.ModuleType, types.FrameType)
@@ -521,8 +682,6 @@ class Report:
     redis: str
     """``"on"``, or why the Redis rows are missing."""
     loadavg: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    peak_rss: int = 0
-    """The process's peak resident memory, bytes (everything in it, all runs)."""
 
     def of(self, config: str) -> list[Run]:
         """The timed runs of ``config``."""
@@ -535,48 +694,39 @@ class Report:
 
 
 @contextlib.contextmanager
-def _redis_url() -> Iterator[tuple[str | None, str]]:
+def _redis() -> Iterator[tuple[Any, str]]:
+    """The running Redis server for the ``redis`` rows, or ``None`` and why not."""
     parts = redis_parts()
     if isinstance(parts, str):
         yield None, parts
         return
     with parts[1]() as server:
-        yield str(server.url), "on"
+        yield server, "on"
 
 
-async def _measure(
-    sessions: int, events: int, repeats: int, redis_url: str | None, redis: str
-) -> Report:
+async def _probes(redis_url: str | None, sessions: int, events: int) -> tuple[Trips, Memory]:
     from fsm.harness.server import running_server
 
-    configs = [c for c in CONFIGS if c != "redis" or redis_url is not None]
-    runs: list[Run] = []
     async with running_server() as server:
-        for config in configs:  # warm-up: imports, first connections, code paths
-            await timed_run(config, server.url, redis_url, min(sessions, 10), events)
-        for i in range(repeats):
-            for config in configs if i % 2 == 0 else configs[::-1]:
-                runs.append(await timed_run(config, server.url, redis_url, sessions, events))
         trips = await trips_probe(server.url, redis_url, min(sessions, PROBE_SESSIONS), events)
         memory = await memory_probe(server.url, sessions, events, WAVES)
-        light = await light_latency(server.url, events, LIGHT_REPEATS)
-    return Report(
-        sessions, events, repeats, runs, trips, memory, light, redis, os.getloadavg(), _peak_rss()
-    )
-
-
-def _peak_rss() -> int:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    return trips, memory
 
 
 def measure(sessions: int = SESSIONS, events: int = EVENTS, repeats: int = REPEATS) -> Report:
-    """Run every configuration and both probes; check the correctness figures (every
+    """Run every configuration and the probes; check the correctness figures (every
     elicitation presented exactly once, every event arrived, held sessions within
     ``max_sessions``) and return the figures."""
-    with _redis_url() as (url, redis):
-        report = run_quietly(_measure, sessions, events, repeats, url, redis)
+    runs: list[Run] = []
+    with _redis() as (redis, why):
+        configs = [c for c in CONFIGS if c != "redis" or redis is not None]
+        for i in range(repeats):
+            for config in configs if i % 2 == 0 else configs[::-1]:
+                runs.append(timed_run(config, sessions, events, redis))
+        url = str(redis.url) if redis is not None else None
+        trips, memory = run_quietly(_probes, url, sessions, events)
+    light = light_latency(events, LIGHT_REPEATS)
+    report = Report(sessions, events, repeats, runs, trips, memory, light, why, os.getloadavg())
     for run in report.runs:
         assert run.presented == [1] * sessions, (run.config, Counter(run.presented))
         assert len(run.latencies) == sessions * events, run.config
@@ -589,24 +739,37 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+PARTS = ("clients", "server", "gateway", "redis")
+"""The processes whose CPU a run adds up, in table order."""
+
+
 def summary(report: Report) -> dict[str, dict[str, float]]:
-    """Per configuration: medians of wall and CPU seconds, CPU ratio over direct, latency
-    p50 and p99 (ms, pooled over the runs), store calls per session, round trips per
-    session (Redis)."""
+    """Per configuration: medians of wall seconds, of CPU seconds (in all and per part:
+    ``cpu_clients``, ``cpu_server``, ...), the CPU ratio over direct and the replicas'
+    share of the configuration's CPU (Redis server included), latency p50 and p99 (ms,
+    pooled over the runs), the most presentations of one elicitation, a replica's peak
+    RSS (the largest), Redis commands per session (median; NaN without Redis)."""
     out: dict[str, dict[str, float]] = {}
     for config in report.configs:
         runs = report.of(config)
         lat = [x for r in runs for x in r.latencies]
-        trips = [r.round_trips for r in runs if r.round_trips is not None]
-        out[config] = {
+        commands = [r.redis_commands for r in runs if r.redis_commands is not None]
+        figures = {
             "wall": statistics.median(r.wall for r in runs),
             "cpu": statistics.median(r.cpu for r in runs),
             "p50": _pct(lat, 0.50) * 1e3,
             "p99": _pct(lat, 0.99) * 1e3,
-            "ops": statistics.median(sum(r.ops.values()) for r in runs) / report.sessions,
-            "trips": statistics.median(trips) / report.sessions if trips else float("nan"),
             "presented": max(max(r.presented) for r in runs),
+            "rss": max(r.replica_rss for r in runs),
+            "commands": statistics.median(commands) / report.sessions if commands else math.nan,
+            "gateway_share": statistics.median(
+                (r.cpu_parts.get("gateway", 0.0) + r.cpu_parts.get("redis", 0.0)) / r.cpu
+                for r in runs
+            ),
         }
+        for part in PARTS:
+            figures[f"cpu_{part}"] = statistics.median(r.cpu_parts.get(part, 0.0) for r in runs)
+        out[config] = figures
     for figures in out.values():
         figures["cpu_ratio"] = figures["cpu"] / out["direct"]["cpu"]
     return out
@@ -627,12 +790,12 @@ def render(report: Report) -> str:
             config,
             f["wall"],
             f["cpu"],
+            *(f[f"cpu_{part}"] for part in PARTS),
             f["cpu_ratio"],
             n / f["wall"],
             f["p50"],
             f["p99"],
             int(f["presented"]),
-            f["ops"],
         )
         for config, f in figures.items()
     ]
@@ -642,12 +805,12 @@ def render(report: Report) -> str:
             f"{report.sessions} sessions x {report.events} events + 1 elicitation",
             "wall s",
             "CPU s",
+            *(f"{part} CPU s" for part in PARTS),
             "CPU / direct",
             "events/s",
             "p50 ms",
             "p99 ms",
             "max presented",
-            "store calls/session",
         ),
     )
     lines: list[str] = []
@@ -657,8 +820,10 @@ def render(report: Report) -> str:
             verdict = "meets" if f["cpu_ratio"] <= TARGET_CPU_RATIO else "misses"
             lines.append(
                 f"{config}: CPU {f['cpu_ratio']:.2f}x direct ({verdict} the target <= "
-                f"{TARGET_CPU_RATIO}); latency added p50 {f['p50'] - d['p50']:+.2f} ms, "
-                f"p99 {f['p99'] - d['p99']:+.2f} ms"
+                f"{TARGET_CPU_RATIO}; the replicas{' and Redis' if config == 'redis' else ''}"
+                f" {100 * f['gateway_share']:.0f}% of it); latency added p50 "
+                f"{f['p50'] - d['p50']:+.2f} ms, p99 {f['p99'] - d['p99']:+.2f} ms; a "
+                f"replica's peak RSS {f['rss'] / 2**20:,.0f} MB"
             )
     (d50, d99), (g50, g99) = light_summary(report)
     lines.append(
@@ -678,7 +843,10 @@ def render(report: Report) -> str:
         + ", ".join(f"{op} {v:.2f}" for op, v in t.by_op.items())
     )
     if "redis" in figures:
-        lines.append(f"redis round trips per session under load: {figures['redis']['trips']:.2f}")
+        lines.append(
+            f"Redis commands per session under load (the Redis server's count): "
+            f"{figures['redis']['commands']:.2f}"
+        )
     else:
         lines.append(f"redis rows: {report.redis}")
     m = report.memory
@@ -689,70 +857,119 @@ def render(report: Report) -> str:
         f"each wave {m.held_after}, peak held {m.peak_held} <= {m.max_sessions}; bytes after "
         f"first/last wave {m.bytes_after[0]:,} / {m.bytes_after[-1]:,}"
     )
-    lines.append(
-        f"process peak RSS {report.peak_rss / 2**20:,.0f} MB (clients, server and replicas of "
-        "every run in one process)"
-    )
     one, five, fifteen = report.loadavg
     lines.append(
         f"load average during the run: {one:.2f} {five:.2f} {fifteen:.2f} (2 cores shared); "
-        f"{report.repeats} rounds, alternating order, after one warm-up run each"
+        f"{report.repeats} rounds, alternating order, each run on fresh processes"
     )
     for line in lines:
         print(line)
     return text + "\n" + "\n".join(lines)
 
 
-PROFILE_SESSIONS = 40
+# --------------------------------------------------------------------------- child entries
 
 
-async def _profiled(upstream: str, config: str) -> Counter[str]:
-    """Seconds of own time per package (cProfile) of :data:`PROFILE_SESSIONS` sessions of
-    ``EVENTS`` events through ``config``, after a warm-up."""
-    import cProfile
-    import pstats
-
-    async with endpoints(config, upstream) as ep:
-        await many_sessions(ep.urls, 5, 20)
-        profiler = cProfile.Profile()
-        profiler.enable()
-        await many_sessions(ep.urls, PROFILE_SESSIONS, EVENTS)
-        profiler.disable()
-    spent: Counter[str] = Counter()
-    stats: Any = getattr(pstats.Stats(profiler), "stats")  # noqa: B009 (untyped in typeshed)
-    for (path, _, _), (_, _, own, _, _) in stats.items():
-        if "site-packages/" in path:
-            package = path.split("site-packages/")[-1].split("/")[0]
-        elif "/fsm/" in path:
-            package = "fsm (guard, core, gateway)"
-        elif "asyncio" in path:
-            package = "asyncio"
-        else:
-            package = "builtins and stdlib"
-        spent[package] += own
-    return spent
-
-
-def profile() -> None:
-    """Where the gateway's added CPU goes: the cProfile own time per package, gateway
-    minus direct, in one process on one harness server (``python -m bench.gateway_bench
-    profile``; profiling slows both alike)."""
+def serve() -> None:
+    """``python -m bench.gateway_bench serve``: the harness server in this process; prints
+    ``serving <url>`` once it accepts connections, serves until ``SIGTERM``."""
     import anyio
 
     from fsm.harness.server import running_server
 
-    async def run() -> tuple[Counter[str], Counter[str]]:
+    async def run() -> None:
         async with running_server() as server:
-            return await _profiled(server.url, "direct"), await _profiled(server.url, "gateway")
+            print(f"serving {server.url}", flush=True)
+            await anyio.sleep_forever()
 
-    direct, gateway = anyio.run(run, backend="asyncio")
-    added = {k: gateway[k] - direct[k] for k in gateway}
-    total = sum(added.values())
-    rows = sorted(added.items(), key=lambda kv: -kv[1])
-    share = {k: f"{100 * v / total:.0f}%" for k, v in rows}
+    run_quietly(run)
+
+
+def profiled(out: str, argv: list[str]) -> int:
+    """``python -m bench.gateway_bench profiled OUT gateway ARGS...``: ``python -m fsm
+    gateway ARGS...`` with a profiler switched on by ``SIGUSR1`` and off by ``SIGUSR2``,
+    which writes its statistics to ``OUT`` and the seconds of CPU spent in garbage
+    collection meanwhile to ``OUT.gc`` (written last: its presence says both are done)."""
+    import cProfile
+
+    from fsm.__main__ import main as fsm_main
+
+    profiler = cProfile.Profile(time.process_time)  # CPU, not the idle waits in epoll
+    collecting = [False, 0.0, 0.0]  # on, CPU at this collection's start, CPU in collections
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if collecting[0] and phase == "start":
+            collecting[1] = time.process_time()
+        elif collecting[0] and phase == "stop":
+            collecting[2] = float(collecting[2]) + time.process_time() - float(collecting[1])
+
+    def on(signum: int, frame: object) -> None:
+        collecting[0] = True
+        profiler.enable()
+
+    def off(signum: int, frame: object) -> None:
+        profiler.disable()
+        collecting[0] = False
+        profiler.dump_stats(out)
+        Path(out + ".gc").write_text(str(collecting[2]))
+
+    gc.callbacks.append(on_gc)
+    signal.signal(signal.SIGUSR1, on)
+    signal.signal(signal.SIGUSR2, off)
+    return fsm_main(argv)
+
+
+# --------------------------------------------------------------------------- profile
+
+
+PROFILE_SESSIONS = 40
+
+
+def _package(path: str) -> str:
+    if "site-packages/" in path:
+        return path.split("site-packages/")[-1].split("/")[0]
+    if "/fsm/" in path:
+        return "fsm (guard, core, gateway)"
+    if "asyncio" in path:
+        return "asyncio"
+    return "builtins and stdlib"
+
+
+def profile() -> None:
+    """Where a replica's CPU goes (``python -m bench.gateway_bench profile``): one replica
+    process under ``cProfile`` (on only while :data:`PROFILE_SESSIONS` sessions of
+    ``EVENTS`` events run through it, after a warm-up), own time per package, and its CPU
+    spent in garbage collection. Profiling slows the Python code, not the collections: the
+    collections' share is smaller than it is unprofiled."""
+    import pstats
+
+    with tempfile.TemporaryDirectory(prefix="gateway-profile-") as tmp:
+        out = str(Path(tmp) / "gateway.prof")
+        command = [sys.executable, "-m", "bench.gateway_bench", "profiled", out]
+        with server_process() as server, replica_process(server.url, python=command) as gw:
+            run_quietly(many_sessions, [gw.url], WARMUP_SESSIONS, 10)
+            gw.process.send_signal(signal.SIGUSR1)
+            cpu = gw.cpu()
+            run_quietly(many_sessions, [gw.url], PROFILE_SESSIONS, EVENTS)
+            cpu = gw.cpu() - cpu
+            gw.process.send_signal(signal.SIGUSR2)
+            done = Path(out + ".gc")
+            deadline = time.monotonic() + 30
+            while not done.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)  # the replica writes its statistics from its signal handler
+            collections = float(done.read_text())
+        stats: Any = getattr(pstats.Stats(out), "stats")  # noqa: B009 (untyped in typeshed)
+    spent: Counter[str] = Counter()
+    for (path, _, _), (_, _, own, _, _) in stats.items():
+        spent[_package(path)] += own
+    total = sum(spent.values())
     table(
-        [(k, round(direct[k], 2), round(gateway[k], 2), share[k]) for k, _ in rows],
-        header=("package (own time, s)", "direct", "gateway", "share of the added"),
+        [(k, round(v, 2), f"{100 * v / total:.0f}%") for k, v in spent.most_common()],
+        header=(f"replica, {PROFILE_SESSIONS} sessions (own time, s)", "profiled", "share"),
+    )
+    print(
+        f"the replica's CPU while profiled: {cpu:.2f} s, of which garbage collection "
+        f"{collections:.2f} s ({100 * collections / cpu:.0f}%)"
     )
 
 
@@ -769,16 +986,14 @@ def main() -> Report:
         record(f"gateway_{tag}_{config}_p99_ms", round(f["p99"], 3), "ms")
         if config != "direct":
             record(f"gateway_{tag}_{config}_cpu_over_direct", round(f["cpu_ratio"], 3), "ratio")
+            record(f"gateway_{tag}_{config}_cpu_share", round(f["gateway_share"], 3), "share")
+            record(f"gateway_{tag}_{config}_replica_rss_mb", round(f["rss"] / 2**20, 1), "MB")
     t = report.trips
     unit = "round trips" if t.unit == "round trips" else "store calls"
     record("gateway_store_per_notification", round(t.per_notification, 4), unit)
     record("gateway_store_per_decision", round(t.per_decision, 3), unit)
     m = report.memory
-    record(
-        "gateway_bytes_per_held_session",
-        round(m.per_held),
-        "bytes",
-    )
+    record("gateway_bytes_per_held_session", round(m.per_held), "bytes")
     (d50, d99), (g50, g99) = light_summary(report)
     record("gateway_one_session_added_p50_ms", round(g50 - d50, 3), "ms")
     record("gateway_one_session_added_p99_ms", round(g99 - d99, 3), "ms")
@@ -787,6 +1002,12 @@ def main() -> Report:
 
 
 if __name__ == "__main__":
-    import sys
-
-    profile() if sys.argv[1:2] == ["profile"] else main()
+    command = sys.argv[1:2]
+    if command == ["serve"]:
+        serve()
+    elif command == ["profiled"]:
+        raise SystemExit(profiled(sys.argv[2], sys.argv[3:]))
+    elif command == ["profile"]:
+        profile()
+    else:
+        main()

@@ -70,6 +70,12 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     @property
+    def pid(self) -> int | None:
+        """The server process's id while it runs (a benchmark reads its CPU time), else
+        ``None``."""
+        return self._process.pid if self.running and self._process is not None else None
+
+    @property
     def running(self) -> bool:
         """Whether the process is alive (paused counts as alive)."""
         return self._process is not None and self._process.poll() is None

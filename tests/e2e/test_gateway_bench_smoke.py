@@ -20,9 +20,16 @@ def test_the_gateway_bench_at_toy_size() -> None:
         assert run.presented == [1, 1, 1]
         assert len(run.latencies) == 15
         assert all(lat > 0 for lat in run.latencies)
-        stored = sum(run.ops.values())
-        assert (stored == 0) is (run.config == "direct")
-        assert run.ops["claim"] == (0 if run.config == "direct" else 3)
+        parts = run.cpu_parts
+        expected = ["clients", "server", "gateway"] + (["redis"] if run.config == "redis" else [])
+        assert sorted(parts) == sorted(expected)
+        assert parts["clients"] > 0 and run.cpu == sum(parts.values())
+        # a replica is its own process: the direct run has none, the others one or two
+        assert (parts["gateway"] == 0) is (run.config == "direct")
+        assert (run.replica_rss > 0) is (run.config != "direct")
+        assert (run.redis_commands is not None) is (run.config == "redis")
+        if run.redis_commands is not None:  # a claim per session at least
+            assert run.redis_commands >= 3
     assert report.trips.per_notification == 0
     assert report.trips.per_decision == 1
     memory = report.memory
@@ -33,7 +40,6 @@ def test_the_gateway_bench_at_toy_size() -> None:
         "direct": 5 * gateway_bench.LIGHT_REPEATS,
         "gateway": 5 * gateway_bench.LIGHT_REPEATS,
     }
-    assert report.peak_rss > 0
     text = gateway_bench.render(report)
     lines = text.splitlines()
     assert lines[0].startswith("3 sessions x 5 events + 1 elicitation")
@@ -41,3 +47,29 @@ def test_the_gateway_bench_at_toy_size() -> None:
     assert "none presented twice" in text
     assert "one session at a time" in text
     assert "load average during the run" in text
+    assert "peak RSS" in text
+
+
+def test_process_cpu_is_read_from_proc() -> None:
+    """The per-process CPU the ratio is built from: a child that has spun for 0.5 s of CPU
+    shows at least most of it, one that only started shows little."""
+    import subprocess
+    import sys
+
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+    for code, busy in ((spin, True), ("", False)):
+        child = subprocess.Popen(
+            [sys.executable, "-c", code + "print('ready', flush=True)\ninput()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            assert child.stdout.readline() == "ready\n"
+            used = gateway_bench.cpu_seconds(child.pid)
+            assert (used >= 0.4) if busy else (used < 0.4), (busy, used)
+            assert gateway_bench.peak_rss(child.pid) > 1_000_000
+        finally:
+            child.stdin.close()
+            child.wait()
