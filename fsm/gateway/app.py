@@ -47,6 +47,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -204,7 +205,9 @@ class Gateway:
         async with contextlib.AsyncExitStack() as stack:
             pools = [
                 await stack.enter_async_context(
-                    httpx2.AsyncClient(timeout=self._timeout, limits=limits, verify=tls)
+                    httpx2.AsyncClient(
+                        timeout=self._timeout, limits=limits, verify=tls, cookies=_no_cookies()
+                    )
                 )
                 for limits in _pool_limits(self.limits)
             ]
@@ -542,6 +545,13 @@ class Gateway:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _no_cookies() -> CookieJar:
+    """A cookie jar that keeps nothing. A pool's client is shared by sessions: a cookie it
+    kept from one session's response would go out with the other sessions' requests.
+    The upstream's ``Set-Cookie`` reaches the client, whose requests carry it or not."""
+    return CookieJar(DefaultCookiePolicy(allowed_domains=[]))
 
 
 def _pool_limits(limits: GatewayLimits) -> list[httpx2.Limits]:

@@ -71,6 +71,7 @@ class Upstream:
     complete: bool = True
     requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
     hold: Any = None  # an anyio.Event: a call's stream stays open until it is set
+    set_cookie: bytes | None = None  # a Set-Cookie header on the initialize response
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -102,7 +103,8 @@ class Upstream:
                     "headers": [
                         (b"content-type", b"application/json"),
                         (b"mcp-session-id", SID.encode()),
-                    ],
+                    ]
+                    + ([(b"set-cookie", self.set_cookie)] if self.set_cookie else []),
                 }
             )
             await send({"type": "http.response.body", "body": payload})
@@ -258,6 +260,23 @@ async def test_oversized_bodies_get_413_and_reach_nobody() -> None:
         streamed = await http.post(gw.url, content=chunks(), headers=HEAD)
     assert (declared.status_code, streamed.status_code) == (413, 413)
     assert up.requests == []
+
+
+async def test_the_gateway_keeps_no_upstream_cookie() -> None:
+    """A cookie the upstream sets reaches the client, whose requests carry it or not; the
+    gateway keeps none (its upstream pools are shared by sessions: a kept cookie would go
+    out with other sessions' requests, its own answer submissions included)."""
+    up = Upstream(call=[sse("e1", result(7))], set_cookie=b"affinity=a1; Path=/")
+    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+        r = await http.post(gw.url, json=body, headers=HEAD)
+        assert r.headers["set-cookie"] == "affinity=a1; Path=/"
+        http.cookies.clear()  # this client does not send it back
+        assert [data for _, data in await call_events(http, gw.url)] == [json.dumps(result(7))]
+        with_cookie = {**HEAD, "mcp-session-id": SID, "cookie": "affinity=a1"}
+        await http.post(gw.url, json={"jsonrpc": "2.0", "method": "x"}, headers=with_cookie)
+    cookies = [headers.get("cookie") for _, headers, _ in up.requests]
+    assert cookies == [None, None, "affinity=a1"]
 
 
 @pytest.mark.parametrize(
