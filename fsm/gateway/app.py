@@ -181,6 +181,7 @@ class Gateway:
         self.config = config
         self.limits = limits or GatewayLimits()
         self._timeout = timeout or httpx2.Timeout(30.0, read=300.0)
+        self._upstream_url = httpx2.URL(upstream)
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         if self.limits.upstream_pools < 1:
             raise ValueError("GatewayLimits.upstream_pools must be >= 1")
@@ -313,14 +314,17 @@ class Gateway:
                 e.forwarded[name] = headers[name]
         if headers.get("mcp-protocol-version"):
             e.protocol_version = headers["mcp-protocol-version"]
-        url = self.upstream
+        url = self._upstream_url
         if scope.get("query_string"):
-            url += "?" + scope["query_string"].decode("latin-1")
-        request = e.http.build_request(
+            url = url.copy_with(query=scope["query_string"])
+        # the client's request as it came: no default header of the gateway's HTTP client
+        # added (merging them, build_request, took a sixth of a forwarded request's CPU)
+        request = httpx2.Request(
             method,
             url,
             headers=[(k, v) for k, v in headers.items() if k not in _HOP_BY_HOP],
             content=body,
+            extensions={"timeout": self._timeout.as_dict()},
         )
         last_event_id = headers.get("last-event-id")
         if method == "GET" and last_event_id is not None:

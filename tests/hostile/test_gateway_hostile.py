@@ -262,6 +262,23 @@ async def test_oversized_bodies_get_413_and_reach_nobody() -> None:
     assert up.requests == []
 
 
+async def test_requests_go_upstream_with_the_clients_headers_only() -> None:
+    """A forwarded request carries the client's headers (hop-by-hop ones aside) and none
+    that the gateway's HTTP client would add by default (``Accept-Encoding``,
+    ``User-Agent``): the upstream answers what the client asked for."""
+    up = Upstream(call=[sse("e1", result(7))])
+    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+        del http.headers["accept-encoding"], http.headers["user-agent"]
+        await initialize(http, gw.url)
+        await call_events(http, gw.url, **{"x-client": "yes"})
+        upstream_host = gw.gateway.upstream.split("/")[2]
+    (_, first, _), (_, second, _) = up.requests
+    for headers in (first, second):
+        assert "accept-encoding" not in headers and "user-agent" not in headers
+        assert headers["host"] == upstream_host  # the upstream's, not the gateway's
+    assert second["x-client"] == "yes" and second["mcp-session-id"] == SID
+
+
 async def test_the_gateway_keeps_no_upstream_cookie() -> None:
     """A cookie the upstream sets reaches the client, whose requests carry it or not; the
     gateway keeps none (its upstream pools are shared by sessions: a kept cookie would go
