@@ -37,7 +37,7 @@ session (its ``INFO stats``). Under this load an event's latency is mostly its w
 the other sessions' events in the clients' one event loop, so the latency the gateway
 adds per hop is measured apart, one session at a time (below).
 
-Then three probes, off the clock:
+Then four probes, off the clock:
 
 * **round trips** (Redis if available, else the memory store's operation count), in this
   process with an in-process harness server and replicas whose stores are counted:
@@ -55,6 +55,11 @@ Then three probes, off the clock:
   ``max_sessions``: asserted). ``tracemalloc`` attributes allocations to the gateway only
   with deep tracebacks, which slowed a 3-session run from under a second to minutes: not
   used.
+* **cost split**: one server process and one replica process, ``SPLIT_ROUNDS`` rounds of
+  ``SPLIT_SESSIONS`` concurrent sessions with no event and with ``2 * EVENTS`` events,
+  alternating: each part's CPU per session (the first) and per event (the difference).
+  The replica's share of a load of any shape follows from the two; the figures are
+  medians, and one run's noise moves them less than it moves one ratio of totals.
 * **one session at a time**: one server process and one replica process,
   ``LIGHT_REPEATS`` single sessions of ``EVENTS`` events per configuration, alternating,
   direct and through the replica: each event's latency without queueing, p50/p99, and
@@ -121,6 +126,8 @@ SESSIONS = _env_int("GATEWAY_BENCH_SESSIONS", 40)
 EVENTS = _env_int("GATEWAY_BENCH_EVENTS", 100)
 REPEATS = _env_int("GATEWAY_BENCH_REPEATS", 3)
 PROBE_SESSIONS = 10
+SPLIT_SESSIONS = 100
+SPLIT_ROUNDS = 3
 LIGHT_REPEATS = 5
 WAVES = 4
 TARGET_CPU_RATIO = 1.3
@@ -562,6 +569,50 @@ async def trips_probe(upstream: str, redis_url: str | None, sessions: int, event
     )
 
 
+@dataclass
+class Split:
+    """The split probe's figures: CPU seconds per session and per event of each part,
+    medians over the rounds."""
+
+    sessions: int
+    events: int
+    rounds: int
+    per_session: dict[str, float]
+    """``clients``, ``server``, ``gateway``: CPU seconds per session with no event."""
+    per_event: dict[str, float]
+    """The same parts: CPU seconds per progress event (the runs' difference)."""
+
+    def share(self, what: str) -> float:
+        """The replica's CPU over the clients' and server's together, per ``session`` or
+        per ``event``."""
+        f = self.per_session if what == "session" else self.per_event
+        return f["gateway"] / (f["clients"] + f["server"])
+
+
+def split_probe(sessions: int, events: int, rounds: int) -> Split:
+    """Per-session and per-event CPU of each part: one server process and one replica
+    process, ``rounds`` rounds of ``sessions`` sessions with no event and with
+    ``events`` events, alternating; per session from the first, per event from the
+    difference. What a replica adds to a load of any shape follows from the two."""
+    runs: dict[int, list[dict[str, float]]] = {0: [], events: []}
+    with deployment("gateway") as d:
+        run_quietly(many_sessions, d.urls, WARMUP_SESSIONS, 10)
+        for i in range(rounds):
+            for n in (0, events) if i % 2 == 0 else (events, 0):
+                gc.collect()
+                before, cpu = d.cpu(), time.process_time()
+                run_quietly(many_sessions, d.urls, sessions, n)
+                after = d.cpu()
+                runs[n].append(
+                    {"clients": time.process_time() - cpu}
+                    | {k: after[k] - before[k] for k in ("server", "gateway")}
+                )
+    med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in runs.items()}
+    per_session = {k: v / sessions for k, v in med[0].items()}
+    per_event = {k: (med[events][k] - med[0][k]) / (sessions * events) for k in med[0]}
+    return Split(sessions, events, rounds, per_session, per_event)
+
+
 def light_latency(events: int, repeats: int) -> dict[str, list[float]]:
     """Each event's latency with one session at a time (no queueing behind other
     sessions): what one hop through the gateway adds. One server process and one replica
@@ -679,6 +730,7 @@ class Report:
     memory: Memory
     light: dict[str, list[float]]
     """Per configuration, every event's latency of :func:`light_latency`."""
+    split: Split
     redis: str
     """``"on"``, or why the Redis rows are missing."""
     loadavg: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -726,7 +778,10 @@ def measure(sessions: int = SESSIONS, events: int = EVENTS, repeats: int = REPEA
         url = str(redis.url) if redis is not None else None
         trips, memory = run_quietly(_probes, url, sessions, events)
     light = light_latency(events, LIGHT_REPEATS)
-    report = Report(sessions, events, repeats, runs, trips, memory, light, why, os.getloadavg())
+    split = split_probe(min(sessions, SPLIT_SESSIONS), 2 * events, SPLIT_ROUNDS)
+    report = Report(
+        sessions, events, repeats, runs, trips, memory, light, split, why, os.getloadavg()
+    )
     for run in report.runs:
         assert run.presented == [1] * sessions, (run.config, Counter(run.presented))
         assert len(run.latencies) == sessions * events, run.config
@@ -748,7 +803,9 @@ def summary(report: Report) -> dict[str, dict[str, float]]:
     ``cpu_clients``, ``cpu_server``, ...), the CPU ratio over direct and the replicas'
     share of the configuration's CPU (Redis server included), latency p50 and p99 (ms,
     pooled over the runs), the most presentations of one elicitation, a replica's peak
-    RSS (the largest), Redis commands per session (median; NaN without Redis)."""
+    RSS (the largest), Redis commands per session (median; NaN without Redis), and
+    ``own_ratio``: 1 + the replicas' and Redis's CPU over direct's (the clients and server
+    counted as in the direct runs)."""
     out: dict[str, dict[str, float]] = {}
     for config in report.configs:
         runs = report.of(config)
@@ -769,9 +826,11 @@ def summary(report: Report) -> dict[str, dict[str, float]]:
         }
         for part in PARTS:
             figures[f"cpu_{part}"] = statistics.median(r.cpu_parts.get(part, 0.0) for r in runs)
+        figures["own"] = figures["cpu_gateway"] + figures["cpu_redis"]
         out[config] = figures
     for figures in out.values():
         figures["cpu_ratio"] = figures["cpu"] / out["direct"]["cpu"]
+        figures["own_ratio"] = 1 + figures["own"] / out["direct"]["cpu"]
     return out
 
 
@@ -821,10 +880,21 @@ def render(report: Report) -> str:
             lines.append(
                 f"{config}: CPU {f['cpu_ratio']:.2f}x direct ({verdict} the target <= "
                 f"{TARGET_CPU_RATIO}; the replicas{' and Redis' if config == 'redis' else ''}"
-                f" {100 * f['gateway_share']:.0f}% of it); latency added p50 "
+                f" {100 * f['gateway_share']:.0f}% of it; direct's CPU plus theirs "
+                f"{f['own_ratio']:.2f}x direct); latency added p50 "
                 f"{f['p50'] - d['p50']:+.2f} ms, p99 {f['p99'] - d['p99']:+.2f} ms; a "
                 f"replica's peak RSS {f['rss'] / 2**20:,.0f} MB"
             )
+    sp = report.split
+    lines.append(
+        f"cost split (one replica, {sp.sessions} sessions with 0 and {sp.events} events, "
+        f"{sp.rounds} rounds): per session clients {sp.per_session['clients'] * 1e3:.1f} ms, "
+        f"server {sp.per_session['server'] * 1e3:.1f} ms, replica "
+        f"{sp.per_session['gateway'] * 1e3:.1f} ms ({100 * sp.share('session'):.0f}% of the "
+        f"two); per event clients {sp.per_event['clients'] * 1e6:.0f} us, server "
+        f"{sp.per_event['server'] * 1e6:.0f} us, replica {sp.per_event['gateway'] * 1e6:.0f} "
+        f"us ({100 * sp.share('event'):.0f}%)"
+    )
     (d50, d99), (g50, g99) = light_summary(report)
     lines.append(
         f"one session at a time ({LIGHT_REPEATS} each, {report.events} events): latency "
@@ -987,6 +1057,7 @@ def main() -> Report:
         if config != "direct":
             record(f"gateway_{tag}_{config}_cpu_over_direct", round(f["cpu_ratio"], 3), "ratio")
             record(f"gateway_{tag}_{config}_cpu_share", round(f["gateway_share"], 3), "share")
+            record(f"gateway_{tag}_{config}_own_over_direct", round(f["own_ratio"], 3), "ratio")
             record(f"gateway_{tag}_{config}_replica_rss_mb", round(f["rss"] / 2**20, 1), "MB")
     t = report.trips
     unit = "round trips" if t.unit == "round trips" else "store calls"
@@ -997,6 +1068,11 @@ def main() -> Report:
     (d50, d99), (g50, g99) = light_summary(report)
     record("gateway_one_session_added_p50_ms", round(g50 - d50, 3), "ms")
     record("gateway_one_session_added_p99_ms", round(g99 - d99, 3), "ms")
+    sp = report.split
+    for part, value in sp.per_session.items():
+        record(f"gateway_split_{part}_per_session_ms", round(value * 1e3, 2), "ms")
+    for part, value in sp.per_event.items():
+        record(f"gateway_split_{part}_per_event_us", round(value * 1e6, 1), "us")
     record("gateway_bench_loadavg_1min", round(report.loadavg[0], 2), "load")
     return report
 

@@ -40,6 +40,10 @@ def test_the_gateway_bench_at_toy_size() -> None:
         "direct": 5 * gateway_bench.LIGHT_REPEATS,
         "gateway": 5 * gateway_bench.LIGHT_REPEATS,
     }
+    split = report.split
+    assert (split.sessions, split.events, split.rounds) == (3, 10, gateway_bench.SPLIT_ROUNDS)
+    assert set(split.per_session) == set(split.per_event) == {"clients", "server", "gateway"}
+    assert split.per_session["gateway"] > 0 and split.per_session["clients"] > 0
     text = gateway_bench.render(report)
     lines = text.splitlines()
     assert lines[0].startswith("3 sessions x 5 events + 1 elicitation")
@@ -47,7 +51,7 @@ def test_the_gateway_bench_at_toy_size() -> None:
     assert "none presented twice" in text
     assert "one session at a time" in text
     assert "load average during the run" in text
-    assert "peak RSS" in text
+    assert "peak RSS" in text and "cost split" in text
 
 
 def test_process_cpu_is_read_from_proc() -> None:
