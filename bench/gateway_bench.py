@@ -420,13 +420,18 @@ def server_process() -> contextlib.AbstractContextManager[Child]:
 
 
 def replica_process(
-    upstream: str, store: str = "memory", *, python: list[str] | None = None
+    upstream: str,
+    store: str = "memory",
+    *,
+    python: list[str] | None = None,
+    options: list[str] | None = None,
 ) -> contextlib.AbstractContextManager[Child]:
     """One gateway replica in its own process: ``python -m fsm gateway`` in front of
-    ``upstream``; ``python`` replaces the interpreter's part of the command (a profiler)."""
+    ``upstream``; ``python`` replaces the interpreter's part of the command (a profiler),
+    ``options`` are more of the command's options (``--loop asyncio``)."""
     command = python or [sys.executable, "-m", "fsm"]
     args = ["gateway", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", store]
-    return child("gateway", command + args)
+    return child("gateway", command + args + (options or []))
 
 
 @dataclass
@@ -1043,6 +1048,46 @@ def profile() -> None:
     )
 
 
+PAIRED_ROUNDS = 6
+PLAIN_STACK = ["--loop", "asyncio", "--http", "h11"]
+"""The replica options of the paired comparison's baseline: uvicorn's pure-Python stack."""
+
+
+def paired(rounds: int = PAIRED_ROUNDS, sessions: int = SPLIT_SESSIONS) -> list[float]:
+    """``python -m bench.gateway_bench paired``: two replicas in front of one server at
+    the same time, one with the command's defaults (uvloop and httptools when installed)
+    and one on asyncio and h11, half of ``sessions`` sessions of ``EVENTS`` events
+    through each; per round, the first replica's CPU over the second's. Both run in the
+    same seconds, so the machine's drift, which moves one configuration's CPU by a fifth
+    between runs, hits both alike (two replicas of one kind gave 0.93-1.05 this way, in a
+    run by hand). Returns the
+    rounds' ratios; records their median."""
+    ratios: list[float] = []
+    rows = []
+    with server_process() as server:
+        for i in range(rounds):
+            with (
+                replica_process(server.url) as fast,
+                replica_process(server.url, options=PLAIN_STACK) as plain,
+            ):
+                urls = [fast.url, plain.url] if i % 2 == 0 else [plain.url, fast.url]
+                run_quietly(many_sessions, urls, 2 * WARMUP_SESSIONS, 10)
+                before = fast.cpu(), plain.cpu()
+                run_quietly(many_sessions, urls, sessions, EVENTS)
+                spent = fast.cpu() - before[0], plain.cpu() - before[1]
+            ratios.append(spent[0] / spent[1])
+            rows.append((i + 1, round(spent[0], 2), round(spent[1], 2), round(ratios[-1], 3)))
+    table(rows, header=("round", "defaults CPU s", "asyncio + h11 CPU s", "ratio"))
+    print(
+        f"a replica with the defaults over one on asyncio and h11 ({sessions // 2} sessions x "
+        f"{EVENTS} events each, at once): median {statistics.median(ratios):.3f}, "
+        f"range {min(ratios):.3f}-{max(ratios):.3f}"
+    )
+    median = round(statistics.median(ratios), 3)
+    record("gateway_replica_defaults_over_plain_stack", median, "ratio")
+    return ratios
+
+
 def main() -> Report:
     """Measure, print the table, record the figures."""
     report = measure()
@@ -1085,5 +1130,7 @@ if __name__ == "__main__":
         raise SystemExit(profiled(sys.argv[2], sys.argv[3:]))
     elif command == ["profile"]:
         profile()
+    elif command == ["paired"]:
+        paired()
     else:
         main()

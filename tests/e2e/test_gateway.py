@@ -93,9 +93,13 @@ async def test_resume_on_the_other_replica_presents_once(cursor_recorded: bool) 
         assert [e.data for e in blank] == [""]
 
 
-async def test_the_command_line_gateway_serves_a_plain_client() -> None:
+@pytest.mark.parametrize(
+    "options", [[], ["--loop", "asyncio", "--http", "h11"]], ids=["defaults", "asyncio-h11"]
+)
+async def test_the_command_line_gateway_serves_a_plain_client(options: list[str]) -> None:
     """``python -m fsm gateway`` in a child process, in front of the real server: the
-    happy path through it, then a clean stop."""
+    happy path through it, then a clean stop; on the default stack (uvloop and httptools
+    when installed) and on uvicorn's pure-Python one."""
     import subprocess
     import sys
 
@@ -112,6 +116,7 @@ async def test_the_command_line_gateway_serves_a_plain_client() -> None:
                 server.url,
                 "--listen",
                 "127.0.0.1:0",
+                *options,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -8,6 +8,7 @@ Each row of docs/hostile.md's gateway table is one test here."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -306,11 +307,17 @@ async def test_the_gateway_keeps_no_upstream_cookie() -> None:
     ],
 )
 async def test_malformed_headers_get_400_and_reach_nobody(name: str, value: str) -> None:
+    """The gateway answers a header it must read that is not visible ASCII with a JSON-RPC
+    400; a control character breaks HTTP itself, and httptools (uvicorn's parser when it
+    is installed, as the gateway extra does) refuses it first with its own plain 400."""
     up = Upstream()
     async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
         r = await http.get(gw.url, headers={**HEAD, name: value.encode("latin-1")})
-    assert r.status_code == 400 and r.json()["error"]["code"] == -32600
-    assert up.requests == []
+    assert r.status_code == 400 and up.requests == []
+    if value == "\x7f" and importlib.util.find_spec("httptools") is not None:
+        assert r.text == "Invalid HTTP request received."
+    else:
+        assert r.json()["error"]["code"] == -32600
 
 
 @pytest.mark.parametrize(
