@@ -1050,41 +1050,87 @@ def profile() -> None:
 
 PAIRED_ROUNDS = 6
 PLAIN_STACK = ["--loop", "asyncio", "--http", "h11"]
-"""The replica options of the paired comparison's baseline: uvicorn's pure-Python stack."""
+"""The replica options of the stack comparison's baseline: uvicorn's pure-Python stack."""
 
 
-def paired(rounds: int = PAIRED_ROUNDS, sessions: int = SPLIT_SESSIONS) -> list[float]:
-    """``python -m bench.gateway_bench paired``: two replicas in front of one server at
-    the same time, one with the command's defaults (uvloop and httptools when installed)
-    and one on asyncio and h11, half of ``sessions`` sessions of ``EVENTS`` events
-    through each; per round, the first replica's CPU over the second's. Both run in the
-    same seconds, so the machine's drift, which moves one configuration's CPU by a fifth
-    between runs, hits both alike (two replicas of one kind gave 0.93-1.05 this way, in a
-    run by hand). Returns the
-    rounds' ratios; records their median."""
+@dataclass(frozen=True)
+class Pair:
+    """Two replica kinds compared side by side: names, ``fsm gateway`` options, stores
+    (``"redis"``: the loopback Redis server's URL), and the figure recorded."""
+
+    first: str
+    first_options: tuple[str, ...]
+    first_store: str
+    second: str
+    second_options: tuple[str, ...]
+    second_store: str
+    figure: str
+
+
+PAIRS = {
+    "stack": Pair(
+        "defaults", (), "memory", "asyncio + h11", tuple(PLAIN_STACK), "memory",
+        "gateway_replica_defaults_over_plain_stack",
+    ),
+    "store": Pair(
+        "Redis store", (), "redis", "memory store", (), "memory",
+        "gateway_replica_redis_store_over_memory_store",
+    ),
+    "same": Pair("one", (), "memory", "another", (), "memory", "gateway_replica_same_kind"),
+}  # fmt: skip
+"""What ``python -m bench.gateway_bench paired [NAME]`` compares (``stack`` by default;
+``same``: two replicas of one kind, the method's own noise)."""
+
+
+def paired(
+    name: str = "stack", rounds: int = PAIRED_ROUNDS, sessions: int = SPLIT_SESSIONS
+) -> list[float]:
+    """``python -m bench.gateway_bench paired [NAME]``: two replicas of the kinds of
+    ``PAIRS[name]`` in front of one server at the same time, half of ``sessions``
+    sessions of ``EVENTS`` events through each; per round, the first replica's CPU over
+    the second's. Both run in the same seconds, so the machine's drift, which moves one
+    configuration's CPU by a fifth between runs, hits both alike; which one starts first
+    alternates by round. Returns the rounds' ratios; records their median."""
+    pair = PAIRS[name]
     ratios: list[float] = []
     rows = []
-    with server_process() as server:
-        for i in range(rounds):
-            with (
-                replica_process(server.url) as fast,
-                replica_process(server.url, options=PLAIN_STACK) as plain,
-            ):
-                urls = [fast.url, plain.url] if i % 2 == 0 else [plain.url, fast.url]
-                run_quietly(many_sessions, urls, 2 * WARMUP_SESSIONS, 10)
-                before = fast.cpu(), plain.cpu()
-                run_quietly(many_sessions, urls, sessions, EVENTS)
-                spent = fast.cpu() - before[0], plain.cpu() - before[1]
-            ratios.append(spent[0] / spent[1])
-            rows.append((i + 1, round(spent[0], 2), round(spent[1], 2), round(ratios[-1], 3)))
-    table(rows, header=("round", "defaults CPU s", "asyncio + h11 CPU s", "ratio"))
+    with _redis() as (redis, why):
+        if "redis" in (pair.first_store, pair.second_store) and redis is None:
+            raise RuntimeError(f"paired {name} needs Redis: {why}")
+
+        def store(kind: str) -> str:
+            return str(redis.url) if kind == "redis" else kind
+
+        kinds = [
+            (store(pair.first_store), list(pair.first_options)),
+            (store(pair.second_store), list(pair.second_options)),
+        ]
+        with server_process() as server:
+            for i in range(rounds):
+                # which kind starts first, and so where the kernel places it, alternates:
+                # in a run by hand the first-started of two like replicas took 0.92x
+                order = (0, 1) if i % 2 == 0 else (1, 0)
+                with contextlib.ExitStack() as stack:
+                    started = {
+                        k: stack.enter_context(
+                            replica_process(server.url, kinds[k][0], options=kinds[k][1])
+                        )
+                        for k in order
+                    }
+                    urls = [started[k].url for k in order]
+                    run_quietly(many_sessions, urls, 2 * WARMUP_SESSIONS, 10)
+                    before = started[0].cpu(), started[1].cpu()
+                    run_quietly(many_sessions, urls, sessions, EVENTS)
+                    spent = started[0].cpu() - before[0], started[1].cpu() - before[1]
+                ratios.append(spent[0] / spent[1])
+                rows.append((i + 1, round(spent[0], 2), round(spent[1], 2), round(ratios[-1], 3)))
+    table(rows, header=("round", f"{pair.first} CPU s", f"{pair.second} CPU s", "ratio"))
     print(
-        f"a replica with the defaults over one on asyncio and h11 ({sessions // 2} sessions x "
-        f"{EVENTS} events each, at once): median {statistics.median(ratios):.3f}, "
+        f"a replica with the {pair.first} over one with the {pair.second} ({sessions // 2} "
+        f"sessions x {EVENTS} events each, at once): median {statistics.median(ratios):.3f}, "
         f"range {min(ratios):.3f}-{max(ratios):.3f}"
     )
-    median = round(statistics.median(ratios), 3)
-    record("gateway_replica_defaults_over_plain_stack", median, "ratio")
+    record(pair.figure, round(statistics.median(ratios), 3), "ratio")
     return ratios
 
 
@@ -1131,6 +1177,6 @@ if __name__ == "__main__":
     elif command == ["profile"]:
         profile()
     elif command == ["paired"]:
-        paired()
+        paired(sys.argv[2] if len(sys.argv) > 2 else "stack")
     else:
         main()
