@@ -185,6 +185,8 @@ class Gateway:
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         if self.limits.upstream_pools < 1:
             raise ValueError("GatewayLimits.upstream_pools must be >= 1")
+        if self.limits.upstream_connections is not None and self.limits.upstream_connections < 1:
+            raise ValueError("GatewayLimits.upstream_connections must be None or >= 1")
         self._pools: list[httpx2.AsyncClient] = []
         self._dealt = 0
         """Sessions dealt a pool so far (the next one gets ``_pools[_dealt % len]``)."""

@@ -31,9 +31,17 @@ def test_a_cap_is_shared_out_and_adds_up(cap: int | None, pools: int, shares: li
         assert sum(s for s in shares if s is not None) == cap
 
 
-def test_no_pool_is_refused() -> None:
-    with pytest.raises(ValueError, match="upstream_pools"):
-        Gateway("http://127.0.0.1:1/mcp", limits=GatewayLimits(upstream_pools=0))
+@pytest.mark.parametrize(
+    ("limits", "named"),
+    [
+        (GatewayLimits(upstream_pools=0), "upstream_pools"),
+        (GatewayLimits(upstream_connections=0), "upstream_connections"),
+    ],
+)
+def test_no_pool_and_no_connection_are_refused(limits: GatewayLimits, named: str) -> None:
+    """A gateway that could never reach its upstream is refused at construction."""
+    with pytest.raises(ValueError, match=named):
+        Gateway("http://127.0.0.1:1/mcp", limits=limits)
 
 
 def test_sessions_are_dealt_the_pools_in_turn() -> None:
