@@ -181,6 +181,8 @@ class Gateway:
         self.config = config
         self.limits = limits or GatewayLimits()
         self._timeout = timeout or httpx2.Timeout(30.0, read=300.0)
+        self._timeouts = self._timeout.as_dict()
+        """What a forwarded request's ``timeout`` extension holds (made once)."""
         self._upstream_url = httpx2.URL(upstream)
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         if self.limits.upstream_pools < 1:
@@ -326,7 +328,7 @@ class Gateway:
             url,
             headers=[(k, v) for k, v in headers.items() if k not in _HOP_BY_HOP],
             content=body,
-            extensions={"timeout": self._timeout.as_dict()},
+            extensions={"timeout": self._timeouts},
         )
         last_event_id = headers.get("last-event-id")
         if method == "GET" and last_event_id is not None:
@@ -564,7 +566,7 @@ def _pool_limits(limits: GatewayLimits) -> list[httpx2.Limits]:
     """Each upstream pool's limits: ``upstream_pools`` of them, a cap on connections
     shared out so that they add up to it (one pool per connection when it is smaller)."""
     cap = limits.upstream_connections
-    count = limits.upstream_pools if cap is None else max(1, min(limits.upstream_pools, cap))
+    count = limits.upstream_pools if cap is None else min(limits.upstream_pools, cap)
     shares: list[int | None] = (
         [None] * count if cap is None else [cap // count + (i < cap % count) for i in range(count)]
     )
