@@ -95,6 +95,7 @@ held session, a replica's peak RSS, latency added one session at a time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import importlib
 import math
@@ -108,7 +109,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -387,6 +388,11 @@ class Child:
         return cpu_seconds(self.pid)
 
 
+def cpu_of(children: Mapping[str, Child]) -> dict[str, float]:
+    """CPU seconds so far of each named child process."""
+    return {name: c.cpu() for name, c in children.items()}
+
+
 @contextlib.contextmanager
 def child(name: str, args: list[str]) -> Iterator[Child]:
     """Start ``args`` in :data:`ROOT`, wait for the first line on its stdout (where it
@@ -483,6 +489,28 @@ def redis_counter(redis: Any) -> Iterator[Callable[[], int]]:
 
 
 @dataclass
+class Spent:
+    """What one load cost: its sessions' results, wall seconds, CPU seconds per process."""
+
+    results: list[SessionResult]
+    wall: float
+    cpu: dict[str, float]
+    """``clients`` (this process) and every process ``others`` named."""
+
+
+def spent_on(
+    urls: list[str], sessions: int, events: int, others: Callable[[], dict[str, float]]
+) -> Spent:
+    """Run ``sessions`` sessions of ``events`` events on ``urls``; the CPU this process
+    (``clients``) and the processes ``others()`` reads (CPU seconds so far, by name)
+    spent over it, and its wall time."""
+    before, cpu, started = others(), time.process_time(), time.perf_counter()
+    results = run_quietly(many_sessions, urls, sessions, events)
+    wall, cpu, after = time.perf_counter() - started, time.process_time() - cpu, others()
+    return Spent(results, wall, {"clients": cpu} | {k: after[k] - before[k] for k in after})
+
+
+@dataclass
 class Run:
     """One timed run of one configuration."""
 
@@ -515,21 +543,17 @@ def timed_run(config: str, sessions: int, events: int, redis: Any = None) -> Run
         gc.collect()
         gc.freeze()
         try:
-            parts = d.cpu()
-            started, cpu = time.perf_counter(), time.process_time()
-            results = run_quietly(many_sessions, d.urls, sessions, events)
-            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-            parts = {k: v - parts[k] for k, v in d.cpu().items()}
+            spent = spent_on(d.urls, sessions, events, d.cpu)
         finally:
             gc.unfreeze()
-        if count is not None and commands is not None:
+        if count is not None and commands is not None:  # (both or neither)
             commands = count() - commands - 1
         return Run(
             config,
-            wall,
-            {"clients": cpu, **parts},
-            [lat for r in results for lat in r.latencies],
-            [r.presented for r in results],
+            spent.wall,
+            spent.cpu,
+            [lat for r in spent.results for lat in r.latencies],
+            [r.presented for r in spent.results],
             max((peak_rss(r.pid) for r in d.replicas), default=0),
             commands,
         )
@@ -605,13 +629,7 @@ def split_probe(sessions: int, events: int, rounds: int) -> Split:
         for i in range(rounds):
             for n in (0, events) if i % 2 == 0 else (events, 0):
                 gc.collect()
-                before, cpu = d.cpu(), time.process_time()
-                run_quietly(many_sessions, d.urls, sessions, n)
-                after = d.cpu()
-                runs[n].append(
-                    {"clients": time.process_time() - cpu}
-                    | {k: after[k] - before[k] for k in ("server", "gateway")}
-                )
+                runs[n].append(spent_on(d.urls, sessions, n, d.cpu).cpu)
     med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in runs.items()}
     per_session = {k: v / sessions for k, v in med[0].items()}
     per_event = {k: (med[events][k] - med[0][k]) / (sessions * events) for k in med[0]}
@@ -1054,57 +1072,46 @@ PLAIN_STACK = ["--loop", "asyncio", "--http", "h11"]
 
 
 @dataclass(frozen=True)
-class Pair:
-    """Two replica kinds compared side by side: names, ``fsm gateway`` options, stores
-    (``"redis"``: the loopback Redis server's URL), and the figure recorded."""
+class Kind:
+    """A kind of replica: its name, ``fsm gateway`` options, and store (``"redis"``: the
+    loopback Redis server's URL)."""
 
-    first: str
-    first_options: tuple[str, ...]
-    first_store: str
-    second: str
-    second_options: tuple[str, ...]
-    second_store: str
-    figure: str
+    name: str
+    options: tuple[str, ...] = ()
+    store: str = "memory"
 
 
 PAIRS = {
-    "stack": Pair(
-        "defaults", (), "memory", "asyncio + h11", tuple(PLAIN_STACK), "memory",
+    "stack": (
+        Kind("defaults"),
+        Kind("asyncio + h11", tuple(PLAIN_STACK)),
         "gateway_replica_defaults_over_plain_stack",
     ),
-    "store": Pair(
-        "Redis store", (), "redis", "memory store", (), "memory",
+    "store": (
+        Kind("Redis store", store="redis"),
+        Kind("memory store"),
         "gateway_replica_redis_store_over_memory_store",
     ),
-    "same": Pair("one", (), "memory", "another", (), "memory", "gateway_replica_same_kind"),
-}  # fmt: skip
-"""What ``python -m bench.gateway_bench paired [NAME]`` compares (``stack`` by default;
-``same``: two replicas of one kind, the method's own noise)."""
+    "same": (Kind("one"), Kind("another"), "gateway_replica_same_kind"),
+}
+"""What ``python -m bench.gateway_bench paired [NAME]`` compares, and the figure it records
+(``stack`` by default; ``same``: two replicas of one kind, the method's own noise)."""
 
 
-def paired(
+def measure_paired(
     name: str = "stack", rounds: int = PAIRED_ROUNDS, sessions: int = SPLIT_SESSIONS
-) -> list[float]:
-    """``python -m bench.gateway_bench paired [NAME]``: two replicas of the kinds of
-    ``PAIRS[name]`` in front of one server at the same time, half of ``sessions``
-    sessions of ``EVENTS`` events through each; per round, the first replica's CPU over
-    the second's. Both run in the same seconds, so the machine's drift, which moves one
-    configuration's CPU by a fifth between runs, hits both alike; which one starts first
-    alternates by round. Returns the rounds' ratios; records their median."""
-    pair = PAIRS[name]
-    ratios: list[float] = []
-    rows = []
+) -> list[tuple[float, float]]:
+    """Two replicas of the kinds of ``PAIRS[name]`` in front of one server at the same
+    time, half of ``sessions`` sessions of ``EVENTS`` events through each, ``rounds``
+    times: each round's CPU seconds of the first and of the second. Both run in the same
+    seconds, so the machine's drift, which moves one configuration's CPU by a fifth
+    between runs, hits both alike; which one starts first alternates by round."""
+    kinds = PAIRS[name][:2]
+    spent: list[tuple[float, float]] = []
     with _redis() as (redis, why):
-        if "redis" in (pair.first_store, pair.second_store) and redis is None:
+        if any(k.store == "redis" for k in kinds) and redis is None:
             raise RuntimeError(f"paired {name} needs Redis: {why}")
-
-        def store(kind: str) -> str:
-            return str(redis.url) if kind == "redis" else kind
-
-        kinds = [
-            (store(pair.first_store), list(pair.first_options)),
-            (store(pair.second_store), list(pair.second_options)),
-        ]
+        stores = [str(redis.url) if k.store == "redis" else k.store for k in kinds]
         with server_process() as server:
             for i in range(rounds):
                 # which kind starts first, and so where the kernel places it, alternates:
@@ -1113,24 +1120,34 @@ def paired(
                 with contextlib.ExitStack() as stack:
                     started = {
                         k: stack.enter_context(
-                            replica_process(server.url, kinds[k][0], options=kinds[k][1])
+                            replica_process(server.url, stores[k], options=list(kinds[k].options))
                         )
                         for k in order
                     }
                     urls = [started[k].url for k in order]
                     run_quietly(many_sessions, urls, 2 * WARMUP_SESSIONS, 10)
-                    before = started[0].cpu(), started[1].cpu()
-                    run_quietly(many_sessions, urls, sessions, EVENTS)
-                    spent = started[0].cpu() - before[0], started[1].cpu() - before[1]
-                ratios.append(spent[0] / spent[1])
-                rows.append((i + 1, round(spent[0], 2), round(spent[1], 2), round(ratios[-1], 3)))
-    table(rows, header=("round", f"{pair.first} CPU s", f"{pair.second} CPU s", "ratio"))
-    print(
-        f"a replica with the {pair.first} over one with the {pair.second} ({sessions // 2} "
-        f"sessions x {EVENTS} events each, at once): median {statistics.median(ratios):.3f}, "
-        f"range {min(ratios):.3f}-{max(ratios):.3f}"
+                    named = {"first": started[0], "second": started[1]}
+                    cpu = spent_on(urls, sessions, EVENTS, functools.partial(cpu_of, named)).cpu
+                spent.append((cpu["first"], cpu["second"]))
+    return spent
+
+
+def paired(name: str = "stack") -> list[float]:
+    """``python -m bench.gateway_bench paired [NAME]``: :func:`measure_paired`, a table of
+    its rounds and the first replica's CPU over the second's; records their median."""
+    first, second, figure = PAIRS[name]
+    spent = measure_paired(name)
+    ratios = [a / b for a, b in spent]
+    table(
+        [(i + 1, round(a, 2), round(b, 2), round(a / b, 3)) for i, (a, b) in enumerate(spent)],
+        header=("round", f"{first.name} CPU s", f"{second.name} CPU s", "ratio"),
     )
-    record(pair.figure, round(statistics.median(ratios), 3), "ratio")
+    print(
+        f"a replica with the {first.name} over one with the {second.name} "
+        f"({SPLIT_SESSIONS // 2} sessions x {EVENTS} events each, at once): median "
+        f"{statistics.median(ratios):.3f}, range {min(ratios):.3f}-{max(ratios):.3f}"
+    )
+    record(figure, round(statistics.median(ratios), 3), "ratio")
     return ratios
 
 

@@ -77,3 +77,12 @@ def test_process_cpu_is_read_from_proc() -> None:
         finally:
             child.stdin.close()
             child.wait()
+
+
+def test_the_paired_comparison_at_toy_size() -> None:
+    """Two replicas at once, two rounds (which starts first alternates): each round
+    measures both replicas' CPU over the same load."""
+    spent = gateway_bench.measure_paired("same", rounds=2, sessions=4)
+    assert len(spent) == 2
+    assert all(first >= 0 and second >= 0 for first, second in spent)
+    assert sum(first + second for first, second in spent) > 0
