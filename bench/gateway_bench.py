@@ -80,7 +80,7 @@ Found by this benchmark and fixed in the gateway: an upstream pool capped at htt
 with ``PoolTimeout``); idle connections kept as long as the server keeps them (one
 reused as the server closed it: ``ReadError``); one upstream pool for all sessions,
 whose every request scanned every connection (the gateway's CPU grew with the square of
-its sessions): sessions now share ``GatewayLimits.upstream_pools`` pools in turn;
+its sessions; the upstream connections are now aiohttp's, whose pool does not scan);
 ``upstream_connections`` and ``upstream_idle_s`` say the first two. And in the Redis
 store: redis-py's default pool failed the operations past its 100 connections at once,
 so that one replica with 200 sessions beginning together lost some sessions' records
@@ -678,14 +678,14 @@ def held_bytes(gateway: Any) -> int:
     """Bytes of every object reachable from the replica's held sessions (its guards,
     event logs, stream and id tables, connections they own), each object counted once;
     the traversal stops at what the replica shares (the gateway itself, its upstream HTTP
-    clients, task group, store), at modules, classes and module globals, and at the event
+    client, task group, store), at modules, classes and module globals, and at the event
     loop."""
     import asyncio
     import sys
     import types
 
     sessions = gateway._sessions  # read only: the held sessions
-    stop = {id(x) for x in (gateway, sessions, gateway._tg, gateway.store, *gateway._pools)}
+    stop = {id(x) for x in (gateway, sessions, gateway._tg, gateway.store, gateway._http)}
     stop.add(id(asyncio.get_running_loop()))
     stop.update(id(vars(m)) for m in list(sys.modules.values()) if m is not None)
     opaque = (type, types.ModuleType, types.FrameType)

@@ -61,6 +61,7 @@ from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.gateway.ids import GatewayEventId, IdRewriter, parse_event_id
 from fsm.gateway.store import Cursor, MemoryStore, StateStore, StoreUnavailableError
+from fsm.gateway.upstream import AiohttpTransport
 from fsm.guard import Guard, GuardConfig
 from fsm.observe import ObservedGuard
 
@@ -124,16 +125,8 @@ class GatewayLimits:
     observations: int = 1_000
     """Observations each session's event log keeps (the monitor checks them all)."""
     upstream_connections: int | None = None
-    """Connections to the upstream at once, over all pools (``None``: as many as the
-    sessions need; each streaming session holds two: its call's POST stream and its
-    standalone GET). A cap is shared out among the pools (at most one pool per
-    connection), so that the pools together never hold more."""
-    upstream_pools: int = 64
-    """Upstream connection pools; sessions are dealt to them in turn and a session keeps
-    its pool. A pool scans all its connections on every request it sends and every
-    response it ends (httpx2), so one pool for every session costs CPU that grows with
-    the square of the sessions; a few sessions per pool keep that scan short, and a
-    pool's idle connections are still reused by its other sessions."""
+    """Connections to the upstream at once (``None``: as many as the sessions need; each
+    streaming session holds two: its call's POST stream and its standalone GET)."""
     upstream_idle_s: float = 1.0
     """Seconds an idle upstream connection is kept for reuse: shorter than servers keep
     an idle connection (uvicorn: 5 s), so a reused one is never one the server is closing."""
@@ -185,13 +178,9 @@ class Gateway:
         """What a forwarded request's ``timeout`` extension holds (made once)."""
         self._upstream_url = httpx2.URL(upstream)
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
-        if self.limits.upstream_pools < 1:
-            raise ValueError("GatewayLimits.upstream_pools must be >= 1")
         if self.limits.upstream_connections is not None and self.limits.upstream_connections < 1:
             raise ValueError("GatewayLimits.upstream_connections must be None or >= 1")
-        self._pools: list[httpx2.AsyncClient] = []
-        self._dealt = 0
-        """Sessions dealt a pool so far (the next one gets ``_pools[_dealt % len]``)."""
+        self._http: httpx2.AsyncClient | None = None
         self._tg: TaskGroup | None = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -206,18 +195,17 @@ class Gateway:
         connect = getattr(self.store, "connect", None)
         if connect is not None:  # a remote store's start-up check (fails: no start)
             await connect()
-        tls = httpx2.create_ssl_context()  # one for all pools: each would load the CA bundle
+        transport = AiohttpTransport(
+            connections=self.limits.upstream_connections, idle_s=self.limits.upstream_idle_s
+        )
         async with contextlib.AsyncExitStack() as stack:
-            pools = [
-                await stack.enter_async_context(
-                    httpx2.AsyncClient(
-                        timeout=self._timeout, limits=limits, verify=tls, cookies=_no_cookies()
-                    )
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(
+                    transport=transport, timeout=self._timeout, cookies=_no_cookies()
                 )
-                for limits in _pool_limits(self.limits)
-            ]
+            )
             tg = await stack.enter_async_context(anyio.create_task_group())
-            self._pools, self._tg = pools, tg
+            self._http, self._tg = http, tg
             try:
                 yield self
             finally:
@@ -225,7 +213,7 @@ class Gateway:
                     session.engine.close()
                 self._sessions.clear()
                 tg.cancel_scope.cancel()
-                self._pools, self._tg = [], None
+                self._http, self._tg = None, None
 
     @property
     def sessions(self) -> int:
@@ -426,7 +414,7 @@ class Gateway:
         newest event passed on as the stream's cursor in the store."""
         done = session.engine.guard.stream_state(stream) == "done"
         if done and stream not in session.finals and len(last) <= self.limits.max_final:
-            session.finals[stream] = last
+            session.finals[stream] = _final_event(last)
         if ids.last is not None and session.engine.session:
             cursor = Cursor(ids.position, ids.last)
             self._spawn(self.store.save_cursor, session.engine.session, stream, cursor)
@@ -454,13 +442,11 @@ class Gateway:
         return session
 
     def _new_session(self, sid: str | None) -> _Session:
-        assert self._tg is not None and self._pools
+        assert self._tg is not None and self._http is not None
         observed = ObservedGuard(
             Guard(clock=time.monotonic, config=self.config), log_limit=self.limits.observations
         )
-        http = self._pools[self._dealt % len(self._pools)]
-        self._dealt += 1
-        engine = core._Engine(observed, http, self._tg, self.upstream, _BINDING)
+        engine = core._Engine(observed, self._http, self._tg, self.upstream, _BINDING)
         session = _Session(engine, core.bind(httpx2).transport(engine))
         if sid is not None:  # a session another replica (or an earlier process) began
             engine.session = sid
@@ -556,28 +542,20 @@ class Gateway:
 
 
 def _no_cookies() -> CookieJar:
-    """A cookie jar that keeps nothing. A pool's client is shared by sessions: a cookie it
-    kept from one session's response would go out with the other sessions' requests.
-    The upstream's ``Set-Cookie`` reaches the client, whose requests carry it or not."""
+    """A cookie jar that keeps nothing. The upstream client is shared by sessions: a
+    cookie it kept from one session's response would go out with the other sessions'
+    requests (the gateway's own resumes and answer submissions, which it builds). The
+    upstream's ``Set-Cookie`` reaches the client, whose requests carry it or not."""
     return CookieJar(DefaultCookiePolicy(allowed_domains=[]))
 
 
-def _pool_limits(limits: GatewayLimits) -> list[httpx2.Limits]:
-    """Each upstream pool's limits: ``upstream_pools`` of them, a cap on connections
-    shared out so that they add up to it (one pool per connection when it is smaller)."""
-    cap = limits.upstream_connections
-    count = limits.upstream_pools if cap is None else min(limits.upstream_pools, cap)
-    shares: list[int | None] = (
-        [None] * count if cap is None else [cap // count + (i < cap % count) for i in range(count)]
-    )
-    return [
-        httpx2.Limits(
-            max_connections=share,
-            max_keepalive_connections=share,
-            keepalive_expiry=limits.upstream_idle_s,
-        )
-        for share in shares
-    ]
+def _final_event(piece: bytes) -> bytes:
+    """The last event of ``piece`` (whole events, as passed on): a finished stream's
+    response. One read of the upstream can carry several events; a resume that lost the
+    result gets the result alone, not the events before it again (a request among them
+    would reach the client twice)."""
+    events = core._SseParser().feed(piece)
+    return (events[-1].raw + "\n\n").encode() if events else piece
 
 
 class _Full(Exception):

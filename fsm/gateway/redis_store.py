@@ -98,6 +98,7 @@ DEFAULT_MAX_CONNECTIONS = 64
 """Connections a store made by :meth:`RedisStore.from_url` opens at most; more operations
 at once wait for one (within their timeout)."""
 
+
 def _advance_lua(key: str) -> str:
     """Lua that advances the cursor at ``key`` to position ARGV[2] (event id ARGV[3])
     unless it is at or past it, with the TTL ARGV[1] in milliseconds. Lua compares the

@@ -68,11 +68,12 @@ class Upstream:
     of every resume GET. Counts what it received."""
 
     call: list[bytes] = field(default_factory=list)
-    replay: Callable[[str], list[bytes]] = lambda cursor: []
+    replay: Callable[[str], list[bytes | anyio.Event]] = lambda cursor: []
     complete: bool = True
     requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
     hold: Any = None  # an anyio.Event: a call's stream stays open until it is set
     set_cookie: bytes | None = None  # a Set-Cookie header on the initialize response
+    answered: anyio.Event = field(default_factory=anyio.Event)  # set by an answer POST
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -90,7 +91,7 @@ class Upstream:
                 break
         self.requests.append((scope["method"], headers, body))
         msg = json.loads(body) if body else None
-        out: list[bytes]
+        out: list[bytes | anyio.Event]
         if (
             scope["method"] == "POST"
             and isinstance(msg, dict)
@@ -115,6 +116,8 @@ class Upstream:
         elif scope["method"] == "GET" and "last-event-id" in headers:
             out = self.replay(headers["last-event-id"])
         else:
+            if isinstance(msg, dict) and "method" not in msg:
+                self.answered.set()
             await send({"type": "http.response.start", "status": 202, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
@@ -126,6 +129,9 @@ class Upstream:
             }
         )
         for piece in out:
+            if isinstance(piece, anyio.Event):  # the script waits, as a server awaits input
+                await piece.wait()
+                continue
             await send({"type": "http.response.body", "body": piece, "more_body": True})
         if self.hold is not None and scope["method"] == "POST":
             await self.hold.wait()
@@ -283,18 +289,25 @@ async def test_requests_go_upstream_with_the_clients_headers_only() -> None:
 async def test_the_gateway_keeps_no_upstream_cookie() -> None:
     """A cookie the upstream sets reaches the client, whose requests carry it or not; the
     gateway keeps none (its upstream pools are shared by sessions: a kept cookie would go
-    out with other sessions' requests, its own answer submissions included)."""
-    up = Upstream(call=[sse("e1", result(7))], set_cookie=b"affinity=a1; Path=/")
+    out with other sessions' requests, its own answer submissions and resumes included).
+    The call's stream breaks, so the gateway's own resume goes upstream too."""
+    up = Upstream(
+        call=[sse("e1", "")],
+        replay=lambda cursor: [sse("e2", result(7))],
+        complete=False,
+        set_cookie=b"affinity=a1; Path=/",
+    )
     async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
         body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
         r = await http.post(gw.url, json=body, headers=HEAD)
         assert r.headers["set-cookie"] == "affinity=a1; Path=/"
         http.cookies.clear()  # this client does not send it back
-        assert [data for _, data in await call_events(http, gw.url)] == [json.dumps(result(7))]
+        events = await call_events(http, gw.url)
+        assert [data for _, data in events] == ["", json.dumps(result(7))]
         with_cookie = {**HEAD, "mcp-session-id": SID, "cookie": "affinity=a1"}
         await http.post(gw.url, json={"jsonrpc": "2.0", "method": "x"}, headers=with_cookie)
-    cookies = [headers.get("cookie") for _, headers, _ in up.requests]
-    assert cookies == [None, None, "affinity=a1"]
+    sent = [(method, headers.get("cookie")) for method, headers, _ in up.requests]
+    assert sent == [("POST", None), ("POST", None), ("GET", None), ("POST", "affinity=a1")]
 
 
 @pytest.mark.parametrize(
@@ -427,15 +440,15 @@ async def test_a_replica_answers_a_replayed_request_from_the_stored_answer() -> 
     await store.begin_session(SID)
     await store.claim(SID, 1)
     await store.save_answer(SID, 1, answer)
-    up = Upstream(replay=lambda cursor: [sse("e2", elicit(1)), sse("e3", result(7))])
+    up = Upstream()
+    # the server replays the request and, as a server does, ends the call once answered
+    up.replay = lambda cursor: [sse("e2", elicit(1)), up.answered, sse("e3", result(7))]
     cursor = IdRewriter("post:7").rewrite(b"id: e1\n").decode().split()[-1]
     async with gateway_for(up, store=store) as gw, httpx2.AsyncClient() as http:
         h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
-        async with http.stream("GET", gw.url, headers=h) as r:
-            events = parse(b"".join([c async for c in r.aiter_raw()]))
-        with anyio.fail_after(10):
-            while not [b for m, _, b in up.requests if m == "POST"]:
-                await anyio.sleep(0.01)  # the submission runs in the background
+        with anyio.fail_after(10):  # the answer is submitted while the stream is open
+            async with http.stream("GET", gw.url, headers=h) as r:
+                events = parse(b"".join([c async for c in r.aiter_raw()]))
     assert requests_of(events, 1) == 0
     assert next(d for _, d in events) == ""  # blanked, its id kept
     [(_, _, body)] = [q for q in up.requests if q[0] == "POST"]
@@ -443,11 +456,21 @@ async def test_a_replica_answers_a_replayed_request_from_the_stored_answer() -> 
     assert [h["last-event-id"] for m, h, _ in up.requests if m == "GET"] == ["e1"]
 
 
-async def test_a_resume_of_a_finished_stream_gets_its_result_again() -> None:
+@pytest.mark.parametrize(
+    "call",
+    [
+        [sse("e1", ""), sse("e2", result(7))],
+        # one upstream read holding a server request and the result: the resume gets the
+        # result alone, not that request a second time
+        [sse("e1", elicit(1)) + sse("e2", result(7))],
+    ],
+    ids=["two-reads", "one-read"],
+)
+async def test_a_resume_of_a_finished_stream_gets_its_result_again(call: list[bytes]) -> None:
     """The call's result was passed on, but the client resumes anyway (its connection
     broke before the result reached it): the gateway answers from the result it kept,
     with no upstream traffic; the result keeps its rewritten id."""
-    up = Upstream(call=[sse("e1", ""), sse("e2", result(7))])
+    up = Upstream(call=call)
     async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
         await initialize(http, gw.url)
         first = await call_events(http, gw.url)

@@ -1,0 +1,189 @@
+"""The gateway's upstream connections: an ``httpx2`` transport on an ``aiohttp`` connector.
+
+The guarded-transport core speaks ``httpx2`` (it is the SDK's HTTP library), so the
+gateway keeps ``httpx2``'s request and response types and swaps only what moves the
+bytes. ``httpx2``'s own transport (``httpcore2`` on ``h11`` and ``anyio`` streams) parses
+every upstream response in Python; ``aiohttp``'s parser and connection pool are C
+(``llhttp``) and dict lookups. Side by side, streaming server-sent events through this
+transport cost the client process about a third of the CPU of ``httpx2``'s default
+transport (docs/gateway.md gives what it saves a replica).
+
+Contract: :class:`AiohttpTransport` is an ``httpx2.AsyncBaseTransport``. It sends a
+request's method, URL and headers as given (nothing added but ``Host`` when missing and
+the body's ``Content-Length``: no ``User-Agent``, ``Accept``, ``Accept-Encoding`` or
+``Content-Type`` of its own), never follows a redirect, keeps no cookie, reads no proxy
+from the environment, and does not decode the body (``httpx2`` decodes it for
+``aiter_bytes``). Failures are raised as ``httpx2``'s exceptions (:func:`_translated`),
+while sending and while the body is read. A body closed before its end closes its
+connection (the upstream sees the client go); a body read to its end returns the
+connection to the pool.
+
+Limits: it runs on an ``asyncio`` loop only (uvloop included), HTTP/1.1 only; of a
+request's ``timeout`` extension, ``connect`` bounds opening a connection, ``pool`` the
+wait for one (both together: aiohttp's ``connect`` is the two), ``read`` the wait for each
+piece of the response; ``write`` is not applied (aiohttp has no write timeout). A
+response's header lines longer than :data:`MAX_FIELD` bytes fail the request
+(``RemoteProtocolError``), as ``h11``'s limit does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Iterator, Mapping
+from functools import lru_cache
+
+import aiohttp
+import httpx2
+import yarl
+
+__all__ = ["MAX_FIELD", "AiohttpTransport"]
+
+MAX_FIELD = 16 * 1024
+"""Bytes of one response header line (or the status line) accepted."""
+
+_NOT_SENT = ("content-length", "transfer-encoding")
+"""Request headers left to aiohttp, which frames the body itself."""
+
+_NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
+"""Headers aiohttp would add of its own; a request sends them only if it has them."""
+
+
+class AiohttpTransport(httpx2.AsyncBaseTransport):
+    """An ``httpx2`` transport whose connections are an ``aiohttp`` connector's (see the
+    module docstring). ``connections`` caps connections open at once (``None``: no cap);
+    an idle connection is kept ``idle_s`` seconds for reuse; ``tls`` verifies HTTPS
+    upstreams (default: ``httpx2``'s context). Make it on the loop that will use it."""
+
+    def __init__(
+        self,
+        *,
+        connections: int | None = None,
+        idle_s: float = 1.0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        if connections is not None and connections < 1:
+            raise ValueError("connections must be None or >= 1")
+        connector = aiohttp.TCPConnector(
+            limit=connections or 0,
+            keepalive_timeout=idle_s,
+            ssl=tls if tls is not None else httpx2.create_ssl_context(),
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            skip_auto_headers=_NO_AUTO_HEADERS,
+            auto_decompress=False,
+            trust_env=False,
+            timeout=aiohttp.ClientTimeout(total=None),
+            max_line_size=MAX_FIELD,
+            max_field_size=MAX_FIELD,
+        )
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            body = request.content
+        except httpx2.RequestNotRead:
+            body = await request.aread()
+        headers = [
+            (name.decode("latin-1"), value.decode("latin-1"))
+            for name, value in request.headers.raw
+            if name.lower().decode("latin-1") not in _NOT_SENT
+        ]
+        with _translated(request):
+            resp = await self._session.request(
+                request.method,
+                _url(str(request.url)),
+                headers=headers,
+                data=body or None,
+                allow_redirects=False,
+                timeout=_timeout(request.extensions.get("timeout")),
+            )
+        return httpx2.Response(
+            resp.status,
+            headers=resp.raw_headers,
+            stream=_Body(resp, request),
+            extensions={
+                "http_version": b"HTTP/%d.%d" % (resp.version or (1, 1)),
+                "reason_phrase": (resp.reason or "").encode("latin-1", "replace"),
+            },
+        )
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
+class _Body(httpx2.AsyncByteStream):
+    """A response body as it arrives; closing it before its end closes the connection."""
+
+    def __init__(self, resp: aiohttp.ClientResponse, request: httpx2.Request) -> None:
+        self._resp, self._request = resp, request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        content = self._resp.content
+        with _translated(self._request):
+            while True:
+                piece = await content.readany()
+                if not piece:
+                    return
+                yield piece
+
+    async def aclose(self) -> None:
+        if self._resp.content.at_eof():
+            self._resp.release()
+        else:
+            self._resp.close()
+
+
+@contextlib.contextmanager
+def _translated(request: httpx2.Request) -> Iterator[None]:
+    """aiohttp's failures as the ``httpx2`` exceptions the core handles."""
+    try:
+        yield
+    except aiohttp.ConnectionTimeoutError as exc:
+        raise httpx2.ConnectTimeout(str(exc) or "connect timeout", request=request) from exc
+    except (TimeoutError, aiohttp.SocketTimeoutError) as exc:
+        raise httpx2.ReadTimeout(str(exc) or "read timeout", request=request) from exc
+    except aiohttp.ClientConnectorError as exc:  # refused, DNS, TLS handshake
+        raise httpx2.ConnectError(str(exc), request=request) from exc
+    except (
+        aiohttp.ServerDisconnectedError,
+        aiohttp.ClientPayloadError,
+        aiohttp.ClientResponseError,
+    ) as exc:  # closed early, broken framing, a malformed response
+        raise httpx2.RemoteProtocolError(str(exc) or type(exc).__name__, request=request) from exc
+    except (aiohttp.ClientOSError, aiohttp.ClientConnectionError) as exc:
+        raise httpx2.ReadError(str(exc) or type(exc).__name__, request=request) from exc
+    except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
+        raise httpx2.UnsupportedProtocol(str(exc), request=request) from exc
+    except aiohttp.ClientError as exc:  # any other failure of the connection
+        raise httpx2.NetworkError(str(exc) or type(exc).__name__, request=request) from exc
+
+
+@lru_cache(maxsize=256)
+def _url(url: str) -> yarl.URL:
+    """``url`` as aiohttp takes it, unchanged (already encoded by ``httpx2``)."""
+    return yarl.URL(url, encoded=True)
+
+
+def _timeout(given: Mapping[str, float | None] | None) -> aiohttp.ClientTimeout:
+    """A request's ``httpx2`` timeouts in aiohttp's terms (see the module docstring)."""
+    if not given:
+        return _NO_TIMEOUT
+    return _timeouts(given.get("connect"), given.get("pool"), given.get("read"))
+
+
+@lru_cache(maxsize=64)
+def _timeouts(
+    connect: float | None, pool: float | None, read: float | None
+) -> aiohttp.ClientTimeout:
+    waits = [t for t in (connect, pool) if t is not None]
+    return aiohttp.ClientTimeout(
+        total=None,
+        connect=sum(waits) if waits else None,
+        sock_connect=connect,
+        sock_read=read,
+    )
+
+
+_NO_TIMEOUT = aiohttp.ClientTimeout(total=None)
