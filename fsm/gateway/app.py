@@ -154,7 +154,9 @@ class Gateway:
     (``http://host:port/mcp``); clients use the same path on the gateway. ``store``
     defaults to a :class:`~fsm.gateway.store.MemoryStore` (one replica). ``config`` is
     each session's guard policy. Run it with any ASGI server with lifespan on (``python
-    -m fsm gateway`` runs uvicorn), or enter :meth:`running` around serving it."""
+    -m fsm gateway`` runs uvicorn), or enter :meth:`running` around serving it, on an
+    ``asyncio`` loop (uvloop included): its upstream connections are aiohttp's
+    (:mod:`fsm.gateway.upstream`)."""
 
     def __init__(
         self,
