@@ -8,11 +8,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx2
 import pytest
+import trustme
 
 from fsm.gateway.app import Gateway, GatewayLimits
 from fsm.gateway.upstream import MAX_FIELD, AiohttpTransport
@@ -54,8 +57,11 @@ async def read_request(reader: asyncio.StreamReader, seen: Seen) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def scripted(*replies: Reply) -> AsyncIterator[tuple[str, Seen]]:
-    """A server answering the n-th request with ``replies[n]`` (the last one repeats)."""
+async def scripted(
+    *replies: Reply, tls: ssl.SSLContext | None = None
+) -> AsyncIterator[tuple[str, Seen]]:
+    """A server answering the n-th request with ``replies[n]`` (the last one repeats);
+    over HTTPS with ``tls``."""
     seen = Seen()
     count = 0
 
@@ -79,10 +85,10 @@ async def scripted(*replies: Reply) -> AsyncIterator[tuple[str, Seen]]:
         finally:
             writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=tls)
     port = server.sockets[0].getsockname()[1]
     async with server:
-        yield f"http://127.0.0.1:{port}/mcp", seen
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}/mcp", seen
 
 
 def plain(status: int = 200, body: bytes = b"ok", *headers: bytes) -> Reply:
@@ -253,6 +259,52 @@ def test_no_connection_at_all_is_refused() -> None:
         AiohttpTransport(connections=0)
     with pytest.raises(ValueError, match="upstream_connections"):
         Gateway("http://127.0.0.1:1/mcp", limits=GatewayLimits(upstream_connections=0))
+
+
+# -- TLS ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def authority() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def server_tls(authority: trustme.CA) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(context)
+    return context
+
+
+async def test_an_https_upstream_is_verified(
+    authority: trustme.CA, server_tls: ssl.SSLContext
+) -> None:
+    """A certificate the context trusts is taken; one it does not is a ``ConnectError``
+    (the system's trust store does not know a private authority)."""
+    trusting = ssl.create_default_context()
+    authority.configure_trust(trusting)
+    async with scripted(plain(), tls=server_tls) as (url, seen):
+        async with client(tls=trusting) as http:
+            assert (await send(http, "GET", url)).status_code == 200
+        async with client() as http:
+            with pytest.raises(httpx2.ConnectError):
+                await send(http, "GET", url)
+    assert len(seen.heads) == 1
+
+
+async def test_ssl_cert_file_names_the_authorities_by_default(
+    authority: trustme.CA,
+    server_tls: ssl.SSLContext,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a context of its own (the gateway's case) the transport takes httpx2's
+    default one, which reads ``SSL_CERT_FILE``: how a deployment trusts a private CA."""
+    bundle = tmp_path / "ca.pem"
+    authority.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    async with scripted(plain(), tls=server_tls) as (url, _), client() as http:
+        assert (await send(http, "GET", url)).status_code == 200
 
 
 # -- failures --------------------------------------------------------------------------
