@@ -44,11 +44,14 @@ __all__ = ["MAX_FIELD", "AiohttpTransport"]
 MAX_FIELD = 16 * 1024
 """Bytes of one response header line (or the status line) accepted."""
 
-_NOT_SENT = ("content-length", "transfer-encoding")
+_NOT_SENT = (b"content-length", b"transfer-encoding")
 """Request headers left to aiohttp, which frames the body itself."""
 
 _NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 """Headers aiohttp would add of its own; a request sends them only if it has them."""
+
+_NO_TIMEOUT = aiohttp.ClientTimeout(total=None)
+"""aiohttp's default bounds a whole request (5 minutes): a stream may run for hours."""
 
 
 class AiohttpTransport(httpx2.AsyncBaseTransport):
@@ -77,7 +80,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
             skip_auto_headers=_NO_AUTO_HEADERS,
             auto_decompress=False,
             trust_env=False,
-            timeout=aiohttp.ClientTimeout(total=None),
+            timeout=_NO_TIMEOUT,
             max_line_size=MAX_FIELD,
             max_field_size=MAX_FIELD,
         )
@@ -90,7 +93,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         headers = [
             (name.decode("latin-1"), value.decode("latin-1"))
             for name, value in request.headers.raw
-            if name.lower().decode("latin-1") not in _NOT_SENT
+            if name.lower() not in _NOT_SENT
         ]
         with _translated(request):
             resp = await self._session.request(
@@ -186,6 +189,3 @@ def _timeouts(
         sock_connect=connect,
         sock_read=read,
     )
-
-
-_NO_TIMEOUT = aiohttp.ClientTimeout(total=None)
