@@ -200,13 +200,12 @@ class Gateway:
         transport = AiohttpTransport(
             connections=self.limits.upstream_connections, idle_s=self.limits.upstream_idle_s
         )
-        async with contextlib.AsyncExitStack() as stack:
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(
-                    transport=transport, timeout=self._timeout, cookies=_no_cookies()
-                )
-            )
-            tg = await stack.enter_async_context(anyio.create_task_group())
+        async with (
+            httpx2.AsyncClient(
+                transport=transport, timeout=self._timeout, cookies=_no_cookies()
+            ) as http,
+            anyio.create_task_group() as tg,
+        ):
             self._http, self._tg = http, tg
             try:
                 yield self
@@ -215,7 +214,7 @@ class Gateway:
                     session.engine.close()
                 self._sessions.clear()
                 tg.cancel_scope.cancel()
-                self._http, self._tg = None, None
+                self._http = self._tg = None
 
     @property
     def sessions(self) -> int:
@@ -255,7 +254,7 @@ class Gateway:
     # -- one request ---------------------------------------------------------------
 
     async def _http_request(self, scope: Scope, receive: Any, send: Any) -> None:
-        if self._tg is None:
+        if self._http is None:
             await _reply(send, 503, b"gateway not started (lifespan off?)", "text/plain")
             return
         if scope.get("path") != self.path:
@@ -444,7 +443,7 @@ class Gateway:
         return session
 
     def _new_session(self, sid: str | None) -> _Session:
-        assert self._tg is not None and self._http is not None
+        assert self._http is not None and self._tg is not None
         observed = ObservedGuard(
             Guard(clock=time.monotonic, config=self.config), log_limit=self.limits.observations
         )

@@ -23,9 +23,9 @@ Limits: it runs on an ``asyncio`` loop only (uvloop included), HTTP/1.1 only; of
 request's ``timeout`` extension, ``connect`` bounds opening a connection, ``pool`` the
 wait for one (both together: aiohttp's ``connect`` is the two; past it, ``ConnectTimeout``),
 ``read`` the wait for each piece of the response (``ReadTimeout``); ``write`` is not applied
-(aiohttp has no write timeout). A
-response's header lines longer than :data:`MAX_FIELD` bytes fail the request
-(``RemoteProtocolError``), as ``h11``'s limit does.
+(aiohttp has no write timeout). A response with a header line (or status line) longer
+than :data:`MAX_FIELD` bytes, or with more than :data:`MAX_HEADERS` header lines, fails
+the request (``RemoteProtocolError``); ``h11`` bounded the whole head at 16 KiB instead.
 """
 
 from __future__ import annotations
@@ -39,10 +39,13 @@ import aiohttp
 import httpx2
 import yarl
 
-__all__ = ["MAX_FIELD", "AiohttpTransport"]
+__all__ = ["MAX_FIELD", "MAX_HEADERS", "AiohttpTransport"]
 
 MAX_FIELD = 16 * 1024
 """Bytes of one response header line (or the status line) accepted."""
+
+MAX_HEADERS = 128
+"""Header lines of one response accepted."""
 
 _NOT_SENT = (b"content-length", b"transfer-encoding")
 """Request headers left to aiohttp, which frames the body itself."""
@@ -83,6 +86,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
             timeout=_NO_TIMEOUT,
             max_line_size=MAX_FIELD,
             max_field_size=MAX_FIELD,
+            max_headers=MAX_HEADERS,
         )
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:

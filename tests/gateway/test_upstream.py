@@ -18,7 +18,7 @@ import pytest
 import trustme
 
 from fsm.gateway.app import Gateway, GatewayLimits
-from fsm.gateway.upstream import MAX_FIELD, AiohttpTransport
+from fsm.gateway.upstream import MAX_FIELD, MAX_HEADERS, AiohttpTransport
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -138,18 +138,27 @@ def held_stream() -> Reply:
     return reply
 
 
+TIMEOUT = httpx2.Timeout(10.0)
+
+
 @contextlib.asynccontextmanager
-async def client(**kwargs: object) -> AsyncIterator[httpx2.AsyncClient]:
-    timeout = kwargs.pop("timeout", httpx2.Timeout(10.0))
-    transport = AiohttpTransport(**kwargs)  # type: ignore[arg-type]
-    async with httpx2.AsyncClient(transport=transport, timeout=timeout) as http:  # type: ignore[arg-type]
+async def client(
+    *,
+    timeout: httpx2.Timeout = TIMEOUT,
+    connections: int | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> AsyncIterator[httpx2.AsyncClient]:
+    transport = AiohttpTransport(connections=connections, tls=tls)
+    async with httpx2.AsyncClient(transport=transport, timeout=timeout) as http:
         yield http
 
 
-async def send(http: httpx2.AsyncClient, method: str, url: str, **kw: object) -> httpx2.Response:
+async def send(
+    http: httpx2.AsyncClient, method: str, url: str, content: bytes | None = None
+) -> httpx2.Response:
     """``method url`` sent as the gateway sends: a request made directly, with none of the
     client's defaults merged in."""
-    return await http.send(httpx2.Request(method, url, **kw), stream=True)  # type: ignore[arg-type]
+    return await http.send(httpx2.Request(method, url, content=content), stream=True)
 
 
 # -- what goes upstream --------------------------------------------------------------
@@ -325,8 +334,9 @@ async def test_a_refused_connection_is_a_connect_error() -> None:
         raw(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n"),  # closed inside the head
         raw(b"HTP/1.1 200 OK\r\n\r\n"),  # not HTTP
         raw(b"HTTP/1.1 200 OK\r\nx-big: " + b"a" * MAX_FIELD + b"\r\n\r\n"),
+        raw(b"HTTP/1.1 200 OK\r\n" + b"x-h: 1\r\n" * (MAX_HEADERS + 1) + b"\r\n"),
     ],
-    ids=["no-response", "cut-head", "not-http", "header-too-long"],
+    ids=["no-response", "cut-head", "not-http", "header-too-long", "too-many-headers"],
 )
 async def test_a_broken_response_is_a_protocol_error(reply: Reply) -> None:
     async with scripted(reply) as (url, _), client() as http:
@@ -334,11 +344,13 @@ async def test_a_broken_response_is_a_protocol_error(reply: Reply) -> None:
             await send(http, "GET", url)
 
 
-async def test_a_header_just_under_the_limit_is_taken() -> None:
+async def test_headers_just_under_the_limits_are_taken() -> None:
     line = b"x-big: " + b"a" * (MAX_FIELD - 200)
-    async with scripted(plain(200, b"", line)) as (url, _), client() as http:
+    many = [b"x-h: %d" % i for i in range(MAX_HEADERS - 2)]  # with the other two: the limit
+    async with scripted(plain(200, b"", line, *many)) as (url, _), client() as http:
         resp = await send(http, "GET", url)
     assert len(resp.headers["x-big"]) == MAX_FIELD - 200
+    assert len(resp.headers.get_list("x-h")) == MAX_HEADERS - 2
 
 
 @pytest.mark.parametrize(
