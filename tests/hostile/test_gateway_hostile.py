@@ -288,7 +288,7 @@ async def test_requests_go_upstream_with_the_clients_headers_only() -> None:
 
 async def test_the_gateway_keeps_no_upstream_cookie() -> None:
     """A cookie the upstream sets reaches the client, whose requests carry it or not; the
-    gateway keeps none (its upstream pools are shared by sessions: a kept cookie would go
+    gateway keeps none (its upstream client is shared by sessions: a kept cookie would go
     out with other sessions' requests, its own answer submissions and resumes included).
     The call's stream breaks, so the gateway's own resume goes upstream too."""
     up = Upstream(
@@ -460,11 +460,11 @@ async def test_a_replica_answers_a_replayed_request_from_the_stored_answer() -> 
     "call",
     [
         [sse("e1", ""), sse("e2", result(7))],
-        # one upstream read holding a server request and the result: the resume gets the
-        # result alone, not that request a second time
+        # one upstream write holding a server request and the result (one read, then):
+        # the resume gets the result alone, not that request a second time
         [sse("e1", elicit(1)) + sse("e2", result(7))],
     ],
-    ids=["two-reads", "one-read"],
+    ids=["two-writes", "one-write"],
 )
 async def test_a_resume_of_a_finished_stream_gets_its_result_again(call: list[bytes]) -> None:
     """The call's result was passed on, but the client resumes anyway (its connection
