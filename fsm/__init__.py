@@ -13,6 +13,7 @@ from fsm import actions, events
 from fsm.errors import (
     CallRejectedError,
     CapacityError,
+    EventTooLargeError,
     GuardError,
     GuardUsageError,
     InputRoundsExceededError,
@@ -26,6 +27,7 @@ from fsm.errors import (
     ResumeBudgetSpentError,
     SessionExpiredError,
     StaleRequestError,
+    StreamAbandonedError,
     SubmissionFailedError,
     UnknownPendingRequestError,
 )
@@ -54,6 +56,7 @@ __all__ = [
     "CallRejectedError",
     "CapacityError",
     "Classifier",
+    "EventTooLargeError",
     "Guard",
     "GuardConfig",
     "GuardError",
@@ -73,6 +76,7 @@ __all__ = [
     "Rule",
     "SessionExpiredError",
     "StaleRequestError",
+    "StreamAbandonedError",
     "SubmissionFailedError",
     "SubmissionResult",
     "UnknownPendingRequestError",

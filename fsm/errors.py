@@ -97,6 +97,19 @@ class RequestCancelledError(InteractionFailed):
     reason = "cancelled"
 
 
+class StreamAbandonedError(InteractionFailed):
+    """The application stopped following the stream (its reader went away for good, or
+    the stream broke one of the application's bounds); ``reason`` says which."""
+
+    reason = "abandoned"
+
+
+class EventTooLargeError(StreamAbandonedError):
+    """An SSE event on the stream was larger than the application holds."""
+
+    reason = "event-too-large"
+
+
 class CapacityError(GuardError):
     """More live requests than the configured cap: the new request is refused, not dropped.
 

@@ -163,6 +163,21 @@ class SessionExpired:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamAbandoned:
+    """The application stopped following ``stream`` and will not resume it: its reader
+    went away for good, or the stream broke one of the application's own bounds (an
+    event larger than it will hold). ``reason`` is the stable identifier the ending
+    error carries (``"abandoned"``, ``"event-too-large"``); ``detail`` says what
+    happened. The stream ends ``dead`` with one
+    :class:`~fsm.errors.StreamAbandonedError` (its requests die with it); on a stream
+    already ended the event is ignored."""
+
+    stream: StreamId
+    reason: str = "abandoned"
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class LivenessAsserted:
     """An out-of-band liveness assertion for ``key`` (pluggable, see ``LivenessOracle``)."""
 
@@ -183,4 +198,5 @@ Event = (
     | OriginResponse
     | SessionExpired
     | LivenessAsserted
+    | StreamAbandoned
 )

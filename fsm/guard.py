@@ -72,6 +72,7 @@ from fsm.actions import (
 )
 from fsm.errors import (
     CapacityError,
+    EventTooLargeError,
     GuardUsageError,
     InteractionFailed,
     RequestCancelledError,
@@ -80,6 +81,7 @@ from fsm.errors import (
     ResumeBudgetSpentError,
     SessionExpiredError,
     StaleRequestError,
+    StreamAbandonedError,
     SubmissionFailedError,
     UnknownPendingRequestError,
 )
@@ -354,6 +356,7 @@ class Guard:
             ev.OriginResponse: self._on_origin_response,
             ev.SessionExpired: self._on_session_expired,
             ev.LivenessAsserted: self._on_asserted,
+            ev.StreamAbandoned: self._on_abandoned,
         }
 
     # ------------------------------------------------------------------ public API
@@ -419,6 +422,15 @@ class Guard:
         see :meth:`fsm.history.EventHistory.newest`)."""
         st = self._streams.get(stream)
         return st.history.newest() if st is not None else None
+
+    def stream_of(self, key: RequestKey) -> str | None:
+        """The stream that delivered ``key`` (``None`` if unknown or evicted)."""
+        rec = self._requests.get(key)
+        return rec.stream if rec is not None else None
+
+    def live_streams(self) -> list[str]:
+        """The streams not yet ended (``done`` or ``dead``), oldest first."""
+        return [s.id for s in self._streams.values() if s.state not in TRANSPORT.terminal]
 
     def tracked(self) -> tuple[int, int, int]:
         """``(live requests, tombstones, streams)`` currently held."""
@@ -741,6 +753,18 @@ class Guard:
 
     def _on_session_expired(self, e: ev.SessionExpired) -> None:
         self._expire_session("HTTP 404 on the session")
+
+    def _on_abandoned(self, e: ev.StreamAbandoned) -> None:
+        st = self._stream(e.stream)
+        if st.state in TRANSPORT.terminal:
+            self._emit(Ignore("stream-terminal", f"{st.id} is {st.state}", stream=st.id))
+            return
+        too_large = e.reason == EventTooLargeError.reason
+        error = EventTooLargeError if too_large else StreamAbandonedError
+        what = e.detail or "the application stopped following it"
+        st.cause = Cause(error, f"{st.id} abandoned ({what})", None, (what,), e.reason)
+        self._fire("transport", st, "abandon")
+        self._settle()
 
     def _on_asserted(self, e: ev.LivenessAsserted) -> None:
         rec = self._requests.get(e.key)

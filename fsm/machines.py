@@ -65,6 +65,10 @@ TRANSPORT = MachineSpec(
             _T("expire", s, "dead", doc="session gone (HTTP 404)")
             for s in ("open", "broken", "waiting", "resuming")
         ),
+        *(
+            _T("abandon", s, "dead", doc="the application stopped following it")
+            for s in ("open", "broken", "waiting", "resuming")
+        ),
     ),
 )
 

@@ -68,7 +68,7 @@ def test_fan_in_is_merged_into_one_edge_per_box() -> None:
     into_dead = [e for e in parsed.edges if e.dst == "transport.dead" and "abort" in e.label]
     assert len(into_dead) == 1
     assert into_dead[0].attrs["ltail"].startswith("cluster_transport_box")
-    assert into_dead[0].label.split("\n") == ["abort", "expire"]
+    assert into_dead[0].label.split("\n") == ["abort", "expire", "abandon"]
 
 
 def _numbered(parsed: Parsed) -> list[tuple[int, str, str, dict[str, str]]]:
