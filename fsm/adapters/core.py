@@ -129,7 +129,7 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm import trace
 from fsm.adapters.sdkversion import SdkRange, check_sdk_version
-from fsm.errors import InteractionFailed, RequestKey, SessionExpiredError
+from fsm.errors import EventTooLargeError, InteractionFailed, RequestKey, SessionExpiredError
 from fsm.events import standalone_stream
 from fsm.guard import Guard, GuardConfig
 from fsm.messages import CANCELLED, is_plain_notification
@@ -218,11 +218,21 @@ class _Sse:
     has_data: bool
 
 
-class _SseParser:
-    """Incremental SSE parser: bytes in, complete events out (spec line endings)."""
+class EventTooLarge(Exception):
+    """An SSE event longer than the parser's ``max_event`` characters."""
 
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
+
+class _SseParser:
+    """Incremental SSE parser: bytes in, complete events out (spec line endings).
+
+    Invalid UTF-8 is decoded as U+FFFD (the event then reads as malformed, never as a
+    request). ``max_event`` bounds one event (buffered or complete, in characters of the
+    decoded text): past it :meth:`feed` raises :class:`EventTooLarge` and the parser must
+    not be fed again (``None``: no bound)."""
+
+    def __init__(self, max_event: int | None = None) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.max_event = max_event
         self._buf = ""
         self.idle = True
         """Nothing buffered: neither part of an event nor part of a UTF-8 sequence, so the
@@ -242,12 +252,19 @@ class _SseParser:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
             if hold_cr:
                 text += "\r"  # may be the first half of a CRLF: decided with the next chunk
+        limit = self.max_event
         if "\n\n" not in text:
+            if limit is not None and len(text) > limit:
+                raise EventTooLarge(f"an SSE event over {limit} bytes")
             self._buf = text
             self.idle = False
             return []
         blocks = text.split("\n\n")
         self._buf = blocks.pop()
+        if limit is not None and (
+            len(self._buf) > limit or any(len(block) > limit for block in blocks)
+        ):
+            raise EventTooLarge(f"an SSE event over {limit} bytes")
         self.idle = not self._buf and not self._decoder.getstate()[0]
         out = []
         for block in blocks:
@@ -399,10 +416,36 @@ class _Engine:
         """Asked before a presented request is passed on (a gateway's shared store); a
         request whose claim is lost is blanked, one whose claim raises
         :class:`~fsm.errors.InteractionFailed` is blanked and fails its stream."""
-        self.on_answer: Callable[[RequestKey, Mapping[str, Any]], None] | None = None
-        """Told each answer the guard takes from the client (a gateway keeps it)."""
-        self.forwarded: dict[str, str] = {}
-        """Headers the engine's own requests carry (a gateway's client's credentials)."""
+        self.on_answer: Callable[[RequestKey, Mapping[str, Any]], Awaitable[None]] | None = None
+        """Awaited with each answer the guard takes from the client, before the client is
+        told it was taken (a gateway writes it ahead to its store)."""
+        self.carried: tuple[str, ...] = ()
+        """Names (lower case) of request headers the engine's own requests copy from the
+        client request they act for: a gateway's client's credentials. An answer
+        submission carries those of the answer's POST; a resume or a refusal those of
+        the request that opened (or last reconnected) the stream. Empty for an SDK
+        adapter, whose HTTP client adds its own."""
+        self.trusted: Callable[[Any], bool] = _always
+        """Whether a request's answer may change shared state (a 404 ending the session,
+        an answer taken by the guard). A gateway trusts only credentials the upstream
+        accepted for the session; an SDK adapter trusts its own client."""
+        self.accepted: Callable[[Any], None] = _never_mind
+        """Told each request the upstream accepted (2xx): a gateway proves its
+        credentials for the session."""
+        self.max_event: int | None = None
+        """Characters of one SSE event held (``None``: no bound); past it the stream
+        ends with :class:`~fsm.errors.EventTooLargeError`."""
+        self.max_pending_refusals: int | None = None
+        """Refusals (answers to requests over the guard's capacity) waiting to be sent;
+        past it a refusal is dropped (counted in :attr:`dropped_refusals`): the server's
+        own deadline ends that request. ``None``: no bound."""
+        self.dropped_refusals = 0
+        self._pending_refusals = 0
+        self.upstream_slots: anyio.CapacityLimiter | None = None
+        """Bounds the engine's own upstream requests in flight at once (submissions,
+        refusals); ``None``: no bound."""
+        self._creds_by_stream: dict[str, dict[str, str]] = {}
+        self._creds_by_key: dict[RequestKey, dict[str, str]] = {}
 
     # -- feeding -----------------------------------------------------------------
 
@@ -465,6 +508,11 @@ class _Engine:
             elif isinstance(a, act.Fail):
                 self._fail(a)
             elif isinstance(a, act.Refuse):
+                limit = self.max_pending_refusals
+                if limit is not None and self._pending_refusals >= limit:
+                    self.dropped_refusals += 1
+                    continue
+                self._pending_refusals += 1
                 self.spawn(self._refuse, a)
 
     def _fail(self, a: act.Fail) -> None:
@@ -493,6 +541,8 @@ class _Engine:
                 self._bg.add(scope)
                 try:
                     await fn(arg)
+                except Exception:  # contained: one session's fault never ends the others
+                    logger.exception("background %s failed", getattr(fn, "__name__", fn))
                 finally:
                     self._bg.discard(scope)
 
@@ -500,7 +550,7 @@ class _Engine:
 
     def _close(self, resp: Any) -> None:
         if resp is not None and not self.closing:
-            self.tg.start_soon(resp.aclose)
+            self.spawn(_aclose, resp)
 
     def close(self) -> None:
         self.closing = True
@@ -509,21 +559,75 @@ class _Engine:
         for tee in list(self.tees.values()):
             tee.kill()
 
-    def headers(self, **extra: str) -> dict[str, str]:
+    def headers(self, carried: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
+        """The headers of a request the engine makes itself: the session's, then
+        ``carried`` (the credentials of the client request it acts for), then ``extra``."""
         h = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
         if self.session:
             h["mcp-session-id"] = self.session
         if self.protocol_version:
             h["mcp-protocol-version"] = self.protocol_version
-        h.update(self.forwarded)
+        if carried:
+            h.update(carried)
         h.update(extra)
         return h
+
+    def carry(self, request: Any) -> dict[str, str]:
+        """What of ``request``'s headers the engine's own requests for it carry."""
+        if not self.carried:
+            return {}
+        headers = request.headers
+        return {name: headers[name] for name in self.carried if name in headers}
+
+    def act_for_stream(self, stream: str, request: Any) -> None:
+        """The engine's own requests for ``stream`` now act for ``request``."""
+        if self.carried:
+            self._creds_by_stream[stream] = self.carry(request)
+
+    def act_for_answer(self, key: RequestKey, request: Any) -> None:
+        """The submissions of ``key``'s answer act for ``request`` (its POST)."""
+        if not self.carried:
+            return
+        self._creds_by_key[key] = self.carry(request)
+        if len(self._creds_by_key) > 2 * self.guard.config.max_live_requests:
+            for old in list(self._creds_by_key):  # keep those of live requests only
+                if self.guard.state_of(old) not in _LIVE_ANSWERS:
+                    del self._creds_by_key[old]
+
+    def credentials_for(
+        self, key: RequestKey | None = None, stream: str | None = None
+    ) -> dict[str, str]:
+        """The carried headers of the client request the engine acts for: the answer's
+        POST for ``key``, else the request of the stream that delivered it."""
+        if key is not None:
+            creds = self._creds_by_key.get(key)
+            if creds is not None:
+                return creds
+            stream = stream or self.guard.stream_of(key)
+        return self._creds_by_stream.get(stream, {}) if stream is not None else {}
+
+    def room_for_stream(self, stream: str) -> bool:
+        """Whether the guard can track one more stream (``stream``, about to open). At
+        the guard's ``max_streams`` live streams, the oldest stream no client connection
+        reads (its reader left and did not come back) is abandoned to make room; a
+        session whose every live stream has a reader has no room (the new stream is
+        refused, the session goes on)."""
+        live = self.guard.live_streams()
+        if stream in live:
+            return True
+        if len(live) < self.guard.config.max_streams:
+            return True
+        for old in live:
+            if old not in self.tees:
+                self.feed(ev.StreamAbandoned(old, "abandoned", "no client connection reads it"))
+                return True
+        return False
 
     async def _submit(self, a: act.Submit) -> None:
         if a.delay_s > 0:
             await anyio.sleep(a.delay_s)
         body = {"jsonrpc": "2.0", "id": a.key[1], "result": dict(a.answer)}
-        result = await self._post(body)
+        result = await self._post(body, self.credentials_for(a.key))
         self.feed(ev.SubmissionOutcome(a.key, result))
 
     async def _refuse(self, a: act.Refuse) -> None:
@@ -532,17 +636,57 @@ class _Engine:
             "id": a.key[1],
             "error": {"code": -32603, "message": str(a.error)},
         }
-        await self._post(body)
+        try:
+            await self._post(body, self.credentials_for(stream=self.guard.stream_of(a.key)))
+        finally:
+            self._pending_refusals -= 1
 
-    async def _post(self, body: Mapping[str, Any]) -> SubmissionResult:
+    async def _post(
+        self, body: Mapping[str, Any], carried: Mapping[str, str] | None = None
+    ) -> SubmissionResult:
         if self.expired is not None:
             return SubmissionResult(404, None)
-        req = self.http.build_request("POST", self.url, json=dict(body), headers=self.headers())
-        try:
-            resp = await self.http.send(req, stream=True)
-        except self.hx.HTTPError as exc:
-            return SubmissionResult(None, None, type(exc).__name__)
-        return await _http_result(resp)
+        slots = self.upstream_slots
+        async with slots if slots is not None else contextlib.nullcontext():
+            try:
+                req = self.http.build_request(
+                    "POST", self.url, json=dict(body), headers=self.headers(carried)
+                )
+                resp = await self.http.send(req, stream=True)
+            except self.hx.HTTPError as exc:
+                return SubmissionResult(None, None, type(exc).__name__)
+            except Exception as exc:  # a request that cannot be built or sent: one failure
+                logger.warning("answer POST not sent: %r", exc)
+                return SubmissionResult(None, None, type(exc).__name__)
+            return await _http_result(resp)
+
+    def answered_upstream(
+        self, key: RequestKey, answer: Mapping[str, Any], result: SubmissionResult
+    ) -> None:
+        """The client's answer for ``key`` went upstream as it was (relayed, not
+        submitted by the guard) and the upstream accepted it: the guard records it as
+        answered and submitted, without a submission of its own."""
+        self.flush()
+        actions = self.og.feed(ev.UserAnswered(key, answer))
+        self.perform(tuple(a for a in actions if not isinstance(a, act.Submit)))
+        if any(isinstance(a, act.Submit) for a in actions):
+            self.feed(ev.SubmissionOutcome(key, result))
+
+
+def _always(_request: Any) -> bool:
+    return True
+
+
+def _never_mind(_request: Any) -> None:
+    return None
+
+
+async def _aclose(resp: Any) -> None:
+    await resp.aclose()
+
+
+_LIVE_ANSWERS = frozenset({"presented", "answered", "submitting", "submitted"})
+"""Liveness states whose answer may still be (re)submitted."""
 
 
 _NOTIFICATION_PREFIX = '{"jsonrpc":"2.0","method":"'
@@ -683,7 +827,9 @@ class GuardedTransport:
             if version:
                 e.protocol_version = version
             if isinstance(body, dict) and "method" not in body and "id" in body:
-                local = self._answer(request, body)
+                if not e.trusted(request):
+                    return await self._relay_answer(request, body)
+                local = await self._answer(request, body)
                 if local is not None:
                     return local
             try:
@@ -706,14 +852,35 @@ class GuardedTransport:
         return await self._send(request)
 
     async def _send(self, request: Any) -> Any:
-        resp = await self.e.http.send(request, stream=True)
-        if resp.status_code == 404 and request.headers.get("mcp-session-id"):
+        e = self.e
+        resp = await e.http.send(request, stream=True)
+        if _session_gone(e, request, resp.status_code):
             await resp.aclose()
-            self.e.feed(ev.SessionExpired())
-            return _local(self.e.hx, request, 404, _SESSION_GONE_BODY)
-        return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
+            e.feed(ev.SessionExpired())
+            return _local(e.hx, request, 404, _SESSION_GONE_BODY)
+        if resp.status_code < 300:
+            e.accepted(request)
+        return _wrap(e.hx, resp, request, e.bound.passthrough(resp))
 
-    def _answer(self, request: Any, body: dict[str, Any]) -> Any:
+    async def _relay_answer(self, request: Any, body: dict[str, Any]) -> Any:
+        """An answer POST the engine does not trust (credentials the upstream has not
+        accepted for the session): sent upstream as it came, its response returned as
+        it is. Only if the upstream accepted it does the guard record the request as
+        answered (and submitted): an answer the upstream refused changes nothing."""
+        e = self.e
+        resp = await e.http.send(request, stream=True)
+        status = resp.status_code
+        rid = body.get("id")
+        result = body.get("result")
+        if status < 300 and isinstance(rid, int | str) and not isinstance(rid, bool):
+            e.accepted(request)
+            key: RequestKey = (e.session or "", rid)
+            if e.guard.state_of(key) == "presented" and isinstance(result, Mapping):
+                e.act_for_answer(key, request)
+                e.answered_upstream(key, result, SubmissionResult(status, None))
+        return _wrap(e.hx, resp, request, e.bound.passthrough(resp))
+
+    async def _answer(self, request: Any, body: dict[str, Any]) -> Any:
         """An answer POST from the SDK: the guard submits it (or it is dropped)."""
         e = self.e
         rid = body.get("id")
@@ -724,9 +891,13 @@ class GuardedTransport:
         if state is None:
             return None  # idempotent or untracked request: the SDK's answer goes as is
         if state == "presented" and isinstance(body.get("result"), Mapping):
-            e.feed(ev.UserAnswered(key, body["result"]))
-            if e.on_answer is not None:
-                e.on_answer(key, body["result"])
+            if e.on_answer is not None:  # written ahead: a crash after the 202 keeps it
+                await e.on_answer(key, body["result"])
+            if e.guard.state_of(key) == "presented":
+                e.act_for_answer(key, request)
+                e.feed(ev.UserAnswered(key, body["result"]))
+            else:
+                e.dropped_answers += 1
             return _local(self.e.hx, request, 202)
         if state == "presented":
             return None  # the handler raised: its error goes to the server unchanged
@@ -758,15 +929,18 @@ class GuardedTransport:
         if state in ("done", "dead"):
             return None
         if state is None:
+            if not e.room_for_stream(stream):
+                return _local(e.hx, request, 503, _too_many_streams(request))
             e.feed(ev.StreamOpened(stream, origin))
             for event_id in seen:
                 e.feed(ev.SseEvent(stream, None, event_id, None))
         old = e.tees.get(stream)
-        if old is not None:
-            old.kill()
         tee = _Tee()
         e.tees[stream] = tee
+        e.act_for_stream(stream, request)
         body = e.bound.body(e, stream, origin, request, None, tee)
+        if old is not None:  # the client's previous connection: closed before resuming
+            body.replaced = old.kill()
         return e.hx.Response(
             200,
             headers={"content-type": "text/event-stream", "cache-control": "no-cache"},
@@ -786,10 +960,12 @@ class GuardedTransport:
         if sid and sid != e.session and body_method(request) == "initialize":
             e.session = sid
             e.feed(ev.SessionStarted(sid))
-        if resp.status_code == 404 and request.headers.get("mcp-session-id"):
+        if _session_gone(e, request, resp.status_code):
             await resp.aclose()
             e.feed(ev.SessionExpired())
             return _local(self.e.hx, request, 404, _SESSION_GONE_BODY)
+        if resp.status_code < 300:
+            e.accepted(request)
         ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
         if resp.status_code != 200 or ctype != "text/event-stream" or not e.session:
             return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
@@ -798,14 +974,34 @@ class GuardedTransport:
             stream = standalone_stream(e.get_generations)
         if e.guard.stream_state(stream) not in (None, "done", "dead"):
             return _wrap(self.e.hx, resp, request, self.e.bound.passthrough(resp))
+        if not e.room_for_stream(stream):
+            await resp.aclose()
+            return _local(e.hx, request, 503, _too_many_streams(request))
         e.feed(ev.StreamOpened(stream, origin))
         tee = _Tee()
         e.tees[stream] = tee
+        e.act_for_stream(stream, request)
         return _wrap(e.hx, resp, request, e.bound.body(e, stream, origin, request, resp, tee))
 
 
 ENDED_CODE = -32000
 """The JSON-RPC error code of the response that ends an interaction the guard failed."""
+
+
+def _session_gone(e: _Engine, request: Any, status: int) -> bool:
+    """Whether a response says the session is gone: a 404 to a request that carries the
+    session id, with credentials the engine trusts (a 404 to another's credentials is
+    that request's answer alone: a server may hide sessions of other users)."""
+    return status == 404 and bool(request.headers.get("mcp-session-id")) and e.trusted(request)
+
+
+def _too_many_streams(request: Any) -> bytes:
+    """The JSON-RPC error for a request whose stream would pass the session's cap."""
+    body = _json_body(request)
+    rid = body.get("id") if isinstance(body, dict) else None
+    message = "too many open streams in this session; close one and retry"
+    error = {"code": ENDED_CODE, "message": message, "data": {"reason": "too-many-streams"}}
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "error": error}).encode()
 
 
 def ending_error(origin: Any, err: InteractionFailed | None) -> dict[str, Any]:
@@ -899,6 +1095,9 @@ class _GuardedBody:
         self._acted = False
         self._claims: list[tuple[bytes, RequestKey, str | None, bytes]] = []
         self._claim_key: RequestKey | None = None
+        self.replaced: Any = None
+        """The upstream response of the stream's previous client connection, closed
+        before this one resumes (a server may refuse a resume while it holds it)."""
 
     async def aclose(self) -> None:
         if self.resp is not None:
@@ -916,7 +1115,7 @@ class _GuardedBody:
                 return
             self.resp = first
         while True:
-            parser = _SseParser()
+            parser = _SseParser(self.e.max_event)
             self.tee.resp = self.resp
             # no content coding: read the transport stream itself (one generator hop less)
             source = (
@@ -942,7 +1141,12 @@ class _GuardedBody:
                 if chunk is None:
                     break
                 self._acted = False
-                out = self._pass_on(parser, chunk)
+                try:
+                    out = self._pass_on(parser, chunk)
+                except EventTooLarge as exc:
+                    too_large = EventTooLargeError.reason
+                    self.e.feed(ev.StreamAbandoned(self.stream, too_large, str(exc)))
+                    break
                 if self._claims:
                     out = await self._settle_claims(out)
                 if out:
@@ -1088,6 +1292,10 @@ class _GuardedBody:
         """The client reconnected to this stream: resume it upstream now (the client
         already waited), from the guard's cursor, within the stream's budgets."""
         e, stream = self.e, self.stream
+        if self.replaced is not None:
+            replaced, self.replaced = self.replaced, None
+            with contextlib.suppress(Exception):
+                await replaced.aclose()
         state = e.guard.stream_state(stream)
         actions: tuple[act.Action, ...]
         if state == "open":
@@ -1120,7 +1328,8 @@ class _GuardedBody:
                 headers = dict(self.request.headers)
                 headers["last-event-id"] = resume.cursor
             else:
-                headers = e.headers(**{"last-event-id": resume.cursor})
+                carried = e.credentials_for(stream=stream)
+                headers = e.headers(carried, **{"last-event-id": resume.cursor})
                 headers.pop("content-type", None)
             immediate = False
             req = e.http.build_request("GET", e.url, headers=headers)

@@ -1,0 +1,78 @@
+"""An application that stops following a stream (``StreamAbandoned``): the stream ends
+``dead`` with one typed error, its requests die with it, and an ended stream ignores it.
+The SSE parser's event bound and its reading of invalid UTF-8."""
+
+from __future__ import annotations
+
+import pytest
+
+from fsm import EventTooLargeError, Guard, StreamAbandonedError
+from fsm import actions as act
+from fsm import events as ev
+from fsm.adapters.core import EventTooLarge, _SseParser
+
+ELICIT = {
+    "jsonrpc": "2.0",
+    "id": 5,
+    "method": "elicitation/create",
+    "params": {"message": "Delete 3 files?", "requestedSchema": {"type": "object"}},
+}
+
+
+def _guard_with_prompt() -> Guard:
+    g = Guard(clock=lambda: 0.0)
+    g.feed(ev.SessionStarted("s"))
+    g.feed(ev.StreamOpened("post:1", 1))
+    (present,) = g.feed(ev.SseEvent("post:1", ELICIT, "e1"))
+    assert isinstance(present, act.Present)
+    return g
+
+
+@pytest.mark.parametrize(
+    ("reason", "error"),
+    [("abandoned", StreamAbandonedError), ("event-too-large", EventTooLargeError)],
+)
+def test_an_abandoned_stream_fails_once_and_withdraws_its_prompt(
+    reason: str, error: type[Exception]
+) -> None:
+    g = _guard_with_prompt()
+    actions = g.feed(ev.StreamAbandoned("post:1", reason, "the reader left"))
+    fails = [a for a in actions if isinstance(a, act.Fail)]
+    assert len(fails) == 1 and type(fails[0].error) is error
+    assert fails[0].error.reason == reason and "the reader left" in str(fails[0].error)
+    assert act.Withdraw(("s", 5), reason) in actions
+    assert g.stream_state("post:1") == "dead" and g.state_of(("s", 5)) == "dead"
+    again = g.feed(ev.StreamAbandoned("post:1"))
+    assert [type(a) for a in again] == [act.Ignore]  # one outcome, never a second
+
+
+def test_a_stream_waiting_to_resume_can_be_abandoned() -> None:
+    g = _guard_with_prompt()
+    (wait,) = g.feed(ev.StreamLost("post:1", clean=False))
+    assert isinstance(wait, act.Wait) and g.stream_state("post:1") == "waiting"
+    actions = g.feed(ev.StreamAbandoned("post:1"))
+    assert any(isinstance(a, act.Fail) for a in actions)
+    assert g.stream_state("post:1") == "dead" and g.live_streams() == []
+
+
+def test_live_streams_and_stream_of() -> None:
+    g = _guard_with_prompt()
+    g.feed(ev.StreamOpened("get"))
+    assert g.live_streams() == ["post:1", "get"]
+    assert g.stream_of(("s", 5)) == "post:1" and g.stream_of(("s", 6)) is None
+
+
+def test_the_parser_bounds_one_event_buffered_or_whole() -> None:
+    parser = _SseParser(max_event=64)
+    assert [e.data for e in parser.feed(b"data: " + b"x" * 50 + b"\n\n")] == ["x" * 50]
+    with pytest.raises(EventTooLarge):
+        _SseParser(max_event=64).feed(b"data: " + b"x" * 100)  # never ends
+    with pytest.raises(EventTooLarge):
+        _SseParser(max_event=64).feed(b"data: " + b"x" * 100 + b"\n\ndata: y\n\n")
+    unbounded = _SseParser()
+    assert len(unbounded.feed(b"data: " + b"x" * 10_000 + b"\n\n")[0].data) == 10_000
+
+
+def test_the_parser_reads_invalid_utf8_as_replacement_characters() -> None:
+    (event,) = _SseParser().feed(b"id: 1\ndata: {\"a\": \"\xff\xfe\"}\n\n")
+    assert event.event_id == "1" and "\ufffd" in event.data
