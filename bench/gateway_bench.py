@@ -117,6 +117,9 @@ from typing import Any
 from bench.e2e_bench import _plain
 from bench.results import record, run_quietly, table
 
+BENCH_ID_KEY = "bench-only key: signs the replicas' event ids"
+"""The event-id key the benchmark's replicas share (replicas on one store must)."""
+
 
 def _env_int(name: str, default: int) -> int:
     value = os.environ.get(name, "")
@@ -298,6 +301,7 @@ async def endpoints(
     """The endpoints of ``config`` (``direct``, ``gateway``, ``redis``) in front of
     ``upstream``, for the probes: replicas in this process, their stores counted (fresh
     replicas and stores each time)."""
+    from fsm.gateway.ids import EventIdKeys
     from fsm.gateway.store import MemoryStore
     from fsm.harness.gateway import running_gateway
 
@@ -313,9 +317,10 @@ async def endpoints(
     else:
         raise ValueError(f"unknown configuration {config!r}")
     stores = [CountingStore(inner, serial=serial) for inner in inners]
+    shared = {"id_keys": EventIdKeys.generate(), **gateway_kw}  # one key for the replicas
     async with contextlib.AsyncExitStack() as stack:
         running = [
-            await stack.enter_async_context(running_gateway(upstream, store=s, **gateway_kw))
+            await stack.enter_async_context(running_gateway(upstream, store=s, **shared))
             for s in stores
         ]
         yield Endpoints([r.url for r in running], stores, [r.gateway for r in running])
@@ -394,14 +399,15 @@ def cpu_of(children: Mapping[str, Child]) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def child(name: str, args: list[str]) -> Iterator[Child]:
-    """Start ``args`` in :data:`ROOT`, wait for the first line on its stdout (where it
-    serves), yield it; on exit ``SIGTERM`` (the gateway's clean stop), ``SIGKILL`` if it
-    has not ended 10 s later. ``RuntimeError`` with its stderr when it exits first."""
+def child(name: str, args: list[str], env: Mapping[str, str] | None = None) -> Iterator[Child]:
+    """Start ``args`` in :data:`ROOT` (``env`` added to this process's environment), wait
+    for the first line on its stdout (where it serves), yield it; on exit ``SIGTERM``
+    (the gateway's clean stop), ``SIGKILL`` if it has not ended 10 s later.
+    ``RuntimeError`` with its stderr when it exits first."""
     with tempfile.TemporaryFile("w+") as errors:
         process = subprocess.Popen(
             args, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-            text=True,
+            text=True, env={**os.environ, **(env or {})},
         )  # fmt: skip
         try:
             assert process.stdout is not None
@@ -437,7 +443,8 @@ def replica_process(
     ``options`` are more of the command's options (``--loop asyncio``)."""
     command = python or [sys.executable, "-m", "fsm"]
     args = ["gateway", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", store]
-    return child("gateway", command + args + (options or []))
+    key = {"FSM_GATEWAY_ID_KEY": BENCH_ID_KEY}
+    return child("gateway", command + args + (options or []), env=key)
 
 
 @dataclass

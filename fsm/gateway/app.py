@@ -8,34 +8,60 @@ gateway enforces on the wire what the adapters enforce in-process:
   duplicate, a stale replay, one cancelled later in the replay) reaches the client as an
   empty event that keeps its id; the client never sees it twice.
 * **Presentation is claimed.** Before a request is passed on, the gateway claims it in its
-  :class:`~fsm.gateway.store.StateStore` (atomic: two replicas never both present a key).
-  A lost claim blanks the request; a store that cannot answer blanks it and ends the
-  interaction with :class:`~fsm.gateway.store.StoreUnavailableError` (fail closed).
-* **Answers are the gateway's.** A client's answer POST is answered ``202`` at once and
-  submitted by the guard: classified, retryable failures resubmitted with the same answer,
-  answers to withdrawn or dead requests dropped.
+  :class:`~fsm.gateway.store.StateStore` (atomic: two replicas never both present a key),
+  under a lease this replica renews while the request awaits its answer. A lost claim
+  blanks the request; if the holder's lease lapses with no answer stored, the call ends
+  with :class:`~fsm.gateway.store.ClaimLapsedError`. A store that cannot answer blanks it
+  and ends the interaction with :class:`~fsm.gateway.store.StoreUnavailableError` (fail
+  closed).
+* **Answers are the gateway's.** A client's answer POST is written to the store, answered
+  ``202`` and submitted by the guard: classified, retryable failures resubmitted with the
+  same answer, answers to withdrawn or dead requests dropped.
 * **Resumes are the gateway's.** When the upstream connection breaks under a client, the
   gateway resumes it itself (the guard's cursor, backoff and budgets) and the client sees
   one unbroken stream. When the client's own connection breaks, its resume ``GET`` carries a
-  gateway-issued ``Last-Event-ID`` (:mod:`fsm.gateway.ids`): the stream is resumed upstream
-  from the newest event the gateway passed on (a stale client cursor is rewritten), or,
-  on a replica that never saw the stream, from the newer of the client's id and the
-  store's cursor.
+  gateway-issued, signed ``Last-Event-ID`` (:mod:`fsm.gateway.ids`): the stream is taken
+  over (the old upstream response closed first) and resumed upstream from the newest
+  event the gateway passed on (a stale client cursor is rewritten), or, on a replica that
+  never saw the stream, from the newer of the client's id and the store's cursor.
 * **One outcome.** An interaction the guard ends (dead request, budget spent, session
-  gone, store unavailable) gets exactly one JSON-RPC error response for its origin request
-  on the client's stream: code :data:`~fsm.adapters.core.ENDED_CODE` (-32000), ``message``
-  ``"<reason>: ..."``, ``data`` with ``reason``, ``key``, ``stream`` and ``evidence``.
+  gone, store unavailable, an event over the size bound) gets exactly one JSON-RPC error
+  response for its origin request on the client's stream: code
+  :data:`~fsm.adapters.core.ENDED_CODE` (-32000), ``message`` ``"<reason>: ..."``,
+  ``data`` with ``reason``, ``key``, ``stream`` and ``evidence``.
 * **Sessions end once.** After the server said the session is gone (404), every request
   of it is answered ``404`` by the gateway (every replica, through the store).
+
+**No authority of its own.** What a client holding another client's session id can do
+through the gateway, it could do to the upstream directly. A request's credentials
+(:data:`CREDENTIAL_HEADERS`) are *proven* for a session once the upstream accepted a
+request carrying them in it (2xx; the ``initialize`` that began it included); only a
+request with proven credentials changes shared state: its answer is taken by the guard,
+its resume takes over the stream (credentials not yet proven here are asked with a
+``ping`` first), its 404 ends the session. Any other request is relayed: sent as it came,
+the upstream's answer returned to that client alone. The gateway's own requests carry
+the credentials of the client request they act for (an answer's submissions those of its
+POST, a resume those of the stream's request), never another client's. A guard exists
+only for a session the upstream accepted. Header values that could not be forwarded as
+they came are refused (``400``) before anything is stored, and a ``Host`` or ``Origin``
+outside :class:`~fsm.gateway.edge.HostPolicy` gets ``421`` or ``403``.
+
+**Bounds** (:class:`GatewayLimits`, defaults in docs/gateway.md): request bodies
+(``413``), the time to send one (``408``), SSE event size (the stream ends with
+``event-too-large``), the gateway's own upstream requests per session and its queued
+refusals, live streams per session (a stream no client reads is abandoned for a new
+one; with every one read, the new stream gets ``503``), sessions held (the least
+recently used idle one is dropped first; when all are busy a new session gets ``503``),
+sessions not yet accepted. Each session's work runs contained: its faults end its own
+interactions, never another's; if the gateway's own background work fails, it stops
+(``on_fatal``) instead of serving errors.
 
 Limits (see docs/gateway.md): the gateway cannot know which events a client received
 before its connection broke; an event written to a connection that then broke counts as
 passed on (a request in it is not presented again, its interaction ends by the server's
 deadline), and a stream's final response is kept (up to 1 MiB) to answer a resume that
 lost it. An answer POST that lands on a replica that never saw its request is forwarded
-unchanged. Request bodies over ``max_body`` get ``413``; at most ``max_sessions``
-sessions are held (the least recently used idle one is dropped first; when all are busy a
-new session gets ``503``).
+unchanged.
 """
 
 from __future__ import annotations
@@ -43,9 +69,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
+import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
@@ -59,13 +87,30 @@ from fsm import events
 from fsm.adapters import core
 from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
-from fsm.gateway.ids import GatewayEventId, IdRewriter, parse_event_id
-from fsm.gateway.store import Cursor, MemoryStore, StateStore, StoreUnavailableError
+from fsm.gateway.edge import HostPolicy
+from fsm.gateway.ids import EventIdKeys, GatewayEventId, IdRewriter, parse_event_id
+
+try:  # TEMPORARY until the store has leases
+    from fsm.gateway.store import DEFAULT_LEASE_S, ClaimLapsedError
+except ImportError:
+    DEFAULT_LEASE_S = 30.0
+
+    class ClaimLapsedError(InteractionFailed):  # type: ignore[no-redef]
+        reason = "claim-lapsed"
+
+
+from fsm.gateway.store import (
+    Cursor,
+    MemoryStore,
+    RequestId,
+    StateStore,
+    StoreUnavailableError,
+)
 from fsm.gateway.upstream import AiohttpTransport
 from fsm.guard import Guard, GuardConfig
 from fsm.observe import ObservedGuard
 
-__all__ = ["Gateway", "GatewayLimits"]
+__all__ = ["CREDENTIAL_HEADERS", "Credentials", "Gateway", "GatewayLimits", "credentials_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +132,15 @@ _HOP_BY_HOP = frozenset(
         "content-length",
     }
 )
-_FORWARDED_TO_GUARD = ("authorization", "cookie")
-"""Client headers the gateway's own requests for a session (answer submissions, resumes)
-carry upstream, as the client's own requests do."""
+CREDENTIAL_HEADERS = ("authorization", "cookie")
+"""A request's credentials: the headers the upstream may bind a session to. The gateway's
+own requests (answer submissions, resumes, refusals) carry those of the client request
+they act for; a request whose credentials the upstream has not accepted for its session
+changes nothing shared (see :class:`Gateway`)."""
+
+
+_DEFAULT_HOSTS = HostPolicy()
+"""Loopback ``Host`` and ``Origin`` only (see :class:`~fsm.gateway.edge.HostPolicy`)."""
 
 
 def _unused(*_: Any) -> Any:
@@ -130,14 +181,77 @@ class GatewayLimits:
     upstream_idle_s: float = 1.0
     """Seconds an idle upstream connection is kept for reuse: shorter than servers keep
     an idle connection (uvicorn: 5 s), so a reused one is never one the server is closing."""
+    max_event_bytes: int = 8 * 1024 * 1024
+    """Characters of one SSE event from the upstream held at once; a larger event ends
+    its stream with one error for its client (``event-too-large``)."""
+    upstream_requests_per_session: int = 8
+    """The gateway's own upstream requests for one session in flight at once (answer
+    submissions, refusals); more wait for a slot."""
+    max_pending_refusals: int = 64
+    """Refusals (answers to server requests past the guard's ``max_live_requests``) of
+    one session waiting to be sent; past it a refusal is not sent (the server's own
+    deadline ends that request)."""
+    body_timeout_s: float = 30.0
+    """Seconds to receive a request's whole body; a client slower than that gets
+    ``408``."""
+    max_unaccepted: int = 256
+    """Requests at once for session ids the upstream has not yet accepted here (a guard
+    is made for such a session only while its request is in flight, kept only if the
+    upstream accepts it); past it ``503``."""
+    max_credentials: int = 8
+    """Credentials the upstream accepted kept per session (the most recent ones: a
+    client refreshing its token proves the new one with its next request)."""
+    lease_s: float = DEFAULT_LEASE_S
+    """Seconds a replica's claim of a presented request lasts unless renewed (renewed
+    every third of it while the request awaits its answer). A call whose prompt was
+    claimed by a replica that died ends with ``claim-lapsed`` this long after."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_body",
+            "max_sessions",
+            "max_final",
+            "observations",
+            "max_event_bytes",
+            "upstream_requests_per_session",
+            "max_unaccepted",
+            "max_credentials",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GatewayLimits.{name} must be >= 1")
+        if self.max_pending_refusals < 0:
+            raise ValueError("GatewayLimits.max_pending_refusals must be >= 0")
+        for name in ("session_idle_s", "upstream_idle_s", "body_timeout_s", "lease_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"GatewayLimits.{name} must be > 0")
+        if self.upstream_connections is not None and self.upstream_connections < 1:
+            raise ValueError("GatewayLimits.upstream_connections must be None or >= 1")
 
 
-@dataclass
+Credentials = tuple[str, ...]
+"""The values of :data:`CREDENTIAL_HEADERS` in a request (``""`` for one it lacks)."""
+
+
+def credentials_of(headers: Mapping[str, str]) -> Credentials:
+    """The credentials a request carries (see :data:`CREDENTIAL_HEADERS`)."""
+    return tuple(headers.get(name, "") for name in CREDENTIAL_HEADERS)
+
+
+@dataclass(eq=False)
 class _Session:
     engine: core._Engine
     transport: core.GuardedTransport
+    keys: EventIdKeys
+    max_credentials: int
     ids: dict[str, IdRewriter] = field(default_factory=dict)
     finals: dict[str, bytes] = field(default_factory=dict)
+    proven: OrderedDict[Credentials, None] = field(default_factory=OrderedDict)
+    """Credentials the upstream accepted for this session (newest last)."""
+    claimed: set[RequestId] = field(default_factory=set)
+    """Requests this replica claimed and presented, whose leases it renews."""
+    held: bool = False
+    """Accepted by the upstream and held in the gateway's table."""
+    began_here: bool = False
     last_used: float = 0.0
     busy: int = 0
     ended_recorded: bool = False
@@ -145,18 +259,37 @@ class _Session:
     def rewriter(self, stream: str) -> IdRewriter:
         ids = self.ids.get(stream)
         if ids is None:
-            ids = self.ids[stream] = IdRewriter(stream)
+            ids = self.ids[stream] = IdRewriter(stream, self.engine.session or "", self.keys)
         return ids
+
+    def trusts(self, request: Any) -> bool:
+        """Whether ``request``'s credentials are ones the upstream accepted here."""
+        return credentials_of(request.headers) in self.proven
+
+    def prove(self, request: Any) -> None:
+        """The upstream accepted ``request``: its credentials are proven (kept newest)."""
+        creds = credentials_of(request.headers)
+        self.proven[creds] = None
+        self.proven.move_to_end(creds)
+        while len(self.proven) > self.max_credentials:
+            self.proven.popitem(last=False)
 
 
 class Gateway:
     """The ASGI app (see the module docstring). ``upstream`` is the MCP endpoint URL
-    (``http://host:port/mcp``); clients use the same path on the gateway. ``store``
-    defaults to a :class:`~fsm.gateway.store.MemoryStore` (one replica). ``config`` is
-    each session's guard policy. Run it with any ASGI server with lifespan on (``python
-    -m fsm gateway`` runs uvicorn), or enter :meth:`running` around serving it, on an
-    ``asyncio`` loop (uvloop included): its upstream connections are aiohttp's
-    (:mod:`fsm.gateway.upstream`)."""
+    (``http://host:port/mcp``, no ``user:password@``: the gateway adds no credentials of
+    its own); clients use the same path on the gateway. ``store`` defaults to a
+    :class:`~fsm.gateway.store.MemoryStore` (one replica). ``config`` is each session's
+    guard policy. ``id_keys`` sign the event ids it issues (default: a random key, one
+    replica; replicas behind one balancer must share keys:
+    :meth:`~fsm.gateway.ids.EventIdKeys.from_env`). ``host_policy`` says which ``Host``
+    and ``Origin`` values reach the upstream (default: loopback only; ``None``: any).
+    ``replica`` names this replica in the store's claims (default: random).
+    ``on_fatal`` is called if the gateway's own background work fails (it then serves
+    nothing: every request gets ``503``); ``python -m fsm gateway`` exits 1 on it. Run
+    it with any ASGI server with lifespan on (``python -m fsm gateway`` runs uvicorn), or
+    enter :meth:`running` around serving it, on an ``asyncio`` loop (uvloop included):
+    its upstream connections are aiohttp's (:mod:`fsm.gateway.upstream`)."""
 
     def __init__(
         self,
@@ -166,22 +299,42 @@ class Gateway:
         config: GuardConfig | None = None,
         limits: GatewayLimits | None = None,
         timeout: httpx2.Timeout | None = None,
+        id_keys: EventIdKeys | None = None,
+        host_policy: HostPolicy | None = _DEFAULT_HOSTS,
+        replica: str | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
     ) -> None:
         parts = urlsplit(upstream)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"upstream must be an http(s) URL, not {upstream!r}")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"upstream must be an http(s) URL, not {_redacted(upstream)!r}")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(
+                "upstream must not hold user:password@ (the gateway adds no credentials "
+                "of its own; clients send theirs)"
+            )
         self.upstream = upstream
         self.path = parts.path or "/"
         self.store: StateStore = store if store is not None else MemoryStore()
         self.config = config
         self.limits = limits or GatewayLimits()
+        self.id_keys = id_keys if id_keys is not None else EventIdKeys.generate()
+        self.host_policy = host_policy
+        self.replica = replica or secrets.token_hex(8)
+        self.on_fatal = on_fatal
+        self.failure: BaseException | None = None
+        """What ended the gateway's background work, if it failed (then every request
+        gets ``503``)."""
         self._timeout = timeout or httpx2.Timeout(30.0, read=300.0)
         self._timeouts = self._timeout.as_dict()
         """What a forwarded request's ``timeout`` extension holds (made once)."""
         self._upstream_url = httpx2.URL(upstream)
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
-        if self.limits.upstream_connections is not None and self.limits.upstream_connections < 1:
-            raise ValueError("GatewayLimits.upstream_connections must be None or >= 1")
+        self._unaccepted: dict[str, _Session] = {}
+        """Sessions the upstream has not accepted here, by id, while a request is in
+        flight for them (shared by concurrent requests of one id)."""
+        self._provisional: set[_Session] = set()
+        """Every session not yet accepted with a request in flight (``initialize``s
+        included): at most ``max_unaccepted``."""
         self._http: httpx2.AsyncClient | None = None
         self._tg: TaskGroup | None = None
 
@@ -190,35 +343,47 @@ class Gateway:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:
         """Hold the upstream HTTP client and the background task group (answer
-        submissions, store writes) while serving; on exit every session is closed. A
-        store with a ``connect()`` (:class:`~fsm.gateway.redis_store.RedisStore`) is
-        checked first: :class:`~fsm.gateway.store.StoreUnavailableError` if it does not
-        answer."""
+        submissions, store writes, lease renewals) while serving; on exit every session
+        is closed. A store with a ``connect()``
+        (:class:`~fsm.gateway.redis_store.RedisStore`) is checked first:
+        :class:`~fsm.gateway.store.StoreUnavailableError` if it does not answer. If the
+        background work fails (a defect: every session's own faults are contained),
+        :attr:`failure` is set, ``on_fatal`` is called and the failure is raised."""
         connect = getattr(self.store, "connect", None)
         if connect is not None:  # a remote store's start-up check (fails: no start)
             await connect()
         transport = AiohttpTransport(
             connections=self.limits.upstream_connections, idle_s=self.limits.upstream_idle_s
         )
-        async with (
-            httpx2.AsyncClient(
-                transport=transport, timeout=self._timeout, cookies=_no_cookies()
-            ) as http,
-            anyio.create_task_group() as tg,
-        ):
-            self._http, self._tg = http, tg
-            try:
-                yield self
-            finally:
-                for session in self._sessions.values():
-                    session.engine.close()
-                self._sessions.clear()
-                tg.cancel_scope.cancel()
-                self._http = self._tg = None
+        try:
+            async with (
+                httpx2.AsyncClient(
+                    transport=transport, timeout=self._timeout, cookies=_no_cookies()
+                ) as http,
+                anyio.create_task_group() as tg,
+            ):
+                self._http, self._tg = http, tg
+                if hasattr(self.store, "renew"):
+                    tg.start_soon(self._renew_leases)
+                try:
+                    yield self
+                finally:
+                    for session in self._sessions.values():
+                        session.engine.close()
+                    self._sessions.clear()
+                    tg.cancel_scope.cancel()
+                    self._http = self._tg = None
+        except Exception as exc:
+            self._http = self._tg = None
+            self.failure = exc
+            logger.critical("gateway failed: %r", exc)
+            if self.on_fatal is not None:
+                self.on_fatal(exc)
+            raise
 
     @property
     def sessions(self) -> int:
-        """Sessions held now."""
+        """Sessions held now (each accepted by the upstream)."""
         return len(self._sessions)
 
     def session_guard(self, session_id: str) -> ObservedGuard | None:
@@ -255,7 +420,8 @@ class Gateway:
 
     async def _http_request(self, scope: Scope, receive: Any, send: Any) -> None:
         if self._http is None:
-            await _reply(send, 503, b"gateway not started (lifespan off?)", "text/plain")
+            why = b"gateway failed" if self.failure is not None else b"gateway not started"
+            await _reply(send, 503, why + b" (lifespan off?)", "text/plain")
             return
         if scope.get("path") != self.path:
             await _reply(send, 404, b"not found", "text/plain")
@@ -265,8 +431,19 @@ class Gateway:
         except ValueError as exc:
             await _reply(send, 400, _rpc_error(None, -32600, f"bad header: {exc}"))
             return
+        if self.host_policy is not None:
+            refusal = self.host_policy.refusal(headers)
+            if refusal is not None:
+                status, message = refusal
+                await _reply(send, status, _rpc_error(None, -32600, message))
+                return
         method = scope["method"]
-        body = await _read_body(receive, headers, self.limits.max_body)
+        try:
+            with anyio.fail_after(self.limits.body_timeout_s):
+                body = await _read_body(receive, headers, self.limits.max_body)
+        except TimeoutError:
+            await _reply(send, 408, _rpc_error(None, -32600, "request body not received in time"))
+            return
         if body is None:
             await _reply(send, 413, _rpc_error(None, -32600, "request body too large"))
             return
@@ -274,11 +451,10 @@ class Gateway:
         try:
             session = await self._session_for(sid)
         except StoreUnavailableError as exc:
-            await _store_unavailable(send, method, headers, body, exc)
+            await _store_unavailable(send, method, headers, body, exc, self.id_keys)
             return
-        except _Full:
-            message = f"gateway full: {self.limits.max_sessions} sessions in use"
-            await _reply(send, 503, _rpc_error(_request_id(body), -32000, message))
+        except _Full as exc:
+            await _reply(send, 503, _rpc_error(_request_id(body), -32000, str(exc)))
             return
         if session is None:  # the session ended (here or on another replica)
             await _reply(send, 404, core._SESSION_GONE_BODY)
@@ -289,7 +465,10 @@ class Gateway:
         finally:
             session.busy -= 1
             session.last_used = time.monotonic()
-            await self._after(session)
+            if session.held:
+                await self._after(session)
+            elif session.busy == 0:  # the upstream never accepted it: forgotten
+                self._forget(session)
 
     async def _serve(
         self,
@@ -302,11 +481,6 @@ class Gateway:
         send: Any,
     ) -> None:
         e = session.engine
-        for name in _FORWARDED_TO_GUARD:
-            if name in headers:
-                e.forwarded[name] = headers[name]
-        if headers.get("mcp-protocol-version"):
-            e.protocol_version = headers["mcp-protocol-version"]
         url = self._upstream_url
         if scope.get("query_string"):
             url = url.copy_with(query=scope["query_string"])
@@ -319,30 +493,54 @@ class Gateway:
             content=body,
             extensions={"timeout": self._timeouts},
         )
+        version = headers.get("mcp-protocol-version")
+        if version and session.trusts(request):
+            e.protocol_version = version
         last_event_id = headers.get("last-event-id")
         if method == "GET" and last_event_id is not None:
             resp = await self._client_resume(session, request, last_event_id)
         else:
             resp = await session.transport.handle_async_request(request)
-        if e.session is not None and e.session not in self._sessions:
-            # a session began here (its initialize was answered): the store records it
-            # before the client learns the session id, so no claim of it can come first
-            self._hold(e.session, session)
-            try:
-                await self.store.begin_session(e.session)
-            except StoreUnavailableError as exc:  # its claims will fail closed
-                logger.warning("session %s not recorded: %s", e.session, exc)
+        if e.session is not None and not session.held and session.proven:
+            await self._accept(session)
         await self._respond(session, resp, receive, send)
         if method == "DELETE" and resp.status_code < 300 and e.session:
             e.expired = InteractionFailed("the client ended the session", reason="deleted")
 
+    async def _accept(self, session: _Session) -> None:
+        """The upstream accepted a request of ``session``: hold it. A session that began
+        here (its ``initialize`` was answered) is recorded in the store before the
+        client learns its id, so no claim of it can come first."""
+        sid = session.engine.session
+        assert sid is not None
+        held = self._sessions.get(sid)
+        if held is not None and held is not session:  # a concurrent request won: merge
+            held.proven.update(session.proven)
+            return
+        if held is session:
+            return
+        session.held = True
+        self._provisional.discard(session)
+        if self._unaccepted.get(sid) is session:
+            del self._unaccepted[sid]
+        self._hold(sid, session)
+        if session.began_here:
+            try:
+                await self.store.begin_session(sid)
+            except StoreUnavailableError as exc:  # its claims will fail closed
+                logger.warning("a new session was not recorded: %s", exc)
+
     async def _client_resume(self, session: _Session, request: Any, value: str) -> Any:
         e = session.engine
-        got = parse_event_id(value)
+        got = parse_event_id(value, e.session or "", self.id_keys)
         if got is None:
             return _response(
                 400, _rpc_error(None, -32600, "Last-Event-ID was not issued by this gateway")
             )
+        if not session.trusts(request) and not await self._probe(session, request):
+            # credentials the upstream did not accept for this session: its answer alone
+            request.headers["last-event-id"] = got.upstream_id
+            return await session.transport._send(request)
         stream, origin = got.stream, core._origin_of(got.stream)
         ids = session.rewriter(stream)
         seen = [] if e.guard.stream_state(stream) is not None else [got]
@@ -350,7 +548,7 @@ class Gateway:
             try:
                 stored = await self.store.cursor_of(e.session, stream)
             except StoreUnavailableError as exc:  # the client's id then; claims still hold
-                logger.warning("no stored cursor for %s: %s", stream, exc)
+                logger.warning("no stored cursor for a resumed stream: %s", exc)
                 stored = None
             if stored is not None and stored.position > got.position:
                 seen.append(GatewayEventId(stream, stored.position, stored.event_id))
@@ -370,6 +568,29 @@ class Gateway:
             )
             final = core._sse_bytes(None, json.dumps(core.ending_error(origin, err)))
         return _response(200, final, "text/event-stream")
+
+    async def _probe(self, session: _Session, request: Any) -> bool:
+        """Whether the upstream accepts ``request``'s credentials for its session, asked
+        with a ``ping`` carrying them (a request with no effect): a resume takes over a
+        stream, so its credentials are proven before anything changes."""
+        assert self._http is not None
+        e = session.engine
+        headers = e.headers(e.carry(request))
+        version = request.headers.get("mcp-protocol-version")
+        if version:
+            headers["mcp-protocol-version"] = version
+        ping = {"jsonrpc": "2.0", "id": f"fsm-gateway-probe-{secrets.token_hex(6)}"}
+        ping["method"] = "ping"
+        probe = self._http.build_request("POST", self.upstream, json=ping, headers=headers)
+        try:
+            resp = await self._http.send(probe, stream=True)
+        except httpx2.HTTPError:
+            return False
+        await resp.aclose()
+        if resp.status_code >= 300:
+            return False
+        session.prove(request)
+        return True
 
     async def _respond(self, session: _Session, resp: Any, receive: Any, send: Any) -> None:
         body = resp.stream
@@ -416,42 +637,67 @@ class Gateway:
         done = session.engine.guard.stream_state(stream) == "done"
         if done and stream not in session.finals and len(last) <= self.limits.max_final:
             session.finals[stream] = _final_event(last)
-        if ids.last is not None and session.engine.session:
+        if ids.last is not None and session.engine.session and session.held:
             cursor = Cursor(ids.position, ids.last)
             self._spawn(self.store.save_cursor, session.engine.session, stream, cursor)
 
     # -- sessions ------------------------------------------------------------------
 
     async def _session_for(self, sid: str | None) -> _Session | None:
-        """The held session ``sid``, one begun here for it (another replica or an earlier
-        process began it), or a new one (``sid`` None: an ``initialize``); ``None`` when
-        the session ended. Raises :class:`_Full` when ``max_sessions`` are held and busy."""
-        if sid is None:
-            if not self._make_room():
-                raise _Full
-            return self._new_session(None)
-        held = self._sessions.get(sid)
-        if held is not None:
-            self._sessions.move_to_end(sid)
-            return None if held.engine.expired is not None else held
-        if await self.store.session_ended(sid) is not None:
+        """The held session ``sid``; for an id not held here (another replica, or an
+        earlier process, began it; or it is made up) one that is kept only if the
+        upstream accepts a request of it; for ``None`` (an ``initialize``) a new one,
+        kept once the upstream answers it with a session id. ``None`` when the session
+        ended. Raises :class:`_Full` when there is no room."""
+        if sid is not None:
+            held = self._sessions.get(sid)
+            if held is not None:
+                self._sessions.move_to_end(sid)
+                return None if held.engine.expired is not None else held
+            waiting = self._unaccepted.get(sid)
+            if waiting is not None:
+                return waiting
+        if len(self._provisional) >= self.limits.max_unaccepted:
+            raise _Full(f"gateway busy: {self.limits.max_unaccepted} sessions not yet accepted")
+        if sid is not None and await self.store.session_ended(sid) is not None:
             return None
         if not self._make_room():
-            raise _Full
+            raise _Full(f"gateway full: {self.limits.max_sessions} sessions in use")
         session = self._new_session(sid)
-        self._hold(sid, session)
+        self._provisional.add(session)
+        if sid is None:
+            session.began_here = True
+        else:
+            self._unaccepted[sid] = session
         return session
+
+    def _forget(self, session: _Session) -> None:
+        """Drop a session the upstream never accepted (its guard, its engine)."""
+        self._provisional.discard(session)
+        sid = session.engine.session
+        if sid is not None and self._unaccepted.get(sid) is session:
+            del self._unaccepted[sid]
+        session.engine.close()
 
     def _new_session(self, sid: str | None) -> _Session:
         assert self._http is not None and self._tg is not None
+        limits = self.limits
         observed = ObservedGuard(
-            Guard(clock=time.monotonic, config=self.config), log_limit=self.limits.observations
+            Guard(clock=time.monotonic, config=self.config), log_limit=limits.observations
         )
         engine = core._Engine(observed, self._http, self._tg, self.upstream, _BINDING)
-        session = _Session(engine, core.bind(httpx2).transport(engine))
+        session = _Session(
+            engine, core.bind(httpx2).transport(engine), self.id_keys, limits.max_credentials
+        )
         if sid is not None:  # a session another replica (or an earlier process) began
             engine.session = sid
             engine.feed(events.SessionStarted(sid))
+        engine.carried = CREDENTIAL_HEADERS
+        engine.trusted = session.trusts
+        engine.accepted = session.prove
+        engine.max_event = limits.max_event_bytes
+        engine.max_pending_refusals = limits.max_pending_refusals
+        engine.upstream_slots = anyio.CapacityLimiter(limits.upstream_requests_per_session)
         engine.claim = self._claimer(session)
         engine.on_answer = self._answer_keeper(session)
         session.last_used = time.monotonic()
@@ -478,9 +724,10 @@ class Gateway:
         self._sessions.move_to_end(sid)
 
     async def _after(self, session: _Session) -> None:
-        """After a request: a session that ended (the server said 404, or the client's
-        DELETE was answered) is recorded as ended in the store and no longer held (its
-        streams end); later requests of it are answered ``404`` from the store."""
+        """After a request: a session that ended (the server said 404 to credentials it
+        had accepted, or the client's DELETE was answered) is recorded as ended in the
+        store and no longer held (its streams end); later requests of it are answered
+        ``404`` from the store."""
         e = session.engine
         if e.expired is None or not e.session or session.ended_recorded:
             return
@@ -494,35 +741,99 @@ class Gateway:
             logger.warning("session end not recorded: %s", exc)
 
     def _claimer(self, session: _Session) -> core.Claim:
-        """The engine's claim: the store's compare-and-set. A lost claim whose request
-        has an answer kept in the store (the client answered through another replica)
-        hands that answer to this replica's guard, which submits it as its own: the
-        server asking again is answered, the person is not asked again."""
+        """The engine's claim: the store's compare-and-set, held under this replica's
+        lease. A lost claim whose request has an answer kept in the store (the client
+        answered through another replica) hands that answer to this replica's guard,
+        which submits it as its own: the server asking again is answered, the person is
+        not asked again. A lost claim with no answer yet is watched until an answer
+        arrives or the holder's lease lapses (:meth:`_watch_claim`)."""
         store = self.store
 
         async def claim(key: RequestKey, stream: str, event_id: str | None) -> bool:
             e = session.engine
             sid = e.session or ""
             ids = session.ids.get(stream)
+            lease: dict[str, Any] = {"owner": self.replica, "lease_s": self.limits.lease_s}
+            if not hasattr(store, "renew"):  # TEMPORARY until the store has leases
+                lease = {}
             if ids is not None and ids.last is not None:  # the newest event passed on
-                won = await store.claim(
-                    sid, key[1], stream=stream, cursor=Cursor(ids.position, ids.last)
-                )
+                cursor = Cursor(ids.position, ids.last)
+                won = await store.claim(sid, key[1], stream=stream, cursor=cursor, **lease)
             else:
-                won = await store.claim(sid, key[1])
+                won = await store.claim(sid, key[1], **lease)
             if won:
+                session.claimed.add(key[1])
                 return True
             answer = await store.answer_of(sid, key[1])
             if answer is not None and e.guard.state_of(key) == "presented":
                 e.feed(events.UserAnswered(key, answer))
+            elif answer is None and hasattr(store, "renew"):
+                e.spawn(self._watch_claim, (session, key, stream))
             return False
 
         return claim
 
+    async def _watch_claim(self, args: tuple[_Session, RequestKey, str]) -> None:
+        """Watch a request another replica claimed (and so presented) until the client's
+        answer reaches the store (this replica submits it) or the holder's lease lapses
+        with no answer: the holder died with the prompt, and the call ends with one
+        :class:`~fsm.gateway.store.ClaimLapsedError` (the request is never presented
+        twice). Ends early when the request or its stream ends."""
+        session, key, stream = args
+        e = session.engine
+        period = self.limits.lease_s / 3
+        while True:
+            await anyio.sleep(period)
+            if e.guard.state_of(key) != "presented" or e.guard.stream_state(stream) in (
+                "done",
+                "dead",
+                None,
+            ):
+                return
+            try:
+                status = await self.store.claim_status(e.session or "", key[1])
+            except StoreUnavailableError:
+                continue
+            if status.answer is not None:
+                e.feed(events.UserAnswered(key, status.answer))
+                return
+            if status.lapsed:
+                err = ClaimLapsedError(
+                    f"{stream}: request {key[1]!r} was presented through a replica that "
+                    f"stopped before its answer arrived (lease {self.limits.lease_s:g} s)",
+                    key=key,
+                    stream=stream,
+                )
+                e.feed(events.StreamAbandoned(stream, err.reason, str(err)))
+                e.failures[stream] = err
+                return
+
+    async def _renew_leases(self) -> None:
+        """Renew the lease of every request this replica claimed that still awaits its
+        answer, every third of the lease."""
+        period = self.limits.lease_s / 3
+        while True:
+            await anyio.sleep(period)
+            for session in list(self._sessions.values()):
+                e, sid = session.engine, session.engine.session
+                for rid in list(session.claimed):
+                    if e.guard.state_of((sid or "", rid)) != "presented" or not sid:
+                        session.claimed.discard(rid)
+                        continue
+                    try:
+                        await self.store.renew(sid, rid, self.replica, self.limits.lease_s)
+                    except StoreUnavailableError as exc:
+                        logger.warning("lease not renewed: %s", exc)
+
     def _answer_keeper(self, session: _Session) -> Any:
-        def keep(key: RequestKey, answer: Mapping[str, Any]) -> None:
-            if session.engine.session:
-                self._spawn(self.store.save_answer, session.engine.session, key[1], answer)
+        async def keep(key: RequestKey, answer: Mapping[str, Any]) -> None:
+            sid = session.engine.session
+            if not sid:
+                return
+            try:
+                await self.store.save_answer(sid, key[1], answer)
+            except StoreUnavailableError as exc:  # this replica still submits it
+                logger.warning("answer not written ahead: %s", exc)
 
         return keep
 
@@ -535,11 +846,21 @@ class Gateway:
                 await fn(*args)
             except StoreUnavailableError as exc:
                 logger.warning("store write failed: %s", exc)
+            except Exception:  # contained: a store defect never ends the gateway
+                logger.exception("store write failed")
 
         self._tg.start_soon(run)
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _redacted(url: str) -> str:
+    """``url`` without a password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
 
 
 def _no_cookies() -> CookieJar:
@@ -575,12 +896,19 @@ async def _pieces(resp: Any) -> AsyncIterator[bytes]:
 
 
 async def _store_unavailable(
-    send: Any, method: str, headers: Mapping[str, str], body: bytes, exc: StoreUnavailableError
+    send: Any,
+    method: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    exc: StoreUnavailableError,
+    keys: EventIdKeys,
 ) -> None:
     """Fail closed when the store cannot say whether the session ended: a resume of a
-    call's stream gets that call's ending error (one outcome for it), anything else
-    ``503`` with a JSON-RPC error for its request id."""
-    got = parse_event_id(headers.get("last-event-id") or "") if method == "GET" else None
+    call's stream (with an id this gateway issued for the session) gets that call's
+    ending error (one outcome for it), anything else ``503`` with a JSON-RPC error for
+    its request id."""
+    value, sid = headers.get("last-event-id"), headers.get("mcp-session-id") or ""
+    got = parse_event_id(value, sid, keys) if method == "GET" and value else None
     origin = core._origin_of(got.stream) if got is not None else None
     if origin is not None:
         ending = core._sse_bytes(None, json.dumps(core.ending_error(origin, exc)))
@@ -589,17 +917,34 @@ async def _store_unavailable(
         await _reply(send, 503, _rpc_error(_request_id(body), core.ENDED_CODE, str(exc)))
 
 
+_READ = ("mcp-session-id", "last-event-id", "mcp-protocol-version")
+"""Headers the gateway reads itself: visible ASCII, not empty, at most once."""
+_SINGLE = (*_READ, *CREDENTIAL_HEADERS, "host", "origin")
+"""Headers a request may carry at most once (two would be read differently by the
+gateway and the upstream)."""
+_FORWARDABLE = re.compile(rb"[\x20-\x7e\t]*")
+"""A header value the upstream connection sends as it came: visible ASCII, spaces and
+tabs (obs-text, bytes >= 0x80, is refused: it could not be forwarded byte for byte)."""
+
+
 def _headers(scope: Scope) -> dict[str, str]:
-    """The request's headers, lower-case names, last value wins; ``ValueError`` for a
-    header the gateway must read that is not visible ASCII."""
+    """The request's headers, lower-case names; ``ValueError`` (the request gets
+    ``400`` before anything is stored or forwarded) for a value with a byte the gateway
+    cannot forward as it came (a control character or a byte >= 0x80), a header it reads
+    that is empty or not visible ASCII, or a repeated :data:`_SINGLE` header. Other
+    repeated headers are joined with ``", "`` (RFC 9110's list form)."""
     out: dict[str, str] = {}
     for raw_name, raw_value in scope["headers"]:
         name = raw_name.decode("latin-1").lower()
-        value = raw_value.decode("latin-1")
-        if name in ("mcp-session-id", "last-event-id", "mcp-protocol-version") and (
-            not value or not all(0x20 < ord(c) < 0x7F for c in value)
-        ):
+        if _FORWARDABLE.fullmatch(raw_value) is None:
+            raise ValueError(f"{name} holds a byte that cannot be forwarded")
+        value = raw_value.decode("ascii")
+        if name in _READ and (not value or not value.isprintable() or " " in value):
             raise ValueError(f"{name} must be visible ASCII")
+        if name in out:
+            if name in _SINGLE:
+                raise ValueError(f"{name} given more than once")
+            value = f"{out[name]}, {value}"
         out[name] = value
     return out
 

@@ -577,9 +577,13 @@ async def open_rig(
             if upstream_faults:
                 upstream_proxy = await stack.enter_async_context(FaultProxy(server.url))
                 upstream = upstream_proxy.url
+            from fsm.gateway.ids import EventIdKeys
+
+            # replicas behind one balancer share the key that signs their event ids
+            shared = {"id_keys": EventIdKeys.generate(), **gateway}
             for _ in range(replicas):
                 gateways.append(
-                    await stack.enter_async_context(running_gateway(upstream, **gateway))
+                    await stack.enter_async_context(running_gateway(upstream, **shared))
                 )
         proxy = await stack.enter_async_context(
             FaultProxy(gateways[0].url if gateways else server.url)
