@@ -4,10 +4,12 @@ why, before anything listens (the serving paths are the end-to-end tests')."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
 from fsm.gateway import cli
+from fsm.gateway.ids import ENV_KEY
 
 UPSTREAM = ["--upstream", "http://127.0.0.1:9/mcp"]
 
@@ -19,6 +21,13 @@ UPSTREAM = ["--upstream", "http://127.0.0.1:9/mcp"]
         ([*UPSTREAM, "--listen", "nowhere"], "--listen must be HOST:PORT"),
         ([*UPSTREAM, "--listen", "127.0.0.1:70000"], "--listen must be HOST:PORT"),
         ([*UPSTREAM, "--store", "postgres://x"], "--store must be memory or redis://"),
+        (["--upstream", "http://u:pw@127.0.0.1:9/mcp"], "must not hold user:password@"),
+        ([*UPSTREAM, "--namespace", "x"], "--namespace needs a redis:// store"),
+        ([*UPSTREAM, "--store", "redis://127.0.0.1:9/0"], "must share the key that signs"),
+        ([*UPSTREAM, "--store", "memory", "--store-file", "f"], "--store or --store-file"),
+        ([*UPSTREAM, "--store-file", "/no/such/file"], "--store-file /no/such/file"),
+        ([*UPSTREAM, "--max-event-bytes", "0"], "max_event_bytes must be >= 1"),
+        ([*UPSTREAM, "--header-timeout", "0"], "timeouts must be > 0"),
         ([*UPSTREAM, "--ttl", "0"], "--ttl must be > 0"),
         ([*UPSTREAM, "--loop", "trio"], "invalid choice: 'trio'"),
         ([*UPSTREAM, "--http", "h2"], "invalid choice: 'h2'"),
@@ -48,3 +57,50 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "--loop {auto,asyncio,uvloop}" in out and "--http {auto,h11,httptools}" in out
+
+
+def test_a_password_in_a_store_url_never_reaches_a_message(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main([*UPSTREAM, "--store", "postgres://user:s3cret@db/0"]) == 2
+    assert "s3cret" not in capsys.readouterr().err
+    assert cli.main(["--upstream", "ftp://user:s3cret@x/mcp"]) == 2
+    assert "s3cret" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["env", "file"])
+def test_the_store_url_and_the_id_key_come_from_the_environment_or_files(
+    where: str, tmp_path: Path
+) -> None:
+    """The Redis URL (with its password) and the id key need not be on the command line,
+    where ``ps`` shows them: the app is built from the environment or from files."""
+    url = "redis://:s3cret@127.0.0.1:9/0"
+    key = "k" * 40
+    if where == "env":
+        env = {cli.ENV_STORE: url, ENV_KEY: key}
+        argv = [*UPSTREAM, "--namespace", "prod"]
+    else:
+        (tmp_path / "store").write_text(url + "\n")
+        (tmp_path / "key").write_text(key + "\n" + "o" * 40 + "\n")
+        env = {}
+        argv = [*UPSTREAM, "--namespace", "prod", "--store-file", str(tmp_path / "store")]
+        argv += ["--id-key-file", str(tmp_path / "key")]
+    app, _edge, store = cli._build(cli._parser().parse_args(argv), env)
+    assert app.id_keys.current == key.encode()
+    assert app.id_keys.previous == (() if where == "env" else (b"o" * 40,))
+    assert store.prefix == "fsm:prod:"
+    assert "s3cret" not in repr(store)
+
+
+def test_edge_and_gateway_limits_come_from_the_options() -> None:
+    argv = [*UPSTREAM, "--max-header-bytes", "4096", "--max-headers", "20"]
+    argv += ["--header-timeout", "2.5", "--keep-alive", "3", "--max-connections", "10"]
+    argv += ["--max-event-bytes", "1000", "--body-timeout", "4", "--lease", "9"]
+    argv += ["--allow-host", "mcp.example.com", "--allow-origin", "https://app.example.com"]
+    app, edge, _store = cli._build(cli._parser().parse_args(argv), {})
+    assert (edge.max_header_bytes, edge.max_headers, edge.header_timeout_s) == (4096, 20, 2.5)
+    assert (edge.keep_alive_s, edge.max_connections) == (3, 10)
+    limits = app.limits
+    assert (limits.max_event_bytes, limits.body_timeout_s, limits.lease_s) == (1000, 4, 9)
+    assert app.host_policy.allowed_hosts == ("mcp.example.com",)
+    assert app.host_policy.allowed_origins == ("https://app.example.com",)
