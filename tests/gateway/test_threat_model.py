@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import importlib
 import json
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ from auth_upstream import (
     running_auth_server,
 )
 
+from fsm.gateway.ids import EventIdKeys
 from fsm.harness.proxy import Exchange, FaultProxy, is_resume_get
 from fsm.harness.scenarios import (
     BackgroundCall,
@@ -101,10 +101,9 @@ def anyio_backend() -> str:
 
 
 def _shared_keys() -> dict[str, Any]:
-    """Keywords that let replicas read each other's event ids: one set of signing keys
-    for all of them (a gateway that signs no ids takes none)."""
-    keys = getattr(importlib.import_module("fsm.gateway.ids"), "EventIdKeys", None)
-    return {} if keys is None else {"id_keys": keys.generate()}
+    """Keywords that let replicas read each other's event ids: one key for all of them,
+    as replicas behind one balancer share it."""
+    return {"id_keys": EventIdKeys.generate()}
 
 
 @dataclass
