@@ -5,40 +5,53 @@ Redis database, through redis-py's asyncio client. Every operation is one round 
 (one command or one Lua script call) and atomic on the server; :attr:`RedisStore.round_trips`
 counts them.
 
-Keys (``P`` is the prefix, ``fsm:`` by default; ``S`` is ``<len(session)>:<session>``, so
-that no session name can run into another's keys; the braces make every key of one session
-hash to one Redis Cluster slot):
+Keys (``P`` is the prefix: ``fsm:`` by default, ``fsm:<namespace>:`` for a deployment
+given a namespace; ``S`` is ``<len(session)>:<session>``, so that no session name can run
+into another's keys; the braces make every key of one session hash to one Redis Cluster
+slot):
 
 =================================  ===============================  ======================
 key                                value                            written by
 =================================  ===============================  ======================
-``P{S}:claim:<type>:<id>``         ``1``                            ``claim`` (``SET NX``)
+``P{S}:claim:<type>:<id>``         ``1``; ``lease <owner>`` when    ``claim`` (``SET NX``),
+                                   won under a lease                ``renew`` (its TTL)
+``P{S}:lease:<type>:<id>``         the owner (a replica id)         ``claim`` under a
+                                                                    lease, ``renew``
 ``P{S}:answer:<type>:<id>``        the answer, as JSON              ``save_answer``
 ``P{S}:cursor:<stream>``           ``<position> <event id>``        ``save_cursor``,
                                                                     ``claim`` with a cursor
 ``P{S}:ended``                     the reason                       ``end_session``
-``P{S}:session``                   ``1``                            ``begin_session``
+``P{S}:session``                   ``1``                            ``begin_session``,
+                                                                    ``claim``, ``renew``
+                                                                    (its TTL)
 =================================  ===============================  ======================
 
 ``<type>:<id>`` keeps a request id's JSON type (``int:1`` and ``str:1`` are different
 keys, as in :class:`~fsm.gateway.store.MemoryStore`). Text goes to Redis as UTF-8 that lets
-lone surrogates pass, so any Python string is a session, stream, event id or reason.
+lone surrogates pass, so any Python string is a session, stream, event id, owner or reason.
 
 Every key is written with a TTL of ``ttl_s`` (``PX``, milliseconds), set anew at each
 write: Redis memory is bounded by the sessions active within the last ``ttl_s``. A claim
 that loses and a cursor that is not newer write nothing and so refresh nothing (a claim
-refreshes the session's record, won or lost). ``claim`` is one Lua script (the session's
-record checked and refreshed, the claim ``SET NX``, the cursor advanced when given);
-``save_cursor`` is another (``EVALSHA``; after a Redis restart has emptied the script
-cache, one more round trip sends the script with ``EVAL``); both compare positions on
-the server, so
-concurrent writers never move a cursor back (Lua compares numbers as doubles: positions
-are exact up to 2**53).
+refreshes the session's record, won or lost). The lease key is the one exception: its
+TTL is the lease (``lease_s``), set when the claim is won and again at each ``renew``,
+so Redis's own clock lapses it (no replica's clock is compared with another's); a renewal
+also refreshes the claim's and the session record's TTLs. A claim whose lease key is gone
+while the claim still says ``lease <owner>`` has lapsed, for good: ``renew`` needs both.
+
+The writes that read first (``claim``: the session's record checked and refreshed, the
+claim ``SET NX``, the lease set, the cursor advanced when given; ``renew``: owner and lease
+compared; ``save_cursor``: positions compared) and ``claim_status`` (claim, lease and
+answer read in one atomic step) are one Lua script (one ``EVALSHA``; after a Redis restart
+has emptied the script cache, one more round trip sends the script with ``EVAL``).
+Positions are compared on the server, so concurrent writers never move a cursor back (Lua
+compares numbers as doubles: positions are exact up to 2**53).
 
 Fail closed: every Redis error, refused or reset connection, and every operation that has
 no answer within ``timeout_s`` (the socket timeouts and an overall deadline both hold it)
 raises :class:`~fsm.gateway.store.StoreUnavailableError` naming the operation and the
-cause; nothing is retried inside the store and nothing hangs. An operation that finds
+cause (never a key, a session or request id, an answer or a password: the gateway logs
+these messages); nothing is retried inside the store and nothing hangs. An operation that finds
 every pooled connection busy waits for one within the same timeout (a store made by
 :meth:`RedisStore.from_url` opens at most ``max_connections``). Once Redis answers again the
 same store works again: the pool replaces, before use, a connection the server closed once
@@ -48,7 +61,8 @@ still have landed: a claim that raised may be held, and the request it stood for
 never presented (never twice, possibly not at all: the closed side of failing).
 
 A Redis restart without persistence (the harness runs Redis with ``--save ''
---appendonly no``) loses every key: claims, answers, cursors, ended and begun sessions.
+--appendonly no``) loses every key: claims, leases, answers, cursors, ended and begun
+sessions.
 Nothing is presented twice for it: a claim in a session whose record is gone raises
 :class:`~fsm.gateway.store.StoreStateLostError`, so every session begun before the
 restart fails closed at its next request decision (its calls end with that typed error,
@@ -59,10 +73,14 @@ whose sessions must outlive a Redis restart run Redis with persistence (``append
 yes``); the store needs nothing else for that.
 
 Round trips by operation: ``begin_session`` 1, ``claim`` 1, ``claim`` with ``stream`` and
-``cursor`` 1, ``save_cursor`` 1, ``cursor_of`` 1, ``save_answer`` 1, ``answer_of`` 1,
-``end_session`` 1, ``session_ended`` 1, ``connect`` (optional: checks Redis and loads the script) 1,
-``aclose`` 0. Connection set-up (redis-py's handshake on a new or
-re-opened connection) is not counted. Needs the ``gateway`` extra (redis-py).
+``cursor`` and/or a lease 1, ``renew`` 1, ``claim_status`` 1, ``save_cursor`` 1,
+``cursor_of`` 1, ``save_answer`` 1, ``answer_of`` 1, ``end_session`` 1, ``session_ended``
+1, ``connect`` (optional: checks Redis and loads the script) 1, ``aclose`` 0. Connection
+set-up (redis-py's handshake on a new or re-opened connection, and TLS's for
+``rediss://``) is not counted. Needs the ``gateway`` extra (redis-py).
+
+Logging: the module logs each failure at ``DEBUG`` only (the operation and the cause, as
+the error says); nothing at ``INFO`` or above.
 """
 
 from __future__ import annotations
@@ -70,6 +88,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any
@@ -82,55 +101,99 @@ from redis.maint_notifications import MaintNotificationsConfig
 
 from fsm.gateway.store import (
     DEFAULT_TTL_S,
+    ClaimStatus,
     Cursor,
     RequestId,
     StoreStateLostError,
     StoreUnavailableError,
+    check_lease,
     claim_cursor,
     request_key,
 )
 
-__all__ = ["DEFAULT_MAX_CONNECTIONS", "DEFAULT_TIMEOUT_S", "RedisStore"]
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "DEFAULT_TIMEOUT_S", "MAX_NAMESPACE", "RedisStore"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 1.0
 """Seconds a Redis operation may take before it fails with ``StoreUnavailableError``."""
 DEFAULT_MAX_CONNECTIONS = 64
 """Connections a store made by :meth:`RedisStore.from_url` opens at most; more operations
 at once wait for one (within their timeout)."""
+MAX_NAMESPACE = 64
+"""Characters a ``namespace`` may have at most."""
 
 
-def _advance_lua(key: str) -> str:
-    """Lua that advances the cursor at ``key`` to position ARGV[2] (event id ARGV[3])
-    unless it is at or past it, with the TTL ARGV[1] in milliseconds. Lua compares the
-    positions as doubles: exact up to 2**53."""
-    return f"""
-local old = redis.call('GET', {key})
-local at = old and tonumber(string.match(old, '^(-?%d+) '))
-if not at or at < tonumber(ARGV[2]) then
-  redis.call('SET', {key}, ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[1])
+_SCRIPT = """
+local op, ttl = ARGV[1], ARGV[2]
+local function advance(key, position, event_id)
+  local old = redis.call('GET', key)
+  local at = old and tonumber(string.match(old, '^(-?%d+) '))
+  if not at or at < tonumber(position) then
+    redis.call('SET', key, position .. ' ' .. event_id, 'PX', ttl)
+  end
 end
-"""
-
-
-_ADVANCE = _advance_lua("KEYS[1]") + "return 0\n"
-"""Advance the cursor at KEYS[1] (:func:`_advance_lua`)."""
-
-_CLAIM = f"""
-if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then
-  return -1
-end
-if KEYS[3] then{_advance_lua("KEYS[3]")}end
-if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
+if op == 'cursor' then
+  advance(KEYS[1], ARGV[3], ARGV[4])
+  return 0
+elseif op == 'claim' then
+  if redis.call('PEXPIRE', KEYS[1], ttl) == 0 then
+    return -1
+  end
+  if KEYS[4] then
+    advance(KEYS[4], ARGV[5], ARGV[6])
+  end
+  local lease = tonumber(ARGV[3])
+  local held = '1'
+  if lease > 0 then
+    held = 'lease ' .. ARGV[4]
+  end
+  if not redis.call('SET', KEYS[2], held, 'NX', 'PX', ttl) then
+    return 0
+  end
+  if lease > 0 then
+    redis.call('SET', KEYS[3], ARGV[4], 'PX', lease)
+  else
+    redis.call('DEL', KEYS[3])
+  end
   return 1
+elseif op == 'renew' then
+  if redis.call('GET', KEYS[2]) ~= 'lease ' .. ARGV[4]
+      or redis.call('GET', KEYS[3]) ~= ARGV[4] then
+    return 0
+  end
+  redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return 1
+elseif op == 'status' then
+  return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]),
+          redis.call('GET', KEYS[3])}
 end
-return 0
+return redis.error_reply('fsm store script: unknown operation')
 """
-"""Claim KEYS[2] (1 if won, 0 if lost) in the session whose record is KEYS[1] (-1, and
-nothing changed, when there is no record; its TTL refreshed otherwise); given KEYS[3],
-first advance that cursor (:func:`_advance_lua`). ARGV: the TTL in milliseconds, the
-cursor's position and event id."""
+"""Every write of the store that reads first, in one script (one SHA, loaded by
+:meth:`RedisStore.connect` in one round trip), chosen by ARGV[1]; ARGV[2] is the entries'
+TTL in milliseconds.
 
-_SCRIPTS = {script: hashlib.sha1(script.encode()).hexdigest() for script in (_ADVANCE, _CLAIM)}
+* ``cursor``: advance the cursor at KEYS[1] to position ARGV[3] (event id ARGV[4])
+  unless it is at or past it. Lua compares positions as doubles: exact up to 2**53.
+* ``claim``: in the session whose record is KEYS[1] (-1, nothing changed, without one;
+  its TTL refreshed otherwise), first advance the cursor KEYS[4] when given (to ARGV[5],
+  ARGV[6]), then claim KEYS[2] with ``SET NX``: 1 if won, 0 if lost. A won claim holds
+  ``1``, or under a lease of ARGV[3] milliseconds (0: none) ``lease <owner>`` (ARGV[4]),
+  and the lease key KEYS[3] then holds the owner with that expiry (without a lease, a
+  stale lease key is deleted).
+* ``renew``: while the claim KEYS[2] is ARGV[4]'s under a lease that has not lapsed (the
+  lease key KEYS[3] still holds ARGV[4]), set the lease to ARGV[3] milliseconds and
+  refresh the claim's and the session record's (KEYS[1]) TTLs: 1; else 0, nothing
+  changed.
+* ``status``: the claim KEYS[1], whether the lease key KEYS[2] exists, the answer KEYS[3]
+  (read only)."""
+
+_SHA = hashlib.sha1(_SCRIPT.encode()).hexdigest()
+_LEASED = "lease "
+"""How a claim won under a lease starts its value (the owner follows)."""
 _NO_SCRIPT = object()
 
 
@@ -145,6 +208,37 @@ def _wire(arg: Any) -> Any:
     return arg.encode("utf-8", "surrogatepass") if isinstance(arg, str) else arg
 
 
+def _namespaced(prefix: str | None, namespace: str | None) -> str:
+    """The key prefix for ``prefix`` or ``namespace`` (``fsm:<namespace>:``; neither:
+    ``fsm:``); :class:`ValueError` for both, a bad namespace or a prefix with braces."""
+    if namespace is not None:
+        if prefix is not None:
+            raise ValueError("give a prefix or a namespace, not both")
+        if not namespace or len(namespace) > MAX_NAMESPACE:
+            raise ValueError(f"a namespace has 1 to {MAX_NAMESPACE} characters")
+        if any(c in "{}" or c.isspace() or not c.isprintable() for c in namespace):
+            raise ValueError("a namespace has no braces, whitespace or control characters")
+        return f"fsm:{namespace}:"
+    prefix = "fsm:" if prefix is None else prefix
+    if "{" in prefix or "}" in prefix:
+        raise ValueError(f"prefix {prefix!r} must not contain braces")
+    return prefix
+
+
+def _answer(raw: Any, op: str) -> dict[str, Any] | None:
+    """A stored answer (``None`` for none); a value that is not a JSON object raises
+    ``StoreUnavailableError`` (the store cannot be trusted for it)."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise StoreUnavailableError(f"redis store: {op}: a stored answer is not JSON") from exc
+    if not isinstance(value, dict):
+        raise StoreUnavailableError(f"redis store: {op}: a stored answer is not a JSON object")
+    return value
+
+
 class RedisStore:
     """A :class:`~fsm.gateway.store.StateStore` in Redis (see the module docstring for the
     keys, their TTLs, the round trips and the failure behaviour).
@@ -154,9 +248,14 @@ class RedisStore:
     ``MaintNotificationsConfig(enabled=False)`` as :meth:`from_url` does, or a failure
     waits for its retries and a Redis restart costs one failed call on a pooled
     connection; the overall ``timeout_s`` deadline holds either way). Entries expire ``ttl_s`` after
-    their last write; an operation without an answer in ``timeout_s`` fails. ``prefix``
-    starts every key (no braces in it: they would break the per-session hash slot).
-    :attr:`round_trips` counts the commands and script calls sent since creation."""
+    their last write; an operation without an answer in ``timeout_s`` fails.
+
+    Every key starts with :attr:`prefix`: ``fsm:<namespace>:`` for a ``namespace`` (1 to
+    64 printable characters, no braces, no whitespace), so that deployments sharing one
+    Redis under different namespaces share nothing; else ``prefix`` itself (default
+    ``fsm:``; no braces in it: they would break the per-session hash slot). Give one of
+    the two, not both. :attr:`round_trips` counts the commands and script calls sent
+    since creation. The ``repr`` shows the prefix and where Redis is, never a password."""
 
     def __init__(
         self,
@@ -164,21 +263,31 @@ class RedisStore:
         *,
         ttl_s: float = DEFAULT_TTL_S,
         timeout_s: float = DEFAULT_TIMEOUT_S,
-        prefix: str = "fsm:",
+        prefix: str | None = None,
+        namespace: str | None = None,
         owns_client: bool = False,
     ) -> None:
         if ttl_s <= 0 or timeout_s <= 0:
             raise ValueError("ttl_s and timeout_s must be > 0")
-        if "{" in prefix or "}" in prefix:
-            raise ValueError(f"prefix {prefix!r} must not contain braces")
         self.client = client
         self.ttl_s = ttl_s
         self.timeout_s = timeout_s
-        self.prefix = prefix
+        self.prefix = _namespaced(prefix, namespace)
         self.owns_client = owns_client
         self.round_trips = 0
         self._execute: Callable[..., Awaitable[Any]] = client.execute_command
         self._ttl_ms = max(1, round(ttl_s * 1000))
+
+    def __repr__(self) -> str:
+        where = "?"
+        pool = getattr(self.client, "connection_pool", None)
+        kwargs = getattr(pool, "connection_kwargs", None)
+        if isinstance(kwargs, Mapping):
+            if "path" in kwargs:
+                where = f"{kwargs['path']}/{kwargs.get('db', 0)}"
+            else:
+                where = f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+        return f"<RedisStore {where} prefix={self.prefix!r} ttl_s={self.ttl_s:g}>"
 
     @classmethod
     def from_url(
@@ -187,12 +296,22 @@ class RedisStore:
         *,
         ttl_s: float = DEFAULT_TTL_S,
         timeout_s: float = DEFAULT_TIMEOUT_S,
-        prefix: str = "fsm:",
+        prefix: str | None = None,
+        namespace: str | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        ssl_ca_certs: str | None = None,
     ) -> RedisStore:
-        """A store on a new client for ``url`` (``redis://host:port/db``), with connect and
-        read timeouts of ``timeout_s`` and no retries (a failure is reported, not hidden);
-        :meth:`aclose` closes the client. Connects lazily: no IO here.
+        """A store on a new client for ``url`` (``redis://[:password@]host:port/db``, or
+        ``rediss://...`` for TLS), with connect and read timeouts of ``timeout_s`` and no
+        retries (a failure is reported, not hidden); :meth:`aclose` closes the client.
+        Connects lazily: no IO here.
+
+        TLS (``rediss://``) verifies the server's certificate and host name against the
+        system's authorities, or against the CA file ``ssl_ca_certs`` (a private CA; the
+        URL's ``?ssl_ca_certs=PATH`` query parameter, redis-py's own, does the same); a
+        certificate that does not verify fails the first operation (``connect``) with
+        ``StoreUnavailableError``. ``ssl_ca_certs`` with a URL that is not ``rediss://``
+        is a :class:`ValueError`.
 
         The client's pool opens at most ``max_connections`` connections and makes an
         operation that finds them all busy wait for one (redis-py's
@@ -201,6 +320,12 @@ class RedisStore:
         ``MaxConnectionsError``, and a session whose record it was failed closed."""
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
+        tls: dict[str, Any] = {}
+        if ssl_ca_certs is not None:
+            if not url.startswith("rediss://"):
+                raise ValueError("ssl_ca_certs needs a rediss:// URL")
+            tls["ssl_ca_certs"] = ssl_ca_certs
+        prefix = _namespaced(prefix, namespace)  # refused before a client is made
         pool = BlockingConnectionPool.from_url(
             url,
             max_connections=max_connections,
@@ -211,6 +336,7 @@ class RedisStore:
             # off, the pool checks an idle connection before use and replaces one that the
             # server closed (a restarted Redis costs no failed call); "auto" skips the check
             maint_notifications_config=MaintNotificationsConfig(enabled=False),
+            **tls,
         )
         client = Redis.from_pool(pool)  # closing the client closes its pool
         return cls(client, ttl_s=ttl_s, timeout_s=timeout_s, prefix=prefix, owns_client=True)
@@ -218,9 +344,9 @@ class RedisStore:
     # ------------------------------------------------------------------ keys
 
     def key(self, session: str, kind: str, item: str | None = None) -> str:
-        """The Redis key of one entry (``kind``: ``claim``, ``answer``, ``cursor``,
-        ``ended`` or ``session``; ``item``: the request key or the stream), as the module docstring
-        lays them out."""
+        """The Redis key of one entry (``kind``: ``claim``, ``lease``, ``answer``,
+        ``cursor``, ``ended`` or ``session``; ``item``: the request key or the stream), as
+        the module docstring lays them out."""
         base = f"{self.prefix}{{{len(session)}:{session}}}:{kind}"
         return base if item is None else f"{base}:{item}"
 
@@ -228,38 +354,45 @@ class RedisStore:
 
     async def _send(self, op: str, *args: Any, no_script: Any = None) -> Any:
         """Send one command; every failure becomes ``StoreUnavailableError``, except Redis
-        not knowing a script, which returns ``no_script`` when that is given."""
+        not knowing a script, which returns ``no_script`` when that is given. Failure
+        messages name the operation and the cause, never a key (keys hold session and
+        request ids)."""
         self.round_trips += 1
         try:
             async with asyncio.timeout(self.timeout_s):
                 return await self._execute(*map(_wire, args))
         except NoScriptError as exc:
-            if no_script is None:
-                raise StoreUnavailableError(
-                    f"redis store: {op} failed: {type(exc).__name__}: {exc}"
-                ) from exc
-            return no_script
+            if no_script is not None:
+                return no_script
+            raise self._unavailable(op, f"{type(exc).__name__}: {exc}") from exc
         except TimeoutError as exc:
-            cause = str(exc) or f"no answer within {self.timeout_s} s"
-            raise StoreUnavailableError(f"redis store: {op} failed: {cause}") from exc
+            raise self._unavailable(op, str(exc) or f"no answer within {self.timeout_s} s") from exc
         except (RedisError, OSError) as exc:
-            raise StoreUnavailableError(
-                f"redis store: {op} failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise self._unavailable(op, f"{type(exc).__name__}: {exc}") from exc
 
-    async def _script(self, op: str, script: str, keys: list[str], *argv: Any) -> int:
+    @staticmethod
+    def _unavailable(op: str, cause: str) -> StoreUnavailableError:
+        error = StoreUnavailableError(f"redis store: {op} failed: {cause}")
+        logger.debug("%s", error)
+        return error
+
+    async def _script(self, op: str, keys: list[str], *argv: Any) -> Any:
+        """Run the store's script (:data:`_SCRIPT`) for ``op`` (the script's operation is
+        ``argv[0]``): ``EVALSHA``, and once more with ``EVAL`` when Redis does not know
+        it (new or restarted)."""
         args = (len(keys), *keys, *argv)
-        got = await self._send(op, "EVALSHA", _SCRIPTS[script], *args, no_script=_NO_SCRIPT)
+        got = await self._send(op, "EVALSHA", _SHA, *args, no_script=_NO_SCRIPT)
         if got is _NO_SCRIPT:  # a new or restarted Redis: send the script itself once
-            got = await self._send(op, "EVAL", script, *args)
-        return int(got)
+            got = await self._send(op, "EVAL", _SCRIPT, *args)
+        return got
 
     async def connect(self) -> None:
-        """Check that Redis answers and load the claim script into its cache (one round
-        trip; ``save_cursor``'s loads on first use), so that the first ``claim`` costs one
-        round trip too; ``StoreUnavailableError`` when Redis does not answer. Optional:
-        every operation connects by itself. For a replica's start-up check."""
-        await self._send("connect", "SCRIPT", "LOAD", _CLAIM)
+        """Check that Redis answers and load the store's script into its cache (one round
+        trip), so that every later operation costs one round trip;
+        ``StoreUnavailableError`` when Redis does not answer (or its certificate does not
+        verify). Optional: every operation connects by itself. For a replica's start-up
+        check."""
+        await self._send("connect", "SCRIPT", "LOAD", _SCRIPT)
 
     async def begin_session(self, session: str) -> None:
         """Record that ``session`` began (its record lives ``ttl_s`` after the last claim)."""
@@ -276,22 +409,71 @@ class RedisStore:
         *,
         stream: str | None = None,
         cursor: Cursor | None = None,
+        owner: str = "",
+        lease_s: float | None = None,
     ) -> bool:
         """See :meth:`fsm.gateway.store.StateStore.claim`: one script (the session's record
-        checked, the cursor advanced when given, the claim ``SET NX``)."""
+        checked, the cursor advanced when given, the claim ``SET NX``, the lease key set
+        with ``PX`` when won under a lease)."""
         advance = claim_cursor(stream, cursor)
-        keys = [self.key(session, "session"), self.key(session, "claim", request_key(request_id))]
-        argv: tuple[Any, ...] = (self._ttl_ms,)
+        check_lease(owner, lease_s)
+        rkey = request_key(request_id)
+        keys = [
+            self.key(session, "session"),
+            self.key(session, "claim", rkey),
+            self.key(session, "lease", rkey),
+        ]
+        lease_ms = 0 if lease_s is None else max(1, round(lease_s * 1000))
+        argv: tuple[Any, ...] = ("claim", self._ttl_ms, lease_ms, owner)
         if advance is not None:
             keys.append(self.key(session, "cursor", advance[0]))
             argv += (advance[1].position, advance[1].event_id)
-        got = await self._script("claim", _CLAIM, keys, *argv)
+        got = int(await self._script("claim", keys, *argv))
         if got < 0:
             raise StoreStateLostError(
-                f"redis store: no record of session {session!r} (Redis lost its state, or"
-                " the session was idle past the TTL)"
+                "redis store: no record of the session (Redis lost its state, or the"
+                " session was idle past the TTL)"
             )
         return got == 1
+
+    async def renew(self, session: str, request_id: RequestId, owner: str, lease_s: float) -> bool:
+        """See :meth:`fsm.gateway.store.StateStore.renew`: one script (the claim's owner
+        and the lease key compared in Redis)."""
+        check_lease(owner, lease_s)
+        rkey = request_key(request_id)
+        keys = [
+            self.key(session, "session"),
+            self.key(session, "claim", rkey),
+            self.key(session, "lease", rkey),
+        ]
+        lease_ms = max(1, round(lease_s * 1000))
+        got = await self._script("renew", keys, "renew", self._ttl_ms, lease_ms, owner)
+        return int(got) == 1
+
+    async def claim_status(self, session: str, request_id: RequestId) -> ClaimStatus:
+        """See :meth:`fsm.gateway.store.StateStore.claim_status`: one script reads the
+        claim, whether its lease key exists and the answer (``StoreUnavailableError`` for
+        a stored answer that is not a JSON object). Redis expires the lease key itself,
+        on its own clock."""
+        rkey = request_key(request_id)
+        keys = [
+            self.key(session, "claim", rkey),
+            self.key(session, "lease", rkey),
+            self.key(session, "answer", rkey),
+        ]
+        got = await self._script("claim_status", keys, "status", self._ttl_ms)
+        try:
+            held_raw, leased_raw, answer_raw = got
+        except (TypeError, ValueError) as exc:
+            raise StoreUnavailableError("redis store: claim_status: unexpected reply") from exc
+        answer = _answer(answer_raw, "claim_status")
+        if held_raw is None:
+            return ClaimStatus(claimed=False, owner=None, lapsed=False, answer=answer)
+        held = _text(held_raw)
+        if not held.startswith(_LEASED):  # won without a lease: it never lapses
+            return ClaimStatus(claimed=True, owner=None, lapsed=False, answer=answer)
+        lapsed = answer is None and int(leased_raw) == 0
+        return ClaimStatus(claimed=True, owner=held[len(_LEASED) :], lapsed=lapsed, answer=answer)
 
     async def save_answer(
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]
@@ -306,23 +488,14 @@ class RedisStore:
         """The kept answer, or ``None``; a stored value that is not a JSON object raises
         ``StoreUnavailableError`` (the store cannot be trusted for it)."""
         key = self.key(session, "answer", request_key(request_id))
-        raw = await self._send("answer_of", "GET", key)
-        if raw is None:
-            return None
-        try:
-            value = json.loads(raw)
-        except ValueError as exc:
-            raise StoreUnavailableError(f"redis store: answer_of: {key} is not JSON") from exc
-        if not isinstance(value, dict):
-            raise StoreUnavailableError(f"redis store: answer_of: {key} is not a JSON object")
-        return value
+        return _answer(await self._send("answer_of", "GET", key), "answer_of")
 
     async def save_cursor(self, session: str, stream: str, cursor: Cursor) -> None:
         """Advance ``stream``'s cursor to ``cursor`` unless it is at or past it (one
         script: the comparison happens in Redis)."""
         key = self.key(session, "cursor", stream)
         await self._script(
-            "save_cursor", _ADVANCE, [key], self._ttl_ms, cursor.position, cursor.event_id
+            "save_cursor", [key], "cursor", self._ttl_ms, cursor.position, cursor.event_id
         )
 
     async def cursor_of(self, session: str, stream: str) -> Cursor | None:
@@ -336,7 +509,9 @@ class RedisStore:
         try:
             return Cursor(int(position), event_id)
         except ValueError as exc:
-            raise StoreUnavailableError(f"redis store: cursor_of: {key} is malformed") from exc
+            raise StoreUnavailableError(
+                "redis store: cursor_of: a stored cursor is malformed"
+            ) from exc
 
     async def end_session(self, session: str, reason: str) -> None:
         """Record that ``session`` is gone, and why."""

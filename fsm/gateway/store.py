@@ -13,6 +13,13 @@ what two replicas behind one load balancer must agree on is kept here, per sessi
   the request (answered, dead): a key once claimed is never presented again. Given the
   stream and the cursor of the event that carried the request, the claim also advances
   that stream's cursor in the same atomic step (one round trip for a remote store).
+* **leases**: a claim won with ``lease_s`` is held by its ``owner`` (a replica id) for
+  that long, and renewed by the owner (:meth:`StateStore.renew`) while its request awaits
+  the client's answer. A replica that lost the claim watches it
+  (:meth:`StateStore.claim_status`): when the answer is stored it submits it; when the
+  lease lapses with no answer stored (the owner died with the prompt), the call ends with
+  :class:`ClaimLapsedError`, never with a second presentation. A lapsed lease is final:
+  its owner cannot renew it any more.
 * **answers**: the answer a client gave to a claimed request, so that a replica that sees
   the server ask again can resubmit it instead of asking the person.
 * **cursors**: per stream, the newest event the gateway passed on, as a
@@ -38,6 +45,7 @@ interaction fails with that typed error). :class:`MemoryStore` is for one replic
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -47,19 +55,31 @@ from typing import Any, Protocol, runtime_checkable
 from fsm.errors import InteractionFailed
 
 __all__ = [
+    "DEFAULT_LEASE_S",
     "DEFAULT_TTL_S",
+    "ClaimLapsedError",
+    "ClaimStatus",
     "Cursor",
     "MemoryStore",
     "RequestId",
     "StateStore",
     "StoreStateLostError",
     "StoreUnavailableError",
+    "check_lease",
     "claim_cursor",
     "request_key",
 ]
 
 DEFAULT_TTL_S = 3600.0
 """Seconds an entry lives after its last write unless the store is told otherwise."""
+
+DEFAULT_LEASE_S = 30.0
+"""Seconds a claim's lease lasts unless its owner renews it: the longest a call waits for
+the prompt of a replica that died before the client's answer was stored (another replica
+watching the claim sees the lease lapse and ends the call with :class:`ClaimLapsedError`).
+The owner is expected to renew it (:meth:`StateStore.renew`) every third of it
+(10 s) while the request awaits its answer, so that two missed renewals in a row still
+leave the lease held."""
 
 RequestId = int | str
 """A JSON-RPC request id as the server sent it (``1`` and ``"1"`` are different keys)."""
@@ -87,6 +107,31 @@ class StoreStateLostError(StoreUnavailableError):
     reason = "store-state-lost"
 
 
+class ClaimLapsedError(InteractionFailed):
+    """The replica that claimed (and so presented) a request stopped renewing its lease
+    before the client's answer reached the store: it died with the prompt. The request is
+    not presented again; the call ends with this error (``reason = "claim-lapsed"``)."""
+
+    reason = "claim-lapsed"
+
+
+@dataclass(frozen=True)
+class ClaimStatus:
+    """What the store holds for one request's claim (:meth:`StateStore.claim_status`).
+
+    ``claimed``: some replica won the claim (and it has not expired). ``owner``: the
+    replica that holds it under a lease (``None`` without a claim, or for a claim won
+    without a lease). ``lapsed``: the claim was won under a lease that expired without
+    renewal and no answer is stored (the owner died with the prompt); a stored answer
+    settles the claim, so ``lapsed`` is then ``False``. ``answer``: the client's answer
+    kept in the store (:meth:`StateStore.save_answer`), or ``None``."""
+
+    claimed: bool
+    owner: str | None
+    lapsed: bool
+    answer: Mapping[str, Any] | None
+
+
 @dataclass(frozen=True, order=True)
 class Cursor:
     """The newest event a gateway passed on for one stream: ``position`` counts the
@@ -112,13 +157,32 @@ class StateStore(Protocol):
         *,
         stream: str | None = None,
         cursor: Cursor | None = None,
+        owner: str = "",
+        lease_s: float | None = None,
     ) -> bool:
         """Claim the presentation of ``request_id`` in ``session``: ``True`` the first time
         for this key across all replicas, ``False`` ever after (until the TTL). Given
         ``stream`` and ``cursor`` (both or neither, else :class:`ValueError`), also record
         the cursor as :meth:`save_cursor` would, in the same atomic step, whatever the
         claim's result. Raises :class:`StoreStateLostError` (changing nothing) when the
-        session has no record (:meth:`begin_session`); refreshes the record's TTL."""
+        session has no record (:meth:`begin_session`); refreshes the record's TTL.
+
+        Given ``lease_s`` (> 0, with a non-empty ``owner``, else :class:`ValueError`), a
+        won claim is held by ``owner`` under a lease that lapses ``lease_s`` seconds later
+        unless :meth:`renew` extends it; ``None`` (the default): no lease, the claim never
+        lapses. A lost claim changes no lease."""
+        ...
+
+    async def renew(self, session: str, request_id: RequestId, owner: str, lease_s: float) -> bool:
+        """Extend the lease of ``owner``'s claim of ``request_id`` to ``lease_s`` seconds
+        from now, and refresh the TTL of the claim and the session's record: ``True``.
+        ``False``, changing nothing, when there is no claim, another owner holds it, it
+        was won without a lease, or its lease already lapsed (a lapsed lease is final)."""
+        ...
+
+    async def claim_status(self, session: str, request_id: RequestId) -> ClaimStatus:
+        """The claim of ``request_id``, its owner, whether its lease lapsed, and the stored
+        answer, read in one atomic step (:class:`ClaimStatus`). Writes nothing."""
         ...
 
     async def save_answer(
@@ -153,6 +217,17 @@ class StateStore(Protocol):
         ...
 
 
+def check_lease(owner: str, lease_s: float | None) -> None:
+    """:class:`ValueError` unless ``lease_s`` is ``None`` or a finite number of seconds
+    > 0 given with a non-empty ``owner`` (a claim's or a renewal's lease)."""
+    if lease_s is None:
+        return
+    if not (0 < lease_s < math.inf):
+        raise ValueError(f"lease_s must be > 0 and finite, not {lease_s!r}")
+    if not owner:
+        raise ValueError("a lease needs an owner (the replica's id)")
+
+
 def claim_cursor(stream: str | None, cursor: Cursor | None) -> tuple[str, Cursor] | None:
     """The ``(stream, cursor)`` a :meth:`StateStore.claim` also records, or ``None`` when
     it records none; :class:`ValueError` when only one of the two is given."""
@@ -167,12 +242,26 @@ _Key = tuple[str, str, str]
 """(kind, session, item): one entry of :class:`MemoryStore`."""
 
 
+@dataclass(frozen=True)
+class _Held:
+    """A claim in :class:`MemoryStore`: its owner and when its lease lapses (both
+    ``None`` for a claim won without a lease)."""
+
+    owner: str | None
+    lease_until: float | None
+
+    def lapsed(self, now: float) -> bool:
+        return self.lease_until is not None and self.lease_until <= now
+
+
 class MemoryStore:
     """A :class:`StateStore` in this process's memory: one replica, no IO, never
-    unavailable. Entries expire ``ttl_s`` after their last write (``clock`` is injectable
-    for tests); at most ``max_entries`` are kept, the oldest written dropped first (a
-    flood of sessions cannot grow memory without bound; a dropped claim can only matter
-    for a session idle longer than every newer one)."""
+    unavailable. Entries expire ``ttl_s`` after their last write; leases lapse on the
+    same ``clock`` (injectable for tests, :func:`time.monotonic` by default; a lease is
+    part of its claim's entry, renewing it is a write). At most ``max_entries`` entries
+    are kept, the oldest written dropped first (a flood of sessions cannot grow memory
+    without bound; a dropped claim can only matter for a session idle longer than every
+    newer one)."""
 
     def __init__(
         self,
@@ -223,13 +312,16 @@ class MemoryStore:
         *,
         stream: str | None = None,
         cursor: Cursor | None = None,
+        owner: str = "",
+        lease_s: float | None = None,
     ) -> bool:
         advance = claim_cursor(stream, cursor)
+        check_lease(owner, lease_s)
         began = ("session", session, "")
         if self._get(began) is None:
             raise StoreStateLostError(
-                f"memory store: no record of session {session!r} (begun before this process,"
-                " or idle past the TTL)"
+                "memory store: no record of the session (begun before this process, or"
+                " idle past the TTL)"
             )
         self._put(began, True)
         if advance is not None:
@@ -237,8 +329,32 @@ class MemoryStore:
         key = ("claim", session, request_key(request_id))
         if self._get(key) is not None:
             return False
-        self._put(key, True)
+        if lease_s is None:
+            self._put(key, _Held(None, None))
+        else:
+            self._put(key, _Held(owner, self._clock() + lease_s))
         return True
+
+    async def renew(self, session: str, request_id: RequestId, owner: str, lease_s: float) -> bool:
+        check_lease(owner, lease_s)
+        key = ("claim", session, request_key(request_id))
+        held = self._get(key)
+        now = self._clock()
+        if not isinstance(held, _Held) or held.owner != owner or held.lapsed(now):
+            return False
+        self._put(key, _Held(owner, now + lease_s))
+        began = ("session", session, "")
+        if self._get(began) is not None:
+            self._put(began, True)
+        return True
+
+    async def claim_status(self, session: str, request_id: RequestId) -> ClaimStatus:
+        held = self._get(("claim", session, request_key(request_id)))
+        answer = await self.answer_of(session, request_id)
+        if not isinstance(held, _Held):
+            return ClaimStatus(claimed=False, owner=None, lapsed=False, answer=answer)
+        lapsed = answer is None and held.lapsed(self._clock())
+        return ClaimStatus(claimed=True, owner=held.owner, lapsed=lapsed, answer=answer)
 
     async def begin_session(self, session: str) -> None:
         self._put(("session", session, ""), True)

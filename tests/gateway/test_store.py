@@ -204,7 +204,7 @@ async def test_a_claim_in_a_session_the_store_never_saw_fails_closed(shared: Sha
     whether its requests were presented is unknown, so the claim raises, changing nothing."""
     store = shared.replica()
     for attempt in range(2):
-        with pytest.raises(StoreStateLostError, match="no record of session 'unseen'"):
+        with pytest.raises(StoreStateLostError, match="no record of the session"):
             await store.claim("unseen", attempt, stream="get", cursor=Cursor(5, "ev5"))
     assert await store.cursor_of("unseen", "get") is None
     await store.begin_session("unseen")
@@ -255,8 +255,8 @@ async def test_redis_keys_carry_the_ttl_and_writes_refresh_it(server: RedisServe
             store.key("s", "ended"),
             store.key("s", "session"),
         ]
-        found = sorted(k.decode() for k in await store.client.keys(f"{store.prefix}*"))
-        assert found == sorted(keys)
+        found = await store.client.keys(f"{store.prefix}*")
+        assert sorted(found) == sorted(k.encode() for k in keys)
         for key in keys:
             assert 29_000 < await store.client.pttl(key) <= 30_000, key
             await store.client.pexpire(key, 1000)  # as if 29 s had passed
@@ -398,7 +398,7 @@ async def test_a_restarted_redis_works_at_once_and_has_lost_every_key(
         await _settle()
         before = store.round_trips
         for replica in (store, other):  # the session's claims are gone: fail closed
-            with pytest.raises(StoreStateLostError, match="no record of session 's'") as got:
+            with pytest.raises(StoreStateLostError, match="no record of the session") as got:
                 await replica.claim("s", 0, stream="get", cursor=Cursor(4, "ev4"))
             assert got.value.reason == "store-state-lost"
         assert store.round_trips - before == 2  # the restarted Redis learns the script again
@@ -464,6 +464,49 @@ async def test_a_burst_past_the_pool_queues_instead_of_failing(server: RedisServ
         await store.aclose()
 
 
+async def test_namespaces_keep_deployments_apart(server: RedisServer) -> None:
+    """Two deployments on one Redis under different namespaces share nothing: each wins
+    its own claim of the same request; two replicas of one namespace share its claims."""
+    run = uuid.uuid4().hex[:8]
+    blue = RedisStore.from_url(server.url, namespace=f"blue-{run}")
+    blue_too = RedisStore.from_url(server.url, namespace=f"blue-{run}")
+    green = RedisStore.from_url(server.url, namespace=f"green-{run}")
+    try:
+        assert blue.prefix == f"fsm:blue-{run}:" and green.prefix == f"fsm:green-{run}:"
+        await blue.begin_session("s")
+        with pytest.raises(StoreStateLostError):  # blue's session is not green's
+            await green.claim("s", 1)
+        await green.begin_session("s")
+        assert await blue.claim("s", 1) is True
+        assert await green.claim("s", 1) is True  # another deployment: won again
+        assert await blue_too.claim("s", 1) is False  # the same one: lost
+        await blue.save_answer("s", 1, {"a": "blue"})
+        await blue.save_cursor("s", "get", Cursor(9, "ev9"))
+        await blue.end_session("s", "gone")
+        assert await blue_too.answer_of("s", 1) == {"a": "blue"}
+        assert await green.answer_of("s", 1) is None
+        assert await green.cursor_of("s", "get") is None
+        assert await green.session_ended("s") is None
+        assert not await blue.client.keys(f"fsm:{{*")  # nothing under the bare prefix
+    finally:
+        for store in (blue, blue_too, green):
+            await store.aclose()
+
+
+def test_namespaces_are_checked() -> None:
+    url = "redis://127.0.0.1:1/0"
+    for name in ("prod", "a:b", "eu-west_1.x", "x" * 64, "ä"):
+        assert RedisStore.from_url(url, namespace=name).prefix == f"fsm:{name}:"
+    for name in ("", "a b", "a\tb", "a\nb", "{a}", "a}", "x" * 65, "a\x00b", "\u00a0"):
+        with pytest.raises(ValueError, match="namespace"):
+            RedisStore.from_url(url, namespace=name)
+    with pytest.raises(ValueError, match="not both"):
+        RedisStore.from_url(url, namespace="prod", prefix="x:")
+    with pytest.raises(ValueError, match="rediss://"):
+        RedisStore.from_url(url, ssl_ca_certs="/nonexistent/ca.pem")
+    assert RedisStore.from_url(url).prefix == "fsm:"
+
+
 def test_bad_settings_are_refused() -> None:
     for settings in ({"ttl_s": 0}, {"timeout_s": -1}, {"prefix": "a{b}:"}, {"max_connections": 0}):
         with pytest.raises(ValueError):
@@ -487,6 +530,7 @@ async def test_both_stores_are_state_stores(server: RedisServer) -> None:
 def test_the_command_line_refuses_to_start_on_an_unreachable_redis() -> None:
     """``fsm gateway --store redis://...`` checks the store at start-up: nothing listens
     on that port, so it exits 1 at once, saying why, instead of serving without a store."""
+    import os
     import subprocess
     import sys
 
@@ -509,6 +553,7 @@ def test_the_command_line_refuses_to_start_on_an_unreachable_redis() -> None:
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, "FSM_GATEWAY_ID_KEY": "k" * 40},  # replicas share one
     )
     assert done.returncode == 1, done
     assert "redis store: connect failed" in done.stderr

@@ -1,0 +1,386 @@
+"""Claims held under a lease keep the contract of :mod:`fsm.gateway.store`.
+
+A replica that claims a server request holds the claim as its ``owner`` for ``lease_s``
+and renews it while the request awaits its answer; a replica that lost the claim watches
+it with ``claim_status`` and ends the call when the lease lapses with no answer stored.
+The suite runs on :class:`MemoryStore` (its injected clock moved) and on
+:class:`RedisStore` against a real ``redis-server`` on 127.0.0.1, where time is moved by
+shortening the keys' TTLs in Redis ("as if that long had passed") and, once, by letting
+Redis's own clock expire a short lease (polled, never slept on). Then what only Redis
+has: the lease key's TTL, round trips, and failing closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from fsm.gateway.redis_store import RedisStore
+from fsm.gateway.store import (
+    DEFAULT_LEASE_S,
+    ClaimLapsedError,
+    ClaimStatus,
+    Cursor,
+    MemoryStore,
+    StateStore,
+    StoreUnavailableError,
+)
+from fsm.harness.redis_server import RedisServer, redis_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+LEASE_S = 10.0
+"""The lease of the conformance tests: time moves in whole seconds around it."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RedisServer]:
+    with redis_server() as running:
+        yield running
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Shared:
+    """Replicas of one shared state, and a way to let time pass for it: the injected
+    clock of the one :class:`MemoryStore`, or every key's TTL shortened in Redis."""
+
+    def __init__(self, url: str | None) -> None:
+        self.clock = Clock()
+        self.memory = MemoryStore(clock=self.clock) if url is None else None
+        self.url = url
+        self.prefix = f"t{uuid.uuid4().hex[:8]}:"
+        self.made: list[RedisStore] = []
+
+    def replica(self) -> StateStore:
+        if self.memory is not None:
+            return self.memory
+        assert self.url is not None
+        store = RedisStore.from_url(self.url, prefix=self.prefix)
+        self.made.append(store)
+        return store
+
+    async def advance(self, seconds: float) -> None:
+        """As if ``seconds`` had passed: for Redis, every key of this state lives that
+        much less (a key with less left is deleted, as Redis would have expired it)."""
+        if self.memory is not None:
+            self.clock.now += seconds
+            return
+        client = self.made[0].client
+        for key in await client.keys(f"{self.prefix}*"):
+            left = await client.pttl(key)
+            if left < 0:
+                continue
+            if left <= seconds * 1000:
+                await client.delete(key)
+            else:
+                await client.pexpire(key, left - round(seconds * 1000))
+
+    async def aclose(self) -> None:
+        for store in self.made:
+            await store.aclose()
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def shared(request: pytest.FixtureRequest) -> AsyncIterator[Shared]:
+    url = None if request.param == "memory" else str(request.getfixturevalue("server").url)
+    state = Shared(url)
+    yield state
+    await state.aclose()
+
+
+def status(
+    *, claimed: bool = True, owner: str | None = "a", lapsed: bool = False, answer: Any = None
+) -> ClaimStatus:
+    return ClaimStatus(claimed=claimed, owner=owner, lapsed=lapsed, answer=answer)
+
+
+# ------------------------------------------------------------------ conformance
+
+
+async def test_a_claim_won_with_a_lease_is_held_by_its_owner(shared: Shared) -> None:
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    assert await two.claim_status("s", 1) == status()
+    assert await two.claim("s", 1, owner="b", lease_s=LEASE_S) is False  # changes no lease
+    assert await one.claim_status("s", 1) == status()
+    assert await two.renew("s", 1, "b", LEASE_S) is False
+    assert await two.claim_status("s", "1") == status(claimed=False, owner=None)
+    with_cursor = await two.claim(
+        "s", 2, stream="get", cursor=Cursor(3, "ev3"), owner="b", lease_s=LEASE_S
+    )
+    assert with_cursor is True
+    assert await one.claim_status("s", 2) == status(owner="b")
+    assert await one.cursor_of("s", "get") == Cursor(3, "ev3")
+
+
+async def test_the_owner_renews_its_lease_and_no_one_else_does(shared: Shared) -> None:
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    await shared.advance(8)
+    assert await two.renew("s", 1, "b", LEASE_S) is False  # another owner
+    assert await two.renew("s", 2, "a", LEASE_S) is False  # no claim
+    assert await one.renew("s", 1, "a", LEASE_S) is True
+    await shared.advance(8)  # 16 s after the claim, 8 after the renewal
+    assert await two.claim_status("s", 1) == status()
+    assert await one.renew("s", 1, "a", LEASE_S) is True
+    await shared.advance(9)
+    assert await two.claim_status("s", 1) == status()
+    await shared.advance(2)  # 11 s after the last renewal
+    assert await two.claim_status("s", 1) == status(lapsed=True)
+
+
+async def test_a_lease_not_renewed_lapses_for_good(shared: Shared) -> None:
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    await shared.advance(9)
+    assert (await two.claim_status("s", 1)).lapsed is False
+    await shared.advance(2)
+    assert await two.claim_status("s", 1) == status(lapsed=True)
+    assert await one.renew("s", 1, "a", LEASE_S) is False  # a lapsed lease is not revived
+    assert await two.claim("s", 1, owner="b", lease_s=LEASE_S) is False  # never presented again
+    assert await one.claim("s", 1) is False
+    assert await two.claim_status("s", 1) == status(lapsed=True)
+
+
+async def test_an_answer_stored_settles_the_claim(shared: Shared) -> None:
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    answer = {"action": "accept", "content": {"n": 1}}
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    assert await one.claim("s", 2, owner="a", lease_s=LEASE_S) is True
+    await one.save_answer("s", 1, answer)  # answered in time, then the owner died
+    await shared.advance(LEASE_S + 1)
+    assert await two.claim_status("s", 1) == status(answer=answer)
+    assert await two.claim_status("s", 2) == status(lapsed=True)
+    await two.save_answer("s", 2, answer)  # an answer that comes late still settles it
+    assert await two.claim_status("s", 2) == status(answer=answer)
+
+
+async def test_a_claim_without_a_lease_never_lapses(shared: Shared) -> None:
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    assert await one.claim("s", 1) is True
+    assert await one.claim("s", 2, owner="a") is True  # an owner without a lease: no lease
+    await shared.advance(3000)  # within the hour an entry lives
+    for request_id in (1, 2):
+        assert await two.claim_status("s", request_id) == status(owner=None)
+        assert await one.renew("s", request_id, "a", LEASE_S) is False
+    assert await two.claim_status("s", 3) == status(claimed=False, owner=None)
+
+
+async def test_concurrent_claimers_one_wins_and_owns(shared: Shared) -> None:
+    replicas = [shared.replica(), shared.replica()]
+    await replicas[0].begin_session("s")
+    for request_id in (1, "1", "req-2"):
+        won = await asyncio.gather(
+            *(
+                replicas[n % 2].claim("s", request_id, owner=f"r{n}", lease_s=LEASE_S)
+                for n in range(50)
+            )
+        )
+        assert won.count(True) == 1, (request_id, won)
+        winner = f"r{won.index(True)}"
+        assert await replicas[1].claim_status("s", request_id) == status(owner=winner)
+        renewed = await asyncio.gather(
+            *(replicas[n % 2].renew("s", request_id, f"r{n}", LEASE_S) for n in range(50))
+        )
+        assert renewed == [f"r{n}" == winner for n in range(50)]
+
+
+async def test_bad_leases_are_refused_before_any_io(shared: Shared) -> None:
+    store = shared.replica()
+    await store.begin_session("s")
+    for lease_s in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError):
+            await store.claim("s", 1, owner="a", lease_s=lease_s)
+        with pytest.raises(ValueError):
+            await store.renew("s", 1, "a", lease_s)
+    with pytest.raises(ValueError, match="owner"):
+        await store.claim("s", 1, lease_s=LEASE_S)
+    with pytest.raises(ValueError, match="owner"):
+        await store.renew("s", 1, "", LEASE_S)
+    assert await store.claim_status("s", 1) == status(claimed=False, owner=None)
+    assert await store.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+
+
+async def test_lease_owners_are_any_text(shared: Shared) -> None:
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    for n, owner in enumerate(["1", "lease a", "ä \ud800", "a" * 200]):
+        assert await one.claim("s", n, owner=owner, lease_s=LEASE_S) is True
+        assert await two.claim_status("s", n) == status(owner=owner)
+        assert await two.renew("s", n, owner, LEASE_S) is True
+        assert await two.renew("s", n, owner + " ", LEASE_S) is False
+
+
+def test_the_lapsed_error_and_the_default_lease() -> None:
+    error = ClaimLapsedError("gone", key=("s", 1), stream="post:1")
+    assert error.reason == "claim-lapsed" == error.to_json()["reason"]
+    assert DEFAULT_LEASE_S == 30.0
+
+
+# ------------------------------------------------------------------ memory
+
+
+async def test_memory_leases_stay_within_max_entries() -> None:
+    clock = Clock()
+    store = MemoryStore(max_entries=8, clock=clock)
+    await store.begin_session("s")
+    for n in range(100):
+        assert await store.claim("s", n, owner="a", lease_s=LEASE_S) is True
+        assert await store.renew("s", n, "a", LEASE_S) is True
+        assert len(store) <= 8
+    assert (await store.claim_status("s", 99)).owner == "a"
+
+
+async def test_memory_renewal_keeps_the_claim_and_the_session_alive() -> None:
+    """A renewal is a write: the claim and the session's record live ``ttl_s`` after it
+    (a prompt awaiting its answer longer than the TTL is not claimable again)."""
+    clock = Clock()
+    store = MemoryStore(ttl_s=100, clock=clock)
+    await store.begin_session("s")
+    assert await store.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    for _ in range(30):  # 270 s, renewed every 9
+        clock.now += 9
+        assert await store.renew("s", 1, "a", LEASE_S) is True
+    assert await store.claim("s", 1) is False
+    assert await store.claim_status("s", 1) == status()
+
+
+# ------------------------------------------------------------------ redis
+
+
+async def test_redis_expires_a_lease_on_its_own_clock(server: RedisServer) -> None:
+    """A short lease, not renewed, lapses in Redis by itself; polled until it does."""
+    one = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    two = RedisStore.from_url(server.url, prefix=one.prefix)
+    try:
+        await one.begin_session("s")
+        assert await one.claim("s", 1, owner="a", lease_s=0.2) is True
+        assert await one.claim("s", 2, owner="a", lease_s=0.2) is True
+        with anyio.fail_after(20):
+            while not (got := await two.claim_status("s", 1)).lapsed:
+                await anyio.sleep(0.05)
+        assert got == status(lapsed=True)
+        assert await two.claim_status("s", 2) == status(lapsed=True)
+        assert await one.renew("s", 1, "a", 30) is False
+    finally:
+        await one.aclose()
+        await two.aclose()
+
+
+async def test_redis_lease_keys_carry_the_lease_and_renewal_refreshes_ttls(
+    server: RedisServer,
+) -> None:
+    store = RedisStore.from_url(server.url, ttl_s=300, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    try:
+        await store.begin_session("s")
+        assert await store.claim("s", 1, owner="replica-a", lease_s=LEASE_S) is True
+        claim, lease, record = (
+            store.key("s", "claim", "int:1"),
+            store.key("s", "lease", "int:1"),
+            store.key("s", "session"),
+        )
+        found = await store.client.keys(f"{store.prefix}*")
+        assert sorted(found) == sorted(k.encode() for k in (claim, lease, record))
+        assert await store.client.get(claim) == b"lease replica-a"
+        assert await store.client.get(lease) == b"replica-a"
+        assert 9_000 < await store.client.pttl(lease) <= 10_000
+        assert 299_000 < await store.client.pttl(claim) <= 300_000
+        for key in (claim, lease, record):
+            await store.client.pexpire(key, 1000)
+        assert await store.renew("s", 1, "replica-a", 20) is True
+        assert 19_000 < await store.client.pttl(lease) <= 20_000
+        assert await store.client.pttl(claim) > 299_000
+        assert await store.client.pttl(record) > 299_000
+        assert await store.claim("s", 2, owner="x") is True  # no lease: no lease key
+        assert await store.client.get(store.key("s", "claim", "int:2")) == b"1"
+        assert await store.client.exists(store.key("s", "lease", "int:2")) == 0
+    finally:
+        await store.aclose()
+
+
+async def test_redis_lease_operations_are_one_round_trip(server: RedisServer) -> None:
+    store = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    try:
+        await store.begin_session("s")
+        await store.client.script_flush()
+        await store.connect()  # one script serves every operation
+        calls: list[Callable[[], Awaitable[object]]] = [
+            lambda: store.claim("s", 1, owner="a", lease_s=LEASE_S),
+            lambda: store.claim("s", 2, stream="g", cursor=Cursor(1, "e"), owner="a", lease_s=1),
+            lambda: store.renew("s", 1, "a", LEASE_S),
+            lambda: store.renew("s", 1, "b", LEASE_S),
+            lambda: store.claim_status("s", 1),
+        ]
+        for call in calls:
+            before = store.round_trips
+            await call()
+            assert store.round_trips - before == 1
+        await store.client.script_flush()  # as after a Redis restart: EVALSHA, then EVAL
+        before = store.round_trips
+        assert (await store.claim_status("s", 1)).owner == "a"
+        assert store.round_trips - before == 2
+    finally:
+        await store.aclose()
+
+
+async def test_a_status_with_an_answer_that_is_not_ours_fails_closed(server: RedisServer) -> None:
+    store = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    try:
+        await store.begin_session("s")
+        assert await store.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+        await store.client.set(store.key("s", "answer", "int:1"), b"[1]")
+        with pytest.raises(StoreUnavailableError, match="not a JSON object"):
+            await store.claim_status("s", 1)
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("fault", ["stopped", "frozen"])
+async def test_an_unavailable_redis_fails_lease_operations_closed(fault: str) -> None:
+    with redis_server() as running:
+        store = RedisStore.from_url(running.url, timeout_s=0.2)
+        try:
+            await store.begin_session("s")
+            assert await store.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+            running.stop() if fault == "stopped" else running.pause()
+            try:
+                calls: dict[str, Callable[[], Awaitable[object]]] = {
+                    "claim": lambda: store.claim("s", 2, owner="a", lease_s=LEASE_S),
+                    "renew": lambda: store.renew("s", 1, "a", LEASE_S),
+                    "claim_status": lambda: store.claim_status("s", 1),
+                }
+                for name, call in calls.items():
+                    with anyio.fail_after(20):  # a bound against hanging, not a measure
+                        with pytest.raises(
+                            StoreUnavailableError, match=f"redis store: {name} failed"
+                        ) as got:
+                            await call()
+                    assert got.value.reason == "store-unavailable"
+            finally:
+                if fault == "frozen":
+                    running.resume()
+        finally:
+            await store.aclose()
