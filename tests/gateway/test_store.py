@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import random
 import socket
 import time
@@ -20,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 from redis.asyncio import Redis
 
@@ -487,7 +489,10 @@ async def test_namespaces_keep_deployments_apart(server: RedisServer) -> None:
         assert await green.answer_of("s", 1) is None
         assert await green.cursor_of("s", "get") is None
         assert await green.session_ended("s") is None
-        assert not await blue.client.keys(f"fsm:{{*")  # nothing under the bare prefix
+        green_keys = [green.key("s", "session"), green.key("s", "claim", "int:1")]
+        assert sorted(await green.client.keys(f"{green.prefix}*")) == [
+            k.encode() for k in sorted(green_keys)
+        ]
     finally:
         for store in (blue, blue_too, green):
             await store.aclose()
@@ -505,6 +510,60 @@ def test_namespaces_are_checked() -> None:
     with pytest.raises(ValueError, match="rediss://"):
         RedisStore.from_url(url, ssl_ca_certs="/nonexistent/ca.pem")
     assert RedisStore.from_url(url).prefix == "fsm:"
+
+
+async def test_failures_log_no_session_request_answer_or_password(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every failure path of both stores, logged at DEBUG: no record at INFO or above (any
+    logger, redis-py's too) names the session, the request, the answer or the URL's
+    password, and neither does any error's message (the gateway logs those at WARNING).
+    The store's own DEBUG records are there; its ``repr`` hides the password."""
+    caplog.set_level(logging.DEBUG)
+    session, request, password = "sess-4c1d", "req-9e2f", f"pw-{uuid.uuid4().hex}"
+    secrets = (session, request, password, "answer-7b3a")
+    errors: list[Exception] = []
+
+    async def fails(call: Awaitable[object]) -> None:
+        with anyio.fail_after(20), pytest.raises(StoreUnavailableError) as got:
+            await call
+        errors.append(got.value)
+
+    await fails(MemoryStore().claim(session, request, owner="a", lease_s=1))
+    with redis_server(password=password) as running:
+        assert password in running.url
+        store = RedisStore.from_url(running.url, timeout_s=0.2)
+        intruder = RedisStore.from_url(running.url.replace(password, "wrong"), timeout_s=0.2)
+        try:
+            assert all(password not in repr(x) for x in (store, store.client, intruder))
+            await fails(intruder.begin_session(session))  # AuthenticationError
+            await fails(store.claim(session, request, stream="get", cursor=Cursor(1, "e")))
+            await store.client.set(store.key(session, "answer", "str:" + request), b"answer-7b3a")
+            await store.client.set(store.key(session, "cursor", "get"), b"x answer-7b3a")
+            await fails(store.answer_of(session, request))
+            await fails(store.claim_status(session, request))
+            await fails(store.cursor_of(session, "get"))
+            for fault in (running.pause, running.stop):  # no answer, then refused
+                fault()
+                for name, call in _every_redis_operation(store):
+                    await fails(call())
+                    assert f"redis store: {name} failed" in str(errors[-1])
+                await fails(store.claim(session, request, owner="a", lease_s=1))
+                await fails(store.renew(session, request, "a", 1))
+                await fails(store.claim_status(session, request))
+                if fault == running.pause:
+                    running.resume()
+        finally:
+            await store.aclose()
+            await intruder.aclose()
+    assert len(errors) == 6 + 2 * 13
+    for error in errors:
+        assert not any(secret in str(error) for secret in secrets), error
+    loud = [r for r in caplog.records if r.levelno >= logging.INFO]
+    for record in loud:
+        assert not any(secret in record.getMessage() for secret in secrets), record
+    ours = [r for r in caplog.records if r.name == "fsm.gateway.redis_store"]
+    assert ours and all(r.levelno == logging.DEBUG for r in ours)
 
 
 def test_bad_settings_are_refused() -> None:
