@@ -89,17 +89,9 @@ from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.gateway.edge import HostPolicy
 from fsm.gateway.ids import EventIdKeys, GatewayEventId, IdRewriter, parse_event_id
-
-try:  # TEMPORARY until the store has leases
-    from fsm.gateway.store import DEFAULT_LEASE_S, ClaimLapsedError
-except ImportError:
-    DEFAULT_LEASE_S = 30.0
-
-    class ClaimLapsedError(InteractionFailed):  # type: ignore[no-redef]
-        reason = "claim-lapsed"
-
-
 from fsm.gateway.store import (
+    DEFAULT_LEASE_S,
+    ClaimLapsedError,
     Cursor,
     MemoryStore,
     RequestId,
@@ -337,6 +329,7 @@ class Gateway:
         included): at most ``max_unaccepted``."""
         self._http: httpx2.AsyncClient | None = None
         self._tg: TaskGroup | None = None
+        self._halted = False
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -363,8 +356,7 @@ class Gateway:
                 anyio.create_task_group() as tg,
             ):
                 self._http, self._tg = http, tg
-                if hasattr(self.store, "renew"):
-                    tg.start_soon(self._renew_leases)
+                tg.start_soon(self._renew_leases)
                 try:
                     yield self
                 finally:
@@ -380,6 +372,15 @@ class Gateway:
             if self.on_fatal is not None:
                 self.on_fatal(exc)
             raise
+
+    def halt(self) -> None:
+        """Stop the gateway's background work now (answer submissions, lease renewals,
+        store writes), as a crash stops it; requests get ``503`` from then on. For tests
+        that kill a replica in-process; a deployment stops the process instead."""
+        self._halted = True
+        self._http = None
+        for session in [*self._sessions.values(), *self._provisional]:
+            session.engine.close()
 
     @property
     def sessions(self) -> int:
@@ -754,8 +755,6 @@ class Gateway:
             sid = e.session or ""
             ids = session.ids.get(stream)
             lease: dict[str, Any] = {"owner": self.replica, "lease_s": self.limits.lease_s}
-            if not hasattr(store, "renew"):  # TEMPORARY until the store has leases
-                lease = {}
             if ids is not None and ids.last is not None:  # the newest event passed on
                 cursor = Cursor(ids.position, ids.last)
                 won = await store.claim(sid, key[1], stream=stream, cursor=cursor, **lease)
@@ -767,7 +766,7 @@ class Gateway:
             answer = await store.answer_of(sid, key[1])
             if answer is not None and e.guard.state_of(key) == "presented":
                 e.feed(events.UserAnswered(key, answer))
-            elif answer is None and hasattr(store, "renew"):
+            elif answer is None:
                 e.spawn(self._watch_claim, (session, key, stream))
             return False
 
@@ -812,7 +811,7 @@ class Gateway:
         """Renew the lease of every request this replica claimed that still awaits its
         answer, every third of the lease."""
         period = self.limits.lease_s / 3
-        while True:
+        while not self._halted:
             await anyio.sleep(period)
             for session in list(self._sessions.values()):
                 e, sid = session.engine, session.engine.session
@@ -838,7 +837,7 @@ class Gateway:
         return keep
 
     def _spawn(self, fn: Any, *args: Any) -> None:
-        if self._tg is None:
+        if self._tg is None or self._halted:
             return
 
         async def run() -> None:

@@ -75,9 +75,11 @@ async def two_replica_resume(
     store: object,
     before_second: Callable[[], Awaitable[None]] | None = None,
     completes: bool = True,
+    **gateway: object,
 ) -> tuple[ScenarioResult, Rig]:
-    """:func:`two_replicas` on two replicas sharing ``store``; its result and rig."""
-    async with gateway_rig(store=store, replicas=2) as rig:
+    """:func:`two_replicas` on two replicas sharing ``store`` (more keywords go to each
+    ``Gateway``); its result and rig."""
+    async with gateway_rig(store=store, replicas=2, **gateway) as rig:
         return await run_scenario(two_replicas(before_second, completes), rig=rig), rig
     raise AssertionError("unreachable")
 
