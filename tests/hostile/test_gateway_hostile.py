@@ -431,10 +431,12 @@ async def test_a_client_resuming_without_progress_gets_the_ending_error() -> Non
 async def test_a_replica_answers_a_replayed_request_from_the_stored_answer() -> None:
     """The client answered request 1 through another replica (claim and answer in the
     shared store); its resume lands on this replica, and the server replays the request:
-    it is blanked, and the stored answer is submitted upstream, not asked again."""
-    from fsm.gateway.ids import IdRewriter
+    it is blanked, and the stored answer is submitted upstream, not asked again (after
+    a ``ping`` proved the client's credentials for the session to this replica)."""
+    from fsm.gateway.ids import EventIdKeys, IdRewriter
     from fsm.gateway.store import MemoryStore
 
+    keys = EventIdKeys.generate()  # the replicas' shared key
     store = MemoryStore()
     answer = {"action": "accept", "content": {"confirm": True}}
     await store.begin_session(SID)
@@ -443,16 +445,17 @@ async def test_a_replica_answers_a_replayed_request_from_the_stored_answer() -> 
     up = Upstream()
     # the server replays the request and, as a server does, ends the call once answered
     up.replay = lambda cursor: [sse("e2", elicit(1)), up.answered, sse("e3", result(7))]
-    cursor = IdRewriter("post:7").rewrite(b"id: e1\n").decode().split()[-1]
-    async with gateway_for(up, store=store) as gw, httpx2.AsyncClient() as http:
+    cursor = IdRewriter("post:7", SID, keys).rewrite(b"id: e1\n").decode().split()[-1]
+    async with gateway_for(up, store=store, id_keys=keys) as gw, httpx2.AsyncClient() as http:
         h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
         with anyio.fail_after(10):  # the answer is submitted while the stream is open
             async with http.stream("GET", gw.url, headers=h) as r:
                 events = parse(b"".join([c async for c in r.aiter_raw()]))
     assert requests_of(events, 1) == 0
     assert next(d for _, d in events) == ""  # blanked, its id kept
-    [(_, _, body)] = [q for q in up.requests if q[0] == "POST"]
-    assert json.loads(body) == {"jsonrpc": "2.0", "id": 1, "result": answer}
+    posts = [json.loads(body) for m, _, body in up.requests if m == "POST"]
+    assert [p.get("method") for p in posts] == ["ping", None]
+    assert posts[1] == {"jsonrpc": "2.0", "id": 1, "result": answer}
     assert [h["last-event-id"] for m, h, _ in up.requests if m == "GET"] == ["e1"]
 
 
@@ -485,16 +488,18 @@ async def test_a_resume_when_the_store_cannot_give_a_cursor_starts_from_the_clie
     """A resume of a stream this replica never saw, with the store failing to give the
     stream's cursor: resumed upstream from the client's own id (claims still guard what
     the replay brings), not a 500."""
-    from fsm.gateway.ids import IdRewriter
+    from fsm.gateway.ids import EventIdKeys, IdRewriter
     from fsm.gateway.store import MemoryStore, StoreUnavailableError
 
+    keys = EventIdKeys.generate()
     class NoCursors(MemoryStore):
         async def cursor_of(self, session: str, stream: str) -> Any:
             raise StoreUnavailableError("cursor store down")
 
     up = Upstream(replay=lambda cursor: [sse("e2", result(7))])
-    cursor = IdRewriter("post:7").rewrite(b"id: e1\n").decode().split()[-1]
-    async with gateway_for(up, store=NoCursors()) as gw, httpx2.AsyncClient() as http:
+    cursor = IdRewriter("post:7", SID, keys).rewrite(b"id: e1\n").decode().split()[-1]
+    store = NoCursors()
+    async with gateway_for(up, store=store, id_keys=keys) as gw, httpx2.AsyncClient() as http:
         await initialize(http, gw.url)
         h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
         async with http.stream("GET", gw.url, headers=h) as r:
