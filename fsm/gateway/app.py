@@ -559,6 +559,8 @@ class Gateway:
             request, stream, origin, tuple(item.upstream_id for item in seen)
         )
         if resp is not None:
+            if seen:  # taken over here: the prompts other replicas passed on in it
+                e.spawn(self._watch_stream_claims, (session, stream))
             return resp
         final = session.finals.get(stream)
         if final is None:  # dead here (the error was sent), or done with no result kept
@@ -772,18 +774,37 @@ class Gateway:
 
         return claim
 
+    async def _watch_stream_claims(self, args: tuple[_Session, str]) -> None:
+        """A stream this replica took over (the client resumed here; another replica
+        carried it): watch every prompt another replica claimed on it, as
+        :meth:`_watch_claim` does (the stored cursor is past them, so no replay brings
+        them here)."""
+        session, stream = args
+        e = session.engine
+        try:
+            claimed = await self.store.open_claims(e.session or "", stream)
+        except StoreUnavailableError as exc:
+            logger.warning("open claims not read: %s", exc)
+            return
+        for rid in claimed:
+            if rid not in session.claimed:
+                e.spawn(self._watch_claim, (session, (e.session or "", rid), stream))
+
     async def _watch_claim(self, args: tuple[_Session, RequestKey, str]) -> None:
         """Watch a request another replica claimed (and so presented) until the client's
-        answer reaches the store (this replica submits it) or the holder's lease lapses
+        answer reaches the store (this replica submits it: through its guard if a
+        replay brought the request here, else as it is) or the holder's lease lapses
         with no answer: the holder died with the prompt, and the call ends with one
         :class:`~fsm.gateway.store.ClaimLapsedError` (the request is never presented
-        twice). Ends early when the request or its stream ends."""
+        twice). Ends early when the request or its stream ends, or the claim is this
+        replica's or gone."""
         session, key, stream = args
         e = session.engine
         period = self.limits.lease_s / 3
         while True:
             await anyio.sleep(period)
-            if e.guard.state_of(key) != "presented" or e.guard.stream_state(stream) in (
+            state = e.guard.state_of(key)
+            if state not in (None, "presented") or e.guard.stream_state(stream) in (
                 "done",
                 "dead",
                 None,
@@ -793,8 +814,14 @@ class Gateway:
                 status = await self.store.claim_status(e.session or "", key[1])
             except StoreUnavailableError:
                 continue
+            if not status.claimed or status.owner == self.replica:
+                return
             if status.answer is not None:
-                e.feed(events.UserAnswered(key, status.answer))
+                if state == "presented":
+                    e.feed(events.UserAnswered(key, status.answer))
+                else:  # the holder took the answer and may have died before sending it
+                    body = {"jsonrpc": "2.0", "id": key[1], "result": dict(status.answer)}
+                    await e._post(body, e.credentials_for(stream=stream))
                 return
             if status.lapsed:
                 err = ClaimLapsedError(

@@ -101,6 +101,7 @@ from redis.maint_notifications import MaintNotificationsConfig
 
 from fsm.gateway.store import (
     DEFAULT_TTL_S,
+    MAX_OPEN_CLAIMS,
     ClaimStatus,
     Cursor,
     RequestId,
@@ -153,6 +154,11 @@ elseif op == 'claim' then
   end
   if lease > 0 then
     redis.call('SET', KEYS[3], ARGV[4], 'PX', lease)
+    if KEYS[5] then
+      redis.call('RPUSH', KEYS[5], ARGV[7])
+      redis.call('LTRIM', KEYS[5], -tonumber(ARGV[8]), -1)
+      redis.call('PEXPIRE', KEYS[5], ttl)
+    end
   else
     redis.call('DEL', KEYS[3])
   end
@@ -183,7 +189,8 @@ TTL in milliseconds.
   ARGV[6]), then claim KEYS[2] with ``SET NX``: 1 if won, 0 if lost. A won claim holds
   ``1``, or under a lease of ARGV[3] milliseconds (0: none) ``lease <owner>`` (ARGV[4]),
   and the lease key KEYS[3] then holds the owner with that expiry (without a lease, a
-  stale lease key is deleted).
+  stale lease key is deleted); given a stream, the request's key (ARGV[7]) is appended
+  to the stream's open claims KEYS[5], trimmed to the newest ARGV[8].
 * ``renew``: while the claim KEYS[2] is ARGV[4]'s under a lease that has not lapsed (the
   lease key KEYS[3] still holds ARGV[4]), set the lease to ARGV[3] milliseconds and
   refresh the claim's and the session record's (KEYS[1]) TTLs: 1; else 0, nothing
@@ -195,6 +202,12 @@ _SHA = hashlib.sha1(_SCRIPT.encode()).hexdigest()
 _LEASED = "lease "
 """How a claim won under a lease starts its value (the owner follows)."""
 _NO_SCRIPT = object()
+
+
+def _request_id(key: str) -> RequestId:
+    """A request id back from its :func:`~fsm.gateway.store.request_key`."""
+    kind, _, value = key.partition(":")
+    return int(value) if kind == "int" else value
 
 
 def _text(value: Any) -> str:
@@ -427,7 +440,8 @@ class RedisStore:
         argv: tuple[Any, ...] = ("claim", self._ttl_ms, lease_ms, owner)
         if advance is not None:
             keys.append(self.key(session, "cursor", advance[0]))
-            argv += (advance[1].position, advance[1].event_id)
+            keys.append(self.key(session, "open", advance[0]))
+            argv += (advance[1].position, advance[1].event_id, rkey, MAX_OPEN_CLAIMS)
         got = int(await self._script("claim", keys, *argv))
         if got < 0:
             raise StoreStateLostError(
@@ -474,6 +488,12 @@ class RedisStore:
             return ClaimStatus(claimed=True, owner=None, lapsed=False, answer=answer)
         lapsed = answer is None and int(leased_raw) == 0
         return ClaimStatus(claimed=True, owner=held[len(_LEASED) :], lapsed=lapsed, answer=answer)
+
+    async def open_claims(self, session: str, stream: str) -> list[RequestId]:
+        """See :meth:`fsm.gateway.store.StateStore.open_claims`: one ``LRANGE``."""
+        key = self.key(session, "open", stream)
+        got = await self._send("open_claims", "LRANGE", key, 0, -1)
+        return [_request_id(_text(item)) for item in got or ()]
 
     async def save_answer(
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]

@@ -57,6 +57,7 @@ from fsm.errors import InteractionFailed
 __all__ = [
     "DEFAULT_LEASE_S",
     "DEFAULT_TTL_S",
+    "MAX_OPEN_CLAIMS",
     "ClaimLapsedError",
     "ClaimStatus",
     "Cursor",
@@ -72,6 +73,9 @@ __all__ = [
 
 DEFAULT_TTL_S = 3600.0
 """Seconds an entry lives after its last write unless the store is told otherwise."""
+
+MAX_OPEN_CLAIMS = 64
+"""Leased claims :meth:`StateStore.open_claims` keeps per stream (the newest)."""
 
 DEFAULT_LEASE_S = 30.0
 """Seconds a claim's lease lasts unless its owner renews it: the longest a call waits for
@@ -183,6 +187,13 @@ class StateStore(Protocol):
     async def claim_status(self, session: str, request_id: RequestId) -> ClaimStatus:
         """The claim of ``request_id``, its owner, whether its lease lapsed, and the stored
         answer, read in one atomic step (:class:`ClaimStatus`). Writes nothing."""
+        ...
+
+    async def open_claims(self, session: str, stream: str) -> list[RequestId]:
+        """The requests claimed under a lease with ``stream`` given (the claims a replica
+        that takes the stream over must watch: their prompts were passed on and the
+        stream's cursor moved past them), oldest first; settled ones included (their
+        :meth:`claim_status` says so). Writes nothing."""
         ...
 
     async def save_answer(
@@ -333,7 +344,14 @@ class MemoryStore:
             self._put(key, _Held(None, None))
         else:
             self._put(key, _Held(owner, self._clock() + lease_s))
+            if advance is not None:
+                opened = ("open", session, advance[0])
+                held = self._get(opened) or ()
+                self._put(opened, (*held, request_id)[-MAX_OPEN_CLAIMS:])
         return True
+
+    async def open_claims(self, session: str, stream: str) -> list[RequestId]:
+        return list(self._get(("open", session, stream)) or ())
 
     async def renew(self, session: str, request_id: RequestId, owner: str, lease_s: float) -> bool:
         check_lease(owner, lease_s)

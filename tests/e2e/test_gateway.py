@@ -93,15 +93,21 @@ async def test_resume_on_the_other_replica_presents_once(cursor_recorded: bool) 
         assert [e.data for e in blank] == [""]
 
 
-async def test_a_prompt_whose_replica_died_unanswered_ends_the_call_after_the_lease() -> None:
-    """A presented the prompt and died before any answer; the client's resume lands on B,
-    the server replays the request there and B's claim loses. Nobody renews A's lease:
-    when it lapses with no answer stored, B ends the call with one error,
-    ``claim-lapsed``; the request is never presented a second time."""
+@pytest.mark.parametrize("cursor_recorded", [True, False])
+async def test_a_prompt_whose_replica_died_unanswered_ends_the_call_after_the_lease(
+    cursor_recorded: bool,
+) -> None:
+    """A presented the prompt and died before any answer; the client's resume lands on B.
+    Without A's cursor, the server replays the request there and B's claim loses; with
+    it, nothing old is replayed and B finds A's claim among the stream's open claims.
+    Nobody renews A's lease: when it lapses with no answer stored, B ends the call with
+    one error, ``claim-lapsed``; the request is never presented a second time."""
     from fsm.gateway.app import GatewayLimits
+    from fsm.gateway.store import MemoryStore
 
     limits = GatewayLimits(lease_s=0.3)
-    r, _ = await two_replica_resume(CursorLost(), completes=False, limits=limits)
+    store = MemoryStore() if cursor_recorded else CursorLost()
+    r, _ = await two_replica_resume(store, completes=False, limits=limits)
     assert list(r.presentation_counts.values()) == [1]
     assert (r.outcome.code, r.outcome.reason) == (-32000, "claim-lapsed")
 

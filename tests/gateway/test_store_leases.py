@@ -24,6 +24,7 @@ import pytest
 from fsm.gateway.redis_store import RedisStore
 from fsm.gateway.store import (
     DEFAULT_LEASE_S,
+    MAX_OPEN_CLAIMS,
     ClaimLapsedError,
     ClaimStatus,
     Cursor,
@@ -384,3 +385,25 @@ async def test_an_unavailable_redis_fails_lease_operations_closed(fault: str) ->
                     running.resume()
         finally:
             await store.aclose()
+
+
+async def test_a_streams_open_claims_are_the_leased_claims_won_on_it(shared: Shared) -> None:
+    """``open_claims`` lists what a replica taking a stream over must watch: claims won
+    under a lease with that stream given, in order, ids keeping their JSON type; a lost
+    claim, a claim without a lease or on another stream is not among them; at most
+    ``MAX_OPEN_CLAIMS`` (the newest)."""
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    at = Cursor(1, "e1")
+    assert await one.open_claims("s", "post:7") == []
+    await one.claim("s", 1, stream="post:7", cursor=at, owner="a", lease_s=LEASE_S)
+    await two.claim("s", 1, stream="post:7", cursor=at, owner="b", lease_s=LEASE_S)  # lost
+    await one.claim("s", "2", stream="post:7", cursor=at, owner="a", lease_s=LEASE_S)
+    await one.claim("s", 3, stream="post:7", cursor=at)  # no lease: never lapses
+    await one.claim("s", 4, stream="get", cursor=at, owner="a", lease_s=LEASE_S)
+    assert await two.open_claims("s", "post:7") == [1, "2"]
+    assert await two.open_claims("s", "get") == [4]
+    for rid in range(10, 10 + MAX_OPEN_CLAIMS):
+        await one.claim("s", rid, stream="get", cursor=at, owner="a", lease_s=LEASE_S)
+    kept = await two.open_claims("s", "get")
+    assert kept == list(range(10, 10 + MAX_OPEN_CLAIMS))
