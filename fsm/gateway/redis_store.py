@@ -17,6 +17,9 @@ key                                value                            written by
                                    won under a lease                ``renew`` (its TTL)
 ``P{S}:lease:<type>:<id>``         the owner (a replica id)         ``claim`` under a
                                                                     lease, ``renew``
+``P{S}:open:<stream>``             a list of ``<type>:<id>``: the   ``claim`` under a lease
+                                   stream's leased claims (the      with a cursor
+                                   newest ``MAX_OPEN_CLAIMS``)
 ``P{S}:answer:<type>:<id>``        the answer, as JSON              ``save_answer``
 ``P{S}:cursor:<stream>``           ``<position> <event id>``        ``save_cursor``,
                                                                     ``claim`` with a cursor
@@ -73,7 +76,8 @@ whose sessions must outlive a Redis restart run Redis with persistence (``append
 yes``); the store needs nothing else for that.
 
 Round trips by operation: ``begin_session`` 1, ``claim`` 1, ``claim`` with ``stream`` and
-``cursor`` and/or a lease 1, ``renew`` 1, ``claim_status`` 1, ``save_cursor`` 1,
+``cursor`` and/or a lease 1, ``renew`` 1, ``claim_status`` 1, ``open_claims`` 1,
+``save_cursor`` 1,
 ``cursor_of`` 1, ``save_answer`` 1, ``answer_of`` 1, ``end_session`` 1, ``session_ended``
 1, ``connect`` (optional: checks Redis and loads the script) 1, ``aclose`` 0. Connection
 set-up (redis-py's handshake on a new or re-opened connection, and TLS's for

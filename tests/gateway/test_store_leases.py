@@ -334,6 +334,7 @@ async def test_redis_lease_operations_are_one_round_trip(server: RedisServer) ->
             lambda: store.renew("s", 1, "a", LEASE_S),
             lambda: store.renew("s", 1, "b", LEASE_S),
             lambda: store.claim_status("s", 1),
+            lambda: store.open_claims("s", "g"),
         ]
         for call in calls:
             before = store.round_trips
@@ -372,6 +373,7 @@ async def test_an_unavailable_redis_fails_lease_operations_closed(fault: str) ->
                     "claim": lambda: store.claim("s", 2, owner="a", lease_s=LEASE_S),
                     "renew": lambda: store.renew("s", 1, "a", LEASE_S),
                     "claim_status": lambda: store.claim_status("s", 1),
+                    "open_claims": lambda: store.open_claims("s", "get"),
                 }
                 for name, call in calls.items():
                     with anyio.fail_after(20):  # a bound against hanging, not a measure
