@@ -104,3 +104,19 @@ def test_edge_and_gateway_limits_come_from_the_options() -> None:
     assert (limits.max_event_bytes, limits.body_timeout_s, limits.lease_s) == (1000, 4, 9)
     assert app.host_policy.allowed_hosts == ("mcp.example.com",)
     assert app.host_policy.allowed_origins == ("https://app.example.com",)
+
+
+def test_the_command_exits_1_when_the_gateways_own_work_fails(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A defect in the gateway's background work (here its lease renewal raises) must not
+    leave a process that is up but serves only errors: the command stops with status 1,
+    saying why, so a supervisor restarts it."""
+    from fsm.gateway.app import Gateway
+
+    async def broken(self: Gateway) -> None:
+        raise RuntimeError("a defect in the gateway's own work")
+
+    monkeypatch.setattr(Gateway, "_renew_leases", broken)
+    assert cli.main([*UPSTREAM, "--listen", "127.0.0.1:0"]) == 1
+    assert "the gateway failed" in capsys.readouterr().err
