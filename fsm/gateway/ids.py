@@ -105,12 +105,15 @@ class EventIdKeys:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> EventIdKeys | None:
         """The keys in :data:`ENV_KEY` (and :data:`ENV_PREVIOUS_KEY`), as UTF-8 text;
-        ``None`` when :data:`ENV_KEY` is unset or empty. ``ValueError`` for a short key."""
+        ``None`` when neither is set. ``ValueError`` for a short key, or a previous key
+        without a current one (a rotation half done)."""
         env = os.environ if environ is None else environ
         current = env.get(ENV_KEY, "").strip()
-        if not current:
-            return None
         previous = env.get(ENV_PREVIOUS_KEY, "").strip()
+        if not current:
+            if previous:
+                raise ValueError(f"{ENV_PREVIOUS_KEY} is set but {ENV_KEY} is not")
+            return None
         return cls(_key(current, ENV_KEY), (_key(previous, ENV_PREVIOUS_KEY),) if previous else ())
 
     @classmethod

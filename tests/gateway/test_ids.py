@@ -272,3 +272,8 @@ def test_no_key_is_shown() -> None:
     with pytest.raises(ValueError, match="at least 32 bytes") as caught:
         EventIdKeys(b"a" * 32, (b"short-secret",))
     assert "short-secret" not in str(caught.value)
+
+
+def test_a_previous_key_without_a_current_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="is set but"):
+        EventIdKeys.from_env({ENV_PREVIOUS_KEY: "b" * 32})
