@@ -146,6 +146,18 @@ def _server_class() -> type:
     return Server
 
 
+_CHATTY = ("httpx2", "httpcore2")
+"""Loggers of the upstream HTTP library: httpx2 logs every request's URL (with the
+client's query string) at INFO. The command keeps them at WARNING whatever the level."""
+
+
+def _logging(level: str) -> None:
+    """Log at ``level``, but never a request's URL (see :data:`_CHATTY`)."""
+    logging.basicConfig(level=level.upper())
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
 def _listen(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
@@ -263,7 +275,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     except (ValueError, ImportError) as exc:
         print(f"fsm gateway: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.log_level.upper())
+    _logging(args.log_level)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -120,3 +120,13 @@ def test_the_command_exits_1_when_the_gateways_own_work_fails(
     monkeypatch.setattr(Gateway, "_renew_leases", broken)
     assert cli.main([*UPSTREAM, "--listen", "127.0.0.1:0"]) == 1
     assert "the gateway failed" in capsys.readouterr().err
+
+
+def test_the_upstream_librarys_request_log_is_kept_quiet_at_info() -> None:
+    """httpx2 logs each request's URL (a client's query string with it) at INFO; the
+    command's logging keeps that logger at WARNING even at ``--log-level info``."""
+    import logging
+
+    cli._logging("info")
+    assert not logging.getLogger("httpx2").isEnabledFor(logging.INFO)
+    assert logging.getLogger("fsm.gateway.app").isEnabledFor(logging.INFO)
