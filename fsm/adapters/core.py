@@ -1274,7 +1274,7 @@ class _GuardedBody:
             try:
                 won = await e.claim(key, self.stream, event_id)
             except InteractionFailed as err:
-                logger.warning("claim of %r failed: %s", key, err)
+                logger.warning("a claim failed: %s", err)
                 won = False
                 e.failures.setdefault(self.stream, err)
                 self.tee.killed = True

@@ -105,7 +105,7 @@ async def test_a_prompt_whose_replica_died_unanswered_ends_the_call_after_the_le
     from fsm.gateway.app import GatewayLimits
     from fsm.gateway.store import MemoryStore
 
-    limits = GatewayLimits(lease_s=0.3)
+    limits = GatewayLimits(lease_s=1.0)  # renewed every 1/3 s: a loaded machine keeps it
     store = MemoryStore() if cursor_recorded else CursorLost()
     r, _ = await two_replica_resume(store, completes=False, limits=limits)
     assert list(r.presentation_counts.values()) == [1]
