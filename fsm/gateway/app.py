@@ -96,6 +96,7 @@ from fsm.gateway.store import (
     MemoryStore,
     RequestId,
     StateStore,
+    StoreStateLostError,
     StoreUnavailableError,
 )
 from fsm.gateway.upstream import AiohttpTransport
@@ -814,7 +815,7 @@ class Gateway:
                 status = await self.store.claim_status(e.session or "", key[1])
             except StoreUnavailableError:
                 continue
-            if not status.claimed or status.owner == self.replica:
+            if status.owner == self.replica:
                 return
             if status.answer is not None:
                 if state == "presented":
@@ -823,6 +824,7 @@ class Gateway:
                     body = {"jsonrpc": "2.0", "id": key[1], "result": dict(status.answer)}
                     await e._post(body, e.credentials_for(stream=stream))
                 return
+            err: InteractionFailed
             if status.lapsed:
                 err = ClaimLapsedError(
                     f"{stream}: request {key[1]!r} was presented through a replica that "
@@ -830,9 +832,18 @@ class Gateway:
                     key=key,
                     stream=stream,
                 )
-                e.feed(events.StreamAbandoned(stream, err.reason, str(err)))
-                e.failures[stream] = err
-                return
+            elif not status.claimed:  # the store lost it: presented or not is unknown
+                err = StoreStateLostError(
+                    f"{stream}: the store no longer holds the claim of request {key[1]!r}, "
+                    "which another replica presented",
+                    key=key,
+                    stream=stream,
+                )
+            else:
+                continue
+            e.feed(events.StreamAbandoned(stream, err.reason, str(err)))
+            e.failures[stream] = err
+            return
 
     async def _renew_leases(self) -> None:
         """Renew the lease of every request this replica claimed that still awaits its

@@ -407,4 +407,5 @@ class MemoryStore:
         return str(value) if value is not None else None
 
     async def aclose(self) -> None:
-        self._entries.clear()
+        """Nothing to release: the entries stay (replicas of one process may share this
+        store, in tests; one replica's stop must not wipe the others' state)."""
