@@ -209,13 +209,26 @@ class SdkBinding:
 
 @dataclass(slots=True)
 class _Sse:
-    """One parsed SSE event; ``raw`` is the block as received (line ends normalised)."""
+    """One parsed SSE event; ``raw`` is the block as received (line ends normalised; a
+    byte that is not UTF-8 kept as a lone surrogate, :data:`_SURROGATES`: ``raw.encode(
+    "utf-8", "surrogateescape")`` gives the bytes back). ``utf8``: the block was valid
+    UTF-8 (an event that is not is malformed JSON: RFC 8259)."""
 
     raw: str
     event_id: str | None
     data: str
     retry: int | None
     has_data: bool
+    utf8: bool = True
+
+
+_SURROGATES = re.compile("[\udc80-\udcff]")
+"""How the parser's ``surrogateescape`` decoding marks a byte that is not UTF-8."""
+
+
+def _raw_bytes(sse: _Sse) -> bytes:
+    """The bytes of a parsed event as received (its block and the blank line)."""
+    return (sse.raw + "\n\n").encode("utf-8", "surrogateescape")
 
 
 class EventTooLarge(Exception):
@@ -225,13 +238,13 @@ class EventTooLarge(Exception):
 class _SseParser:
     """Incremental SSE parser: bytes in, complete events out (spec line endings).
 
-    Invalid UTF-8 is decoded as U+FFFD (the event then reads as malformed, never as a
-    request). ``max_event`` bounds one event (buffered or complete, in characters of the
-    decoded text): past it :meth:`feed` raises :class:`EventTooLarge` and the parser must
-    not be fed again (``None``: no bound)."""
+    Invalid UTF-8 is kept byte for byte (``surrogateescape``) and the event marked not
+    UTF-8 (:attr:`_Sse.utf8`). ``max_event`` bounds one event (buffered or complete, in
+    characters of the decoded text): past it :meth:`feed` raises :class:`EventTooLarge`
+    and the parser must not be fed again (``None``: no bound)."""
 
     def __init__(self, max_event: int | None = None) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         self.max_event = max_event
         self._buf = ""
         self.idle = True
@@ -300,7 +313,8 @@ def _parse_block(block: str) -> _Sse | None:
             meaningful = True
     if not meaningful:
         return None
-    return _Sse(block, event_id, "\n".join(data), retry, bool(data))
+    utf8 = _SURROGATES.search(block) is None
+    return _Sse(block, event_id, "\n".join(data), retry, bool(data), utf8)
 
 
 def _sse_bytes(event_id: str | None, data: str) -> bytes:
@@ -464,8 +478,9 @@ class _Engine:
         return actions
 
     def on_sse(self, stream: str, sse: _Sse) -> tuple[tuple[act.Action, ...], Any]:
-        """Feed one SSE event; returns (actions, decoded message or None)."""
-        if not sse.has_data or not sse.data:
+        """Feed one SSE event; returns (actions, decoded message or None). An event that
+        is not UTF-8 is fed without its data (only its id and ``retry:`` count)."""
+        if not sse.has_data or not sse.data or not sse.utf8:
             return self.feed(ev.SseEvent(stream, None, sse.event_id, sse.retry)), None
         if sse.retry is None and _plain_notification(sse.data) is not None:
             hot = self.on_hot(stream, sse.event_id)
@@ -1214,9 +1229,11 @@ class _GuardedBody:
         for sse in events:
             actions, msg = e.on_sse(stream, sse)
             piece = self._verdict(sse.event_id, actions, msg)
+            if not sse.utf8 and piece is None:  # malformed: reaches nobody as a message
+                piece = _sse_bytes(sse.event_id, "") if sse.event_id is not None else b""
             if self._claim_key is not None:
                 token = b"\x00fsm-claim-%d-%s\x00" % (len(self._claims), _CLAIM_SALT)
-                raw = (sse.raw + "\n\n").encode()
+                raw = _raw_bytes(sse)
                 self._claims.append((token, self._claim_key, sse.event_id, raw))
                 self._claim_key, piece = None, token
             pieces.append(piece)
@@ -1227,7 +1244,7 @@ class _GuardedBody:
             return chunk
         parts.append(chunk[mark:pos])
         parts += (
-            (sse.raw + "\n\n").encode() if p is None else p
+            _raw_bytes(sse) if p is None else p
             for sse, p in zip(events, pieces, strict=False)
         )
         return b"".join(parts)

@@ -914,7 +914,7 @@ def _final_event(piece: bytes) -> bytes:
     result gets the result alone, not the events before it again (a request among them
     would reach the client twice)."""
     events = core._SseParser().feed(piece)
-    return (events[-1].raw + "\n\n").encode() if events else piece
+    return core._raw_bytes(events[-1]) if events else piece
 
 
 class _Full(Exception):

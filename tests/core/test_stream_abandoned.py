@@ -9,7 +9,7 @@ import pytest
 from fsm import EventTooLargeError, Guard, StreamAbandonedError
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters.core import EventTooLarge, _SseParser
+from fsm.adapters.core import EventTooLarge, _raw_bytes, _SseParser
 
 ELICIT = {
     "jsonrpc": "2.0",
@@ -73,6 +73,11 @@ def test_the_parser_bounds_one_event_buffered_or_whole() -> None:
     assert len(unbounded.feed(b"data: " + b"x" * 10_000 + b"\n\n")[0].data) == 10_000
 
 
-def test_the_parser_reads_invalid_utf8_as_replacement_characters() -> None:
-    (event,) = _SseParser().feed(b"id: 1\ndata: {\"a\": \"\xff\xfe\"}\n\n")
-    assert event.event_id == "1" and "\ufffd" in event.data
+def test_the_parser_marks_invalid_utf8_and_keeps_its_bytes() -> None:
+    raw = b'id: 1\ndata: {"a": "\xff\xfe"}\n\n'
+    (event,) = _SseParser().feed(raw)
+    assert event.event_id == "1" and not event.utf8
+    assert _raw_bytes(event) == raw
+    parser = _SseParser()  # a sequence cut across two chunks is still UTF-8
+    (ok,) = parser.feed("data: é".encode()[:-1]) + parser.feed("é".encode()[-1:] + b"\n\n")
+    assert ok.utf8 and ok.data == "é"
