@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from fsm.gateway.app import Gateway
+from fsm.gateway.edge import EdgeLimits
 from fsm.harness.serving import serving
 
 __all__ = ["RunningGateway", "running_gateway"]
@@ -32,14 +33,21 @@ class RunningGateway:
     _stop: anyio.Event = field(default_factory=anyio.Event)
 
     def kill(self) -> None:
-        """Stop serving now: every open connection of this replica is dropped."""
+        """Stop now, as a crashed replica stops: every open connection of this replica
+        is dropped and its background work (answer submissions, lease renewals, store
+        writes) ends at once."""
+        self.gateway.halt()
         self._stop.set()
 
 
 @contextlib.asynccontextmanager
-async def running_gateway(upstream: str, **kwargs: Any) -> AsyncIterator[RunningGateway]:
-    """A :class:`~fsm.gateway.app.Gateway` for ``upstream`` (keywords go to it) served on
-    127.0.0.1 until the block exits or :meth:`RunningGateway.kill`."""
+async def running_gateway(
+    upstream: str, *, edge: EdgeLimits | None = None, http: str = "auto", **kwargs: Any
+) -> AsyncIterator[RunningGateway]:
+    """A :class:`~fsm.gateway.app.Gateway` for ``upstream`` (other keywords go to it)
+    served on 127.0.0.1 until the block exits or :meth:`RunningGateway.kill`, its client
+    connections bounded by ``edge`` and parsed by ``http`` (as
+    :func:`~fsm.harness.serving.serving`)."""
     gateway = Gateway(upstream, **kwargs)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -51,7 +59,7 @@ async def running_gateway(upstream: str, **kwargs: Any) -> AsyncIterator[Running
         async with anyio.create_task_group() as tg:
 
             async def serve(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-                async with serving(gateway, sock, shutdown_timeout=0.0):
+                async with serving(gateway, sock, shutdown_timeout=0.0, edge=edge, http=http):
                     task_status.started()
                     await running._stop.wait()
 

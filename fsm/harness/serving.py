@@ -1,7 +1,8 @@
 """Serve an ASGI app with uvicorn on an already-bound socket, in this event loop.
 
 Shared by the test servers of both protocol eras (:mod:`fsm.harness.server`,
-:mod:`fsm.harness.mrtr_server`). asyncio only (uvicorn).
+:mod:`fsm.harness.mrtr_server`) and the gateway replicas (:mod:`fsm.harness.gateway`),
+with the HTTP edge's limits (:mod:`fsm.gateway.edge`) applied. asyncio only (uvicorn).
 """
 
 from __future__ import annotations
@@ -14,12 +15,24 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
+from fsm.gateway.edge import EdgeLimits, uvicorn_settings
+
 
 @contextlib.asynccontextmanager
 async def serving(
-    app: ASGIApp, sock: socket.socket, *, log_level: str = "warning", shutdown_timeout: float = 5.0
+    app: ASGIApp,
+    sock: socket.socket,
+    *,
+    log_level: str = "warning",
+    shutdown_timeout: float = 5.0,
+    edge: EdgeLimits | None = None,
+    http: str = "auto",
 ) -> AsyncIterator[None]:
     """Serve ``app`` on ``sock`` (bound, not yet listening) until the block exits.
+
+    Each client connection is bounded by ``edge`` (default ``EdgeLimits()``), parsed by
+    ``http`` (``"h11"``, ``"httptools"``, or ``"auto"``: httptools when installed), as
+    :func:`fsm.gateway.edge.uvicorn_settings` says.
 
     Returns once uvicorn accepts connections (``RuntimeError`` if it fails to start within
     10 s). On exit the server is asked to stop; open connections are closed after
@@ -34,6 +47,7 @@ async def serving(
         log_level=log_level,
         access_log=False,
         timeout_graceful_shutdown=max(1, int(shutdown_timeout)),
+        **uvicorn_settings(edge if edge is not None else EdgeLimits(), http),
     )
     server = uvicorn.Server(config)
     stopped = anyio.Event()
