@@ -8,14 +8,31 @@ with the HTTP edge's limits (:mod:`fsm.gateway.edge`) applied. asyncio only (uvi
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
 from fsm.gateway.edge import EdgeLimits, uvicorn_settings
+
+
+@contextlib.contextmanager
+def tcp_socket(sock: socket.socket) -> Iterator[socket.socket]:
+    """``sock`` as a socket whose protocol says TCP (a duplicate of it, closed on exit).
+    asyncio turns Nagle's algorithm off (``TCP_NODELAY``) only on connections accepted
+    from such a socket; a socket made with protocol 0 gets connections that hold a small
+    response back until the peer's delayed acknowledgement, some 40 ms per request."""
+    if sock.proto == socket.IPPROTO_TCP or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        yield sock
+        return
+    dup = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=os.dup(sock.fileno()))
+    try:
+        yield dup
+    finally:
+        dup.close()
 
 
 @contextlib.asynccontextmanager
@@ -54,7 +71,8 @@ async def serving(
 
     async def serve() -> None:
         try:
-            await server.serve([sock])
+            with tcp_socket(sock) as listening:
+                await server.serve([listening])
         finally:
             stopped.set()
 
