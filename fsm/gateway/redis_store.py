@@ -435,11 +435,7 @@ class RedisStore:
         advance = claim_cursor(stream, cursor)
         check_lease(owner, lease_s)
         rkey = request_key(request_id)
-        keys = [
-            self.key(session, "session"),
-            self.key(session, "claim", rkey),
-            self.key(session, "lease", rkey),
-        ]
+        keys = self._claim_keys(session, rkey)
         lease_ms = 0 if lease_s is None else max(1, round(lease_s * 1000))
         argv: tuple[Any, ...] = ("claim", self._ttl_ms, lease_ms, owner)
         if advance is not None:
@@ -454,16 +450,20 @@ class RedisStore:
             )
         return got == 1
 
-    async def renew(self, session: str, request_id: RequestId, owner: str, lease_s: float) -> bool:
-        """See :meth:`fsm.gateway.store.StateStore.renew`: one script (the claim's owner
-        and the lease key compared in Redis)."""
-        check_lease(owner, lease_s)
-        rkey = request_key(request_id)
-        keys = [
+    def _claim_keys(self, session: str, rkey: str) -> list[str]:
+        """The keys a claim's script reads and writes: the session's record, the claim,
+        its lease."""
+        return [
             self.key(session, "session"),
             self.key(session, "claim", rkey),
             self.key(session, "lease", rkey),
         ]
+
+    async def renew(self, session: str, request_id: RequestId, owner: str, lease_s: float) -> bool:
+        """See :meth:`fsm.gateway.store.StateStore.renew`: one script (the claim's owner
+        and the lease key compared in Redis)."""
+        check_lease(owner, lease_s)
+        keys = self._claim_keys(session, request_key(request_id))
         lease_ms = max(1, round(lease_s * 1000))
         got = await self._script("renew", keys, "renew", self._ttl_ms, lease_ms, owner)
         return int(got) == 1
