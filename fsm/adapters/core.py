@@ -117,6 +117,7 @@ import logging
 import os
 import re
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -129,7 +130,13 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm import trace
 from fsm.adapters.sdkversion import SdkRange, check_sdk_version
-from fsm.errors import EventTooLargeError, InteractionFailed, RequestKey, SessionExpiredError
+from fsm.errors import (
+    EventTooLargeError,
+    InteractionFailed,
+    RequestId,
+    RequestKey,
+    SessionExpiredError,
+)
 from fsm.events import standalone_stream
 from fsm.guard import Guard, GuardConfig
 from fsm.messages import CANCELLED, is_plain_notification
@@ -453,6 +460,9 @@ class _Engine:
         """Refusals (answers to requests over the guard's capacity) waiting to be sent;
         past it a refusal is dropped (counted in :attr:`dropped_refusals`): the server's
         own deadline ends that request. ``None``: no bound."""
+        self.relayed_answers: OrderedDict[RequestId, None] = OrderedDict()
+        """Answers to requests this guard never saw that went upstream from here as they
+        came (the newest :data:`_RELAYED_KEPT`): a gateway does not send them again."""
         self.dropped_refusals = 0
         self._pending_refusals = 0
         self.upstream_slots: anyio.CapacityLimiter | None = None
@@ -700,6 +710,9 @@ async def _aclose(resp: Any) -> None:
     await resp.aclose()
 
 
+_RELAYED_KEPT = 1024
+"""Relayed answers an engine remembers (:attr:`_Engine.relayed_answers`)."""
+
 _LIVE_ANSWERS = frozenset({"presented", "answered", "submitting", "submitted"})
 """Liveness states whose answer may still be (re)submitted."""
 
@@ -903,8 +916,16 @@ class GuardedTransport:
             return None
         key: RequestKey = (e.session or "", rid)
         state = e.guard.state_of(key)
-        if state is None:
-            return None  # idempotent or untracked request: the SDK's answer goes as is
+        if state is None:  # idempotent or untracked request: the answer goes as it is
+            if e.on_answer is None or not isinstance(body.get("result"), Mapping):
+                return None
+            resp = await self._send(request)  # another process may watch for it: kept
+            if resp.status_code < 300:
+                e.relayed_answers[rid] = None
+                while len(e.relayed_answers) > _RELAYED_KEPT:
+                    e.relayed_answers.popitem(last=False)
+                await e.on_answer(key, body["result"])
+            return resp
         if state == "presented" and isinstance(body.get("result"), Mapping):
             if e.on_answer is not None:  # written ahead: a crash after the 202 keeps it
                 await e.on_answer(key, body["result"])

@@ -188,9 +188,10 @@ class GatewayLimits:
     """Seconds to receive a request's whole body; a client slower than that gets
     ``408``."""
     max_unaccepted: int = 256
-    """Requests at once for session ids the upstream has not yet accepted here (a guard
-    is made for such a session only while its request is in flight, kept only if the
-    upstream accepts it); past it ``503``."""
+    """Session ids at once with a request in flight that the upstream has not accepted
+    here (a guard is made for such a session only while its request is in flight, kept
+    only if the upstream accepts it); past it ``503``. An ``initialize`` (no session id
+    yet) is bounded by ``max_sessions`` and the edge's connections instead."""
     max_credentials: int = 8
     """Credentials the upstream accepted kept per session (the most recent ones: a
     client refreshing its token proves the new one with its next request)."""
@@ -661,8 +662,9 @@ class Gateway:
             waiting = self._unaccepted.get(sid)
             if waiting is not None:
                 return waiting
-        if len(self._provisional) >= self.limits.max_unaccepted:
-            raise _Full(f"gateway busy: {self.limits.max_unaccepted} sessions not yet accepted")
+        unaccepted = len(self._unaccepted)
+        if sid is not None and unaccepted >= self.limits.max_unaccepted:
+            raise _Full(f"gateway busy: {unaccepted} session ids not yet accepted here")
         if sid is not None and await self.store.session_ended(sid) is not None:
             return None
         if not self._make_room():
@@ -820,7 +822,8 @@ class Gateway:
             if status.answer is not None:
                 if state == "presented":
                     e.feed(events.UserAnswered(key, status.answer))
-                else:  # the holder took the answer and may have died before sending it
+                elif key[1] not in e.relayed_answers:  # the holder took it, and may
+                    # have died before sending it
                     body = {"jsonrpc": "2.0", "id": key[1], "result": dict(status.answer)}
                     await e._post(body, e.credentials_for(stream=stream))
                 return
