@@ -609,6 +609,10 @@ class _Engine:
         if self.carried:
             self._creds_by_stream[stream] = self.carry(request)
 
+    def forget_stream(self, stream: str) -> None:
+        """Drop what the engine keeps for ``stream`` once it ended (its credentials)."""
+        self._creds_by_stream.pop(stream, None)
+
     def act_for_answer(self, key: RequestKey, request: Any) -> None:
         """The submissions of ``key``'s answer act for ``request`` (its POST)."""
         if not self.carried:

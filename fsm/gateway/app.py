@@ -166,6 +166,9 @@ class GatewayLimits:
     """A session with no request for this long is dropped (its guard forgotten)."""
     max_final: int = 1024 * 1024
     """Bytes of a stream's final response kept to answer a resume that lost it."""
+    max_finals: int = 16
+    """Final responses kept per session (the newest); a resume of an older finished
+    stream gets ``result-not-kept``."""
     observations: int = 1_000
     """Observations each session's event log keeps (the monitor checks them all)."""
     upstream_connections: int | None = None
@@ -205,6 +208,7 @@ class GatewayLimits:
             "max_body",
             "max_sessions",
             "max_final",
+            "max_finals",
             "observations",
             "max_event_bytes",
             "upstream_requests_per_session",
@@ -238,7 +242,8 @@ class _Session:
     keys: EventIdKeys
     max_credentials: int
     ids: dict[str, IdRewriter] = field(default_factory=dict)
-    finals: dict[str, bytes] = field(default_factory=dict)
+    finals: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
+    """The kept results of finished streams, newest last (at most ``max_finals``)."""
     proven: OrderedDict[Credentials, None] = field(default_factory=OrderedDict)
     """Credentials the upstream accepted for this session (newest last)."""
     claimed: set[RequestId] = field(default_factory=set)
@@ -642,9 +647,22 @@ class Gateway:
         done = session.engine.guard.stream_state(stream) == "done"
         if done and stream not in session.finals and len(last) <= self.limits.max_final:
             session.finals[stream] = _final_event(last)
+            while len(session.finals) > self.limits.max_finals:
+                session.finals.popitem(last=False)
+        self._forget_ended(session)
         if ids.last is not None and session.engine.session and session.held:
             cursor = Cursor(ids.position, ids.last)
             self._spawn(self.store.save_cursor, session.engine.session, stream, cursor)
+
+    def _forget_ended(self, session: _Session) -> None:
+        """Drop what a session keeps per stream for the streams that ended and whose
+        result is not kept (their id tables, the credentials they acted with): a
+        session's memory does not grow with its calls."""
+        e = session.engine
+        for stream in [s for s in session.ids if s not in session.finals]:
+            if e.guard.stream_state(stream) in (None, "done", "dead") and stream not in e.tees:
+                del session.ids[stream]
+                e.forget_stream(stream)
 
     # -- sessions ------------------------------------------------------------------
 

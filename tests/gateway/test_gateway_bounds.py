@@ -394,3 +394,23 @@ async def test_unread_streams_make_room_and_a_full_session_refuses_only_the_stre
             assert await ping(http, gw.url, sid) == 200  # the session goes on
             release.set()
         assert [m["id"] for m in await call(http, gw.url, sid, 101) if "result" in m] == [101]
+
+
+async def test_a_long_session_keeps_bounded_state_per_stream() -> None:
+    """200 calls in one session: what the gateway keeps per stream (id tables, kept
+    results, the credentials a stream acted with) stays bounded by the streams still
+    live and the newest ``max_finals`` results, not by the calls made."""
+
+    async def quick(send: Send, msg: dict[str, Any]) -> None:
+        await _piece(send, sse(f"e{msg['id']}", result(msg["id"])))
+
+    up = Upstream(call=quick)
+    limits = GatewayLimits(max_finals=4)
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient() as http:
+        sid = await initialize(http, gw.url)
+        for rid in range(1, 201):
+            assert [m["id"] for m in await call(http, gw.url, sid, rid) if "result" in m] == [rid]
+        held = gw.gateway._sessions[sid]
+        # the newest kept results, and the last call's stream if its end is not filed yet
+        assert len(held.finals) <= 4 and len(held.ids) <= 5
+        assert len(held.engine._creds_by_stream) <= 5
