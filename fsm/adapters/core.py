@@ -253,7 +253,16 @@ class _SseParser:
     def __init__(self, max_event: int | None = None) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         self.max_event = max_event
-        self._buf = ""
+        self._parts: list[str] = []
+        """The pending event's text (line ends normalised), in the pieces it came in: an
+        event spread over many chunks is joined once, when it ends."""
+        self._size = 0
+        self._last = ""
+        """The pending text's last character (a line feed there and one at the start of
+        the next chunk end the event)."""
+        self._cr = False
+        """The last chunk ended with a carriage return: the first half of a CRLF or a line
+        end of its own, decided with the next chunk."""
         self.idle = True
         """Nothing buffered: neither part of an event nor part of a UTF-8 sequence, so the
         next chunk starts a new event (and :func:`_hot_event` may read it directly)."""
@@ -261,31 +270,34 @@ class _SseParser:
     @property
     def pending(self) -> bool:
         """Whether part of an event is buffered (the next chunk completes it)."""
-        return bool(self._buf)
+        return bool(self._size) or self._cr
 
     def feed(self, chunk: bytes) -> list[_Sse]:
-        text = self._buf + self._decoder.decode(chunk)
+        text = self._decoder.decode(chunk)
+        if self._cr:
+            text, self._cr = "\r" + text, False
         if "\r" in text:
-            hold_cr = text.endswith("\r")
-            if hold_cr:
-                text = text[:-1]
+            if text.endswith("\r"):
+                text, self._cr = text[:-1], True
             text = text.replace("\r\n", "\n").replace("\r", "\n")
-            if hold_cr:
-                text += "\r"  # may be the first half of a CRLF: decided with the next chunk
         limit = self.max_event
-        if "\n\n" not in text:
-            if limit is not None and len(text) > limit:
+        if "\n\n" not in text and not (self._last == "\n" and text.startswith("\n")):
+            if text:
+                self._parts.append(text)
+                self._size += len(text)
+                self._last = text[-1]
+            if limit is not None and self._size > limit:
                 raise EventTooLarge(f"an SSE event over {limit} bytes")
-            self._buf = text
             self.idle = False
             return []
-        blocks = text.split("\n\n")
-        self._buf = blocks.pop()
-        if limit is not None and (
-            len(self._buf) > limit or any(len(block) > limit for block in blocks)
-        ):
+        full = "".join(self._parts) + text if self._parts else text
+        blocks = full.split("\n\n")
+        rest = blocks.pop()
+        self._parts = [rest] if rest else []
+        self._size, self._last = len(rest), rest[-1:]
+        if limit is not None and (len(rest) > limit or any(len(b) > limit for b in blocks)):
             raise EventTooLarge(f"an SSE event over {limit} bytes")
-        self.idle = not self._buf and not self._decoder.getstate()[0]
+        self.idle = not rest and not self._cr and not self._decoder.getstate()[0]
         out = []
         for block in blocks:
             event = _parse_block(block)

@@ -5,11 +5,24 @@ The SSE parser's event bound and its reading of invalid UTF-8."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fsm import EventTooLargeError, Guard, StreamAbandonedError
 from fsm import actions as act
 from fsm import events as ev
 from fsm.adapters.core import EventTooLarge, _raw_bytes, _SseParser
+
+PIECES = [
+    b"id: 1\r\ndata: a\r\n\r\n",
+    b"data: b\n\n",
+    b"id: 3\rdata: c\r\r",
+    b"data: \xc3\xa9\n\n",
+    b":comment\n\n",
+    b"data: x\n\r\n",
+    b"retry: 5\n\n",
+    b"data: \xff\n\n",
+]
 
 ELICIT = {
     "jsonrpc": "2.0",
@@ -81,3 +94,19 @@ def test_the_parser_marks_invalid_utf8_and_keeps_its_bytes() -> None:
     parser = _SseParser()  # a sequence cut across two chunks is still UTF-8
     (ok,) = parser.feed("data: é".encode()[:-1]) + parser.feed("é".encode()[-1:] + b"\n\n")
     assert ok.utf8 and ok.data == "é"
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=8), st.data())
+def test_the_parser_gives_the_same_events_however_the_bytes_are_split(
+    pieces: list[bytes], data: st.DataObject
+) -> None:
+    """Events do not depend on where reads cut the bytes: a CR split from its LF, a UTF-8
+    sequence or an event cut in two."""
+    raw = b"".join(pieces)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=6)))
+    whole = [(e.raw, e.event_id, e.data, e.utf8) for e in _SseParser().feed(raw)]
+    parser, got, prev = _SseParser(), [], 0
+    for cut in [*cuts, len(raw)]:
+        got += [(e.raw, e.event_id, e.data, e.utf8) for e in parser.feed(raw[prev:cut])]
+        prev = cut
+    assert got == whole
