@@ -211,10 +211,26 @@ class IdRewriter:
             self.position, self.last = position, last
 
     def rewrite(self, piece: bytes) -> bytes:
-        """``piece`` (whole events) with every event id rewritten."""
-        if b"id:" not in piece:
+        """``piece`` (whole events) with every event id rewritten: each ``id:`` line that
+        starts the piece or follows a line feed (what :data:`_ID_LINE` matches, found
+        with ``bytes.find``: a regular expression would try every position of a large
+        event's data)."""
+        at = piece.find(b"id:")
+        if at < 0:
             return piece
-        return _ID_LINE.sub(self._one, piece)
+        out: list[bytes] = []
+        done = 0
+        while at >= 0:
+            if at == 0 or piece[at - 1] == 0x0A:
+                m = _ID_LINE.match(piece, at)
+                if m is not None:
+                    out += (piece[done:at], self._one(m))
+                    done = m.end()
+            at = piece.find(b"id:", at + 3)
+        if not out:
+            return piece
+        out.append(piece[done:])
+        return b"".join(out)
 
     def _one(self, m: re.Match[bytes]) -> bytes:
         self.position += 1

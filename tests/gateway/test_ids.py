@@ -277,3 +277,15 @@ def test_no_key_is_shown() -> None:
 def test_a_previous_key_without_a_current_one_is_refused() -> None:
     with pytest.raises(ValueError, match="is set but"):
         EventIdKeys.from_env({ENV_PREVIOUS_KEY: "b" * 32})
+
+
+@given(st.lists(st.sampled_from([b"id:", b"id: ", b"\n", b"\r", b"x", b"data: ", b"\r\n"])))
+def test_rewrite_finds_the_id_lines_the_line_pattern_matches(parts: list[bytes]) -> None:
+    """``rewrite`` looks for ``id:`` lines with ``bytes.find`` (fast on a large event);
+    it rewrites exactly the lines ``_ID_LINE`` matches, in order."""
+    from fsm.gateway.ids import _ID_LINE
+
+    piece = b"".join(parts)
+    found, expected = IdRewriter("get", "s1", KEYS), IdRewriter("get", "s1", KEYS)
+    assert found.rewrite(piece) == _ID_LINE.sub(expected._one, piece)
+    assert found.position == expected.position
