@@ -449,8 +449,9 @@ class Gateway:
         try:
             with anyio.fail_after(self.limits.body_timeout_s):
                 body = await _read_body(receive, headers, self.limits.max_body)
-        except TimeoutError:
-            await _reply(send, 408, _rpc_error(None, -32600, "request body not received in time"))
+        except TimeoutError:  # the rest of the body may still come: the connection ends
+            why = _rpc_error(None, -32600, "request body not received in time")
+            await _reply(send, 408, why, close=True)
             return
         if body is None:
             await _reply(send, 413, _rpc_error(None, -32600, "request body too large"))
@@ -1048,15 +1049,12 @@ def _response(status: int, body: bytes, ctype: str = "application/json") -> Any:
     return httpx2.Response(status, headers={"content-type": ctype}, content=body)
 
 
-async def _reply(send: Any, status: int, body: bytes, ctype: str = "application/json") -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", ctype.encode()),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
+async def _reply(
+    send: Any, status: int, body: bytes, ctype: str = "application/json", *, close: bool = False
+) -> None:
+    """A whole response made here; ``close``: the connection ends after it."""
+    headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})

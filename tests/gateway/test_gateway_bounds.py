@@ -1,22 +1,27 @@
-"""Every peer of the gateway is bounded, and one session's trouble stays in that session.
+"""The gateway's bounds under load a client or the upstream makes on purpose: a real
+gateway replica (uvicorn, in this process) on loopback in front of the scripted upstream
+(:mod:`scripted_upstream`).
 
-A real replica (uvicorn on 127.0.0.1) in front of a scripted upstream that sends what no
-SDK server sends on command: a huge or never-ending event, a flood of server requests,
-bytes that are not UTF-8, answers ``404`` to session ids it never issued. Clients send
-what a hostile client sends. Each test fails without the defence it names (the
-gateway buffered a whole event, answered a flood with as many POSTs at once, made a
-guard per made-up session id, died on invalid UTF-8, waited forever for a body, and
-refused every request of a session past 64 streams).
-"""
+Each test proves one bound: header values that cannot be forwarded are refused at the
+edge and harm no session; streams no client reads do not fill the session's stream cap,
+and a full cap refuses only the new stream; an SSE event over ``max_event_bytes`` ends
+its stream without being held whole; the gateway's own upstream requests and queued
+refusals per session are bounded under an elicitation flood; made-up session ids leave
+no guard and no store entry; invalid UTF-8 in an event reaches nobody as a request; a
+body that never comes gets ``408`` and frees its session.
+
+Every wait is for something observed (a byte read, a request the upstream saw); timeouts
+only guard against hangs."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -24,17 +29,30 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
+from scripted_upstream import (  # noqa: E402
+    HEAD,
+    SID,
+    UNKNOWN_SESSION_BODY,
+    Flood,
+    Piece,
+    Upstream,
+    elicit,
+    gateway_for,
+    peak_rss,
+    reset_peak_rss,
+    result,
+    rss,
+    sse,
+)
+
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.gateway.store import MemoryStore  # noqa: E402
 from fsm.guard import GuardConfig  # noqa: E402
-from fsm.harness.gateway import RunningGateway, running_gateway  # noqa: E402
-from fsm.harness.serving import serving  # noqa: E402
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
-SID = "bounded-session"
-HEAD = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+MiB = 1024 * 1024
+HANG = 60  # seconds: a hang guard, never a measurement
 
 
 @pytest.fixture
@@ -42,375 +60,631 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def sse(event_id: str, data: Any) -> bytes:
-    text = data if isinstance(data, str) else json.dumps(data)
-    return f"id: {event_id}\ndata: {text}\n\n".encode()
-
-
-def elicit(rid: int) -> dict[str, Any]:
-    schema = {"type": "object", "properties": {}}
-    params = {"message": f"Delete {rid}?", "requestedSchema": schema}
-    return {"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": params}
-
-
-def result(rid: int) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "result": {"content": [], "isError": False}}
-
-
-Stream = Callable[[Send, dict[str, Any]], Awaitable[None]]
-"""Writes the body of a tools/call's event stream (the call's JSON-RPC message given)."""
+# --------------------------------------------------------------------------- the client
 
 
 @dataclass
-class Upstream:
-    """A streamable-HTTP endpoint: ``initialize`` begins one session per call (ids
-    ``bounded-session``, then ``bounded-session-2``, ...); a tools/call streams what
-    ``call`` writes; any other request with an id gets an empty result; a POST without a
-    method (an answer or a refusal) waits for ``posts_open`` when given, and counts how
-    many are served at once; a session id it never issued gets ``404``."""
+class Read:
+    """What a client read of one response: its status, the SSE events of its body (at
+    most ``cap`` bytes of it kept, decoded as an HTTP client decodes text: invalid UTF-8
+    as U+FFFD), how many body bytes arrived, and the transport error that broke it."""
 
-    call: Stream | None = None
-    posts_open: anyio.Event | None = None
-    sessions: list[str] = field(default_factory=list)
-    answers: int = 0
-    in_flight: int = 0
-    most_in_flight: int = 0
-    unknown: int = 0
+    status: int
+    raw: bytes
+    received: int
+    broken: str | None
 
-    async def __call__(self, scope: Any, receive: Any, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            while (m := await receive())["type"] != "lifespan.shutdown":
-                await send({"type": m["type"] + ".complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        msg = json.loads(body) if body else {}
-        sid = headers.get("mcp-session-id")
-        if msg.get("method") == "initialize":
-            sid = SID if not self.sessions else f"{SID}-{len(self.sessions) + 1}"
-            self.sessions.append(sid)
-            await _json(send, 200, result(msg["id"]), [(b"mcp-session-id", sid.encode())])
-        elif sid not in self.sessions:
-            self.unknown += 1
-            error = {"code": -32600, "message": "Session not found"}
-            await _json(send, 404, {"jsonrpc": "2.0", "id": None, "error": error})
-        elif msg.get("method") == "tools/call" and self.call is not None:
-            await send(_start(200, b"text/event-stream"))
-            await self.call(send, msg)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        elif "method" in msg:
-            await _json(send, 200, {"jsonrpc": "2.0", "id": msg["id"], "result": {}})
-        else:  # an answer or a refusal
-            self.answers += 1
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-            try:
-                if self.posts_open is not None:
-                    await self.posts_open.wait()
-            finally:
-                self.in_flight -= 1
-            await send(_start(202, None))
-            await send({"type": "http.response.body", "body": b""})
+    @property
+    def events(self) -> list[tuple[str | None, str]]:
+        out = []
+        for block in self.raw.decode("utf-8", "replace").split("\n\n"):
+            if not block.strip():
+                continue
+            eid, data = None, []
+            for line in block.split("\n"):
+                if line.startswith("id:"):
+                    eid = line[3:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].lstrip(" "))
+            out.append((eid, "\n".join(data)))
+        return out
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The JSON-RPC messages among the events."""
+        out = []
+        for _, data in self.events:
+            with contextlib.suppress(ValueError, RecursionError):
+                msg = json.loads(data)
+                if isinstance(msg, dict):
+                    out.append(msg)
+        return out
+
+    def requests(self, rid: Any) -> int:
+        return sum(m.get("id") == rid and "method" in m for m in self.messages())
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [m for m in self.messages() if "error" in m]
+
+    def results(self, rid: Any) -> int:
+        return sum(m == result(rid) for m in self.messages())
 
 
-def _start(status: int, ctype: bytes | None, extra: list[Any] | None = None) -> dict[str, Any]:
-    headers = [(b"content-type", ctype)] if ctype else []
-    return {"type": "http.response.start", "status": status, "headers": headers + (extra or [])}
-
-
-async def _json(send: Send, status: int, payload: Any, extra: list[Any] | None = None) -> None:
-    body = json.dumps(payload).encode()
-    length = [(b"content-length", str(len(body)).encode())]
-    await send(_start(status, b"application/json", length + (extra or [])))
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _piece(send: Send, data: bytes) -> None:
-    await send({"type": "http.response.body", "body": data, "more_body": True})
-
-
-@contextlib.asynccontextmanager
-async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[RunningGateway]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    kwargs.setdefault("config", GuardConfig(backoff_initial_s=0.01, backoff_max_s=0.02))
+async def read(
+    http: Any,
+    method: str,
+    url: str,
+    headers: dict[str, Any],
+    body: Any = None,
+    cap: int = 4 * MiB,
+) -> Read:
+    """Send a request and read its response to the end (keeping at most ``cap`` bytes)."""
+    raw, received, broken, status = bytearray(), 0, None, 0
     try:
-        async with (
-            serving(upstream, sock, log_level="critical"),
-            running_gateway(f"http://127.0.0.1:{port}/mcp", **kwargs) as gw,
-        ):
-            yield gw
-    finally:
-        sock.close()
+        async with http.stream(method, url, json=body, headers=headers) as r:
+            status = r.status_code
+            async for chunk in r.aiter_raw():
+                received += len(chunk)
+                raw += chunk[: max(0, cap - len(raw))]
+    except httpx2.TransportError as exc:
+        broken = type(exc).__name__
+    return Read(status, bytes(raw), received, broken)
 
 
-async def initialize(http: Any, url: str) -> str:
+def tool_call(rid: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "x"}}
+
+
+async def call(http: Any, url: str, sid: str, rid: Any, **headers: Any) -> Read:
+    """A tools/call ``rid`` of session ``sid``, read to the end."""
+    return await read(http, "POST", url, {**HEAD, "mcp-session-id": sid, **headers}, tool_call(rid))
+
+
+async def begin(http: Any, url: str, **headers: Any) -> str:
+    """Initialize a session through the gateway; its id."""
     body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-    r = await http.post(url, json=body, headers=HEAD)
+    r = await http.post(url, json=body, headers={**HEAD, **headers})
     assert r.status_code == 200
     return str(r.headers["mcp-session-id"])
 
 
-def call_body(rid: int = 7) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "x"}}
+def client() -> Any:
+    return httpx2.AsyncClient(limits=httpx2.Limits(max_connections=None), timeout=HANG)
 
 
-async def call(http: Any, url: str, sid: str, rid: int = 7) -> list[dict[str, Any]]:
-    """A tools/call's event stream read to its end: the JSON messages in it."""
-    h = {**HEAD, "mcp-session-id": sid}
-    async with http.stream("POST", url, json=call_body(rid), headers=h) as r:
-        raw = b"".join([c async for c in r.aiter_raw()])
-    out = []
-    for block in raw.decode("utf-8", "replace").split("\n\n"):
-        data = "\n".join(line[6:] for line in block.split("\n") if line.startswith("data: "))
-        with contextlib.suppress(ValueError):
-            msg = json.loads(data)
-            if isinstance(msg, dict):
-                out.append(msg)
-    return out
+def calls_by_id(scripts: dict[Any, Sequence[Piece]]) -> Any:
+    """An upstream script: the pieces of each call by its request id (a result alone for
+    any other id)."""
+
+    def script(msg: dict[str, Any], headers: dict[str, str]) -> Sequence[Piece]:
+        rid = msg["id"]
+        return scripts.get(rid, [sse(f"r{rid}", result(rid))])
+
+    return script
 
 
-async def ping(http: Any, url: str, sid: str) -> int:
-    h = {**HEAD, "mcp-session-id": sid}
-    r = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=h)
-    return int(r.status_code)
+# --------------------------------------------------------------------------- 1. headers
 
 
-def rss() -> int:
-    """This process's resident memory in bytes (Linux)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+ANSWER = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept", "content": {}}}
 
 
-MIB = 1024 * 1024
-
-
-@pytest.mark.parametrize("ends", [True, False], ids=["one-event", "never-ends"])
-async def test_an_event_over_max_event_bytes_ends_its_stream_only(ends: bool) -> None:
-    """A 64 MiB event (or one that never ends) with ``max_event_bytes`` 1 MiB: the call
-    gets one error, ``event-too-large``, and the gateway holds no copy of it (resident
-    memory grows by far less than the event); meanwhile another session is served."""
-    sent = anyio.Event()
-
-    async def huge(send: Send, msg: dict[str, Any]) -> None:
-        await _piece(send, b'id: e1\ndata: "')
-        chunk = b"x" * (256 * 1024)
-        for _ in range(256):  # 64 MiB, in pieces
-            await _piece(send, chunk)
-        if ends:
-            await _piece(send, b'"\n\n')
-        sent.set()
-        await anyio.sleep_forever()
-
-    up = Upstream(call=huge)
-    limits = GatewayLimits(max_event_bytes=MIB)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=60) as http:
-        a = await initialize(http, gw.url)
-        b = await initialize(http, gw.url)
-        before = rss()
-        served = 0
-        async with anyio.create_task_group() as tg:
-            got: list[dict[str, Any]] = []
-
-            async def run() -> None:
-                got.extend(await call(http, gw.url, a))
-
-            tg.start_soon(run)
-            while not got:  # another session goes on while the big event flows
-                assert await ping(http, gw.url, b) == 200
-                served += 1
-                await anyio.sleep(0.01)
-        grown = rss() - before
-    assert served >= 1
-    [error] = [m for m in got if "error" in m]
-    assert error["id"] == 7 and error["error"]["data"]["reason"] == "event-too-large"
-    assert grown < 32 * MIB, f"resident memory grew by {grown / MIB:.1f} MiB"
-
-
-async def test_a_flood_of_server_requests_is_refused_with_bounded_posts() -> None:
-    """100 elicitations on one stream with room for 2 (``max_live_requests``): the 98
-    refusals are sent at most ``upstream_requests_per_session`` (3) at once, at most
-    ``max_pending_refusals`` (8) are ever queued (the rest not sent: the server's own
-    deadline ends them), and the call still completes."""
-    opened = anyio.Event()
-
-    async def flood(send: Send, msg: dict[str, Any]) -> None:
-        for rid in range(1, 101):
-            await _piece(send, sse(f"e{rid}", elicit(rid)))
-        await opened.wait()
-        await _piece(send, sse("e101", result(msg["id"])))
-
-    up = Upstream(call=flood, posts_open=anyio.Event())
-    config = GuardConfig(max_live_requests=2, backoff_initial_s=0.01, backoff_max_s=0.02)
-    limits = GatewayLimits(upstream_requests_per_session=3, max_pending_refusals=8)
-    async with gateway_for(up, config=config, limits=limits) as gw, httpx2.AsyncClient() as http:
-        sid = await initialize(http, gw.url)
-        async with anyio.create_task_group() as tg:
-            got: list[dict[str, Any]] = []
-
-            async def run() -> None:
-                got.extend(await call(http, gw.url, sid))
-
-            tg.start_soon(run)
-            with anyio.fail_after(30):
-                while up.in_flight < 3:  # the POSTs held open pile up to the bound
-                    await anyio.sleep(0.01)
-            assert up.posts_open is not None
-            up.posts_open.set()
-            with anyio.fail_after(30):
-                while up.answers < 8:
-                    await anyio.sleep(0.01)
-            opened.set()
-        guard = gw.gateway.session_guard(sid)
-    assert up.most_in_flight == 3
-    assert up.answers == 8  # the queued refusals, no more
-    assert guard is not None
-    assert [m["id"] for m in got if "result" in m and m.get("id") == 7] == [7]
-    presented = [m for m in got if m.get("method") == "elicitation/create"]
-    assert len(presented) == 2
-
-
-async def test_made_up_session_ids_get_the_upstreams_404_and_cost_nothing() -> None:
-    """1,000 requests with session ids the upstream never issued: each gets the
-    upstream's ``404``; the gateway holds no session for any of them and writes nothing
-    to its store (a guard exists only for a session the upstream accepted)."""
-    up = Upstream()
+@pytest.mark.parametrize("kind", ["call", "answer"])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("authorization", "Bearer caf\u00e9".encode()),  # UTF-8: bytes >= 0x80
+        ("authorization", b"Bearer \xff\xfe"),
+        ("cookie", "who=\u00e9l\u00e8ve".encode()),
+        ("cookie", b"who=\x80"),
+    ],
+)
+async def test_a_header_byte_over_0x7f_gets_400_and_harms_no_session(
+    name: str, value: bytes, kind: str
+) -> None:
+    """Session A's call has an elicitation showing. A request of A whose credential
+    header holds a byte >= 0x80 (uvicorn's parsers pass such bytes on): a new call, or
+    the answer to that elicitation, whose submission would carry the header upstream.
+    It is answered 400 with a JSON-RPC error at the gateway's edge: nothing reaches the
+    upstream, nothing is written to the store. The replica keeps serving: session B's
+    call completes, and A's own valid answer is taken (202), reaches the upstream, and
+    A's call ends with its result."""
     store = MemoryStore()
-    limits = httpx2.Limits(max_connections=50)
-    async with (
-        gateway_for(up, store=store) as gw,
-        httpx2.AsyncClient(limits=limits, timeout=60) as http,
-    ):
-        statuses: list[int] = []
+    answered = anyio.Event()  # set by the first answer POST the upstream receives
+    first: list[Piece] = [sse("e1", elicit(1)), answered, sse("e2", result(7))]
+    up = Upstream(script=calls_by_id({7: first}), issue_sessions=True, answered=answered)
+    async with gateway_for(up, store=store) as gw, client() as http:
+        mine = await begin(http, gw.url, authorization="Bearer a")
+        other = await begin(http, gw.url, authorization="Bearer b")
+        h = {**HEAD, "mcp-session-id": mine, "authorization": "Bearer a"}
+        shown = anyio.Event()
+        got: list[Read] = []
 
-        async def made_up(n: int) -> None:
-            h = {**HEAD, "mcp-session-id": f"made-up-{n}"}
-            body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-            statuses.append((await http.post(gw.url, json=body, headers=h)).status_code)
+        async def call_a() -> None:
+            raw = bytearray()
+            async with http.stream("POST", gw.url, json=tool_call(7), headers=h) as r:
+                async for chunk in r.aiter_raw():
+                    raw += chunk
+                    shown.set()  # the elicitation reached the client
+            got.append(Read(r.status_code, bytes(raw), len(raw), None))
 
-        async with anyio.create_task_group() as tg:  # 50 at once
-            for n in range(1000):
-                tg.start_soon(made_up, n)
-        assert statuses == [404] * 1000
-        assert gw.gateway.sessions == 0 and len(store) == 0
-        sid = await initialize(http, gw.url)  # a real session is held, and recorded
-        assert await ping(http, gw.url, sid) == 200
-        assert gw.gateway.sessions == 1 and len(store) == 1
-    assert up.unknown == 1000
-
-
-async def test_invalid_utf8_from_the_upstream_does_not_end_the_stream() -> None:
-    """An event whose bytes are not UTF-8: it reaches the client as it came, never as a
-    request, and the call goes on to its result."""
-
-    async def garbled(send: Send, msg: dict[str, Any]) -> None:
-        await _piece(send, b'id: e1\ndata: {"jsonrpc": "2.0", "id": 3, "\xff\xfe": 1}\n\n')
-        await _piece(send, sse("e2", result(msg["id"])))
-
-    up = Upstream(call=garbled)
-    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
-        sid = await initialize(http, gw.url)
-        got = await call(http, gw.url, sid)
-    assert [m for m in got if "result" in m] == [result(7)]
-    assert not [m for m in got if "error" in m]
-
-
-async def test_a_body_that_never_comes_gets_408_and_frees_the_session() -> None:
-    """A client declares a body and sends none: ``408`` after ``body_timeout_s``, and the
-    session is not left busy (its next request is served)."""
-    up = Upstream()
-    limits = GatewayLimits(body_timeout_s=0.3)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient() as http:
-        sid = await initialize(http, gw.url)
-        host, port = gw.url.split("//")[1].split("/")[0].split(":")
-        with anyio.fail_after(30):
-            async with await anyio.connect_tcp(host, int(port)) as conn:
-                head = (
-                    f"POST /mcp HTTP/1.1\r\nhost: {host}:{port}\r\n"
-                    f"mcp-session-id: {sid}\r\ncontent-type: application/json\r\n"
-                    "content-length: 100\r\n\r\n"
-                )
-                await conn.send(head.encode())
-                reply = b""
-                while b"\r\n\r\n" not in reply:
-                    reply += await conn.receive()
-        assert reply.startswith(b"HTTP/1.1 408")
-        assert await ping(http, gw.url, sid) == 200
-
-
-async def test_unread_streams_make_room_and_a_full_session_refuses_only_the_stream() -> None:
-    """With room for 4 live streams: 6 calls whose clients left mid-stream (and never
-    resumed) do not fill the session: a 7th call completes. With 4 calls genuinely open
-    (clients reading), a 5th new stream gets ``503``, the session is not harmed, and
-    once one call ends a new one is served."""
-    release = anyio.Event()
-
-    async def held(send: Send, msg: dict[str, Any]) -> None:
-        await _piece(send, sse(f"e{msg['id']}.1", {"jsonrpc": "2.0", "method": "x/p"}))
-        if msg["id"] < 100:
-            await release.wait()
-        await _piece(send, sse(f"e{msg['id']}.2", result(msg["id"])))
-
-    up = Upstream(call=held)
-    config = GuardConfig(max_streams=4, backoff_initial_s=0.01, backoff_max_s=0.02)
-    async with gateway_for(up, config=config) as gw, httpx2.AsyncClient() as http:
-        sid = await initialize(http, gw.url)
-        h = {**HEAD, "mcp-session-id": sid}
-        for rid in range(1, 7):  # the client reads the first event, then leaves
-            async with http.stream("POST", gw.url, json=call_body(rid), headers=h) as r:
-                async for _ in r.aiter_raw():
-                    break
-        assert [m["id"] for m in await call(http, gw.url, sid, 100) if "result" in m] == [100]
         async with anyio.create_task_group() as tg:
-            opened = 0
+            tg.start_soon(call_a)
+            with anyio.fail_after(HANG):
+                await shown.wait()
+            seen, stored = len(up.requests), len(store)
+            body = tool_call(5) if kind == "call" else ANSWER
+            refused = await http.post(gw.url, json=body, headers={**h, name: value})
+            assert (len(up.requests), len(store)) == (seen, stored)  # nothing forwarded, stored
+            theirs = await call(http, gw.url, other, 6, authorization="Bearer b")
+            taken = await http.post(gw.url, json=ANSWER, headers=h)
+    assert refused.status_code == 400
+    assert refused.json()["id"] in (None, 5 if kind == "call" else None)
+    assert refused.json()["error"]["code"] == -32600
+    assert theirs.status == 200 and theirs.results(6) == 1
+    assert taken.status_code == 202
+    assert up.responses("result") == [ANSWER]
+    assert got[0].status == 200 and got[0].results(7) == 1
 
-            async def reader(rid: int) -> None:
-                nonlocal opened
-                async with http.stream("POST", gw.url, json=call_body(rid), headers=h) as r:
-                    pieces = r.aiter_raw()
-                    await pieces.__anext__()
-                    opened += 1
-                    async for _ in pieces:
-                        pass
 
-            for rid in range(11, 15):
-                tg.start_soon(reader, rid)
-            with anyio.fail_after(30):
-                while opened < 4:
-                    await anyio.sleep(0.01)
-            r = await http.post(gw.url, json=call_body(20), headers=h)
-            assert r.status_code == 503
-            assert r.json()["error"]["data"]["reason"] == "too-many-streams"
-            assert await ping(http, gw.url, sid) == 200  # the session goes on
+async def asgi_request(
+    gw: Any, headers: list[tuple[bytes, bytes]], body: bytes
+) -> tuple[int, bytes]:
+    """One request handed to the gateway's ASGI app directly (no HTTP parser before it,
+    as another ASGI server might pass it): its status and body."""
+    port = urlsplit(gw.url).port
+    done = anyio.Event()
+    first = True
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal first
+        if first:
+            first = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            done.set()
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", f"127.0.0.1:{port}".encode()), *headers],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", port),
+    }
+    with anyio.fail_after(HANG):
+        await gw.gateway(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+@pytest.mark.parametrize("name", ["authorization", "cookie", "x-trace"])
+@pytest.mark.parametrize(
+    "value", [b"a\x00b", b"a\x01b", b"a\rb", b"a\nb", b"a\x1bb", b"a\x7fb", b"a\x80b"]
+)
+async def test_a_header_with_a_control_character_gets_400_at_the_gateway(
+    name: str, value: bytes
+) -> None:
+    """The gateway itself refuses a header value holding a control character (HTAB
+    aside) or a byte >= 0x80, whichever ASGI server passed it on (uvicorn's parsers
+    refuse most control characters first; this hands the request to the app directly):
+    400 with a JSON-RPC error, nothing sent upstream or stored, the session unharmed."""
+    store = MemoryStore()
+    up = Upstream(script=calls_by_id({}), issue_sessions=True)
+    async with gateway_for(up, store=store) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        seen, stored = len(up.requests), len(store)
+        headers = [(k.encode(), v.encode()) for k, v in HEAD.items()]
+        headers += [(b"mcp-session-id", sid.encode()), (name.encode(), value)]
+        status, body = await asgi_request(gw, headers, json.dumps(tool_call(5)).encode())
+        assert (len(up.requests), len(store)) == (seen, stored)
+        again = await call(http, gw.url, sid, 7)
+    assert status == 400 and json.loads(body)["error"]["code"] == -32600
+    assert again.status == 200 and again.results(7) == 1
+
+
+async def test_a_tab_in_a_header_value_is_forwarded() -> None:
+    """HTAB is the one control character a header value may hold: forwarded as it came."""
+    up = Upstream(script=calls_by_id({}), issue_sessions=True)
+    async with gateway_for(up) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        headers = [(k.encode(), v.encode()) for k, v in HEAD.items()]
+        headers += [(b"mcp-session-id", sid.encode()), (b"x-trace", b"a\tb")]
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        status, _ = await asgi_request(gw, headers, note.encode())
+    assert status == 202
+    assert up.requests[-1][1]["x-trace"] == "a\tb"
+
+
+# --------------------------------------------------------------------------- 2. streams
+
+
+def left_at_least(n: int) -> Any:
+    """Whether the gateway left ``n`` of the upstream's streams before their end."""
+    return lambda up: up.left >= n
+
+
+@pytest.mark.parametrize("kind", ["post", "get"])
+async def test_streams_no_client_reads_do_not_fill_the_stream_cap(kind: str) -> None:
+    """A client opens 70 streams of one session (``post``: tools/call streams; ``get``:
+    the standalone GET, reopened again and again), reads the first event of each and
+    drops its connection for good. The guard's cap is 64 live streams; a stream with no
+    client connection does not hold a place in it: every one of the 70 is opened, and a
+    call after them completes with its result."""
+    never = anyio.Event()  # the abandoned streams' upstream side waits for the gateway
+    opened: dict[Any, Sequence[Piece]] = {
+        100 + i: [sse(f"c{100 + i}", ""), never] for i in range(70)
+    }
+    up = Upstream(script=calls_by_id(opened), standalone=[sse("g1", "")])
+    assert GuardConfig().max_streams == 64
+    async with gateway_for(up) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        h = {**HEAD, "mcp-session-id": sid}
+        for i in range(70):
+            method, body = ("POST", tool_call(100 + i)) if kind == "post" else ("GET", None)
+            with anyio.fail_after(HANG):
+                async with http.stream(method, gw.url, json=body, headers=h) as r:
+                    assert (i, r.status_code) == (i, 200)
+                    async for _ in r.aiter_raw():
+                        break  # the stream is open: its first event arrived
+                # the connection is dropped with the stream unfinished
+                await up.wait_until(left_at_least(i + 1))
+        final = await call(http, gw.url, sid, 7)
+    assert final.status == 200 and final.results(7) == 1 and final.errors() == []
+
+
+async def test_a_stream_past_the_cap_gets_503_and_the_session_goes_on() -> None:
+    """64 calls of one session stream at once, each read by its client: the cap is
+    full. A 65th call gets 503 with a JSON-RPC error for its id, a fresh standalone GET
+    gets 503; nothing else changes. Once one call ends, a new call completes, and so do
+    the 64."""
+    first, rest = anyio.Event(), anyio.Event()
+    scripts: dict[Any, Sequence[Piece]] = {100: [sse("c100", ""), first, sse("r100", result(100))]}
+    scripts.update(
+        {rid: [sse(f"c{rid}", ""), rest, sse(f"r{rid}", result(rid))] for rid in range(101, 164)}
+    )
+    up = Upstream(script=calls_by_id(scripts), standalone=[sse("g1", "")])
+    reads: dict[int, Read] = {}
+    async with gateway_for(up) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        h = {**HEAD, "mcp-session-id": sid}
+        opened = 0
+        all_open = anyio.Event()
+        ended = {rid: anyio.Event() for rid in scripts}
+
+        async def stream(rid: int) -> None:
+            nonlocal opened
+            raw = bytearray()
+            async with http.stream("POST", gw.url, json=tool_call(rid), headers=h) as r:
+                async for chunk in r.aiter_raw():
+                    if not raw:
+                        opened += 1
+                        if opened == len(scripts):
+                            all_open.set()
+                    raw += chunk
+                reads[rid] = Read(r.status_code, bytes(raw), len(raw), None)
+            ended[rid].set()
+
+        async with anyio.create_task_group() as tg:
+            for rid in scripts:
+                tg.start_soon(stream, rid)
+            with anyio.fail_after(HANG):
+                await all_open.wait()
+            past = await http.post(gw.url, json=tool_call(999), headers=h)
+            get = await read(http, "GET", gw.url, h)
+            first.set()
+            with anyio.fail_after(HANG):
+                await ended[100].wait()
+            after = await call(http, gw.url, sid, 7)
+            rest.set()
+    assert past.status_code == 503
+    assert past.json()["id"] == 999 and isinstance(past.json()["error"]["code"], int)
+    assert get.status == 503
+    assert after.status == 200 and after.results(7) == 1
+    assert all(reads[rid].results(rid) == 1 for rid in scripts)
+
+
+# --------------------------------------------------------------------------- 3. event size
+
+
+@pytest.mark.parametrize("end", [True, False], ids=["huge", "endless"])
+async def test_an_event_over_max_event_bytes_ends_its_stream_unheld(end: bool) -> None:
+    """The upstream writes one 64 MiB SSE event (``huge``), or 64 MiB of one that never
+    ends (``endless``: no blank line, the stream stays open), with ``max_event_bytes`` at
+    1 MiB: the call ends with one JSON-RPC error for it, ``data.reason`` ==
+    ``event-too-large``, none of the event reaches the client, the gateway stops
+    reading it, and this process's resident memory (gateway, upstream and client alike)
+    grows by well under the event's size (< 32 MiB, peak)."""
+    flood = Flood(size=64 * MiB, end=end)
+    tail: list[Piece] = [sse("e2", result(7))] if end else [anyio.Event()]
+    up = Upstream(call=[sse("e1", ""), flood, *tail])
+    limits = GatewayLimits(max_event_bytes=1 * MiB)
+    async with gateway_for(up, limits=limits) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        before = rss()
+        exact = reset_peak_rss()
+        with anyio.fail_after(HANG):
+            got = await call(http, gw.url, sid, 7)
+        peak = max(peak_rss() if exact else 0, flood.rss_max, rss())
+    assert got.status == 200 and got.broken is None
+    [err] = got.errors()
+    assert err["id"] == 7 and err["error"]["data"]["reason"] == "event-too-large"
+    assert got.results(7) == 0
+    assert got.received < 1 * MiB  # the event was not passed on
+    assert flood.written < flood.size // 2  # the gateway stopped reading it
+    assert peak - before < 32 * MiB
+
+
+async def test_other_sessions_are_served_while_one_receives_an_oversized_event() -> None:
+    """Session A's call receives a 64 MiB event; half a MiB of it is written, and the
+    upstream waits there. Meanwhile session B makes 20 calls: all 20 complete. Then the
+    rest of A's event comes, and A's call ends with ``event-too-large``."""
+    go_on = anyio.Event()
+    flood = Flood(size=64 * MiB, pause_at=MiB // 2, resume=go_on)
+    up = Upstream(script=calls_by_id({}), issue_sessions=True)
+
+    def script(msg: dict[str, Any], headers: dict[str, str]) -> Sequence[Piece]:
+        rid = msg["id"]
+        if headers.get("mcp-session-id") == "session-1":
+            return [sse("a1", ""), flood, sse("a2", result(rid))]
+        return [sse(f"b{rid}", result(rid))]
+
+    up.script = script
+    limits = GatewayLimits(max_event_bytes=1 * MiB)
+    served = 0
+    async with gateway_for(up, limits=limits) as gw, client() as http:
+        a, b = await begin(http, gw.url), await begin(http, gw.url)
+        got: list[Read] = []
+
+        async def call_a() -> None:
+            got.append(await call(http, gw.url, a, 7))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call_a)
+            with anyio.fail_after(HANG):
+                await flood.paused.wait()
+            for rid in range(1, 21):
+                with anyio.fail_after(HANG):
+                    r = await call(http, gw.url, b, rid)
+                served += r.status == 200 and r.results(rid) == 1
+            go_on.set()
+    assert served == 20
+    [err] = got[0].errors()
+    assert err["id"] == 7 and err["error"]["data"]["reason"] == "event-too-large"
+
+
+# --------------------------------------------------------------------------- 4. refusals
+
+
+async def test_an_elicitation_flood_bounds_the_gateways_own_upstream_requests() -> None:
+    """One call's stream carries 2,000 elicitation requests (a smaller flood than the
+    10,000 measured: the bound is reached either way). Past the guard's
+    ``max_live_requests`` each is refused with a POST upstream; the upstream holds every
+    such POST open until released. The gateway has at most
+    ``upstream_requests_per_session`` (8) of them in flight at once and queues at most
+    ``max_pending_refusals`` (64) refusals: the upstream receives no more than 64 (+ the
+    8 in flight) in all, the rest are not sent. The stream goes on to its result, the
+    session to its next call, and memory stays flat (< 32 MiB more during the flood)."""
+    flood = 2_000
+    release = anyio.Event()
+    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "sent"}}
+    flooded: list[Piece] = [sse(f"e{i}", elicit(i)) for i in range(1, flood + 1)]
+    scripts: dict[Any, Sequence[Piece]] = {
+        7: [*flooded, sse("note", note), release, sse("done", result(7))]
+    }
+    up = Upstream(script=calls_by_id(scripts), answer_hold=release)
+    limits = GatewayLimits(upstream_requests_per_session=8, max_pending_refusals=64)
+    live = GuardConfig().max_live_requests
+    assert live < flood - 64 - 8
+    async with gateway_for(up, limits=limits) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        before = rss()
+        all_sent = anyio.Event()
+        got: list[Read] = []
+
+        async def flooded_call() -> None:
+            raw = bytearray()
+            h = {**HEAD, "mcp-session-id": sid}
+            async with http.stream("POST", gw.url, json=tool_call(7), headers=h) as r:
+                async for chunk in r.aiter_raw():
+                    raw += chunk
+                    if b'"data": "sent"' in raw[-len(chunk) - 32 :]:
+                        all_sent.set()  # every elicitation of the flood was read
+                got.append(Read(r.status_code, bytes(raw), len(raw), None))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(flooded_call)
+            with anyio.fail_after(HANG):
+                await all_sent.wait()
+                await up.wait_until(lambda u: u.response_posts >= 8)
+            during = rss()
             release.set()
-        assert [m["id"] for m in await call(http, gw.url, sid, 101) if "result" in m] == [101]
+            with anyio.fail_after(HANG):
+                await up.wait_until(lambda u: len(u.responses("error")) >= 64)
+        nxt = await call(http, gw.url, sid, 8)
+        refused = len(up.responses("error"))
+    assert up.response_posts_max <= 8
+    assert refused <= 64 + 8
+    [done] = got
+    assert done.status == 200 and done.results(7) == 1
+    presented = [m for m in done.messages() if "method" in m and "id" in m]
+    assert len(presented) == live
+    assert nxt.status == 200 and nxt.results(8) == 1
+    assert during - before < 32 * MiB
+
+
+# --------------------------------------------------------------------------- 5. unknown ids
+
+
+async def test_session_ids_the_upstream_refuses_leave_no_guard_and_no_store_entry() -> None:
+    """1,000 calls with made-up session ids (the measured flood had 10,500; a thousand
+    show the same), each refused by the upstream with 404: every client gets the
+    upstream's own 404, each id reached the upstream once, and the gateway holds no
+    session and has written nothing to its store. A session the upstream does accept is
+    then held and stored (the counts are live)."""
+    count, workers = 1_000, 8
+    store = MemoryStore()
+    up = Upstream(script=calls_by_id({}), issue_sessions=True, refuse_unknown=True)
+    made_up = [f"made-up-{i}" for i in range(count)]
+    answers: list[tuple[int, bytes]] = []
+    async with gateway_for(up, store=store) as gw, client() as http:
+
+        async def worker(ids: list[str]) -> None:
+            for sid in ids:
+                r = await http.post(
+                    gw.url, json=tool_call(1), headers={**HEAD, "mcp-session-id": sid}
+                )
+                answers.append((r.status_code, r.content))
+
+        with anyio.fail_after(HANG):
+            async with anyio.create_task_group() as tg:
+                for w in range(workers):
+                    tg.start_soon(worker, made_up[w::workers])
+        held, stored = gw.gateway.sessions, len(store)
+        real = await begin(http, gw.url)
+        ok = await call(http, gw.url, real, 7)
+        held_after, stored_after = gw.gateway.sessions, len(store)
+    assert len(answers) == count
+    assert {status for status, _ in answers} == {404}
+    assert {body for _, body in answers} == {UNKNOWN_SESSION_BODY}
+    assert sorted(str(sid) for sid in up.session_ids[:count]) == sorted(made_up)
+    assert (held, stored) == (0, 0)
+    assert ok.results(7) == 1 and held_after == 1 and stored_after > 0
+
+
+# --------------------------------------------------------------------------- 6. UTF-8
+
+
+def _raw(msg: dict[str, Any]) -> bytes:
+    """``msg`` as JSON text in UTF-8, its lone surrogates U+DC80-U+DCFF written as the
+    bytes 0x80-0xFF they stand for (invalid UTF-8)."""
+    return json.dumps(msg, ensure_ascii=False).encode("utf-8", "surrogateescape")
+
+
+INVALID_UTF8 = {
+    # an elicitation whose message holds a byte that is never UTF-8
+    "in-a-string": _raw(elicit(1, "Delete\udcff?")),
+    # one before the JSON
+    "before-the-json": b"\xff" + json.dumps(elicit(1)).encode(),
+    # a multi-byte sequence cut short, inside a string
+    "cut-sequence": _raw(elicit(1, "Pay 5 \udce2\udc82?")),
+    # an overlong encoding of '"'
+    "overlong": json.dumps(elicit(1, "Delete?")).encode().replace(b'"Delete?"', b'"\xc0\xa2"'),
+}
+
+
+@pytest.mark.parametrize("data", INVALID_UTF8.values(), ids=INVALID_UTF8.keys())
+async def test_invalid_utf8_in_an_event_reaches_nobody_as_a_request(data: bytes) -> None:
+    """An upstream event holding invalid UTF-8 (RFC 8259: JSON is UTF-8; such an event is
+    malformed) in the middle of a call's stream: the stream goes on, the call completes
+    with its result, and the request in the bad event reaches nobody as a request: the
+    client, decoding as HTTP clients do (invalid bytes as U+FFFD), gets no request 1,
+    and the gateway claimed none."""
+    store = MemoryStore()
+    up = Upstream(call=[sse("e1", ""), b"id: e2\ndata: " + data + b"\n\n", sse("e3", result(7))])
+    async with gateway_for(up, store=store) as gw, client() as http:
+        await begin(http, gw.url)
+        with anyio.fail_after(HANG):
+            got = await call(http, gw.url, SID, 7)
+    assert got.status == 200 and got.broken is None
+    assert got.results(7) == 1 and got.errors() == []
+    assert got.requests(1) == 0
+    assert not (await store.claim_status(SID, 1)).claimed
+
+
+# --------------------------------------------------------------------------- 7. bodies
+
+
+async def stalled_body(gw: Any, sid: str, *, to_end: bool = False) -> tuple[bytes, bool]:
+    """Send a request's head declaring a 64-byte body for session ``sid``, then nothing
+    of the body: the response (its head, and its body if it has a length), and, if
+    ``to_end``, whether the gateway then closed the connection (read to its end; the
+    hang guard bounds the wait)."""
+    port = urlsplit(gw.url).port
+    assert port is not None
+    request = (
+        f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+        f"content-type: application/json\r\naccept: {HEAD['accept']}\r\n"
+        f"mcp-session-id: {sid}\r\ncontent-length: 64\r\n\r\n"
+    )
+    answer, closed = b"", False
+    async with await anyio.connect_tcp("127.0.0.1", port) as conn:
+        await conn.send(request.encode())
+        with anyio.fail_after(HANG):
+            while b"\r\n\r\n" not in answer:
+                answer += await conn.receive()
+            head, _, body = answer.partition(b"\r\n\r\n")
+            size = re.search(rb"\r\ncontent-length: *(\d+)", head.lower())
+            while size is not None and len(body) < int(size[1]):
+                body += await conn.receive()
+            answer = head + b"\r\n\r\n" + body
+            try:
+                while to_end:
+                    await conn.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                closed = True
+    return answer, closed
+
+
+async def test_a_body_that_never_comes_gets_408_and_frees_its_session() -> None:
+    """A client sends a request's head declaring a 64-byte body and then nothing: after
+    ``body_timeout_s`` (0.3 s here) it gets 408 with a JSON-RPC error; nothing reached
+    the upstream. The session is not left busy: with ``max_sessions=1`` a new session,
+    which needs the held one dropped (only an idle one is), is then served."""
+    up = Upstream(script=calls_by_id({}), issue_sessions=True)
+    limits = GatewayLimits(max_sessions=1, body_timeout_s=0.3)
+    async with gateway_for(up, limits=limits) as gw, client() as http:
+        first = await begin(http, gw.url)
+        seen = len(up.requests)
+        answer, _ = await stalled_body(gw, first)
+        assert len(up.requests) == seen
+        second = await begin(http, gw.url)
+        held = gw.gateway.sessions
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["code"] == -32600
+    assert (first, second, held) == ("session-1", "session-2", 1)
+
+
+async def test_a_408_for_a_body_that_never_came_closes_its_connection() -> None:
+    """A 408 means the server stopped waiting (RFC 9110, 15.5.9: it SHOULD say
+    ``Connection: close``): the gateway's 408 for a body that never came says so and
+    the connection is closed, not kept for the keep-alive time with the request's
+    unread body bytes still to come on it."""
+    up = Upstream(script=calls_by_id({}), issue_sessions=True)
+    limits = GatewayLimits(body_timeout_s=0.3)
+    async with gateway_for(up, limits=limits) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        answer, closed = await stalled_body(gw, sid, to_end=True)
+    head = answer.partition(b"\r\n\r\n")[0].lower()
+    assert head.startswith(b"http/1.1 408 ")
+    assert b"\r\nconnection: close" in head
+    assert closed
+
+
+# --------------------------------------------------------------------------- 8. memory
 
 
 async def test_a_long_session_keeps_bounded_state_per_stream() -> None:
     """200 calls in one session: what the gateway keeps per stream (id tables, kept
     results, the credentials a stream acted with) stays bounded by the streams still
     live and the newest ``max_finals`` results, not by the calls made."""
-
-    async def quick(send: Send, msg: dict[str, Any]) -> None:
-        await _piece(send, sse(f"e{msg['id']}", result(msg["id"])))
-
-    up = Upstream(call=quick)
-    limits = GatewayLimits(max_finals=4)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient() as http:
-        sid = await initialize(http, gw.url)
+    up = Upstream(script=lambda msg, headers: [sse(f"e{msg['id']}", result(msg["id"]))])
+    async with gateway_for(up, limits=GatewayLimits(max_finals=4)) as gw, client() as http:
+        sid = await begin(http, gw.url)
         for rid in range(1, 201):
-            assert [m["id"] for m in await call(http, gw.url, sid, rid) if "result" in m] == [rid]
+            assert (await call(http, gw.url, sid, rid)).results(rid) == 1
         held = gw.gateway._sessions[sid]
-        # the newest kept results, and the last call's stream if its end is not filed yet
-        assert len(held.finals) <= 4 and len(held.ids) <= 5
-        assert len(held.engine._creds_by_stream) <= 5
+    # the newest kept results, and the last call's stream if its end is not filed yet
+    assert len(held.finals) <= 4 and len(held.ids) <= 5
+    assert len(held.engine._creds_by_stream) <= 5

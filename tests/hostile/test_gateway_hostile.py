@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import socket
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -23,138 +21,22 @@ httpx2 = pytest.importorskip("httpx2")
 
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.guard import GuardConfig  # noqa: E402
-from fsm.harness.gateway import RunningGateway, running_gateway  # noqa: E402
-from fsm.harness.serving import serving  # noqa: E402
+from tests.gateway.scripted_upstream import (  # noqa: E402
+    HEAD,
+    SID,
+    Upstream,
+    elicit,
+    gateway_for,
+    result,
+    sse,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-
-SID = "hostile-session"
-HEAD = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def sse(event_id: str | None, data: Any, retry: Any = None) -> bytes:
-    lines = []
-    if event_id is not None:
-        lines.append(f"id: {event_id}")
-    if retry is not None:
-        lines.append(f"retry: {retry}")
-    text = data if isinstance(data, str) else json.dumps(data)
-    lines.append(f"data: {text}")
-    return ("\n".join(lines) + "\n\n").encode()
-
-
-def elicit(rid: Any, message: str = "Delete?") -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "method": "elicitation/create",
-        "params": {"message": message, "requestedSchema": {"type": "object", "properties": {}}},
-    }
-
-
-def result(rid: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "result": {"content": [], "isError": False}}
-
-
-@dataclass
-class Upstream:
-    """A scripted streamable-HTTP endpoint: ``call`` gives the events of a tools/call
-    stream (then the connection ends abruptly unless ``complete``); ``replay`` the events
-    of every resume GET. Counts what it received."""
-
-    call: list[bytes] = field(default_factory=list)
-    replay: Callable[[str], list[bytes | anyio.Event]] = lambda cursor: []
-    complete: bool = True
-    requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
-    hold: Any = None  # an anyio.Event: a call's stream stays open until it is set
-    set_cookie: bytes | None = None  # a Set-Cookie header on the initialize response
-    answered: anyio.Event = field(default_factory=anyio.Event)  # set by an answer POST
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            if scope["type"] == "lifespan":
-                while (m := await receive())["type"] != "lifespan.shutdown":
-                    await send({"type": m["type"] + ".complete"})
-                await send({"type": "lifespan.shutdown.complete"})
-            return
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        self.requests.append((scope["method"], headers, body))
-        msg = json.loads(body) if body else None
-        out: list[bytes | anyio.Event]
-        if (
-            scope["method"] == "POST"
-            and isinstance(msg, dict)
-            and msg.get("method") == "initialize"
-        ):
-            payload = json.dumps(result(msg["id"])).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"mcp-session-id", SID.encode()),
-                    ]
-                    + ([(b"set-cookie", self.set_cookie)] if self.set_cookie else []),
-                }
-            )
-            await send({"type": "http.response.body", "body": payload})
-            return
-        if scope["method"] == "POST" and isinstance(msg, dict) and "method" in msg and "id" in msg:
-            out = self.call
-        elif scope["method"] == "GET" and "last-event-id" in headers:
-            out = self.replay(headers["last-event-id"])
-        else:
-            if isinstance(msg, dict) and "method" not in msg:
-                self.answered.set()
-            await send({"type": "http.response.start", "status": 202, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"text/event-stream")],
-            }
-        )
-        for piece in out:
-            if isinstance(piece, anyio.Event):  # the script waits, as a server awaits input
-                await piece.wait()
-                continue
-            await send({"type": "http.response.body", "body": piece, "more_body": True})
-        if self.hold is not None and scope["method"] == "POST":
-            await self.hold.wait()
-        if self.complete or scope["method"] == "GET":
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        else:
-            raise RuntimeError("cut")  # uvicorn drops the connection: an abrupt end
-
-
-@contextlib.asynccontextmanager
-async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[RunningGateway]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    kwargs.setdefault("config", GuardConfig(backoff_initial_s=0.01, backoff_max_s=0.02))
-    try:
-        async with (
-            serving(upstream, sock, log_level="critical"),
-            running_gateway(f"http://127.0.0.1:{port}/mcp", **kwargs) as gw,
-        ):
-            yield gw
-    finally:
-        sock.close()
 
 
 async def initialize(http: Any, url: str) -> None:

@@ -1,0 +1,370 @@
+"""A scripted streamable-HTTP upstream for the gateway tests: an ASGI app that answers as
+it is told (no SDK server sends garbage, floods requests or writes one endless event on
+command), the rig that puts a real gateway replica in front of it on loopback, and the
+small helpers that write what it sends.
+
+:class:`Upstream` records every request that reached it (method, headers, body), counts
+the response POSTs (answer submissions, refusals) it is serving at once, can hold them
+open until an event is set, can issue a session id per ``initialize`` and refuse unknown
+ones with ``404``, and notices when the gateway leaves a stream it is writing.
+:class:`Flood` is one SSE event of any size (or one that never ends), written a piece at
+a time as the gateway reads it: the upstream never holds it whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from fsm.guard import GuardConfig
+from fsm.harness.gateway import RunningGateway, running_gateway
+from fsm.harness.serving import serving
+
+__all__ = [
+    "HEAD",
+    "SID",
+    "UNKNOWN_SESSION_BODY",
+    "Flood",
+    "Piece",
+    "Upstream",
+    "elicit",
+    "gateway_for",
+    "peak_rss",
+    "reset_peak_rss",
+    "result",
+    "rss",
+    "sse",
+]
+
+SID = "hostile-session"
+"""The session id the upstream gives every ``initialize`` (unless it issues its own)."""
+HEAD = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+"""The headers of a client's POST."""
+UNKNOWN_SESSION_BODY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": "server-error",
+        "error": {"code": -32600, "message": "Session not found (scripted upstream)"},
+    }
+).encode()
+"""The body of the upstream's ``404`` for a session id it did not issue."""
+
+
+def sse(event_id: str | None, data: Any, retry: Any = None) -> bytes:
+    """One SSE event: ``data`` as it is if a string, else as JSON."""
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if retry is not None:
+        lines.append(f"retry: {retry}")
+    text = data if isinstance(data, str) else json.dumps(data)
+    lines.append(f"data: {text}")
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def elicit(rid: Any, message: str = "Delete?") -> dict[str, Any]:
+    """An ``elicitation/create`` request of the server's, id ``rid``."""
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "elicitation/create",
+        "params": {"message": message, "requestedSchema": {"type": "object", "properties": {}}},
+    }
+
+
+def result(rid: Any) -> dict[str, Any]:
+    """A tool call's result for request ``rid``."""
+    return {"jsonrpc": "2.0", "id": rid, "result": {"content": [], "isError": False}}
+
+
+def rss() -> int:
+    """This process's resident set size now, in bytes (``VmRSS``)."""
+    return _status_kib("VmRSS") * 1024
+
+
+def peak_rss() -> int:
+    """This process's peak resident set size, in bytes (``VmHWM``; see
+    :func:`reset_peak_rss`)."""
+    return _status_kib("VmHWM") * 1024
+
+
+def reset_peak_rss() -> bool:
+    """Reset :func:`peak_rss` to the resident set size now; whether the kernel let us
+    (``/proc/self/clear_refs``, Linux 4.0 and later)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def _status_kib(name: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {name} in /proc/self/status")
+
+
+@dataclass
+class Flood:
+    """One SSE event with ``size`` bytes of data, written ``chunk`` bytes at a time as
+    the reader takes them (uvicorn's flow control paces the writes), so the upstream
+    never holds it whole. ``end=False``: the blank line that ends an event never comes
+    (the upstream then keeps the stream open). After ``pause_at`` bytes of data the
+    writing waits for ``resume``. ``written`` counts the data bytes written; ``rss_max``
+    is the largest resident set size of this process seen after a write."""
+
+    size: int
+    chunk: int = 64 * 1024
+    event_id: str | None = "big"
+    end: bool = True
+    pause_at: int | None = None
+    resume: anyio.Event | None = None
+    paused: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the writing reached ``pause_at``."""
+    written: int = 0
+    rss_max: int = 0
+
+    async def write(self, send: Any) -> None:
+        head = b"" if self.event_id is None else f"id: {self.event_id}\n".encode()
+        await _body(send, head + b"data: ")
+        piece = b"a" * self.chunk
+        while self.written < self.size:  # bounded: size / chunk writes
+            if self.pause_at is not None and self.written >= self.pause_at:
+                self.paused.set()
+                if self.resume is not None:
+                    await self.resume.wait()
+                self.pause_at = None
+            n = min(self.chunk, self.size - self.written)
+            await _body(send, piece[:n])
+            self.written += n
+            self.rss_max = max(self.rss_max, rss())
+            # uvicorn's send returns at once, with no checkpoint, once the reader left:
+            # yield, so that the upstream notices the reader left
+            await anyio.lowlevel.checkpoint()
+        if self.end:
+            await _body(send, b"\n\n")
+
+
+Piece = bytes | anyio.Event | Flood
+"""What a scripted stream writes: bytes as they are, an event to wait for (as a server
+awaits input), or a :class:`Flood`."""
+
+
+@dataclass
+class Upstream:
+    """A scripted streamable-HTTP endpoint.
+
+    A request POST (a JSON-RPC request) gets an event stream of ``script(message,
+    headers)`` if given, else of ``call``; then the connection ends cleanly if
+    ``complete``, abruptly if not. A resume GET (``Last-Event-ID``) gets the events of
+    ``replay(cursor)``. A fresh GET gets ``202`` unless ``standalone`` is given: then an
+    event stream of those pieces, kept open until the gateway leaves. A POST of a
+    response (an answer submission or a refusal) or a notification gets ``202``; a
+    response POST waits for ``answer_hold`` first if it is given. ``hold``: a request
+    POST's stream stays open after its script until it is set.
+
+    Sessions: every ``initialize`` gets :data:`SID`, or with ``issue_sessions`` an id of
+    its own (``session-1``, ``session-2``, ...). With ``refuse_unknown`` a request whose
+    ``Mcp-Session-Id`` the upstream did not issue gets ``404`` with
+    :data:`UNKNOWN_SESSION_BODY`.
+
+    Whatever the script, a stream ends early when the gateway leaves it (counted in
+    ``left``). ``requests`` records (method, headers, body) of every request that
+    reached it, ``response_posts_max`` the most response POSTs served at once; tests
+    wait for what it saw with :meth:`wait_until`."""
+
+    call: list[Piece] = field(default_factory=list)
+    replay: Callable[[str], Sequence[Piece]] = lambda cursor: []
+    complete: bool = True
+    requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+    hold: Any = None  # an anyio.Event: a call's stream stays open until it is set
+    set_cookie: bytes | None = None  # a Set-Cookie header on the initialize response
+    answered: anyio.Event = field(default_factory=anyio.Event)  # set by an answer POST
+    script: Callable[[dict[str, Any], dict[str, str]], Sequence[Piece]] | None = None
+    standalone: Sequence[Piece] | None = None
+    answer_hold: anyio.Event | None = None
+    issue_sessions: bool = False
+    refuse_unknown: bool = False
+    issued: list[str] = field(default_factory=list)
+    """Session ids given out, oldest first."""
+    response_posts: int = 0
+    """Response POSTs (answers, refusals) being served now."""
+    response_posts_max: int = 0
+    left: int = 0
+    """Streams the gateway left before their script ended."""
+    _changed: list[anyio.Event] = field(default_factory=list)
+
+    @property
+    def session_ids(self) -> list[str | None]:
+        """The ``Mcp-Session-Id`` of every request that reached the upstream, in order."""
+        return [headers.get("mcp-session-id") for _, headers, _ in self.requests]
+
+    def responses(self, kind: str = "error") -> list[dict[str, Any]]:
+        """The response POSTs received: ``"error"`` (refusals) or ``"result"`` (answers)."""
+        out = []
+        for method, _, body in self.requests:
+            msg = json.loads(body) if method == "POST" and body else None
+            if isinstance(msg, dict) and "method" not in msg and kind in msg:
+                out.append(msg)
+        return out
+
+    async def wait_until(self, predicate: Callable[[Upstream], bool]) -> None:
+        """Return once ``predicate(self)`` holds, checked after each change the upstream
+        sees (a request, a response POST's end, a stream left). Guard it with a timeout."""
+        while not predicate(self):
+            changed = anyio.Event()
+            self._changed.append(changed)
+            await changed.wait()
+
+    def _note(self) -> None:
+        waiting, self._changed = self._changed, []
+        for changed in waiting:
+            changed.set()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                while (m := await receive())["type"] != "lifespan.shutdown":
+                    await send({"type": m["type"] + ".complete"})
+                await send({"type": "lifespan.shutdown.complete"})
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        self.requests.append((scope["method"], headers, body))
+        self._note()
+        msg: Any = json.loads(body) if body else None
+        method = scope["method"]
+        is_request = isinstance(msg, dict) and "method" in msg and "id" in msg
+        initialize = is_request and method == "POST" and msg.get("method") == "initialize"
+        sid = headers.get("mcp-session-id")
+        if self.refuse_unknown and not initialize and sid not in self.issued:
+            await _reply(send, 404, UNKNOWN_SESSION_BODY, [(b"content-type", b"application/json")])
+            return
+        if initialize:
+            assert isinstance(msg, dict)
+            await self._initialize(msg, send)
+            return
+        out: Sequence[Piece]
+        if method == "POST" and is_request:
+            out = self.script(msg, headers) if self.script is not None else self.call
+        elif method == "GET" and "last-event-id" in headers:
+            out = self.replay(headers["last-event-id"])
+        elif method == "GET" and self.standalone is not None:
+            out = self.standalone
+        else:
+            if isinstance(msg, dict) and "method" not in msg:
+                self.answered.set()
+                await self._response_post()
+            await _reply(send, 202, b"", [])
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        open_until_left = method == "GET" and "last-event-id" not in headers
+        if not await self._stream(out, method, open_until_left, receive, send):
+            return
+        if self.complete or method == "GET":
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:
+            raise RuntimeError("cut")  # uvicorn drops the connection: an abrupt end
+
+    async def _initialize(self, msg: dict[str, Any], send: Any) -> None:
+        sid = f"session-{len(self.issued) + 1}" if self.issue_sessions else SID
+        self.issued.append(sid)
+        extra = [(b"set-cookie", self.set_cookie)] if self.set_cookie else []
+        head = [(b"content-type", b"application/json"), (b"mcp-session-id", sid.encode())]
+        await _reply(send, 200, json.dumps(result(msg["id"])).encode(), head + extra)
+
+    async def _response_post(self) -> None:
+        self.response_posts += 1
+        self.response_posts_max = max(self.response_posts_max, self.response_posts)
+        self._note()
+        try:
+            if self.answer_hold is not None:
+                await self.answer_hold.wait()
+        finally:
+            self.response_posts -= 1
+            self._note()
+
+    async def _stream(
+        self, out: Sequence[Piece], method: str, open_until_left: bool, receive: Any, send: Any
+    ) -> bool:
+        """Write ``out`` (then wait for ``hold`` on a POST, or for the gateway to leave a
+        fresh GET); ``False`` if the gateway left first."""
+        finished = False
+
+        async def play() -> None:
+            nonlocal finished
+            for piece in out:
+                if isinstance(piece, anyio.Event):
+                    await piece.wait()
+                elif isinstance(piece, Flood):
+                    await piece.write(send)
+                else:
+                    await _body(send, piece)
+            if self.hold is not None and method == "POST":
+                await self.hold.wait()
+            if open_until_left:
+                await anyio.sleep_forever()
+            finished = True
+            tg.cancel_scope.cancel()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(play)
+            tg.start_soon(watch)
+        if not finished:
+            self.left += 1
+            self._note()
+        return finished
+
+
+async def _body(send: Any, data: bytes) -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def _reply(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@contextlib.asynccontextmanager
+async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[RunningGateway]:
+    """``upstream`` served on loopback, and a gateway replica in front of it (keywords go
+    to :func:`~fsm.harness.gateway.running_gateway`; the guard's backoff is short unless
+    ``config`` is given)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    kwargs.setdefault("config", GuardConfig(backoff_initial_s=0.01, backoff_max_s=0.02))
+    try:
+        async with (
+            serving(upstream, sock, log_level="critical"),
+            running_gateway(f"http://127.0.0.1:{port}/mcp", **kwargs) as gw,
+        ):
+            yield gw
+    finally:
+        sock.close()
