@@ -647,12 +647,13 @@ class _Engine:
             stream = stream or self.guard.stream_of(key)
         return self._creds_by_stream.get(stream, {}) if stream is not None else {}
 
-    def room_for_stream(self, stream: str) -> bool:
-        """Whether the guard can track one more stream (``stream``, about to open). At
-        the guard's ``max_streams`` live streams, the oldest stream no client connection
-        reads (its reader left and did not come back) is abandoned to make room; a
-        session whose every live stream has a reader has no room (the new stream is
-        refused, the session goes on)."""
+    def room_for_stream(self, stream: str | None) -> bool:
+        """Whether the guard can track one more stream (``stream``, about to open; ``None``:
+        a standalone GET's next generation). At the guard's ``max_streams`` live streams,
+        the oldest stream no client connection reads (its reader left and did not come
+        back) is abandoned to make room; a session whose every live stream has a reader
+        has no room (the new stream is refused, the session goes on). Asked before the
+        request is sent, so a refused stream's request never reaches the server."""
         live = self.guard.live_streams()
         if stream in live:
             return True
@@ -892,6 +893,8 @@ class GuardedTransport:
             if request.headers.get("last-event-id") is not None:
                 # the SDK resuming on its own: only after the guard ended that body
                 return _local(self.e.hx, request, 405, b"")
+            if e.session and not e.room_for_stream(None):
+                return _local(e.hx, request, 503, _too_many_streams(request))
             return await self._open_stream(request, None, None)
         return await self._send(request)
 
@@ -964,7 +967,10 @@ class GuardedTransport:
             if slot is not None and slot.origin is None and body.get("method") == "tools/call":
                 slot.origin = origin
                 e.calls[origin] = slot
-            return await self._open_stream(request, _stream_name(origin), origin)
+            stream = _stream_name(origin)
+            if e.session and not e.room_for_stream(stream):  # refused before it is sent
+                return _local(e.hx, request, 503, _too_many_streams(request))
+            return await self._open_stream(request, stream, origin)
         return await self._send(request)
 
     def reconnect(self, request: Any, stream: str, origin: Any, seen: tuple[str, ...] = ()) -> Any:

@@ -347,8 +347,8 @@ async def test_streams_no_client_reads_do_not_fill_the_stream_cap(kind: str) -> 
 async def test_a_stream_past_the_cap_gets_503_and_the_session_goes_on() -> None:
     """64 calls of one session stream at once, each read by its client: the cap is
     full. A 65th call gets 503 with a JSON-RPC error for its id, a fresh standalone GET
-    gets 503; nothing else changes. Once one call ends, a new call completes, and so do
-    the 64."""
+    gets 503, and neither reaches the upstream (no tool runs for a refused call);
+    nothing else changes. Once one call ends, a new call completes, and so do the 64."""
     first, rest = anyio.Event(), anyio.Event()
     scripts: dict[Any, Sequence[Piece]] = {100: [sse("c100", ""), first, sse("r100", result(100))]}
     scripts.update(
@@ -391,6 +391,9 @@ async def test_a_stream_past_the_cap_gets_503_and_the_session_goes_on() -> None:
     assert past.status_code == 503
     assert past.json()["id"] == 999 and isinstance(past.json()["error"]["code"], int)
     assert get.status == 503
+    sent = [json.loads(b) for m, _, b in up.requests if m == "POST" and b]
+    assert 999 not in [msg.get("id") for msg in sent]  # refused before it was sent: no tool ran
+    assert [m for m, _, _ in up.requests].count("GET") == 0
     assert after.status == 200 and after.results(7) == 1
     assert all(reads[rid].results(rid) == 1 for rid in scripts)
 
