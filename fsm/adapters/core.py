@@ -702,6 +702,16 @@ class _Engine:
                 return SubmissionResult(None, None, type(exc).__name__)
             return await _http_result(resp)
 
+    async def relayed(self, key: RequestKey, answer: Mapping[str, Any]) -> None:
+        """The upstream accepted an answer, relayed as it came, to a request this guard
+        never saw: remembered (not sent again from here) and kept for other processes
+        that watch for it (:attr:`on_answer`)."""
+        self.relayed_answers[key[1]] = None
+        while len(self.relayed_answers) > _RELAYED_KEPT:
+            self.relayed_answers.popitem(last=False)
+        if self.on_answer is not None:
+            await self.on_answer(key, answer)
+
     def answered_upstream(
         self, key: RequestKey, answer: Mapping[str, Any], result: SubmissionResult
     ) -> None:
@@ -922,9 +932,12 @@ class GuardedTransport:
         if status < 300 and isinstance(rid, int | str) and not isinstance(rid, bool):
             e.accepted(request)
             key: RequestKey = (e.session or "", rid)
-            if e.guard.state_of(key) == "presented" and isinstance(result, Mapping):
+            state = e.guard.state_of(key)
+            if state == "presented" and isinstance(result, Mapping):
                 e.act_for_answer(key, request)
                 e.answered_upstream(key, result, SubmissionResult(status, None))
+            elif state is None and isinstance(result, Mapping):
+                await e.relayed(key, result)
         return _wrap(e.hx, resp, request, e.bound.passthrough(resp))
 
     async def _answer(self, request: Any, body: dict[str, Any]) -> Any:
@@ -938,12 +951,9 @@ class GuardedTransport:
         if state is None:  # idempotent or untracked request: the answer goes as it is
             if e.on_answer is None or not isinstance(body.get("result"), Mapping):
                 return None
-            resp = await self._send(request)  # another process may watch for it: kept
+            resp = await self._send(request)
             if resp.status_code < 300:
-                e.relayed_answers[rid] = None
-                while len(e.relayed_answers) > _RELAYED_KEPT:
-                    e.relayed_answers.popitem(last=False)
-                await e.on_answer(key, body["result"])
+                await e.relayed(key, body["result"])
             return resp
         if state == "presented" and isinstance(body.get("result"), Mapping):
             if e.on_answer is not None:  # written ahead: a crash after the 202 keeps it
