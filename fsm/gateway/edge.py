@@ -171,6 +171,14 @@ class _EdgeMixin:
         self._edge_closing = False
         """Refused or timed out: what arrives is dropped."""
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._edge_arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._edge_lost()
+        super().connection_lost(exc)  # type: ignore[misc]
+
     def _edge_head_begun(self) -> bool:
         """Whether any of the head the connection waits for has arrived."""
         raise NotImplementedError
@@ -281,14 +289,6 @@ class EdgeH11Protocol(_EdgeMixin, H11Protocol):
         self.conn = _H11Connection(self.limits)
         self._edge_init()
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._edge_arm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._edge_lost()
-        super().connection_lost(exc)
-
     def _waiting(self) -> bool:
         """Whether the connection waits for a request head (both sides idle)."""
         return self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE
@@ -363,14 +363,6 @@ if HAS_HTTPTOOLS:
             """Counts the parser's passages between head and body, both ways."""
             self._message_begun = False
             self._too_many = False
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._edge_arm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._edge_lost()
-            super().connection_lost(exc)
 
         def _edge_head_begun(self) -> bool:
             return self._head_bytes > 0 or self._message_begun
