@@ -79,6 +79,23 @@ def elicit(rid: Any, message: str = "Delete?") -> dict[str, Any]:
     }
 
 
+def parse(raw: bytes) -> list[tuple[str | None, str]]:
+    """The events of an SSE body as a client reads them, ``(id, data)`` each (bytes
+    that are not UTF-8 decoded as U+FFFD, as HTTP clients decode text)."""
+    events = []
+    for block in raw.decode("utf-8", "replace").split("\n\n"):
+        if not block.strip():
+            continue
+        eid, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("id:"):
+                eid = line[3:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+        events.append((eid, "\n".join(data)))
+    return events
+
+
 def result(rid: Any) -> dict[str, Any]:
     """A tool call's result for request ``rid``."""
     return {"jsonrpc": "2.0", "id": rid, "result": {"content": [], "isError": False}}

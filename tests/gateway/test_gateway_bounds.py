@@ -38,6 +38,7 @@ from scripted_upstream import (  # noqa: E402
     Upstream,
     elicit,
     gateway_for,
+    parse,
     peak_rss,
     reset_peak_rss,
     result,
@@ -76,18 +77,7 @@ class Read:
 
     @property
     def events(self) -> list[tuple[str | None, str]]:
-        out = []
-        for block in self.raw.decode("utf-8", "replace").split("\n\n"):
-            if not block.strip():
-                continue
-            eid, data = None, []
-            for line in block.split("\n"):
-                if line.startswith("id:"):
-                    eid = line[3:].strip()
-                elif line.startswith("data:"):
-                    data.append(line[5:].lstrip(" "))
-            out.append((eid, "\n".join(data)))
-        return out
+        return parse(self.raw)
 
     def messages(self) -> list[dict[str, Any]]:
         """The JSON-RPC messages among the events."""

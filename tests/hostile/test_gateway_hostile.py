@@ -27,6 +27,7 @@ from tests.gateway.scripted_upstream import (  # noqa: E402
     Upstream,
     elicit,
     gateway_for,
+    parse,
     result,
     sse,
 )
@@ -51,21 +52,6 @@ async def call_events(http: Any, url: str, **headers: str) -> list[tuple[str | N
     h = {**HEAD, "mcp-session-id": SID, **headers}
     async with http.stream("POST", url, json=body, headers=h) as r:
         return parse(b"".join([c async for c in r.aiter_raw()]))
-
-
-def parse(raw: bytes) -> list[tuple[str | None, str]]:
-    events = []
-    for block in raw.decode().split("\n\n"):
-        if not block.strip():
-            continue
-        eid, data = None, []
-        for line in block.split("\n"):
-            if line.startswith("id:"):
-                eid = line[3:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].lstrip(" "))
-        events.append((eid, "\n".join(data)))
-    return events
 
 
 def requests_of(events: list[tuple[str | None, str]], rid: Any) -> int:
