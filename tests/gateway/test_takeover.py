@@ -1,0 +1,115 @@
+"""A client's resume takes its stream over: the stream's old upstream response is closed
+before the resume goes upstream.
+
+Servers refuse a second reader of a stream while they still hold the first (the
+TypeScript SDK's event store answers ``409``; gateways in front of them answer alike).
+A client whose old connection is half-open (it vanished without closing it) resumes on a
+new one: the gateway must let the server see the old one go, or every resume is refused
+and the call ends for a legitimate client.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("uvicorn")
+httpx2 = pytest.importorskip("httpx2")
+
+from scripted_upstream import HEAD, SID, gateway_for, parse, result, sse  # noqa: E402
+
+from fsm.guard import GuardConfig  # noqa: E402
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class OneReader:
+    """An upstream that serves one reader per call stream: the call's POST streams one
+    event and is held (waiting for an answer, say) until its connection goes; a resume
+    ``GET`` meanwhile gets ``409``; after it, the result. Counts the refusals."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.refused = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (m := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": m["type"] + ".complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        msg = json.loads(body) if body else {}
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        if msg.get("method") == "initialize":
+            await _json(send, 200, result(msg["id"]), [(b"mcp-session-id", SID.encode())])
+        elif msg.get("method") == "tools/call":
+            self.held = True
+            await _start(send)
+            await _piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
+            while (await receive())["type"] != "http.disconnect":
+                pass  # held until its connection goes
+            self.held = False
+        elif scope["method"] == "GET" and "last-event-id" in headers:
+            if self.held:
+                self.refused += 1
+                await _json(send, 409, {"error": "the stream already has a reader"})
+                return
+            await _start(send)
+            await _piece(send, sse("e2", result(7)))
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:
+            await _json(send, 200, {"jsonrpc": "2.0", "id": msg.get("id"), "result": {}})
+
+
+async def _start(send: Any) -> None:
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+
+async def _piece(send: Any, data: bytes) -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def _json(send: Any, status: int, payload: Any, extra: Any = ()) -> None:
+    data = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+async def test_a_resume_while_the_old_connection_is_half_open_completes_the_call() -> None:
+    """The client reads its call's first event, then, its old connection still open (as
+    a half-open one looks from the gateway), resumes with the id it got: the gateway
+    closes the stream's old upstream response first, the server sees it go, and the
+    resume gets the result; no resume is refused."""
+    up = OneReader()
+    config = GuardConfig(backoff_initial_s=0.01, backoff_max_s=0.05)
+    async with gateway_for(up, config=config) as gw, httpx2.AsyncClient(timeout=30) as http:
+        begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+        assert (await http.post(gw.url, json=begin, headers=HEAD)).status_code == 200
+        h = {**HEAD, "mcp-session-id": SID}
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        async with http.stream("POST", gw.url, json=call, headers=h) as old:
+            pieces = old.aiter_raw()  # kept: the old connection stays open
+            [(event_id, _)] = parse(await pieces.__anext__())
+            assert event_id is not None
+            with anyio.fail_after(30):
+                resume = {**h, "last-event-id": event_id}
+                async with http.stream("GET", gw.url, headers=resume) as resumed:
+                    events = parse(b"".join([c async for c in resumed.aiter_raw()]))
+            assert [json.loads(d) for _, d in events if d] == [result(7)]
+            assert up.refused == 0
