@@ -903,19 +903,14 @@ async def scripted_app(scope: Mapping[str, Any], receive: Any, send: Any) -> Non
     event of ``arguments.size`` characters (one write); any other request (``ping``) with
     an empty result on an SSE stream; notifications and answers ``202``; ``GET`` ``405``;
     ``DELETE`` ``200``."""
+    from fsm.harness.serving import lifespan, whole_body
+
     if scope["type"] == "lifespan":
-        while (m := await receive())["type"] != "lifespan.shutdown":
-            await send({"type": m["type"] + ".complete"})
-        await send({"type": "lifespan.shutdown.complete"})
+        await lifespan(receive, send)
         return
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        m = await receive()
-        body += m.get("body", b"")
-        if not m.get("more_body"):
-            break
+    body = await whole_body(receive)
 
     async def reply(status: int, content: bytes, headers: list[tuple[bytes, bytes]]) -> None:
         await send({"type": "http.response.start", "status": status, "headers": headers})

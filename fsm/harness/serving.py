@@ -11,12 +11,30 @@ import contextlib
 import os
 import socket
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
 from fsm.gateway.edge import EdgeLimits, uvicorn_settings
+
+
+async def lifespan(receive: Any, send: Any) -> None:
+    """Answer an ASGI ``lifespan`` scope for an app with nothing to start or stop."""
+    while (message := await receive())["type"] != "lifespan.shutdown":
+        await send({"type": message["type"] + ".complete"})
+    await send({"type": "lifespan.shutdown.complete"})
+
+
+async def whole_body(receive: Any) -> bytes:
+    """An ASGI request's whole body (as far as it came, if the client left)."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body") or message["type"] == "http.disconnect":
+            return bytes(body)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import anyio.lowlevel
 
 from fsm.guard import GuardConfig
 from fsm.harness.gateway import RunningGateway, running_gateway
-from fsm.harness.serving import serving
+from fsm.harness.serving import lifespan, serving, whole_body
 
 __all__ = [
     "HEAD",
@@ -251,17 +251,10 @@ class Upstream:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             if scope["type"] == "lifespan":
-                while (m := await receive())["type"] != "lifespan.shutdown":
-                    await send({"type": m["type"] + ".complete"})
-                await send({"type": "lifespan.shutdown.complete"})
+                await lifespan(receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
+        body = await whole_body(receive)
         self.requests.append((scope["method"], headers, body))
         self._note()
         msg: Any = json.loads(body) if body else None

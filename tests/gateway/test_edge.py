@@ -31,7 +31,7 @@ from fsm.gateway.edge import (
     protocol_class,
     uvicorn_settings,
 )
-from fsm.harness.serving import serving
+from fsm.harness.serving import serving, whole_body
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -413,12 +413,7 @@ async def upstream(scope: Any, receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
         await app(scope, receive, send)
         return
-    body = b""
-    while True:
-        m = await receive()
-        body += m.get("body", b"")
-        if not m.get("more_body"):
-            break
+    body = await whole_body(receive)
     msg = json.loads(body) if body else {}
     if "id" not in msg:
         await send({"type": "http.response.start", "status": 202, "headers": []})

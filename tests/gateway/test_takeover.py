@@ -22,6 +22,7 @@ httpx2 = pytest.importorskip("httpx2")
 from scripted_upstream import HEAD, SID, gateway_for, parse, result, sse  # noqa: E402
 
 from fsm.guard import GuardConfig  # noqa: E402
+from fsm.harness.serving import lifespan, whole_body  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -42,16 +43,9 @@ class OneReader:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (m := await receive())["type"] != "lifespan.shutdown":
-                await send({"type": m["type"] + ".complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await lifespan(receive, send)
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
+        body = await whole_body(receive)
         msg = json.loads(body) if body else {}
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         if msg.get("method") == "initialize":
