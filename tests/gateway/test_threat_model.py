@@ -15,8 +15,8 @@ confirmation, A's call ending with that result, A's session alive through every 
 
 | attacker | what they hold | what they try | what they get direct | what they get through the gateway | test |
 |---|---|---|---|---|---|
-| B, no token | A's session id, the id of A's open prompt | answer A's prompt (confirm the deletion) | `401`; nothing reaches the server | the upstream's `401`, relayed: an answer with credentials the upstream has not accepted for the session goes upstream at once with the client's own headers, never a `202` from the gateway | `test_an_answer_without_a_token_is_refused_and_changes_nothing` |
-| B, own token | the same | the same | `403`; A's prompt stays open | the upstream's `403`, relayed; A's prompt stays open (the refusal is B's, not an answer to A's prompt) | `test_an_answer_with_another_principals_token_is_refused_and_changes_nothing` |
+| B, no token | A's session id, the id of A's open prompt | answer A's prompt (confirm the deletion) | `401`; nothing reaches the server | the upstream's `401`, relayed: an answer with credentials the upstream has not accepted for the session goes upstream at once with the client's own headers, never a `202` from the gateway | `test_an_answer_from_another_client_is_refused_and_changes_nothing[no-token]` |
+| B, own token | the same | the same | `403`; A's prompt stays open | the upstream's `403`, relayed; A's prompt stays open (the refusal is B's, not an answer to A's prompt) | `test_an_answer_from_another_client_is_refused_and_changes_nothing[own-token]` |
 | B, no token | A's session id, a genuine event id of A's open call stream | resume A's call stream (one `GET`) | `401` | the upstream's `401`, relayed; A's stream is not taken over or ended | `test_an_unauthenticated_resume_is_refused_and_leaves_the_call_open` |
 | B, own token, against a server that answers `404` for other principals' sessions | A's session id | one `ping` | `404` `Session not found`; A's session lives | the upstream's `404`, relayed; a `404` to credentials the upstream never accepted for the session does not end it, on any replica | `test_a_404_for_a_foreign_principal_does_not_end_the_session` |
 | B, a token of A's principal (the upstream lets it in) | A's session id, the gateway's event id format | while A's stream is broken and its prompt waits upstream, resume A's stream with a forged `Last-Event-ID` | whatever the server answers a cursor it never issued (mcp 2.3.0: an empty stream); no prompt | `400`: event ids carry a MAC bound to the session; A's resume brings A its prompt | `test_a_forged_event_id_does_not_take_the_prompt_while_a_reconnects` |
@@ -455,27 +455,17 @@ def resumed_upstream(bed: Bed) -> bool:
 
 
 @pytest.mark.parametrize("via", VIAS)
-async def test_an_answer_without_a_token_is_refused_and_changes_nothing(via: Via) -> None:
-    """Row 1: B answers A's prompt with no token: 401, and the files wait for A."""
-    async with open_bed(via) as bed, alice(bed) as a:
-        a.start()
-        prompt = await bed.user.wait_presented(1, STEP)
-        b = await b_post(
-            bed,
-            bed.target(0),
-            answer_of(prompt.request.request_id, B_CONTENT),
-            rpc_headers(a.sid, None),
-        )
-        fate = await a.fate()  # first: whatever B set off has happened by then
-        seen = Seen(b, reached(bed, "bob"), fate)
-    assert seen == Seen(Reply(401, UNAUTHORIZED_BODY), False, fate_expected(bed))
-
-
-@pytest.mark.parametrize("via", VIAS)
-async def test_an_answer_with_another_principals_token_is_refused_and_changes_nothing(
-    via: Via,
+@pytest.mark.parametrize(
+    ("token", "refused"),
+    [(None, Reply(401, UNAUTHORIZED_BODY)), (B_TOKEN, Reply(403, FORBIDDEN_BODY))],
+    ids=["no-token", "own-token"],
+)
+async def test_an_answer_from_another_client_is_refused_and_changes_nothing(
+    via: Via, token: str | None, refused: Reply
 ) -> None:
-    """Row 2: B answers A's prompt with its own token: 403, and A's prompt stays A's."""
+    """Rows 1 and 2: B answers A's prompt with no token (401) or with its own, another
+    principal's (403); the refusal is B's alone: A's prompt stays A's, the files wait
+    for A."""
     async with open_bed(via, mode="403") as bed, alice(bed) as a:
         a.start()
         prompt = await bed.user.wait_presented(1, STEP)
@@ -483,11 +473,11 @@ async def test_an_answer_with_another_principals_token_is_refused_and_changes_no
             bed,
             bed.target(0),
             answer_of(prompt.request.request_id, B_CONTENT),
-            rpc_headers(a.sid, B_TOKEN),
+            rpc_headers(a.sid, token),
         )
         fate = await a.fate()  # first: whatever B set off has happened by then
         seen = Seen(b, reached(bed, "bob"), fate)
-    assert seen == Seen(Reply(403, FORBIDDEN_BODY), False, fate_expected(bed))
+    assert seen == Seen(refused, False, fate_expected(bed))
 
 
 @pytest.mark.parametrize("via", VIAS)
