@@ -103,7 +103,14 @@ from fsm.gateway.upstream import AiohttpTransport
 from fsm.guard import Guard, GuardConfig
 from fsm.observe import ObservedGuard
 
-__all__ = ["CREDENTIAL_HEADERS", "Credentials", "Gateway", "GatewayLimits", "credentials_of"]
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "GATEWAY_GUARD",
+    "Credentials",
+    "Gateway",
+    "GatewayLimits",
+    "credentials_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +138,13 @@ own requests (answer submissions, resumes, refusals) carry those of the client r
 they act for; a request whose credentials the upstream has not accepted for its session
 changes nothing shared (see :class:`Gateway`)."""
 
+
+GATEWAY_GUARD = GuardConfig(max_tombstones=512)
+"""Each session's guard policy unless ``Gateway(config=...)`` says otherwise: the
+library's, but 512 finished requests kept for de-duplication instead of 4,096. A
+gateway holds up to ``max_sessions`` guards, and a replay of a request the guard forgot
+still loses its claim in the store (kept ``ttl_s``), so it is never presented twice; the
+observed guard's monitor forgets ended interactions sooner still (256)."""
 
 _DEFAULT_HOSTS = HostPolicy()
 """Loopback ``Host`` and ``Origin`` only (see :class:`~fsm.gateway.edge.HostPolicy`)."""
@@ -279,8 +293,9 @@ class Gateway:
     (``http://host:port/mcp``, no ``user:password@``: the gateway adds no credentials of
     its own); clients use the same path on the gateway. ``store`` defaults to a
     :class:`~fsm.gateway.store.MemoryStore` (one replica). ``config`` is each session's
-    guard policy. ``id_keys`` sign the event ids it issues (default: a random key, one
-    replica; replicas behind one balancer must share keys:
+    guard policy (default :data:`GATEWAY_GUARD`). ``id_keys`` sign the event ids it
+    issues (default: a random key, one replica; replicas behind one balancer must share
+    keys:
     :meth:`~fsm.gateway.ids.EventIdKeys.from_env`). ``host_policy`` says which ``Host``
     and ``Origin`` values reach the upstream (default: loopback only; ``None``: any).
     ``replica`` names this replica in the store's claims (default: random).
@@ -314,7 +329,7 @@ class Gateway:
         self.upstream = upstream
         self.path = parts.path or "/"
         self.store: StateStore = store if store is not None else MemoryStore()
-        self.config = config
+        self.config = config if config is not None else GATEWAY_GUARD
         self.limits = limits or GatewayLimits()
         self.id_keys = id_keys if id_keys is not None else EventIdKeys.generate()
         self.host_policy = host_policy
