@@ -901,10 +901,17 @@ class Gateway:
 
     def _answer_keeper(self, session: _Session) -> Any:
         async def keep(key: RequestKey, answer: Mapping[str, Any]) -> None:
+            """Write ``answer`` to the store. One this guard never saw (relayed, the
+            upstream accepted it) is kept only for a request some replica claimed, so
+            presented: an answer sent before the server asks is never kept to answer
+            the question when it comes (the upstream takes such an answer, and drops it)."""
             sid = session.engine.session
             if not sid:
                 return
             try:
+                if session.engine.guard.state_of(key) is None:
+                    if not (await self.store.claim_status(sid, key[1])).claimed:
+                        return
                 await self.store.save_answer(sid, key[1], answer)
             except StoreUnavailableError as exc:  # this replica still submits it
                 logger.warning("answer not written ahead: %s", exc)

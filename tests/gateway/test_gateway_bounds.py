@@ -681,3 +681,22 @@ async def test_a_long_session_keeps_bounded_state_per_stream() -> None:
     # the newest kept results, and the last call's stream if its end is not filed yet
     assert len(held.finals) <= 4 and len(held.ids) <= 5
     assert len(held.engine._creds_by_stream) <= 5
+
+
+# --------------------------------------------------------------------------- 9. answers
+
+
+async def test_an_answer_sent_before_the_server_asks_is_not_kept_for_the_question() -> None:
+    """An answer POST for a request id the server has not asked yet: the upstream takes it
+    (``202``, as official servers take any answer, and drops it), but the gateway does not
+    keep it in the store, where a replica would later submit it for the real question:
+    the person asked then answers it. Through the gateway it changes no more than it
+    does sent direct."""
+    store = MemoryStore()
+    up = Upstream(script=calls_by_id({}))
+    async with gateway_for(up, store=store) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        planted = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
+        r = await http.post(gw.url, json=planted, headers={**HEAD, "mcp-session-id": sid})
+        assert r.status_code == 202  # the upstream's own answer, relayed
+        assert await store.answer_of(sid, 1) is None
