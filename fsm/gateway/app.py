@@ -909,9 +909,9 @@ class Gateway:
             if not sid:
                 return
             try:
-                if session.engine.guard.state_of(key) is None:
-                    if not (await self.store.claim_status(sid, key[1])).claimed:
-                        return
+                unseen = session.engine.guard.state_of(key) is None
+                if unseen and not (await self.store.claim_status(sid, key[1])).claimed:
+                    return
                 await self.store.save_answer(sid, key[1], answer)
             except StoreUnavailableError as exc:  # this replica still submits it
                 logger.warning("answer not written ahead: %s", exc)
