@@ -332,7 +332,7 @@ def _parse_block(block: str) -> _Sse | None:
             meaningful = True
     if not meaningful:
         return None
-    utf8 = _SURROGATES.search(block) is None
+    utf8 = block.isascii() or _SURROGATES.search(block) is None  # isascii: O(1) on a str
     return _Sse(block, event_id, "\n".join(data), retry, bool(data), utf8)
 
 
