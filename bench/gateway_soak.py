@@ -417,7 +417,7 @@ async def _soak(url: str, pid: int, got: Soak, every_s: float) -> None:
     got.wall = time.monotonic() - began
 
 
-GROWTH_CALLS = (100, 300, 600)
+GROWTH_CALLS = (100, 300, 600, 1000)
 """The checkpoints of :func:`held_growth` (calls made by its one session)."""
 
 
@@ -1219,43 +1219,20 @@ def record_latency(got: Latency) -> None:
 # --------------------------------------------------------------------------- main
 
 
-PARTS: dict[str, Callable[[], None]] = {}
+PARTS: dict[str, tuple[Callable[[], Any], Callable[[Any], None], Callable[[Any], None]]] = {
+    "soak": (soak, render_soak, record_soak),
+    "failover": (failover, render_failover, record_failover),
+    "cpu": (cpu, render_cpu, record_cpu),
+    "latency": (latency, render_latency, record_latency),
+}
+"""Each part: what it measures, how it prints it, how it records it."""
 
 
-def _part(name: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
-    def register(fn: Callable[[], None]) -> Callable[[], None]:
-        PARTS[name] = fn
-        return fn
-
-    return register
-
-
-@_part("soak")
-def _run_soak() -> None:
-    got = soak()
-    render_soak(got)
-    record_soak(got)
-
-
-@_part("failover")
-def _run_failover() -> None:
-    got = failover()
-    render_failover(got)
-    record_failover(got)
-
-
-@_part("cpu")
-def _run_cpu() -> None:
-    got = cpu()
-    render_cpu(got)
-    record_cpu(got)
-
-
-@_part("latency")
-def _run_latency() -> None:
-    got = latency()
-    render_latency(got)
-    record_latency(got)
+def _run_part(name: str) -> None:
+    measure, render, keep = PARTS[name]
+    got = measure()
+    render(got)
+    keep(got)
 
 
 @contextlib.contextmanager
@@ -1271,7 +1248,7 @@ def main(names: list[str] | None = None) -> None:
     """Run the named parts (default all), print their tables, record their figures."""
     for name in names or list(PARTS):
         with _stamped(name):
-            PARTS[name]()
+            _run_part(name)
 
 
 if __name__ == "__main__":

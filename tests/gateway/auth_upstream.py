@@ -33,7 +33,7 @@ from typing import Any, Literal
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fsm.harness.server import ServerController, build_app
-from fsm.harness.serving import serving
+from fsm.harness.serving import serving, whole_body
 
 __all__ = [
     "FORBIDDEN_BODY",
@@ -154,7 +154,7 @@ class SessionAuth:
         headers: dict[bytes, bytes] = {}
         for name, value in scope["headers"]:
             headers.setdefault(name.lower(), value)
-        body = await _whole_body(receive)
+        body = await whole_body(receive)
         message = _json(body)
         method = str(scope["method"])
         raw_sid = headers.get(b"mcp-session-id")
@@ -209,17 +209,6 @@ class SessionAuth:
             headers.append((b"www-authenticate", challenge.encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data, "more_body": False})
-
-
-async def _whole_body(receive: Receive) -> bytes:
-    data = bytearray()
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return bytes(data)
-        data += message.get("body", b"")
-        if not message.get("more_body", False):
-            return bytes(data)
 
 
 def _json(body: bytes) -> Any:
