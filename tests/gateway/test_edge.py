@@ -52,11 +52,6 @@ GUARD = 30.0
 MIB = 1 << 20
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # --------------------------------------------------------------------------- the servers
 
 

@@ -56,11 +56,6 @@ MiB = 1024 * 1024
 HANG = 60  # seconds: a hang guard, never a measurement
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # --------------------------------------------------------------------------- the client
 
 

@@ -24,11 +24,6 @@ from fsm.harness.redis_server import RedisServer, redis_server
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def tls_server() -> Iterator[RedisServer]:
     with redis_server(tls=True, password="tls-test-pw") as running:

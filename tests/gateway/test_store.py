@@ -18,7 +18,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -36,18 +36,6 @@ from fsm.gateway.store import (
 from fsm.harness.redis_server import RedisServer, RedisServerError, redis_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[RedisServer]:
-    """One Redis for the module's conformance tests; each test has its own key prefix."""
-    with redis_server() as running:
-        yield running
 
 
 class Shared:

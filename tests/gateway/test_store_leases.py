@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import math
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -38,17 +38,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 LEASE_S = 10.0
 """The lease of the conformance tests: time moves in whole seconds around it."""
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[RedisServer]:
-    with redis_server() as running:
-        yield running
 
 
 class Clock:

@@ -27,11 +27,6 @@ from fsm.harness.serving import lifespan, whole_body  # noqa: E402
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class OneReader:
     """An upstream that serves one reader per call stream: the call's POST streams one
     event and is held (waiting for an answer, say) until its connection goes; a resume

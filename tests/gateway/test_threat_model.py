@@ -92,11 +92,6 @@ STEP = 10.0
 comes, which the assertions then report; no step waits for it."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # --------------------------------------------------------------------------- the bed
 
 

@@ -23,11 +23,6 @@ from fsm.gateway.upstream import MAX_FIELD, MAX_HEADERS, AiohttpTransport
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 Reply = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "Seen"], Awaitable[None]]
 
 

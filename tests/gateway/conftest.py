@@ -1,0 +1,21 @@
+"""Fixtures the gateway's store tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from fsm.harness.redis_server import RedisServer, redis_server
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RedisServer]:
+    """One loopback Redis per test module; each test has its own key prefix."""
+    with redis_server() as running:
+        yield running
