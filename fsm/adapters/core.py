@@ -109,13 +109,11 @@ What it cannot see or fix
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import contextvars
 import json
 import logging
 import os
-import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -124,11 +122,21 @@ from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from fsm import actions as act
 from fsm import events as ev
 from fsm import trace
+from fsm.adapters._transport.sse import (
+    EventTooLarge,
+    SseFrame,
+    SseParser,
+    encode_event,
+    hot_event,
+    plain_notification,
+    raw_bytes,
+)
 from fsm.adapters.sdkversion import SdkRange, check_sdk_version
 from fsm.errors import (
     EventTooLargeError,
@@ -139,7 +147,7 @@ from fsm.errors import (
 )
 from fsm.events import standalone_stream
 from fsm.guard import Guard, GuardConfig
-from fsm.messages import CANCELLED, is_plain_notification
+from fsm.messages import is_plain_notification
 from fsm.observe import ObservedGuard
 from fsm.outcomes import SubmissionResult
 from fsm.properties import EventSeen, Observation, Violation
@@ -209,175 +217,6 @@ class SdkBinding:
     cancel_result: Callable[[], Any]
     errors_as_responses: bool = False
     context_follows_sends: bool = True
-
-
-# --------------------------------------------------------------------------- SSE parsing
-
-
-@dataclass(slots=True)
-class _Sse:
-    """One parsed SSE event; ``raw`` is the block as received (line ends normalised; a
-    byte that is not UTF-8 kept as a lone surrogate, :data:`_SURROGATES`: ``raw.encode(
-    "utf-8", "surrogateescape")`` gives the bytes back). ``utf8``: the block was valid
-    UTF-8 (an event that is not is malformed JSON: RFC 8259)."""
-
-    raw: str
-    event_id: str | None
-    data: str
-    retry: int | None
-    has_data: bool
-    utf8: bool = True
-
-
-_SURROGATES = re.compile("[\udc80-\udcff]")
-"""How the parser's ``surrogateescape`` decoding marks a byte that is not UTF-8."""
-
-
-def _raw_bytes(sse: _Sse) -> bytes:
-    """The bytes of a parsed event as received (its block and the blank line)."""
-    return (sse.raw + "\n\n").encode("utf-8", "surrogateescape")
-
-
-class EventTooLarge(Exception):
-    """An SSE event longer than the parser's ``max_event`` characters."""
-
-
-class _SseParser:
-    """Incremental SSE parser: bytes in, complete events out (spec line endings).
-
-    Invalid UTF-8 is kept byte for byte (``surrogateescape``) and the event marked not
-    UTF-8 (:attr:`_Sse.utf8`). ``max_event`` bounds one event (buffered or complete, in
-    characters of the decoded text): past it :meth:`feed` raises :class:`EventTooLarge`
-    and the parser must not be fed again (``None``: no bound)."""
-
-    def __init__(self, max_event: int | None = None) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
-        self.max_event = max_event
-        self._parts: list[str] = []
-        """The pending event's text (line ends normalised), in the pieces it came in: an
-        event spread over many chunks is joined once, when it ends."""
-        self._size = 0
-        self._last = ""
-        """The pending text's last character (a line feed there and one at the start of
-        the next chunk end the event)."""
-        self._cr = False
-        """The last chunk ended with a carriage return: the first half of a CRLF or a line
-        end of its own, decided with the next chunk."""
-        self.idle = True
-        """Nothing buffered: neither part of an event nor part of a UTF-8 sequence, so the
-        next chunk starts a new event (and :func:`_hot_event` may read it directly)."""
-
-    @property
-    def pending(self) -> bool:
-        """Whether part of an event is buffered (the next chunk completes it)."""
-        return bool(self._size) or self._cr
-
-    def feed(self, chunk: bytes) -> list[_Sse]:
-        text = self._decoder.decode(chunk)
-        if self._cr:
-            text, self._cr = "\r" + text, False
-        if "\r" in text:
-            if text.endswith("\r"):
-                text, self._cr = text[:-1], True
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-        limit = self.max_event
-        if "\n\n" not in text and not (self._last == "\n" and text.startswith("\n")):
-            if text:
-                self._parts.append(text)
-                self._size += len(text)
-                self._last = text[-1]
-            if limit is not None and self._size > limit:
-                raise EventTooLarge(f"an SSE event over {limit} bytes")
-            self.idle = False
-            return []
-        full = "".join(self._parts) + text if self._parts else text
-        blocks = full.split("\n\n")
-        rest = blocks.pop()
-        self._parts = [rest] if rest else []
-        self._size, self._last = len(rest), rest[-1:]
-        if limit is not None and (len(rest) > limit or any(len(b) > limit for b in blocks)):
-            raise EventTooLarge(f"an SSE event over {limit} bytes")
-        self.idle = not rest and not self._cr and not self._decoder.getstate()[0]
-        out = []
-        for block in blocks:
-            event = _parse_block(block)
-            if event is not None:
-                out.append(event)
-        return out
-
-
-def _parse_block(block: str) -> _Sse | None:
-    event_id: str | None = None
-    data: list[str] = []
-    retry: int | None = None
-    meaningful = False
-    for line in block.split("\n"):
-        if line.startswith("data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(" ") else value)
-            meaningful = True
-        elif line.startswith("id:"):
-            value = line[3:]
-            value = value[1:] if value.startswith(" ") else value
-            if "\0" not in value:
-                event_id = value
-            meaningful = True
-        elif not line or line.startswith(":"):
-            continue
-        else:
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "retry" and value.isdigit():
-                retry = int(value)
-            meaningful = True
-    if not meaningful:
-        return None
-    utf8 = block.isascii() or _SURROGATES.search(block) is None  # isascii: O(1) on a str
-    return _Sse(block, event_id, "\n".join(data), retry, bool(data), utf8)
-
-
-def _sse_bytes(event_id: str | None, data: str) -> bytes:
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: message\ndata: {data}\n\n".encode()
-
-
-_FLAT_PARAMS = rb'(?:,"params":\{[^{}\[\]\\\r\n]*\})?'
-_HOT_EVENT = re.compile(
-    rb"(?:id: ?([^\r\n\0]*)\r?\n)?"
-    rb"(?:event: ?message\r?\n)?"
-    rb'data: ?\{(?:"jsonrpc":"2\.0","method":"([^"\\\r\n]+)"' + _FLAT_PARAMS
-    + rb'|"method":"([^"\\\r\n]+)"' + _FLAT_PARAMS + rb',"jsonrpc":"2\.0")\}'
-    rb"\r?\n\r?\n"
-)
-_CANCELLED_BYTES = CANCELLED.encode()
-
-
-def _hot_event(chunk: bytes, pos: int) -> tuple[int, str | None] | None:
-    """A whole plain notification event at ``chunk[pos:]``, read without a parse:
-    ``(end, event id)``, or ``None`` whenever in doubt (the caller then parses).
-
-    Taken only for an event of the lines ``id:`` (optional), ``event: message``
-    (optional) and one ``data:`` line holding exactly
-    ``{"jsonrpc":"2.0","method":"<m>","params":{...}}`` (or without params; or with
-    ``"jsonrpc":"2.0"`` last, as the mcp 1.x server writes it), compact,
-    the params flat (no brace or bracket inside, so they end at the first ``}`` and no
-    other top-level key can follow), no backslash anywhere (no escaped key or method),
-    ``<m>`` not a cancellation, each line ended by CRLF or LF and the event by an empty
-    line. Those are notifications that need no decision (no top-level ``id``, one
-    ``method``, ``jsonrpc`` 2.0, params an object: what
-    :meth:`fsm.guard.Guard.on_plain_notification` is for), with the id and data the SSE
-    parser would give. ``chunk`` must be ASCII (the
-    caller checks it once per chunk) and ``pos`` the start of an event. Anything
-    malformed (say, an unterminated string inside the params) is forwarded to the SDK
-    either way.
-    """
-    m = _HOT_EVENT.match(chunk, pos)
-    if m is None:
-        return None
-    event_id, method, method_last = m.groups()
-    if (method or method_last) == _CANCELLED_BYTES:
-        return None
-    return m.end(), None if event_id is None else event_id.decode()
 
 
 # --------------------------------------------------------------------------- the engine
@@ -499,12 +338,12 @@ class _Engine:
         self.perform(actions)
         return actions
 
-    def on_sse(self, stream: str, sse: _Sse) -> tuple[tuple[act.Action, ...], Any]:
+    def on_sse(self, stream: str, sse: SseFrame) -> tuple[tuple[act.Action, ...], Any]:
         """Feed one SSE event; returns (actions, decoded message or None). An event that
         is not UTF-8 is fed without its data (only its id and ``retry:`` count)."""
         if not sse.has_data or not sse.data or not sse.utf8:
             return self.feed(ev.SseEvent(stream, None, sse.event_id, sse.retry)), None
-        if sse.retry is None and _plain_notification(sse.data) is not None:
+        if sse.retry is None and plain_notification(sse.data) is not None:
             hot = self.on_hot(stream, sse.event_id)
             if hot is not None:
                 return hot, None
@@ -522,7 +361,7 @@ class _Engine:
     def on_hot(self, stream: str, event_id: str | None) -> tuple[act.Action, ...] | None:
         """Feed the id of an event whose message is a notification that needs no decision
         (it passes :func:`fsm.messages.is_plain_notification`, or was read as one by
-        :func:`_plain_notification` or :func:`_hot_event`) on the guard's hot path
+        :func:`plain_notification` or :func:`hot_event`) on the guard's hot path
         (:meth:`fsm.guard.Guard.on_plain_notification`); returns its actions, or ``None``
         (nothing fed) when ``stream`` is not open: the caller then feeds the event as an
         observed ``SseEvent``. The id of an event with no actions is recorded coalesced
@@ -737,46 +576,15 @@ async def _aclose(resp: Any) -> None:
     await resp.aclose()
 
 
+LARGE_EVENT = 256 * 1024
+"""Characters of an SSE event from which :class:`_GuardedBody` hands the event loop back
+between the steps of its handling (see :meth:`_GuardedBody._pass_on`)."""
+
 _RELAYED_KEPT = 1024
 """Relayed answers an engine remembers (:attr:`_Engine.relayed_answers`)."""
 
 _LIVE_ANSWERS = frozenset({"presented", "answered", "submitting", "submitted"})
 """Liveness states whose answer may still be (re)submitted."""
-
-
-_NOTIFICATION_PREFIX = '{"jsonrpc":"2.0","method":"'
-
-
-def _plain_notification(data: str) -> str | None:
-    """The method of a compactly serialised notification that needs no decision, read
-    without a JSON parse; ``None`` whenever in doubt (the caller then parses).
-
-    Taken only for ``{"jsonrpc":"2.0","method":"<m>","params":{...}}`` (or without
-    params) with one ``"method"``, one ``"jsonrpc"`` and at most one ``"params"`` key, no
-    ``"id"`` anywhere, no backslash anywhere (an escaped key such as ``"\\u0069d"`` would
-    hide from the checks) and ``<m>`` not a cancellation: only messages that, parsed, pass
-    :func:`fsm.messages.is_plain_notification`.
-    Anything malformed is forwarded to the SDK either way.
-    """
-    if not data.startswith(_NOTIFICATION_PREFIX) or not data.endswith("}"):
-        return None
-    start = len(_NOTIFICATION_PREFIX)
-    end = data.find('"', start)
-    if end <= start:
-        return None
-    method = data[start:end]
-    rest = data[end + 1 :]
-    if (
-        "\\" in data
-        or method == CANCELLED
-        or not (rest == "}" or rest.startswith(',"params":{'))
-        or '"id"' in data
-        or data.count('"method"') != 1
-        or data.count('"jsonrpc"') != 1
-        or data.count('"params"') > 1
-    ):
-        return None
-    return method
 
 
 def _origin_of(stream: str) -> Any:
@@ -1016,9 +824,7 @@ class GuardedTransport:
             request=request,
         )
 
-    async def _open_stream(
-        self, request: Any, stream: str | None, origin: Any
-    ) -> Any:
+    async def _open_stream(self, request: Any, stream: str | None, origin: Any) -> Any:
         """Send ``request`` and track its SSE response as ``stream``; ``None``: a fresh
         standalone GET, tracked as the next connection generation (never under the name
         of one that ended: each generation is its own interaction)."""
@@ -1183,7 +989,7 @@ class _GuardedBody:
                 return
             self.resp = first
         while True:
-            parser = _SseParser(self.e.max_event)
+            parser = SseParser(self.e.max_event)
             self.tee.resp = self.resp
             # no content coding: read the transport stream itself (one generator hop less)
             source = (
@@ -1210,7 +1016,7 @@ class _GuardedBody:
                     break
                 self._acted = False
                 try:
-                    out = self._pass_on(parser, chunk)
+                    out = await self._pass_on(parser, chunk)
                 except EventTooLarge as exc:
                     too_large = EventTooLargeError.reason
                     self.e.feed(ev.StreamAbandoned(self.stream, too_large, str(exc)))
@@ -1238,7 +1044,7 @@ class _GuardedBody:
     def _dead(self) -> bool:
         return self.e.guard.stream_state(self.stream) in ("done", "dead") or self.tee.killed
 
-    def _pass_on(self, parser: _SseParser, chunk: bytes) -> bytes:
+    async def _pass_on(self, parser: SseParser, chunk: bytes) -> bytes:
         """Feed every event ``chunk`` completes; the bytes the SDK gets for them.
 
         That is ``chunk`` itself when it holds only whole events, all passed unchanged
@@ -1246,8 +1052,12 @@ class _GuardedBody:
         or as rewritten by :meth:`_verdict` (an incomplete tail stays in ``parser``). Stops
         after the first event that leaves the stream dead (``_acted`` and :meth:`_dead`);
         the events after it are dropped. Plain notifications at the start of an event
-        (``parser.idle``) in an ASCII chunk are read by :func:`_hot_event` and fed through
+        (``parser.idle``) in an ASCII chunk are read by :func:`hot_event` and fed through
         :meth:`_Engine.on_hot` without decoding; the rest of the chunk goes to ``parser``.
+
+        An event over :data:`LARGE_EVENT` characters is handled in steps (its parse, its
+        JSON decoding, its encoding) with a checkpoint after each: no one step holds the
+        event loop, which other sessions share, for longer than one pass over it.
         """
         e, stream = self.e, self.stream
         pos = mark = 0  # chunk[:mark] is in parts (rewritten), chunk[mark:pos] unchanged
@@ -1255,7 +1065,7 @@ class _GuardedBody:
         if parser.idle and chunk.isascii():
             size = len(chunk)
             while pos < size:
-                hot = _hot_event(chunk, pos)
+                hot = hot_event(chunk, pos)
                 if hot is None:
                     break
                 end, event_id = hot
@@ -1278,15 +1088,20 @@ class _GuardedBody:
                 return b"".join(parts)
         whole = not parser.pending and not parts  # all bytes before chunk went out
         events = parser.feed(chunk[pos:] if pos else chunk)
+        large = any(len(sse.raw) > LARGE_EVENT for sse in events)
+        if large:
+            await anyio.lowlevel.checkpoint()
         pieces: list[bytes | None] = []
         for sse in events:
             actions, msg = e.on_sse(stream, sse)
+            if large and len(sse.raw) > LARGE_EVENT:
+                await anyio.lowlevel.checkpoint()
             piece = self._verdict(sse.event_id, actions, msg)
             if not sse.utf8 and piece is None:  # malformed: reaches nobody as a message
-                piece = _sse_bytes(sse.event_id, "") if sse.event_id is not None else b""
+                piece = encode_event(sse.event_id, "") if sse.event_id is not None else b""
             if self._claim_key is not None:
                 token = b"\x00fsm-claim-%d-%s\x00" % (len(self._claims), _CLAIM_SALT)
-                raw = _raw_bytes(sse)
+                raw = raw_bytes(sse)
                 self._claims.append((token, self._claim_key, sse.event_id, raw))
                 self._claim_key, piece = None, token
             pieces.append(piece)
@@ -1297,9 +1112,10 @@ class _GuardedBody:
             return chunk
         parts.append(chunk[mark:pos])
         parts += (
-            _raw_bytes(sse) if p is None else p
-            for sse, p in zip(events, pieces, strict=False)
+            raw_bytes(sse) if p is None else p for sse, p in zip(events, pieces, strict=False)
         )
+        if large:
+            await anyio.lowlevel.checkpoint()
         return b"".join(parts)
 
     def _verdict(
@@ -1314,7 +1130,7 @@ class _GuardedBody:
         is_request = isinstance(msg, dict) and "method" in msg and "id" in msg
         presented = any(isinstance(a, act.Present) for a in actions)
         if is_request and not presented:
-            return _sse_bytes(event_id, "") if event_id is not None else b""
+            return encode_event(event_id, "") if event_id is not None else b""
         if is_request and self.e.claim is not None:
             self._claim_key = next(a.key for a in actions if isinstance(a, act.Present))
             return None
@@ -1323,7 +1139,7 @@ class _GuardedBody:
             and a.reason in ("duplicate-event", "foreign-response", "stream-terminal")
             for a in actions
         ):
-            return _sse_bytes(event_id, "") if event_id is not None else b""
+            return encode_event(event_id, "") if event_id is not None else b""
         return None
 
     def _ending(self) -> bytes:
@@ -1331,7 +1147,7 @@ class _GuardedBody:
         if self.origin is None or self.e.guard.stream_state(self.stream) == "done":
             return b""
         err = self.e.failures.get(self.stream)
-        return _sse_bytes(None, json.dumps(ending_error(self.origin, err)))
+        return encode_event(None, json.dumps(ending_error(self.origin, err)))
 
     async def _settle_claims(self, out: bytes) -> bytes:
         """Ask :attr:`_Engine.claim` for each request presented in ``out`` (held there as
@@ -1348,7 +1164,7 @@ class _GuardedBody:
                 won = False
                 e.failures.setdefault(self.stream, err)
                 self.tee.killed = True
-            blank = _sse_bytes(event_id, "") if event_id is not None else b""
+            blank = encode_event(event_id, "") if event_id is not None else b""
             out = out.replace(token, raw if won else blank, 1)
         return out
 

@@ -80,11 +80,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.lowlevel
 import httpx2
 from anyio.abc import TaskGroup
 
 from fsm import events
 from fsm.adapters import core
+from fsm.adapters._transport.sse import SseParser, encode_event, raw_bytes
 from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.gateway.edge import HostPolicy
@@ -257,7 +259,9 @@ class _Session:
     max_credentials: int
     ids: dict[str, IdRewriter] = field(default_factory=dict)
     finals: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
-    """The kept results of finished streams, newest last (at most ``max_finals``)."""
+    """The last piece passed on of each finished stream, newest last (at most
+    ``max_finals``): its last event is the stream's result, parsed out only when a
+    resume asks for it."""
     proven: OrderedDict[Credentials, None] = field(default_factory=OrderedDict)
     """Credentials the upstream accepted for this session (newest last)."""
     claimed: set[RequestId] = field(default_factory=set)
@@ -585,14 +589,15 @@ class Gateway:
             if seen:  # taken over here: the prompts other replicas passed on in it
                 e.spawn(self._watch_stream_claims, (session, stream))
             return resp
-        final = session.finals.get(stream)
+        kept = session.finals.get(stream)
+        final = None if kept is None else _final_event(kept)
         if final is None:  # dead here (the error was sent), or done with no result kept
             err = e.failures.get(stream) or InteractionFailed(
                 f"{stream} ended before this resume; its result was not kept",
                 stream=stream,
                 reason="result-not-kept",
             )
-            final = core._sse_bytes(None, json.dumps(core.ending_error(origin, err)))
+            final = encode_event(None, json.dumps(core.ending_error(origin, err)))
         return _response(200, final, "text/event-stream")
 
     async def _probe(self, session: _Session, request: Any) -> bool:
@@ -640,6 +645,8 @@ class Gateway:
             async for piece in _pieces(resp):
                 if ids is not None:
                     piece = last = ids.rewrite(piece)
+                    if len(piece) > core.LARGE_EVENT:  # the rewrite was one pass over it
+                        await anyio.lowlevel.checkpoint()
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()
@@ -662,7 +669,7 @@ class Gateway:
         newest event passed on as the stream's cursor in the store."""
         done = session.engine.guard.stream_state(stream) == "done"
         if done and stream not in session.finals and len(last) <= self.limits.max_final:
-            session.finals[stream] = _final_event(last)
+            session.finals[stream] = last
             while len(session.finals) > self.limits.max_finals:
                 session.finals.popitem(last=False)
         self._forget_ended(session)
@@ -957,8 +964,8 @@ def _final_event(piece: bytes) -> bytes:
     response. One read of the upstream can carry several events; a resume that lost the
     result gets the result alone, not the events before it again (a request among them
     would reach the client twice)."""
-    events = core._SseParser().feed(piece)
-    return core._raw_bytes(events[-1]) if events else piece
+    events = SseParser().feed(piece)
+    return raw_bytes(events[-1]) if events else piece
 
 
 class _Full(Exception):
@@ -992,7 +999,7 @@ async def _store_unavailable(
     got = parse_event_id(value, sid, keys) if method == "GET" and value else None
     origin = core._origin_of(got.stream) if got is not None else None
     if origin is not None:
-        ending = core._sse_bytes(None, json.dumps(core.ending_error(origin, exc)))
+        ending = encode_event(None, json.dumps(core.ending_error(origin, exc)))
         await _reply(send, 200, ending, "text/event-stream")
     else:
         await _reply(send, 503, _rpc_error(_request_id(body), core.ENDED_CODE, str(exc)))

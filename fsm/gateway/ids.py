@@ -218,18 +218,19 @@ class IdRewriter:
         at = piece.find(b"id:")
         if at < 0:
             return piece
-        out: list[bytes] = []
+        view = memoryview(piece)  # slices of it are not copies: the join is the one copy
+        out: list[bytes | memoryview] = []
         done = 0
         while at >= 0:
             if at == 0 or piece[at - 1] == 0x0A:
                 m = _ID_LINE.match(piece, at)
                 if m is not None:
-                    out += (piece[done:at], self._one(m))
+                    out += (view[done:at], self._one(m))
                     done = m.end()
             at = piece.find(b"id:", at + 3)
         if not out:
             return piece
-        out.append(piece[done:])
+        out.append(view[done:])
         return b"".join(out)
 
     def _one(self, m: re.Match[bytes]) -> bytes:

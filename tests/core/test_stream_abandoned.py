@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fsm import EventTooLargeError, Guard, StreamAbandonedError
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters.core import EventTooLarge, _raw_bytes, _SseParser
+from fsm.adapters._transport.sse import EventTooLarge, SseParser, raw_bytes
 
 PIECES = [
     b"id: 1\r\ndata: a\r\n\r\n",
@@ -76,22 +76,22 @@ def test_live_streams_and_stream_of() -> None:
 
 
 def test_the_parser_bounds_one_event_buffered_or_whole() -> None:
-    parser = _SseParser(max_event=64)
+    parser = SseParser(max_event=64)
     assert [e.data for e in parser.feed(b"data: " + b"x" * 50 + b"\n\n")] == ["x" * 50]
     with pytest.raises(EventTooLarge):
-        _SseParser(max_event=64).feed(b"data: " + b"x" * 100)  # never ends
+        SseParser(max_event=64).feed(b"data: " + b"x" * 100)  # never ends
     with pytest.raises(EventTooLarge):
-        _SseParser(max_event=64).feed(b"data: " + b"x" * 100 + b"\n\ndata: y\n\n")
-    unbounded = _SseParser()
+        SseParser(max_event=64).feed(b"data: " + b"x" * 100 + b"\n\ndata: y\n\n")
+    unbounded = SseParser()
     assert len(unbounded.feed(b"data: " + b"x" * 10_000 + b"\n\n")[0].data) == 10_000
 
 
 def test_the_parser_marks_invalid_utf8_and_keeps_its_bytes() -> None:
     raw = b'id: 1\ndata: {"a": "\xff\xfe"}\n\n'
-    (event,) = _SseParser().feed(raw)
+    (event,) = SseParser().feed(raw)
     assert event.event_id == "1" and not event.utf8
-    assert _raw_bytes(event) == raw
-    parser = _SseParser()  # a sequence cut across two chunks is still UTF-8
+    assert raw_bytes(event) == raw
+    parser = SseParser()  # a sequence cut across two chunks is still UTF-8
     (ok,) = parser.feed("data: é".encode()[:-1]) + parser.feed("é".encode()[-1:] + b"\n\n")
     assert ok.utf8 and ok.data == "é"
 
@@ -104,8 +104,8 @@ def test_the_parser_gives_the_same_events_however_the_bytes_are_split(
     sequence or an event cut in two."""
     raw = b"".join(pieces)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=6)))
-    whole = [(e.raw, e.event_id, e.data, e.utf8) for e in _SseParser().feed(raw)]
-    parser, got, prev = _SseParser(), [], 0
+    whole = [(e.raw, e.event_id, e.data, e.utf8) for e in SseParser().feed(raw)]
+    parser, got, prev = SseParser(), [], 0
     for cut in [*cuts, len(raw)]:
         got += [(e.raw, e.event_id, e.data, e.utf8) for e in parser.feed(raw[prev:cut])]
         prev = cut

@@ -17,6 +17,7 @@ import random
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx2
 import pytest
 from sse_bodies import ScriptedBody, sse_event
@@ -24,6 +25,7 @@ from sse_bodies import ScriptedBody, sse_event
 from fsm import events as ev
 from fsm import properties as P
 from fsm.adapters import core as adapter
+from fsm.adapters._transport import sse
 from fsm.adapters.mcp2 import BINDING
 from fsm.guard import Guard
 from fsm.messages import is_plain_notification
@@ -128,7 +130,7 @@ def _cuts(seed: int) -> list[bytes]:
 
 async def test_unchanged_events_pass_through_as_received() -> None:
     out, observed = await _run(EVENTS)
-    rewritten = adapter._sse_bytes("e2", "")
+    rewritten = sse.encode_event("e2", "")
     assert out[:-1] == [*EVENTS[:4], rewritten, *EVENTS[5:-2]]
     # the event that ended the stream goes out as parsed (line ends normalised)
     assert _sdk_reads(out[-1:]) == _sdk_reads(EVENTS[-2:-1])
@@ -181,9 +183,9 @@ async def test_any_cut_gives_the_same_events_and_observations(cut: str) -> None:
 )
 def test_the_hot_path_leaves_anything_doubtful_to_the_parser(data: str) -> None:
     chunk = _event("e1", data)
-    assert adapter._hot_event(chunk, 0) is None
+    assert sse.hot_event(chunk, 0) is None
     if "\\" in data or '"id"' in data or data.count('"params"') > 1:
-        assert adapter._plain_notification(data) is None
+        assert sse.plain_notification(data) is None
 
 
 def test_the_hot_path_reads_id_and_method_as_the_parser_does() -> None:
@@ -197,10 +199,50 @@ def test_the_hot_path_reads_id_and_method_as_the_parser_does() -> None:
         b'"params":{"progressToken":1,"progress":1.0,"total":20.0},"jsonrpc":"2.0"}\r\n\r\n',
         b'data: {"method":"notifications/message","jsonrpc":"2.0"}\n\n',
     ):
-        hot = adapter._hot_event(chunk, 0)
+        hot = sse.hot_event(chunk, 0)
         assert hot is not None, chunk
-        (sse,) = adapter._SseParser().feed(chunk)
-        assert hot == (len(chunk), sse.event_id)
-        assert is_plain_notification(json.loads(sse.data))
-    assert adapter._hot_event(b"id: e1\r\ndata: {}\r\n\r", 0) is None
-    assert adapter._hot_event(_event("e\0", _progress(1)), 0) is None
+        (frame,) = sse.SseParser().feed(chunk)
+        assert hot == (len(chunk), frame.event_id)
+        assert is_plain_notification(json.loads(frame.data))
+    assert sse.hot_event(b"id: e1\r\ndata: {}\r\n\r", 0) is None
+    assert sse.hot_event(_event("e\0", _progress(1)), 0) is None
+
+
+async def test_a_large_event_hands_the_event_loop_back_between_its_steps() -> None:
+    """Another task runs while one large event is parsed, decoded and passed on: its
+    handling is steps with a checkpoint after each, not one block of the loop that every
+    other stream (and, in the gateway, every other session) shares."""
+    text = "x" * (2 * adapter.LARGE_EVENT)
+    result = {"jsonrpc": "2.0", "id": ORIGIN, "result": {"content": [{"text": text}]}}
+    wire = _event("e1", result)
+    chunks = [wire[i : i + 65536] for i in range(0, len(wire), 65536)]
+    observed = ObservedGuard(Guard(clock=lambda: 0.0))
+    turns: list[int] = []
+    async with anyio.create_task_group() as tg:
+        engine = adapter._Engine(
+            observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING
+        )
+        engine.session = SESSION
+        engine.feed(ev.SessionStarted(SESSION))
+        engine.feed(ev.StreamOpened(STREAM, ORIGIN))
+        body = engine.bound.body(
+            engine, STREAM, ORIGIN, None, _Response.__new__(_Response), adapter._Tee()
+        )
+        parser = sse.SseParser()
+        for chunk in chunks[:-1]:
+            assert await body._pass_on(parser, chunk) == b""
+
+        async def other() -> None:
+            while True:
+                turns.append(1)
+                await anyio.lowlevel.checkpoint()
+
+        tg.start_soon(other)
+        await anyio.lowlevel.checkpoint()  # the other task is running
+        before = len(turns)
+        out = await body._pass_on(parser, chunks[-1])
+        assert len(turns) - before >= 3  # after the parse, the decoding and the encoding
+        engine.close()
+        tg.cancel_scope.cancel()
+    assert out == wire.replace(b"\r\n", b"\n")
+    assert observed.guard.stream_state(STREAM) == "done"
