@@ -71,7 +71,7 @@ test-mcp1: $(STAMP1)
 	$(VENV1)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/e2e_v1
 
 lint: $(STAMP)
-	$(BIN)/ruff check fsm models tests bench
+	$(BIN)/ruff check fsm models tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict --explicit-package-bases fsm models bench
