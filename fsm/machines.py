@@ -71,6 +71,7 @@ TRANSPORT = MachineSpec(
         ),
     ),
 )
+"""Transport resumption: one instance per SSE stream (``Last-Event-ID`` resumes)."""
 
 LIVENESS_LIVE = frozenset({"new", "presented", "answered", "submitting", "submitted"})
 LIVENESS_DEAD = frozenset({"cancelled", "dead"})
@@ -161,6 +162,7 @@ LIVENESS = MachineSpec(
         *(_T("expire", s, "dead", doc="session gone (HTTP 404)") for s in sorted(LIVENESS_LIVE)),
     ),
 )
+"""Session liveness: one instance per server-to-client request, keyed ``(session, id)``."""
 
 PRODUCT = ProductSpec(
     name="product",
@@ -201,3 +203,4 @@ PRODUCT = ProductSpec(
         ),
     ),
 )
+"""``TRANSPORT`` x ``LIVENESS``, synchronised by the declared broadcasts and couplings."""

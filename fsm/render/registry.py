@@ -34,6 +34,7 @@ class Diagram:
 
 
 Producer = Callable[[], Diagram]
+"""A function that builds one :class:`Diagram` (registered with :func:`register`)."""
 
 PRODUCERS: dict[str, Producer] = {}
 """Registered producers, in registration order (the order files are rendered in)."""

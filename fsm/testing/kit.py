@@ -109,7 +109,9 @@ def failure(name: str, why: str, context: str = "") -> ConformanceFailure:
 # ------------------------------------------------------------------ settings profiles
 
 FAST = "fsm-fast"
+"""The default profile: 100 examples of up to 40 steps, stopping at the first violation."""
 THOROUGH = "fsm-thorough"
+"""The CI profile: 2,000 examples of up to 100 steps, every violated property reported."""
 _PROFILE_ENV = "FSM_CONFORMANCE_PROFILE"
 
 # Hypothesis's explain phase replays a failing program with every step varied to annotate

@@ -63,6 +63,7 @@ class MrtrClientUnderTest(Protocol):
 
 
 MrtrClientFactory = Callable[[Callable[[], float]], MrtrClientUnderTest]
+"""``factory(clock) -> client``: build a fresh MRTR client that reads time from ``clock``."""
 
 
 def question(q: int) -> dict[str, Any]:
