@@ -127,7 +127,7 @@ def test_the_conformance_example_fails_for_a_client_that_shows_replays(tmp_path:
 
 
 def test_the_model_example_fails_when_the_fixed_policy_is_not(tmp_path: Path) -> None:
-    """check_my_model.py asserts what the checker found: with the fixed policy showing
+    """examples/check_my_model.py asserts what the checker found: with the fixed policy showing
     every delivery too, it exits with the properties that fail."""
     path = _edited("check_my_model.py", "return True, not memory", "return True, True", tmp_path)
     done = _run([str(path)], tmp_path)
@@ -136,7 +136,7 @@ def test_the_model_example_fails_when_the_fixed_policy_is_not(tmp_path: Path) ->
 
 
 def test_the_audit_example_fails_when_a_log_changes(tmp_path: Path) -> None:
-    """audit_logs.py prints the audit's verdicts: a shipped log that stopped conforming
+    """examples/audit_logs.py prints the audit's verdicts: a shipped log that stopped conforming
     shows in its output (here the guarded log presents the replay too)."""
     (tmp_path / "logs").mkdir()
     for log in ("guarded.jsonl", "naive.jsonl"):
