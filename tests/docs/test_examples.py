@@ -71,6 +71,11 @@ NEEDS = {"guarded_session.py": "mcp", "test_my_client.py": "hypothesis"}
 """The extra a program needs, by the module it imports."""
 
 
+PYTEST_OPTIONS = ["-q", "-p", "no:cacheprovider", "--hypothesis-seed=0"]
+"""pytest's options for an example: seeded, so a planted bug is found the same way each run
+(the example database is the temporary directory's, new each time)."""
+
+
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8")
     return subprocess.run(
@@ -100,7 +105,7 @@ def test_example_prints_what_it_says(name: str, tmp_path: Path) -> None:
 def test_the_conformance_example_passes_under_pytest(tmp_path: Path) -> None:
     _needs("test_my_client.py")
     (tmp_path / "test_my_client.py").write_text((EXAMPLES / "test_my_client.py").read_text())
-    done = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_my_client.py"], tmp_path)
+    done = _run(["-m", "pytest", *PYTEST_OPTIONS, "test_my_client.py"], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"\b2 passed\b", done.stdout), done.stdout
 
@@ -119,7 +124,7 @@ def test_the_conformance_example_fails_for_a_client_that_shows_replays(tmp_path:
     _needs("test_my_client.py")
     _edited("test_my_client.py", "show_replays=False", "show_replays=True", tmp_path)
     done = _run(
-        ["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_my_client.py", "-k", "Dialog"],
+        ["-m", "pytest", *PYTEST_OPTIONS, "test_my_client.py", "-k", "Dialog"],
         tmp_path,
     )
     assert done.returncode == 1, done.stdout + done.stderr
