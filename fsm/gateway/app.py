@@ -1,7 +1,7 @@
 """The guarding gateway: an ASGI reverse proxy in front of one MCP streamable-HTTP endpoint.
 
 Every request of a client goes through the guarded-transport core the SDK adapters use
-(:class:`fsm.adapters.core.GuardedTransport`), with one guard per MCP session, so the
+(:class:`fsm.adapters.GuardedTransport`), with one guard per MCP session, so the
 gateway enforces on the wire what the adapters enforce in-process:
 
 * **Replays are blanked.** A server request the guard does not present (a replayed
@@ -27,7 +27,7 @@ gateway enforces on the wire what the adapters enforce in-process:
 * **One outcome.** An interaction the guard ends (dead request, budget spent, session
   gone, store unavailable, an event over the size bound) gets exactly one JSON-RPC error
   response for its origin request on the client's stream: code
-  :data:`~fsm.adapters.core.ENDED_CODE` (-32000), ``message`` ``"<reason>: ..."``,
+  :data:`~fsm.adapters.ENDED_CODE` (-32000), ``message`` ``"<reason>: ..."``,
   ``data`` with ``reason``, ``key``, ``stream`` and ``evidence``.
 * **Sessions end once.** After the server said the session is gone (404), every request
   of it is answered ``404`` by the gateway (every replica, through the store).
@@ -85,8 +85,18 @@ import httpx2
 from anyio.abc import TaskGroup
 
 from fsm import events
-from fsm.adapters import core
+from fsm.adapters._transport.body import LARGE_EVENT, GuardedBody
+from fsm.adapters._transport.http import (
+    ENDED_CODE,
+    LOCAL_HEADER,
+    SESSION_GONE_BODY,
+    ending_error,
+    origin_of,
+)
+from fsm.adapters._transport.session import SdkBinding, sdk_streams
+from fsm.adapters._transport.session_io import Claim, SessionIO
 from fsm.adapters._transport.sse import SseParser, encode_event, raw_bytes
+from fsm.adapters._transport.transport import GuardedTransport, bind
 from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.gateway.edge import HostPolicy
@@ -156,12 +166,12 @@ def _unused(*_: Any) -> Any:
     raise RuntimeError("the gateway opens no SDK session")
 
 
-_BINDING = core.SdkBinding(
+_BINDING = SdkBinding(
     name="gateway",
     hx=httpx2,
     supported=MCP2,
     others=(),
-    connect=core.sdk_streams,
+    connect=sdk_streams,
     session_class=_unused,
     cancel_result=_unused,
 )
@@ -253,8 +263,8 @@ def credentials_of(headers: Mapping[str, str]) -> Credentials:
 
 @dataclass(eq=False)
 class _Session:
-    engine: core._Engine
-    transport: core.GuardedTransport
+    engine: SessionIO
+    transport: GuardedTransport
     keys: EventIdKeys
     max_credentials: int
     ids: dict[str, IdRewriter] = field(default_factory=dict)
@@ -485,7 +495,7 @@ class Gateway:
             await _reply(send, 503, _rpc_error(_request_id(body), -32000, str(exc)))
             return
         if session is None:  # the session ended (here or on another replica)
-            await _reply(send, 404, core._SESSION_GONE_BODY)
+            await _reply(send, 404, SESSION_GONE_BODY)
             return
         session.busy += 1
         try:
@@ -569,7 +579,7 @@ class Gateway:
             # credentials the upstream did not accept for this session: its answer alone
             request.headers["last-event-id"] = got.upstream_id
             return await session.transport._send(request)
-        stream, origin = got.stream, core._origin_of(got.stream)
+        stream, origin = got.stream, origin_of(got.stream)
         ids = session.rewriter(stream)
         seen = [] if e.guard.stream_state(stream) is not None else [got]
         if seen and e.session is not None:  # another replica carried it: its cursor?
@@ -597,7 +607,7 @@ class Gateway:
                 stream=stream,
                 reason="result-not-kept",
             )
-            final = encode_event(None, json.dumps(core.ending_error(origin, err)))
+            final = encode_event(None, json.dumps(ending_error(origin, err)))
         return _response(200, final, "text/event-stream")
 
     async def _probe(self, session: _Session, request: Any) -> bool:
@@ -625,12 +635,12 @@ class Gateway:
 
     async def _respond(self, session: _Session, resp: Any, receive: Any, send: Any) -> None:
         body = resp.stream
-        tracked = isinstance(body, core._GuardedBody)
+        tracked = isinstance(body, GuardedBody)
         ids = session.rewriter(body.stream) if tracked else None
         out = [
             (k.encode("latin-1"), v.encode("latin-1"))
             for k, v in resp.headers.multi_items()
-            if k.lower() not in _HOP_BY_HOP and k.lower() != core._LOCAL_HEADER
+            if k.lower() not in _HOP_BY_HOP and k.lower() != LOCAL_HEADER
         ]
         await send({"type": "http.response.start", "status": resp.status_code, "headers": out})
         last = b""  # the newest piece of a tracked stream (its final one holds the result)
@@ -645,7 +655,7 @@ class Gateway:
             async for piece in _pieces(resp):
                 if ids is not None:
                     piece = last = ids.rewrite(piece)
-                    if len(piece) > core.LARGE_EVENT:  # the rewrite was one pass over it
+                    if len(piece) > LARGE_EVENT:  # the rewrite was one pass over it
                         await anyio.lowlevel.checkpoint()
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -732,9 +742,9 @@ class Gateway:
         observed = ObservedGuard(
             Guard(clock=time.monotonic, config=self.config), log_limit=limits.observations
         )
-        engine = core._Engine(observed, self._http, self._tg, self.upstream, _BINDING)
+        engine = SessionIO(observed, self._http, self._tg, self.upstream, _BINDING)
         session = _Session(
-            engine, core.bind(httpx2).transport(engine), self.id_keys, limits.max_credentials
+            engine, bind(httpx2).transport(engine), self.id_keys, limits.max_credentials
         )
         if sid is not None:  # a session another replica (or an earlier process) began
             engine.session = sid
@@ -787,7 +797,7 @@ class Gateway:
         except StoreUnavailableError as exc:  # other replicas learn it from the server
             logger.warning("session end not recorded: %s", exc)
 
-    def _claimer(self, session: _Session) -> core.Claim:
+    def _claimer(self, session: _Session) -> Claim:
         """The engine's claim: the store's compare-and-set, held under this replica's
         lease. A lost claim whose request has an answer kept in the store (the client
         answered through another replica) hands that answer to this replica's guard,
@@ -997,12 +1007,12 @@ async def _store_unavailable(
     its request id."""
     value, sid = headers.get("last-event-id"), headers.get("mcp-session-id") or ""
     got = parse_event_id(value, sid, keys) if method == "GET" and value else None
-    origin = core._origin_of(got.stream) if got is not None else None
+    origin = origin_of(got.stream) if got is not None else None
     if origin is not None:
-        ending = encode_event(None, json.dumps(core.ending_error(origin, exc)))
+        ending = encode_event(None, json.dumps(ending_error(origin, exc)))
         await _reply(send, 200, ending, "text/event-stream")
     else:
-        await _reply(send, 503, _rpc_error(_request_id(body), core.ENDED_CODE, str(exc)))
+        await _reply(send, 503, _rpc_error(_request_id(body), ENDED_CODE, str(exc)))
 
 
 _READ = ("mcp-session-id", "last-event-id", "mcp-protocol-version")

@@ -4,7 +4,7 @@ chunks, the SDK gets the same events and the guard the same observations.
 A call stream mixing what the hot path reads without a parse (plain notifications) with
 everything it must leave to the parser (requests, a replayed duplicate, a cancellation,
 nested, non-ASCII or malformed params, an escaped key, comments, a ``retry:`` event, LF and CRLF
-line ends) is fed through :class:`fsm.adapters.core._GuardedBody` one event per chunk,
+line ends) is fed through :class:`fsm.adapters._transport.body.GuardedBody` one event per chunk,
 all in one chunk, one byte per chunk and in random cuts. What the SDK's own SSE parser
 reads from the output, the guard's observations and its requests must not depend on the
 cut; unchanged chunks must pass through as the very bytes received.
@@ -24,8 +24,10 @@ from sse_bodies import ScriptedBody, sse_event
 
 from fsm import events as ev
 from fsm import properties as P
-from fsm.adapters import core as adapter
 from fsm.adapters._transport import sse
+from fsm.adapters._transport.body import LARGE_EVENT
+from fsm.adapters._transport.handles import Tee
+from fsm.adapters._transport.session_io import SessionIO
 from fsm.adapters.mcp2 import BINDING
 from fsm.guard import Guard
 from fsm.messages import is_plain_notification
@@ -93,13 +95,11 @@ async def _run(chunks: list[bytes]) -> tuple[list[bytes], ObservedGuard]:
     assert b"".join(chunks) == WIRE
     observed = ObservedGuard(Guard(clock=lambda: 0.0))
     async with anyio.create_task_group() as tg:
-        engine = adapter._Engine(
-            observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING
-        )
+        engine = SessionIO(observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING)
         engine.session = SESSION
         engine.feed(ev.SessionStarted(SESSION))
         engine.feed(ev.StreamOpened(STREAM, ORIGIN))
-        tee = adapter._Tee()
+        tee = Tee()
         body = engine.bound.body(engine, STREAM, ORIGIN, None, _Response(chunks), tee)
         out = [piece async for piece in body]
         engine.flush()
@@ -212,22 +212,18 @@ async def test_a_large_event_hands_the_event_loop_back_between_its_steps() -> No
     """Another task runs while one large event is parsed, decoded and passed on: its
     handling is steps with a checkpoint after each, not one block of the loop that every
     other stream (and, in the gateway, every other session) shares."""
-    text = "x" * (2 * adapter.LARGE_EVENT)
+    text = "x" * (2 * LARGE_EVENT)
     result = {"jsonrpc": "2.0", "id": ORIGIN, "result": {"content": [{"text": text}]}}
     wire = _event("e1", result)
     chunks = [wire[i : i + 65536] for i in range(0, len(wire), 65536)]
     observed = ObservedGuard(Guard(clock=lambda: 0.0))
     turns: list[int] = []
     async with anyio.create_task_group() as tg:
-        engine = adapter._Engine(
-            observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING
-        )
+        engine = SessionIO(observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING)
         engine.session = SESSION
         engine.feed(ev.SessionStarted(SESSION))
         engine.feed(ev.StreamOpened(STREAM, ORIGIN))
-        body = engine.bound.body(
-            engine, STREAM, ORIGIN, None, _Response.__new__(_Response), adapter._Tee()
-        )
+        body = engine.bound.body(engine, STREAM, ORIGIN, None, _Response.__new__(_Response), Tee())
         parser = sse.SseParser()
         for chunk in chunks[:-1]:
             assert await body._pass_on(parser, chunk) == b""

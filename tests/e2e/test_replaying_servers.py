@@ -48,7 +48,7 @@ from mcp.types.jsonrpc import JSONRPCMessage, JSONRPCNotification, JSONRPCRespon
 
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters import core as adapter
+from fsm.adapters._transport.http import http_result
 from fsm.adapters.mcp2 import GuardedSession, guarded_session
 from fsm.errors import ResumeBudgetSpentError
 from fsm.guard import GuardConfig
@@ -527,7 +527,7 @@ async def test_a_refusal_is_read_boundedly(
 
     async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as http:
         resp = await http.send(http.build_request("GET", "http://127.0.0.1:9/mcp"), stream=True)
-        got = await adapter._http_result(resp)
+        got = await http_result(resp)
     assert got.status == 400
     assert (got.body is not None) == (body is not None)
     assert got.retry_after == retry_after

@@ -1,0 +1,356 @@
+"""The body the SDK reads for one tracked stream (:class:`GuardedBody`): events passed on,
+blanked or held for a claim, resumes spliced in; and the writer that notes which call
+sent each request (:class:`NotingWriter`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import anyio.lowlevel
+
+from fsm import actions as act
+from fsm import events as ev
+from fsm.adapters._transport.handles import CURRENT_CALL
+from fsm.adapters._transport.http import ending_error, http_result
+from fsm.adapters._transport.sse import EventTooLarge, SseParser, encode_event, hot_event, raw_bytes
+from fsm.errors import (
+    EventTooLargeError,
+    InteractionFailed,
+    RequestKey,
+)
+
+if TYPE_CHECKING:
+    from fsm.adapters._transport.handles import Tee
+    from fsm.adapters._transport.session_io import SessionIO
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+_CLAIM_SALT = os.urandom(8).hex().encode()
+"""Makes the tokens that hold a presented request's place unguessable by a server."""
+LARGE_EVENT = 256 * 1024
+"""Characters of an SSE event from which :class:`GuardedBody` hands the event loop back
+between the steps of its handling (see :meth:`GuardedBody._pass_on`)."""
+
+
+class GuardedBody:
+    """The body the SDK reads for one tracked stream: filtered events, spliced resumes.
+
+    Ends when the origin's response was passed on (the SDK closes it), when the guard
+    failed the stream (a synthetic JSON-RPC error for the origin is appended first), or
+    when the guard stopped resuming a stream without origin.
+    """
+
+    def __init__(
+        self,
+        engine: SessionIO,
+        stream: str,
+        origin: Any,
+        request: Any,
+        resp: Any,
+        tee: Tee,
+    ) -> None:
+        self.e, self.stream, self.origin = engine, stream, origin
+        self.request, self.resp, self.tee = request, resp, tee
+        self._acted = False
+        self._claims: list[tuple[bytes, RequestKey, str | None, bytes]] = []
+        self._claim_key: RequestKey | None = None
+        self.replaced: Any = None
+        """The upstream response of the stream's previous client connection, closed
+        before this one resumes (a server may refuse a resume while it holds it)."""
+
+    async def aclose(self) -> None:
+        if self.resp is not None:
+            await self.resp.aclose()
+        if self.e.tees.get(self.stream) is self.tee:
+            del self.e.tees[self.stream]
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self.resp is None:  # a client reconnected (:meth:`GuardedTransport.reconnect`)
+            first = await self._reconnect()
+            if first is None:
+                tail = self._ending()
+                if tail:
+                    yield tail
+                return
+            self.resp = first
+        while True:
+            parser = SseParser(self.e.max_event)
+            self.tee.resp = self.resp
+            # no content coding: read the transport stream itself (one generator hop less)
+            source = (
+                self.resp.stream
+                if "content-encoding" not in self.resp.headers
+                and isinstance(self.resp.stream, self.e.hx.AsyncByteStream)
+                else self.resp.aiter_bytes()
+            )
+            chunks = source.__aiter__()
+            clean = True
+            while True:
+                chunk: bytes | None
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    logger.debug("%s connection ended", self.stream)
+                    chunk = None
+                except Exception as exc:  # whatever ends a connection abruptly
+                    logger.debug("%s read failed: %r", self.stream, exc)
+                    chunk, clean = None, False
+                if self.tee.killed:
+                    chunk, clean = None, False
+                if chunk is None:
+                    break
+                self._acted = False
+                try:
+                    out = await self._pass_on(parser, chunk)
+                except EventTooLarge as exc:
+                    too_large = EventTooLargeError.reason
+                    self.e.feed(ev.StreamAbandoned(self.stream, too_large, str(exc)))
+                    break
+                if self._claims:
+                    out = await self._settle_claims(out)
+                if out:
+                    yield out
+                if self._acted and self._dead():
+                    break
+            await self.resp.aclose()
+            if self._dead():
+                tail = self._ending()
+                if tail:
+                    yield tail
+                return
+            nxt = await self._resume(clean)
+            if nxt is None:
+                tail = self._ending()
+                if tail:
+                    yield tail
+                return
+            self.resp = nxt
+
+    def _dead(self) -> bool:
+        return self.e.guard.stream_state(self.stream) in ("done", "dead") or self.tee.killed
+
+    async def _pass_on(self, parser: SseParser, chunk: bytes) -> bytes:
+        """Feed every event ``chunk`` completes; the bytes the SDK gets for them.
+
+        That is ``chunk`` itself when it holds only whole events, all passed unchanged
+        (the common case), else the events up to the last complete one, each as received
+        or as rewritten by :meth:`_verdict` (an incomplete tail stays in ``parser``). Stops
+        after the first event that leaves the stream dead (``_acted`` and :meth:`_dead`);
+        the events after it are dropped. Plain notifications at the start of an event
+        (``parser.idle``) in an ASCII chunk are read by :func:`hot_event` and fed through
+        :meth:`SessionIO.on_hot` without decoding; the rest of the chunk goes to ``parser``.
+
+        An event over :data:`LARGE_EVENT` characters is handled in steps (its parse, its
+        JSON decoding, its encoding) with a checkpoint after each: no one step holds the
+        event loop, which other sessions share, for longer than one pass over it.
+        """
+        e, stream = self.e, self.stream
+        pos = mark = 0  # chunk[:mark] is in parts (rewritten), chunk[mark:pos] unchanged
+        parts: list[bytes] = []
+        if parser.idle and chunk.isascii():
+            size = len(chunk)
+            while pos < size:
+                hot = hot_event(chunk, pos)
+                if hot is None:
+                    break
+                end, event_id = hot
+                actions = e.on_hot(stream, event_id)
+                if actions is None:
+                    break
+                if actions:
+                    new = self._verdict(event_id, actions, None)
+                    if new is not None:
+                        parts += (chunk[mark:pos], new)
+                        mark = end
+                    if self._dead():
+                        parts.append(chunk[mark:end])
+                        return b"".join(parts)
+                pos = end
+            if pos == size:
+                if not parts:
+                    return chunk
+                parts.append(chunk[mark:])
+                return b"".join(parts)
+        whole = not parser.pending and not parts  # all bytes before chunk went out
+        events = parser.feed(chunk[pos:] if pos else chunk)
+        large = any(len(sse.raw) > LARGE_EVENT for sse in events)
+        if large:
+            await anyio.lowlevel.checkpoint()
+        pieces: list[bytes | None] = []
+        for sse in events:
+            actions, msg = e.on_sse(stream, sse)
+            if large and len(sse.raw) > LARGE_EVENT:
+                await anyio.lowlevel.checkpoint()
+            piece = self._verdict(sse.event_id, actions, msg)
+            if not sse.utf8 and piece is None:  # malformed: reaches nobody as a message
+                piece = encode_event(sse.event_id, "") if sse.event_id is not None else b""
+            if self._claim_key is not None:
+                token = b"\x00fsm-claim-%d-%s\x00" % (len(self._claims), _CLAIM_SALT)
+                raw = raw_bytes(sse)
+                self._claims.append((token, self._claim_key, sse.event_id, raw))
+                self._claim_key, piece = None, token
+            pieces.append(piece)
+            if self._acted and self._dead():
+                whole = False
+                break
+        if whole and not parser.pending and all(p is None for p in pieces):
+            return chunk
+        parts.append(chunk[mark:pos])
+        parts += (
+            raw_bytes(sse) if p is None else p for sse, p in zip(events, pieces, strict=False)
+        )
+        if large:
+            await anyio.lowlevel.checkpoint()
+        return b"".join(parts)
+
+    def _verdict(
+        self, event_id: str | None, actions: tuple[act.Action, ...], msg: Any
+    ) -> bytes | None:
+        """The bytes the SDK gets instead of an event the guard answered with ``actions``
+        (``msg``: its decoded message, or ``None`` when read as a plain notification);
+        ``None``: the event goes unchanged. Sets ``_acted`` when there are actions."""
+        if not actions:
+            return None
+        self._acted = True
+        is_request = isinstance(msg, dict) and "method" in msg and "id" in msg
+        presented = any(isinstance(a, act.Present) for a in actions)
+        if is_request and not presented:
+            return encode_event(event_id, "") if event_id is not None else b""
+        if is_request and self.e.claim is not None:
+            self._claim_key = next(a.key for a in actions if isinstance(a, act.Present))
+            return None
+        if any(
+            isinstance(a, act.Ignore)
+            and a.reason in ("duplicate-event", "foreign-response", "stream-terminal")
+            for a in actions
+        ):
+            return encode_event(event_id, "") if event_id is not None else b""
+        return None
+
+    def _ending(self) -> bytes:
+        """The synthetic JSON-RPC error that releases the SDK's waiter (origin streams)."""
+        if self.origin is None or self.e.guard.stream_state(self.stream) == "done":
+            return b""
+        err = self.e.failures.get(self.stream)
+        return encode_event(None, json.dumps(ending_error(self.origin, err)))
+
+    async def _settle_claims(self, out: bytes) -> bytes:
+        """Ask :attr:`SessionIO.claim` for each request presented in ``out`` (held there as
+        a token): pass it on if won, blank it (keeping its id) if lost; a claim that
+        raises blanks it and fails the stream with that error (fail closed)."""
+        e = self.e
+        claims, self._claims = self._claims, []
+        assert e.claim is not None
+        for token, key, event_id, raw in claims:
+            try:
+                won = await e.claim(key, self.stream, event_id)
+            except InteractionFailed as err:
+                logger.warning("a claim failed: %s", err)
+                won = False
+                e.failures.setdefault(self.stream, err)
+                self.tee.killed = True
+            blank = encode_event(event_id, "") if event_id is not None else b""
+            out = out.replace(token, raw if won else blank, 1)
+        return out
+
+    async def _resume(self, clean: bool) -> Any:
+        """Resume as the guard says; the new connection's response, or ``None`` to stop."""
+        actions = self.e.feed(ev.StreamLost(self.stream, clean))
+        logger.debug("%s lost (clean=%s): %s", self.stream, clean, actions)
+        return await self._resume_as(actions, immediate=False)
+
+    async def _reconnect(self) -> Any:
+        """The client reconnected to this stream: resume it upstream now (the client
+        already waited), from the guard's cursor, within the stream's budgets."""
+        e, stream = self.e, self.stream
+        if self.replaced is not None:
+            replaced, self.replaced = self.replaced, None
+            with contextlib.suppress(Exception):
+                await replaced.aclose()
+        state = e.guard.stream_state(stream)
+        actions: tuple[act.Action, ...]
+        if state == "open":
+            actions = e.feed(ev.StreamLost(stream, False))
+        elif state == "resuming":  # the GET in flight went with the old connection
+            actions = e.feed(ev.ResumeRefused(stream, None, "ClientReconnected"))
+        else:
+            actions = (act.Wait(stream, 0.0),) if state == "waiting" else ()
+        return await self._resume_as(actions, immediate=True)
+
+    async def _resume_as(self, actions: tuple[act.Action, ...], immediate: bool) -> Any:
+        """Follow the guard's ``Wait``/``Resume`` from ``actions`` until a resume opens an
+        event stream (its response) or the guard stops (``None``). ``immediate``: this is
+        a client's reconnection, sent at once with its request's headers."""
+        e, stream = self.e, self.stream
+        while True:
+            wait = next((a for a in actions if isinstance(a, act.Wait)), None)
+            if wait is None or self._dead():
+                return None
+            if not immediate:
+                await anyio.sleep(wait.delay_s)
+            if self._dead():
+                return None
+            actions = e.feed(ev.TimerFired(stream))
+            logger.debug("%s timer: %s", stream, actions)
+            resume = next((a for a in actions if isinstance(a, act.Resume)), None)
+            if resume is None:
+                return None
+            if immediate:  # the client's own resume GET, its cursor rewritten
+                headers = dict(self.request.headers)
+                headers["last-event-id"] = resume.cursor
+            else:
+                carried = e.credentials_for(stream=stream)
+                headers = e.headers(carried, **{"last-event-id": resume.cursor})
+                headers.pop("content-type", None)
+            immediate = False
+            req = e.http.build_request("GET", e.url, headers=headers)
+            try:
+                resp = await e.http.send(req, stream=True)
+            except (e.hx.HTTPError, OSError) as exc:
+                actions = e.feed(ev.ResumeRefused(stream, None, type(exc).__name__))
+                continue
+            ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
+            logger.debug("%s resume -> %s %s", stream, resp.status_code, ctype)
+            if resp.status_code == 200 and ctype == "text/event-stream":
+                e.feed(ev.StreamResumed(stream))
+                return resp
+            got = await http_result(resp)
+            actions = e.feed(
+                ev.ResumeRefused(stream, got.status, body=got.body, retry_after=got.retry_after)
+            )
+
+
+class NotingWriter:
+    """The SDK's write stream, noting which guarded call sends each ``tools/call`` id
+    (for SDKs whose POST task does not inherit the caller's context variables). Everything
+    else is the wrapped stream's."""
+
+    def __init__(self, inner: Any, engine: SessionIO) -> None:
+        self._inner, self._e = inner, engine
+
+    async def send(self, item: Any) -> None:
+        slot = CURRENT_CALL.get()
+        if slot is not None and slot.origin is None:
+            root: Any = getattr(getattr(item, "message", None), "root", None)
+            if getattr(root, "method", None) == "tools/call":
+                self._e.sent_calls[root.id] = slot
+        await self._inner.send(item)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> NotingWriter:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> Any:
+        return await self._inner.__aexit__(*exc)

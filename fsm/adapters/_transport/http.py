@@ -1,0 +1,184 @@
+"""The HTTP side of the guarded transport: reading a response, the responses it makes
+locally, the names of streams, the JSON-RPC error that ends a failed interaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, TypeVar
+
+from fsm.errors import (
+    InteractionFailed,
+)
+from fsm.outcomes import SubmissionResult
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+LOCAL_HEADER = "x-fsm-guard"
+STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
+
+
+async def aclose_response(resp: Any) -> None:
+    await resp.aclose()
+
+
+def origin_of(stream: str) -> Any:
+    if not stream.startswith("post:"):
+        return None
+    raw = stream[5:]
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+
+
+def stream_name(origin: Any) -> str:
+    return f"post:{json.dumps(origin)}"
+
+
+RESULT_BODY_LIMIT = 64 * 1024
+"""Bytes of a response body read to classify an answer POST or a failed resume GET."""
+
+
+async def http_result(resp: Any) -> SubmissionResult:
+    """What the outcome tables (:mod:`fsm.outcomes`) read of a response that opened no
+    event stream: its status, the JSON object its body holds (``None`` if the body is
+    empty, not JSON, not an object, or longer than 64 KiB: only that much is read) and
+    ``Retry-After`` in seconds. Closes ``resp``; a body that breaks off while read is
+    taken as far as it came (any exception of the HTTP library, whichever it is)."""
+    data = bytearray()
+    try:
+        async for chunk in resp.aiter_bytes():
+            data += chunk
+            if len(data) > RESULT_BODY_LIMIT:
+                break
+    except Exception as exc:
+        logger.debug("response body broke off: %r", exc)
+    finally:
+        await resp.aclose()
+    parsed: Mapping[str, Any] | None = None
+    if data and len(data) <= RESULT_BODY_LIMIT:
+        with contextlib.suppress(ValueError, RecursionError):
+            value = json.loads(bytes(data))
+            parsed = value if isinstance(value, Mapping) else None
+    return SubmissionResult(resp.status_code, parsed, None, retry_after(resp))
+
+
+def retry_after(resp: Any) -> float | None:
+    value = resp.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def json_body(request: Any) -> Any:
+    try:
+        return json.loads(request.content) if request.content else None
+    except (ValueError, RecursionError):
+        return None
+
+
+def local_response(
+    hx: Any, request: Any, status: int, body: bytes = b"", ctype: str = "application/json"
+) -> Any:
+    """A response made here (``x-fsm-guard: 1``), an ``hx.Response``."""
+    return hx.Response(
+        status,
+        headers={"content-type": ctype, LOCAL_HEADER: "1"},
+        content=body,
+        request=request,
+    )
+
+
+SESSION_GONE_BODY = json.dumps(
+    {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}
+).encode()
+
+ENDED_CODE = -32000
+"""The JSON-RPC error code of the response that ends an interaction the guard failed."""
+
+
+def too_many_streams(request: Any) -> bytes:
+    """The JSON-RPC error for a request whose stream would pass the session's cap."""
+    body = json_body(request)
+    rid = body.get("id") if isinstance(body, dict) else None
+    message = "too many open streams in this session; close one and retry"
+    error = {"code": ENDED_CODE, "message": message, "data": {"reason": "too-many-streams"}}
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "error": error}).encode()
+
+
+def ending_error(origin: Any, err: InteractionFailed | None) -> dict[str, Any]:
+    """The JSON-RPC error response for request ``origin`` whose interaction the guard ended
+    with ``err``: code :data:`ENDED_CODE`, ``message`` "<reason>: <error>", ``data`` the
+    error's :meth:`~fsm.errors.InteractionFailed.to_json` (``reason``, ``key``,
+    ``stream``, ``evidence``)."""
+    if err is None:
+        error: dict[str, Any] = {
+            "code": ENDED_CODE,
+            "message": "interaction ended by the guard",
+            "data": {"reason": "ended"},
+        }
+    else:
+        error = {"code": ENDED_CODE, "message": f"{err.reason}: {err}", "data": err.to_json()}
+    return {"jsonrpc": "2.0", "id": origin, "error": error}
+
+
+def post_failed(hx: Any, request: Any, body: Any, why: str) -> Any:
+    """A POST that got no usable response, answered locally so the SDK's writer survives.
+
+    A request gets a JSON-RPC error for its id saying ``why`` (its caller sees the SDK's
+    error type; the server may or may not have received it); a notification or answer
+    gets 202.
+    """
+    if isinstance(body, dict) and "method" in body and "id" in body:
+        payload = {
+            "jsonrpc": "2.0",
+            "id": body["id"],
+            "error": {
+                "code": -32000,
+                "message": why,
+            },
+        }
+        return local_response(hx, request, 200, json.dumps(payload).encode())
+    return local_response(hx, request, 202)
+
+
+def body_method(request: Any) -> str | None:
+    """The JSON-RPC method of a POST body (``None`` if none)."""
+    body = json_body(request)
+    if isinstance(body, dict) and isinstance(body.get("method"), str):
+        return str(body["method"])
+    return None
+
+
+def wrap_response(hx: Any, resp: Any, request: Any, stream: Any) -> Any:
+    headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in STRIP_HEADERS]
+    return hx.Response(
+        resp.status_code,
+        headers=headers,
+        stream=stream,
+        request=request,
+        extensions=dict(resp.extensions),
+    )
+
+
+class Passthrough:
+    """A forwarded body, unchanged (bound to the HTTP library by :func:`bind`)."""
+
+    def __init__(self, resp: Any) -> None:
+        self.resp = resp
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.resp.aiter_bytes():
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.resp.aclose()

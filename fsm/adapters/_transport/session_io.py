@@ -1,0 +1,376 @@
+"""One MCP session's guard and every IO it asks for (:class:`SessionIO`): feeding events,
+performing actions, the background submissions, refusals and closes, and whose
+credentials each of its own requests carries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import anyio.lowlevel
+from anyio.abc import TaskGroup
+
+from fsm import actions as act
+from fsm import events as ev
+from fsm.adapters._transport.http import aclose_response, http_result, origin_of
+from fsm.adapters._transport.sse import plain_notification
+from fsm.adapters._transport.transport import bind
+from fsm.errors import (
+    InteractionFailed,
+    RequestId,
+    RequestKey,
+    SessionExpiredError,
+)
+from fsm.messages import is_plain_notification
+from fsm.observe import ObservedGuard
+from fsm.outcomes import SubmissionResult
+from fsm.properties import EventSeen
+
+if TYPE_CHECKING:
+    from fsm.adapters._transport.handles import CallSlot, Tee
+    from fsm.adapters._transport.session import SdkBinding
+    from fsm.adapters._transport.sse import SseFrame
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+Claim = Callable[[RequestKey, str, "str | None"], Awaitable[bool]]
+"""``claim(key, stream, event_id)``: may this process pass on the presentation of ``key``
+(carried by event ``event_id`` of ``stream``)? ``False``: another process did."""
+
+
+class SessionIO:
+    """The guard, its observer, and every IO it asks for. One per MCP session."""
+
+    def __init__(
+        self,
+        observed: ObservedGuard,
+        http: Any,
+        tg: TaskGroup,
+        url: str,
+        binding: SdkBinding,
+    ) -> None:
+        self.binding = binding
+        self.hx = binding.hx
+        self.bound = bind(binding.hx)
+        self.og = observed
+        self.guard = observed.guard
+        self.http = http
+        self.tg = tg
+        self.url = url
+        self.session: str | None = None
+        self.protocol_version: str | None = None
+        self.expired: InteractionFailed | None = None
+        self.failures: dict[str, InteractionFailed] = {}
+        self.calls: dict[Any, CallSlot] = {}
+        self.sent_calls: dict[Any, CallSlot] = {}
+        """Calls by request id, noted where the SDK sends them (:class:`NotingWriter`)."""
+        self.tees: dict[str, Tee] = {}
+        self.prompts: dict[RequestKey, anyio.CancelScope] = {}
+        self.withdrawn: set[RequestKey] = set()
+        self._pending_ids: dict[str, str] = {}
+        self._bg: set[anyio.CancelScope] = set()
+        self.closing = False
+        self.dropped_answers = 0
+        self.get_generations = 0
+        """Connection generations of the standalone GET stream opened so far."""
+        self.claim: Claim | None = None
+        """Asked before a presented request is passed on (a gateway's shared store); a
+        request whose claim is lost is blanked, one whose claim raises
+        :class:`~fsm.errors.InteractionFailed` is blanked and fails its stream."""
+        self.on_answer: Callable[[RequestKey, Mapping[str, Any]], Awaitable[None]] | None = None
+        """Awaited with each answer the guard takes from the client, before the client is
+        told it was taken (a gateway writes it ahead to its store)."""
+        self.carried: tuple[str, ...] = ()
+        """Names (lower case) of request headers the engine's own requests copy from the
+        client request they act for: a gateway's client's credentials. An answer
+        submission carries those of the answer's POST; a resume or a refusal those of
+        the request that opened (or last reconnected) the stream. Empty for an SDK
+        adapter, whose HTTP client adds its own."""
+        self.trusted: Callable[[Any], bool] = _always
+        """Whether a request's answer may change shared state (a 404 ending the session,
+        an answer taken by the guard). A gateway trusts only credentials the upstream
+        accepted for the session; an SDK adapter trusts its own client."""
+        self.accepted: Callable[[Any], None] = _never_mind
+        """Told each request the upstream accepted (2xx): a gateway proves its
+        credentials for the session."""
+        self.max_event: int | None = None
+        """Characters of one SSE event held (``None``: no bound); past it the stream
+        ends with :class:`~fsm.errors.EventTooLargeError`."""
+        self.max_pending_refusals: int | None = None
+        """Refusals (answers to requests over the guard's capacity) waiting to be sent;
+        past it a refusal is dropped (counted in :attr:`dropped_refusals`): the server's
+        own deadline ends that request. ``None``: no bound."""
+        self.relayed_answers: OrderedDict[RequestId, None] = OrderedDict()
+        """Answers to requests this guard never saw that went upstream from here as they
+        came (the newest :data:`RELAYED_KEPT`): a gateway does not send them again."""
+        self.dropped_refusals = 0
+        self._pending_refusals = 0
+        self.upstream_slots: anyio.CapacityLimiter | None = None
+        """Bounds the engine's own upstream requests in flight at once (submissions,
+        refusals); ``None``: no bound."""
+        self._creds_by_stream: dict[str, dict[str, str]] = {}
+        self._creds_by_key: dict[RequestKey, dict[str, str]] = {}
+
+    # -- feeding -----------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Record coalesced hot-path event ids before any other observation."""
+        if self._pending_ids:
+            pending, self._pending_ids = self._pending_ids, {}
+            for stream, event_id in pending.items():
+                self.og.observe(EventSeen(stream, event_id))
+
+    def feed(self, event: ev.Event) -> tuple[act.Action, ...]:
+        """Feed ``event`` (observed) and perform the global actions it returns."""
+        self.flush()
+        actions = self.og.feed(event)
+        self.perform(actions)
+        return actions
+
+    def on_sse(self, stream: str, sse: SseFrame) -> tuple[tuple[act.Action, ...], Any]:
+        """Feed one SSE event; returns (actions, decoded message or None). An event that
+        is not UTF-8 is fed without its data (only its id and ``retry:`` count)."""
+        if not sse.has_data or not sse.data or not sse.utf8:
+            return self.feed(ev.SseEvent(stream, None, sse.event_id, sse.retry)), None
+        if sse.retry is None and plain_notification(sse.data) is not None:
+            hot = self.on_hot(stream, sse.event_id)
+            if hot is not None:
+                return hot, None
+        try:
+            msg = json.loads(sse.data)
+        except (ValueError, RecursionError):  # the guard reads it as malformed
+            msg = None
+        if sse.retry is None and is_plain_notification(msg):
+            hot = self.on_hot(stream, sse.event_id)
+            if hot is not None:
+                return hot, msg
+        data: Any = msg if isinstance(msg, dict) else sse.data
+        return self.feed(ev.SseEvent(stream, data, sse.event_id, sse.retry)), msg
+
+    def on_hot(self, stream: str, event_id: str | None) -> tuple[act.Action, ...] | None:
+        """Feed the id of an event whose message is a notification that needs no decision
+        (it passes :func:`fsm.messages.is_plain_notification`, or was read as one by
+        :func:`plain_notification` or :func:`hot_event`) on the guard's hot path
+        (:meth:`fsm.guard.Guard.on_plain_notification`); returns its actions, or ``None``
+        (nothing fed) when ``stream`` is not open: the caller then feeds the event as an
+        observed ``SseEvent``. The id of an event with no actions is recorded coalesced
+        (:meth:`flush`)."""
+        actions = self.guard.on_plain_notification(stream, event_id)
+        if not actions and event_id is not None and actions is not None:
+            self._pending_ids[stream] = event_id
+        return actions
+
+    def perform(self, actions: tuple[act.Action, ...]) -> None:
+        """Actions that concern more than the stream being read."""
+        for a in actions:
+            if isinstance(a, act.Submit):
+                self.spawn(self._submit, a)
+            elif isinstance(a, act.Withdraw):
+                self.withdrawn.add(a.key)
+                scope = self.prompts.get(a.key)
+                if scope is not None:
+                    scope.cancel()
+            elif isinstance(a, act.Fail):
+                self._fail(a)
+            elif isinstance(a, act.Refuse):
+                limit = self.max_pending_refusals
+                if limit is not None and self._pending_refusals >= limit:
+                    self.dropped_refusals += 1
+                    continue
+                self._pending_refusals += 1
+                self.spawn(self._refuse, a)
+
+    def _fail(self, a: act.Fail) -> None:
+        err = a.error
+        self.failures[a.interaction] = err
+        if isinstance(err, SessionExpiredError) and self.expired is None:
+            self.expired = err
+        stream = err.stream or a.interaction
+        tee = self.tees.get(stream)
+        if tee is not None:
+            self._close(tee.kill())
+        origin = origin_of(stream)
+        slot = self.calls.get(origin) if origin is not None else None
+        if slot is not None and slot.error is None:
+            slot.error = err
+            slot.failed.set()
+
+    # -- background IO -------------------------------------------------------------
+
+    def spawn(self, fn: Callable[[Any], Awaitable[None]], arg: Any) -> None:
+        if self.closing:
+            return
+
+        async def run() -> None:
+            with anyio.CancelScope() as scope:
+                self._bg.add(scope)
+                try:
+                    await fn(arg)
+                except Exception:  # contained: one session's fault never ends the others
+                    logger.exception("background %s failed", getattr(fn, "__name__", fn))
+                finally:
+                    self._bg.discard(scope)
+
+        self.tg.start_soon(run)
+
+    def _close(self, resp: Any) -> None:
+        if resp is not None and not self.closing:
+            self.spawn(aclose_response, resp)
+
+    def close(self) -> None:
+        self.closing = True
+        for scope in list(self._bg):
+            scope.cancel()
+        for tee in list(self.tees.values()):
+            tee.kill()
+
+    def headers(self, carried: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
+        """The headers of a request the engine makes itself: the session's, then
+        ``carried`` (the credentials of the client request it acts for), then ``extra``."""
+        h = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        if self.session:
+            h["mcp-session-id"] = self.session
+        if self.protocol_version:
+            h["mcp-protocol-version"] = self.protocol_version
+        if carried:
+            h.update(carried)
+        h.update(extra)
+        return h
+
+    def carry(self, request: Any) -> dict[str, str]:
+        """What of ``request``'s headers the engine's own requests for it carry."""
+        if not self.carried:
+            return {}
+        headers = request.headers
+        return {name: headers[name] for name in self.carried if name in headers}
+
+    def act_for_stream(self, stream: str, request: Any) -> None:
+        """The engine's own requests for ``stream`` now act for ``request``."""
+        if self.carried:
+            self._creds_by_stream[stream] = self.carry(request)
+
+    def forget_stream(self, stream: str) -> None:
+        """Drop what the engine keeps for ``stream`` once it ended (its credentials)."""
+        self._creds_by_stream.pop(stream, None)
+
+    def act_for_answer(self, key: RequestKey, request: Any) -> None:
+        """The submissions of ``key``'s answer act for ``request`` (its POST)."""
+        if not self.carried:
+            return
+        self._creds_by_key[key] = self.carry(request)
+        if len(self._creds_by_key) > 2 * self.guard.config.max_live_requests:
+            for old in list(self._creds_by_key):  # keep those of live requests only
+                if self.guard.state_of(old) not in LIVE_ANSWERS:
+                    del self._creds_by_key[old]
+
+    def credentials_for(
+        self, key: RequestKey | None = None, stream: str | None = None
+    ) -> dict[str, str]:
+        """The carried headers of the client request the engine acts for: the answer's
+        POST for ``key``, else the request of the stream that delivered it."""
+        if key is not None:
+            creds = self._creds_by_key.get(key)
+            if creds is not None:
+                return creds
+            stream = stream or self.guard.stream_of(key)
+        return self._creds_by_stream.get(stream, {}) if stream is not None else {}
+
+    def room_for_stream(self, stream: str | None) -> bool:
+        """Whether the guard can track one more stream (``stream``, about to open; ``None``:
+        a standalone GET's next generation). At the guard's ``max_streams`` live streams,
+        the oldest stream no client connection reads (its reader left and did not come
+        back) is abandoned to make room; a session whose every live stream has a reader
+        has no room (the new stream is refused, the session goes on). Asked before the
+        request is sent, so a refused stream's request never reaches the server."""
+        live = self.guard.live_streams()
+        if stream in live:
+            return True
+        if len(live) < self.guard.config.max_streams:
+            return True
+        for old in live:
+            if old not in self.tees:
+                self.feed(ev.StreamAbandoned(old, "abandoned", "no client connection reads it"))
+                return True
+        return False
+
+    async def _submit(self, a: act.Submit) -> None:
+        if a.delay_s > 0:
+            await anyio.sleep(a.delay_s)
+        body = {"jsonrpc": "2.0", "id": a.key[1], "result": dict(a.answer)}
+        result = await self._post(body, self.credentials_for(a.key))
+        self.feed(ev.SubmissionOutcome(a.key, result))
+
+    async def _refuse(self, a: act.Refuse) -> None:
+        body = {
+            "jsonrpc": "2.0",
+            "id": a.key[1],
+            "error": {"code": -32603, "message": str(a.error)},
+        }
+        try:
+            await self._post(body, self.credentials_for(stream=self.guard.stream_of(a.key)))
+        finally:
+            self._pending_refusals -= 1
+
+    async def _post(
+        self, body: Mapping[str, Any], carried: Mapping[str, str] | None = None
+    ) -> SubmissionResult:
+        if self.expired is not None:
+            return SubmissionResult(404, None)
+        slots = self.upstream_slots
+        async with slots if slots is not None else contextlib.nullcontext():
+            try:
+                req = self.http.build_request(
+                    "POST", self.url, json=dict(body), headers=self.headers(carried)
+                )
+                resp = await self.http.send(req, stream=True)
+            except self.hx.HTTPError as exc:
+                return SubmissionResult(None, None, type(exc).__name__)
+            except Exception as exc:  # a request that cannot be built or sent: one failure
+                logger.warning("answer POST not sent: %r", exc)
+                return SubmissionResult(None, None, type(exc).__name__)
+            return await http_result(resp)
+
+    async def relayed(self, key: RequestKey, answer: Mapping[str, Any]) -> None:
+        """The upstream accepted an answer, relayed as it came, to a request this guard
+        never saw: remembered (not sent again from here) and kept for other processes
+        that watch for it (:attr:`on_answer`)."""
+        self.relayed_answers[key[1]] = None
+        while len(self.relayed_answers) > RELAYED_KEPT:
+            self.relayed_answers.popitem(last=False)
+        if self.on_answer is not None:
+            await self.on_answer(key, answer)
+
+    def answered_upstream(
+        self, key: RequestKey, answer: Mapping[str, Any], result: SubmissionResult
+    ) -> None:
+        """The client's answer for ``key`` went upstream as it was (relayed, not
+        submitted by the guard) and the upstream accepted it: the guard records it as
+        answered and submitted, without a submission of its own."""
+        self.flush()
+        actions = self.og.feed(ev.UserAnswered(key, answer))
+        self.perform(tuple(a for a in actions if not isinstance(a, act.Submit)))
+        if any(isinstance(a, act.Submit) for a in actions):
+            self.feed(ev.SubmissionOutcome(key, result))
+
+
+def _always(_request: Any) -> bool:
+    return True
+
+
+def _never_mind(_request: Any) -> None:
+    return None
+
+
+RELAYED_KEPT = 1024
+"""Relayed answers an engine remembers (:attr:`SessionIO.relayed_answers`)."""
+
+LIVE_ANSWERS = frozenset({"presented", "answered", "submitting", "submitted"})
+"""Liveness states whose answer may still be (re)submitted."""

@@ -1,0 +1,264 @@
+"""The HTTP transport the SDK's client is given (:class:`GuardedTransport`): every request
+through the application's own client, answers and resumes through the guard; and the
+transport's classes bound to one HTTP library (:func:`bind`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from fsm import events as ev
+from fsm.adapters._transport.body import GuardedBody
+from fsm.adapters._transport.handles import CURRENT_CALL, Tee
+from fsm.adapters._transport.http import (
+    SESSION_GONE_BODY,
+    Passthrough,
+    body_method,
+    json_body,
+    local_response,
+    post_failed,
+    stream_name,
+    too_many_streams,
+    wrap_response,
+)
+from fsm.errors import (
+    RequestKey,
+)
+from fsm.events import standalone_stream
+from fsm.outcomes import SubmissionResult
+
+if TYPE_CHECKING:
+    from fsm.adapters._transport.session_io import SessionIO
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+class GuardedTransport:
+    """The transport core: forwards through ``engine.http`` and applies the guard.
+
+    Not for direct use: :func:`open_guarded_session` builds it, as the subclass :func:`bind`
+    makes of it and the SDK's HTTP library's ``AsyncBaseTransport``. Contract: every request
+    of the SDK is sent once through the application's client, except answer POSTs (the guard's
+    submissions replace them), resume GETs of the SDK (refused locally: resumption is the
+    guard's) and anything after the session expired (local 404).
+    """
+
+    def __init__(self, engine: SessionIO) -> None:
+        self.e = engine
+
+    async def handle_async_request(self, request: Any) -> Any:
+        e = self.e
+        if e.expired is not None:
+            return local_response(self.e.hx, request, 404, SESSION_GONE_BODY)
+        method = request.method
+        if method == "POST":
+            body = json_body(request)
+            version = request.headers.get("mcp-protocol-version")
+            if version:
+                e.protocol_version = version
+            if isinstance(body, dict) and "method" not in body and "id" in body:
+                if not e.trusted(request):
+                    return await self._relay_answer(request, body)
+                local = await self._answer(request, body)
+                if local is not None:
+                    return local
+            try:
+                resp = await self._forward_post(request, body)
+            except e.hx.TransportError as exc:
+                logger.warning("POST failed without a response: %r", exc)
+                why = f"request POST failed without a response ({type(exc).__name__})"
+                return post_failed(e.hx, request, body, why)
+            status = resp.status_code
+            if e.binding.errors_as_responses and status >= 400 and status != 404:
+                await resp.aclose()
+                logger.warning("POST answered HTTP %s", status)
+                return post_failed(e.hx, request, body, f"request POST answered HTTP {status}")
+            return resp
+        if method == "GET":
+            if request.headers.get("last-event-id") is not None:
+                # the SDK resuming on its own: only after the guard ended that body
+                return local_response(self.e.hx, request, 405, b"")
+            if e.session and not e.room_for_stream(None):
+                return local_response(e.hx, request, 503, too_many_streams(request))
+            return await self._open_stream(request, None, None)
+        return await self._send(request)
+
+    async def _send(self, request: Any) -> Any:
+        e = self.e
+        resp = await e.http.send(request, stream=True)
+        if session_gone(e, request, resp.status_code):
+            await resp.aclose()
+            e.feed(ev.SessionExpired())
+            return local_response(e.hx, request, 404, SESSION_GONE_BODY)
+        if resp.status_code < 300:
+            e.accepted(request)
+        return wrap_response(e.hx, resp, request, e.bound.passthrough(resp))
+
+    async def _relay_answer(self, request: Any, body: dict[str, Any]) -> Any:
+        """An answer POST the engine does not trust (credentials the upstream has not
+        accepted for the session): sent upstream as it came, its response returned as
+        it is. Only if the upstream accepted it does the guard record the request as
+        answered (and submitted): an answer the upstream refused changes nothing."""
+        e = self.e
+        resp = await e.http.send(request, stream=True)
+        status = resp.status_code
+        rid = body.get("id")
+        result = body.get("result")
+        if status < 300 and isinstance(rid, int | str) and not isinstance(rid, bool):
+            e.accepted(request)
+            key: RequestKey = (e.session or "", rid)
+            state = e.guard.state_of(key)
+            if state == "presented" and isinstance(result, Mapping):
+                e.act_for_answer(key, request)
+                e.answered_upstream(key, result, SubmissionResult(status, None))
+            elif state is None and isinstance(result, Mapping):
+                await e.relayed(key, result)
+        return wrap_response(e.hx, resp, request, e.bound.passthrough(resp))
+
+    async def _answer(self, request: Any, body: dict[str, Any]) -> Any:
+        """An answer POST from the SDK: the guard submits it (or it is dropped)."""
+        e = self.e
+        rid = body.get("id")
+        if not isinstance(rid, int | str) or isinstance(rid, bool):
+            return None
+        key: RequestKey = (e.session or "", rid)
+        state = e.guard.state_of(key)
+        if state is None:  # idempotent or untracked request: the answer goes as it is
+            if e.on_answer is None or not isinstance(body.get("result"), Mapping):
+                return None
+            resp = await self._send(request)
+            if resp.status_code < 300:
+                await e.relayed(key, body["result"])
+            return resp
+        if state == "presented" and isinstance(body.get("result"), Mapping):
+            if e.on_answer is not None:  # written ahead: a crash after the 202 keeps it
+                await e.on_answer(key, body["result"])
+            if e.guard.state_of(key) == "presented":
+                e.act_for_answer(key, request)
+                e.feed(ev.UserAnswered(key, body["result"]))
+            else:
+                e.dropped_answers += 1
+            return local_response(self.e.hx, request, 202)
+        if state == "presented":
+            return None  # the handler raised: its error goes to the server unchanged
+        e.dropped_answers += 1  # withdrawn, dead, or already answered: never sent
+        return local_response(self.e.hx, request, 202)
+
+    async def _forward_post(self, request: Any, body: Any) -> Any:
+        e = self.e
+        origin = body.get("id") if isinstance(body, dict) and "method" in body else None
+        if origin is not None:
+            slot = CURRENT_CALL.get() or e.sent_calls.pop(origin, None)
+            if slot is not None and slot.origin is None and body.get("method") == "tools/call":
+                slot.origin = origin
+                e.calls[origin] = slot
+            stream = stream_name(origin)
+            if e.session and not e.room_for_stream(stream):  # refused before it is sent
+                return local_response(e.hx, request, 503, too_many_streams(request))
+            return await self._open_stream(request, stream, origin)
+        return await self._send(request)
+
+    def reconnect(self, request: Any, stream: str, origin: Any, seen: tuple[str, ...] = ()) -> Any:
+        """A client's resume ``GET`` for ``stream`` (a gateway's client reconnected after
+        its connection broke): the response whose body resumes the stream upstream from
+        the guard's cursor (never older than the newest event seen) and goes on as the
+        stream's guarded body; ``None`` if the stream already ended here (done or dead:
+        the caller answers). ``origin`` is the stream's origin request id; ``seen`` the
+        event ids the client proved it has, oldest first, fed to the guard first when this
+        process never saw the stream (another replica carried it). A previous body of the
+        stream (the client's broken connection) is stopped."""
+        e = self.e
+        state = e.guard.stream_state(stream)
+        if state in ("done", "dead"):
+            return None
+        if state is None:
+            if not e.room_for_stream(stream):
+                return local_response(e.hx, request, 503, too_many_streams(request))
+            e.feed(ev.StreamOpened(stream, origin))
+            for event_id in seen:
+                e.feed(ev.SseEvent(stream, None, event_id, None))
+        old = e.tees.get(stream)
+        tee = Tee()
+        e.tees[stream] = tee
+        e.act_for_stream(stream, request)
+        body = e.bound.body(e, stream, origin, request, None, tee)
+        if old is not None:  # the client's previous connection: closed before resuming
+            body.replaced = old.kill()
+        return e.hx.Response(
+            200,
+            headers={"content-type": "text/event-stream", "cache-control": "no-cache"},
+            stream=body,
+            request=request,
+        )
+
+    async def _open_stream(self, request: Any, stream: str | None, origin: Any) -> Any:
+        """Send ``request`` and track its SSE response as ``stream``; ``None``: a fresh
+        standalone GET, tracked as the next connection generation (never under the name
+        of one that ended: each generation is its own interaction)."""
+        e = self.e
+        resp = await e.http.send(request, stream=True)
+        sid = resp.headers.get("mcp-session-id")
+        if sid and sid != e.session and body_method(request) == "initialize":
+            e.session = sid
+            e.feed(ev.SessionStarted(sid))
+        if session_gone(e, request, resp.status_code):
+            await resp.aclose()
+            e.feed(ev.SessionExpired())
+            return local_response(self.e.hx, request, 404, SESSION_GONE_BODY)
+        if resp.status_code < 300:
+            e.accepted(request)
+        ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if resp.status_code != 200 or ctype != "text/event-stream" or not e.session:
+            return wrap_response(self.e.hx, resp, request, self.e.bound.passthrough(resp))
+        if stream is None:
+            e.get_generations += 1
+            stream = standalone_stream(e.get_generations)
+        if e.guard.stream_state(stream) not in (None, "done", "dead"):
+            return wrap_response(self.e.hx, resp, request, self.e.bound.passthrough(resp))
+        if not e.room_for_stream(stream):
+            await resp.aclose()
+            return local_response(e.hx, request, 503, too_many_streams(request))
+        e.feed(ev.StreamOpened(stream, origin))
+        tee = Tee()
+        e.tees[stream] = tee
+        e.act_for_stream(stream, request)
+        return wrap_response(
+            e.hx, resp, request, e.bound.body(e, stream, origin, request, resp, tee)
+        )
+
+
+def session_gone(e: SessionIO, request: Any, status: int) -> bool:
+    """Whether a response says the session is gone: a 404 to a request that carries the
+    session id, with credentials the engine trusts (a 404 to another's credentials is
+    that request's answer alone: a server may hide sessions of other users)."""
+    return status == 404 and bool(request.headers.get("mcp-session-id")) and e.trusted(request)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The core's classes bound to one HTTP library (subclasses of its base classes, which
+    its client checks): the transport, the guarded body, the forwarded body."""
+
+    transport: type[GuardedTransport]
+    body: type[GuardedBody]
+    passthrough: type[Passthrough]
+
+
+_BOUND: dict[str, Bound] = {}
+
+
+def bind(hx: Any) -> Bound:
+    """The core's classes for the HTTP library module ``hx`` (made once per library)."""
+    bound = _BOUND.get(hx.__name__)
+    if bound is None:
+        bound = _BOUND[hx.__name__] = Bound(
+            type("GuardedTransport", (GuardedTransport, hx.AsyncBaseTransport), {}),
+            type("GuardedBody", (GuardedBody, hx.AsyncByteStream), {}),
+            type("Passthrough", (Passthrough, hx.AsyncByteStream), {}),
+        )
+    return bound
