@@ -36,7 +36,6 @@ fully buffered (bounded by ``max_body``), asyncio only.  Not a general-purpose p
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import itertools
 import json
@@ -49,6 +48,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from fsm.adapters._transport.sse import EventTooLarge, SseParser
 
 __all__ = [
     "ConnectionFault",
@@ -291,61 +292,6 @@ class Hold:
     def release(self) -> None:
         """Relay the parked request (or let the next match pass, if none arrived yet)."""
         self._released.set()
-
-
-class _SSEParser:
-    """Incremental SSE parser (WHATWG framing: CR, LF or CRLF line ends)."""
-
-    def __init__(self, max_event_size: int) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._buf = ""
-        self._carry_cr = False
-        self._max = max_event_size
-
-    def feed(self, data: bytes) -> list[tuple[str | None, str | None, str, int | None]]:
-        text = self._decoder.decode(data)
-        if self._carry_cr:
-            text = "\r" + text
-            self._carry_cr = False
-        if text.endswith("\r"):
-            text = text[:-1]
-            self._carry_cr = True
-        self._buf += text.replace("\r\n", "\n").replace("\r", "\n")
-        events = []
-        while "\n\n" in self._buf:
-            block, self._buf = self._buf.split("\n\n", 1)
-            parsed = self._parse_block(block)
-            if parsed is not None:
-                events.append(parsed)
-        if len(self._buf) > self._max:
-            logger.warning("SSE event larger than %d chars dropped from the log", self._max)
-            self._buf = ""
-        return events
-
-    @staticmethod
-    def _parse_block(block: str) -> tuple[str | None, str | None, str, int | None] | None:
-        event_id: str | None = None
-        event: str | None = None
-        data: list[str] = []
-        retry: int | None = None
-        seen = False
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            seen = True
-            if name == "id":
-                event_id = value
-            elif name == "event":
-                event = value
-            elif name == "data":
-                data.append(value)
-            elif name == "retry" and value.isdigit():
-                retry = int(value)
-        if not seen:
-            return None
-        return event_id, event, "\n".join(data), retry
 
 
 class _Closed(Exception):
@@ -812,7 +758,7 @@ class FaultProxy:
         if close_delimited:
             out.append("connection: close")
         writer.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1"))
-        parser = _SSEParser(self._max_sse_event) if ex.is_sse else None
+        parser = SseParser(self._max_sse_event) if ex.is_sse else None
         body_chunks: list[bytes] = []
         try:
             await writer.drain()
@@ -834,7 +780,7 @@ class FaultProxy:
                     if not ex.open:
                         return
                     writer.write(line + data)
-                    self._observe(ex, parser, data[:-2], body_chunks)
+                    parser = self._observe(ex, parser, data[:-2], body_chunks)
                     await writer.drain()
             elif length is not None:
                 remaining = int(length)
@@ -847,7 +793,7 @@ class FaultProxy:
                         raise asyncio.IncompleteReadError(b"", remaining)
                     remaining -= len(data)
                     writer.write(data)
-                    self._observe(ex, parser, data, body_chunks)
+                    parser = self._observe(ex, parser, data, body_chunks)
                     await writer.drain()
             elif close_delimited:
                 while data := await up_r.read(65536):
@@ -855,7 +801,7 @@ class FaultProxy:
                     if not ex.open:
                         return
                     writer.write(data)
-                    self._observe(ex, parser, data, body_chunks)
+                    parser = self._observe(ex, parser, data, body_chunks)
                     await writer.drain()
                 stop()
                 self._finish(ex, "complete")
@@ -871,16 +817,31 @@ class FaultProxy:
         self._finish(ex, "complete")
 
     def _observe(
-        self, ex: Exchange, parser: _SSEParser | None, data: bytes, chunks: list[bytes]
-    ) -> None:
+        self, ex: Exchange, parser: SseParser | None, data: bytes, chunks: list[bytes]
+    ) -> SseParser | None:
+        """Log the events ``data`` completes; the parser for the next read (a new one
+        after an event over the log's bound, which is dropped from the log)."""
         if parser is None:
             if sum(map(len, chunks)) < 65536:
                 chunks.append(data)
-            return
-        for event_id, event, payload, retry in parser.feed(data):
-            if event_id:
-                ex.sse_event_ids.append(event_id)
-            self._record("sse_event", ex, event_id=event_id, event=event, data=payload, retry=retry)
+            return None
+        try:
+            frames = parser.feed(data)
+        except EventTooLarge:
+            logger.warning("SSE event larger than %d chars dropped from the log", parser.max_event)
+            return SseParser(parser.max_event)
+        for frame in frames:
+            if frame.event_id:
+                ex.sse_event_ids.append(frame.event_id)
+            self._record(
+                "sse_event",
+                ex,
+                event_id=frame.event_id,
+                event=frame.event,
+                data=frame.data,
+                retry=frame.retry,
+            )
+        return parser
 
 
 # --------------------------------------------------------------------------- helpers

@@ -50,6 +50,8 @@ class SseFrame:
     retry: int | None
     has_data: bool
     utf8: bool = True
+    event: str | None = None
+    """The ``event:`` field (the event type), if any."""
 
 
 _SURROGATES = re.compile("[\udc80-\udcff]")
@@ -155,6 +157,7 @@ def _frame(lines: list[str]) -> SseFrame | None:
     event_id: str | None = None
     data: list[str] = []
     retry: int | None = None
+    kind: str | None = None
     meaningful = False
     for line in lines:
         if line.startswith("data:"):  # one slice: a large event's data is copied once
@@ -173,12 +176,14 @@ def _frame(lines: list[str]) -> SseFrame | None:
             value = value[1:] if value.startswith(" ") else value
             if name == "retry" and value.isdigit():
                 retry = int(value)
+            elif name == "event":
+                kind = value
             meaningful = True
     if not meaningful:
         return None
     raw = lines[0] if len(lines) == 1 else "\n".join(lines)
     utf8 = raw.isascii() or _SURROGATES.search(raw) is None  # isascii: O(1) on a str
-    return SseFrame(raw, event_id, "\n".join(data), retry, bool(data), utf8)
+    return SseFrame(raw, event_id, "\n".join(data), retry, bool(data), utf8, kind)
 
 
 def encode_event(event_id: str | None, data: str) -> bytes:
