@@ -195,8 +195,14 @@ class GatewayLimits:
     max_finals: int = 16
     """Final responses kept per session (the newest); a resume of an older finished
     stream gets ``result-not-kept``."""
-    observations: int = 1_000
-    """Observations each session's event log keeps (the monitor checks them all)."""
+    observations: int = 64
+    """Observations each session's event log keeps, the newest (the monitor checks them
+    all as they come; the log is for reading a session's recent past)."""
+    remembered: int = 64
+    """What each session remembers of its past, per kind, the newest: ended interactions
+    its monitor still checks, failed interactions (a resume of one is told why), withdrawn
+    prompts (their late answers dropped), relayed answers. With the guard's own bounds
+    (:data:`GATEWAY_GUARD`) a session's memory stops growing after this many calls."""
     upstream_connections: int | None = None
     """Connections to the upstream at once (``None``: as many as the sessions need; each
     streaming session holds two: its call's POST stream and its standalone GET)."""
@@ -236,6 +242,7 @@ class GatewayLimits:
             "max_final",
             "max_finals",
             "observations",
+            "remembered",
             "max_event_bytes",
             "upstream_requests_per_session",
             "max_unaccepted",
@@ -740,9 +747,13 @@ class Gateway:
         assert self._http is not None and self._tg is not None
         limits = self.limits
         observed = ObservedGuard(
-            Guard(clock=time.monotonic, config=self.config), log_limit=limits.observations
+            Guard(clock=time.monotonic, config=self.config),
+            log_limit=limits.observations,
+            retain=limits.remembered,
         )
-        engine = SessionIO(observed, self._http, self._tg, self.upstream, _BINDING)
+        engine = SessionIO(
+            observed, self._http, self._tg, self.upstream, _BINDING, remembered=limits.remembered
+        )
         session = _Session(
             engine, bind(httpx2).transport(engine), self.id_keys, limits.max_credentials
         )

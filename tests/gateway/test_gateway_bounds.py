@@ -695,3 +695,20 @@ async def test_an_answer_sent_before_the_server_asks_is_not_kept_for_the_questio
         r = await http.post(gw.url, json=planted, headers={**HEAD, "mcp-session-id": sid})
         assert r.status_code == 202  # the upstream's own answer, relayed
         assert await store.answer_of(sid, 1) is None
+
+
+async def test_a_long_session_remembers_a_bounded_past() -> None:
+    """100 calls in one session, each failed by the guard (its stream ends before any
+    event id: nothing to resume from): what the session remembers of failed interactions,
+    its monitor's ended interactions and its event log stay within ``remembered`` and
+    ``observations``, not the calls made."""
+    up = Upstream(script=lambda msg, headers: [])
+    limits = GatewayLimits(remembered=8, observations=16)
+    async with gateway_for(up, limits=limits) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        for rid in range(1, 101):
+            assert b"no-cursor" in (await call(http, gw.url, sid, rid)).raw
+        held = gw.gateway._sessions[sid]
+    assert 0 < len(held.engine.failures) <= 8
+    assert len(held.engine.og.log) <= 16
+    assert len(held.engine.og.monitor._ended) <= 8

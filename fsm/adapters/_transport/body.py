@@ -256,7 +256,8 @@ class GuardedBody:
             except InteractionFailed as err:
                 logger.warning("a claim failed: %s", err)
                 won = False
-                e.failures.setdefault(self.stream, err)
+                if self.stream not in e.failures:
+                    e.failures[self.stream] = err
                 self.tee.killed = True
             blank = encode_event(event_id, "") if event_id is not None else b""
             out = out.replace(token, raw if won else blank, 1)

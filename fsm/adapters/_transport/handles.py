@@ -1,11 +1,13 @@
 """What a session's IO holds on its streams and calls: a stream's :class:`Tee` (to stop
-its body from outside) and the call in flight (:data:`CURRENT_CALL`).
+its body from outside), the call in flight (:data:`CURRENT_CALL`), and :class:`Recent`,
+the bounded memory of what already happened.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -46,3 +48,26 @@ class Tee:
         """Mark the body dead; returns the connection to close (a blocked read ends)."""
         self.killed = True
         return self.resp
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class Recent(OrderedDict[_K, _V]):
+    """A mapping that keeps its newest ``cap`` entries: a write makes its key the newest,
+    and past ``cap`` the oldest are forgotten. What a session remembers of the past (its
+    failures, withdrawn prompts, relayed answers) is bounded by it, so a long session's
+    memory does not grow with its calls."""
+
+    def __init__(self, cap: int) -> None:
+        if cap < 1:
+            raise ValueError("cap must be >= 1")
+        super().__init__()
+        self.cap = cap
+
+    def __setitem__(self, key: _K, value: _V) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.cap:
+            self.popitem(last=False)

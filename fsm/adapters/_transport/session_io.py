@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -18,6 +17,7 @@ from anyio.abc import TaskGroup
 
 from fsm import actions as act
 from fsm import events as ev
+from fsm.adapters._transport.handles import Recent
 from fsm.adapters._transport.http import aclose_response, http_result, origin_of
 from fsm.adapters._transport.sse import plain_notification
 from fsm.adapters._transport.transport import bind
@@ -41,6 +41,15 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+REMEMBERED = 1024
+"""What a :class:`SessionIO` remembers of each kind of past event by default (failed
+interactions, withdrawn prompts, relayed answers, the credentials answers were sent
+with): the newest this many."""
+
+CREDENTIALS_PRUNED_AT = 64
+"""Answers' credentials kept before those of requests no longer live are dropped."""
+
+
 Claim = Callable[[RequestKey, str, "str | None"], Awaitable[bool]]
 """``claim(key, stream, event_id)``: may this process pass on the presentation of ``key``
 (carried by event ``event_id`` of ``stream``)? ``False``: another process did."""
@@ -56,6 +65,8 @@ class SessionIO:
         tg: TaskGroup,
         url: str,
         binding: SdkBinding,
+        *,
+        remembered: int = REMEMBERED,
     ) -> None:
         self.binding = binding
         self.hx = binding.hx
@@ -68,13 +79,16 @@ class SessionIO:
         self.session: str | None = None
         self.protocol_version: str | None = None
         self.expired: InteractionFailed | None = None
-        self.failures: dict[str, InteractionFailed] = {}
+        self.failures: Recent[str, InteractionFailed] = Recent(remembered)
+        """The interactions the guard failed (the newest ``remembered``)."""
         self.calls: dict[Any, CallSlot] = {}
         self.sent_calls: dict[Any, CallSlot] = {}
         """Calls by request id, noted where the SDK sends them (:class:`NotingWriter`)."""
         self.tees: dict[str, Tee] = {}
         self.prompts: dict[RequestKey, anyio.CancelScope] = {}
-        self.withdrawn: set[RequestKey] = set()
+        self.withdrawn: Recent[RequestKey, None] = Recent(remembered)
+        """Prompts the guard withdrew (the newest ``remembered``): their answers are
+        dropped."""
         self._pending_ids: dict[str, str] = {}
         self._bg: set[anyio.CancelScope] = set()
         self.closing = False
@@ -108,16 +122,16 @@ class SessionIO:
         """Refusals (answers to requests over the guard's capacity) waiting to be sent;
         past it a refusal is dropped (counted in :attr:`dropped_refusals`): the server's
         own deadline ends that request. ``None``: no bound."""
-        self.relayed_answers: OrderedDict[RequestId, None] = OrderedDict()
+        self.relayed_answers: Recent[RequestId, None] = Recent(remembered)
         """Answers to requests this guard never saw that went upstream from here as they
-        came (the newest :data:`RELAYED_KEPT`): a gateway does not send them again."""
+        came (the newest ``remembered``): a gateway does not send them again."""
         self.dropped_refusals = 0
         self._pending_refusals = 0
         self.upstream_slots: anyio.CapacityLimiter | None = None
         """Bounds the engine's own upstream requests in flight at once (submissions,
         refusals); ``None``: no bound."""
         self._creds_by_stream: dict[str, dict[str, str]] = {}
-        self._creds_by_key: dict[RequestKey, dict[str, str]] = {}
+        self._creds_by_key: Recent[RequestKey, dict[str, str]] = Recent(remembered)
 
     # -- feeding -----------------------------------------------------------------
 
@@ -174,7 +188,7 @@ class SessionIO:
             if isinstance(a, act.Submit):
                 self.spawn(self._submit, a)
             elif isinstance(a, act.Withdraw):
-                self.withdrawn.add(a.key)
+                self.withdrawn[a.key] = None
                 scope = self.prompts.get(a.key)
                 if scope is not None:
                     scope.cancel()
@@ -266,7 +280,7 @@ class SessionIO:
         if not self.carried:
             return
         self._creds_by_key[key] = self.carry(request)
-        if len(self._creds_by_key) > 2 * self.guard.config.max_live_requests:
+        if len(self._creds_by_key) > CREDENTIALS_PRUNED_AT:
             for old in list(self._creds_by_key):  # keep those of live requests only
                 if self.guard.state_of(old) not in LIVE_ANSWERS:
                     del self._creds_by_key[old]
@@ -277,7 +291,7 @@ class SessionIO:
         """The carried headers of the client request the engine acts for: the answer's
         POST for ``key``, else the request of the stream that delivered it."""
         if key is not None:
-            creds = self._creds_by_key.get(key)
+            creds: dict[str, str] | None = self._creds_by_key.get(key)
             if creds is not None:
                 return creds
             stream = stream or self.guard.stream_of(key)
@@ -343,8 +357,6 @@ class SessionIO:
         never saw: remembered (not sent again from here) and kept for other processes
         that watch for it (:attr:`on_answer`)."""
         self.relayed_answers[key[1]] = None
-        while len(self.relayed_answers) > RELAYED_KEPT:
-            self.relayed_answers.popitem(last=False)
         if self.on_answer is not None:
             await self.on_answer(key, answer)
 
@@ -368,9 +380,6 @@ def _always(_request: Any) -> bool:
 def _never_mind(_request: Any) -> None:
     return None
 
-
-RELAYED_KEPT = 1024
-"""Relayed answers an engine remembers (:attr:`SessionIO.relayed_answers`)."""
 
 LIVE_ANSWERS = frozenset({"presented", "answered", "submitting", "submitted"})
 """Liveness states whose answer may still be (re)submitted."""
