@@ -204,7 +204,7 @@ def redis_parts() -> tuple[Any, Any] | str:
         return "switched off (GATEWAY_BENCH_REDIS=0)"
     try:
         store = importlib.import_module("fsm.gateway.redis_store")
-        runner = importlib.import_module("fsm.harness.redis_server")
+        runner = importlib.import_module("support.redis_server")
     except ImportError as exc:
         return f"not available ({exc})"
     if shutil.which("redis-server") is None:
@@ -229,7 +229,7 @@ async def one_session(url: str, events: int, before_close: Hook | None = None) -
     import anyio
     from mcp import types
 
-    from fsm.harness.sdk import hx
+    from fsm.demo.sdk import hx
 
     got = SessionResult()
     done = anyio.Event()
@@ -303,7 +303,7 @@ async def endpoints(
     replicas and stores each time)."""
     from fsm.gateway.ids import EventIdKeys
     from fsm.gateway.store import MemoryStore
-    from fsm.harness.gateway import running_gateway
+    from support.gateway import running_gateway
 
     if config == "direct":
         yield Endpoints([upstream])
@@ -470,7 +470,7 @@ class Deployment:
 def deployment(config: str, redis: Any = None) -> Iterator[Deployment]:
     """The processes of ``config`` (``direct``, ``gateway``, ``redis``: see the module
     docstring), each started fresh; ``redis`` is the running
-    :class:`~fsm.harness.redis_server.RedisServer` the ``redis`` configuration shares."""
+    :class:`~support.redis_server.RedisServer` the ``redis`` configuration shares."""
     if config not in CONFIGS:
         raise ValueError(f"unknown configuration {config!r}")
     with contextlib.ExitStack() as stack:
@@ -787,7 +787,7 @@ def _redis() -> Iterator[tuple[Any, str]]:
 
 
 async def _probes(redis_url: str | None, sessions: int, events: int) -> tuple[Trips, Memory]:
-    from fsm.harness.server import running_server
+    from fsm.demo.server import running_server
 
     async with running_server() as server:
         trips = await trips_probe(server.url, redis_url, min(sessions, PROBE_SESSIONS), events)
@@ -975,7 +975,7 @@ def serve() -> None:
     ``serving <url>`` once it accepts connections, serves until ``SIGTERM``."""
     import anyio
 
-    from fsm.harness.server import running_server
+    from fsm.demo.server import running_server
 
     async def run() -> None:
         async with running_server() as server:

@@ -233,13 +233,13 @@ def serve() -> None:
     them) with :func:`paced`, per-session event logs of at most
     :data:`SERVER_EVENTS_PER_SESSION` events; prints ``serving <url>``, serves until
     ``SIGTERM``."""
-    from fsm.harness.server import (
+    from fsm.demo.server import (
         ServerController,
         SessionScopedEventStore,
         _install_scoped_views,
         build_server,
     )
-    from fsm.harness.serving import serving
+    from fsm.demo.serving import serving
 
     async def run() -> None:
         controller = ServerController(log_capacity=1_000)
@@ -424,8 +424,8 @@ GROWTH_CALLS = (100, 300, 600, 1000)
 async def _held_growth(url: str, checkpoints: tuple[int, ...], got: Soak) -> None:
     import gc
 
+    from fsm.demo.serving import serving
     from fsm.gateway.app import Gateway
-    from fsm.harness.serving import serving
 
     gateway = Gateway(url)
     sock = _listening_socket()
@@ -903,7 +903,7 @@ async def scripted_app(scope: Mapping[str, Any], receive: Any, send: Any) -> Non
     event of ``arguments.size`` characters (one write); any other request (``ping``) with
     an empty result on an SSE stream; notifications and answers ``202``; ``GET`` ``405``;
     ``DELETE`` ``200``."""
-    from fsm.harness.serving import lifespan, whole_body
+    from fsm.demo.serving import lifespan, whole_body
 
     if scope["type"] == "lifespan":
         await lifespan(receive, send)
@@ -954,7 +954,7 @@ _COUNTER = iter(range(1, sys.maxsize))
 def scripted() -> None:
     """``python -m bench.gateway_soak scripted``: :func:`scripted_app` on 127.0.0.1;
     prints ``serving <url>``, serves until ``SIGTERM``."""
-    from fsm.harness.serving import serving
+    from fsm.demo.serving import serving
 
     async def run() -> None:
         sock = _listening_socket()

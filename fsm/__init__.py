@@ -5,8 +5,9 @@ The core is sans-IO and imports only ``transitions``: declarations (:mod:`fsm.sp
 guard that clients embed (:mod:`fsm.guard`) with its events, actions, outcome table
 and errors. The model checker is :mod:`fsm.checker`; the optional extras are
 :mod:`fsm.render` (diagrams), :mod:`fsm.adapters` (the official ``mcp`` SDK's clients)
-and :mod:`fsm.harness` (a real loopback server, proxy and scenarios); the conformance kit
-:mod:`fsm.testing` needs the ``testing`` extra (``hypothesis``).
+and :mod:`fsm.demo` (what ``fsm demo`` runs: a real loopback server, proxy and the seed
+incident; not API); the conformance kit :mod:`fsm.testing` needs the ``testing`` extra
+(``hypothesis``).
 """
 
 from fsm import actions, events

@@ -19,7 +19,7 @@ import fsm
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "check": ("fsm.checker.cli", "model-check closed models (models/*.py)"),
     "render": ("fsm.render.cli", "render machines, product and counterexamples"),
-    "demo": ("fsm.harness.demo", "replay the seed incident against a real MCP server"),
+    "demo": ("fsm.demo.cli", "replay the seed incident against a real MCP server"),
     "audit": ("fsm.audit", "audit a recorded client event log (JSONL)"),
     "gateway": ("fsm.gateway.cli", "run a guarding gateway in front of an MCP server"),
 }

@@ -110,6 +110,7 @@ EXPORTS: dict[str, list[str]] = {
         "verify_symmetry",
         "violated_at",
     ],
+    "fsm.demo": [],
     "fsm.gateway": [
         "Cursor",
         "MemoryStore",
@@ -117,7 +118,6 @@ EXPORTS: dict[str, list[str]] = {
         "StoreStateLostError",
         "StoreUnavailableError",
     ],
-    "fsm.harness": [],
     "fsm.render": [
         "Diagram",
         "GraphEdge",

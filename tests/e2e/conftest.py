@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
 pytest.importorskip("mcp")
 pytest.importorskip("uvicorn")
 
-from fsm.harness.scenarios import Rig, open_rig  # noqa: E402
+from support.scenarios import Rig, open_rig  # noqa: E402
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from fsm.harness.scenarios import (
+from support.scenarios import (
     BackgroundCall,
     Rig,
     ScenarioClient,
@@ -48,7 +48,7 @@ def two_replicas(
     async def two_replicas(
         rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
     ) -> None:
-        a, b = rig.gateways
+        a, b = rig.middle.gateways
         tg.start_soon(call.run, client, "delete_files", {"deadline": "silent", "gated": True})
         post = await rig.tools_call()
         pending = await rig.controller.wait_pending(state="gated")
@@ -104,7 +104,7 @@ async def serve_until(
 ) -> None:
     """Run the harness server on ``port`` (0: a free one; started with it) until ``stop``;
     ``stopped`` is set once it no longer listens (so it can restart on that port)."""
-    from fsm.harness.server import running_server
+    from fsm.demo.server import running_server
 
     try:
         async with running_server(port=port, shutdown_timeout=0.5) as server:

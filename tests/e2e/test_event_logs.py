@@ -17,7 +17,7 @@ import pytest
 from fsm import properties as P
 from fsm import trace
 from fsm.adapters.mcp2 import GuardedSession
-from fsm.harness.scenarios import (
+from support.scenarios import (
     SCENARIOS,
     ScenarioResult,
     capturing_guarded_client,

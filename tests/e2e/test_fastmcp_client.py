@@ -1,5 +1,5 @@
 """fastmcp 4.x's ``Client`` against the harness, plain and guarded through
-:func:`fsm.adapters.mcp2.guarded_connection` (:mod:`fsm.harness.fastmcp_clients`).
+:func:`fsm.adapters.mcp2.guarded_connection` (:mod:`support.fastmcp_clients`).
 
 Plain, fastmcp does what the SDK under it does in the seed incident (the dead elicitation
 presented twice, the call failing with -32000); guarded: one presentation, one outcome.
@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("fastmcp")
 
-from fsm.harness.fastmcp_clients import guarded_fastmcp, plain_fastmcp
-from fsm.harness.scenarios import run_scenario
+from support.fastmcp_clients import guarded_fastmcp, plain_fastmcp
+from support.scenarios import run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 

@@ -9,8 +9,8 @@ import httpx2
 import pytest
 from gateway_support import FAST, CursorLost, gateway_rig, serve_until, two_replica_resume
 
-from fsm.harness.proxy import ConnectionFault, FaultProxy, HttpFault, is_resume_get
-from fsm.harness.scenarios import BackgroundCall, ClientEnv, User, plain_client, run_scenario
+from fsm.demo.proxy import ConnectionFault, FaultProxy, HttpFault, is_resume_get
+from support.scenarios import BackgroundCall, ClientEnv, User, plain_client, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -122,7 +122,7 @@ async def test_the_command_line_gateway_serves_a_plain_client(options: list[str]
     import subprocess
     import sys
 
-    from fsm.harness.server import running_server
+    from fsm.demo.server import running_server
 
     async with running_server() as server:
         proc = await anyio.open_process(
@@ -173,7 +173,7 @@ async def test_the_gateway_resubmits_an_answer_the_upstream_lost(fault: object) 
     """The gateway's own answer POST fails (between it and the server): it is resubmitted
     with the same answer; the client's POST was answered 202 once and the call completes."""
     async with gateway_rig(upstream_faults=True) as rig:
-        up = rig.upstream_proxy
+        up = rig.middle.upstream_proxy
         assert up is not None
         call = BackgroundCall()
         async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
@@ -193,7 +193,7 @@ async def test_an_upstream_cut_is_resumed_by_the_gateway_unseen_by_the_client() 
     resumes it from the newest event; the client's stream never breaks, it sends no
     resume, the request is presented once and the call completes."""
     async with gateway_rig(upstream_faults=True) as rig:
-        up = rig.upstream_proxy
+        up = rig.middle.upstream_proxy
         assert up is not None
         call = BackgroundCall()
         async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
@@ -221,7 +221,7 @@ async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404()
     error (data.reason "session-expired") and every later request of the session is
     answered 404 by the gateway."""
     from fsm.guard import GuardConfig
-    from fsm.harness.gateway import running_gateway
+    from support.gateway import running_gateway
 
     stop_first, stop_second, stopped = anyio.Event(), anyio.Event(), anyio.Event()
     call = BackgroundCall()
@@ -264,7 +264,7 @@ async def test_an_upstream_that_stays_down_ends_the_call_with_resume_budget_spen
     refused (connection refused) until the stream's budget is spent; the call ends with
     one error, ``data.reason`` ``resume-budget-spent``."""
     from fsm.guard import GuardConfig
-    from fsm.harness.gateway import running_gateway
+    from support.gateway import running_gateway
 
     stop, stopped = anyio.Event(), anyio.Event()
     call = BackgroundCall()

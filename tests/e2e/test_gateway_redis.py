@@ -13,8 +13,8 @@ import pytest
 from gateway_support import gateway_rig, two_replica_resume
 
 from fsm.gateway.redis_store import DEFAULT_TIMEOUT_S, RedisStore
-from fsm.harness.redis_server import RedisServer, redis_server
-from fsm.harness.scenarios import BackgroundCall, plain_client
+from support.redis_server import RedisServer, redis_server
+from support.scenarios import BackgroundCall, plain_client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 

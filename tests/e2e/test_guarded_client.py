@@ -1,8 +1,8 @@
 """The guarded client side by side with the plain mcp 2.3.0 client, scenario by scenario.
 
-Each test runs one scenario of :mod:`fsm.harness.scenarios` twice against a fresh real
-server behind the fault proxy: once with :func:`~fsm.harness.scenarios.plain_client`, once
-with :func:`~fsm.harness.scenarios.guarded_client` (the same SDK client wrapped by
+Each test runs one scenario of :mod:`support.scenarios` twice against a fresh real
+server behind the fault proxy: once with :func:`~support.scenarios.plain_client`, once
+with :func:`~support.scenarios.guarded_client` (the same SDK client wrapped by
 :func:`fsm.adapters.mcp2.guarded_session`). Faults are driven by explicit commands and
 every wait is on observed traffic; nothing sleeps to synchronise.
 """
@@ -21,6 +21,7 @@ from sse_bodies import ScriptedBody, sse_event
 
 from fsm import properties as P
 from fsm.adapters.mcp2 import guarded_session
+from fsm.demo.proxy import ConnectionFault, HttpFault, is_resume_get
 from fsm.errors import (
     ResumeBudgetSpentError,
     StaleRequestError,
@@ -28,8 +29,7 @@ from fsm.errors import (
     UnknownPendingRequestError,
 )
 from fsm.guard import GuardConfig
-from fsm.harness.proxy import ConnectionFault, HttpFault, is_resume_get
-from fsm.harness.scenarios import (
+from support.scenarios import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,
     Rig,

@@ -16,8 +16,8 @@ from mcp.shared.exceptions import MCPError
 
 from fsm import actions as act
 from fsm.adapters.mrtr import guarded_call_tool
+from fsm.demo.mrtr_server import MrtrServer, running_mrtr_server
 from fsm.errors import InteractionFailed, QuestionReaskedError, RequestStateExpiredError
-from fsm.harness.mrtr_server import MrtrServer, running_mrtr_server
 from fsm.mrtr import MrtrAction, MrtrConfig, Retry
 
 pytestmark = pytest.mark.anyio
@@ -169,9 +169,9 @@ async def test_state_only_rounds_back_off_and_complete(server: MrtrServer) -> No
 
 
 async def test_the_demo_scene_shows_plain_and_guarded_side_by_side() -> None:
-    from fsm.harness import mrtr_demo
+    from fsm.demo import mrtr_scene
 
-    report = await mrtr_demo.scene()
+    report = await mrtr_scene.scene()
     assert report["re-asking tool"]["plain"]["prompts"] == 2
     assert report["re-asking tool"]["guarded"]["prompts"] == 1
     assert report["late answer"]["plain"]["outcome"] == "MCPError -32602"
@@ -183,8 +183,8 @@ async def test_the_demo_scene_shows_plain_and_guarded_side_by_side() -> None:
     assert report["restart"]["guarded"]["outcome"] == (
         "RequestStateExpiredError (invalid-request-state)"
     )
-    assert mrtr_demo.behaves(report)
-    assert "re-asking tool  2 prompts" in mrtr_demo.table(report)
+    assert mrtr_scene.behaves(report)
+    assert "re-asking tool  2 prompts" in mrtr_scene.table(report)
 
 
 async def test_the_sdk_servers_own_ttl_gives_the_same_rejection() -> None:

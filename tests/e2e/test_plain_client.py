@@ -1,6 +1,6 @@
 """The unmodified mcp 2.3.0 client against the harness: what it actually does.
 
-Each test drives one scenario of :mod:`fsm.harness.scenarios` (faults by explicit command,
+Each test drives one scenario of :mod:`support.scenarios` (faults by explicit command,
 synchronised on observed traffic) and asserts the behaviour measured in the project's
 mcp facts notes: duplicate presentation of a dead elicitation through the stale resume
 cursor, 202 for late answers, transport death on a failed answer POST, 404 after session
@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from fsm.harness.proxy import ConnectionFault, HttpFault
-from fsm.harness.scenarios import (
+from fsm.demo.proxy import ConnectionFault, HttpFault
+from support.scenarios import (
     CONFIRM,
     ClientEnv,
     ElicitAnswer,

@@ -20,11 +20,11 @@ from mcp.client.session import ClientRequestContext
 from fsm import properties as P
 from fsm.adapters.mcp2 import guarded_session
 from fsm.audit import audit_text
+from fsm.demo.proxy import Exchange, TrafficEvent
 from fsm.errors import ResumeBudgetSpentError
 from fsm.events import standalone_stream
 from fsm.guard import GuardConfig
-from fsm.harness.proxy import Exchange, TrafficEvent
-from fsm.harness.scenarios import GUARDED_SCENARIO_CONFIG_KW, PresentationRequest, Rig
+from support.scenarios import GUARDED_SCENARIO_CONFIG_KW, PresentationRequest, Rig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 

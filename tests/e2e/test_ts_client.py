@@ -2,8 +2,8 @@
 
 What it really does, plain, behind the fault proxy (no guard, no gateway), pinned like
 ``test_plain_client.py`` pins the Python SDK. The client runs in ``node``
-(``tests/ts_client/client.mjs``, driven by :mod:`fsm.harness.ts_client`); the scenarios
-are the same as the Python client's (:mod:`fsm.harness.scenarios`).
+(``tests/ts_client/client.mjs``, driven by :mod:`support.ts_client`); the scenarios
+are the same as the Python client's (:mod:`support.scenarios`).
 
 Where it differs from the mcp 2.3.0 Python client: every resume carries the newest event id
 its previous stream delivered (so the seed incident presents the dead elicitation once, not
@@ -22,9 +22,9 @@ import anyio
 import pytest
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 
+from fsm.demo.proxy import ConnectionFault
 from fsm.guard import GuardConfig
-from fsm.harness.proxy import ConnectionFault
-from fsm.harness.scenarios import (
+from support.scenarios import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,
     Rig,
@@ -32,7 +32,7 @@ from fsm.harness.scenarios import (
     open_rig,
     run_scenario,
 )
-from fsm.harness.ts_client import (
+from support.ts_client import (
     TsClient,
     TsClientUnavailable,
     open_ts_client,

@@ -1,5 +1,5 @@
 """fastmcp 3.x's ``Client`` (on mcp 1.x) guarded through
-:func:`fsm.adapters.mcp1.guarded_connection` (:mod:`fsm.harness.fastmcp_clients`).
+:func:`fsm.adapters.mcp1.guarded_connection` (:mod:`support.fastmcp_clients`).
 
 fastmcp 3.x runs the 1.x SDK's transport and ``ClientSession``: guarded, the seed gives one
 presentation and one outcome, and a replayed cancellation withdraws the prompt although the
@@ -13,8 +13,8 @@ from conftest import needs_primed_replays
 
 pytest.importorskip("fastmcp")
 
-from fsm.harness.fastmcp_clients import guarded_fastmcp
-from fsm.harness.scenarios import open_rig, run_scenario
+from support.fastmcp_clients import guarded_fastmcp
+from support.scenarios import open_rig, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -42,8 +42,8 @@ async def test_guarded_fastmcp3_fails_a_call_with_the_typed_error() -> None:
     reason: the call raises the typed error (not the SDK's McpError)."""
     import anyio
 
+    from fsm.demo.proxy import HttpFault, is_resume_get
     from fsm.errors import ResumeBudgetSpentError
-    from fsm.harness.proxy import HttpFault, is_resume_get
 
     raised: list[BaseException] = []
     async with (

@@ -10,8 +10,8 @@ import pytest
 from conftest import needs_primed_replays
 from v1_support import answer_rejected
 
-from fsm.harness.proxy import HttpFault
-from fsm.harness.scenarios import open_rig, plain_client, run_scenario
+from fsm.demo.proxy import HttpFault
+from support.scenarios import open_rig, plain_client, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 

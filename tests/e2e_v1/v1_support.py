@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 
-from fsm.harness.proxy import Fault
-from fsm.harness.scenarios import ClientFactory, Outcome, open_rig
+from fsm.demo.proxy import Fault
+from support.scenarios import ClientFactory, Outcome, open_rig
 
 
 async def answer_rejected(

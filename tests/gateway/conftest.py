@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fsm.harness.redis_server import RedisServer, redis_server
+from support.redis_server import RedisServer, redis_server
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from fsm.demo.serving import lifespan, serving, whole_body
 from fsm.guard import GuardConfig
-from fsm.harness.gateway import RunningGateway, running_gateway
-from fsm.harness.serving import lifespan, serving, whole_body
+from support.gateway import RunningGateway, running_gateway
 
 __all__ = [
     "HEAD",
@@ -364,7 +364,7 @@ async def _reply(send: Any, status: int, body: bytes, headers: list[tuple[bytes,
 @contextlib.asynccontextmanager
 async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[RunningGateway]:
     """``upstream`` served on loopback, and a gateway replica in front of it (keywords go
-    to :func:`~fsm.harness.gateway.running_gateway`; the guard's backoff is short unless
+    to :func:`~support.gateway.running_gateway`; the guard's backoff is short unless
     ``config`` is given)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -22,6 +22,7 @@ import uvicorn
 from anyio.abc import SocketStream
 from uvicorn.server import ServerState
 
+from fsm.demo.serving import serving, whole_body
 from fsm.gateway import edge as edge_module
 from fsm.gateway.edge import (
     HAS_HTTPTOOLS,
@@ -31,7 +32,6 @@ from fsm.gateway.edge import (
     protocol_class,
     uvicorn_settings,
 )
-from fsm.harness.serving import serving, whole_body
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -422,7 +422,7 @@ async def upstream(scope: Any, receive: Any, send: Any) -> None:
 
 @PARSERS
 async def test_the_gateway_is_served_with_the_edge(http: str) -> None:
-    from fsm.harness.gateway import running_gateway
+    from support.gateway import running_gateway
 
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
 

@@ -1,5 +1,5 @@
 """The Redis store over TLS (``rediss://``), against a TLS-only ``redis-server`` on
-127.0.0.1 whose certificate a throwaway authority issued (:mod:`fsm.harness.redis_server`,
+127.0.0.1 whose certificate a throwaway authority issued (:mod:`support.redis_server`,
 ``tls=True``).
 
 A store trusting that authority (the ``ssl_ca_certs`` keyword of
@@ -19,7 +19,7 @@ import trustme
 
 from fsm.gateway.redis_store import RedisStore
 from fsm.gateway.store import ClaimStatus, Cursor, StoreUnavailableError
-from fsm.harness.redis_server import RedisServer, redis_server
+from support.redis_server import RedisServer, redis_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -1,7 +1,7 @@
 """The gateway's state stores keep the contract of :mod:`fsm.gateway.store`.
 
 One conformance suite runs on :class:`MemoryStore` and on :class:`RedisStore` against a real
-``redis-server`` on 127.0.0.1 (:mod:`fsm.harness.redis_server`): claims win once, also for
+``redis-server`` on 127.0.0.1 (:mod:`support.redis_server`): claims win once, also for
 fifty concurrent claimers on two replicas; typed ids stay distinct; cursors never move
 back, also under concurrent writers; a claim advances the cursor in the same step; answers
 and ended sessions round-trip; sessions are isolated. Then what only one store has: the
@@ -33,7 +33,7 @@ from fsm.gateway.store import (
     StoreStateLostError,
     StoreUnavailableError,
 )
-from fsm.harness.redis_server import RedisServer, RedisServerError, redis_server
+from support.redis_server import RedisServer, RedisServerError, redis_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -32,7 +32,7 @@ from fsm.gateway.store import (
     StateStore,
     StoreUnavailableError,
 )
-from fsm.harness.redis_server import RedisServer, redis_server
+from support.redis_server import RedisServer, redis_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

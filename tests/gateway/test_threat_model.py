@@ -57,9 +57,9 @@ from auth_upstream import (
     running_auth_server,
 )
 
+from fsm.demo.proxy import Exchange, FaultProxy, is_resume_get
 from fsm.gateway.ids import EventIdKeys
-from fsm.harness.proxy import Exchange, FaultProxy, is_resume_get
-from fsm.harness.scenarios import (
+from support.scenarios import (
     BackgroundCall,
     ClientEnv,
     ElicitAnswer,
@@ -137,7 +137,7 @@ async def open_bed(via: Via, *, mode: Mode = "403", replicas: int = 2) -> AsyncI
         if via == "gateway":
             from fsm.gateway.store import MemoryStore
             from fsm.guard import GuardConfig
-            from fsm.harness.gateway import running_gateway
+            from support.gateway import running_gateway
 
             # short backoffs: the server advertises retry: 50
             config = GuardConfig(backoff_initial_s=0.05, backoff_max_s=0.5)

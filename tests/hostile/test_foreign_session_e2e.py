@@ -40,8 +40,8 @@ pytest.importorskip("uvicorn")
 from fsm import actions as act
 from fsm import events as ev
 from fsm import properties as P
-from fsm.harness.proxy import Exchange, is_resume_get
-from fsm.harness.scenarios import (
+from fsm.demo.proxy import Exchange, is_resume_get
+from support.scenarios import (
     ClientEnv,
     ClientFactory,
     Outcome,

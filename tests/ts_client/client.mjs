@@ -1,5 +1,5 @@
 // The official MCP TypeScript SDK client (@modelcontextprotocol/sdk, pinned in package.json),
-// driven line by line over stdin/stdout in JSON Lines by fsm/harness/ts_client.py.
+// driven line by line over stdin/stdout in JSON Lines by tests/support/ts_client.py.
 //
 // Usage: node client.mjs <url> [<tool> [<json-arguments>]] [--request-timeout-ms N]
 //        [--max-retries N] [--initial-reconnection-delay-ms N] [--max-reconnection-delay-ms N]

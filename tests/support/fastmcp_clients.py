@@ -21,14 +21,14 @@ from fastmcp.client.transports import StreamableHttpTransport
 from mcp import types
 
 from fsm.adapters.core import GuardedConnection
-from fsm.guard import GuardConfig
-from fsm.harness.scenarios import (
+from fsm.demo.rig import (
     GUARDED_SCENARIO_CONFIG_KW,
     ClientEnv,
     PresentationRequest,
     ScenarioClient,
 )
-from fsm.harness.sdk import MCP_MAJOR, hx
+from fsm.demo.sdk import MCP_MAJOR, hx
+from fsm.guard import GuardConfig
 
 __all__ = ["guarded_fastmcp", "plain_fastmcp"]
 

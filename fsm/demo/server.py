@@ -39,7 +39,7 @@ What it offers (protocol 2025-11-25 over the legacy, session-ful streamable HTTP
   :class:`SharedEventStore` (the SDK example's behaviour: one store for every session, keyed
   by stream id only, so replays leak across sessions, for hostile-input tests).
 
-Ordering guarantee for the proxy: requests forwarded by :class:`fsm.harness.proxy.FaultProxy`
+Ordering guarantee for the proxy: requests forwarded by :class:`fsm.demo.proxy.FaultProxy`
 carry ``x-fsm-exchange`` (their exchange id) and ``x-fsm-after-cut`` (ids of exchanges the
 proxy has cut).  The harness middleware holds such a request until every listed exchange
 has finished on the server side (bounded by ``order_timeout``).  Without it a resume ``GET``
@@ -83,8 +83,8 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from fsm.harness.sdk import MCP_MAJOR, request_headers, server_class
-from fsm.harness.serving import serving
+from fsm.demo.sdk import MCP_MAJOR, request_headers, server_class
+from fsm.demo.serving import serving
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 DEPRECATION: type[Warning] = getattr(

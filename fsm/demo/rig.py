@@ -1,10 +1,12 @@
-"""Deterministic end-to-end scenarios: a client behind a fault proxy, against the harness server.
+"""The rig the demo's scenario runs on: a client behind a fault proxy, against the demo server.
 
-Each scenario starts a fresh :func:`~fsm.harness.server.running_server` and
-:class:`~fsm.harness.proxy.FaultProxy`, opens a client through a **client factory**, calls the
-destructive ``delete_files`` tool, drives faults by explicit command (cuts, held resumes,
-deadline fired now, failed answer POSTs, session expiry) and synchronises on observed
-traffic, never on sleeps.  The result is a :class:`ScenarioResult`.
+A scenario (:data:`Step`) starts on a fresh :func:`open_rig`: a
+:func:`~fsm.demo.server.running_server`, a :class:`~fsm.demo.proxy.FaultProxy` in front of
+it, an HTTP client and a scripted :class:`User`. It opens a client through a **client
+factory**, calls the destructive ``delete_files`` tool, drives faults by explicit command
+(cuts, held resumes, deadline fired now, failed answer POSTs, session expiry) and
+synchronises on observed traffic, never on sleeps.  :func:`run_scenario` runs one and
+returns a :class:`ScenarioResult`; the demo's scenario is :func:`fsm.demo.seed.seed`.
 
 The client seam (what a guarded client must implement to reuse every scenario)
 ------------------------------------------------------------------------------
@@ -40,37 +42,6 @@ attribute, or ``error.code``) and message.  Optional: ``await client.list_tools(
 Everything else (dedup, liveness, answer-outcome classification, resume policy) is the
 client's business: the scenario only observes the wire (proxy log), the user (presentations)
 and the server (controller log).
-
-Scenarios (:data:`SCENARIOS`)
------------------------------
-``seed``
-    The call's POST stream is cut abruptly after its priming event; while the resume GET is
-    held, the tool elicits (stored, undelivered); the GET replays it (presentation 1).  That
-    GET is cut abruptly; while the next resume is held the **silent** deadline fires; the
-    next GET replays from the client's cursor.  That GET is cut too; the user answers
-    everything still shown; then the tool returns "confirmation expired" (stored for a
-    client that still resumes).  mcp 2.3.0 plain client: the stale resume cursor replays
-    the dead elicitation -> presented twice (same id); two late answers -> 202, 202; the
-    call fails with -32000 "SSE stream ended and reconnection attempts were exhausted".
-    Steps wait only on what any resuming client does (it resumes after each cut); nothing
-    waits for a presentation after the first.
-``replayed_cancel``
-    As ``seed`` with the **cancel-emitting** deadline: the second replay carries the request
-    followed by its ``notifications/cancelled``.  Plain client: the replayed request is
-    dispatched again (a second handler, cancelled by the replayed cancel); the first
-    presentation stays open and its late answer gets 202; -32000 as above.
-``answer_conn_error``
-    Elicitation delivered live, the answer POST fails with a connection error.  Plain
-    client: the transport dies (``Error in post_writer``), the call fails with -32000
-    "Connection closed".
-``session_expired``
-    Elicitation delivered live, then the server expires the session.  Plain client: the
-    stream ends cleanly, two resume GETs get 404, the call fails with -32000 "...exhausted";
-    the late answer gets 404 (ignored by the client); a probe gets -32600 "Session not
-    found" (no re-initialisation).
-``happy``
-    The user confirms in time: one presentation, one answer (202), result
-    ``"Deleted 3 files: a.txt, b.txt, c.txt"``.
 """
 
 from __future__ import annotations
@@ -88,9 +59,9 @@ from anyio.abc import TaskGroup
 from mcp import ClientSession, types
 from mcp.server.streamable_http import EventStore
 
-from fsm.harness.proxy import ConnectionFault, Exchange, FaultProxy, TrafficEvent, is_resume_get
-from fsm.harness.sdk import MCP_MAJOR, hx, open_client_streams
-from fsm.harness.server import (
+from fsm.demo.proxy import Exchange, FaultProxy, TrafficEvent, is_resume_get
+from fsm.demo.sdk import MCP_MAJOR, hx, open_client_streams
+from fsm.demo.server import (
     PendingElicitation,
     RunningServer,
     ServerController,
@@ -101,12 +72,12 @@ from fsm.harness.server import (
 __all__ = [
     "CONFIRM",
     "GUARDED_SCENARIO_CONFIG_KW",
-    "SCENARIOS",
     "AnswerPost",
     "BackgroundCall",
     "ClientEnv",
     "ClientFactory",
     "ElicitAnswer",
+    "MiddleTier",
     "Outcome",
     "Presentation",
     "PresentationRequest",
@@ -114,18 +85,18 @@ __all__ = [
     "Rig",
     "ScenarioClient",
     "ScenarioResult",
+    "Step",
+    "Tier",
     "User",
+    "capturing_guarded_client",
     "guarded_client",
     "open_rig",
     "plain_client",
-    "run_progress_stream",
     "run_scenario",
     "unless_ended",
 ]
 
 T = TypeVar("T")
-
-ScenarioName = Literal["seed", "replayed_cancel", "answer_conn_error", "session_expired", "happy"]
 
 
 # --------------------------------------------------------------------------- the seam
@@ -220,7 +191,7 @@ async def plain_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
 
 
 GUARDED_SCENARIO_CONFIG_KW: dict[str, Any] = {"backoff_initial_s": 0.05, "backoff_max_s": 0.5}
-"""Policy of :func:`guarded_client`: the default guard with short backoffs (the harness
+"""Policy of :func:`guarded_client`: the default guard with short backoffs (the demo
 server sends ``retry: 50``; answer resubmissions would otherwise wait a second)."""
 
 
@@ -451,6 +422,7 @@ class ScenarioResult:
         return [a.status if a.status is not None else a.fault for a in self.answers]
 
 
+
 # --------------------------------------------------------------------------- the rig
 
 
@@ -462,10 +434,8 @@ class Rig:
     proxy: FaultProxy
     http: Any  # an hx.AsyncClient
     user: User
-    gateways: list[Any] = field(default_factory=list)
-    """Gateway replicas between the proxy and the server (:mod:`fsm.harness.gateway`)."""
-    upstream_proxy: FaultProxy | None = None
-    """A second fault proxy between the gateways and the server (``upstream_faults``)."""
+    middle: Any = None
+    """What the ``middle`` tier of :func:`open_rig` yielded (``None`` without one)."""
 
     @property
     def controller(self) -> ServerController:
@@ -547,49 +517,40 @@ class Rig:
                 await self.proxy.wait_for(_ends(busy[0].id), timeout)
 
 
+class Tier(Protocol):
+    """What a middle tier yields: something serving HTTP that the fault proxy relays to."""
+
+    @property
+    def url(self) -> str: ...
+
+
+MiddleTier = Callable[[str], AbstractAsyncContextManager[Tier]]
+"""What :func:`open_rig` may put between the fault proxy and the server: called with the
+server's URL, it starts what it runs (replicas of a relay, say) and yields a :class:`Tier`
+whose ``url`` the proxy relays to; it is stopped when the rig is torn down."""
+
+
 @contextlib.asynccontextmanager
 async def open_rig(
     *,
     event_store: Literal["scoped", "shared"] | EventStore = "scoped",
     retry_interval_ms: int = 50,
-    gateway: Mapping[str, Any] | None = None,
-    replicas: int = 1,
-    upstream_faults: bool = False,
+    middle: MiddleTier | None = None,
 ) -> AsyncIterator[Rig]:
     """Server + proxy + HTTP client + user, all on 127.0.0.1; torn down on exit.
-    ``event_store``: as :func:`~fsm.harness.server.running_server` takes it (a store
-    instance is shared by every session). ``gateway``: put a guarding gateway replica
-    between the proxy and the server (the keywords go to
-    :class:`~fsm.gateway.app.Gateway`; needs the ``gateway`` extra); ``replicas`` of them
-    (sharing whatever store the keywords give), the proxy relaying to the first;
-    ``upstream_faults``: a second proxy between them and the server
-    (:attr:`Rig.upstream_proxy`), for faults on the gateways' own traffic."""
+    ``event_store``: as :func:`~fsm.demo.server.running_server` takes it (a store
+    instance is shared by every session). ``middle``: a :data:`MiddleTier` between the
+    proxy and the server (what it yields is :attr:`Rig.middle`)."""
     async with contextlib.AsyncExitStack() as stack:
         server = await stack.enter_async_context(
             running_server(event_store=event_store, retry_interval_ms=retry_interval_ms)
         )
-        gateways: list[Any] = []
-        upstream_proxy: FaultProxy | None = None
-        if gateway is not None:
-            from fsm.harness.gateway import running_gateway
-
-            upstream = server.url
-            if upstream_faults:
-                upstream_proxy = await stack.enter_async_context(FaultProxy(server.url))
-                upstream = upstream_proxy.url
-            from fsm.gateway.ids import EventIdKeys
-
-            # replicas behind one balancer share the key that signs their event ids
-            shared = {"id_keys": EventIdKeys.generate(), **gateway}
-            for _ in range(replicas):
-                gateways.append(
-                    await stack.enter_async_context(running_gateway(upstream, **shared))
-                )
+        tier = None if middle is None else await stack.enter_async_context(middle(server.url))
         proxy = await stack.enter_async_context(
-            FaultProxy(gateways[0].url if gateways else server.url)
+            FaultProxy(server.url if tier is None else tier.url)
         )
         http = await stack.enter_async_context(hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0)))
-        yield Rig(server, proxy, http, User(), gateways, upstream_proxy)
+        yield Rig(server, proxy, http, User(), tier)
 
 
 class BackgroundCall:
@@ -614,81 +575,10 @@ class BackgroundCall:
         return self.outcome
 
 
-# --------------------------------------------------------------------------- scenarios
 
 Step = Callable[[Rig, ScenarioClient, BackgroundCall, TaskGroup], Awaitable["Outcome | None"]]
 """One scenario: drive ``client`` on ``rig``, running the call under test as ``call`` in
 ``tg``; returns a probe outcome (a later call's) or ``None``."""
-
-
-async def _settle(rig: Rig, client: ScenarioClient) -> None:
-    """Let the client act on everything it received, and let its answer POSTs finish.
-
-    A ``ping`` round trip (hundreds of event-loop turns through proxy and server) gives the
-    client's handlers time to run; then every answer POST the proxy has seen must end.
-    Done twice so an answer enqueued behind the first ping is covered.  A dead client
-    (ping raising) is fine.
-    """
-    for _ in range(2):
-        with contextlib.suppress(Exception):
-            with anyio.fail_after(10):
-                await client.call_tool("ping", {})
-        await rig.answers_quiet()
-
-
-async def _replayed_deadline(
-    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup, flavour: str
-) -> Outcome | None:
-    proxy, controller, user = rig.proxy, rig.controller, rig.user
-    args = {"deadline": flavour, "gated": True, "after_deadline": "hold"}
-    tg.start_soon(call.run, client, "delete_files", args)
-    post = await rig.tools_call()
-    pending = await controller.wait_pending(state="gated")
-
-    # 1. the POST stream breaks before the elicitation, which is sent while disconnected
-    #    and delivered by the first resume's replay
-    first_resume = await rig.cut_while_away(post, rig.elicit_while_away(pending))
-
-    # 2. that resume breaks too; the deadline fires while the client is away
-    async def deadline(mark: int) -> None:
-        await controller.fire_deadline(pending)
-        if flavour == "cancel":
-            await rig.stored("notifications/cancelled", after=mark)
-
-    second_resume = await rig.cut_while_away(first_resume, deadline)
-
-    # 3. the stream breaks a third time; the user then answers whatever is still shown;
-    #    finally the tool returns "expired" (reaches only a client still resuming)
-    mark = proxy.last_seq
-    await proxy.cut(second_resume, "abrupt")
-    await _settle(rig, client)
-    user.answer_open()
-    await _settle(rig, client)
-    await _resumed_or_ended(rig, call, mark)
-    controller.finish(pending)
-    await call.wait()
-    return None
-
-
-async def _resumed_or_ended(
-    rig: Rig, call: BackgroundCall, after: int, timeout: float = 10.0
-) -> None:
-    """Wait until a resume GET sent after ``after`` has attached (its priming event was
-    relayed), or the call already ended (a client that stopped resuming).
-
-    The mcp 2.3.0 server attaches a resume's live tail only after the replay and its
-    priming event; a result produced inside that window is stored but not sent on the
-    attached connection, so finishing the tool earlier would race the server, not test
-    the client.
-    """
-    proxy = rig.proxy
-
-    def attached(e: TrafficEvent) -> bool:
-        ex = proxy.exchanges.get(e.exchange)
-        return e.kind == "sse_event" and e.data == "" and ex is not None and ex.is_resume
-
-    with anyio.fail_after(timeout):
-        await unless_ended(call.done, proxy.wait_for(attached, timeout, after))
 
 
 async def unless_ended(done: anyio.Event, step: Awaitable[T]) -> T | None:
@@ -710,86 +600,21 @@ async def unless_ended(done: anyio.Event, step: Awaitable[T]) -> T | None:
     return got[0] if got else None
 
 
-async def _seed(
-    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
-) -> Outcome | None:
-    return await _replayed_deadline(rig, client, call, tg, "silent")
-
-
-async def _replayed_cancel(
-    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
-) -> Outcome | None:
-    return await _replayed_deadline(rig, client, call, tg, "cancel")
-
-
-async def _answer_conn_error(
-    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
-) -> Outcome | None:
-    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
-    await rig.user.wait_presented(1)
-    rig.proxy.fail_next_answer(ConnectionFault("close"))
-    rig.user.answer_open()
-    await call.wait()
-    await _settle(rig, client)
-    return None
-
-
-async def _session_expired(
-    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
-) -> Outcome | None:
-    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
-    await rig.user.wait_presented(1)
-    sid = rig.session_id()
-    assert sid is not None
-    await rig.controller.expire_session(sid)
-    await call.wait()
-    rig.user.answer_open()
-    await _settle(rig, client)
-    try:
-        with anyio.fail_after(10):
-            return Outcome.of_result(await client.call_tool("ping", {}))
-    except Exception as exc:
-        return Outcome.of_exception(exc)
-
-
-async def _happy(
-    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
-) -> Outcome | None:
-    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
-    await rig.user.wait_presented(1)
-    rig.user.answer_open()
-    await call.wait()
-    await _settle(rig, client)
-    return None
-
-
-SCENARIOS: dict[str, Step] = {
-    "seed": _seed,
-    "replayed_cancel": _replayed_cancel,
-    "answer_conn_error": _answer_conn_error,
-    "session_expired": _session_expired,
-    "happy": _happy,
-}
-
-
 async def run_scenario(
-    name: str | Step,
+    step: Step,
     client_factory: ClientFactory = plain_client,
     *,
     timeout: float = 30.0,
     rig: Rig | None = None,
+    name: str | None = None,
 ) -> ScenarioResult:
-    """Run scenario ``name`` (a key of :data:`SCENARIOS`, or a :data:`Step` of the
-    caller's own, named by its function) with ``client_factory``.
+    """Run the scenario ``step`` (:func:`fsm.demo.seed.seed`, or one of the caller's own)
+    with ``client_factory``; the result is named ``name``, by default the step's.
 
     A fresh rig (server, proxy, HTTP client, user) is used unless ``rig`` is given.  Raises
     ``TimeoutError`` if the scenario does not finish within ``timeout`` seconds (a safety
     net: every step waits on an observed event).
     """
-    if isinstance(name, str):
-        step = SCENARIOS[name]
-    else:
-        step, name = name, name.__name__
     async with contextlib.AsyncExitStack() as stack:
         if rig is None:
             rig = await stack.enter_async_context(open_rig())
@@ -800,7 +625,8 @@ async def run_scenario(
             async with client_factory(rig.env()) as client, anyio.create_task_group() as tg:
                 probe = await step(rig, client, call, tg)
                 # whatever the user still has open is abandoned by closing the client
-        return _collect(name, rig, call.outcome, probe, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        return _collect(name or step.__name__, rig, call.outcome, probe, seconds)
     raise AssertionError("unreachable")
 
 
@@ -859,51 +685,3 @@ def _rpc_method(body: Any) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------- benchmark
-
-
-@dataclass(frozen=True)
-class ProgressRun:
-    """Result of :func:`run_progress_stream`."""
-
-    count: int
-    received: int
-    relayed_events: int
-    seconds: float
-    result_text: str
-
-
-async def run_progress_stream(count: int = 10_000, *, through_proxy: bool = True) -> ProgressRun:
-    """Call ``stream_progress(count)`` with the plain client and time it.
-
-    ``received`` counts progress callbacks seen by the client, ``relayed_events`` the SSE
-    events with data the proxy relayed on the call's stream (``0`` without the proxy).
-    """
-    async with open_rig() as rig:
-        url = rig.proxy.url if through_proxy else rig.server.url
-        received = 0
-        all_received = anyio.Event()
-
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            nonlocal received
-            received += 1
-            if received >= count:
-                all_received.set()
-
-        async with (
-            open_client_streams(url, rig.http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            started = time.monotonic()
-            result = await session.call_tool(
-                "stream_progress", {"count": count}, progress_callback=on_progress
-            )
-            # progress callbacks run as their own tasks and may trail the result
-            with anyio.fail_after(30):
-                await all_received.wait()
-            seconds = time.monotonic() - started
-        relayed = sum(
-            1 for e in rig.proxy.log if e.kind == "sse_event" and "notifications/progress" in e.data
-        )
-        return ProgressRun(count, received, relayed, seconds, Outcome.of_result(result).text)

@@ -1,6 +1,6 @@
 """``python -m fsm demo [--json]``: the seed incident, plain client vs guarded client.
 
-Runs the ``seed`` scenario (:mod:`fsm.harness.scenarios`) twice against a real mcp 2.3.0
+Runs the ``seed`` scenario (:mod:`fsm.demo.seed`) twice against a real mcp 2.3.0
 server on 127.0.0.1 behind the fault proxy: once with the unmodified SDK client, once with
 the same client wrapped by :func:`fsm.adapters.mcp2.guarded_session`. Prints, side by
 side, how often the same elicitation was presented, the answer POSTs and their statuses,
@@ -10,7 +10,7 @@ every resume with its ``Last-Event-ID`` cursor, and how the call ended.
 ``presentations`` (per presentation: session, request id, whether it was withdrawn),
 ``answer_posts`` (request id, status or fault), ``resumes`` (cursor, status, how the
 connection ended), ``outcome`` and ``seconds``; the guarded side also ``violations`` (of
-P1-P7, from its event log: empty). A second scene (:mod:`fsm.harness.mrtr_demo`, key
+P1-P7, from its event log: empty). A second scene (:mod:`fsm.demo.mrtr_scene`, key
 ``"mrtr"``) runs protocol 2026-07-28's input rounds: a re-asking tool, a late answer into
 expired state and a restart between rounds, plain ``Client.call_tool`` vs guarded.
 
@@ -61,14 +61,15 @@ def _side(result: Any, violations: list[str] | None = None) -> dict[str, Any]:
 
 async def _run() -> dict[str, Any]:
     from fsm.adapters.mcp2 import GuardedSession
-    from fsm.harness import mrtr_demo
-    from fsm.harness.scenarios import capturing_guarded_client, plain_client, run_scenario
+    from fsm.demo import mrtr_scene
+    from fsm.demo.rig import capturing_guarded_client, plain_client, run_scenario
+    from fsm.demo.seed import seed
 
     sessions: list[GuardedSession] = []
-    plain = await run_scenario("seed", plain_client)
-    guarded = await run_scenario("seed", capturing_guarded_client(sessions))
+    plain = await run_scenario(seed, plain_client)
+    guarded = await run_scenario(seed, capturing_guarded_client(sessions))
     found = [f"{v.name} at observation {n}: {v.why}" for n, _, v in sessions[0].violations]
-    mrtr = await mrtr_demo.scene()
+    mrtr = await mrtr_scene.scene()
     return {"plain": _side(plain), "guarded": _side(guarded, found), "mrtr": mrtr}
 
 
@@ -123,14 +124,14 @@ def _table(report: dict[str, Any]) -> str:
 def behaves(report: dict[str, Any]) -> bool:
     """One presentation, one outcome, no property violation on the guarded side (and,
     in the MRTR scene, no question shown twice)."""
-    from fsm.harness import mrtr_demo
+    from fsm.demo import mrtr_scene
 
     g = report["guarded"]
     return (
         len(g["presentations"]) == 1
         and g["outcome"]["kind"] in ("result", "error")
         and not g.get("violations")
-        and mrtr_demo.behaves(report.get("mrtr", {}))
+        and mrtr_scene.behaves(report.get("mrtr", {}))
     )
 
 
@@ -167,11 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        from fsm.harness import mrtr_demo
+        from fsm.demo import mrtr_scene
 
         print(_table(report))
         print()
-        print(mrtr_demo.table(report["mrtr"]))
+        print(mrtr_scene.table(report["mrtr"]))
     return 0 if behaves(report) else 1
 
 

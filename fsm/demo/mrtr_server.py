@@ -43,7 +43,7 @@ from mcp import types
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 
-from fsm.harness.serving import serving
+from fsm.demo.serving import serving
 
 __all__ = ["ExpiringCodec", "MrtrLog", "MrtrServer", "build_mrtr_server", "running_mrtr_server"]
 

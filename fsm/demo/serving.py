@@ -1,8 +1,8 @@
 """Serve an ASGI app with uvicorn on an already-bound socket, in this event loop.
 
-Shared by the test servers of both protocol eras (:mod:`fsm.harness.server`,
-:mod:`fsm.harness.mrtr_server`) and the gateway replicas (:mod:`fsm.harness.gateway`),
-with the HTTP edge's limits (:mod:`fsm.gateway.edge`) applied. asyncio only (uvicorn).
+Shared by the demo servers of both protocol eras (:mod:`fsm.demo.server`,
+:mod:`fsm.demo.mrtr_server`) and the test bed's gateway replicas, with the HTTP edge's
+limits (:mod:`fsm.gateway.edge`) applied. asyncio only (uvicorn).
 """
 
 from __future__ import annotations

@@ -11,16 +11,16 @@ stream, ``diagnostic`` for the SDK's ``onerror``) and reads commands (answer pre
 - :func:`open_ts_client` starts the script (``anyio.open_process``) and yields a
   :class:`TsClient`: every printed line is kept in :attr:`TsClient.lines`; waits take a
   safety timeout; the process is closed (then killed) on exit.
-- :func:`ts_scenario_client` is a :data:`~fsm.harness.scenarios.ClientFactory`: the
-  scenarios of :mod:`fsm.harness.scenarios` run the TypeScript client unchanged (each
+- :func:`ts_scenario_client` is a :data:`~fsm.demo.rig.ClientFactory`: the
+  scenarios of :mod:`support.scenarios` run the TypeScript client unchanged (each
   ``presented`` line goes to ``env.on_present``, a ``withdrawn`` one cancels it).
 - :func:`ts_seed_run` runs the seed incident with it against any URL (the rig's proxy by
   default, or something in front of it) and returns a :class:`TsSeedRun`.
 
 Install: ``make ts-client`` (``npm ci --prefix tests/ts_client``; ``make test`` does it when
 ``node_modules`` is missing or older than the lock). Missing ``node`` or a missing install
-raise :class:`TsClientUnavailable` saying so. The Node project lives in the source tree, so
-this module needs a checkout (an editable install), not a wheel. The client never uses
+raise :class:`TsClientUnavailable` saying so. Both live in the checkout's
+``tests/``, not in the wheel. The client never uses
 ``env.http_client``: it is another process with its own HTTP stack. asyncio or trio alike;
 the scenarios need asyncio (uvicorn and the proxy).
 """
@@ -41,7 +41,7 @@ import anyio
 from anyio.abc import Process, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from fsm.harness.scenarios import (
+from fsm.demo.rig import (
     ClientEnv,
     ClientFactory,
     Outcome,
@@ -52,6 +52,7 @@ from fsm.harness.scenarios import (
     open_rig,
     run_scenario,
 )
+from fsm.demo.seed import seed
 
 __all__ = [
     "TS_CLIENT_DIR",
@@ -65,7 +66,7 @@ __all__ = [
     "ts_seed_run",
 ]
 
-TS_CLIENT_DIR = Path(__file__).resolve().parents[2] / "tests" / "ts_client"
+TS_CLIENT_DIR = Path(__file__).resolve().parents[1] / "ts_client"
 """The Node project (``package.json``, ``package-lock.json``, ``client.mjs``) in a checkout."""
 
 SDK_PACKAGE = "@modelcontextprotocol/sdk"
@@ -99,7 +100,7 @@ class TsText:
 @dataclass(frozen=True)
 class TsToolResult:
     """A tool result as the TypeScript client printed it; shaped like ``CallToolResult``
-    where :class:`~fsm.harness.scenarios.Outcome` reads it (``content[].text``,
+    where :class:`~fsm.demo.rig.Outcome` reads it (``content[].text``,
     ``is_error``)."""
 
     content: list[TsText]
@@ -320,7 +321,7 @@ async def _close(client: TsClient, timeout: float) -> None:
 
 
 class _TsScenarioClient:
-    """A :class:`~fsm.harness.scenarios.ScenarioClient` backed by a :class:`TsClient`."""
+    """A :class:`~fsm.demo.rig.ScenarioClient` backed by a :class:`TsClient`."""
 
     def __init__(self, ts: TsClient) -> None:
         self.ts = ts
@@ -371,7 +372,7 @@ async def _present_all(ts: TsClient, env: ClientEnv, tg: TaskGroup) -> None:
 def ts_scenario_client(
     url: str | None = None, *, sink: list[TsClient] | None = None, **options: Any
 ) -> ClientFactory:
-    """A client factory running the TypeScript client (see :mod:`fsm.harness.scenarios`).
+    """A client factory running the TypeScript client (see :mod:`fsm.demo.rig`).
 
     ``url`` replaces ``env.url`` (e.g. a gateway in front of the rig's proxy); ``options``
     go to :func:`open_ts_client`; each started :class:`TsClient` is appended to ``sink``
@@ -415,10 +416,11 @@ class TsSeedRun:
 async def ts_seed_run(
     rig: Rig | None = None, *, url: str | None = None, timeout: float = 30.0, **options: Any
 ) -> TsSeedRun:
-    """Run the ``seed`` scenario (:mod:`fsm.harness.scenarios`) with the TypeScript client.
+    """Run the ``seed`` scenario (:mod:`fsm.demo.seed`) with the TypeScript client.
 
     ``rig``: the server and fault proxy to drive (a fresh :func:`open_rig` by default;
-    ``open_rig(gateway=...)`` puts a gateway between the proxy and the server); ``url``:
+    :func:`support.scenarios.open_rig` with ``gateway=...`` puts a gateway between the
+    proxy and the server); ``url``:
     where the client connects (default the rig's proxy; e.g. a gateway in front of it).
     ``options`` go to :func:`open_ts_client`.
     """
@@ -427,6 +429,6 @@ async def ts_seed_run(
     async with contextlib.AsyncExitStack() as stack:
         if rig is None:
             rig = await stack.enter_async_context(open_rig())
-        result = await run_scenario("seed", factory, rig=rig, timeout=timeout)
+        result = await run_scenario(seed, factory, rig=rig, timeout=timeout)
     lines = [line for ts in sink for line in ts.lines]
     return TsSeedRun(len(result.presentations), len(result.resumes), result.outcome, result, lines)

@@ -25,8 +25,8 @@ Observation: a bounded traffic log of :class:`TrafficEvent` (``request``, ``resp
 the first past-or-future event matching a predicate, with a safety timeout.
 
 Ordering: every relayed request carries ``x-fsm-exchange`` (its exchange id) and
-``x-fsm-after-cut`` (ids of the exchanges recently cut); the harness server
-(:mod:`fsm.harness.server`) holds a request until those have finished server-side.  Other
+``x-fsm-after-cut`` (ids of the exchanges recently cut); the demo server
+(:mod:`fsm.demo.server`) holds a request until those have finished server-side.  Other
 servers ignore the headers.
 
 Limits: HTTP/1.1 only, no TLS, no pipelining (httpx2 does not pipeline), request bodies

@@ -1,0 +1,11 @@
+"""The test bed no user needs, imported as ``support.<module>`` (pytest's ``pythonpath``
+puts ``tests/`` on ``sys.path``; so does ``bench/__init__.py``).
+
+- :mod:`support.scenarios`: the demo's rig (:mod:`fsm.demo.rig`) with gateway replicas
+  as its middle tier, and every scenario by name (the seed incident and the others).
+- :mod:`support.gateway`: guarding gateway replicas on loopback.
+- :mod:`support.redis_server`: a throwaway ``redis-server`` on loopback.
+- :mod:`support.fastmcp_clients`: fastmcp's ``Client`` as scenario clients.
+- :mod:`support.ts_client`: the official TypeScript SDK client (the Node project in
+  ``tests/ts_client``) driven over JSON Lines, as a scenario client.
+"""
