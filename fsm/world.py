@@ -52,7 +52,8 @@ and the full space is ``requests!/(requests-k)!`` times larger for states with `
 requests sent. ``tests/models`` check on the full space of every shipped model up to 3
 requests that this is a symmetry (:func:`fsm.checker.verify_symmetry`).
 
-Every step feeds the policy an :data:`Input` and gets :data:`Output` operations back; the
+Every step feeds the policy an :data:`Input` (a typed tuple: :class:`Event`, :class:`Cut`,
+...) and gets :data:`Output` operations back (:class:`Present`, :class:`Submit`, ...); the
 world turns operations into pending work (a timer, a resume GET, an answer POST) that the
 environment completes later, and into :mod:`fsm.properties` observations, so P1-P7 are
 checked by the one shared monitor. Termination (L1) is the checker's cycle detection.
@@ -60,36 +61,88 @@ checked by the one shared monitor. Termination (L1) is the checker's cycle detec
 A state is a pair: the environment (:class:`Env`) and the client side (:class:`Agent`:
 the policy's state with the monitor's). Far fewer distinct environments and agents exist
 than states (the largest shipped model: 75,384 states, 21,513 environments, 12,564 agents),
-so the world interns both and memoises on them what a step computes: the enabled moves and
-each move's effect on an environment, the client side's reaction to each input. A step of a
-warm world is three dictionary lookups; the rest of the time goes to the policy's own
-decisions, each computed once.
+so the world interns both and memoises on them what a step computes (:mod:`fsm.world_base`,
+which every era's world shares); the rest of the time goes to the policy's own decisions,
+each computed once.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
-from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, get_args
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 from fsm import properties as P
-from fsm.checker import BaseModel, Property, Symmetry
+from fsm import world_base as base
+from fsm.checker import Property, Symmetry
 from fsm.errors import RequestKey
 from fsm.events import standalone_stream
+from fsm.world_base import (
+    USER_ANSWER,
+    Agent,
+    Answer,
+    BoundsError,
+    End,
+    Move,
+    OutputError,
+    Present,
+    Reaction,
+    Tick,
+    UserMode,
+    Withdraw,
+    transition_label,
+)
+
+__all__ = [
+    "ENV_FIELDS",
+    "OPENING",
+    "STREAM",
+    "TERMINAL_OUTCOMES",
+    "USER_ANSWER",
+    "Agent",
+    "Answer",
+    "Bounds",
+    "BoundsError",
+    "ClientPolicy",
+    "Cut",
+    "Deadline",
+    "End",
+    "Env",
+    "Event",
+    "GetCut",
+    "GetEnd",
+    "GetOpened",
+    "Input",
+    "Move",
+    "NewSession",
+    "Outcome",
+    "Output",
+    "OutputError",
+    "PostOutcome",
+    "Present",
+    "Reaction",
+    "Replay",
+    "Resume",
+    "ResumeRefused",
+    "Resumed",
+    "SsePolicy",
+    "Submit",
+    "Tick",
+    "Timer",
+    "UserMode",
+    "Wait",
+    "Withdraw",
+    "World",
+    "WorldState",
+    "key",
+    "session_name",
+    "session_number",
+    "stream_name",
+    "transition_label",
+]
 
 C = TypeVar("C")
-
-# Inputs to a client policy: ("event", index, kind, request) | ("cut", clean) | ("timer",)
-# | ("resumed",) | ("resume_404",) | ("answer", request) | ("outcome", request, outcome)
-# | ("tick",) | ("get_open", generation) | ("get_cut", generation) | ("session", number).
-# Outputs: ("present", r)
-# | ("withdraw", r) | ("submit", r) | ("wait",) | ("resume", cursor) | ("end", outcome)
-# | ("get_end", generation, outcome), where a submit carries the answer it sends as a
-# tuple of items: ("submit", r, (("action", "accept"),)), and "end" ends the tool call's
-# interaction, "get_end" the standalone GET generation the client names.
-Input = tuple[Any, ...]
-Output = tuple[Any, ...]
 
 Outcome = Literal["202", "404", "404rpc", "rpc", "500rpc", "neterr"]
 """Answer POST outcomes: accepted, session gone, a 404 whose JSON-RPC body says "unknown
@@ -100,14 +153,184 @@ TERMINAL_OUTCOMES = frozenset({"404", "404rpc", "rpc", "500rpc"})
 
 Deadline = Literal["silent", "cancel"]
 """A server-side deadline fires silently, or with a ``notifications/cancelled``."""
-UserMode = Literal["answers", "never"]
-"""The user answers each presented prompt (at any time), or never."""
 Replay = Literal["after", "inclusive", "start"]
 """A resumed stream replays after the ``Last-Event-ID`` (the specification), from it, or
 from the start of the server's buffer (everything, on every resume)."""
 GetState = Literal["closed", "open", "lost"]
 """The standalone GET's connection: none (the client may open a fresh one), open
 (carrying nothing yet), or cut and not yet ended by the client."""
+
+
+# ------------------------------------------------------------------ inputs
+
+
+class Event(
+    base.Tagged,
+    NamedTuple(
+        "Event", [("op", Literal["event"]), ("event_id", int), ("what", str), ("request", int)]
+    ),
+):
+    """Input: the server's event ``event_id`` (its place in the server's buffer) arrived on
+    the tool call's stream: ``what`` is ``"prime"`` (the priming event), ``"req"`` (an
+    elicitation of ``request``), ``"cancel"`` (its ``notifications/cancelled``) or
+    ``"resp"`` (the tool's result; ``request`` -1)."""
+
+    __slots__ = ()
+
+    def __new__(cls, event_id: int, what: str, request: int) -> Event:
+        return super().__new__(cls, "event", event_id, what, request)
+
+
+class Cut(base.Tagged, NamedTuple("Cut", [("op", Literal["cut"]), ("clean", bool)])):
+    """Input: the tool call's stream (or its resume GET) broke, cleanly or not."""
+
+    __slots__ = ()
+
+    def __new__(cls, clean: bool) -> Cut:
+        return super().__new__(cls, "cut", clean)
+
+
+class Timer(base.Tagged, NamedTuple("Timer", [("op", Literal["timer"])])):
+    """Input: the backoff timer the client started (:class:`Wait`) elapsed."""
+
+    __slots__ = ()
+
+    def __new__(cls) -> Timer:
+        return super().__new__(cls, "timer")
+
+
+class Resumed(base.Tagged, NamedTuple("Resumed", [("op", Literal["resumed"])])):
+    """Input: the resume GET was answered with a stream; its events follow."""
+
+    __slots__ = ()
+
+    def __new__(cls) -> Resumed:
+        return super().__new__(cls, "resumed")
+
+
+class ResumeRefused(base.Tagged, NamedTuple("ResumeRefused", [("op", Literal["resume_404"])])):
+    """Input: the resume GET was answered 404: the session is gone."""
+
+    __slots__ = ()
+
+    def __new__(cls) -> ResumeRefused:
+        return super().__new__(cls, "resume_404")
+
+
+class PostOutcome(
+    base.Tagged,
+    NamedTuple("PostOutcome", [("op", Literal["outcome"]), ("request", int), ("outcome", Outcome)]),
+):
+    """Input: how the answer POST for ``request`` ended (:data:`Outcome`)."""
+
+    __slots__ = ()
+
+    def __new__(cls, request: int, outcome: Outcome) -> PostOutcome:
+        return super().__new__(cls, "outcome", request, outcome)
+
+
+class GetOpened(
+    base.Tagged, NamedTuple("GetOpened", [("op", Literal["get_open"]), ("generation", int)])
+):
+    """Input: the standalone GET's connection number ``generation`` opened."""
+
+    __slots__ = ()
+
+    def __new__(cls, generation: int) -> GetOpened:
+        return super().__new__(cls, "get_open", generation)
+
+
+class GetCut(base.Tagged, NamedTuple("GetCut", [("op", Literal["get_cut"]), ("generation", int)])):
+    """Input: the standalone GET's connection ``generation`` broke before any event id."""
+
+    __slots__ = ()
+
+    def __new__(cls, generation: int) -> GetCut:
+        return super().__new__(cls, "get_cut", generation)
+
+
+class NewSession(
+    base.Tagged, NamedTuple("NewSession", [("op", Literal["session"]), ("number", int)])
+):
+    """Input: the client began session ``number`` (0 is the first) and its tool call."""
+
+    __slots__ = ()
+
+    def __new__(cls, number: int) -> NewSession:
+        return super().__new__(cls, "session", number)
+
+
+Input = (
+    Event
+    | Cut
+    | Timer
+    | Resumed
+    | ResumeRefused
+    | Answer
+    | PostOutcome
+    | Tick
+    | GetOpened
+    | GetCut
+    | NewSession
+)
+"""What this world tells a client policy. Each is a tuple tagged by its first field
+(``Cut(False) == ("cut", False)``), the form older policies match on."""
+
+
+# ------------------------------------------------------------------ outputs
+
+
+class Submit(
+    base.Tagged,
+    NamedTuple(
+        "Submit",
+        [("op", Literal["submit"]), ("request", int), ("answer", tuple[tuple[str, Any], ...])],
+    ),
+):
+    """Output: POST ``answer`` (the answer's items, sorted: hashable) for ``request``."""
+
+    __slots__ = ()
+
+    def __new__(cls, request: int, answer: tuple[tuple[str, Any], ...]) -> Submit:
+        return super().__new__(cls, "submit", request, answer)
+
+
+class Wait(base.Tagged, NamedTuple("Wait", [("op", Literal["wait"])])):
+    """Output: start a backoff timer (:class:`Timer` tells when it elapsed)."""
+
+    __slots__ = ()
+
+    def __new__(cls) -> Wait:
+        return super().__new__(cls, "wait")
+
+
+class Resume(base.Tagged, NamedTuple("Resume", [("op", Literal["resume"]), ("cursor", int)])):
+    """Output: resume the tool call's stream with ``Last-Event-ID: cursor``."""
+
+    __slots__ = ()
+
+    def __new__(cls, cursor: int) -> Resume:
+        return super().__new__(cls, "resume", cursor)
+
+
+class GetEnd(
+    base.Tagged,
+    NamedTuple("GetEnd", [("op", Literal["get_end"]), ("generation", int), ("outcome", str)]),
+):
+    """Output: end the standalone GET's generation ``generation`` with ``outcome``."""
+
+    __slots__ = ()
+
+    def __new__(cls, generation: int, outcome: str) -> GetEnd:
+        return super().__new__(cls, "get_end", generation, outcome)
+
+
+Output = Present | Withdraw | Submit | Wait | Resume | End | GetEnd
+"""What a client policy of this world does. :class:`End` ends the tool call's interaction,
+:class:`GetEnd` the standalone GET generation the client names. A policy may return the
+plain tuple spelling (``("present", 0)``); anything else raises :class:`OutputError`."""
+
+OUTPUTS = base.output_kinds(Present, Withdraw, Submit, Wait, Resume, End, GetEnd)
 
 
 class ClientPolicy(Protocol[C]):
@@ -117,7 +340,7 @@ class ClientPolicy(Protocol[C]):
     had every request id ``r`` of the mapping ``ids`` in session number ``session`` been
     ``ids[r]`` all along. A policy that has it declares its decisions independent of id
     values, and its worlds reduce by symmetry. A world with ``sessions > 1`` tells the
-    policy that a new session began with the input ``("session", number)``."""
+    policy that a new session began with the input :class:`NewSession`."""
 
     name: str
 
@@ -130,25 +353,8 @@ class ClientPolicy(Protocol[C]):
         ...
 
 
-class BoundsError(ValueError):
-    """A :class:`Bounds` field set to a value it does not allow; the message names the
-    field and the values it allows."""
-
-
-_CHOICES: dict[str, tuple[str, ...]] = {
-    "deadline": get_args(Deadline),
-    "unknown_answer": get_args(Outcome),
-    "user": get_args(UserMode),
-    "replay": get_args(Replay),
-}
-_COUNTS = ("requests", "cuts", "post_faults", "sessions", "rewinds")
-_UNBOUNDED = ("cuts",)  # None: any number; written "none" on the command line
-_FLAGS = ("completes_on_deadline", "reaper", "clock")
-_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
-
-
 @dataclass(frozen=True, slots=True)
-class Bounds:
+class Bounds(base.WorldBounds):
     """The environment variant and its bounds (all parameters of a model).
 
     Checked on construction: the counts are integers >= 0 (``cuts`` may be None), the
@@ -175,58 +381,11 @@ class Bounds:
     rewinds: int = 0
     """Times the server may send its buffer again from the start on an open connection."""
 
-    def __post_init__(self) -> None:
-        for name, allowed in _CHOICES.items():
-            value = getattr(self, name)
-            if value not in allowed:
-                raise BoundsError(f"Bounds.{name}: {value!r} is not one of {', '.join(allowed)}")
-        for name in _COUNTS:
-            value = getattr(self, name)
-            if name in _UNBOUNDED and value is None:
-                continue
-            if type(value) is not int or value < 0:
-                also = " or None (any number)" if name in _UNBOUNDED else ""
-                raise BoundsError(f"Bounds.{name}: {value!r} is not an integer >= 0{also}")
-        for name in _FLAGS:
-            if type(getattr(self, name)) is not bool:
-                raise BoundsError(f"Bounds.{name}: {getattr(self, name)!r} is not True or False")
-        if type(self.ttl) not in (int, float) or not self.ttl > 0:
-            raise BoundsError(f"Bounds.ttl: {self.ttl!r} is not a number > 0")
+    def _check(self) -> None:
         if self.sessions > 1 and self.get_cuts > 0:
             raise BoundsError(
                 "Bounds.sessions: several sessions need get_cuts=0 (no standalone GET)"
             )
-
-    def updated(self, settings: Mapping[str, str]) -> Bounds:
-        """A copy with fields set from text, as the command line gives them
-        (``{"requests": "2", "replay": "inclusive", "reaper": "true"}``); BoundsError for
-        an unknown field or a value the field does not allow."""
-        known = [f.name for f in fields(self)]
-        changes: dict[str, Any] = {}
-        for name, text in settings.items():
-            if name not in known:
-                raise BoundsError(f"no bound {name!r}; the bounds are {', '.join(known)}")
-            changes[name] = _parse(name, text.strip())
-        return replace(self, **changes)
-
-
-def _parse(name: str, text: str) -> Any:
-    """The value of field ``name`` written as ``text`` (left as text when it is not a
-    number or a flag: construction judges it)."""
-    if name in _UNBOUNDED and text.lower() == "none":
-        return None
-    try:
-        if name in _COUNTS:
-            return int(text)
-        if name == "ttl":
-            return float(text)
-    except ValueError:
-        return text
-    if name in _FLAGS:
-        if text.lower() in _TRUE + _FALSE:
-            return text.lower() in _TRUE
-        raise BoundsError(f"Bounds.{name}: {text!r} is not true or false")
-    return text
 
 
 class Renaming(NamedTuple):
@@ -235,52 +394,6 @@ class Renaming(NamedTuple):
 
     ids: tuple[int, ...] | None
     env: Env
-
-
-class Agent:
-    """The client side of a world state: the client policy's state and the monitor's.
-
-    Compared by value, hashed once at creation. A :class:`World` interns its agents (one
-    object per distinct pair) and keeps on each the memo of its reactions: the policy and
-    the monitor are pure, so the reaction to an input at a clock value is computed once per
-    distinct agent, however many world states share it. Equality by value keeps states from
-    different worlds, or unpickled ones, correct; interning only makes it fast.
-    """
-
-    __slots__ = ("_hash", "client", "monitor", "reactions", "renamed")
-
-    def __init__(self, client: Any, monitor: P.MonitorState) -> None:
-        self.client = client
-        self.monitor = monitor
-        self._hash = hash((client, monitor))
-        self.reactions: dict[tuple[float, int, Input], Reaction] = {}
-        self.renamed: dict[tuple[int, tuple[int, ...]], Agent] = {}
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other or (
-            isinstance(other, Agent)
-            and self._hash == other._hash
-            and self.client == other.client
-            and self.monitor == other.monitor
-        )
-
-    def __repr__(self) -> str:
-        return f"Agent(client={self.client!r}, monitor={self.monitor!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Agent, (self.client, self.monitor))
-
-
-class Reaction(NamedTuple):
-    """The client side's reaction to one input: its next agent, the operations the world
-    performs, and the declared transition labels the policy fired."""
-
-    agent: Agent
-    outputs: tuple[Output, ...]
-    fired: tuple[str, ...]
 
 
 ENV_FIELDS = (
@@ -329,42 +442,14 @@ ENV_FIELDS = (
 ) = range(len(ENV_FIELDS))
 
 
-class Env:
+class Env(base.EnvBase):
     """The environment's part of a world state: server, network, user, and the client's
-    pending work (timer, resume GET, answer POSTs).
+    pending work (timer, resume GET, answer POSTs); interned, with its memos
+    (:class:`fsm.world_base.EnvBase`)."""
 
-    Compared by value, hashed once at creation. A :class:`World` interns its environments
-    and keeps on each what it computed there: the enabled moves, each move's effect, and
-    the effect of each batch of client operations. A world state is a pair (environment,
-    agent) and most of a step is two dictionary lookups.
-    """
+    __slots__ = ("_canon", *ENV_FIELDS)
 
-    __slots__ = (
-        "_after",
-        "_canon",
-        "_hash",
-        "_moves",
-        "_steps",
-        "conn",
-        "cuts",
-        "ended",
-        "faults",
-        "get",
-        "get_cuts",
-        "get_gen",
-        "log",
-        "posts",
-        "prompts",
-        "reaped",
-        "resume",
-        "rewinds",
-        "server",
-        "session",
-        "t",
-        "timer",
-        "user_done",
-        "values",
-    )
+    FIELDS = ENV_FIELDS
 
     log: tuple[tuple[str, int], ...]
     """The server's replay buffer: ("prime"|"req"|"cancel"|"resp", request) per event."""
@@ -405,82 +490,15 @@ class Env:
     """Times the server may still send its buffer again on an open connection."""
 
     def __init__(self, values: tuple[Any, ...]) -> None:
-        (
-            self.log,
-            self.server,
-            self.conn,
-            self.cuts,
-            self.faults,
-            self.reaped,
-            self.t,
-            self.prompts,
-            self.user_done,
-            self.timer,
-            self.resume,
-            self.posts,
-            self.ended,
-            self.get,
-            self.get_gen,
-            self.get_cuts,
-            self.session,
-            self.rewinds,
-        ) = values
-        self.values = values
-        self._hash = hash(values)
-        self._moves: tuple[Move, ...] | None = None
-        self._steps: dict[Move, tuple[Env, Input | None]] = {}
-        self._after: dict[tuple[Output, ...], Env] = {}
+        super().__init__(values)
         self._canon: Renaming | None = None
 
-    def __hash__(self) -> int:
-        return self._hash
 
-    def __eq__(self, other: object) -> bool:
-        return self is other or (
-            isinstance(other, Env) and self._hash == other._hash and self.values == other.values
-        )
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{f}={v!r}" for f, v in zip(ENV_FIELDS, self.values, strict=True))
-        return f"Env({fields})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Env, (self.values,))
-
-
-class WorldState(NamedTuple):
-    """One global state: the environment and the client side."""
-
-    env: Env
-    agent: Agent
-
-    @property
-    def client(self) -> Any:
-        """The client policy's state."""
-        return self.agent.client
-
-    @property
-    def monitor(self) -> P.MonitorState:
-        """The property monitor's state (what the client was told and did, judged)."""
-        return self.agent.monitor
-
-
-_new_state = tuple.__new__  # WorldState(env, agent) without the Python-level __new__
-
-
-class Move(NamedTuple):
-    """An environment step; ``str(move)`` names it in counterexamples."""
-
-    name: str
-    arg: Any = None
-
-    def __str__(self) -> str:
-        return self.name if self.arg is None else f"{self.name} {self.arg}"
-
+WorldState = base.WorldState[Env]
+"""One state of this world: the environment and the client side (its ``client`` and
+``monitor``)."""
 
 KEY_SESSION = "s"
-USER_ANSWER: tuple[tuple[str, Any], ...] = (("action", "accept"),)
-"""What the user answers (outputs carry answers as sorted item tuples, hashable)."""
 STREAM = "post"
 
 
@@ -509,14 +527,49 @@ def key(r: int, session: int = 0) -> tuple[str, int]:
     return (session_name(session), r)
 
 
-class World(BaseModel[WorldState, Move], Generic[C]):
-    """The closed system ``policy`` x environment within ``bounds``.
+class SsePolicy(base.SnapshotPolicy[base.D, Input, Output]):
+    """A :class:`~fsm.world_base.SnapshotPolicy` in this world's form
+    (:class:`ClientPolicy`): its state is ``(t, snapshot)``, where :class:`Tick` (the clock
+    passing every deadline) sets ``t`` without a decision, and it renames its state with
+    the decider's renaming of request keys (``rename=``, required for a world of several
+    requests: its worlds reduce by symmetry)."""
 
-    A world memoises what it computes (on its interned :class:`Env` and :class:`Agent`
-    objects), so checking it twice is cheaper the second time, and it is not thread-safe.
-    The memos live on the states' parts: give a world only states it made (or unpickled
-    copies, which start with empty memos), never another world's.
-    """
+    def init(self) -> tuple[float, Any]:
+        return (0.0, self.initial)
+
+    def step(
+        self, state: tuple[float, Any], inp: Input
+    ) -> tuple[tuple[float, Any], tuple[Output, ...]]:
+        t, snap = state
+        if isinstance(inp, Tick):
+            self._last_fired = ()
+            return (1.0, snap), ()
+        after, outputs = self.decide(snap, t, inp)
+        return (t, after), outputs
+
+    def rename(
+        self, state: tuple[float, Any], ids: Mapping[int, int], session: int
+    ) -> tuple[float, Any]:
+        """The state had request ``r`` of session ``session`` been ``ids[r]`` all along
+        (the decider's own renaming of its snapshot: its decisions never depend on an id's
+        value)."""
+        if self._rename_snapshot is None:
+            raise TypeError(f"policy {self.name!r} was made without rename=: it cannot rename")
+        t, snap = state
+        keys: dict[RequestKey, RequestKey] = {
+            key(old, session): key(new, session) for old, new in ids.items() if old != new
+        }
+        return t, self._rename_snapshot(snap, keys)
+
+
+class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
+    """The closed system ``policy`` x environment within ``bounds`` (see the module
+    docstring; what every era's world shares: :class:`fsm.world_base.WorldBase`)."""
+
+    env_type = Env
+    opening = OPENING
+    outputs = OUTPUTS
+    policy: ClientPolicy[C]
 
     def __init__(
         self,
@@ -527,18 +580,9 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         name: str = "",
         expect: Sequence[str] = (),
     ) -> None:
-        self.policy, self.bounds = policy, bounds
-        self._props = tuple(properties)
-        self._name = name or f"{policy.name}"
-        self.expected_violations = tuple(expect)
-        self.budgets = P.Budgets(ttl=bounds.ttl, counters=False)
-        self._agents: dict[tuple[Any, P.MonitorState], Agent] = {}
-        self._envs: dict[tuple[Any, ...], Env] = {}
-        self._monitor_steps: dict[Hashable, P.MonitorState] = {}
-        self._fired: tuple[str, ...] = ()
-        self._policy_fired: Any = getattr(policy, "fired", None)
+        super().__init__(policy, bounds, properties=properties, name=name, expect=expect)
         self._rename: Any = getattr(policy, "rename", None)
-        self._step: dict[str, Any] = {
+        self._step: dict[str, Callable[[list[Any], Any], Input | None]] = {
             "server sends elicitation": self._send,
             "deadline fires": self._deadline,
             "deliver": self._deliver,
@@ -558,129 +602,13 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             "new session": self._new_session,
         }
 
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def with_bounds(self, settings: Mapping[str, str]) -> World[C]:
-        """This world with some bounds set from text (:meth:`Bounds.updated`; the command
-        line's ``--set``): the same policy and properties, the settings in its name."""
-        said = ",".join(f"{k}={v}" for k, v in settings.items())
-        return World(
-            self.policy,
-            self.bounds.updated(settings),
-            properties=self._props,
-            name=f"{self._name} [{said}]",
-            expect=self.expected_violations,
-        )
-
-    # ----------------------------------------------------------------- Model API
-
-    def init_states(self) -> Sequence[WorldState]:
-        monitor = P.MonitorState()
-        for obs in OPENING:
-            monitor = P.step(monitor, obs, self.budgets)[0]
-        b, empty = self.bounds, frozenset[int]()
-        start: dict[str, Any] = {
-            "log": (("prime", -1),),
-            "server": ("unsent",) * b.requests,
-            "conn": 0,
-            "cuts": 0 if b.cuts is None else b.cuts,
-            "faults": b.post_faults,
-            "reaped": False,
-            "t": 0.0,
-            "prompts": empty,
-            "user_done": empty,
-            "timer": False,
-            "resume": None,
-            "posts": empty,
-            "ended": False,
-            "get": "closed" if b.get_cuts > 0 else None,
-            "get_gen": 0,
-            "get_cuts": b.get_cuts,
-            "session": 0,
-            "rewinds": b.rewinds,
-        }
-        env = self._env([start[f] for f in ENV_FIELDS])
-        return [WorldState(env, self._intern(self.policy.init(), monitor))]
-
-    def actions(self, s: WorldState) -> Iterable[Move]:
-        env = s.env
-        moves = env._moves
-        if moves is None:
-            moves = env._moves = self._enabled(env)
-        return moves
-
-    def next_state(self, s: WorldState, m: Move) -> WorldState | None:
-        env, agent = s
-        step = env._steps.get(m)
-        if step is None:
-            edit = self._step.get(m.name)
-            if edit is None:
-                return None
-            w = list(env.values)
-            inp = edit(w, m.arg)
-            step = env._steps[m] = (self._env(w), inp)
-        mid, inp = step
-        if inp is None:
-            self._fired = ()
-            return _new_state(WorldState, (mid, agent))
-        memo = (mid.t, mid.session, inp)
-        reaction = agent.reactions.get(memo)
-        if reaction is None:
-            reaction = agent.reactions[memo] = self._react(agent, mid.t, mid.session, inp)
-        self._fired = reaction.fired
-        outputs = reaction.outputs
-        if outputs:
-            after = mid._after.get(outputs)
-            if after is None:
-                after = mid._after[outputs] = self._perform(mid, outputs)
-            mid = after
-        return _new_state(WorldState, (mid, reaction.agent))
-
-    def properties(self) -> Sequence[Property[WorldState]]:
+    def _witnesses(self) -> list[Property[WorldState]]:
         props: list[Property[WorldState]] = [
-            Property.always(p, _holds(p), P.PROPERTIES[p]) for p in self._props if p != "L1"
-        ]
-        if "P5" in self._props:
-            props.append(
-                Property.deadlock(
-                    "P5-quiescent",
-                    "at quiescence the interaction has ended (exactly once: see P5)",
-                )
-            )
-        if "L1" in self._props:
-            props.append(
-                Property.terminates(
-                    "L1", "termination: no behaviour runs forever (any reachable cycle violates)"
-                )
-            )
-        props += [
-            Property.sometimes(
-                "presented",
-                lambda s: bool(s.agent.monitor.presented),
-                "a request is presented (the model is not vacuous)",
-            ),
-            *(
-                []
-                if self.bounds.user == "never"
-                else [
-                    Property.sometimes(
-                        "completed",
-                        lambda s: (
-                            s.env.ended
-                            and not s.env.reaped
-                            and any(x == "answered" for x in s.env.server)
-                        ),
-                        "the interaction can complete with an answer",
-                    )
-                ]
-            ),
             Property.sometimes(
                 "cut-and-resumed",
                 lambda s: self._was_cut(s.env) and s.env.conn is not None,
                 "a cut stream is resumed",
-            ),
+            )
         ]
         if self.bounds.get_cuts > 0:
             props.append(
@@ -693,19 +621,9 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             )
         return props
 
-    def declared_transitions(self) -> Iterable[str]:
-        declared = getattr(self.policy, "declared", None)
-        return declared() if declared is not None else ()
-
-    def fired_transitions(self, s: WorldState, m: Move, t: WorldState) -> Iterable[str]:
-        """The labels the policy fired on the last :meth:`next_state` (the checker asks
-        right after computing each edge)."""
-        return self._fired
-
-    def is_terminal(self, s: WorldState) -> bool:
-        """An ended interaction may rest; any other quiescent state is P5-quiescent's
-        counterexample (the checker's deadlock check, at no extra cost per state)."""
-        return s.env.ended
+    def _completed(self, s: WorldState) -> bool:
+        e = s.env
+        return e.ended and not e.reaped and any(x == "answered" for x in e.server)
 
     def format_state(self, s: WorldState) -> str:
         e = s.env
@@ -739,7 +657,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         renamed = agent.renamed.get(memo)
         if renamed is None:
             renamed = agent.renamed[memo] = self._rename_agent(agent, ids, env.session)
-        return _new_state(WorldState, (canon.env, renamed))
+        return base.new_state(base.WorldState, (canon.env, renamed))
 
     def orbit_size(self, s: WorldState) -> int:
         """How many states ``s`` stands for: ``n!/(n-k)!`` with ``k`` of ``n`` ids sent
@@ -788,13 +706,39 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         return self._intern(client, P.rename_keys(agent.monitor, keys))
 
     # ------------------------------------------------------------ the environment
+    def _initial(self) -> dict[str, Any]:
+        b, empty = self.bounds, frozenset[int]()
+        return {
+            "log": (("prime", -1),),
+            "server": ("unsent",) * b.requests,
+            "conn": 0,
+            "cuts": 0 if b.cuts is None else b.cuts,
+            "faults": b.post_faults,
+            "reaped": False,
+            "t": 0.0,
+            "prompts": empty,
+            "user_done": empty,
+            "timer": False,
+            "resume": None,
+            "posts": empty,
+            "ended": False,
+            "get": "closed" if b.get_cuts > 0 else None,
+            "get_gen": 0,
+            "get_cuts": b.get_cuts,
+            "session": 0,
+            "rewinds": b.rewinds,
+        }
 
-    def _env(self, values: list[Any]) -> Env:
-        key = tuple(values)
-        env = self._envs.get(key)
-        if env is None:
-            env = self._envs[key] = Env(key)
-        return env
+    def _edit(self, e: Env, m: Move) -> tuple[list[Any], Input | None, Hashable] | None:
+        """Each move edits ``w``, a list of the environment's values (positions above),
+        and returns the input it tells the client, if any; the client's reaction depends
+        on the clock and the session besides."""
+        edit = self._step.get(m.name)
+        if edit is None:
+            return None
+        w = list(e.values)
+        inp = edit(w, m.arg)
+        return w, inp, (w[T], w[SESSION])
 
     def _enabled(self, e: Env) -> tuple[Move, ...]:
         """The moves enabled in ``e``, in a fixed order (computed once per environment)."""
@@ -837,9 +781,6 @@ class World(BaseModel[WorldState, Move], Generic[C]):
                 moves.append(Move("cut standalone GET", e.get_gen))
         return tuple(moves)
 
-    # Each move edits ``w``, a list of the environment's values (positions above), and
-    # returns the input it tells the client, if any.
-
     def _send(self, w: list[Any], r: int) -> Input | None:
         w[SERVER] = _set(w[SERVER], r, "pending")
         w[LOG] = (*w[LOG], ("req", r))
@@ -855,7 +796,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     def _deliver(self, w: list[Any], index: int) -> Input:
         kind, r = w[LOG][index]
         w[CONN] = index + 1
-        return ("event", index, kind, r)
+        return Event(index, kind, r)
 
     def _rewind(self, w: list[Any], _: None) -> Input | None:
         w[CONN] = 0
@@ -871,7 +812,7 @@ class World(BaseModel[WorldState, Move], Generic[C]):
     def _cut(self, w: list[Any], *, clean: bool) -> Input:
         w[CONN] = None
         self._spend_cut(w)
-        return ("cut", clean)
+        return Cut(clean)
 
     def _may_cut(self, e: Env) -> bool:
         return self.bounds.cuts is None or e.cuts > 0
@@ -884,26 +825,26 @@ class World(BaseModel[WorldState, Move], Generic[C]):
 
     def _backoff(self, w: list[Any], _: None) -> Input:
         w[TIMER] = False
-        return ("timer",)
+        return Timer()
 
     def _resume_answered(self, w: list[Any], _: None) -> Input:
         if w[REAPED]:
             w[RESUME] = None
-            return ("resume_404",)
+            return ResumeRefused()
         replay = self.bounds.replay
         w[CONN] = 0 if replay == "start" else (w[RESUME] or 0) + (replay == "after")
         w[RESUME] = None
-        return ("resumed",)
+        return Resumed()
 
     def _resume_fails(self, w: list[Any], _: None) -> Input:
         w[RESUME] = None
         self._spend_cut(w)
-        return ("cut", False)
+        return Cut(False)
 
     def _post(self, w: list[Any], r: int) -> Input:
         w[POSTS] = w[POSTS] - {r}
         if w[REAPED]:
-            outcome: str = "404"
+            outcome: Outcome = "404"
         elif w[SERVER][r] == "pending":
             w[SERVER] = _set(w[SERVER], r, "answered")
             outcome = "202"
@@ -912,45 +853,45 @@ class World(BaseModel[WorldState, Move], Generic[C]):
             outcome = "202"
         else:
             outcome = self.bounds.unknown_answer
-        return ("outcome", r, outcome)
+        return PostOutcome(r, outcome)
 
     def _post_fails(self, w: list[Any], r: int) -> Input:
         w[POSTS] = w[POSTS] - {r}
         w[FAULTS] -= 1
-        return ("outcome", r, "neterr")
+        return PostOutcome(r, "neterr")
 
     def _user_answers(self, w: list[Any], r: int) -> Input:
         w[PROMPTS] = w[PROMPTS] - {r}
         w[USER_DONE] = w[USER_DONE] | {r}
-        return ("answer", r)
+        return Answer(r)
 
     def _clock(self, w: list[Any], _: None) -> Input:
         w[T] = 1.0
-        return ("tick",)
+        return Tick()
 
     def _reap(self, w: list[Any], _: None) -> Input | None:  # the server ends the stream too
         was_open = w[CONN] is not None
         w[REAPED] = True
         w[CONN] = None
-        return ("cut", True) if was_open else None
+        return Cut(True) if was_open else None
 
     def _get_open(self, w: list[Any], generation: int) -> Input:
         w[GET], w[GET_GEN] = "open", generation
-        return ("get_open", generation)
+        return GetOpened(generation)
 
     def _get_cut(self, w: list[Any], generation: int) -> Input:
         w[GET] = "lost"
         w[GET_CUTS] -= 1
-        return ("get_cut", generation)
+        return GetCut(generation)
 
     def _new_session(self, w: list[Any], _: None) -> Input:
         """The client begins the next session and its tool call: a fresh server (request
         ids from the start again), the budgets of cuts and faults and the clock go on."""
-        fresh = self.init_states()[0].env.values
+        fresh = self._initial_values()
         keep = (CUTS, FAULTS, T, SESSION, REWINDS)
         w[:] = [w[i] if i in keep else fresh[i] for i in range(len(w))]
         w[SESSION] += 1
-        return ("session", w[SESSION])
+        return NewSession(w[SESSION])
 
     def _maybe_complete(self, w: list[Any]) -> None:
         server = w[SERVER]
@@ -966,130 +907,76 @@ class World(BaseModel[WorldState, Move], Generic[C]):
         end of the standalone GET's connection (whatever generation the client named)."""
         w = list(e.values)
         for out in outputs:
-            op = out[0]
-            if op == "present":
-                w[PROMPTS] = w[PROMPTS] | {out[1]}
-            elif op == "withdraw":
-                w[PROMPTS] = w[PROMPTS] - {out[1]}
-            elif op == "submit":
-                w[POSTS] = w[POSTS] | {out[1]}
-            elif op == "wait":
+            if isinstance(out, Present):
+                w[PROMPTS] = w[PROMPTS] | {out.request}
+            elif isinstance(out, Withdraw):
+                w[PROMPTS] = w[PROMPTS] - {out.request}
+            elif isinstance(out, Submit):
+                w[POSTS] = w[POSTS] | {out.request}
+            elif isinstance(out, Wait):
                 w[TIMER] = True
-            elif op == "resume":
-                w[RESUME], w[CONN] = out[1], None
-            elif op == "end":
+            elif isinstance(out, Resume):
+                w[RESUME], w[CONN] = out.cursor, None
+            elif isinstance(out, End):
                 w[ENDED], w[CONN], w[TIMER], w[RESUME] = True, None, False, None
-            elif op == "get_end":
+            else:
                 w[GET] = "closed"
         return self._env(w)
 
     # ------------------------------------------------------------ the client side
 
-    def _react(self, agent: Agent, t: float, session: int, inp: Input) -> Reaction:
-        """The client side's reaction to ``inp`` at time ``t`` in session number
-        ``session`` (pure; memoised per agent): the monitor observes what the client is
-        told, the policy steps, the monitor observes what the client does."""
-        monitor = agent.monitor
-        seen = _told(monitor, t, session, inp)
-        client, outputs = self.policy.step(agent.client, inp)
-        fired = tuple(self._policy_fired()) if self._policy_fired is not None else ()
-        for obs in (*seen, *_did(t, session, outputs)):
-            monitor = self._observe(monitor, obs)
-        return Reaction(self._intern(client, monitor), outputs, fired)
+    def _policy_step(
+        self, client: Any, context: tuple[float, int], inp: Input
+    ) -> tuple[Any, tuple[Output, ...]]:
+        return self.policy.step(client, inp)
 
-    def observations(self, s: WorldState, m: Move) -> tuple[P.Observation, ...]:
-        """The observations of the edge ``s --m-->`` in the monitor's order: what the
-        client is told, then what it does (``()`` for an edge that tells it nothing).
+    def _told(
+        self, monitor: P.MonitorState, context: tuple[float, int], inp: Input
+    ) -> list[P.Observation]:
+        """What input ``inp`` at time ``t`` in session number ``session`` tells the
+        client, as observations (``monitor``: what it was told before, to judge whether a
+        delivery is a replay)."""
+        t, session = context
+        stream = stream_name(session)
+        if isinstance(inp, Event):
+            seen: list[P.Observation] = [P.EventSeen(stream, str(inp.event_id))]
+            if inp.what == "req":
+                newest = P.newest_event(monitor, stream)
+                replayed = newest is not None and inp.event_id < int(newest)
+                seen.append(P.Delivered(key(inp.request, session), stream, t, replayed=replayed))
+            elif inp.what == "cancel":
+                seen.append(P.Cancelled(key(inp.request, session)))
+            return seen
+        if isinstance(inp, PostOutcome) and inp.outcome in TERMINAL_OUTCOMES:
+            return [P.Rejected(key(inp.request, session), session=inp.outcome == "404")]
+        if isinstance(inp, ResumeRefused):
+            return [P.SessionGone()]
+        if isinstance(inp, Answer):
+            return [P.Answered(key(inp.request, session), dict(USER_ANSWER))]
+        if isinstance(inp, NewSession):
+            return [P.SessionBegan(session_name(session)), P.Began(stream)]
+        return []
 
-        After :data:`OPENING`, written with :func:`fsm.trace.dumps`, a path's observations
-        are an event log that ``python -m fsm audit`` judges as the checker's monitor did. Raises
-        ``ValueError`` for a move without successor in ``s``.
-        """
-        if self.next_state(s, m) is None:
-            raise ValueError(f"{m} has no successor in {self.format_state(s)}")
-        mid, inp = s.env._steps[m]
-        if inp is None:
-            return ()
-        _, outputs = self.policy.step(s.agent.client, inp)
-        told = _told(s.agent.monitor, mid.t, mid.session, inp)
-        return (*told, *_did(mid.t, mid.session, outputs))
-
-    def _observe(self, monitor: P.MonitorState, obs: P.Observation) -> P.MonitorState:
-        """One monitor step, memoised: far fewer monitor states than agents exist. The
-        observations that carry an answer dict are keyed by its items (world answers are
-        flat item tuples, hashable by the policy contract)."""
-        memo_key: Hashable = (
-            (monitor, type(obs), obs.key, tuple(sorted(obs.answer.items())))
-            if isinstance(obs, P.Answered | P.Submitted)
-            else (monitor, obs)
-        )
-        after = self._monitor_steps.get(memo_key)
-        if after is None:
-            after = self._monitor_steps[memo_key] = P.step(monitor, obs, self.budgets)[0]
-        return after
-
-    def _intern(self, client: Any, monitor: P.MonitorState) -> Agent:
-        agent = self._agents.get((client, monitor))
-        if agent is None:
-            agent = self._agents[(client, monitor)] = Agent(client, monitor)
-        return agent
-
-
-def _told(monitor: P.MonitorState, t: float, session: int, inp: Input) -> list[P.Observation]:
-    """What input ``inp`` at time ``t`` in session number ``session`` tells the client, as
-    observations (``monitor``: what it was told before, to judge whether a delivery is a
-    replay)."""
-    kind, stream = inp[0], stream_name(session)
-    if kind == "event":
-        _, index, what, r = inp
-        seen: list[P.Observation] = [P.EventSeen(stream, str(index))]
-        if what == "req":
-            newest = P.newest_event(monitor, stream)
-            replayed = newest is not None and index < int(newest)
-            seen.append(P.Delivered(key(r, session), stream, t, replayed=replayed))
-        elif what == "cancel":
-            seen.append(P.Cancelled(key(r, session)))
+    def _did(self, context: tuple[float, int], outputs: tuple[Output, ...]) -> list[P.Observation]:
+        """What the client's ``outputs`` at time ``t`` in session number ``session`` show
+        it doing, as observations."""
+        t, session = context
+        seen: list[P.Observation] = []
+        stream = stream_name(session)
+        for out in outputs:
+            if isinstance(out, Present):
+                seen.append(P.Presented(key(out.request, session), t))
+            elif isinstance(out, Withdraw):
+                seen.append(P.DeclaredDead(key(out.request, session)))
+            elif isinstance(out, Submit):
+                seen.append(P.Submitted(key(out.request, session), dict(out.answer)))
+            elif isinstance(out, Resume):
+                seen.append(P.Resumed(stream, str(out.cursor)))
+            elif isinstance(out, End):
+                seen.append(P.Ended(stream, out.outcome))
+            elif isinstance(out, GetEnd):
+                seen.append(P.Ended(standalone_stream(out.generation), out.outcome))
         return seen
-    if kind == "outcome" and inp[2] in TERMINAL_OUTCOMES:
-        return [P.Rejected(key(inp[1], session), session=inp[2] == "404")]
-    if kind == "resume_404":
-        return [P.SessionGone()]
-    if kind == "answer":
-        return [P.Answered(key(inp[1], session), dict(USER_ANSWER))]
-    if kind == "session":
-        return [P.SessionBegan(session_name(session)), P.Began(stream)]
-    return []
-
-
-def _did(t: float, session: int, outputs: Iterable[Output]) -> list[P.Observation]:
-    """What the client's ``outputs`` at time ``t`` in session number ``session`` show it
-    doing, as observations."""
-    seen: list[P.Observation] = []
-    stream = stream_name(session)
-    for out in outputs:
-        op = out[0]
-        if op == "present":
-            seen.append(P.Presented(key(out[1], session), t))
-        elif op == "withdraw":
-            seen.append(P.DeclaredDead(key(out[1], session)))
-        elif op == "submit":
-            seen.append(P.Submitted(key(out[1], session), dict(out[2])))
-        elif op == "resume":
-            seen.append(P.Resumed(stream, str(out[1])))
-        elif op == "end":
-            seen.append(P.Ended(stream, out[1]))
-        elif op == "get_end":
-            seen.append(P.Ended(standalone_stream(out[1]), out[2]))
-    return seen
-
-
-def transition_label(machine: str, source: str, trigger: str, dest: str) -> str:
-    """The coverage label of one declared transition."""
-    return f"{machine}: {source} -{trigger}-> {dest}"
-
-
-def _holds(name: str) -> Any:
-    return lambda s: name not in s.agent.monitor.violated
 
 
 def _set(t: tuple[str, ...], i: int, v: str) -> tuple[str, ...]:

@@ -12,31 +12,48 @@ the number of concurrent server requests.
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from fsm import PRODUCT, Guard, GuardConfig, SubmissionResult
 from fsm import actions as act
 from fsm import events as ev
-from fsm.errors import RequestKey
 from fsm.events import standalone_generation, standalone_stream
 from fsm.guard import rename_snapshot
 from fsm.world import (
     STREAM,
+    Answer,
     Bounds,
+    Cut,
     Deadline,
+    End,
+    Event,
+    GetCut,
+    GetEnd,
+    GetOpened,
     Input,
+    NewSession,
     Outcome,
     Output,
+    PostOutcome,
+    Present,
     Replay,
+    Resume,
+    Resumed,
+    ResumeRefused,
+    SsePolicy,
+    Submit,
+    Timer,
     UserMode,
+    Wait,
+    Withdraw,
     World,
     key,
     session_name,
     session_number,
     stream_name,
-    transition_label,
 )
 
 ORIGIN = 100
@@ -83,12 +100,9 @@ def _message(kind: str, r: int) -> Any:
     return {"jsonrpc": "2.0", "id": ORIGIN, "result": {"content": []}}
 
 
-class GuardPolicy:
-    """Adapts :class:`fsm.Guard` to the world's inputs and outputs. State: (t, snapshot).
-
-    The guard is a pure function of (snapshot, clock, event), so each distinct step is
-    computed once per policy; share one policy between worlds (as :data:`POLICY` is) and
-    the variants of one sweep reuse each other's guard steps.
+class GuardPolicy(SsePolicy[Guard]):
+    """:class:`fsm.Guard` as the world's client (:class:`fsm.world.SsePolicy`). State:
+    ``(t, snapshot)``.
 
     Each standalone GET connection the world opens is fed as a stream of its own
     (:func:`fsm.events.standalone_stream` of its generation), as the SDK adapter does.
@@ -97,135 +111,73 @@ class GuardPolicy:
     must find violating P5.
     """
 
-    name = "guarded"
-
     def __init__(self, config: GuardConfig, *, fresh_get_names: bool = True) -> None:
-        self._get_name = standalone_stream if fresh_get_names else _one_get_name
-        self._t = 0.0
-        self._fired: list[str] = []
-        self._last_fired: tuple[str, ...] = ()
-        self._memo: dict[tuple[Any, Input], tuple[Any, tuple[Output, ...], tuple[str, ...]]] = {}
-        self._labels: dict[tuple[str, str, str, str], str] = {}
-        self._events: dict[tuple[str, Input], tuple[ev.Event, ...]] = {}
-        self._guard = Guard(
-            clock=lambda: self._t,
-            config=config,
-            engine="tables",
-            on_fire=self._on_fire,
+        get_name = standalone_stream if fresh_get_names else _one_get_name
+        super().__init__(
+            "guarded",
+            lambda clock, on_fire: Guard(
+                clock=clock, config=config, engine="tables", on_fire=on_fire
+            ),
+            product=PRODUCT,
+            to_events=lambda inp, guard: _events(inp, guard.session, get_name),
+            to_outputs=_outputs,
+            rename=rename_snapshot,
+            opening=(ev.SessionStarted("s"), ev.StreamOpened(STREAM, origin=ORIGIN)),
         )
-        self._guard.feed(ev.SessionStarted("s"))
-        self._guard.feed(ev.StreamOpened(STREAM, origin=ORIGIN))
-        self._init = (0.0, self._guard.snapshot())
-
-    def _on_fire(self, machine: str, source: str, trigger: str, dest: str) -> None:
-        transition = (machine, source, trigger, dest)
-        label = self._labels.get(transition)
-        if label is None:
-            label = self._labels[transition] = transition_label(*transition)
-        self._fired.append(label)
 
     @property
     def guard(self) -> Guard:
-        """The one guard this policy drives, restored from a snapshot before each step it
-        computes (``bench/`` wraps its methods to time them inside a search)."""
-        return self._guard
-
-    def init(self) -> tuple[float, Any]:
-        return self._init
-
-    def declared(self) -> list[str]:
-        """Every declared transition of both machines, as coverage labels."""
-        return [
-            transition_label(m.name, t.source, t.trigger, t.dest)
-            for m in PRODUCT.machines
-            for t in m.transitions
-        ]
-
-    def fired(self) -> tuple[str, ...]:
-        """The labels fired by the last :meth:`step`."""
-        return self._last_fired
-
-    def rename(
-        self, state: tuple[float, Any], ids: Mapping[int, int], session: int
-    ) -> tuple[float, Any]:
-        """The state had request ``r`` of session ``session`` been ``ids[r]`` all along
-        (the guard's own renaming of its snapshot: its decisions never depend on an id's
-        value)."""
-        t, snap = state
-        keys: dict[RequestKey, RequestKey] = {
-            key(old, session): key(new, session) for old, new in ids.items() if old != new
-        }
-        return t, rename_snapshot(snap, keys)
-
-    def step(
-        self, state: tuple[float, Any], inp: Input
-    ) -> tuple[tuple[float, Any], tuple[Output, ...]]:
-        t, snap = state
-        if inp[0] == "tick":
-            self._last_fired = ()
-            return (1.0, snap), ()
-        memo = self._memo.get((state, inp))
-        if memo is None:
-            self._t = t
-            guard = self._guard
-            guard.restore(snap)
-            self._fired.clear()
-            events = self._events.get((snap[0], inp))
-            if events is None:  # the guard never mutates an event: build each once
-                session = session_number(snap[0])
-                events = self._events[(snap[0], inp)] = _events(inp, session, self._get_name)
-            actions = [a for event in events for a in guard.feed(event)]
-            outputs = tuple(o for a in actions for o in _outputs(a))
-            memo = self._memo[(state, inp)] = ((t, guard.snapshot()), outputs, tuple(self._fired))
-        self._last_fired = memo[2]
-        return memo[0], memo[1]
+        """The one guard this policy drives (``bench/`` wraps its methods)."""
+        return self.decider
 
 
 def _one_get_name(generation: int) -> str:
     return standalone_stream(1)
 
 
-def _events(inp: Input, session: int, get_name: Callable[[int], str]) -> tuple[ev.Event, ...]:
-    """What the world's input ``inp`` is for the guard, in session number ``session``."""
-    kind, stream = inp[0], stream_name(session)
-    if kind == "session":  # the next session and its tool call's stream
-        new = inp[1]
+@functools.cache  # the guard never mutates an event: build each once
+def _events(inp: Input, session_id: str, get_name: Callable[[int], str]) -> tuple[ev.Event, ...]:
+    """What the world's input ``inp`` is for the guard, in the session ``session_id``."""
+    session = session_number(session_id)
+    stream = stream_name(session)
+    if isinstance(inp, NewSession):  # the next session and its tool call's stream
+        new = inp.number
         return (ev.SessionStarted(session_name(new)), ev.StreamOpened(stream_name(new), ORIGIN))
-    if kind == "get_open":
-        return (ev.StreamOpened(get_name(inp[1])),)
-    if kind == "get_cut":
-        return (ev.StreamLost(get_name(inp[1]), clean=False),)
-    if kind == "event":
-        return (ev.SseEvent(stream, _message(inp[2], inp[3]), str(inp[1])),)
-    if kind == "cut":
-        return (ev.StreamLost(stream, clean=inp[1]),)
-    if kind == "timer":
+    if isinstance(inp, GetOpened):
+        return (ev.StreamOpened(get_name(inp.generation)),)
+    if isinstance(inp, GetCut):
+        return (ev.StreamLost(get_name(inp.generation), clean=False),)
+    if isinstance(inp, Event):
+        return (ev.SseEvent(stream, _message(inp.what, inp.request), str(inp.event_id)),)
+    if isinstance(inp, Cut):
+        return (ev.StreamLost(stream, clean=inp.clean),)
+    if isinstance(inp, Timer):
         return (ev.TimerFired(stream),)
-    if kind == "resumed":
+    if isinstance(inp, Resumed):
         return (ev.StreamResumed(stream),)
-    if kind == "resume_404":
+    if isinstance(inp, ResumeRefused):
         return (ev.ResumeRefused(stream, 404),)
-    if kind == "answer":
-        return (ev.UserAnswered(key(inp[1], session), {"action": "accept"}),)
-    assert kind == "outcome"
-    return (ev.SubmissionOutcome(key(inp[1], session), _OUTCOMES[inp[2]]),)
+    if isinstance(inp, Answer):
+        return (ev.UserAnswered(key(inp.request, session), {"action": "accept"}),)
+    assert isinstance(inp, PostOutcome), inp
+    return (ev.SubmissionOutcome(key(inp.request, session), _OUTCOMES[inp.outcome]),)
 
 
 def _outputs(a: act.Action) -> tuple[Output, ...]:
     if isinstance(a, act.Present):
-        return (("present", a.key[1]),)
+        return (Present(int(a.key[1])),)
     if isinstance(a, act.Withdraw):
-        return (("withdraw", a.key[1]),)
+        return (Withdraw(int(a.key[1])),)
     if isinstance(a, act.Submit):
-        return (("submit", a.key[1], tuple(sorted(a.answer.items()))),)
+        return (Submit(int(a.key[1]), tuple(sorted(a.answer.items()))),)
     if isinstance(a, act.Wait):
-        return (("wait",),)
+        return (Wait(),)
     if isinstance(a, act.Resume):
-        return (("resume", int(a.cursor)),)
+        return (Resume(int(a.cursor)),)
     if isinstance(a, act.Fail | act.Complete):
         outcome = "failed" if isinstance(a, act.Fail) else "completed"
         generation = standalone_generation(a.interaction)
-        return (("end", outcome),) if generation is None else (("get_end", generation, outcome),)
+        return (End(outcome),) if generation is None else (GetEnd(generation, outcome),)
     return ()
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from fsm.world import Bounds, Input, Output, World
+from fsm import world
 
 MAX_RECONNECTION_ATTEMPTS = 2
 
@@ -43,7 +43,7 @@ class Sdk1(NamedTuple):
     resumed: bool = False
     ended: bool = False
     open: int | None = None
-    queue: tuple[Input, ...] = ()
+    queue: tuple[world.Event, ...] = ()
 
 
 class Sdk1Policy:
@@ -54,52 +54,50 @@ class Sdk1Policy:
     def init(self) -> Sdk1:
         return Sdk1()
 
-    def step(self, c: Sdk1, inp: Input) -> tuple[Sdk1, tuple[Output, ...]]:
+    def step(self, c: Sdk1, inp: world.Input) -> tuple[Sdk1, tuple[world.Output, ...]]:
         if c.ended:
             return c, ()
-        kind = inp[0]
-        if kind == "event":
-            _, index, what, r = inp
-            c = c._replace(last=index)  # the transport tracks ids before dispatch
+        if isinstance(inp, world.Event):
+            c = c._replace(last=inp.event_id)  # the transport tracks ids before dispatch
             if c.open is not None:  # the receive loop is blocked in the callback
                 return c._replace(queue=(*c.queue, inp)), ()
-            return self._dispatch(c, what, r)
-        if kind == "cut" and not c.resumed:  # the POST stream broke
+            return self._dispatch(c, inp)
+        if isinstance(inp, world.Cut) and not c.resumed:  # the POST stream broke
             if c.last is None:  # no event id: not resumed, nothing reported
                 return c._replace(ended=True), ()
-            return c._replace(param=c.last, attempt=0), (("wait",),)
-        if kind in ("cut", "resume_404"):
-            if kind == "cut" and inp[1]:  # clean end: advanced cursor, attempt reset
-                return c._replace(param=c.last, attempt=0, resumed=False), (("wait",),)
+            return c._replace(param=c.last, attempt=0), (world.Wait(),)
+        if isinstance(inp, world.Cut | world.ResumeRefused):
+            if isinstance(inp, world.Cut) and inp.clean:  # clean end: cursor advanced, attempt 0
+                return c._replace(param=c.last, attempt=0, resumed=False), (world.Wait(),)
             attempt = c.attempt + 1  # abrupt (or 404): the stale parameter is reused
             if attempt >= MAX_RECONNECTION_ATTEMPTS:
                 return c._replace(ended=True), ()  # returns silently: the call hangs
-            return c._replace(attempt=attempt, resumed=False), (("wait",),)
-        if kind == "timer":
-            return c._replace(resumed=True), (("resume", c.param if c.param is not None else 0),)
-        if kind == "answer" and inp[1] == c.open:
-            out: list[Output] = [("submit", inp[1], (("action", "accept"),))]
+            return c._replace(attempt=attempt, resumed=False), (world.Wait(),)
+        if isinstance(inp, world.Timer):
+            return c._replace(resumed=True), (world.Resume(c.param if c.param is not None else 0),)
+        if isinstance(inp, world.Answer) and inp.request == c.open:
+            out: list[world.Output] = [world.Submit(inp.request, (("action", "accept"),))]
             c = c._replace(open=None)
             while c.queue and c.open is None and not c.ended:  # the loop reads on
-                (_, _, what, r), rest = c.queue[0], c.queue[1:]
-                c, more = self._dispatch(c._replace(queue=rest), what, r)
+                event, rest = c.queue[0], c.queue[1:]
+                c, more = self._dispatch(c._replace(queue=rest), event)
                 out += more
             return c, tuple(out)
-        if kind == "outcome" and inp[2] in ("rpc", "500rpc", "neterr"):
-            return c._replace(ended=True), (("end", "failed"),)  # post_writer died
+        if isinstance(inp, world.PostOutcome) and inp.outcome in ("rpc", "500rpc", "neterr"):
+            return c._replace(ended=True), (world.End("failed"),)  # post_writer died
         return c, ()
 
-    def _dispatch(self, c: Sdk1, what: str, r: int) -> tuple[Sdk1, tuple[Output, ...]]:
-        if what == "req":
-            return c._replace(open=r), (("present", r),)
-        if what == "resp":
-            return c._replace(ended=True), (("end", "completed"),)
+    def _dispatch(self, c: Sdk1, event: world.Event) -> tuple[Sdk1, tuple[world.Output, ...]]:
+        if event.what == "req":
+            return c._replace(open=event.request), (world.Present(event.request),)
+        if event.what == "resp":
+            return c._replace(ended=True), (world.End("completed"),)
         return c, ()  # a cancellation for a callback no longer running: nothing to cancel
 
 
-MODEL = World(
+MODEL = world.World(
     Sdk1Policy(),
-    Bounds(requests=1, cuts=3, post_faults=0, deadline="silent", unknown_answer="rpc"),
+    world.Bounds(requests=1, cuts=3, post_faults=0, deadline="silent", unknown_answer="rpc"),
     name="mcp-sdk-1.x",
     expect=("P2", "P5-quiescent", "P7"),
 )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from fsm.world import Bounds, Input, Output, World
+from fsm import world
 
 MAX_RECONNECTION_ATTEMPTS = 2
 
@@ -45,45 +45,43 @@ class SdkPolicy:
         """``c`` holds no request id: renaming leaves it as it is."""
         return c
 
-    def step(self, c: Sdk, inp: Input) -> tuple[Sdk, tuple[Output, ...]]:
-        if inp[0] == "session":  # a new session and tool call: a fresh call's state
+    def step(self, c: Sdk, inp: world.Input) -> tuple[Sdk, tuple[world.Output, ...]]:
+        if isinstance(inp, world.NewSession):  # a new session and tool call: a fresh call's state
             return Sdk(), ()
         if c.ended:
             return c, ()
-        kind = inp[0]
-        if kind == "event":
-            _, index, what, r = inp
-            c = c._replace(last=index)
-            if what == "req":
-                return c, (("present", r),)
-            if what == "cancel":
-                return c, (("withdraw", r),)
-            if what == "resp":
-                return c._replace(ended=True), (("end", "completed"),)
+        if isinstance(inp, world.Event):
+            c = c._replace(last=inp.event_id)
+            if inp.what == "req":
+                return c, (world.Present(inp.request),)
+            if inp.what == "cancel":
+                return c, (world.Withdraw(inp.request),)
+            if inp.what == "resp":
+                return c._replace(ended=True), (world.End("completed"),)
             return c, ()
-        if kind == "cut" and not c.resumed:  # the POST stream broke
+        if isinstance(inp, world.Cut) and not c.resumed:  # the POST stream broke
             if c.last is None:
-                return c._replace(ended=True), (("end", "failed"),)
-            return c._replace(param=c.last, attempt=0), (("wait",),)
-        if kind in ("cut", "resume_404"):
-            if kind == "cut" and inp[1]:  # clean end: advanced cursor, attempt reset
-                return c._replace(param=c.last, attempt=0, resumed=False), (("wait",),)
+                return c._replace(ended=True), (world.End("failed"),)
+            return c._replace(param=c.last, attempt=0), (world.Wait(),)
+        if isinstance(inp, world.Cut | world.ResumeRefused):
+            if isinstance(inp, world.Cut) and inp.clean:  # clean end: cursor advanced, attempt 0
+                return c._replace(param=c.last, attempt=0, resumed=False), (world.Wait(),)
             attempt = c.attempt + 1  # abrupt: the stale parameter is reused
             if attempt >= MAX_RECONNECTION_ATTEMPTS:
-                return c._replace(ended=True), (("end", "failed"),)
-            return c._replace(attempt=attempt, resumed=False), (("wait",),)
-        if kind == "timer":
-            return c._replace(resumed=True), (("resume", c.param if c.param is not None else 0),)
-        if kind == "answer":
-            return c, (("submit", inp[1], (("action", "accept"),)),)
-        if kind == "outcome" and inp[2] == "neterr":
-            return c._replace(ended=True), (("end", "failed"),)
+                return c._replace(ended=True), (world.End("failed"),)
+            return c._replace(attempt=attempt, resumed=False), (world.Wait(),)
+        if isinstance(inp, world.Timer):
+            return c._replace(resumed=True), (world.Resume(c.param if c.param is not None else 0),)
+        if isinstance(inp, world.Answer):
+            return c, (world.Submit(inp.request, (("action", "accept"),)),)
+        if isinstance(inp, world.PostOutcome) and inp.outcome == "neterr":
+            return c._replace(ended=True), (world.End("failed"),)
         return c, ()
 
 
-MODEL = World(
+MODEL = world.World(
     SdkPolicy(),
-    Bounds(requests=1, cuts=2, post_faults=0, deadline="silent", unknown_answer="202"),
+    world.Bounds(requests=1, cuts=2, post_faults=0, deadline="silent", unknown_answer="202"),
     name="mcp-sdk-2.3.0",
     expect=("P2", "P7"),
 )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from fsm.world import TERMINAL_OUTCOMES, Bounds, Input, Output, World
+from fsm import world
 
 
 class Naive(NamedTuple):
@@ -40,40 +40,41 @@ class NaivePolicy:
         """``c`` had request ``r`` been ``ids[r]`` all along."""
         return c._replace(pending=tuple((ids.get(r, r), index) for r, index in c.pending))
 
-    def step(self, c: Naive, inp: Input) -> tuple[Naive, tuple[Output, ...]]:
-        if inp[0] == "session":  # a new session and tool call: nothing carried over
+    def step(self, c: Naive, inp: world.Input) -> tuple[Naive, tuple[world.Output, ...]]:
+        if isinstance(inp, world.NewSession):  # a new session and tool call: nothing carried over
             return Naive(), ()
         if c.ended:
             return c, ()
-        kind = inp[0]
-        if kind == "event":
-            _, index, what, r = inp
-            if what == "req":
+        if isinstance(inp, world.Event):
+            index, r = inp.event_id, inp.request
+            if inp.what == "req":
                 pending = (*(p for p in c.pending if p[0] != r), (r, index))
-                return c._replace(pending=pending), (("present", r),)
-            if what == "resp":
-                return c._replace(ended=True, cursor=index), (("end", "completed"),)
+                return c._replace(pending=pending), (world.Present(r),)
+            if inp.what == "resp":
+                return c._replace(ended=True, cursor=index), (world.End("completed"),)
             return c._replace(cursor=index), ()
-        if kind in ("cut", "resume_404"):
-            return c, (("wait",),)
-        if kind == "timer":
-            return c, (("resume", c.cursor if c.cursor is not None else 0),)
-        if kind == "answer":
-            r = inp[1]
-            index = dict(c.pending).get(r)
+        if isinstance(inp, world.Cut | world.ResumeRefused):
+            return c, (world.Wait(),)
+        if isinstance(inp, world.Timer):
+            return c, (world.Resume(c.cursor if c.cursor is not None else 0),)
+        if isinstance(inp, world.Answer):
+            r = inp.request
+            at = dict(c.pending).get(r)
             c = c._replace(
-                cursor=index if index is not None else c.cursor,
+                cursor=at if at is not None else c.cursor,
                 pending=tuple(p for p in c.pending if p[0] != r),
             )
-            return c, (("submit", r, (("confirm", True),)),)
-        if kind == "outcome" and (inp[2] in TERMINAL_OUTCOMES or inp[2] == "neterr"):
-            return c, (("resume", c.cursor if c.cursor is not None else 0),)
+            return c, (world.Submit(r, (("confirm", True),)),)
+        if isinstance(inp, world.PostOutcome) and (
+            inp.outcome in world.TERMINAL_OUTCOMES or inp.outcome == "neterr"
+        ):
+            return c, (world.Resume(c.cursor if c.cursor is not None else 0),)
         return c, ()
 
 
-MODEL = World(
+MODEL = world.World(
     NaivePolicy(),
-    Bounds(
+    world.Bounds(
         requests=1,
         cuts=1,
         post_faults=0,

@@ -1,0 +1,791 @@
+"""What every closed world the checker explores shares, whatever the protocol era.
+
+A world is a client policy against an environment (server, network, user) within
+bounds; the checker explores every interleaving of the environment's moves. The eras
+differ in their environment and in what the client is told and does
+(:mod:`fsm.world`: SSE resumption, 2025; :mod:`fsm.mrtr_world`: input rounds, 2026);
+everything else is here, once:
+
+* **validated bounds** (:class:`WorldBounds`): every field is checked on construction by
+  its declared type, and set from text by ``fsm check --set`` (:meth:`WorldBounds.updated`);
+  a bad value raises :class:`BoundsError` naming the field and what it allows;
+* **the step** (:class:`WorldBase`): a state is an interned environment (:class:`EnvBase`)
+  and an interned client side (:class:`Agent`: the policy's state and the monitor's).
+  Far fewer of each exist than states, so each keeps the memo of what a step computed
+  there: an environment its enabled moves, each move's effect and the effect of each batch
+  of client operations; an agent its reaction to each input. A step of a warm world is
+  three dictionary lookups;
+* **inputs and outputs** as typed tuples (:class:`Present`, :class:`Answer`, ...): each a
+  ``NamedTuple`` whose first field is its kind's tag, so ``Present(0) == ("present", 0)``
+  and both hash alike. A policy may still return the plain tuple spelling; an output of
+  no kind the world knows raises :class:`OutputError`;
+* **the standard properties**: P1-P7 of the shared monitor (:mod:`fsm.properties`) as
+  invariants, ``P5-quiescent`` (the checker's deadlock check: an ended interaction may
+  rest), ``L1`` (the checker's cycle detection), and the witnesses ``presented`` and
+  ``completed`` that show a model is not vacuous;
+* **a decider as a policy** (:class:`SnapshotPolicy`): any sans-IO decider with
+  ``feed``/``snapshot``/``restore`` (the guard, an MRTR call), each of its decisions
+  computed once.
+
+A variant subclasses :class:`WorldBase` with its environment (an :class:`EnvBase` subclass,
+the moves enabled in one, each move's edit) and says what an input tells the client and
+what its outputs do, as observations for the monitor and as edits of the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, Self, TypeVar
+
+from fsm import properties as P
+from fsm.checker import BaseModel, Property
+from fsm.spec import ProductSpec
+
+# ------------------------------------------------------------------ bounds
+
+
+class BoundsError(ValueError):
+    """A bounds field set to a value it does not allow; the message names the field and
+    the values it allows."""
+
+
+UserMode = Literal["answers", "never"]
+"""The user answers each presented prompt (at any time), or never."""
+
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
+class _Rule(NamedTuple):
+    """How one bounds field is checked and read from text, from its declared type."""
+
+    kind: Literal["count", "flag", "positive", "choice"]
+    choices: tuple[Any, ...] = ()
+    none: bool = False
+    """A count that may also be None (any number)."""
+
+
+_RULES: dict[type, dict[str, _Rule]] = {}
+
+
+def _rules(cls: type) -> dict[str, _Rule]:
+    """The rule of each field of the bounds dataclass ``cls``, from its type: ``int`` a
+    count >= 0 (``int | None``: or None), ``bool`` a flag, ``float`` a number > 0, a
+    ``Literal`` one of its values. TypeError for a field of any other type."""
+    known = _RULES.get(cls)
+    if known is not None:
+        return known
+    hints = typing.get_type_hints(cls)
+    rules: dict[str, _Rule] = {}
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        args = typing.get_args(hint)
+        if hint is bool:
+            rules[f.name] = _Rule("flag")
+        elif hint is int or (
+            typing.get_origin(hint) is types.UnionType and args == (int, types.NoneType)
+        ):
+            rules[f.name] = _Rule("count", none=hint is not int)
+        elif hint is float:
+            rules[f.name] = _Rule("positive")
+        elif typing.get_origin(hint) is Literal:
+            rules[f.name] = _Rule("choice", args)
+        else:
+            raise TypeError(
+                f"{cls.__name__}.{f.name}: a bound is an int, int | None, bool, float or a"
+                f" Literal, not {hint}"
+            )
+    _RULES[cls] = rules
+    return rules
+
+
+class WorldBounds:
+    """The base of a world's bounds: a frozen dataclass whose fields are checked by their
+    declared type on construction (:class:`BoundsError` naming the field and what it
+    allows), and set from text by :meth:`updated`.
+
+    Every world's bounds have ``user`` (the user answers, or never) and ``ttl`` (a
+    request's client-side age limit, the monitor's budget). A subclass checks what
+    involves several fields in :meth:`_check`.
+
+    Example::
+
+        @dataclass(frozen=True, slots=True)
+        class MyBounds(WorldBounds):
+            requests: int = 1
+            user: UserMode = "answers"
+            ttl: float = 0.5
+    """
+
+    __slots__ = ()
+
+    user: UserMode
+    ttl: float
+
+    def __post_init__(self) -> None:
+        where = type(self).__name__
+        for name, rule in _rules(type(self)).items():
+            value = getattr(self, name)
+            if rule.kind == "choice" and value not in rule.choices:
+                allowed = ", ".join(map(str, rule.choices))
+                raise BoundsError(f"{where}.{name}: {value!r} is not one of {allowed}")
+            counted = rule.kind == "count" and not (value is None and rule.none)
+            if counted and (type(value) is not int or value < 0):
+                also = " or None (any number)" if rule.none else ""
+                raise BoundsError(f"{where}.{name}: {value!r} is not an integer >= 0{also}")
+            if rule.kind == "flag" and type(value) is not bool:
+                raise BoundsError(f"{where}.{name}: {value!r} is not True or False")
+            if rule.kind == "positive" and (type(value) not in (int, float) or not value > 0):
+                raise BoundsError(f"{where}.{name}: {value!r} is not a number > 0")
+        self._check()
+
+    def _check(self) -> None:
+        """Raise :class:`BoundsError` for a combination of fields that is not allowed."""
+
+    def updated(self, settings: Mapping[str, str]) -> Self:
+        """A copy with fields set from text, as the command line gives them
+        (``{"requests": "2", "replay": "inclusive", "reaper": "true"}``); BoundsError for
+        an unknown field or a value the field does not allow."""
+        rules = _rules(type(self))
+        changes: dict[str, Any] = {}
+        for name, text in settings.items():
+            if name not in rules:
+                raise BoundsError(f"no bound {name!r}; the bounds are {', '.join(rules)}")
+            changes[name] = self._parse(name, rules[name], text.strip())
+        updated: Self = dataclasses.replace(typing.cast(Any, self), **changes)
+        return updated
+
+    def _parse(self, name: str, rule: _Rule, text: str) -> Any:
+        """The value of field ``name`` written as ``text`` (left as text when it is not a
+        number or a flag: construction judges it)."""
+        if rule.none and text.lower() == "none":
+            return None
+        if rule.kind == "flag":
+            if text.lower() in _TRUE + _FALSE:
+                return text.lower() in _TRUE
+            raise BoundsError(f"{type(self).__name__}.{name}: {text!r} is not true or false")
+        try:
+            return {"count": int, "positive": float}.get(rule.kind, str)(text)
+        except ValueError:
+            return text
+
+
+# ------------------------------------------------------------------ inputs and outputs
+
+
+class Tagged:
+    """Mixed into each typed input and output of a world (a ``NamedTuple`` whose first field
+    ``op`` is its tag, or several fixed ones): built without its tags, and pickled whole
+    (rebuilt by ``_make``)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        me: Any = self
+        return (type(me)._make, (tuple(me),))
+
+
+class Answer(Tagged, NamedTuple("Answer", [("op", Literal["answer"]), ("request", int)])):
+    """Input: the user answered the prompt of ``request``."""
+
+    __slots__ = ()
+
+    def __new__(cls, request: int) -> Answer:
+        return super().__new__(cls, "answer", request)
+
+
+class Tick(Tagged, NamedTuple("Tick", [("op", Literal["tick"])])):
+    """Input: the client's clock passed (a timer fired)."""
+
+    __slots__ = ()
+
+    def __new__(cls) -> Tick:
+        return super().__new__(cls, "tick")
+
+
+class Present(Tagged, NamedTuple("Present", [("op", Literal["present"]), ("request", int)])):
+    """Output: show the user the prompt of ``request``."""
+
+    __slots__ = ()
+
+    def __new__(cls, request: int) -> Present:
+        return super().__new__(cls, "present", request)
+
+
+class Withdraw(Tagged, NamedTuple("Withdraw", [("op", Literal["withdraw"]), ("request", int)])):
+    """Output: take the prompt of ``request`` away; the client declares it dead."""
+
+    __slots__ = ()
+
+    def __new__(cls, request: int) -> Withdraw:
+        return super().__new__(cls, "withdraw", request)
+
+
+class End(Tagged, NamedTuple("End", [("op", Literal["end"]), ("outcome", str)])):
+    """Output: end the interaction with ``outcome`` (``"completed"``, ``"failed"``)."""
+
+    __slots__ = ()
+
+    def __new__(cls, outcome: str) -> End:
+        return super().__new__(cls, "end", outcome)
+
+
+class OutputError(ValueError):
+    """A client policy returned an output its world does not know: a misspelled kind, or
+    the wrong number of fields. The message names the output and the world's kinds."""
+
+
+def output_kinds(*kinds: Any) -> dict[str, Any]:
+    """The typed outputs ``kinds`` by tag (the ``Literal`` of each one's ``op`` field)."""
+    return {typing.get_args(typing.get_type_hints(k)["op"])[0]: k for k in kinds}
+
+
+def _spelled(kinds: Mapping[str, Any]) -> str:
+    return ", ".join(f"{tag}({', '.join(k._fields[1:])})" for tag, k in kinds.items())
+
+
+# ------------------------------------------------------------------ states
+
+USER_ANSWER: tuple[tuple[str, Any], ...] = (("action", "accept"),)
+"""What the user answers (outputs carry answers as sorted item tuples, hashable)."""
+
+
+class Move(NamedTuple):
+    """An environment step; ``str(move)`` names it in counterexamples."""
+
+    name: str
+    arg: Any = None
+
+    def __str__(self) -> str:
+        return self.name if self.arg is None else f"{self.name} {self.arg}"
+
+
+class EnvBase:
+    """The environment's part of a world state: its values, one per name of ``FIELDS``
+    (a subclass declares them, and a slot for each).
+
+    Compared by value, hashed once at creation. A world interns its environments and keeps
+    on each what it computed there: the enabled moves, each move's effect, and the effect of
+    each batch of client operations. Equality by value keeps states from different worlds,
+    or unpickled ones, correct; interning only makes it fast.
+    """
+
+    __slots__ = ("_after", "_hash", "_moves", "_steps", "values")
+
+    FIELDS: ClassVar[tuple[str, ...]] = ()
+    ended: Any
+    """Every environment has this field: truthy once the client ended its interaction."""
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        for name, value in zip(self.FIELDS, values, strict=True):
+            setattr(self, name, value)
+        self.values = values
+        self._hash = hash(values)
+        self._moves: tuple[Move, ...] | None = None
+        self._steps: dict[Move, tuple[Self, Any, Hashable]] = {}
+        """Each move's next environment, input told (None: nothing), and context."""
+        self._after: dict[tuple[Any, ...], Self] = {}
+        """The environment after each batch of client outputs."""
+
+    def replace(self, **changes: Any) -> Self:
+        """A new (not interned) environment with some fields changed; TypeError naming a
+        field it does not have."""
+        values = tuple(changes.pop(f, v) for f, v in zip(self.FIELDS, self.values, strict=True))
+        if changes:
+            raise TypeError(f"{type(self).__name__} has no field {', '.join(changes)}")
+        return type(self)(values)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, EnvBase)
+            and type(other) is type(self)
+            and self._hash == other._hash
+            and self.values == other.values
+        )
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={v!r}" for f, v in zip(self.FIELDS, self.values, strict=True))
+        return f"{type(self).__name__}({fields})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.values,))
+
+
+class Agent:
+    """The client side of a world state: the client policy's state and the monitor's.
+
+    Compared by value, hashed once at creation. A world interns its agents (one object
+    per distinct pair) and keeps on each the memo of its reactions: the policy and the
+    monitor are pure, so the reaction to an input in a context (the clock, the session)
+    is computed once per distinct agent, however many world states share it.
+    """
+
+    __slots__ = ("_hash", "client", "monitor", "reactions", "renamed")
+
+    def __init__(self, client: Any, monitor: P.MonitorState) -> None:
+        self.client = client
+        self.monitor = monitor
+        self._hash = hash((client, monitor))
+        self.reactions: dict[tuple[Hashable, tuple[Any, ...]], Reaction] = {}
+        """The reaction to each (context, input)."""
+        self.renamed: dict[Hashable, Agent] = {}
+        """The agent under each renaming of its ids (a world's symmetry)."""
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, Agent)
+            and self._hash == other._hash
+            and self.client == other.client
+            and self.monitor == other.monitor
+        )
+
+    def __repr__(self) -> str:
+        return f"Agent(client={self.client!r}, monitor={self.monitor!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Agent, (self.client, self.monitor))
+
+
+class Reaction(NamedTuple):
+    """The client side's reaction to one input: its next agent, the operations the world
+    performs, and the declared transition labels the policy fired."""
+
+    agent: Agent
+    outputs: tuple[Any, ...]
+    fired: tuple[str, ...]
+
+
+E = TypeVar("E", bound=EnvBase)
+B = TypeVar("B", bound=WorldBounds)
+I = TypeVar("I", bound=tuple[Any, ...])  # noqa: E741
+O = TypeVar("O", bound=tuple[Any, ...])  # noqa: E741
+
+
+class WorldState(NamedTuple, Generic[E]):
+    """One global state: the environment and the client side."""
+
+    env: E
+    agent: Agent
+
+    @property
+    def client(self) -> Any:
+        """The client policy's state."""
+        return self.agent.client
+
+    @property
+    def monitor(self) -> P.MonitorState:
+        """The property monitor's state (what the client was told and did, judged)."""
+        return self.agent.monitor
+
+
+new_state = tuple.__new__
+"""``new_state(WorldState, (env, agent))``: a state without ``WorldState.__new__`` (hot)."""
+
+
+def transition_label(machine: str, source: str, trigger: str, dest: str) -> str:
+    """The coverage label of one declared transition."""
+    return f"{machine}: {source} -{trigger}-> {dest}"
+
+
+class Policy(Protocol):
+    """What :class:`WorldBase` itself needs of a policy (each era adds its ``step``).
+
+    Optional: ``fired() -> Iterable[str]``, the declared transition labels the last step
+    fired, and ``declared() -> Iterable[str]``, every label (coverage)."""
+
+    name: str
+
+    def init(self) -> Any:
+        """The client's state when the interaction has just begun."""
+        ...
+
+
+# ------------------------------------------------------------------ the world
+
+
+class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
+    """The closed system ``policy`` x an era's environment within ``bounds``.
+
+    ``properties``: the monitor's properties to check (default: all of P1-P7 and L1);
+    ``expect``: the properties this model must violate (a model of a faulty client).
+
+    A world memoises what it computes (on its interned environments and agents), so
+    checking it twice is cheaper the second time, and it is not thread-safe. The memos live
+    on the states' parts: give a world only states it made (or unpickled copies, which
+    start with empty memos), never another world's.
+
+    A variant sets :attr:`env_type`, :attr:`opening` and :attr:`outputs`; implements
+    :meth:`_initial`, :meth:`_enabled`, :meth:`_edit` (the environment),
+    :meth:`_policy_step`, :meth:`_told`, :meth:`_did`, :meth:`_perform` (the client side),
+    :meth:`_completed` and :meth:`format_state`; and may add witnesses
+    (:meth:`_witnesses`) or restate a property (:meth:`_always`).
+    """
+
+    env_type: ClassVar[type[EnvBase]]
+    opening: ClassVar[tuple[P.Observation, ...]]
+    """What the monitor observes before the first step: the interaction began."""
+    outputs: ClassVar[Mapping[str, Any]]
+    """The era's typed outputs by tag (:func:`output_kinds`)."""
+    subject: ClassVar[str] = "interaction"
+    """What the client runs, in the properties' descriptions."""
+    presented_doc: ClassVar[str] = "a request is presented (the model is not vacuous)"
+    completed_doc: ClassVar[str] = "the interaction can complete with an answer"
+
+    def __init__(
+        self,
+        policy: Policy,
+        bounds: B,
+        *,
+        properties: Sequence[str] = tuple(P.PROPERTIES),
+        name: str = "",
+        expect: Sequence[str] = (),
+    ) -> None:
+        self.policy, self.bounds = policy, bounds
+        self._props = tuple(properties)
+        self._name = name or policy.name
+        self.expected_violations = tuple(expect)
+        self.budgets = P.Budgets(ttl=bounds.ttl, counters=False)
+        self._agents: dict[tuple[Any, P.MonitorState], Agent] = {}
+        self._envs: dict[tuple[Any, ...], E] = {}
+        self._monitor_steps: dict[Hashable, P.MonitorState] = {}
+        self._fired: tuple[str, ...] = ()
+        self._policy_fired: Callable[[], Iterable[str]] | None = getattr(policy, "fired", None)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def with_bounds(self, settings: Mapping[str, str]) -> Self:
+        """This world with some bounds set from text (:meth:`WorldBounds.updated`; the
+        command line's ``--set``): the same policy and properties, the settings in its
+        name."""
+        said = ",".join(f"{k}={v}" for k, v in settings.items())
+        return type(self)(
+            self.policy,
+            self.bounds.updated(settings),
+            properties=self._props,
+            name=f"{self._name} [{said}]",
+            expect=self.expected_violations,
+        )
+
+    # ----------------------------------------------------------------- Model API
+
+    def init_states(self) -> Sequence[WorldState[E]]:
+        monitor = P.MonitorState()
+        for obs in self.opening:
+            monitor = P.step(monitor, obs, self.budgets)[0]
+        env = self._env(self._initial_values())
+        return [WorldState(env, self._intern(self.policy.init(), monitor))]
+
+    def actions(self, s: WorldState[E]) -> Iterable[Move]:
+        env = s.env
+        moves = env._moves
+        if moves is None:
+            moves = env._moves = self._enabled(env)
+        return moves
+
+    def next_state(self, s: WorldState[E], m: Move) -> WorldState[E] | None:
+        env, agent = s
+        step = env._steps.get(m)
+        if step is None:
+            edited = self._edit(env, m)
+            if edited is None:
+                return None
+            values, inp, context = edited
+            step = env._steps[m] = (self._env(values), inp, context)
+        mid, inp, context = step
+        if inp is None:
+            self._fired = ()
+            return new_state(WorldState, (mid, agent))
+        memo = (context, inp)
+        reaction = agent.reactions.get(memo)
+        if reaction is None:
+            reaction = agent.reactions[memo] = self._react(agent, context, inp)
+        self._fired = reaction.fired
+        outputs = reaction.outputs
+        if outputs:
+            after = mid._after.get(outputs)
+            if after is None:
+                after = mid._after[outputs] = self._perform(mid, outputs)
+            mid = after
+        return new_state(WorldState, (mid, reaction.agent))
+
+    def properties(self) -> Sequence[Property[WorldState[E]]]:
+        props = [self._always(p) for p in self._props if p != "L1"]
+        if "P5" in self._props:
+            props.append(
+                Property.deadlock(
+                    "P5-quiescent",
+                    f"at quiescence the {self.subject} has ended (exactly once: see P5)",
+                )
+            )
+        if "L1" in self._props:
+            props.append(
+                Property.terminates(
+                    "L1", "termination: no behaviour runs forever (any reachable cycle violates)"
+                )
+            )
+        props.append(
+            Property.sometimes(
+                "presented", lambda s: bool(s.agent.monitor.presented), self.presented_doc
+            )
+        )
+        if self.bounds.user != "never":
+            props.append(Property.sometimes("completed", self._completed, self.completed_doc))
+        return [*props, *self._witnesses()]
+
+    def declared_transitions(self) -> Iterable[str]:
+        declared = getattr(self.policy, "declared", None)
+        return declared() if declared is not None else ()
+
+    def fired_transitions(self, s: WorldState[E], m: Move, t: WorldState[E]) -> Iterable[str]:
+        """The labels the policy fired on the last :meth:`next_state` (the checker asks
+        right after computing each edge)."""
+        return self._fired
+
+    def is_terminal(self, s: WorldState[E]) -> bool:
+        """An ended interaction may rest; any other quiescent state is P5-quiescent's
+        counterexample (the checker's deadlock check, at no extra cost per state)."""
+        return bool(s.env.ended)
+
+    def observations(self, s: WorldState[E], m: Move) -> tuple[P.Observation, ...]:
+        """The observations of the edge ``s --m-->`` in the monitor's order: what the
+        client is told, then what it does (``()`` for an edge that tells it nothing).
+
+        After :attr:`opening`, written with :func:`fsm.trace.dumps`, a path's observations
+        are an event log that ``python -m fsm audit`` judges as the checker's monitor did.
+        Raises ``ValueError`` for a move without successor in ``s``.
+        """
+        if self.next_state(s, m) is None:
+            raise ValueError(f"{m} has no successor in {self.format_state(s)}")
+        _, inp, context = s.env._steps[m]
+        if inp is None:
+            return ()
+        _, outputs = self._policy_step(s.agent.client, context, inp)
+        told = self._told(s.agent.monitor, context, inp)
+        return (*told, *self._did(context, self._typed(outputs)))
+
+    # ------------------------------------------------------------ for a variant
+
+    def _initial(self) -> Mapping[str, Any]:
+        """The initial environment's value of each field."""
+        raise NotImplementedError
+
+    def _enabled(self, e: E) -> tuple[Move, ...]:
+        """The moves enabled in ``e``, in a fixed order (computed once per environment)."""
+        raise NotImplementedError
+
+    def _edit(self, e: E, m: Move) -> tuple[Sequence[Any], I | None, Hashable] | None:
+        """Move ``m`` in ``e``: the next environment's values, the input it tells the client
+        (None: nothing), and the context the client's reaction depends on besides the
+        input (the clock, ...); None when ``m`` does not apply."""
+        raise NotImplementedError
+
+    def _policy_step(self, client: Any, context: Any, inp: I) -> tuple[Any, tuple[O, ...]]:
+        """The policy's step on ``inp`` in ``context``."""
+        raise NotImplementedError
+
+    def _told(self, monitor: P.MonitorState, context: Any, inp: I) -> list[P.Observation]:
+        """What ``inp`` in ``context`` tells the client, as observations (``monitor``: what
+        it was told before)."""
+        raise NotImplementedError
+
+    def _did(self, context: Any, outputs: tuple[O, ...]) -> list[P.Observation]:
+        """What the client's (typed) ``outputs`` in ``context`` show it doing."""
+        raise NotImplementedError
+
+    def _perform(self, e: E, outputs: tuple[O, ...]) -> E:
+        """The (interned) environment after the client's (typed) ``outputs``."""
+        raise NotImplementedError
+
+    def _completed(self, s: WorldState[E]) -> bool:
+        """Whether ``s`` is the interaction completed with the user's answers."""
+        raise NotImplementedError
+
+    def _witnesses(self) -> list[Property[WorldState[E]]]:
+        """The variant's own ``sometimes`` properties."""
+        return []
+
+    def _always(self, name: str) -> Property[WorldState[E]]:
+        """Monitor property ``name`` as an invariant."""
+        return Property.always(
+            name, lambda s: name not in s.agent.monitor.violated, P.PROPERTIES[name]
+        )
+
+    # ------------------------------------------------------------ the mechanism
+
+    def _initial_values(self) -> list[Any]:
+        """The initial environment's values, in the order of ``env_type.FIELDS``."""
+        initial = self._initial()
+        return [initial[f] for f in self.env_type.FIELDS]
+
+    def _env(self, values: Sequence[Any]) -> E:
+        key = tuple(values)
+        env = self._envs.get(key)
+        if env is None:
+            env = self._envs[key] = typing.cast(E, self.env_type(key))
+        return env
+
+    def _intern(self, client: Any, monitor: P.MonitorState) -> Agent:
+        agent = self._agents.get((client, monitor))
+        if agent is None:
+            agent = self._agents[(client, monitor)] = Agent(client, monitor)
+        return agent
+
+    def _react(self, agent: Agent, context: Any, inp: I) -> Reaction:
+        """The client side's reaction to ``inp`` in ``context`` (pure; memoised per
+        agent): the monitor observes what the client is told, the policy steps, the
+        monitor observes what the client does."""
+        monitor = agent.monitor
+        told = self._told(monitor, context, inp)
+        client, outputs = self._policy_step(agent.client, context, inp)
+        typed = self._typed(outputs)
+        fired = tuple(self._policy_fired()) if self._policy_fired is not None else ()
+        for obs in (*told, *self._did(context, typed)):
+            monitor = self._observe(monitor, obs)
+        return Reaction(self._intern(client, monitor), typed, fired)
+
+    def _typed(self, outputs: Iterable[O]) -> tuple[O, ...]:
+        """``outputs`` as the era's typed outputs (a plain tuple spelling is converted);
+        :class:`OutputError` for one of no known kind or the wrong length."""
+        typed: list[O] = []
+        for out in outputs:
+            kind = self.outputs.get(out[0]) if isinstance(out, tuple) and out else None
+            if kind is None or len(out) != len(kind._fields):
+                raise OutputError(
+                    f"policy {self.policy.name!r} returned {out!r}, not an output of this"
+                    f" world; its outputs are {_spelled(self.outputs)}"
+                )
+            typed.append(out if type(out) is kind else kind._make(out))
+        return tuple(typed)
+
+    def _observe(self, monitor: P.MonitorState, obs: P.Observation) -> P.MonitorState:
+        """One monitor step, memoised: far fewer monitor states than agents exist. The
+        observations that carry an answer dict are keyed by its items (world answers are
+        flat item tuples, hashable by the policy contract)."""
+        memo_key: Hashable = (
+            (monitor, type(obs), obs.key, tuple(sorted(obs.answer.items())))
+            if isinstance(obs, P.Answered | P.Submitted)
+            else (monitor, obs)
+        )
+        after = self._monitor_steps.get(memo_key)
+        if after is None:
+            after = self._monitor_steps[memo_key] = P.step(monitor, obs, self.budgets)[0]
+        return after
+
+
+# ------------------------------------------------------------------ a decider as a policy
+
+
+class Decider(Protocol):
+    """A sans-IO decider: events in, actions out, its whole state a hashable snapshot."""
+
+    def feed(self, event: Any) -> Iterable[Any]:
+        """Decide on ``event``; the actions to perform."""
+        ...
+
+    def snapshot(self) -> Any:
+        """A hashable value of the whole decision state."""
+        ...
+
+    def restore(self, snap: Any) -> None:
+        """Load a :meth:`snapshot`."""
+        ...
+
+
+D = TypeVar("D", bound=Decider)
+OnFire = Callable[[str, str, str, str], None]
+
+
+class SnapshotPolicy(Generic[D, I, O]):
+    """Any :class:`Decider` as a world's client: the shipped decision code is what the
+    checker verifies, not a re-implementation of it.
+
+    ``decider(clock, on_fire)`` makes the one decider this policy drives (``on_fire``:
+    told each declared transition it fires); ``opening`` are the events it is fed before
+    its initial snapshot; ``to_events(inp, decider)`` the events a world input is, given
+    the decider restored to the state the input arrives in (it must not change the
+    decider); ``to_outputs(action)`` the world outputs an action is; ``product`` the
+    declared machines the decider runs (for coverage); ``rename(snapshot, keys)``, if
+    given, the decider's renaming of the request keys in a snapshot (a world's symmetry).
+
+    :meth:`decide` restores the decider from a snapshot, feeds it, and snapshots it again:
+    a pure function of (snapshot, clock, input), so each distinct decision is computed
+    once; share one policy between worlds and they reuse each other's decisions. Each era
+    gives it the form of its policies (:class:`fsm.world.SsePolicy`,
+    :class:`fsm.mrtr_world.MrtrSnapshotPolicy`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        decider: Callable[[Callable[[], float], OnFire], D],
+        *,
+        product: ProductSpec,
+        to_events: Callable[[I, D], Iterable[Any]],
+        to_outputs: Callable[[Any], tuple[O, ...]],
+        opening: Iterable[Any] = (),
+        rename: Callable[[Any, Mapping[Any, Any]], Any] | None = None,
+    ) -> None:
+        self.name = name
+        self._rename_snapshot = rename
+        self._t = 0.0
+        self._fired: list[str] = []
+        self._last_fired: tuple[str, ...] = ()
+        self._labels: dict[tuple[str, str, str, str], str] = {}
+        self._memo: dict[tuple[Any, float, I], tuple[Any, tuple[O, ...], tuple[str, ...]]] = {}
+        self._product = product
+        self._to_events, self._to_outputs = to_events, to_outputs
+        self._decider = decider(lambda: self._t, self._on_fire)
+        for event in opening:
+            self._decider.feed(event)
+        self.initial: Any = self._decider.snapshot()
+        """The decider's snapshot once it was fed ``opening``."""
+
+    def _on_fire(self, machine: str, source: str, trigger: str, dest: str) -> None:
+        transition = (machine, source, trigger, dest)
+        label = self._labels.get(transition)
+        if label is None:
+            label = self._labels[transition] = transition_label(*transition)
+        self._fired.append(label)
+
+    @property
+    def decider(self) -> D:
+        """The one decider this policy drives, restored from a snapshot before each
+        decision it computes (``bench/`` wraps its methods to time them in a search)."""
+        return self._decider
+
+    def declared(self) -> list[str]:
+        """Every declared transition of the product's machines, as coverage labels."""
+        return [
+            transition_label(m.name, t.source, t.trigger, t.dest)
+            for m in self._product.machines
+            for t in m.transitions
+        ]
+
+    def fired(self) -> tuple[str, ...]:
+        """The labels fired by the last decision."""
+        return self._last_fired
+
+    def decide(self, snap: Any, t: float, inp: I) -> tuple[Any, tuple[O, ...]]:
+        """The decider's snapshot and the world outputs after ``inp`` at time ``t`` from
+        ``snap`` (memoised)."""
+        memo = self._memo.get((snap, t, inp))
+        if memo is None:
+            self._t = t
+            decider = self._decider
+            decider.restore(snap)
+            self._fired.clear()
+            actions = [a for event in self._to_events(inp, decider) for a in decider.feed(event)]
+            outputs = tuple(o for a in actions for o in self._to_outputs(a))
+            memo = self._memo[(snap, t, inp)] = (decider.snapshot(), outputs, tuple(self._fired))
+        self._last_fired = memo[2]
+        return memo[0], memo[1]
