@@ -9,6 +9,7 @@ its dependencies from its cache when it has them. Deselect with ``-m "not instal
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -28,6 +29,9 @@ pytestmark = pytest.mark.install
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("pyproject.toml", "README.md", "fsm", "models")
 SHIPPED_MODELS = sum(len(load_models(builtin_model_file(n))) for n in builtin_models())
+TEST_BED = ROOT / "tests" / "support"
+TEST_BED_IMPORTS = {"support", "tests", "fastmcp"}
+"""What only the test bed imports: itself, the tests, fastmcp (its scenario clients)."""
 
 
 def _env() -> dict[str, str]:
@@ -82,6 +86,68 @@ def test_the_wheel_holds_every_module_and_model(wheel: Path) -> None:
     missing = sorted((sources | models | {"fsm/py.typed"}) - names)
     assert not missing, f"not in the wheel: {missing} (list new packages in pyproject.toml)"
     assert wheel.name == f"dead_or_resumable-{fsm.__version__}-py3-none-any.whl"
+
+
+def _test_bed_in(sources: dict[str, str]) -> list[str]:
+    """The modules of ``sources`` (wheel path -> text) that belong to the test bed: a
+    module of ``tests/support`` by name where the test bed used to live (``fsm/demo/``,
+    ``fsm/harness/``; there only deprecation shims, a ``moved_module`` each, may stay), or
+    any module that imports the test bed or what only it needs."""
+    bed = {p.name for p in TEST_BED.glob("*.py")} - {"__init__.py"}
+    found = []
+    for name, text in sorted(sources.items()):
+        folder, _, file = name.rpartition("/")
+        tree = ast.parse(text)
+        if folder in ("fsm/demo", "fsm/harness") and file in bed:
+            shim = [type(node) for node in tree.body] == [ast.Expr, ast.ImportFrom, ast.Assign]
+            if folder == "fsm/demo" or not (shim and "moved_module(__name__" in text):
+                found.append(name)
+                continue
+        imported = {
+            alias.name.partition(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        } | {
+            (node.module or "").partition(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 0
+        }
+        if imported & TEST_BED_IMPORTS:
+            found.append(name)
+    return found
+
+
+def test_the_wheel_holds_no_test_bed_module(wheel: Path) -> None:
+    """What only the tests and the benchmarks use (``tests/support``) stays out of the
+    wheel: ``fsm.demo`` holds what ``fsm demo`` runs, ``fsm.harness`` only shims."""
+    with zipfile.ZipFile(wheel) as zf:
+        sources = {n: zf.read(n).decode() for n in zf.namelist() if n.endswith(".py")}
+    assert "fsm/demo/cli.py" in sources and "fsm/harness/server.py" in sources
+    assert _test_bed_in(sources) == []
+
+
+def test_the_test_bed_check_finds_a_test_bed_module() -> None:
+    """The check above can fail: a test bed module back in the package, under its name
+    or another, or a shim that does more than re-export, is reported."""
+    shim = (ROOT / "fsm" / "harness" / "server.py").read_text(encoding="utf-8")
+    runner = (TEST_BED / "redis_server.py").read_text(encoding="utf-8")
+    planted = {
+        "fsm/demo/server.py": (ROOT / "fsm" / "demo" / "server.py").read_text(encoding="utf-8"),
+        "fsm/harness/server.py": shim,
+        "fsm/harness/scenarios.py": (TEST_BED / "scenarios.py").read_text(encoding="utf-8"),
+        "fsm/demo/redis_server.py": runner,
+        "fsm/harness/gateway.py": shim + "\nimport anyio\n",
+        "fsm/demo/clients.py": (TEST_BED / "fastmcp_clients.py").read_text(encoding="utf-8"),
+        "fsm/gateway/bed.py": "def f():\n    from support.gateway import running_gateway\n",
+    }
+    assert _test_bed_in(planted) == [
+        "fsm/demo/clients.py",
+        "fsm/demo/redis_server.py",
+        "fsm/gateway/bed.py",
+        "fsm/harness/gateway.py",
+        "fsm/harness/scenarios.py",
+    ]
 
 
 def test_installed_with_and_without_extras(home: Path, wheel: Path) -> None:
