@@ -37,7 +37,7 @@ object must provide ``await client.call_tool(name, arguments)``, returning the t
 (an object with ``content``/``isError`` like ``mcp.types.CallToolResult``, or a ``str``) or
 raising; the scenario records the result or the exception type, JSON-RPC code (``code``
 attribute, or ``error.code``) and message.  Optional: ``await client.list_tools()``, used by
-``session_expired`` as a post-mortem probe.
+the test bed's ``session_expired`` scenario as a post-mortem probe.
 
 Everything else (dedup, liveness, answer-outcome classification, resume policy) is the
 client's business: the scenario only observes the wire (proxy log), the user (presentations)
