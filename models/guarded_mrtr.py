@@ -15,32 +15,41 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from fsm import actions as act
 from fsm import events as ev
+from fsm import mrtr
 from fsm.errors import RequestKey
 from fsm.mrtr import (
     MrtrAction,
     MrtrCall,
     MrtrConfig,
-    Retry,
+    MrtrEvent,
     RoundFailed,
     RoundResult,
-    Tick,
     question_id,
 )
 from fsm.mrtr_machines import MRTR_PRODUCT
 from fsm.mrtr_outcomes import STATE_REJECTED
 from fsm.mrtr_world import (
     CALL,
+    Answer,
+    Complete,
+    End,
+    Error,
     Input,
+    InputRequired,
     MrtrBounds,
+    MrtrSnapshotPolicy,
     MrtrWorld,
     OnInvalid,
     Output,
+    Present,
+    Retry,
     TickMode,
     UserMode,
+    Withdraw,
 )
 from fsm.outcomes import SubmissionResult
-from fsm.world import transition_label
 
 QUESTIONS: tuple[dict[str, Any], ...] = tuple(
     {"method": "elicitation/create", "params": {"message": f"Delete {n + 3} files?"}}
@@ -51,69 +60,35 @@ _QID = {qid: n for n, (_, qid) in enumerate(_KEYS)}
 _LOST = SubmissionResult(None, error="ReadTimeout")
 
 
-class MrtrGuardPolicy:
-    """Adapts :class:`fsm.mrtr.MrtrCall` to the MRTR world. State: a call snapshot."""
-
-    name = "guarded-mrtr"
+class MrtrGuardPolicy(MrtrSnapshotPolicy[MrtrCall]):
+    """:class:`fsm.mrtr.MrtrCall` as the MRTR world's client
+    (:class:`fsm.mrtr_world.MrtrSnapshotPolicy`). State: a call snapshot."""
 
     def __init__(self, config: MrtrConfig) -> None:
-        self._t = 0.0
-        self._fired: list[str] = []
-        self._last: tuple[str, ...] = ()
-        self._memo: dict[
-            tuple[Any, float, Input], tuple[Any, tuple[Output, ...], tuple[str, ...]]
-        ] = {}
-        self._call = MrtrCall(
-            CALL, clock=lambda: self._t, config=config, engine="tables", on_fire=self._on_fire
+        super().__init__(
+            "guarded-mrtr",
+            lambda clock, on_fire: MrtrCall(
+                CALL, clock=clock, config=config, engine="tables", on_fire=on_fire
+            ),
+            product=MRTR_PRODUCT,
+            to_events=lambda inp, call: (_event(inp),),
+            to_outputs=_outputs,
         )
-        self._init = self._call.snapshot()
-
-    def _on_fire(self, machine: str, source: str, trigger: str, dest: str) -> None:
-        self._fired.append(transition_label(machine, source, trigger, dest))
-
-    def init(self) -> Any:
-        return self._init
-
-    def declared(self) -> list[str]:
-        """Every declared transition of the rounds and liveness machines."""
-        return [
-            transition_label(m.name, t.source, t.trigger, t.dest)
-            for m in MRTR_PRODUCT.machines
-            for t in m.transitions
-        ]
-
-    def fired(self) -> tuple[str, ...]:
-        return self._last
-
-    def step(self, snap: Any, t: float, inp: Input) -> tuple[Any, tuple[Output, ...]]:
-        memo = self._memo.get((snap, t, inp))
-        if memo is None:
-            self._t = t
-            self._call.restore(snap)
-            self._fired.clear()
-            actions = self._call.feed(_event(inp))
-            outputs = tuple(o for a in actions for o in _outputs(a))
-            memo = self._memo[(snap, t, inp)] = (self._call.snapshot(), outputs, tuple(self._fired))
-        self._last = memo[2]
-        return memo[0], memo[1]
 
 
-def _event(inp: Input) -> Any:
-    kind = inp[0]
-    if kind == "result" and inp[1] == "complete":
+def _event(inp: Input) -> MrtrEvent:
+    if isinstance(inp, Complete):
         return RoundResult({"content": [], "resultType": "complete"})
-    if kind == "result":
-        _, _, token, questions = inp
-        body: dict[str, Any] = {"resultType": "input_required", "requestState": f"st{token}"}
-        if questions:
-            body["inputRequests"] = {f"k{q}": QUESTIONS[q] for q in questions}
+    if isinstance(inp, InputRequired):
+        body: dict[str, Any] = {"resultType": "input_required", "requestState": f"st{inp.token}"}
+        if inp.questions:
+            body["inputRequests"] = {f"k{q}": QUESTIONS[q] for q in inp.questions}
         return RoundResult(body)
-    if kind == "error":
-        return RoundFailed(STATE_REJECTED if inp[1] == "invalid_state" else _LOST)
-    if kind == "answer":
-        return ev.UserAnswered(_KEYS[inp[1]], {"action": "accept"})
-    assert kind == "tick"
-    return Tick()
+    if isinstance(inp, Error):
+        return RoundFailed(STATE_REJECTED if inp.reason == "invalid_state" else _LOST)
+    if isinstance(inp, Answer):
+        return ev.UserAnswered(_KEYS[inp.request], {"action": "accept"})
+    return mrtr.Tick()
 
 
 def _q(key: RequestKey) -> int:
@@ -121,13 +96,11 @@ def _q(key: RequestKey) -> int:
 
 
 def _outputs(a: MrtrAction) -> tuple[Output, ...]:
-    from fsm import actions as act
-
     if isinstance(a, act.Present):
-        return (("present", _q(a.key)),)
+        return (Present(_q(a.key)),)
     if isinstance(a, act.Withdraw):
-        return (("withdraw", _q(a.key)),)
-    if isinstance(a, Retry):
+        return (Withdraw(_q(a.key)),)
+    if isinstance(a, mrtr.Retry):
         token = int(a.request_state[2:]) if a.request_state is not None else None
         answers = tuple(
             sorted(
@@ -135,11 +108,11 @@ def _outputs(a: MrtrAction) -> tuple[Output, ...]:
                 for k, v in (a.input_responses or {}).items()
             )
         )
-        return (("retry", token, answers),)
+        return (Retry(token, answers),)
     if isinstance(a, act.Fail):
-        return (("end", "failed"),)
+        return (End("failed"),)
     if isinstance(a, act.Complete):
-        return (("end", "completed"),)
+        return (End("completed"),)
     return ()
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from fsm.mrtr_world import USER_ANSWER, Input, MrtrBounds, MrtrWorld, Output
+from fsm import mrtr_world as world
 
 MAX_ROUNDS = 10
 
@@ -45,50 +45,52 @@ class SdkDriver:
     def init(self) -> Driver:
         return Driver()
 
-    def step(self, c: Driver, t: float, inp: Input) -> tuple[Driver, tuple[Output, ...]]:
+    def step(
+        self, c: Driver, t: float, inp: world.Input
+    ) -> tuple[Driver, tuple[world.Output, ...]]:
         if c.ended:
             return c, ()
-        kind = inp[0]
-        if kind == "result" and inp[1] == "complete":
-            return c._replace(ended=True), (("end", "completed"),)
-        if kind == "result":
-            _, _, token, questions = inp
+        if isinstance(inp, world.Complete):
+            return c._replace(ended=True), (world.End("completed"),)
+        if isinstance(inp, world.InputRequired):
             rounds = c.rounds + 1
             if rounds > MAX_ROUNDS:
-                return c._replace(ended=True), (("end", "failed"),)
-            c = c._replace(rounds=rounds, token=token, waiting=frozenset(questions), answered=())
-            if not questions:
-                return c, (("retry", token, ()),)
-            return c, tuple(("present", q) for q in questions)
-        if kind == "error":
-            return c._replace(ended=True), (("end", "failed"),)
-        if kind == "answer" and inp[1] in c.waiting:
-            c = c._replace(waiting=c.waiting - {inp[1]}, answered=(*c.answered, inp[1]))
+                return c._replace(ended=True), (world.End("failed"),)
+            waiting = frozenset(inp.questions)
+            c = c._replace(rounds=rounds, token=inp.token, waiting=waiting, answered=())
+            if not inp.questions:
+                return c, (world.Retry(inp.token, ()),)
+            return c, tuple(world.Present(q) for q in inp.questions)
+        if isinstance(inp, world.Error):
+            return c._replace(ended=True), (world.End("failed"),)
+        if isinstance(inp, world.Answer) and inp.request in c.waiting:
+            q = inp.request
+            c = c._replace(waiting=c.waiting - {q}, answered=(*c.answered, q))
             if c.waiting:
                 return c, ()
-            answers = tuple((q, USER_ANSWER) for q in sorted(c.answered))
-            return c, (("retry", c.token, answers),)
+            answers = tuple((q, world.USER_ANSWER) for q in sorted(c.answered))
+            return c, (world.Retry(c.token, answers),)
         return c, ()
 
 
 DRIVER = SdkDriver()
 
 MODELS = [
-    MrtrWorld(
+    world.MrtrWorld(
         DRIVER,
-        MrtrBounds(reasks=1, expiries=0, lost=0),
+        world.MrtrBounds(reasks=1, expiries=0, lost=0),
         name="mcp-sdk-2.3.0-mrtr[reasking-tool]",
         expect=("P2", "P6"),
     ),
-    MrtrWorld(
+    world.MrtrWorld(
         DRIVER,
-        MrtrBounds(on_invalid="reask", lost=0),
+        world.MrtrBounds(on_invalid="reask", lost=0),
         name="mcp-sdk-2.3.0-mrtr[reask-on-expiry]",
         expect=("P2", "P6"),
     ),
-    MrtrWorld(
+    world.MrtrWorld(
         DRIVER,
-        MrtrBounds(on_invalid="reject", lost=0),
+        world.MrtrBounds(on_invalid="reject", lost=0),
         name="mcp-sdk-2.3.0-mrtr[reject-expired]",
         expect=("P6",),
     ),

@@ -1,10 +1,15 @@
-"""A world's bounds reject what they do not allow, by field name, at construction."""
+"""A world's bounds reject what they do not allow, by field name, at construction, in
+every era alike (one mechanism: :class:`fsm.world_base.WorldBounds`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import pytest
 
+from fsm.mrtr_world import MrtrBounds
 from fsm.world import Bounds, BoundsError
+from fsm.world_base import WorldBounds
 
 
 @pytest.mark.parametrize(
@@ -47,3 +52,48 @@ def test_updated_parses_text_per_field() -> None:
     assert Bounds().updated({}) == Bounds()
     with pytest.raises(BoundsError, match="no bound 'colour'; the bounds are requests, cuts"):
         Bounds().updated({"colour": "red"})
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"questions": -1}, "MrtrBounds.questions: -1 is not an integer >= 0"),
+        ({"lost": 1.0}, "MrtrBounds.lost: 1.0 is not an integer >= 0"),
+        ({"restarts": False}, "MrtrBounds.restarts: False is not an integer >= 0"),
+        ({"on_invalid": "ignore"}, "MrtrBounds.on_invalid: 'ignore' is not one of reject, reask"),
+        ({"user": "sometimes"}, "MrtrBounds.user: 'sometimes' is not one of answers, never"),
+        ({"tick": "late"}, "MrtrBounds.tick: 'late' is not one of seen, missed"),
+        ({"ttl": -0.5}, "MrtrBounds.ttl: -0.5 is not a number > 0"),
+    ],
+)
+def test_mrtr_bounds_refuse_bad_values_naming_the_field(
+    changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(BoundsError) as info:
+        MrtrBounds(**changes)  # type: ignore[arg-type]
+    assert str(info.value) == message
+    with pytest.raises(BoundsError):
+        replace(MrtrBounds(), **changes)
+
+
+def test_mrtr_bounds_are_updated_from_text() -> None:
+    b = MrtrBounds().updated({"questions": "2", "on_invalid": "reask", "ttl": "1.5"})
+    assert (b.questions, b.on_invalid, b.ttl) == (2, "reask", 1.5)
+    with pytest.raises(BoundsError, match="no bound 'requests'; the bounds are questions"):
+        MrtrBounds().updated({"requests": "2"})
+
+
+def test_the_cross_field_rule_of_the_sse_bounds_holds() -> None:
+    with pytest.raises(BoundsError, match="several sessions need get_cuts=0"):
+        Bounds(sessions=2, get_cuts=1)
+
+
+def test_a_bound_of_a_type_no_rule_reads_is_a_type_error() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Odd(WorldBounds):
+        names: tuple[str, ...] = ()
+        user: str = "answers"
+        ttl: float = 0.5
+
+    with pytest.raises(TypeError, match=r"Odd\.names: a bound is an int, int \| None, bool"):
+        Odd()

@@ -1,4 +1,4 @@
-"""The closed world's representation: interned environments and agents, memoised steps.
+"""The closed worlds' representation: interned environments and agents, memoised steps.
 
 Interning and memoisation are optimisations only: states compare by value across worlds
 and pickling, a second check of the same world explores exactly what the first did, and
@@ -11,8 +11,11 @@ import pickle
 from typing import Any
 
 from fsm.checker import Checker, check
+from fsm.mrtr_world import Env as MrtrEnv
+from fsm.mrtr_world import MrtrWorld
 from fsm.world import ENDED, Agent, Env, Move, World, WorldState
 from models.guarded import CONFIG, GuardPolicy, variants
+from models.guarded_mrtr import variants as mrtr_variants
 from models.seed_incident import MODEL as SEED
 
 VARIANT = {"after,cancel,rpc,answers"}
@@ -128,3 +131,43 @@ def test_a_world_without_get_cuts_has_no_standalone_get() -> None:
     state = _world().init_states()[0]
     assert state.env.get is None
     assert not any("GET" in m.name for m in _world().actions(state))
+
+
+# ------------------------------------------------- the MRTR era's world, the same base
+
+
+def _mrtr_walk(model: MrtrWorld, steps: int) -> list[Any]:
+    state = model.init_states()[0]
+    seen = [state]
+    for _ in range(steps):
+        moves = list(model.actions(state))
+        if not moves:
+            break
+        nxt = model.next_state(state, moves[0])
+        assert nxt is not None
+        state = nxt
+        seen.append(state)
+    return seen
+
+
+def test_mrtr_states_are_interned_compared_by_value_and_pickled() -> None:
+    a = _mrtr_walk(mrtr_variants()[3], 8)
+    b = _mrtr_walk(mrtr_variants()[3], 8)
+    assert len(a) == 4 and a == b and [hash(s) for s in a] == [hash(s) for s in b]
+    assert all(x.env is not y.env for x, y in zip(a[1:], b[1:], strict=True))  # not shared
+    model = mrtr_variants()[3]
+    first = model.init_states()[0]
+    assert model.init_states()[0].env is first.env  # interned within one world
+    copy = pickle.loads(pickle.dumps(a[-1]))
+    assert copy == a[-1] and isinstance(copy.env, MrtrEnv) and copy.monitor == a[-1].monitor
+
+
+def test_with_bounds_rebuilds_an_mrtr_world_of_the_same_policy() -> None:
+    model = mrtr_variants()[0]
+    wider = model.with_bounds({"questions": "2"})
+    assert isinstance(wider, MrtrWorld) and wider.policy is model.policy
+    assert wider.bounds.questions == 2 and wider.name == f"{model.name} [questions=2]"
+    assert model.bounds.questions == 1  # the original is unchanged
+    r1, r2 = check(wider), check(model.with_bounds({"questions": "2"}))
+    assert (r1.states, r1.transitions) == (r2.states, r2.transitions)
+    assert r1.states > check(model).states
