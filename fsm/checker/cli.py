@@ -56,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         dest="settings",
         metavar="FIELD=VALUE",
-        help="set a bound of every world model (fsm.world.Bounds), e.g. --set requests=2",
+        help="set a bound of every world model (fsm.world.Bounds, fsm.mrtr_world.MrtrBounds),"
+        " e.g. --set requests=2 or --set questions=2",
     )
     parser.add_argument(
         "--json", action="store_true", help="stdout: one JSON report per model per line"
@@ -128,10 +129,15 @@ def _write_tests(report: Report, file: str, name: str | None, out_dir: FilePath)
 
 
 def _rebound(model: Any, settings: dict[str, str]) -> Any:
+    """``model`` with ``settings`` applied by its ``with_bounds`` (every world of every era
+    has it); ValueError for a model without bounds."""
     if not settings:
         return model
     if not callable(getattr(model, "with_bounds", None)):
-        raise ValueError(f"model {model_name(model)!r} has no bounds to --set (not a World)")
+        raise ValueError(
+            f"model {model_name(model)!r} has no bounds to --set (it has no with_bounds:"
+            " not a world)"
+        )
     return model.with_bounds(settings)
 
 

@@ -76,6 +76,53 @@ def test_bad_set_is_exit_2_naming_the_field(
     assert message in captured.err and captured.out == ""
 
 
+def test_set_changes_the_bounds_of_every_mrtr_world(capsys: pytest.CaptureFixture[str]) -> None:
+    """The MRTR era's worlds take ``--set`` as the SSE era's do: two questions explore the
+    space of the shipped two-question variant."""
+    assert main(["--json", "-q", "--builtin", "guarded_mrtr", "--set", "questions=2"]) == 0
+    records = {r["model"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert len(records) == 44 and all(r["passed"] for r in records.values())
+    both = records["guarded-mrtr[reject,answers,seen,reasks,restart] [questions=2]"]
+    shipped = records["guarded-mrtr[reject,answers,seen,reasks,restart] x2 [questions=2]"]
+    assert (both["states"], both["transitions"]) == (248, 326)
+    assert (shipped["states"], shipped["transitions"]) == (248, 326)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("questions=-1", "MrtrBounds.questions: -1 is not an integer >= 0"),
+        ("questions=two", "MrtrBounds.questions: 'two' is not an integer >= 0"),
+        ("tick=never", "MrtrBounds.tick: 'never' is not one of seen, missed"),
+        ("ttl=0", "MrtrBounds.ttl: 0.0 is not a number > 0"),
+        ("requests=2", "no bound 'requests'; the bounds are questions, reasks, polls,"),
+    ],
+)
+def test_bad_set_of_an_mrtr_world_is_exit_2_naming_the_field(
+    capsys: pytest.CaptureFixture[str], setting: str, message: str
+) -> None:
+    assert main(["-q", "--builtin", "mcp_sdk_2_3_mrtr", "--set", setting]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+
+
+def test_set_on_a_model_without_bounds_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "plain.py"
+    file.write_text(
+        "from fsm.checker import BaseModel, Property\n"
+        "class Plain(BaseModel):\n"
+        "    def init_states(self): return [0]\n"
+        "    def actions(self, s): return []\n"
+        "    def next_state(self, s, a): return None\n"
+        "    def properties(self): return [Property.always('P', lambda s: True)]\n"
+        "MODEL = Plain()\n"
+    )
+    assert main(["-q", str(file), "--set", "requests=2"]) == 2
+    assert "model 'Plain' has no bounds to --set" in capsys.readouterr().err
+
+
 def test_unknown_builtin_and_nothing_to_check_are_exit_2(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
