@@ -1,0 +1,117 @@
+"""What a world tells a client policy and what the policy does are typed tuples, one
+``NamedTuple`` per kind, equal to (and hashed as) the tagged tuples older policies match
+on and return; an output of no kind the world knows stops the check, in every era."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+
+from fsm import mrtr_world, world
+from fsm.checker import ModelError, check
+from fsm.world_base import Answer, End, OutputError, Present, Tick, Withdraw
+from models.mcp_sdk_2_3 import MODEL as SDK
+from models.mcp_sdk_2_3 import SdkPolicy
+from models.mcp_sdk_2_3_mrtr import DRIVER
+from models.mcp_sdk_2_3_mrtr import MODELS as DRIVER_MODELS
+
+TYPED_AND_PLAIN = [
+    (world.Event(3, "req", 0), ("event", 3, "req", 0)),
+    (world.Cut(False), ("cut", False)),
+    (world.Timer(), ("timer",)),
+    (world.Resumed(), ("resumed",)),
+    (world.ResumeRefused(), ("resume_404",)),
+    (world.PostOutcome(0, "rpc"), ("outcome", 0, "rpc")),
+    (world.GetOpened(2), ("get_open", 2)),
+    (world.GetCut(2), ("get_cut", 2)),
+    (world.NewSession(1), ("session", 1)),
+    (world.Submit(0, (("action", "accept"),)), ("submit", 0, (("action", "accept"),))),
+    (world.Wait(), ("wait",)),
+    (world.Resume(4), ("resume", 4)),
+    (world.GetEnd(1, "failed"), ("get_end", 1, "failed")),
+    (mrtr_world.Complete(), ("result", "complete")),
+    (mrtr_world.InputRequired(0, (1, 2)), ("result", "ir", 0, (1, 2))),
+    (mrtr_world.Error("lost"), ("error", "lost")),
+    (mrtr_world.Retry(None, ()), ("retry", None, ())),
+    (Answer(1), ("answer", 1)),
+    (Tick(), ("tick",)),
+    (Present(1), ("present", 1)),
+    (Withdraw(1), ("withdraw", 1)),
+    (End("completed"), ("end", "completed")),
+]
+
+
+@pytest.mark.parametrize(("typed", "plain"), TYPED_AND_PLAIN, ids=lambda x: repr(x))
+def test_a_typed_input_or_output_is_its_tagged_tuple(typed: Any, plain: tuple[Any, ...]) -> None:
+    assert typed == plain and hash(typed) == hash(plain)
+    assert typed.op == plain[0] and tuple(typed) == plain
+    assert type(typed)._make(plain) == typed
+    copy = pickle.loads(pickle.dumps(typed))
+    assert copy == typed and type(copy) is type(typed)
+
+
+def test_the_kinds_are_told_apart() -> None:
+    kinds = {t for t, _ in TYPED_AND_PLAIN}
+    assert len(kinds) == len(TYPED_AND_PLAIN)  # no two kinds collide as memo keys
+    assert world.Timer() != world.Resumed() and world.Wait() != Tick()
+
+
+class _Plain:
+    """A policy that returns its outputs in the old plain spelling, or misspells one kind
+    (``misspell``: old -> new tag), or drops a field of one (``shorten``: a tag)."""
+
+    def __init__(self, policy: Any, misspell: tuple[str, str] = ("", ""), shorten: str = ""):
+        self.policy, self.name = policy, policy.name
+        self.misspell, self.shorten = misspell, shorten
+
+    def init(self) -> Any:
+        return self.policy.init()
+
+    def step(self, state: Any, *args: Any) -> tuple[Any, tuple[tuple[Any, ...], ...]]:
+        state, outputs = self.policy.step(state, *args)
+        old, new = self.misspell
+        plain = [(new, *o[1:]) if o[0] == old else tuple(o) for o in outputs]
+        return state, tuple(o[:-1] if o[0] == self.shorten else o for o in plain)
+
+
+def test_a_policy_may_return_the_plain_spelling() -> None:
+    typed, plain = check(SDK), check(world.World(_Plain(SdkPolicy()), SDK.bounds))
+    assert (plain.states, plain.transitions) == (typed.states, typed.transitions) == (501, 1116)
+    assert [r.verdict for r in plain.results] == [r.verdict for r in typed.results]
+    model = DRIVER_MODELS[0]
+    typed = check(model)
+    plain = check(mrtr_world.MrtrWorld(_Plain(DRIVER), model.bounds))
+    assert (plain.states, plain.transitions) == (typed.states, typed.transitions)
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (
+            world.World(_Plain(SdkPolicy(), misspell=("present", "presnt")), SDK.bounds),
+            "returned ('presnt', 0), not an output of this world; its outputs are present(request),"
+            " withdraw(request), submit(request, answer), wait(), resume(cursor), end(outcome),"
+            " get_end(generation, outcome)",
+        ),
+        (
+            world.World(_Plain(SdkPolicy(), shorten="resume"), SDK.bounds),
+            "returned ('resume',), not an output of this world",
+        ),
+        (
+            mrtr_world.MrtrWorld(
+                _Plain(DRIVER, misspell=("retry", "retyr")), DRIVER_MODELS[0].bounds
+            ),
+            "not an output of this world; its outputs are present(request), withdraw(request),"
+            " retry(token, answers), end(outcome)",
+        ),
+    ],
+    ids=["sse-misspelled", "sse-short", "mrtr-misspelled"],
+)
+def test_an_output_of_no_known_kind_stops_the_check(model: Any, message: str) -> None:
+    with pytest.raises(ModelError) as info:
+        check(model)
+    assert f"model raised {OutputError.__name__}: policy " in str(info.value)
+    assert message in str(info.value)
+    assert info.value.path is not None  # the path to the state where the policy said it
