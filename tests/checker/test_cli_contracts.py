@@ -57,21 +57,30 @@ def test_set_changes_the_bounds_of_every_world(capsys: pytest.CaptureFixture[str
     assert record["properties"]["P5-quiescent"]["verdict"] == "violated"
 
 
+PLAIN_MODEL = str(Path(__file__).with_name("plain_model.py"))
+
+
 @pytest.mark.parametrize(
-    ("setting", "message"),
+    ("target", "setting", "message"),
     [
-        ("replay=never", "Bounds.replay: 'never' is not one of after, inclusive"),
-        ("requests=-1", "Bounds.requests: -1 is not an integer >= 0"),
-        ("requests=two", "Bounds.requests: 'two' is not an integer >= 0"),
-        ("reaper=maybe", "Bounds.reaper: 'maybe' is not true or false"),
-        ("colour=red", "no bound 'colour'; the bounds are requests, cuts,"),
-        ("requests", "--set 'requests': write FIELD=VALUE"),
+        ("seed_incident", "replay=never", "Bounds.replay: 'never' is not one of after, inclusive"),
+        ("seed_incident", "requests=-1", "Bounds.requests: -1 is not an integer >= 0"),
+        ("seed_incident", "requests=two", "Bounds.requests: 'two' is not an integer >= 0"),
+        ("seed_incident", "reaper=maybe", "Bounds.reaper: 'maybe' is not true or false"),
+        ("seed_incident", "colour=red", "no bound 'colour'; the bounds are requests, cuts,"),
+        ("seed_incident", "requests", "--set 'requests': write FIELD=VALUE"),
+        ("mcp_sdk_2_3_mrtr", "questions=-1", "MrtrBounds.questions: -1 is not an integer >= 0"),
+        ("mcp_sdk_2_3_mrtr", "tick=never", "MrtrBounds.tick: 'never' is not one of seen, missed"),
+        ("mcp_sdk_2_3_mrtr", "ttl=0", "MrtrBounds.ttl: 0.0 is not a number > 0"),
+        ("mcp_sdk_2_3_mrtr", "requests=2", "no bound 'requests'; the bounds are questions,"),
+        (PLAIN_MODEL, "requests=2", "model 'Plain' has no bounds to --set"),
     ],
 )
 def test_bad_set_is_exit_2_naming_the_field(
-    capsys: pytest.CaptureFixture[str], setting: str, message: str
+    capsys: pytest.CaptureFixture[str], target: str, setting: str, message: str
 ) -> None:
-    assert main(["-q", "--builtin", "seed_incident", "--set", setting]) == 2
+    where = [target] if target == PLAIN_MODEL else ["--builtin", target]
+    assert main(["-q", *where, "--set", setting]) == 2
     captured = capsys.readouterr()
     assert message in captured.err and captured.out == ""
 
@@ -86,41 +95,6 @@ def test_set_changes_the_bounds_of_every_mrtr_world(capsys: pytest.CaptureFixtur
     shipped = records["guarded-mrtr[reject,answers,seen,reasks,restart] x2 [questions=2]"]
     assert (both["states"], both["transitions"]) == (248, 326)
     assert (shipped["states"], shipped["transitions"]) == (248, 326)
-
-
-@pytest.mark.parametrize(
-    ("setting", "message"),
-    [
-        ("questions=-1", "MrtrBounds.questions: -1 is not an integer >= 0"),
-        ("questions=two", "MrtrBounds.questions: 'two' is not an integer >= 0"),
-        ("tick=never", "MrtrBounds.tick: 'never' is not one of seen, missed"),
-        ("ttl=0", "MrtrBounds.ttl: 0.0 is not a number > 0"),
-        ("requests=2", "no bound 'requests'; the bounds are questions, reasks, polls,"),
-    ],
-)
-def test_bad_set_of_an_mrtr_world_is_exit_2_naming_the_field(
-    capsys: pytest.CaptureFixture[str], setting: str, message: str
-) -> None:
-    assert main(["-q", "--builtin", "mcp_sdk_2_3_mrtr", "--set", setting]) == 2
-    captured = capsys.readouterr()
-    assert message in captured.err and captured.out == ""
-
-
-def test_set_on_a_model_without_bounds_is_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    file = tmp_path / "plain.py"
-    file.write_text(
-        "from fsm.checker import BaseModel, Property\n"
-        "class Plain(BaseModel):\n"
-        "    def init_states(self): return [0]\n"
-        "    def actions(self, s): return []\n"
-        "    def next_state(self, s, a): return None\n"
-        "    def properties(self): return [Property.always('P', lambda s: True)]\n"
-        "MODEL = Plain()\n"
-    )
-    assert main(["-q", str(file), "--set", "requests=2"]) == 2
-    assert "model 'Plain' has no bounds to --set" in capsys.readouterr().err
 
 
 def test_unknown_builtin_and_nothing_to_check_are_exit_2(

@@ -13,7 +13,7 @@ from typing import Any
 from fsm.checker import Checker, check
 from fsm.mrtr_world import Env as MrtrEnv
 from fsm.mrtr_world import MrtrWorld
-from fsm.world import ENDED, Agent, Env, Move, World, WorldState
+from fsm.world import ENDED, Agent, Env, Move, World
 from models.guarded import CONFIG, GuardPolicy, variants
 from models.guarded_mrtr import variants as mrtr_variants
 from models.seed_incident import MODEL as SEED
@@ -25,15 +25,15 @@ def _world() -> World[Any]:
     return variants(1, VARIANT, GuardPolicy(CONFIG))[0]
 
 
-def _walk(world: World[Any], steps: int) -> list[WorldState]:
-    """A deterministic walk: the last enabled move each time."""
+def _walk(world: Any, steps: int, pick: int = -1) -> list[Any]:
+    """A deterministic walk: the enabled move at index ``pick`` each time (the last)."""
     state = world.init_states()[0]
     seen = [state]
     for _ in range(steps):
         moves = list(world.actions(state))
         if not moves:
             break
-        nxt = world.next_state(state, moves[-1])
+        nxt = world.next_state(state, moves[pick])
         assert nxt is not None
         state = nxt
         seen.append(state)
@@ -136,23 +136,9 @@ def test_a_world_without_get_cuts_has_no_standalone_get() -> None:
 # ------------------------------------------------- the MRTR era's world, the same base
 
 
-def _mrtr_walk(model: MrtrWorld, steps: int) -> list[Any]:
-    state = model.init_states()[0]
-    seen = [state]
-    for _ in range(steps):
-        moves = list(model.actions(state))
-        if not moves:
-            break
-        nxt = model.next_state(state, moves[0])
-        assert nxt is not None
-        state = nxt
-        seen.append(state)
-    return seen
-
-
 def test_mrtr_states_are_interned_compared_by_value_and_pickled() -> None:
-    a = _mrtr_walk(mrtr_variants()[3], 8)
-    b = _mrtr_walk(mrtr_variants()[3], 8)
+    a = _walk(mrtr_variants()[3], 8, pick=0)
+    b = _walk(mrtr_variants()[3], 8, pick=0)
     assert len(a) == 4 and a == b and [hash(s) for s in a] == [hash(s) for s in b]
     assert all(x.env is not y.env for x, y in zip(a[1:], b[1:], strict=True))  # not shared
     model = mrtr_variants()[3]
