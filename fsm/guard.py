@@ -26,9 +26,12 @@ Contract
   a replayed request without liveness assertion past its deadline is dead; answer outcomes
   are classified by :class:`~fsm.outcomes.Classifier`; a terminal rejection never leads to
   a resume; retries are bounded and never re-prompt.
-* Every machine state change goes through the declared machines (:mod:`fsm.machines`),
-  by default through the ``transitions`` runtime; every cross-machine effect is a row of
-  :data:`fsm.machines.PRODUCT`, applied by :meth:`Guard._broadcast` and :meth:`Guard._settle`.
+* The guard decides; it changes no machine's state itself. Every state change is a
+  declared transition (:mod:`fsm.machines`, by default through the ``transitions``
+  runtime) fired by :class:`fsm.product.ProductRun`, and every cross-machine effect is a
+  row of :data:`fsm.machines.PRODUCT` that the same runtime applies. What the rows mean
+  to the guard (which requests a stream's origin covers, a withdrawn prompt, the one
+  outcome of an interaction) are its ``_members`` and ``_on_terminal``.
 * Memory is bounded: at most ``max_live_requests`` live requests (more are refused), at
   most ``max_tombstones`` finished ones kept for de-duplication (oldest evicted first: a
   key redelivered after its tombstone was evicted looks new), ``max_streams`` streams and
@@ -55,7 +58,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from fsm import events as ev
 from fsm.actions import (
@@ -97,8 +100,9 @@ from fsm.messages import (
     parse,
 )
 from fsm.outcomes import Classifier, OutcomeClass, backoff_delay
+from fsm.product import Cause, ProductRun
 from fsm.spec import Scope
-from fsm.tables import Engine, EngineName, make_engines
+from fsm.tables import EngineName
 
 LIVE_MARKER = "dead-or-resumable/live"
 """A server may put ``{"_meta": {LIVE_MARKER: true}}`` in a request's params to assert
@@ -174,21 +178,6 @@ class GuardConfig:
         )
 
 
-class Cause(NamedTuple):
-    """Why an instance died, kept as data until a ``Fail`` action is built from it."""
-
-    error: type[InteractionFailed]
-    message: str
-    key: RequestKey | None
-    evidence: tuple[str, ...]
-    reason: str | None = None
-
-    def build(self, stream: str | None) -> InteractionFailed:
-        return self.error(
-            self.message, key=self.key, stream=stream, reason=self.reason, evidence=self.evidence
-        )
-
-
 class _Stream:
     __slots__ = (
         "cause",
@@ -204,6 +193,7 @@ class _Stream:
         "stalls",
         "state",
     )
+    machine = TRANSPORT.name
 
     def __init__(self, sid: str, origin: RequestId | None, history: EventHistory) -> None:
         self.id, self.origin = sid, origin
@@ -265,6 +255,7 @@ class _Request:
         "state",
         "stream",
     )
+    machine = LIVENESS.name
 
     def __init__(
         self, key: RequestKey, stream: str, method: str, digest: int, deadline: float
@@ -310,7 +301,6 @@ class _Request:
         return self.answer
 
 
-_TERMINAL = {"transport": TRANSPORT.terminal, "liveness": LIVENESS.terminal}
 _NOTHING: tuple[Action, ...] = ()
 
 
@@ -329,10 +319,8 @@ class Guard:
         runtime or the compiled tables; ``on_fire(machine, source, trigger, dest)`` is
         called for every declared transition taken (coverage, tracing)."""
         self.config = config or GuardConfig()
-        self._on_fire = on_fire
         self._clock = clock
-        self._engines: dict[str, Engine] = make_engines(PRODUCT.machines, engine)
-        self._engine_name: EngineName = engine
+        self._run = ProductRun(PRODUCT, engine, self._members, self._on_terminal, on_fire)
         self.session = ""
         self.expired = False
         """Whether the current session is known gone: nothing of it is presented again."""
@@ -341,7 +329,6 @@ class Guard:
         self._tombstones: OrderedDict[RequestKey, None] = OrderedDict()
         self._live_requests = 0
         self._out: list[Action] = []
-        self._dirty: list[tuple[str, _Stream | _Request]] = []
         self._handlers: dict[type, Callable[[Any], None]] = {
             ev.SessionStarted: self._on_session_started,
             ev.StreamOpened: self._on_stream_opened,
@@ -520,7 +507,7 @@ class Guard:
             elif duplicate:
                 self._emit(Ignore("duplicate-event", e.event_id or "", stream=st.id))
             else:
-                self._broadcast("origin_response", st, None)
+                self._run.broadcast("origin_response", st)
         else:
             assert isinstance(msg, Malformed)
             self._emit(Ignore("malformed", msg.reason, stream=st.id))
@@ -566,16 +553,15 @@ class Guard:
                 return
             rec = self._track(key, st, msg, now)
             if msg.id in batch_cancels:
-                self._fire("liveness", rec, "cancel")
+                self._run.kill(rec, "cancel", None)
                 self._emit(
                     Ignore(
                         "cancelled-later-in-batch", "cancelled later in the same replay", key=key
                     )
                 )
-                self._settle()
                 return
             rec.presented_at = now
-            self._fire("liveness", rec, "present")
+            self._run.fire(rec, "present")
             self._emit(Present(key, msg.method, msg.params))
             return
         if rec.digest != params_digest(msg.params) or rec.method != msg.method:
@@ -595,15 +581,17 @@ class Guard:
                 f"deadline t={rec.deadline}",
                 f"replayed at t={now} on {st.id} without liveness assertion",
             )
-            rec.cause = Cause(
-                StaleRequestError,
-                f"request {key!r} replayed past its deadline "
-                "without liveness assertion: dead, not presented again",
-                key,
-                evidence,
+            self._run.kill(
+                rec,
+                "stale",
+                Cause(
+                    StaleRequestError,
+                    f"request {key!r} replayed past its deadline "
+                    "without liveness assertion: dead, not presented again",
+                    key,
+                    evidence,
+                ),
             )
-            self._fire("liveness", rec, "stale")
-            self._settle()
         else:
             self._emit(Ignore("duplicate-delivery", f"{key!r} already {rec.state}", key=key))
 
@@ -616,21 +604,23 @@ class Guard:
             self._emit(Ignore("cancel-terminal-request", f"{key!r} is {rec.state}", key=key))
         else:
             reason = msg.params.get("reason") if msg.params is not None else None
-            rec.cause = Cause(
-                RequestCancelledError,
-                f"server cancelled {key!r}: {reason}",
-                key,
-                (f"notifications/cancelled on {st.id}: {reason!r}",),
+            self._run.kill(
+                rec,
+                "cancel",
+                Cause(
+                    RequestCancelledError,
+                    f"server cancelled {key!r}: {reason}",
+                    key,
+                    (f"notifications/cancelled on {st.id}: {reason!r}",),
+                ),
             )
-            self._fire("liveness", rec, "cancel")
-            self._settle()
 
     def _on_lost(self, e: ev.StreamLost) -> None:
         st = self._stream(e.stream)
         if st.state not in ("open", "resuming"):
             self._emit(Ignore("not-connected", f"{st.id} is {st.state}", stream=st.id))
             return
-        self._fire("transport", st, "lose")
+        self._run.fire(st, "lose")
         st.resumed = False
         st.cursor = st.history.newest()  # a live stretch may have taken a repeat for new
         self._schedule_or_give_up(st, "clean close" if e.clean else "abrupt cut")
@@ -640,7 +630,7 @@ class Guard:
         if st.state != "waiting" or st.cursor is None:
             self._emit(Ignore("no-wait-pending", f"{st.id} is {st.state}", stream=st.id))
             return
-        self._fire("transport", st, "resume")
+        self._run.fire(st, "resume")
         st.stalls += 1
         if self.config.max_resumes_per_stream is not None:
             st.resumes += 1
@@ -651,7 +641,7 @@ class Guard:
         if st.state != "resuming":
             self._emit(Ignore("no-resume-pending", f"{st.id} is {st.state}", stream=st.id))
             return
-        self._fire("transport", st, "reopen")
+        self._run.fire(st, "reopen")
         st.resumed = True
 
     def _on_resume_refused(self, e: ev.ResumeRefused) -> None:
@@ -666,17 +656,19 @@ class Guard:
         if st.state != "resuming":
             self._emit(Ignore("no-resume-pending", f"{st.id} is {st.state}", stream=st.id))
             return
-        self._fire("transport", st, "lose")
+        self._run.fire(st, "lose")
         if verdict.outcome is OutcomeClass.TERMINAL:
-            st.cause = Cause(
-                ResumeBudgetSpentError,
-                f"{st.id} cannot be resumed ({what})",
-                None,
-                (what,),
-                "not-resumable",
+            self._run.kill(
+                st,
+                "give_up",
+                Cause(
+                    ResumeBudgetSpentError,
+                    f"{st.id} cannot be resumed ({what})",
+                    None,
+                    (what,),
+                    "not-resumable",
+                ),
             )
-            self._fire("transport", st, "give_up")
-            self._settle()
         else:
             self._schedule_or_give_up(st, what, verdict.retry_after)
 
@@ -695,7 +687,7 @@ class Guard:
         if not isinstance(e.answer, Mapping):
             raise GuardUsageError(f"answer for {e.key!r} is not a JSON object")
         rec.answer, rec.answer_text = e.answer, None
-        self._fire("liveness", rec, "answer")
+        self._run.fire(rec, "answer")
         self._submit(rec, 0.0)
 
     def _on_outcome(self, e: ev.SubmissionOutcome) -> None:
@@ -716,40 +708,44 @@ class Guard:
             return
         evidence = (f"answer submitted, attempt {rec.attempts}", seen)
         if verdict.outcome is OutcomeClass.ACCEPTED:
-            self._fire("liveness", rec, "accept")
+            self._run.fire(rec, "accept")
             if self._origin_of(rec) is None:
                 self._end(rec, None)
         elif verdict.outcome is OutcomeClass.TERMINAL:
-            rec.cause = Cause(
-                UnknownPendingRequestError,
-                f"answer for {e.key!r} rejected as terminal: {seen}",
-                e.key,
-                evidence,
+            self._run.kill(
+                rec,
+                "reject",
+                Cause(
+                    UnknownPendingRequestError,
+                    f"answer for {e.key!r} rejected as terminal: {seen}",
+                    e.key,
+                    evidence,
+                ),
             )
-            self._fire("liveness", rec, "reject")
-            self._settle()
         elif rec.attempts < self.config.max_submit_attempts:
-            self._fire("liveness", rec, "retry")
+            self._run.fire(rec, "retry")
             delay = verdict.retry_after
             if delay is None:
                 delay = self.config.backoff(rec.attempts - 1, None)
             self._submit(rec, max(0.0, delay))
         else:
-            rec.cause = Cause(
-                SubmissionFailedError,
-                f"answer for {e.key!r} failed {rec.attempts} times (last: {seen})",
-                e.key,
-                evidence,
+            self._run.kill(
+                rec,
+                "reject",
+                Cause(
+                    SubmissionFailedError,
+                    f"answer for {e.key!r} failed {rec.attempts} times (last: {seen})",
+                    e.key,
+                    evidence,
+                ),
             )
-            self._fire("liveness", rec, "reject")
-            self._settle()
 
     def _on_origin_response(self, e: ev.OriginResponse) -> None:
         st = self._stream(e.stream)
         if st.origin is None or st.state in TRANSPORT.terminal:
             self._emit(Ignore("no-origin-pending", f"{st.id} is {st.state}", stream=st.id))
             return
-        self._broadcast("origin_response", st, None)
+        self._run.broadcast("origin_response", st)
 
     def _on_session_expired(self, e: ev.SessionExpired) -> None:
         self._expire_session("HTTP 404 on the session")
@@ -762,9 +758,9 @@ class Guard:
         too_large = e.reason == EventTooLargeError.reason
         error = EventTooLargeError if too_large else StreamAbandonedError
         what = e.detail or "the application stopped following it"
-        st.cause = Cause(error, f"{st.id} abandoned ({what})", None, (what,), e.reason)
-        self._fire("transport", st, "abandon")
-        self._settle()
+        self._run.kill(
+            st, "abandon", Cause(error, f"{st.id} abandoned ({what})", None, (what,), e.reason)
+        )
 
     def _on_asserted(self, e: ev.LivenessAsserted) -> None:
         rec = self._requests.get(e.key)
@@ -817,7 +813,7 @@ class Guard:
         """Fire ``trigger`` (``submit``, or ``resubmit`` of an already-submitted answer)
         and POST the stored answer: the user is never asked again."""
         answer = rec.stored_answer()
-        self._fire("liveness", rec, trigger)
+        self._run.fire(rec, trigger)
         rec.attempts += 1
         self._emit(Submit(rec.key, answer, rec.attempts, delay))
 
@@ -830,28 +826,32 @@ class Guard:
         cfg = self.config
         refusal = _resume_refusal(st, cfg)
         if refusal is None:
-            self._fire("transport", st, "schedule")
+            self._run.fire(st, "schedule")
             delay = cfg.backoff(st.stalls, st.retry_ms) if retry_after is None else retry_after
             self._emit(Wait(st.id, max(0.0, delay)))
             return
         message, evidence, reason = refusal
-        st.cause = Cause(
-            ResumeBudgetSpentError,
-            f"{st.id} lost ({what}) {message}",
-            None,
-            (what, *evidence),
-            reason,
+        self._run.kill(
+            st,
+            "give_up",
+            Cause(
+                ResumeBudgetSpentError,
+                f"{st.id} lost ({what}) {message}",
+                None,
+                (what, *evidence),
+                reason,
+            ),
         )
-        self._fire("transport", st, "give_up")
-        self._settle()
 
     def _expire_session(self, what: str) -> None:
         self.expired = True
-        self._broadcast(
-            "session_expired",
-            None,
-            (SessionExpiredError, f"session {self.session!r} expired ({what})", None, (what,)),
-        )
+        message = f"session {self.session!r} expired ({what})"
+
+        def cause(inst: _Stream | _Request) -> Cause:
+            key = inst.key if isinstance(inst, _Request) else None
+            return Cause(SessionExpiredError, message, key, (what,))
+
+        self._run.broadcast("session_expired", None, cause)
 
     def _origin_of(self, rec: _Request) -> RequestId | None:
         st = self._streams.get(rec.stream)
@@ -862,57 +862,33 @@ class Guard:
             return inst.id
         return f"{inst.stream}#{inst.key[1]!r}"
 
-    # -- the product: every cross-machine effect is a row of fsm.machines.PRODUCT
+    # -- what the product's rows mean here (fsm.product applies them)
 
-    def _members(self, machine: str, scope: Scope, anchor: _Stream | None) -> list[Any]:
+    def _members(
+        self, machine: str, scope: Scope, anchor: _Stream | _Request | None
+    ) -> list[_Stream | _Request]:
+        """The instances of ``machine`` a row reaches: in the session, or of the origin
+        of ``anchor``'s stream (none for the standalone stream, which has no origin)."""
         if scope == "session":
-            pool = self._streams.values() if machine == "transport" else self._requests.values()
-            return [i for i in pool if i.state not in _TERMINAL[machine]]
-        if anchor is None or anchor.origin is None:
+            if machine == TRANSPORT.name:
+                return list(self._streams.values())
+            return list(self._requests.values())
+        st = (
+            anchor
+            if isinstance(anchor, _Stream) or anchor is None
+            else self._streams.get(anchor.stream)
+        )
+        if st is None or st.origin is None:
             return []
-        if machine == "transport":
-            return [anchor] if anchor.state not in TRANSPORT.terminal else []
-        reqs = (self._requests.get(k) for k in anchor.requests)
-        return [r for r in reqs if r is not None and r.state not in LIVENESS.terminal]
+        if machine == TRANSPORT.name:
+            return [st]
+        reqs = (self._requests.get(k) for k in st.requests)
+        return [r for r in reqs if r is not None]
 
-    def _broadcast(
-        self,
-        name: str,
-        anchor: _Stream | None,
-        cause: tuple[type[InteractionFailed], str, None, tuple[str, ...]] | None,
-    ) -> None:
-        row = PRODUCT.broadcast(name)
-        for machine, trigger in row.fires:
-            for inst in self._members(machine, row.scope, anchor):
-                if cause is not None:
-                    key = inst.key if isinstance(inst, _Request) else None
-                    inst.cause = Cause(cause[0], cause[1], key, cause[3])
-                self._fire(machine, inst, trigger)
-        self._settle()
-
-    def _settle(self) -> None:
-        """Apply the product's couplings until none applies (a fixed point)."""
-        while self._dirty:
-            machine, inst = self._dirty.pop(0)
-            for c in PRODUCT.couplings:
-                if c.when_machine != machine or inst.state not in c.when_states:
-                    continue
-                anchor = inst if isinstance(inst, _Stream) else self._streams.get(inst.stream)
-                for target in self._members(c.then_machine, c.scope, anchor):
-                    if target.state in c.then_states:
-                        if target.cause is None:
-                            target.cause = inst.cause
-                        self._fire(c.then_machine, target, c.then_trigger)
-
-    def _fire(self, machine: str, inst: _Stream | _Request, trigger: str) -> None:
-        old = inst.state
-        new = self._engines[machine].fire(old, trigger)
-        inst.state = new
-        if self._on_fire is not None:
-            self._on_fire(machine, old, trigger, new)
-        if new not in _TERMINAL[machine]:
-            return
-        self._dirty.append((machine, inst))
+    def _on_terminal(self, inst: _Stream | _Request, old: str, trigger: str) -> None:
+        """An instance ended: tombstone a request (and withdraw its prompt), and end the
+        interaction it is the last word on."""
+        new = inst.state
         if isinstance(inst, _Request):
             self._live_requests -= 1
             self._tombstones[inst.key] = None

@@ -12,7 +12,9 @@ do what its actions say, in the guard's vocabulary (:mod:`fsm.actions`) plus
 ...     "inputRequests": {"confirm": ask}, "requestState": "s1"}))  # doctest: +ELLIPSIS
 (Present(key=('call:1', 'elicitation/create#...'), method='elicitation/create', ...),)
 
-Rules (each one a row of :data:`fsm.mrtr_machines.MRTR_PRODUCT` or a guard label on it):
+The call decides; :class:`fsm.product.ProductRun` fires the declared transitions and
+applies the product's rows, the same runtime as the SSE guard's. Rules (each one a row of
+:data:`fsm.mrtr_machines.MRTR_PRODUCT` or a guard label on it):
 
 * **At most once per question.** A question's identity is its method plus its canonical
   params (sorted-key JSON, ``_meta`` left out), not the round-local ``inputRequests``
@@ -71,12 +73,14 @@ from fsm.errors import (
     RequestStateExpiredError,
     SubmissionFailedError,
 )
-from fsm.guard import Cause
+from fsm.machines import LIVENESS
 from fsm.messages import params_digest
-from fsm.mrtr_machines import MRTR_PRODUCT
+from fsm.mrtr_machines import MRTR_PRODUCT, ROUNDS
 from fsm.mrtr_outcomes import MRTR_CLASSIFIER, error_for
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
-from fsm.tables import Engine, EngineName, make_engines
+from fsm.product import Cause, ProductRun
+from fsm.spec import Scope
+from fsm.tables import EngineName
 
 INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
 """The methods an ``InputRequiredResult`` may embed (protocol 2026-07-28)."""
@@ -182,6 +186,7 @@ class _Question:
     """One question of the call: a liveness instance."""
 
     __slots__ = ("answer_text", "cause", "key", "method", "params", "reasks", "shown_at", "state")
+    machine = LIVENESS.name
 
     def __init__(self, key: RequestKey, method: str, params: Mapping[str, Any] | None) -> None:
         self.key, self.method, self.params = key, method, params
@@ -193,16 +198,17 @@ class _Question:
 
 
 class _Rounds:
+    """The call's rounds: the one instance of :data:`~fsm.mrtr_machines.ROUNDS`."""
+
     __slots__ = ("cause", "state")
+    machine = ROUNDS.name
 
     def __init__(self) -> None:
         self.state = "sent"
         self.cause: Cause | None = None
 
 
-_TERMINAL = {m.name: m.terminal for m in MRTR_PRODUCT.machines}
 _NOTHING: tuple[MrtrAction, ...] = ()
-_CALL_RESULT = MRTR_PRODUCT.broadcast("call_result")
 
 
 class MrtrCall:
@@ -224,8 +230,7 @@ class MrtrCall:
         self.call = call
         self.config = config or MrtrConfig()
         self._clock = clock
-        self._engines: dict[str, Engine] = make_engines(MRTR_PRODUCT.machines, engine)
-        self._on_fire = on_fire
+        self._run = ProductRun(MRTR_PRODUCT, engine, self._members, self._on_terminal, on_fire)
         self._rounds = _Rounds()
         self._questions: dict[str, _Question] = {}
         self._round_keys: dict[str, str] = {}  # inputRequests key -> question id
@@ -235,7 +240,6 @@ class MrtrCall:
         self._resends = 0
         self._ended = False
         self._out: list[MrtrAction] = []
-        self._dirty: list[tuple[str, _Question | _Rounds]] = []
 
     # ----------------------------------------------------------------- public API
 
@@ -333,11 +337,7 @@ class MrtrCall:
         kind = result.get("resultType", "complete")
         if kind == "complete":
             self._resends = 0
-            for machine, trigger in _CALL_RESULT.fires:  # the declared broadcast row
-                for inst in self._members(machine):
-                    if inst.state not in _TERMINAL[machine]:
-                        self._fire(machine, inst, trigger)
-            return self._settle()
+            return self._run.broadcast("call_result", None)
         if kind != "input_required":
             return self._malformed(f"unknown resultType {kind!r}")
         asked, state = result.get("inputRequests"), result.get("requestState")
@@ -355,19 +355,19 @@ class MrtrCall:
             )
         for q in self._questions.values():
             if q.state == "submitting":
-                self._fire("liveness", q, "accept")
+                self._run.fire(q, "accept")
         self._state = state
         if not asked:
             delay = self.config.backoff(self._polls)
             self._polls += 1
             self._round_keys = {}
-            self._fire("rounds", self._rounds, "poll")
+            self._run.fire(self._rounds, "poll")
             return self._send(delay)
         self._polls = 0
         self._on_questions(asked)
 
     def _on_questions(self, asked: Mapping[str, Mapping[str, Any]]) -> None:
-        self._fire("rounds", self._rounds, "ask")
+        self._run.fire(self._rounds, "ask")
         keys: dict[str, str] = {}
         fresh: list[_Question] = []
         for server_key, req in asked.items():
@@ -397,13 +397,13 @@ class MrtrCall:
                 q.reasks += 1
         self._round_keys = keys
         if not fresh:
-            self._fire("rounds", self._rounds, "reuse")
+            self._run.fire(self._rounds, "reuse")
             return self._send(0.0)
-        self._fire("rounds", self._rounds, "present")
+        self._run.fire(self._rounds, "present")
         now = self._clock()
         for q in fresh:
             q.shown_at = now
-            self._fire("liveness", q, "present")
+            self._run.fire(q, "present")
             self._out.append(Present(q.key, q.method, q.params))
 
     def _on_answer(self, e: ev.UserAnswered) -> None:
@@ -419,9 +419,9 @@ class MrtrCall:
         if self._age_out():
             return
         q.answer_text = json.dumps(dict(e.answer), sort_keys=True, default=repr)
-        self._fire("liveness", q, "answer")
+        self._run.fire(q, "answer")
         if all(self._questions[qid].state == "answered" for qid in self._round_keys.values()):
-            self._fire("rounds", self._rounds, "answered")
+            self._run.fire(self._rounds, "answered")
             self._send(0.0)
 
     def _on_failed(self, outcome: SubmissionResult) -> None:
@@ -438,8 +438,8 @@ class MrtrCall:
                 return self._fail("reject", error, message, evidence, reason=verdict.rule)
             for q in carried:  # the answers die with the state they were sent into
                 q.cause = Cause(error, message, q.key, evidence, verdict.rule)
-                self._fire("liveness", q, "reject")
-            return self._settle()
+                self._run.fire(q, "reject")
+            return self._run.settle()
         if self._resends >= self.config.max_resends:
             return self._fail(
                 "exhaust",
@@ -452,8 +452,8 @@ class MrtrCall:
             delay = self.config.backoff(self._resends)
         self._resends += 1
         for q in carried:
-            self._fire("liveness", q, "retry")
-        self._fire("rounds", self._rounds, "lose")
+            self._run.fire(q, "retry")
+        self._run.fire(self._rounds, "lose")
         self._send(delay)
 
     # ------------------------------------------------------------------ helpers
@@ -465,11 +465,11 @@ class MrtrCall:
         for server_key, qid in self._round_keys.items():
             q = self._questions[qid]
             if q.state in ("answered", "submitted"):
-                self._fire("liveness", q, "submit" if q.state == "answered" else "resubmit")
+                self._run.fire(q, "submit" if q.state == "answered" else "resubmit")
             if q.answer_text is not None:
                 responses[server_key] = json.loads(q.answer_text)
                 questions[server_key] = q.key
-        self._fire("rounds", self._rounds, "send")
+        self._run.fire(self._rounds, "send")
         self._out.append(
             Retry(
                 self.call,
@@ -505,8 +505,8 @@ class MrtrCall:
                 ),
                 "aged-out",
             )
-            self._fire("liveness", q, "stale")
-        self._settle()
+            self._run.fire(q, "stale")
+        self._run.settle()
         return bool(old)
 
     def _shape_problem(self, asked: Any, state: Any) -> str | None:
@@ -555,19 +555,19 @@ class MrtrCall:
         key: RequestKey | None = None,
         reason: str | None = None,
     ) -> None:
-        self._rounds.cause = Cause(error, message, key, evidence, reason)
-        self._fire("rounds", self._rounds, trigger)
-        self._settle()
+        self._run.kill(self._rounds, trigger, Cause(error, message, key, evidence, reason))
 
-    def _fire(self, machine: str, inst: _Question | _Rounds, trigger: str) -> None:
-        old = inst.state
-        new = self._engines[machine].fire(old, trigger)
-        inst.state = new
-        if self._on_fire is not None:
-            self._on_fire(machine, old, trigger, new)
-        if new not in _TERMINAL[machine]:
-            return
-        self._dirty.append((machine, inst))
+    # -- what the product's rows mean here (fsm.product applies them)
+
+    def _members(
+        self, machine: str, scope: Scope, anchor: _Question | _Rounds | None
+    ) -> list[_Question | _Rounds]:
+        """The instances of ``machine`` in this call (the product's ``origin`` scope is
+        the call, and one call has no wider scope)."""
+        return [self._rounds] if machine == ROUNDS.name else list(self._questions.values())
+
+    def _on_terminal(self, inst: _Question | _Rounds, old: str, trigger: str) -> None:
+        """An instance ended: take a presented question's prompt down; end the call once."""
         if isinstance(inst, _Question):
             if old == "presented":
                 cause = inst.cause or self._rounds.cause
@@ -575,28 +575,11 @@ class MrtrCall:
                 self._out.append(Withdraw(inst.key, why))
         elif not self._ended:
             self._ended = True
-            if new == "complete":
+            if inst.state == "complete":
                 self._out.append(Complete(self.call))
             else:
                 cause = inst.cause or Cause(InteractionFailed, f"{self.call} {trigger}", None, ())
                 self._out.append(Fail(self.call, cause.build(self.call)))
-
-    def _members(self, machine: str) -> list[_Question | _Rounds]:
-        """The instances of ``machine`` in this call (the product's ``origin`` scope)."""
-        return [self._rounds] if machine == "rounds" else list(self._questions.values())
-
-    def _settle(self) -> None:
-        """Apply the product's couplings until none applies (a fixed point)."""
-        while self._dirty:
-            machine, inst = self._dirty.pop(0)
-            for c in MRTR_PRODUCT.couplings:
-                if c.when_machine != machine or inst.state not in c.when_states:
-                    continue
-                for target in self._members(c.then_machine):
-                    if target.state in c.then_states:
-                        if target.cause is None:
-                            target.cause = inst.cause
-                        self._fire(c.then_machine, target, c.then_trigger)
 
 
 def _describe(outcome: SubmissionResult) -> str:
