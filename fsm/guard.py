@@ -353,7 +353,8 @@ class Guard:
         handler = self._handlers.get(type(event))
         if handler is None:
             raise GuardUsageError(f"not a guard event: {event!r}")
-        self._out = out = list[Action]()
+        out: list[Action] = []
+        self._out = out
         handler(event)
         return tuple(out) if out else _NOTHING
 
@@ -484,9 +485,14 @@ class Guard:
                 st.retry_ms = e.retry_ms
             else:
                 self._emit(Ignore("bad-retry", f"retry: {e.retry_ms!r}", stream=e.stream))
-        if e.data is None or e.data in ("", b""):
+        data = e.data
+        if is_plain_notification(data):  # progress, logging: its event id was all it said
+            if duplicate:
+                self._emit(Ignore("duplicate-event", e.event_id or "", stream=st.id))
+            return
+        if data is None or data == "" or data == b"":
             return  # priming event or comment: only the cursor moves
-        msg = parse(e.data)
+        msg = parse(data)
         replayed = st.resumed if e.replayed is None else e.replayed
         if isinstance(msg, ServerRequest):
             self._on_request(st, msg, replayed, batch_cancels)
