@@ -58,7 +58,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from fsm import events as ev
 from fsm.actions import (
@@ -178,7 +178,119 @@ class GuardConfig:
         )
 
 
+class StreamRecord(NamedTuple):
+    """One stream of a :meth:`Guard.snapshot` (a tuple, and its repr a tuple's)."""
+
+    id: str
+    origin: RequestId | None
+    state: str
+    cursor: str | None
+    history: tuple[Any, ...]
+    stalls: int
+    resumes: int
+    retry_ms: int | None
+    resumed: bool
+    ended: bool
+    cause: Cause | None
+    requests: tuple[RequestKey, ...]
+
+    def __repr__(self) -> str:
+        return tuple.__repr__(self)
+
+    def rename(self, plan: KeyRenaming) -> StreamRecord:
+        """This record with the request keys it names renamed by ``plan``."""
+        return self._replace(
+            cause=plan.cause(self.cause), requests=tuple(map(plan.key, self.requests))
+        )
+
+
+class RequestRecord(NamedTuple):
+    """One request of a :meth:`Guard.snapshot` (a tuple, and its repr a tuple's).
+    ``answer`` is the stored answer as canonical JSON."""
+
+    key: RequestKey
+    stream: str
+    method: str
+    digest: int
+    deadline: float
+    state: str
+    answer: str | None
+    attempts: int
+    presented_at: float | None
+    asserted: bool
+    ended: bool
+    cause: Cause | None
+
+    def __repr__(self) -> str:
+        return tuple.__repr__(self)
+
+    def rename(self, plan: KeyRenaming) -> RequestRecord:
+        """This record with its key, and the key its cause names, renamed by ``plan``."""
+        return self._replace(key=plan.key(self.key), cause=plan.cause(self.cause))
+
+
+class GuardSnapshot(NamedTuple):
+    """The whole decision state of a :class:`Guard` (see :meth:`Guard.snapshot`).
+
+    Records are tuples, hashed and compared as tuples, and their repr is a tuple's: a
+    snapshot without a failure's cause in it reads back from its repr with
+    ``ast.literal_eval``, and :meth:`Guard.restore` takes the plain tuples."""
+
+    session: str
+    streams: tuple[StreamRecord, ...]
+    requests: tuple[RequestRecord, ...]
+    expired: bool
+
+    def __repr__(self) -> str:
+        return tuple.__repr__(self)
+
+    def rename(self, plan: KeyRenaming) -> GuardSnapshot:
+        """Every record renamed by ``plan``, the requests in the guard's order of their
+        new keys (see :func:`rename_snapshot`)."""
+        requests = sorted((r.rename(plan) for r in self.requests), key=_record_order)
+        return self._replace(
+            streams=tuple(s.rename(plan) for s in self.streams), requests=tuple(requests)
+        )
+
+
+class KeyRenaming:
+    """A one-to-one renaming of request keys (keys not in ``keys`` are kept), applied
+    field by field by each record's ``rename``: keys, and in causes of failures their
+    key and the key's ``repr`` in their message and evidence. Event ids are not keys."""
+
+    __slots__ = ("_pattern", "_reprs", "keys")
+
+    def __init__(self, keys: Mapping[RequestKey, RequestKey]) -> None:
+        self.keys = keys
+        self._reprs = {repr(old): repr(new) for old, new in keys.items()}
+        self._pattern = re.compile(
+            "|".join(re.escape(r) for r in sorted(self._reprs, key=len, reverse=True))
+        )
+
+    def key(self, key: RequestKey) -> RequestKey:
+        """The new name of ``key``."""
+        return self.keys.get(key, key)
+
+    def text(self, value: str) -> str:
+        """``value`` with the ``repr`` of every renamed key replaced by its new one."""
+        if not self._reprs:
+            return value
+        return self._pattern.sub(lambda m: self._reprs[m.group()], value)
+
+    def cause(self, cause: Cause | None) -> Cause | None:
+        """``cause`` naming the renamed keys (``None`` stays ``None``)."""
+        if cause is None:
+            return None
+        return cause._replace(
+            key=None if cause.key is None else self.key(cause.key),
+            message=self.text(cause.message),
+            evidence=tuple(map(self.text, cause.evidence)),
+        )
+
+
 class _Stream:
+    """One transport instance (an SSE stream)."""
+
     __slots__ = (
         "cause",
         "cursor",
@@ -208,13 +320,14 @@ class _Stream:
         self.cause: Cause | None = None
         self.requests: list[RequestKey] = []
 
-    def freeze(self) -> tuple[Any, ...]:
-        return (
+    def freeze(self) -> StreamRecord:
+        history = self.history.freeze()
+        return StreamRecord(
             self.id,
             self.origin,
             self.state,
             self.cursor,
-            self.history.freeze(),
+            history,
             self.stalls,
             self.resumes,
             self.retry_ms,
@@ -225,21 +338,17 @@ class _Stream:
         )
 
     @classmethod
-    def thaw(cls, t: tuple[Any, ...], config: GuardConfig) -> _Stream:
-        (state, cursor, seen, stalls, resumes, retry_ms, resumed, ended, cause, reqs) = t[2:]
-        s = cls(t[0], t[1], _history(config, seen))
-        s.state, s.cursor, s.stalls, s.resumes, s.retry_ms = (
-            state,
-            cursor,
-            stalls,
-            resumes,
-            retry_ms,
-        )
-        s.resumed, s.ended, s.cause, s.requests = resumed, ended, cause, list(reqs)
+    def thaw(cls, rec: StreamRecord, config: GuardConfig) -> _Stream:
+        s = cls(rec.id, rec.origin, _history(config, rec.history))
+        s.state, s.cursor, s.stalls, s.resumes = rec.state, rec.cursor, rec.stalls, rec.resumes
+        s.retry_ms, s.resumed, s.ended = rec.retry_ms, rec.resumed, rec.ended
+        s.cause, s.requests = rec.cause, list(rec.requests)
         return s
 
 
 class _Request:
+    """One liveness instance (a server-to-client request)."""
+
     __slots__ = (
         "answer",
         "answer_text",
@@ -271,8 +380,8 @@ class _Request:
         self.ended = False
         self.cause: Cause | None = None
 
-    def freeze(self) -> tuple[Any, ...]:
-        return (
+    def freeze(self) -> RequestRecord:
+        return RequestRecord(
             self.key,
             self.stream,
             self.method,
@@ -286,6 +395,14 @@ class _Request:
             self.ended,
             self.cause,
         )
+
+    @classmethod
+    def thaw(cls, rec: RequestRecord) -> _Request:
+        r = cls(rec.key, rec.stream, rec.method, rec.digest, rec.deadline)
+        r.state, r.attempts, r.presented_at = rec.state, rec.attempts, rec.presented_at
+        r.asserted, r.ended, r.cause = rec.asserted, rec.ended, rec.cause
+        r.answer_text = rec.answer  # decoded only if submitted again
+        return r
 
     def frozen_answer(self) -> str | None:
         """The answer as canonical JSON (computed once: snapshots reuse it)."""
@@ -424,7 +541,7 @@ class Guard:
         """``(live requests, tombstones, streams)`` currently held."""
         return self._live_requests, len(self._tombstones), len(self._streams)
 
-    def snapshot(self) -> tuple[Any, ...]:
+    def snapshot(self) -> GuardSnapshot:
         """A hashable value of the whole decision state (for model checking and tests).
 
         Two guards with equal snapshots decide identically (tombstone eviction order
@@ -432,19 +549,21 @@ class Guard:
         """
         streams = tuple(s.freeze() for _, s in sorted(self._streams.items()))
         requests = tuple(r.freeze() for _, r in sorted(self._requests.items(), key=_key_order))
-        return (self.session, streams, requests, self.expired)
+        return GuardSnapshot(self.session, streams, requests, self.expired)
 
-    def restore(self, snap: tuple[Any, ...]) -> None:
-        """Load a :meth:`snapshot` (made by a guard with the same config)."""
+    def restore(self, snap: GuardSnapshot) -> None:
+        """Load a :meth:`snapshot` (made by a guard with the same config), or the same
+        value as plain tuples (read back from its repr)."""
         self.session, streams, requests, self.expired = snap
-        self._streams = {t[0]: _Stream.thaw(t, self.config) for t in streams}
+        self._streams = {}
+        for stream in streams:
+            rec = _record(StreamRecord, stream)
+            self._streams[rec.id] = _Stream.thaw(rec, self.config)
         self._requests = {}
         self._tombstones = OrderedDict()
         self._live_requests = 0
-        for t in requests:
-            r = _Request(t[0], t[1], t[2], t[3], t[4])
-            (r.state, _answer, r.attempts, r.presented_at, r.asserted, r.ended, r.cause) = t[5:]
-            r.answer_text = _answer  # decoded only if submitted again
+        for request in requests:
+            r = _Request.thaw(_record(RequestRecord, request))
             self._requests[r.key] = r
             if r.state in LIVENESS.terminal:
                 self._tombstones[r.key] = None
@@ -948,44 +1067,17 @@ class Guard:
             del self._streams[victim.id]
 
 
-def rename_snapshot(
-    snap: tuple[Any, ...], keys: Mapping[RequestKey, RequestKey]
-) -> tuple[Any, ...]:
+def rename_snapshot(snap: GuardSnapshot, keys: Mapping[RequestKey, RequestKey]) -> GuardSnapshot:
     """The :meth:`Guard.snapshot` a guard would have taken had every request key ``k`` of
-    ``keys`` been ``keys[k]`` all along (keys not in ``keys`` are kept): records, stream
-    membership, and the causes of failures (their key, and the key's ``repr`` in their
-    message and evidence) are renamed; event ids are not. ``keys`` must be one-to-one.
+    ``keys`` been ``keys[k]`` all along (keys not in ``keys`` are kept): each record
+    renamed by a :class:`KeyRenaming` (event ids are not renamed), the requests in the
+    guard's order of their new keys (:meth:`GuardSnapshot.rename`). ``keys`` must be
+    one-to-one.
 
     The guard decides the same, up to the renaming, in the renamed state: no decision
     depends on a key's value (a model checker's symmetry reduction rests on that, and
     checks it on the full space of its models)."""
-    session, streams, requests, expired = snap
-    if not keys:
-        return snap
-    reprs = {repr(old): repr(new) for old, new in keys.items()}
-    pattern = re.compile("|".join(re.escape(r) for r in sorted(reprs, key=len, reverse=True)))
-
-    def text(value: str) -> str:
-        return pattern.sub(lambda m: reprs[m.group()], value)
-
-    def cause(c: Cause | None) -> Cause | None:
-        if c is None:
-            return None
-        key = keys.get(c.key, c.key) if c.key is not None else None
-        return c._replace(key=key, message=text(c.message), evidence=tuple(map(text, c.evidence)))
-
-    renamed = sorted(
-        ((keys.get(t[0], t[0]), (keys.get(t[0], t[0]), *t[1:11], cause(t[11]))) for t in requests),
-        key=lambda item: _key_order((item[0], None)),
-    )
-    return (
-        session,
-        tuple(
-            (*t[:10], cause(t[10]), tuple(keys.get(k, k) for k in t[11]), *t[12:]) for t in streams
-        ),
-        tuple(record for _, record in renamed),
-        expired,
-    )
+    return snap.rename(KeyRenaming(keys)) if keys else snap
 
 
 def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...], str] | None:
@@ -1040,3 +1132,15 @@ def _as_replay(item: ev.SseEvent) -> ev.SseEvent:
 def _key_order(item: tuple[RequestKey, object]) -> tuple[str, str, str]:
     session, rid = item[0]
     return (session, type(rid).__name__, str(rid).rjust(20))
+
+
+def _record_order(rec: RequestRecord) -> tuple[str, str, str]:
+    return _key_order((rec.key, None))
+
+
+_R = TypeVar("_R", StreamRecord, RequestRecord)
+
+
+def _record(cls: type[_R], value: tuple[Any, ...]) -> _R:
+    """``value`` as a ``cls`` record (already one, or the plain tuple of its fields)."""
+    return value if type(value) is cls else cls._make(value)

@@ -59,7 +59,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from fsm import events as ev
 from fsm.actions import Complete, Fail, Ignore, Present, Withdraw
@@ -182,6 +182,41 @@ MrtrAction = Present | Withdraw | Retry | Fail | Complete | Ignore
 # ------------------------------------------------------------------ the call
 
 
+class QuestionRecord(NamedTuple):
+    """One question of a :meth:`MrtrCall.snapshot` (a tuple, and its repr a tuple's).
+    ``params`` and ``answer`` are canonical JSON."""
+
+    id: str
+    method: str
+    params: str | None
+    state: str
+    shown_at: float | None
+    answer: str | None
+    reasks: int
+
+    def __repr__(self) -> str:
+        return tuple.__repr__(self)
+
+
+class CallSnapshot(NamedTuple):
+    """The whole state of a :class:`MrtrCall` (a tuple, and its repr a tuple's):
+    the rounds machine's ``state`` and ``cause``, the questions, the current round's
+    ``inputRequests`` keys (key -> question id), and the call's counters."""
+
+    state: str
+    cause: Cause | None
+    questions: tuple[QuestionRecord, ...]
+    round_keys: tuple[tuple[str, str], ...]
+    round: int
+    request_state: str | None
+    polls: int
+    resends: int
+    ended: bool
+
+    def __repr__(self) -> str:
+        return tuple.__repr__(self)
+
+
 class _Question:
     """One question of the call: a liveness instance."""
 
@@ -290,13 +325,15 @@ class MrtrCall:
         ]
         return min(times) if times else None
 
-    def snapshot(self) -> tuple[Any, ...]:
+    def snapshot(self) -> CallSnapshot:
         """The call's whole state as a hashable value (for model checking)."""
-        return (
+        return CallSnapshot(
             self._rounds.state,
             self._rounds.cause,
             tuple(
-                (qid, q.method, _freeze(q.params), q.state, q.shown_at, q.answer_text, q.reasks)
+                QuestionRecord(
+                    qid, q.method, _freeze(q.params), q.state, q.shown_at, q.answer_text, q.reasks
+                )
                 for qid, q in self._questions.items()
             ),
             tuple(self._round_keys.items()),
@@ -307,24 +344,22 @@ class MrtrCall:
             self._ended,
         )
 
-    def restore(self, snap: tuple[Any, ...]) -> None:
-        """Return to a state :meth:`snapshot` took (of a call with the same id)."""
-        (rstate, rcause, questions, keys, rnd, state, polls, resends, ended) = snap
+    def restore(self, snap: CallSnapshot) -> None:
+        """Return to a state :meth:`snapshot` took (of a call with the same id), or the
+        same value as plain tuples (read back from its repr)."""
+        snap = CallSnapshot._make(snap)
         self._rounds = _Rounds()
-        self._rounds.state, self._rounds.cause = rstate, rcause
+        self._rounds.state, self._rounds.cause = snap.state, snap.cause
         self._questions = {}
-        for qid, method, params, qstate, shown, answer, reasks in questions:
-            q = _Question((self.call, qid), method, None if params is None else json.loads(params))
-            q.state, q.shown_at, q.answer_text, q.reasks = qstate, shown, answer, reasks
-            self._questions[qid] = q
-        self._round_keys = dict(keys)
-        self._round, self._state, self._polls, self._resends, self._ended = (
-            rnd,
-            state,
-            polls,
-            resends,
-            ended,
-        )
+        for record in snap.questions:
+            rec = QuestionRecord._make(record)
+            params = None if rec.params is None else json.loads(rec.params)
+            q = self._questions[rec.id] = _Question((self.call, rec.id), rec.method, params)
+            q.state, q.shown_at = rec.state, rec.shown_at
+            q.answer_text, q.reasks = rec.answer, rec.reasks
+        self._round_keys = dict(snap.round_keys)
+        self._round, self._state = snap.round, snap.request_state
+        self._polls, self._resends, self._ended = snap.polls, snap.resends, snap.ended
 
     # ------------------------------------------------------------------ handlers
 
