@@ -136,6 +136,10 @@ class GuardConfig:
     more than both can no longer tell a replay from new events, and its next loss is
     terminal (``ResumeBudgetSpentError``, reason ``history-full``). How a failed resume
     GET is judged is ``resume_classifier``.
+    Streams: at most ``max_streams`` live at once; ended ones are remembered (a resume of
+    one is told it ended) until room is needed, or, with ``max_ended_streams``, only the
+    newest that many (``None``: as many as ``max_streams`` leaves room for). A forgotten
+    stream's requests stay remembered as ``max_tombstones`` allows.
     ``event_history`` is the class that keeps a stream's history: replace it only to
     study other retention policies (the models of a window-only client and of an
     unverified cursor do), since the default is what P7 and L1 rest on. The guard calls
@@ -157,6 +161,7 @@ class GuardConfig:
     max_live_requests: int = 256
     max_tombstones: int = 4096
     max_streams: int = 64
+    max_ended_streams: int | None = None
     max_seen_event_ids: int = 1024
     max_event_history: int = 131_072
     max_resumes_per_stream: int | None = 100
@@ -164,6 +169,10 @@ class GuardConfig:
     classifier: Classifier = field(default_factory=Classifier)
     resume_classifier: Classifier = field(default_factory=Classifier.for_resumes)
     oracle: LivenessOracle = default_oracle
+
+    def __post_init__(self) -> None:
+        if self.max_ended_streams is not None and self.max_ended_streams < 0:
+            raise ValueError("max_ended_streams must be None or >= 0")
 
     def ttl(self, method: str) -> float:
         """The client-side deadline recorded for a request of ``method``."""
@@ -1057,14 +1066,16 @@ class Guard:
                     st.requests.remove(key)
 
     def _evict_streams(self) -> None:
-        """Forget terminal streams beyond ``max_streams`` (oldest first)."""
-        while len(self._streams) >= self.config.max_streams:
-            victim = next(
-                (s for s in self._streams.values() if s.state in TRANSPORT.terminal), None
-            )
-            if victim is None:
-                return
-            del self._streams[victim.id]
+        """Forget terminal streams (oldest first) to make room for a new one within
+        ``max_streams``, and beyond ``max_ended_streams``."""
+        ended = [s.id for s in self._streams.values() if s.state in TRANSPORT.terminal]
+        keep = self.config.max_ended_streams
+        excess = max(
+            len(self._streams) + 1 - self.config.max_streams,
+            0 if keep is None else len(ended) - keep,
+        )
+        for victim in ended[: max(excess, 0)]:
+            del self._streams[victim]
 
 
 def rename_snapshot(snap: GuardSnapshot, keys: Mapping[RequestKey, RequestKey]) -> GuardSnapshot:

@@ -151,12 +151,14 @@ they act for; a request whose credentials the upstream has not accepted for its 
 changes nothing shared (see :class:`Gateway`)."""
 
 
-GATEWAY_GUARD = GuardConfig(max_tombstones=512)
+GATEWAY_GUARD = GuardConfig(max_tombstones=64, max_ended_streams=4)
 """Each session's guard policy unless ``Gateway(config=...)`` says otherwise: the
-library's, but 512 finished requests kept for de-duplication instead of 4,096. A
-gateway holds up to ``max_sessions`` guards, and a replay of a request the guard forgot
-still loses its claim in the store (kept ``ttl_s``), so it is never presented twice; the
-observed guard's monitor forgets ended interactions sooner still (256)."""
+library's, but 64 finished requests kept for de-duplication (the library keeps 4,096)
+and 4 ended streams (the library: as many as ``max_streams`` leaves room for). A gateway
+holds up to ``max_sessions`` guards, so a guard remembers little: a replay of a request
+it forgot still loses its claim in the store (kept ``ttl_s``), so it is never presented
+twice, and a resume of a stream it forgot is answered from the session's kept results
+(``GatewayLimits.max_finals``) and failures (``GatewayLimits.remembered``)."""
 
 _DEFAULT_HOSTS = HostPolicy()
 """Loopback ``Host`` and ``Origin`` only (see :class:`~fsm.gateway.edge.HostPolicy`)."""
@@ -587,8 +589,11 @@ class Gateway:
             request.headers["last-event-id"] = got.upstream_id
             return await session.transport._send(request)
         stream, origin = got.stream, origin_of(got.stream)
+        known = e.guard.stream_state(stream) is not None
+        if not known and (stream in session.finals or stream in e.failures):
+            return self._ended_here(session, stream, origin)  # its guard record forgotten
         ids = session.rewriter(stream)
-        seen = [] if e.guard.stream_state(stream) is not None else [got]
+        seen = [] if known else [got]
         if seen and e.session is not None:  # another replica carried it: its cursor?
             try:
                 stored = await self.store.cursor_of(e.session, stream)
@@ -606,6 +611,12 @@ class Gateway:
             if seen:  # taken over here: the prompts other replicas passed on in it
                 e.spawn(self._watch_stream_claims, (session, stream))
             return resp
+        return self._ended_here(session, stream, origin)
+
+    def _ended_here(self, session: _Session, stream: str, origin: Any) -> Any:
+        """The answer to a resume of a stream that ended here: its kept result, else the
+        error that ended it (or ``result-not-kept``)."""
+        e = session.engine
         kept = session.finals.get(stream)
         final = None if kept is None else _final_event(kept)
         if final is None:  # dead here (the error was sent), or done with no result kept

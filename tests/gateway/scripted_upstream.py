@@ -17,14 +17,14 @@ import contextlib
 import json
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 
 from fsm.demo.serving import lifespan, serving, whole_body
-from fsm.guard import GuardConfig
+from fsm.gateway.app import GATEWAY_GUARD
 from support.gateway import RunningGateway, running_gateway
 
 __all__ = [
@@ -364,12 +364,12 @@ async def _reply(send: Any, status: int, body: bytes, headers: list[tuple[bytes,
 @contextlib.asynccontextmanager
 async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[RunningGateway]:
     """``upstream`` served on loopback, and a gateway replica in front of it (keywords go
-    to :func:`~support.gateway.running_gateway`; the guard's backoff is short unless
-    ``config`` is given)."""
+    to :func:`~support.gateway.running_gateway`; the gateway's guard policy with a short
+    backoff unless ``config`` is given)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    kwargs.setdefault("config", GuardConfig(backoff_initial_s=0.01, backoff_max_s=0.02))
+    kwargs.setdefault("config", replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02))
     try:
         async with (
             serving(upstream, sock, log_level="critical"),

@@ -678,6 +678,26 @@ async def test_a_long_session_keeps_bounded_state_per_stream() -> None:
     assert len(held.engine._creds_by_stream) <= 5
 
 
+async def test_a_resume_of_a_stream_the_guard_forgot_gets_its_kept_result() -> None:
+    """The gateway's guards remember few ended streams (``GATEWAY_GUARD``): a client
+    resuming a finished call after 10 more gets the result the session kept for it,
+    answered here, not a fresh resume of the stream upstream."""
+    up = Upstream(script=lambda msg, headers: [sse(f"e{msg['id']}", result(msg["id"]))])
+    async with gateway_for(up) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        first = await call(http, gw.url, sid, 1)
+        ((event_id, _),) = first.events
+        for rid in range(2, 12):
+            assert (await call(http, gw.url, sid, rid)).results(rid) == 1
+        held = gw.gateway._sessions[sid]
+        assert held.engine.guard.stream_state("post:1") is None  # forgotten by the guard
+        gets = sum(method == "GET" for method, _, _ in up.requests)
+        h = {**HEAD, "mcp-session-id": sid, "last-event-id": event_id}
+        again = await read(http, "GET", gw.url, h)
+    assert again.status == 200 and again.results(1) == 1
+    assert sum(method == "GET" for method, _, _ in up.requests) == gets
+
+
 # --------------------------------------------------------------------------- 9. answers
 
 
