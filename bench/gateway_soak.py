@@ -19,7 +19,8 @@ Redis in their own), and every load loop is bounded in count and in time.
   the wrong text, a close that failed; must be 0), double presentations (how many times
   each (session, elicitation request id) reached the client's callback; must be 1
   each), the replica's resident memory (``VmRSS``) sampled every few seconds, whether
-  it is flat after the warm-up (the first quarter of the run: at most
+  it is flat after the warm-up (the first quarter of the run, or until every session
+  has completed its first call if that is later: at most
   :data:`FLAT_GROWTH` growth from the first sample after it to the last), and the bytes
   the replica holds per open session (its RSS at the end of the warm-up less its RSS
   before the load, over the sessions). Then, in this process, one session through an
@@ -300,6 +301,12 @@ class Soak:
     """The replica's RSS after every session closed."""
     peak_rss: int = 0
     warmup_s: float = 0.0
+    """Where the warm-up ends, in seconds since the load began: a quarter of the run, or
+    later if the last session's first call ended later (:attr:`warm_at`)."""
+    warm_at: float | None = None
+    """Seconds since the load began when every session had completed its first call."""
+    first_calls: int = 0
+    began: float = 0.0
     ramp_s: float = 0.0
     wall: float = 0.0
     replica_cpu: float = 0.0
@@ -388,6 +395,10 @@ async def _soak_session(url: str, index: int, start_in: float, deadline: float, 
                     return
                 calls += 1
                 got.calls += 1
+                if calls == 1:
+                    got.first_calls += 1
+                    if got.first_calls == got.sessions:
+                        got.warm_at = time.monotonic() - got.began
             stage = "closing"
         got.closed += 1
     except Exception as exc:
@@ -400,7 +411,7 @@ async def _soak_session(url: str, index: int, start_in: float, deadline: float, 
 
 async def _soak(url: str, pid: int, got: Soak, every_s: float) -> None:
     spread = got.ramp_s
-    began = time.monotonic()
+    began = got.began = time.monotonic()
     deadline = began + got.seconds
 
     async def sample() -> None:
@@ -415,6 +426,7 @@ async def _soak(url: str, pid: int, got: Soak, every_s: float) -> None:
         for i in range(got.sessions):
             tg.start_soon(_soak_session, url, i, spread * i / got.sessions, deadline, got)
     got.wall = time.monotonic() - began
+    got.warmup_s = max(got.warmup_s, got.seconds if got.warm_at is None else got.warm_at)
 
 
 GROWTH_CALLS = (100, 300, 600, 1000)
