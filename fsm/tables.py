@@ -8,6 +8,8 @@ with the ``transitions`` runtime (:mod:`fsm.runtime`) on every ``(state, trigger
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -71,11 +73,36 @@ EngineName = Literal["transitions", "tables"]
 
 
 def make_engines(machines: Iterable[MachineSpec], name: EngineName) -> dict[str, Engine]:
-    """One engine per machine, by machine name (``transitions`` is imported only if asked)."""
+    """One engine per machine, by machine name (``transitions`` is imported only if asked).
+
+    Engines are shared, not made per caller: a compiled table is immutable, so one per
+    declaration serves the whole process; a ``transitions`` engine holds a state only
+    within one :meth:`~Engine.fire`, so one per declaration serves each thread. A process
+    holding many guards (a gateway: one per session) pays for each declaration once."""
     if name == "tables":
-        return {m.name: CompiledMachine.compile(m) for m in machines}
+        return {m.name: _compiled(m) for m in machines}
     if name == "transitions":
         from fsm.runtime import TransitionsMachine
 
-        return {m.name: TransitionsMachine(m) for m in machines}
+        shared: dict[MachineSpec, Engine] = _PER_THREAD.__dict__.setdefault("engines", {})
+        out: dict[str, Engine] = {}
+        for m in machines:
+            engine = shared.get(m)
+            if engine is None:
+                if len(shared) >= _SHARED_MAX:
+                    shared.clear()
+                engine = shared[m] = TransitionsMachine(m)
+            out[m.name] = engine
+        return out
     raise ValueError(f"unknown engine {name!r} (use 'transitions' or 'tables')")
+
+
+_SHARED_MAX = 256
+"""Declarations whose engines are kept for sharing (per thread, and compiled tables)."""
+
+_PER_THREAD = threading.local()
+
+
+@functools.lru_cache(maxsize=_SHARED_MAX)
+def _compiled(spec: MachineSpec) -> CompiledMachine:
+    return CompiledMachine.compile(spec)
