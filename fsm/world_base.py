@@ -266,7 +266,7 @@ class EnvBase:
     """The environment's part of a world state: its values, one per name of ``FIELDS``
     (a subclass declares them, and a slot for each).
 
-    Compared by value, hashed once at creation. A world interns its environments and keeps
+    Compared by value, hashed once (when first asked). A world interns its environments and keeps
     on each what it computed there: the enabled moves, each move's effect, and the effect of
     each batch of client operations. Equality by value keeps states from different worlds,
     or unpickled ones, correct; interning only makes it fast.
@@ -275,36 +275,62 @@ class EnvBase:
     __slots__ = ("_after", "_hash", "_moves", "_steps", "values")
 
     FIELDS: ClassVar[tuple[str, ...]] = ()
+    _index: ClassVar[dict[str, int]] = {}
     ended: Any
     """Every environment has this field: truthy once the client ended its interaction."""
 
     def __init__(self, values: tuple[Any, ...]) -> None:
-        for name, value in zip(self.FIELDS, values, strict=True):
-            setattr(self, name, value)
+        self._assign(values)
         self.values = values
-        self._hash = hash(values)
+        self._hash: int | None = None
         self._moves: tuple[Move, ...] | None = None
         self._steps: dict[Move, tuple[Self, Any, Hashable]] = {}
         """Each move's next environment, input told (None: nothing), and context."""
         self._after: dict[tuple[Any, ...], Self] = {}
         """The environment after each batch of client outputs."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give a subclass its field index and an ``_assign`` that sets every field in one
+        unpacking (compiled once, as ``dataclasses`` and ``namedtuple`` compile theirs):
+        environments are made on the checker's hot path."""
+        super().__init_subclass__(**kwargs)
+        bad = [name for name in cls.FIELDS if not name.isidentifier()]
+        if bad:
+            raise TypeError(f"{cls.__name__}.FIELDS: not identifiers: {bad}")
+        cls._index = {name: i for i, name in enumerate(cls.FIELDS)}
+        if cls.FIELDS:
+            namespace: dict[str, Any] = {}
+            targets = "".join(f"self.{name}, " for name in cls.FIELDS)
+            exec(f"def _assign(self, values):\n    {targets}= values\n", namespace)
+            cls._assign = namespace["_assign"]  # type: ignore[method-assign]
+
+    def _assign(self, values: tuple[Any, ...]) -> None:
+        """Set each field of ``FIELDS`` from ``values``."""
+        for name, value in zip(self.FIELDS, values, strict=True):
+            setattr(self, name, value)
+
     def replace(self, **changes: Any) -> Self:
         """A new (not interned) environment with some fields changed; TypeError naming a
         field it does not have."""
-        values = tuple(changes.pop(f, v) for f, v in zip(self.FIELDS, self.values, strict=True))
-        if changes:
-            raise TypeError(f"{type(self).__name__} has no field {', '.join(changes)}")
-        return type(self)(values)
+        values = list(self.values)
+        for name, value in changes.items():
+            i = self._index.get(name)
+            if i is None:
+                raise TypeError(f"{type(self).__name__} has no field {name!r}")
+            values[i] = value
+        return type(self)(tuple(values))
 
     def __hash__(self) -> int:
-        return self._hash
+        h = self._hash
+        if h is None:
+            h = self._hash = hash(self.values)
+        return h
 
     def __eq__(self, other: object) -> bool:
         return self is other or (
             isinstance(other, EnvBase)
             and type(other) is type(self)
-            and self._hash == other._hash
+            and hash(self) == hash(other)
             and self.values == other.values
         )
 

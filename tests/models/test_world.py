@@ -10,6 +10,8 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+import pytest
+
 from fsm.checker import Checker, check
 from fsm.mrtr_world import Env as MrtrEnv
 from fsm.mrtr_world import MrtrWorld
@@ -157,3 +159,12 @@ def test_with_bounds_rebuilds_an_mrtr_world_of_the_same_policy() -> None:
     r1, r2 = check(wider), check(model.with_bounds({"questions": "2"}))
     assert (r1.states, r1.transitions) == (r2.states, r2.transitions)
     assert r1.states > check(model).states
+
+
+def test_an_environment_is_replaced_by_field_name() -> None:
+    env = _world().init_states()[0].env
+    ended = env.replace(ended=True)
+    assert ended.ended and ended.values[ENDED] and ended != env and not env.ended
+    assert env.replace(ended=False) == env and hash(env.replace(ended=False)) == hash(env)
+    with pytest.raises(TypeError, match="Env has no field 'colour'"):
+        env.replace(colour="red")
