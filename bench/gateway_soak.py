@@ -19,8 +19,9 @@ Redis in their own), and every load loop is bounded in count and in time.
   the wrong text, a close that failed; must be 0), double presentations (how many times
   each (session, elicitation request id) reached the client's callback; must be 1
   each), the replica's resident memory (``VmRSS``) sampled every few seconds, whether
-  it is flat after the warm-up (the first quarter of the run, or until every session
-  has completed its first call if that is later: at most
+  it is flat after the warm-up (until every session has made ``GATEWAY_SOAK_WARM_CALLS``
+  calls, 16, as many as a session remembers of its past; the ``GATEWAY_SOAK_SECONDS``
+  are measured from there: at most
   :data:`FLAT_GROWTH` growth from the first sample after it to the last), and the bytes
   the replica holds per open session (its RSS at the end of the warm-up less its RSS
   before the load, over the sessions). Then, in this process, one session through an
@@ -125,6 +126,12 @@ def _env_float(name: str, default: float) -> float:
 
 SESSIONS = _env_int("GATEWAY_SOAK_SESSIONS", 500)
 SECONDS = _env_float("GATEWAY_SOAK_SECONDS", 60.0)
+WARM_CALLS = _env_int("GATEWAY_SOAK_WARM_CALLS", 16)
+"""Calls each session makes in the warm-up: as many as a replica's sessions remember of
+their past (``GatewayLimits.remembered``, the gateway guard's finished requests), so the
+measured minute runs on sessions whose state is full."""
+WARM_LIMIT_S = 900.0
+"""The warm-up's bound: a run whose sessions are not all warm by then measures nothing."""
 RAMP_S = _env_float("GATEWAY_SOAK_RAMP", -1.0)
 """Seconds over which the soak's sessions start (evenly); negative: a fifth of the run."""
 EVENTS = _env_int("GATEWAY_SOAK_EVENTS", 10)
@@ -301,12 +308,14 @@ class Soak:
     """The replica's RSS after every session closed."""
     peak_rss: int = 0
     warmup_s: float = 0.0
-    """Where the warm-up ends, in seconds since the load began: a quarter of the run, or
-    later if the last session's first call ended later (:attr:`warm_at`)."""
+    """Where the warm-up ends, in seconds since the load began (:attr:`warm_at`)."""
+    warm_calls: int = 1
+    """Calls every session makes before the measured ``seconds`` begin."""
     warm_at: float | None = None
-    """Seconds since the load began when every session had completed its first call."""
-    first_calls: int = 0
+    """Seconds since the load began when every session had made ``warm_calls`` calls."""
+    warm_sessions: int = 0
     began: float = 0.0
+    deadline: float = math.inf
     ramp_s: float = 0.0
     wall: float = 0.0
     replica_cpu: float = 0.0
@@ -374,8 +383,8 @@ async def _soak_call(session: Any, got: Soak) -> tuple[str, int]:
     return "".join(getattr(c, "text", "") for c in result.content), arrived
 
 
-async def _soak_session(url: str, index: int, start_in: float, deadline: float, got: Soak) -> None:
-    """One soak session: open, call ``work`` until ``deadline``, close."""
+async def _soak_session(url: str, index: int, start_in: float, got: Soak) -> None:
+    """One soak session: open, call ``work`` until ``got.deadline``, close."""
     await anyio.sleep(start_in)
 
     async def on_elicit(context: Any, params: Any) -> Any:
@@ -387,7 +396,7 @@ async def _soak_session(url: str, index: int, start_in: float, deadline: float, 
         async with _client() as http, _plain(url, http, on_elicit) as session:
             got.opened += 1
             stage = "calling"
-            while time.monotonic() < deadline and calls < MAX_CALLS:
+            while time.monotonic() < got.deadline and calls < MAX_CALLS:
                 with anyio.fail_after(CALL_TIMEOUT_S):
                     text, arrived = await _soak_call(session, got)
                 if text != f"worked {got.events} (accept)" or arrived != got.events:
@@ -395,14 +404,16 @@ async def _soak_session(url: str, index: int, start_in: float, deadline: float, 
                     return
                 calls += 1
                 got.calls += 1
-                if calls == 1:
-                    got.first_calls += 1
-                    if got.first_calls == got.sessions:
-                        got.warm_at = time.monotonic() - got.began
+                if calls == got.warm_calls:
+                    got.warm_sessions += 1
+                    if got.warm_sessions == got.sessions:  # the measured minute begins
+                        now = time.monotonic()
+                        got.warm_at = now - got.began
+                        got.deadline = now + got.seconds
             stage = "closing"
         got.closed += 1
     except Exception as exc:
-        left = deadline - time.monotonic()
+        left = got.deadline - time.monotonic()
         what = "; ".join(repr(leaf)[:160] for leaf in leaves(exc))
         got.errors.append(
             f"session {index}, {stage} after {calls} calls ({left:.0f} s left): {what}"
@@ -412,21 +423,21 @@ async def _soak_session(url: str, index: int, start_in: float, deadline: float, 
 async def _soak(url: str, pid: int, got: Soak, every_s: float) -> None:
     spread = got.ramp_s
     began = got.began = time.monotonic()
-    deadline = began + got.seconds
+    got.deadline = began + WARM_LIMIT_S + got.seconds  # until every session is warm
 
     async def sample() -> None:
         while True:
             got.rss.append((time.monotonic() - began, rss(pid)))
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= got.deadline:
                 return
-            await anyio.sleep(min(every_s, max(0.0, deadline - time.monotonic())))
+            await anyio.sleep(min(every_s, max(0.0, got.deadline - time.monotonic())))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(sample)
         for i in range(got.sessions):
-            tg.start_soon(_soak_session, url, i, spread * i / got.sessions, deadline, got)
+            tg.start_soon(_soak_session, url, i, spread * i / got.sessions, got)
     got.wall = time.monotonic() - began
-    got.warmup_s = max(got.warmup_s, got.seconds if got.warm_at is None else got.warm_at)
+    got.warmup_s = got.wall if got.warm_at is None else got.warm_at
 
 
 GROWTH_CALLS = (100, 300, 600, 1000)
@@ -482,10 +493,11 @@ def soak(
     events: int = EVENTS,
     ramp_s: float = RAMP_S,
     probe_calls: tuple[int, ...] = GROWTH_CALLS,
+    warm_calls: int = WARM_CALLS,
 ) -> Soak:
     """Run the soak (see the module docstring)."""
     ramp = ramp_s if ramp_s >= 0 else seconds / 5
-    got = Soak(sessions, seconds, events, warmup_s=seconds / 4, ramp_s=ramp)
+    got = Soak(sessions, seconds, events, warm_calls=warm_calls, ramp_s=ramp)
     every = max(0.5, min(5.0, seconds / 12))
     with soak_server() as server, replica_process(server.url) as gw:
         run_quietly(many_sessions, [gw.url], WARMUP_SESSIONS, 10)

@@ -85,7 +85,7 @@ import httpx2
 from anyio.abc import TaskGroup
 
 from fsm import events
-from fsm.adapters._transport.body import LARGE_EVENT, GuardedBody
+from fsm.adapters._transport.body import LARGE_EVENT, YIELD_EVERY, GuardedBody
 from fsm.adapters._transport.http import (
     ENDED_CODE,
     LOCAL_HEADER,
@@ -151,9 +151,9 @@ they act for; a request whose credentials the upstream has not accepted for its 
 changes nothing shared (see :class:`Gateway`)."""
 
 
-GATEWAY_GUARD = GuardConfig(max_tombstones=64, max_ended_streams=4)
+GATEWAY_GUARD = GuardConfig(max_tombstones=16, max_ended_streams=4)
 """Each session's guard policy unless ``Gateway(config=...)`` says otherwise: the
-library's, but 64 finished requests kept for de-duplication (the library keeps 4,096)
+library's, but 16 finished requests kept for de-duplication (the library keeps 4,096)
 and 4 ended streams (the library: as many as ``max_streams`` leaves room for). A gateway
 holds up to ``max_sessions`` guards, so a guard remembers little: a replay of a request
 it forgot still loses its claim in the store (kept ``ttl_s``), so it is never presented
@@ -197,10 +197,10 @@ class GatewayLimits:
     max_finals: int = 16
     """Final responses kept per session (the newest); a resume of an older finished
     stream gets ``result-not-kept``."""
-    observations: int = 64
+    observations: int = 16
     """Observations each session's event log keeps, the newest (the monitor checks them
     all as they come; the log is for reading a session's recent past)."""
-    remembered: int = 64
+    remembered: int = 16
     """What each session remembers of its past, per kind, the newest: ended interactions
     its monitor still checks, failed interactions (a resume of one is told why), withdrawn
     prompts (their late answers dropped), relayed answers. With the guard's own bounds
@@ -1009,8 +1009,13 @@ async def _pieces(resp: Any) -> AsyncIterator[bytes]:
     try:
         content = resp.content
     except httpx2.ResponseNotRead:
+        unyielded = 0
         async for piece in resp.aiter_raw():
             yield piece
+            unyielded += len(piece)
+            if unyielded >= YIELD_EVERY and not isinstance(resp.stream, GuardedBody):
+                unyielded = 0  # a guarded body hands the loop over itself
+                await anyio.lowlevel.checkpoint()
     else:
         yield content
 

@@ -15,7 +15,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
 def test_the_soak_at_toy_size() -> None:
-    got = gateway_soak.soak(sessions=3, seconds=3.0, events=3, ramp_s=0.3, probe_calls=(4, 8))
+    got = gateway_soak.soak(
+        sessions=3, seconds=3.0, events=3, ramp_s=0.3, probe_calls=(4, 8), warm_calls=2
+    )
     assert got.errors == []
     assert (got.opened, got.closed) == (3, 3)
     assert got.calls >= 3 and sum(got.presented.values()) >= got.calls

@@ -36,6 +36,12 @@ _T = TypeVar("_T")
 
 _CLAIM_SALT = os.urandom(8).hex().encode()
 """Makes the tokens that hold a presented request's place unguessable by a server."""
+YIELD_EVERY = 64 * 1024
+"""Bytes a :class:`GuardedBody` reads before it hands the event loop to other tasks. A
+read of data already buffered returns without suspending, so a stream that arrives
+faster than it is passed on would otherwise hold the loop, which every other stream
+(and, in the gateway, every other session) shares, until its buffer runs dry."""
+
 LARGE_EVENT = 256 * 1024
 """Characters of an SSE event from which :class:`GuardedBody` hands the event loop back
 between the steps of its handling (see :meth:`GuardedBody._pass_on`)."""
@@ -94,6 +100,7 @@ class GuardedBody:
             )
             chunks = source.__aiter__()
             clean = True
+            unyielded = 0
             while True:
                 chunk: bytes | None
                 try:
@@ -121,6 +128,10 @@ class GuardedBody:
                     yield out
                 if self._acted and self._dead():
                     break
+                unyielded += len(chunk)
+                if unyielded >= YIELD_EVERY:  # buffered reads never suspend: hand over
+                    unyielded = 0
+                    await anyio.lowlevel.checkpoint()
             await self.resp.aclose()
             if self._dead():
                 tail = self._ending()
