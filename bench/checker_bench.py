@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
 from fsm import Guard  # noqa: E402
 from fsm.checker import Checker, Report, check, load_models  # noqa: E402
 from fsm.checker.explore import cyclic_components  # noqa: E402
-from fsm.world import Bounds, World, WorldState  # noqa: E402
+from fsm.worlds.sse import Bounds, World, WorldState  # noqa: E402
 from models.guarded import CONFIG, GuardPolicy, variants  # noqa: E402
 
 T = TypeVar("T")

@@ -314,6 +314,7 @@ class Soak:
     warm_at: float | None = None
     """Seconds since the load began when every session had made ``warm_calls`` calls."""
     warm_sessions: int = 0
+    """Sessions that made ``warm_calls`` calls, or failed before."""
     began: float = 0.0
     deadline: float = math.inf
     ramp_s: float = 0.0
@@ -383,6 +384,16 @@ async def _soak_call(session: Any, got: Soak) -> tuple[str, int]:
     return "".join(getattr(c, "text", "") for c in result.content), arrived
 
 
+def _settled(got: Soak) -> None:
+    """One more session is warm or failed before it was: once every session is, the
+    measured ``seconds`` begin."""
+    got.warm_sessions += 1
+    if got.warm_sessions == got.sessions:
+        now = time.monotonic()
+        got.warm_at = now - got.began
+        got.deadline = now + got.seconds
+
+
 async def _soak_session(url: str, index: int, start_in: float, got: Soak) -> None:
     """One soak session: open, call ``work`` until ``got.deadline``, close."""
     await anyio.sleep(start_in)
@@ -401,18 +412,18 @@ async def _soak_session(url: str, index: int, start_in: float, got: Soak) -> Non
                     text, arrived = await _soak_call(session, got)
                 if text != f"worked {got.events} (accept)" or arrived != got.events:
                     got.errors.append(f"session {index}: {text!r}, {arrived} events")
+                    if calls < got.warm_calls:
+                        _settled(got)
                     return
                 calls += 1
                 got.calls += 1
                 if calls == got.warm_calls:
-                    got.warm_sessions += 1
-                    if got.warm_sessions == got.sessions:  # the measured minute begins
-                        now = time.monotonic()
-                        got.warm_at = now - got.began
-                        got.deadline = now + got.seconds
+                    _settled(got)
             stage = "closing"
         got.closed += 1
     except Exception as exc:
+        if calls < got.warm_calls:
+            _settled(got)
         left = got.deadline - time.monotonic()
         what = "; ".join(repr(leaf)[:160] for leaf in leaves(exc))
         got.errors.append(

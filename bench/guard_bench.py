@@ -6,7 +6,7 @@ tracked request in memory.
     same parsing-free bookkeeping (insert the id in a dict, assign the cursor).
 (b) A new ``elicitation/create`` delivered and presented, on both engines.
 (c) Memory per tracked (live) request, with ``tracemalloc`` over 10,000 requests.
-(d) The stream's event history (:mod:`fsm.history`) at the default config: ``on_event``
+(d) The stream's event history (:mod:`fsm.sse.history`) at the default config: ``on_event``
     per new id while the exact window fills (fresh guards, 1,024 events each) and once it
     is full (a live stretch: ids leave the window for fingerprints in batches; after 2,048
     ids and after 100,000), each over the bare loop on as many ids, and beside them a

@@ -1,6 +1,6 @@
 """MRTR (protocol 2026-07-28): what the rules cost per input round, alone and end to end.
 
-``guard``: one round of a call through :class:`fsm.mrtr.MrtrCall` is an
+``guard``: one round of a call through :class:`fsm.mrtr.call.MrtrCall` is an
 ``InputRequiredResult`` with one new question (the rules sort it, present it once) and the
 user's answer (stored, the retry emitted). A 10-round call is fed from a fresh call per
 run, on the compiled tables (``MrtrCall``'s default engine) and on the ``transitions``
@@ -26,7 +26,7 @@ from typing import Any
 from bench.results import record, run_quietly, table
 from fsm import actions as act
 from fsm import events as ev
-from fsm.mrtr import MrtrCall, RoundResult
+from fsm.mrtr.call import MrtrCall, RoundResult
 
 ROUNDS = 10
 REPEATS = 200

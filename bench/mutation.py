@@ -4,7 +4,7 @@ Runs mutmut 3 (the ``[tool.mutmut]`` table of ``pyproject.toml`` says which file
 tests) under ``nice -n 19``, then prints one row per file and writes the rows to
 ``bench/mutation.json``. ``python -m bench.mutation`` alone reports the last run again
 (from mutmut's results in ``mutants/``); mutant names given after ``run`` are passed to
-mutmut (``run 'fsm.history*'`` tests one file's mutants).
+mutmut (``run 'fsm.sse.history*'`` tests one file's mutants).
 
 Columns: every mutant of the file; killed (a test failed); timed out (a test hung until
 the harness stopped it: the change was noticed); survived (every selected test passed);

@@ -1,13 +1,16 @@
 """Dead or resumable? Explicit state machines for MCP's resumable SSE streams.
 
-The core is sans-IO and imports only ``transitions``: declarations (:mod:`fsm.spec`,
-:mod:`fsm.machines`), their two runtimes (:mod:`fsm.runtime`, :mod:`fsm.tables`), the
-guard that clients embed (:mod:`fsm.guard`) with its events, actions, outcome table
-and errors. The model checker is :mod:`fsm.checker`; the optional extras are
-:mod:`fsm.render` (diagrams), :mod:`fsm.adapters` (the official ``mcp`` SDK's clients)
-and :mod:`fsm.demo` (what ``fsm demo`` runs: a real loopback server, proxy and the seed
-incident; not API); the conformance kit :mod:`fsm.testing` needs the ``testing`` extra
-(``hypothesis``).
+The core is sans-IO and imports only ``transitions``. Its layers, each importing only
+those before it: the vocabulary every part speaks (:mod:`fsm.errors`, :mod:`fsm.events`,
+:mod:`fsm.actions`, :mod:`fsm.outcomes`, :mod:`fsm.properties`); the machines
+(:mod:`fsm.machines`); each era's decider (:mod:`fsm.sse`: the guard clients embed,
+:mod:`fsm.mrtr`); the worlds the checker explores (:mod:`fsm.worlds`); the model
+checker (:mod:`fsm.checker`, which imports nothing else of ``fsm``). The optional extras
+are :mod:`fsm.render` (diagrams), :mod:`fsm.adapters` (the official ``mcp`` SDK's
+clients), :mod:`fsm.gateway` and :mod:`fsm.demo` (what ``fsm demo`` runs: a real loopback
+server, proxy and the seed incident; not API); the conformance kit :mod:`fsm.testing`
+needs the ``testing`` extra (``hypothesis``). The layout and its import rules:
+``docs/architecture.md``.
 """
 
 from fsm import actions, events
@@ -32,8 +35,7 @@ from fsm.errors import (
     SubmissionFailedError,
     UnknownPendingRequestError,
 )
-from fsm.guard import LIVE_MARKER, Guard, GuardConfig, LivenessOracle, default_oracle
-from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
+from fsm.machines.resumption import LIVENESS, PRODUCT, TRANSPORT
 from fsm.outcomes import (
     DEFAULT_RULES,
     RESUME_RULES,
@@ -43,6 +45,7 @@ from fsm.outcomes import (
     Rule,
     SubmissionResult,
 )
+from fsm.sse.guard import LIVE_MARKER, Guard, GuardConfig, LivenessOracle, default_oracle
 
 __version__ = "0.1.0"
 """The distribution's version (``dead-or-resumable``; the wheel reads it from here)."""

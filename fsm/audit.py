@@ -1,10 +1,10 @@
 """Audit a recorded client event log: ``python -m fsm audit LOG.jsonl [--json]``.
 
-The log is JSON Lines in the :mod:`fsm.trace` schema (what :class:`fsm.observe.ObservedGuard`
+The log is JSON Lines in the :mod:`fsm.trace` schema (what :class:`fsm.sse.observe.ObservedGuard`
 writes). Every record is replayed, in order, through the one property monitor
 (:func:`fsm.properties.step`, P1-P7 and the bounded L1) and through a lifecycle check
-against the declared machines (:data:`fsm.machines.LIVENESS` per request key,
-:data:`fsm.machines.TRANSPORT` per stream), reported as property ``M``.
+against the declared machines (:data:`fsm.machines.resumption.LIVENESS` per request key,
+:data:`fsm.machines.resumption.TRANSPORT` per stream), reported as property ``M``.
 
 Exit codes: ``0`` the log conforms; ``1`` a violation -- the FIRST violating record is
 reported with its line number, the property, the monitor state before it and why;
@@ -37,14 +37,14 @@ from typing import Any
 
 from fsm import properties as P
 from fsm.errors import RequestKey
-from fsm.machines import LIVENESS, TRANSPORT
-from fsm.spec import MachineSpec
+from fsm.machines.resumption import LIVENESS, TRANSPORT
+from fsm.machines.spec import MachineSpec
 from fsm.trace import TraceFormatError, loads, to_record
 
 MACHINE = "M"
 DESCRIPTIONS: dict[str, str] = {
     **P.PROPERTIES,
-    MACHINE: "each request and stream follows the declared machines (fsm.machines)",
+    MACHINE: "each request and stream follows the declared machines (fsm.machines.resumption)",
 }
 
 # Transitions a log never shows: they may happen between any two records.

@@ -3,7 +3,7 @@
 Every terminal outcome carries the request key (or stream) it concerns, a machine-
 readable ``reason`` and ``evidence``: the facts that led to the decision, oldest first
 (e.g. ``("presented at t=0.0", "deadline t=30.0", "replayed at t=41.5 without liveness
-assertion")``). The guard never raises these out of :meth:`fsm.guard.Guard.feed`; it
+assertion")``). The guard never raises these out of :meth:`fsm.sse.guard.Guard.feed`; it
 returns them inside a :class:`fsm.actions.Fail` action, exactly once per interaction.
 Adapters raise them to the caller of the tool call.
 """
@@ -120,7 +120,7 @@ class CapacityError(GuardError):
 
 class GuardUsageError(GuardError):
     """The embedding application fed an impossible event (e.g. an answer for a request
-    that was never presented). Raised from :meth:`fsm.guard.Guard.feed`; the guard's
+    that was never presented). Raised from :meth:`fsm.sse.guard.Guard.feed`; the guard's
     state is unchanged."""
 
 

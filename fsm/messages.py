@@ -66,7 +66,7 @@ def is_plain_notification(msg: object) -> bool:
     """Whether a decoded message is a notification that needs no decision: ``jsonrpc``
     "2.0", no ``id``, a non-empty string ``method`` other than a cancellation, ``params``
     absent or an object (progress, logging). The guard takes such a message by its event
-    id alone (:meth:`fsm.guard.Guard.on_plain_notification`)."""
+    id alone (:meth:`fsm.sse.guard.Guard.on_plain_notification`)."""
     if not (type(msg) is dict or isinstance(msg, Mapping)):
         return False
     if "id" in msg or msg.get("jsonrpc") != "2.0":

@@ -21,8 +21,8 @@ from fsm import PRODUCT, Guard, GuardConfig, SubmissionResult
 from fsm import actions as act
 from fsm import events as ev
 from fsm.events import standalone_generation, standalone_stream
-from fsm.guard import rename_snapshot
-from fsm.world import (
+from fsm.sse.guard import rename_snapshot
+from fsm.worlds.sse import (
     STREAM,
     Answer,
     Bounds,
@@ -101,7 +101,7 @@ def _message(kind: str, r: int) -> Any:
 
 
 class GuardPolicy(SsePolicy[Guard]):
-    """:class:`fsm.Guard` as the world's client (:class:`fsm.world.SsePolicy`). State:
+    """:class:`fsm.Guard` as the world's client (:class:`fsm.worlds.sse.SsePolicy`). State:
     ``(t, snapshot)``.
 
     Each standalone GET connection the world opens is fed as a stream of its own

@@ -1,4 +1,4 @@
-"""The library's MRTR rules (:class:`fsm.mrtr.MrtrCall`) against every MRTR environment.
+"""The library's MRTR rules (:class:`fsm.mrtr.call.MrtrCall`) against every MRTR environment.
 
 The client here *is* ``MrtrCall`` (on the compiled tables of the declared rounds and
 liveness machines): the checker verifies the shipped decision code. Variants (all must
@@ -17,9 +17,10 @@ from typing import Any
 
 from fsm import actions as act
 from fsm import events as ev
-from fsm import mrtr
 from fsm.errors import RequestKey
-from fsm.mrtr import (
+from fsm.machines.rounds import MRTR_PRODUCT
+from fsm.mrtr import call as mrtr
+from fsm.mrtr.call import (
     MrtrAction,
     MrtrCall,
     MrtrConfig,
@@ -28,9 +29,9 @@ from fsm.mrtr import (
     RoundResult,
     question_id,
 )
-from fsm.mrtr_machines import MRTR_PRODUCT
-from fsm.mrtr_outcomes import STATE_REJECTED
-from fsm.mrtr_world import (
+from fsm.mrtr.outcomes import STATE_REJECTED
+from fsm.outcomes import SubmissionResult
+from fsm.worlds.mrtr import (
     CALL,
     Answer,
     Complete,
@@ -49,7 +50,6 @@ from fsm.mrtr_world import (
     UserMode,
     Withdraw,
 )
-from fsm.outcomes import SubmissionResult
 
 QUESTIONS: tuple[dict[str, Any], ...] = tuple(
     {"method": "elicitation/create", "params": {"message": f"Delete {n + 3} files?"}}
@@ -61,8 +61,8 @@ _LOST = SubmissionResult(None, error="ReadTimeout")
 
 
 class MrtrGuardPolicy(MrtrSnapshotPolicy[MrtrCall]):
-    """:class:`fsm.mrtr.MrtrCall` as the MRTR world's client
-    (:class:`fsm.mrtr_world.MrtrSnapshotPolicy`). State: a call snapshot."""
+    """:class:`fsm.mrtr.call.MrtrCall` as the MRTR world's client
+    (:class:`fsm.worlds.mrtr.MrtrSnapshotPolicy`). State: a call snapshot."""
 
     def __init__(self, config: MrtrConfig) -> None:
         super().__init__(

@@ -6,7 +6,7 @@ network may cut the stream any number of times (``cuts=None``), and the guard re
 exactly only the newest event id of a stream (``max_seen_event_ids=1``): every replayed
 event has left that window. What keeps P7 (the cursor never moves back) and L1 (the
 client stops resuming) is the rest of the stream's history, kept as fingerprints
-(:mod:`fsm.history`):
+(:mod:`fsm.sse.history`):
 
 * ``guarded-replay[...]``: the shipped history, against deadlines silent or cancelling,
   answers to unknown requests accepted or rejected, the user answering or not. P1-P7 and
@@ -35,8 +35,8 @@ from dataclasses import replace
 from typing import Any
 
 from fsm import GuardConfig
-from fsm.history import EventHistory
-from fsm.world import Bounds, Deadline, Outcome, UserMode, World
+from fsm.sse.history import EventHistory
+from fsm.worlds.sse import Bounds, Deadline, Outcome, UserMode, World
 
 from .guarded import CONFIG, GuardPolicy
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from fsm import world
+from fsm.worlds import sse as world
 
 MAX_RECONNECTION_ATTEMPTS = 2
 

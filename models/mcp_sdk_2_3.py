@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from fsm import world
+from fsm.worlds import sse as world
 
 MAX_RECONNECTION_ATTEMPTS = 2
 

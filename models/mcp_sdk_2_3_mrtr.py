@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from fsm import mrtr_world as world
+from fsm.worlds import mrtr as world
 
 MAX_ROUNDS = 10
 

@@ -11,7 +11,7 @@ is ended again.
 
 from __future__ import annotations
 
-from fsm.world import Bounds, World
+from fsm.worlds.sse import Bounds, World
 
 from .guarded import CONFIG, POLICY, GuardPolicy, variants
 

@@ -3,7 +3,7 @@
 ``await guarded_call_tool(client, name, arguments)`` replaces ``client.call_tool``: it
 drives the input rounds itself through the SDK's public manual mode
 (``client.session.call_tool(..., allow_input_required=True)``) and lets
-:class:`fsm.mrtr.MrtrCall` decide every step. The questions are answered by the callbacks
+:class:`fsm.mrtr.call.MrtrCall` decide every step. The questions are answered by the callbacks
 registered on the ``Client`` as usual (``elicitation_callback``, ...), through the SDK's
 own ``session.dispatch_input_request``; the callback's ``context.request_id`` is the
 question's identity (method + canonical params), not the round-local key. So:
@@ -45,7 +45,7 @@ from mcp.shared.exceptions import MCPError
 from fsm import actions as act
 from fsm import events as ev
 from fsm.errors import RequestKey
-from fsm.mrtr import (
+from fsm.mrtr.call import (
     CallCancelled,
     MrtrAction,
     MrtrCall,

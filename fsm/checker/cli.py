@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         dest="settings",
         metavar="FIELD=VALUE",
-        help="set a bound of every world model (fsm.world.Bounds, fsm.mrtr_world.MrtrBounds),"
+        help="set a bound of every world model (fsm.worlds.sse.Bounds, fsm.worlds.mrtr.MrtrBounds),"
         " e.g. --set requests=2 or --set questions=2",
     )
     parser.add_argument(

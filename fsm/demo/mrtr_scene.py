@@ -23,7 +23,7 @@ from mcp.client.session import ClientRequestContext
 from fsm import actions as act
 from fsm.adapters.mrtr import guarded_call_tool
 from fsm.demo.mrtr_server import MrtrServer, running_mrtr_server
-from fsm.mrtr import MrtrAction
+from fsm.mrtr.call import MrtrAction
 
 CASES: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("re-asking tool", "reasking_delete", {"count": 3, "reasks": 1}),

@@ -220,7 +220,7 @@ async def guarded_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
         from fsm.adapters.mcp2 import guarded_session
     else:
         from fsm.adapters.mcp1 import guarded_session
-    from fsm.guard import GuardConfig
+    from fsm.sse.guard import GuardConfig
 
     on_elicit = _presenting_callback(env)
 
@@ -422,7 +422,6 @@ class ScenarioResult:
         return [a.status if a.status is not None else a.fault for a in self.answers]
 
 
-
 # --------------------------------------------------------------------------- the rig
 
 
@@ -575,7 +574,6 @@ class BackgroundCall:
         return self.outcome
 
 
-
 Step = Callable[[Rig, ScenarioClient, BackgroundCall, TaskGroup], Awaitable["Outcome | None"]]
 """One scenario: drive ``client`` on ``rig``, running the call under test as ``call`` in
 ``tg``; returns a probe outcome (a later call's) or ``None``."""
@@ -683,5 +681,3 @@ def _rpc_method(body: Any) -> str | None:
     if isinstance(body, dict) and isinstance(body.get("method"), str):
         return str(body["method"])
     return None
-
-

@@ -112,8 +112,8 @@ from fsm.gateway.store import (
     StoreUnavailableError,
 )
 from fsm.gateway.upstream import AiohttpTransport
-from fsm.guard import Guard, GuardConfig
-from fsm.observe import ObservedGuard
+from fsm.sse.guard import Guard, GuardConfig
+from fsm.sse.observe import ObservedGuard
 
 __all__ = [
     "CREDENTIAL_HEADERS",

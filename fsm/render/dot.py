@@ -3,19 +3,19 @@
 The same input always gives byte-identical text: no timestamps, ids derived from names
 (``machine.state``; state-graph node ids as given), statements in declaration order.
 
-* :func:`machine_dot` draws one :class:`~fsm.spec.MachineSpec`;
+* :func:`machine_dot` draws one :class:`~fsm.machines.spec.MachineSpec`;
 * :func:`state_graph_dot` draws a generic :class:`~fsm.render.graph.StateGraph`;
 * :func:`trace_dot` highlights a :class:`~fsm.render.graph.Trace` on either;
-* :func:`product_dot` draws a :class:`~fsm.spec.ProductSpec`'s synchronisations.
+* :func:`product_dot` draws a :class:`~fsm.machines.spec.ProductSpec`'s synchronisations.
 """
 
 from __future__ import annotations
 
+from fsm.machines.spec import MachineSpec
 from fsm.render.graph import StateGraph, Trace
 from fsm.render.machine import machine_dot
 from fsm.render.product import product_dot
 from fsm.render.stategraph import state_graph_dot
-from fsm.spec import MachineSpec
 
 __all__ = ["machine_dot", "product_dot", "state_graph_dot", "trace_dot"]
 

@@ -1,4 +1,4 @@
-"""Typed inputs of the renderer besides :class:`~fsm.spec.MachineSpec`.
+"""Typed inputs of the renderer besides :class:`~fsm.machines.spec.MachineSpec`.
 
 :class:`StateGraph` is a generic explored state graph (for instance the reachable
 product a model checker found): nodes carry a ``group`` used to cluster them (e.g. the

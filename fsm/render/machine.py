@@ -1,4 +1,4 @@
-"""DOT for one :class:`~fsm.spec.MachineSpec`, optionally with a highlighted trace.
+"""DOT for one :class:`~fsm.machines.spec.MachineSpec`, optionally with a highlighted trace.
 
 Layout contract:
 
@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fsm.machines.spec import MachineSpec, Transition
 from fsm.render import _dot as d
 from fsm.render.graph import Trace, TraceError
 from fsm.render.legend import legend
-from fsm.spec import MachineSpec, Transition
 
 
 @dataclass

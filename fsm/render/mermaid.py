@@ -1,5 +1,5 @@
 """Mermaid text (renders natively on GitHub): ``stateDiagram-v2`` for a
-:class:`~fsm.spec.MachineSpec`, optionally with a trace as numbered labels and a note
+:class:`~fsm.machines.spec.MachineSpec`, optionally with a trace as numbered labels and a note
 (:func:`mermaid`); a ``flowchart`` for an explored
 :class:`~fsm.render.graph.StateGraph` (:func:`state_graph_mermaid`).
 
@@ -14,9 +14,9 @@ first state says which steps repeat.
 
 from __future__ import annotations
 
+from fsm.machines.spec import MachineSpec, Transition
 from fsm.render.graph import StateGraph, Trace
 from fsm.render.machine import trace_rows
-from fsm.spec import MachineSpec, Transition
 
 
 def _id(state: str) -> str:

@@ -1,6 +1,6 @@
 """Diagrams of checked models: the reachable product, and counterexamples on it.
 
-A world (:mod:`fsm.world`) has thousands of states; a picture needs a dozen. Each diagram
+A world (:mod:`fsm.worlds.sse`) has thousands of states; a picture needs a dozen. Each diagram
 here is a *projection*: a ``view`` maps every reachable state to a short label (for the
 guard, its product configuration ``transport / liveness``), states with equal labels
 become one node, and every explored edge that changes the label becomes an edge named
@@ -133,7 +133,7 @@ def product_grid(graph: StateGraph) -> StateGraph:
     """A graph projected through :func:`guard_view`, for :func:`fsm.render.grid.grid_dot`:
     each transport state a column, each liveness state a row (in their declared order),
     one edge per pair of configurations."""
-    from fsm.machines import LIVENESS, TRANSPORT
+    from fsm.machines.resumption import LIVENESS, TRANSPORT
 
     columns = [s for s in TRANSPORT.states if s not in TRANSPORT.terminal]
     columns += [s for s in TRANSPORT.states if s in TRANSPORT.terminal]

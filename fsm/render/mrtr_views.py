@@ -1,4 +1,4 @@
-"""How a state of the MRTR world (:mod:`fsm.mrtr_world`) is drawn: what the user and the
+"""How a state of the MRTR world (:mod:`fsm.worlds.mrtr`) is drawn: what the user and the
 server see, so that a counterexample reads as the story of the call."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DOT for a :class:`~fsm.spec.ProductSpec`'s declared synchronisations.
+"""DOT for a :class:`~fsm.machines.spec.ProductSpec`'s declared synchronisations.
 
 Layout contract: each machine is a cluster (its transitions thin and grey, as
 context); every synchronisation row gets an id (``B1``.. for broadcasts, ``C1``.. for
@@ -13,9 +13,9 @@ couplings) and is drawn twice:
 
 from __future__ import annotations
 
+from fsm.machines.spec import Broadcast, Coupling, MachineSpec, ProductSpec
 from fsm.render import _dot as d
 from fsm.render.machine import machine_body, node_id
-from fsm.spec import Broadcast, Coupling, MachineSpec, ProductSpec
 
 
 def _dests(machine: MachineSpec, trigger: str, sources: frozenset[str] | None = None) -> list[str]:

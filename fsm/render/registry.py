@@ -16,13 +16,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fsm.machines.spec import MachineSpec
 from fsm.render.graph import StateGraph, Trace
 from fsm.render.grid import grid_dot
 from fsm.render.machine import machine_dot
 from fsm.render.mermaid import mermaid, state_graph_mermaid
 from fsm.render.product import product_dot
 from fsm.render.stategraph import state_graph_dot
-from fsm.spec import MachineSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +65,13 @@ def trace_diagram(target: MachineSpec | StateGraph, trace: Trace) -> Diagram:
 
 
 def _builtin() -> None:
-    from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
+    from fsm.machines.resumption import LIVENESS, PRODUCT, TRANSPORT
 
     register("transport", lambda: machine_diagram(TRANSPORT))
     register("liveness", lambda: machine_diagram(LIVENESS))
     register("product-spec", lambda: Diagram(product_dot(PRODUCT)))
 
-    from fsm.mrtr_machines import MRTR_PRODUCT, ROUNDS
+    from fsm.machines.rounds import MRTR_PRODUCT, ROUNDS
 
     register("rounds", lambda: machine_diagram(ROUNDS))
     register("mrtr-product-spec", lambda: Diagram(product_dot(MRTR_PRODUCT)))
@@ -83,7 +83,7 @@ _builtin()
 def _model_diagrams() -> None:
     """The reachable product of the guarded model, and every expected counterexample of
     the faulty-client models highlighted on their reachable graphs (the shipped models)."""
-    from fsm.machines import TRANSPORT
+    from fsm.machines.resumption import TRANSPORT
     from fsm.render import models as m
 
     def product() -> Diagram:

@@ -12,7 +12,7 @@ Contract
 * What the kit feeds and what the client answers become :mod:`fsm.properties`
   observations, checked by the one shared monitor after every feed. The kit computes
   the observations from its own ground truth (it knows what it replayed, whether it added
-  :data:`fsm.guard.LIVE_MARKER`, the method of every request), never from the client.
+  :data:`fsm.sse.guard.LIVE_MARKER`, the method of every request), never from the client.
 * The kit respects the client: it resumes only a stream the client asked to ``Resume``,
   fires a timer only after a ``Wait``, answers only prompts that are showing (presented,
   not withdrawn, not answered yet), completes only answer POSTs the client issued, and
@@ -27,7 +27,7 @@ Limits
 ------
 * One session (``"s1"``): after it expires the kit only drains. Idempotent requests
   (``ping``) are delivered as ``interactive=False``: presenting them again is allowed.
-* The kit's server is truthful about the marker: it adds :data:`~fsm.guard.LIVE_MARKER`
+* The kit's server is truthful about the marker: it adds :data:`~fsm.sse.guard.LIVE_MARKER`
   only to replayed copies of requests it still waits an answer for.
 * Event ids are ``e1``, ``e2``, ... (unique in the session). Live events carry
   ``replayed=None`` (the client infers it, as a real one must); same-id duplicates carry
@@ -62,9 +62,9 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm import properties as P
 from fsm.errors import RequestKey
-from fsm.guard import LIVE_MARKER
-from fsm.observe import did, told
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult
+from fsm.sse.guard import LIVE_MARKER
+from fsm.sse.observe import did, told
 
 SESSION = "s1"
 GET = "get"
@@ -321,7 +321,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         )
 
     def _did(self, a: act.Action) -> list[P.Observation]:
-        """Book-keep the client's action; its observations come from :func:`fsm.observe.did`."""
+        """Book-keep the client's action; its observations come from :func:`fsm.sse.observe.did`."""
         if isinstance(a, act.Present):
             self._hit("present")
             if self._method(a.key[1]) not in IDEMPOTENT:  # pings are answered by the client

@@ -1,6 +1,6 @@
 """The conformance kit for MRTR clients (protocol 2026-07-28): hypothesis plays a
 sealing server, the network, the user and the clock against one call of any client that
-speaks the MRTR vocabulary (:mod:`fsm.mrtr`: ``feed(MrtrEvent) -> Sequence[MrtrAction]``).
+speaks the MRTR vocabulary (:mod:`fsm.mrtr.call`: ``feed(MrtrEvent) -> Sequence[MrtrAction]``).
 
 Contract
 --------
@@ -14,11 +14,11 @@ Contract
   request, restart (every state unverifiable), and let the server TTL (``server_ttl_s``)
   lapse as the clock moves. It may also send malformed results.
 * The kit respects the client: it responds only to a request the client sent (the
-  first one, or a :class:`~fsm.mrtr.Retry`), the user answers only prompts that are
+  first one, or a :class:`~fsm.mrtr.call.Retry`), the user answers only prompts that are
   showing, and nothing is fed after the client ended the call (except the user's race).
-  When the clock moves the kit feeds :class:`~fsm.mrtr.Tick` (the client's timer).
+  When the clock moves the kit feeds :class:`~fsm.mrtr.call.Tick` (the client's timer).
 * Observations go to the one shared monitor (:mod:`fsm.properties`), read in MRTR terms
-  as in :mod:`fsm.mrtr_world`; restated P6 also fails a retry that carries an answer the
+  as in :mod:`fsm.worlds.mrtr`; restated P6 also fails a retry that carries an answer the
   user gave more than ``server_ttl_s`` after the question was shown (an answer sent into
   a state that expired). Teardown drains: the server stops misbehaving, the user answers
   everything, and the call must end exactly once within ``drain_rounds`` responses.
@@ -40,8 +40,8 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm import properties as P
 from fsm.errors import RequestKey
-from fsm.mrtr import MrtrAction, MrtrEvent, Retry, RoundFailed, RoundResult, Tick
-from fsm.mrtr_outcomes import STATE_REJECTED
+from fsm.mrtr.call import MrtrAction, MrtrEvent, Retry, RoundFailed, RoundResult, Tick
+from fsm.mrtr.outcomes import STATE_REJECTED
 from fsm.outcomes import SubmissionResult
 from fsm.testing.kit import failure
 

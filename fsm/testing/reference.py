@@ -1,6 +1,6 @@
 """Reference clients for the conformance kit: the library's guard, and planted bugs.
 
-* :func:`guard_factory` -- the library's own :class:`~fsm.guard.Guard` (either engine):
+* :func:`guard_factory` -- the library's own :class:`~fsm.sse.guard.Guard` (either engine):
   it must pass the kit.
 * :class:`Sdk230Client` -- the plain mcp 2.3.0 Python client's behaviour, expressed in the
   guard's event/action vocabulary: the kit must find P2 violated against it.
@@ -16,9 +16,9 @@ from typing import Any
 from fsm import actions as act
 from fsm import events as ev
 from fsm.errors import InteractionFailed, RequestKey
-from fsm.guard import Guard, GuardConfig
+from fsm.machines.tables import EngineName
 from fsm.messages import Notification, Response, ServerRequest, parse
-from fsm.tables import EngineName
+from fsm.sse.guard import Guard, GuardConfig
 
 MAX_RECONNECTION_ATTEMPTS = 2
 """``mcp/client/streamable_http.py:60`` in the mcp 2.3.0 wheel."""

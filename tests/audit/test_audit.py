@@ -13,7 +13,7 @@ from fsm import Guard
 from fsm import events as ev
 from fsm.audit import audit_text, main
 from fsm.events import standalone_stream
-from fsm.observe import ObservedGuard
+from fsm.sse.observe import ObservedGuard
 from fsm.trace import SCHEMA, TraceFormatError, dumps
 
 ROOT = Path(__file__).resolve().parents[2]

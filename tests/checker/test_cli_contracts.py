@@ -144,7 +144,7 @@ def test_bad_bounds_in_a_model_file_are_exit_2(
 ) -> None:
     file = tmp_path / "bad.py"
     file.write_text(
-        "from fsm.world import Bounds\n"
+        "from fsm.worlds.sse import Bounds\n"
         "from fsm.checker.loader import load_model, builtin_model_file\n"
         "Bounds(unknown_answer='418')\n"
     )

@@ -8,7 +8,7 @@ from typing import Any
 from core_support import FakeClock
 
 from fsm import actions as act
-from fsm.mrtr import MrtrAction, MrtrCall, MrtrConfig, RoundResult
+from fsm.mrtr.call import MrtrAction, MrtrCall, MrtrConfig, RoundResult
 
 ASK = {"method": "elicitation/create", "params": {"message": "Delete 3 files?"}}
 YES = {"action": "accept", "content": {"ok": True}}

@@ -23,7 +23,7 @@ from core_support import (
     response,
 )
 
-import fsm.guard
+import fsm.sse.guard
 from fsm import events as ev
 from fsm.actions import Complete, Fail, Ignore, Present, Refuse, Withdraw
 from fsm.errors import CapacityError
@@ -310,7 +310,7 @@ def test_many_streams_evict_oldest_terminal_stream(engine: str) -> None:
 
 
 def test_guard_module_doctest_runs() -> None:
-    result = doctest.testmod(fsm.guard, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(fsm.sse.guard, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 3
     assert result.failed == 0
 

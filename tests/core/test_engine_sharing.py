@@ -1,4 +1,4 @@
-"""Engines are shared (:func:`fsm.tables.make_engines`): one compiled table per
+"""Engines are shared (:func:`fsm.machines.tables.make_engines`): one compiled table per
 declaration in a process, one ``transitions`` engine per declaration and thread, so a
 process holding many guards pays for each declaration once."""
 
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from fsm.machines import LIVENESS, TRANSPORT
-from fsm.tables import make_engines
+from fsm.machines.resumption import LIVENESS, TRANSPORT
+from fsm.machines.tables import make_engines
 
 
 @pytest.mark.parametrize("name", ["tables", "transitions"])

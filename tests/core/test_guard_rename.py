@@ -11,7 +11,7 @@ from core_support import ENGINES, POST, SESSION, FakeClock, cancel, elicit, make
 
 from fsm import SubmissionResult
 from fsm import events as ev
-from fsm.guard import rename_snapshot
+from fsm.sse.guard import rename_snapshot
 
 REJECT = SubmissionResult(
     400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "Unknown request"}}

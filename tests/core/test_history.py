@@ -1,4 +1,4 @@
-"""The per-stream event history (fsm.history): what it answers for, exactly and by
+"""The per-stream event history (fsm.sse.history): what it answers for, exactly and by
 fingerprint, its bounds, its memory report, and its snapshot.
 
 Fingerprint lookups are tested with ids whose hash the test chooses (a ``str`` subclass),
@@ -13,7 +13,7 @@ import tracemalloc
 
 import pytest
 
-from fsm.history import FINGERPRINT_BITS, EventHistory
+from fsm.sse.history import FINGERPRINT_BITS, EventHistory
 
 # the module's layout: bytes 1-6 of the little-endian hash are filed (6 bytes), and its top
 # 10 bits (byte 7 and the top 2 bits of byte 6) pick the bucket

@@ -19,8 +19,8 @@ from fsm import Guard, GuardConfig, SubmissionResult
 from fsm import events as ev
 from fsm import properties as P
 from fsm.actions import Complete, Present
-from fsm.observe import ObservedGuard
 from fsm.properties import FrozenMap
+from fsm.sse.observe import ObservedGuard
 
 # ------------------------------------------------------------------- FrozenMap
 

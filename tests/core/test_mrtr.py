@@ -1,4 +1,4 @@
-"""The MRTR rules (fsm.mrtr): one call's rounds, event by event, and their invariants
+"""The MRTR rules (fsm.mrtr.call): one call's rounds, event by event, and their invariants
 under arbitrary server behaviour (hypothesis)."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from fsm.errors import (
     RequestStateExpiredError,
     SubmissionFailedError,
 )
-from fsm.mrtr import CallCancelled, MrtrCall, Retry, RoundFailed, RoundResult, Tick
-from fsm.mrtr_outcomes import STATE_REJECTED
+from fsm.mrtr.call import CallCancelled, MrtrCall, Retry, RoundFailed, RoundResult, Tick
+from fsm.mrtr.outcomes import STATE_REJECTED
 from fsm.outcomes import SubmissionResult
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fsm.errors import CallRejectedError, MalformedInputRequiredError, RequestStateExpiredError
-from fsm.mrtr_outcomes import (
+from fsm.mrtr.outcomes import (
     INVALID_REQUEST_STATE,
     MRTR_CLASSIFIER,
     MRTR_RULES,

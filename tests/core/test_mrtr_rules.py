@@ -1,4 +1,4 @@
-"""The MRTR rules (fsm.mrtr) in detail: what each action and typed error carries (the
+"""The MRTR rules (fsm.mrtr.call) in detail: what each action and typed error carries (the
 question, its key, the evidence and message a client logs or shows), the edge of every
 bound, the age limit on a clock that does not start at zero, and what a snapshot keeps."""
 
@@ -20,7 +20,7 @@ from fsm.errors import (
     RequestStateExpiredError,
     SubmissionFailedError,
 )
-from fsm.mrtr import (
+from fsm.mrtr.call import (
     CallCancelled,
     MrtrCall,
     Retry,
@@ -29,7 +29,7 @@ from fsm.mrtr import (
     Tick,
     question_id,
 )
-from fsm.mrtr_outcomes import STATE_REJECTED
+from fsm.mrtr.outcomes import STATE_REJECTED
 from fsm.outcomes import SubmissionResult
 
 QID = question_id(str(ASK["method"]), ASK["params"])  # type: ignore[arg-type]

@@ -8,9 +8,17 @@ from collections.abc import Sequence
 import pytest
 
 from fsm.errors import InteractionFailed
-from fsm.product import Cause, ProductRun
-from fsm.spec import Broadcast, Coupling, MachineSpec, ProductSpec, Scope, SpecError, Transition
-from fsm.tables import InvalidTransition
+from fsm.machines.product import Cause, ProductRun
+from fsm.machines.spec import (
+    Broadcast,
+    Coupling,
+    MachineSpec,
+    ProductSpec,
+    Scope,
+    SpecError,
+    Transition,
+)
+from fsm.machines.tables import InvalidTransition
 
 
 def _rows(table: str) -> tuple[Transition, ...]:

@@ -1,4 +1,4 @@
-"""Every decision rule of the guard's contract (:mod:`fsm.guard`), through the public API:
+"""Every decision rule of the guard's contract (:mod:`fsm.sse.guard`), through the public API:
 events in, actions out, with an injected fake clock. Each test runs on both engines."""
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import ast
 from core_support import POST, SESSION, FakeClock, cancel, elicit, make_guard
 
 from fsm import events as ev
-from fsm.guard import GuardSnapshot, KeyRenaming, RequestRecord, StreamRecord
-from fsm.mrtr import CallSnapshot, MrtrCall, QuestionRecord, RoundResult
+from fsm.mrtr.call import CallSnapshot, MrtrCall, QuestionRecord, RoundResult
+from fsm.sse.guard import GuardSnapshot, KeyRenaming, RequestRecord, StreamRecord
 
 ASK = {"method": "elicitation/create", "params": {"message": "Delete 3 files?"}}
 

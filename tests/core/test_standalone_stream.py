@@ -15,7 +15,7 @@ from fsm import events as ev
 from fsm.actions import Fail
 from fsm.errors import ResumeBudgetSpentError
 from fsm.events import standalone_generation, standalone_stream
-from fsm.observe import ObservedGuard
+from fsm.sse.observe import ObservedGuard
 
 
 def test_generation_names_round_trip() -> None:

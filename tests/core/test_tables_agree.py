@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
-from fsm.mrtr_machines import MRTR_PRODUCT, ROUNDS
-from fsm.runtime import TransitionsMachine
-from fsm.spec import Broadcast, Coupling, MachineSpec, ProductSpec, SpecError, Transition
-from fsm.tables import CompiledMachine, InvalidTransition
+from fsm.machines.resumption import LIVENESS, PRODUCT, TRANSPORT
+from fsm.machines.rounds import MRTR_PRODUCT, ROUNDS
+from fsm.machines.runtime import TransitionsMachine
+from fsm.machines.spec import Broadcast, Coupling, MachineSpec, ProductSpec, SpecError, Transition
+from fsm.machines.tables import CompiledMachine, InvalidTransition
 
 # (states, triggers, declared transitions), pinned: a change to a machine must be deliberate.
 SHAPES = {"transport": (6, 9, 22), "liveness": (8, 12, 30), "rounds": (6, 12, 19)}

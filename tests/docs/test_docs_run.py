@@ -96,4 +96,4 @@ def test_no_docstring_cites_a_missing_file() -> None:
         if not _exists(cite, path.parent)
     ]
     assert not missing, missing
-    assert _exists("fsm/guard.py", ROOT) and not _exists("DESIGN.md", ROOT)
+    assert _exists("fsm/sse/guard.py", ROOT) and not _exists("DESIGN.md", ROOT)

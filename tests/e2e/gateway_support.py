@@ -30,7 +30,7 @@ async def gateway_rig(
     replicas: int = 1, upstream_faults: bool = False, **kwargs: object
 ) -> AsyncIterator[Rig]:
     """A rig with gateway replicas (keywords go to each ``Gateway``)."""
-    from fsm.guard import GuardConfig
+    from fsm.sse.guard import GuardConfig
 
     gateway = {"config": GuardConfig(**FAST), **kwargs}
     async with open_rig(gateway=gateway, replicas=replicas, upstream_faults=upstream_faults) as rig:

@@ -29,9 +29,9 @@ from fsm.adapters._transport.body import LARGE_EVENT
 from fsm.adapters._transport.handles import Tee
 from fsm.adapters._transport.session_io import SessionIO
 from fsm.adapters.mcp2 import BINDING
-from fsm.guard import Guard
 from fsm.messages import is_plain_notification
-from fsm.observe import ObservedGuard
+from fsm.sse.guard import Guard
+from fsm.sse.observe import ObservedGuard
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

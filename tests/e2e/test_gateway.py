@@ -220,7 +220,7 @@ async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404()
     gateway's resume budget is spent: the resume gets 404, the call ends with one JSON-RPC
     error (data.reason "session-expired") and every later request of the session is
     answered 404 by the gateway."""
-    from fsm.guard import GuardConfig
+    from fsm.sse.guard import GuardConfig
     from support.gateway import running_gateway
 
     stop_first, stop_second, stopped = anyio.Event(), anyio.Event(), anyio.Event()
@@ -263,7 +263,7 @@ async def test_an_upstream_that_stays_down_ends_the_call_with_resume_budget_spen
     """The server stops mid-call and does not come back: the gateway's resumes are
     refused (connection refused) until the stream's budget is spent; the call ends with
     one error, ``data.reason`` ``resume-budget-spent``."""
-    from fsm.guard import GuardConfig
+    from fsm.sse.guard import GuardConfig
     from support.gateway import running_gateway
 
     stop, stopped = anyio.Event(), anyio.Event()

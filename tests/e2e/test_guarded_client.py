@@ -28,7 +28,7 @@ from fsm.errors import (
     SubmissionFailedError,
     UnknownPendingRequestError,
 )
-from fsm.guard import GuardConfig
+from fsm.sse.guard import GuardConfig
 from support.scenarios import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,

@@ -18,7 +18,7 @@ from fsm import actions as act
 from fsm.adapters.mrtr import guarded_call_tool
 from fsm.demo.mrtr_server import MrtrServer, running_mrtr_server
 from fsm.errors import InteractionFailed, QuestionReaskedError, RequestStateExpiredError
-from fsm.mrtr import MrtrAction, MrtrConfig, Retry
+from fsm.mrtr.call import MrtrAction, MrtrConfig, Retry
 
 pytestmark = pytest.mark.anyio
 

@@ -52,7 +52,7 @@ from fsm.adapters._transport.http import http_result
 from fsm.adapters.mcp2 import GuardedSession, guarded_session
 from fsm.demo.proxy import Exchange, HttpFault, TrafficEvent, is_resume_get
 from fsm.errors import ResumeBudgetSpentError
-from fsm.guard import GuardConfig
+from fsm.sse.guard import GuardConfig
 from support.scenarios import (
     GUARDED_SCENARIO_CONFIG_KW,
     PresentationRequest,

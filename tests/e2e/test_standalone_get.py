@@ -23,7 +23,7 @@ from fsm.audit import audit_text
 from fsm.demo.proxy import Exchange, TrafficEvent
 from fsm.errors import ResumeBudgetSpentError
 from fsm.events import standalone_stream
-from fsm.guard import GuardConfig
+from fsm.sse.guard import GuardConfig
 from support.scenarios import GUARDED_SCENARIO_CONFIG_KW, PresentationRequest, Rig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]

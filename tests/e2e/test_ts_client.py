@@ -23,7 +23,7 @@ import pytest
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 
 from fsm.demo.proxy import ConnectionFault
-from fsm.guard import GuardConfig
+from fsm.sse.guard import GuardConfig
 from support.scenarios import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,
@@ -53,9 +53,7 @@ Line = dict[str, Any]
 
 def _lines(lines: list[Line], kind: str, **match: Any) -> list[Line]:
     """The printed lines of one kind whose fields match."""
-    return [
-        e for e in lines if e["event"] == kind and all(e.get(k) == v for k, v in match.items())
-    ]
+    return [e for e in lines if e["event"] == kind and all(e.get(k) == v for k, v in match.items())]
 
 
 def _diagnostics(lines: list[Line]) -> list[str]:

@@ -74,9 +74,11 @@ async def test_seed_serial_duplicate_stale_cursor_and_a_hang() -> None:
 
             second = await rig.cut_while_away(first, deadline)
             await proxy.wait_for(  # the stale cursor replays the request on `second`
-                lambda e: e.exchange == second.id
-                and e.kind == "sse_event"
-                and "elicitation/create" in (e.data or "")
+                lambda e: (
+                    e.exchange == second.id
+                    and e.kind == "sse_event"
+                    and "elicitation/create" in (e.data or "")
+                )
             )
             assert len(user.presentations) == 1  # blocked: the replay waits in the SDK
             user.answer(0)

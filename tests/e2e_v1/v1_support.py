@@ -8,9 +8,7 @@ from fsm.demo.proxy import Fault
 from support.scenarios import ClientFactory, Outcome, open_rig
 
 
-async def answer_rejected(
-    factory: ClientFactory, fault: Fault
-) -> tuple[Outcome, list[int | None]]:
+async def answer_rejected(factory: ClientFactory, fault: Fault) -> tuple[Outcome, list[int | None]]:
     """``delete_files`` presented once, its first answer POST answered with ``fault``: the
     call's outcome and the status of every answer POST on the wire, in order."""
     async with open_rig() as rig:

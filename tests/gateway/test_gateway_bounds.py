@@ -48,7 +48,7 @@ from scripted_upstream import (  # noqa: E402
 
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.gateway.store import MemoryStore  # noqa: E402
-from fsm.guard import GuardConfig  # noqa: E402
+from fsm.sse.guard import GuardConfig  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 

@@ -136,7 +136,7 @@ async def open_bed(via: Via, *, mode: Mode = "403", replicas: int = 2) -> AsyncI
         targets, store = [upstream.url], None
         if via == "gateway":
             from fsm.gateway.store import MemoryStore
-            from fsm.guard import GuardConfig
+            from fsm.sse.guard import GuardConfig
             from support.gateway import running_gateway
 
             # short backoffs: the server advertises retry: 50

@@ -20,7 +20,7 @@ pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
 from fsm.gateway.app import GatewayLimits  # noqa: E402
-from fsm.guard import GuardConfig  # noqa: E402
+from fsm.sse.guard import GuardConfig  # noqa: E402
 from tests.gateway.scripted_upstream import (  # noqa: E402
     HEAD,
     SID,
@@ -360,6 +360,7 @@ async def test_a_resume_when_the_store_cannot_give_a_cursor_starts_from_the_clie
     from fsm.gateway.store import MemoryStore, StoreUnavailableError
 
     keys = EventIdKeys.generate()
+
     class NoCursors(MemoryStore):
         async def cursor_of(self, session: str, stream: str) -> Any:
             raise StoreUnavailableError("cursor store down")

@@ -2,7 +2,7 @@
 
 Every event type of :mod:`fsm.events` is generated, with adversarial payloads (bad ids,
 bad ``retry:``, undecodable bytes, nested garbage, unknown methods, clock jumps). Each
-sequence runs through :class:`~fsm.observe.ObservedGuard`, and after every event:
+sequence runs through :class:`~fsm.sse.observe.ObservedGuard`, and after every event:
 
 * only :class:`~fsm.errors.GuardUsageError` escapes, only for events an embedding
   application produces (never for wire input), and the state is then unchanged;
@@ -32,9 +32,9 @@ from fsm import Guard, GuardConfig
 from fsm import events as ev
 from fsm.actions import Complete, Fail, Present, Submit
 from fsm.errors import GuardUsageError
-from fsm.guard import LIVE_MARKER
-from fsm.observe import ObservedGuard
 from fsm.outcomes import SubmissionResult
+from fsm.sse.guard import LIVE_MARKER
+from fsm.sse.observe import ObservedGuard
 
 EXAMPLES = int(os.environ.get("FSM_FUZZ_EXAMPLES", "300"))
 

@@ -1,5 +1,5 @@
 """A world's bounds reject what they do not allow, by field name, at construction, in
-every era alike (one mechanism: :class:`fsm.world_base.WorldBounds`)."""
+every era alike (one mechanism: :class:`fsm.worlds.common.WorldBounds`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from fsm.mrtr_world import MrtrBounds
-from fsm.world import Bounds, BoundsError
-from fsm.world_base import WorldBounds
+from fsm.worlds.common import WorldBounds
+from fsm.worlds.mrtr import MrtrBounds
+from fsm.worlds.sse import Bounds, BoundsError
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from fsm.audit import audit_text
 from fsm.checker import Path as CheckerPath
 from fsm.checker import replay
 from fsm.checker.cli import main as check_main
-from fsm.world import OPENING, World
+from fsm.worlds.sse import OPENING, World
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = (

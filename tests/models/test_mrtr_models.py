@@ -11,8 +11,8 @@ import pytest
 from shipped import Shipped
 
 from fsm.checker import check
-from fsm.mrtr import MrtrConfig
-from fsm.mrtr_world import USER_ANSWER, Input, MrtrBounds, MrtrWorld, Output
+from fsm.mrtr.call import MrtrConfig
+from fsm.worlds.mrtr import USER_ANSWER, Input, MrtrBounds, MrtrWorld, Output
 from models.guarded_mrtr import MrtrGuardPolicy
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from test_models import PINNED
 
 from fsm.checker import Report, check, replay, verify_symmetry, violated_at
 from fsm.checker.model import model_name
-from fsm.world import World
+from fsm.worlds.sse import World
 from models.mcp_sdk_2_3 import MODEL as SDK
 from models.mcp_sdk_2_3 import SdkPolicy
 from models.seed_incident import MODEL as SEED

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from fsm.checker import Checker, check
-from fsm.mrtr_world import Env as MrtrEnv
-from fsm.mrtr_world import MrtrWorld
-from fsm.world import ENDED, Agent, Env, Move, World
+from fsm.worlds.mrtr import Env as MrtrEnv
+from fsm.worlds.mrtr import MrtrWorld
+from fsm.worlds.sse import ENDED, Agent, Env, Move, World
 from models.guarded import CONFIG, GuardPolicy, variants
 from models.guarded_mrtr import variants as mrtr_variants
 from models.seed_incident import MODEL as SEED

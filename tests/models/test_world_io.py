@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from fsm import mrtr_world, world
 from fsm.checker import ModelError, check
-from fsm.world_base import Answer, End, OutputError, Present, Tick, Withdraw
+from fsm.worlds import mrtr as mrtr_world
+from fsm.worlds import sse as world
+from fsm.worlds.common import Answer, End, OutputError, Present, Tick, Withdraw
 from models.mcp_sdk_2_3 import MODEL as SDK
 from models.mcp_sdk_2_3 import SdkPolicy
 from models.mcp_sdk_2_3_mrtr import DRIVER

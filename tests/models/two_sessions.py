@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fsm.world import Bounds, World
+from fsm.worlds.sse import Bounds, World
 from models.guarded import CONFIG, GuardPolicy
 from models.mcp_sdk_2_3 import MODEL as SDK
 from models.mcp_sdk_2_3 import SdkPolicy

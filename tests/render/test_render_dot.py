@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from render_dotparse import Parsed, parse
 
-from fsm.machines import LIVENESS, PRODUCT, TRANSPORT
+from fsm.machines.resumption import LIVENESS, PRODUCT, TRANSPORT
+from fsm.machines.spec import MachineSpec
 from fsm.render import _dot
 from fsm.render.dot import machine_dot, product_dot, state_graph_dot, trace_dot
 from fsm.render.graph import GraphEdge, GraphNode, StateGraph, Trace, TraceError
 from fsm.render.machine import node_id
 from fsm.render.registry import PRODUCERS
-from fsm.spec import MachineSpec
 
 
 def test_every_producer_is_deterministic() -> None:

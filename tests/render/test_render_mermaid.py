@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from fsm.machines import LIVENESS, TRANSPORT
+from fsm.machines.resumption import LIVENESS, TRANSPORT
+from fsm.machines.spec import MachineSpec
 from fsm.render.graph import Trace
 from fsm.render.mermaid import mermaid
-from fsm.spec import MachineSpec
 
 _ARROW = re.compile(r"^\s+(\S+) --> (\S+)(?: : (.*))?$")
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from fsm.machines import TRANSPORT
+from fsm.machines.resumption import TRANSPORT
 from fsm.render import models as m
 from fsm.render.graph import GraphEdge, GraphNode, StateGraph, Trace, TraceError
 from fsm.render.grid import grid_dot

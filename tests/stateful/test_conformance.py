@@ -15,9 +15,9 @@ from hypothesis.stateful import PRECONDITIONS_MARKER, run_state_machine_as_test
 
 from fsm import Guard
 from fsm import events as ev
-from fsm.guard import GuardConfig
-from fsm.observe import ObservedGuard
 from fsm.outcomes import SubmissionResult
+from fsm.sse.guard import GuardConfig
+from fsm.sse.observe import ObservedGuard
 from fsm.testing import (
     ConformanceFailure,
     ConformanceTests,

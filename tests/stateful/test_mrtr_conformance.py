@@ -13,7 +13,15 @@ from hypothesis.stateful import run_state_machine_as_test
 from fsm import actions as act
 from fsm import events as ev
 from fsm.errors import CallRejectedError, InputRoundsExceededError, RequestKey
-from fsm.mrtr import MrtrAction, MrtrCall, MrtrConfig, MrtrEvent, Retry, RoundFailed, RoundResult
+from fsm.mrtr.call import (
+    MrtrAction,
+    MrtrCall,
+    MrtrConfig,
+    MrtrEvent,
+    Retry,
+    RoundFailed,
+    RoundResult,
+)
 from fsm.testing import kit_settings
 from fsm.testing.kit import ConformanceFailure
 from fsm.testing.mrtr_kit import MrtrClientFactory, mrtr_conformance_machine

@@ -28,7 +28,7 @@ from fsm.demo.rig import (
     ScenarioClient,
 )
 from fsm.demo.sdk import MCP_MAJOR, hx
-from fsm.guard import GuardConfig
+from fsm.sse.guard import GuardConfig
 
 __all__ = ["guarded_fastmcp", "plain_fastmcp"]
 

@@ -27,9 +27,9 @@ from fsm.errors import (
     InteractionFailed,
     RequestKey,
 )
-from fsm.guard import Guard, GuardConfig
-from fsm.observe import ObservedGuard
 from fsm.properties import Observation, Violation
+from fsm.sse.guard import Guard, GuardConfig
+from fsm.sse.observe import ObservedGuard
 
 logger = logging.getLogger(__name__)
 

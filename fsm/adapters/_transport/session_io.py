@@ -28,9 +28,9 @@ from fsm.errors import (
     SessionExpiredError,
 )
 from fsm.messages import is_plain_notification
-from fsm.observe import ObservedGuard
 from fsm.outcomes import SubmissionResult
 from fsm.properties import EventSeen
+from fsm.sse.observe import ObservedGuard
 
 if TYPE_CHECKING:
     from fsm.adapters._transport.handles import CallSlot, Tee
@@ -173,7 +173,7 @@ class SessionIO:
         """Feed the id of an event whose message is a notification that needs no decision
         (it passes :func:`fsm.messages.is_plain_notification`, or was read as one by
         :func:`plain_notification` or :func:`hot_event`) on the guard's hot path
-        (:meth:`fsm.guard.Guard.on_plain_notification`); returns its actions, or ``None``
+        (:meth:`fsm.sse.guard.Guard.on_plain_notification`); returns its actions, or ``None``
         (nothing fed) when ``stream`` is not open: the caller then feeds the event as an
         observed ``SseEvent``. The id of an event with no actions is recorded coalesced
         (:meth:`flush`)."""

@@ -254,7 +254,7 @@ def hot_event(chunk: bytes, pos: int) -> tuple[int, str | None] | None:
     cancellation, each line ended by CRLF or LF and the event by an empty line. Those
     are notifications that need no decision (no top-level ``id``, one ``method``,
     ``jsonrpc`` 2.0, params an object: what
-    :meth:`fsm.guard.Guard.on_plain_notification` is for), with the id and data
+    :meth:`fsm.sse.guard.Guard.on_plain_notification` is for), with the id and data
     :class:`SseParser` would give. ``chunk`` must be ASCII (the caller checks it once per
     chunk) and ``pos`` the start of an event. Anything malformed (say, an unterminated
     string inside the params) is forwarded either way.

@@ -2,10 +2,10 @@
 
 Theory of operation
 -------------------
-A product (:class:`~fsm.spec.ProductSpec`) is machines plus rows: per machine, its
-transitions; across machines, event-triggered :class:`~fsm.spec.Broadcast` rows and
-state-triggered :class:`~fsm.spec.Coupling` rows. A *decider* (:class:`fsm.guard.Guard`
-for SSE sessions, :class:`fsm.mrtr.MrtrCall` for multi round-trip calls) owns the machine
+A product (:class:`~fsm.machines.spec.ProductSpec`) is machines plus rows: per machine, its
+transitions; across machines, event-triggered :class:`~fsm.machines.spec.Broadcast` rows and
+state-triggered :class:`~fsm.machines.spec.Coupling` rows. A *decider* (:class:`fsm.sse.guard.Guard`
+for SSE sessions, :class:`fsm.mrtr.call.MrtrCall` for multi round-trip calls) owns the machine
 instances, reads its inputs, and decides which trigger to fire; a :class:`ProductRun`
 fires it and applies every row that follows, to a fixed point. The rules of the room:
 
@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from fsm.errors import InteractionFailed, RequestKey
-from fsm.spec import ProductSpec, Scope, SpecError
-from fsm.tables import Engine, EngineName, make_engines
+from fsm.machines.spec import ProductSpec, Scope, SpecError
+from fsm.machines.tables import Engine, EngineName, make_engines
 
 
 class Cause(NamedTuple):
@@ -126,7 +126,7 @@ class ProductRun(Generic[InstT]):
     def fire(self, inst: InstT, trigger: str) -> str:
         """Take the declared transition ``trigger`` of ``inst`` and return its new state.
 
-        Raises :class:`~fsm.tables.InvalidTransition` (``inst`` unchanged) when its
+        Raises :class:`~fsm.machines.tables.InvalidTransition` (``inst`` unchanged) when its
         machine has no such row from its state. A terminal state queues ``inst`` for
         :meth:`settle` and calls ``on_terminal``; nothing else is applied until then."""
         machine = inst.machine
@@ -152,7 +152,7 @@ class ProductRun(Generic[InstT]):
         """Apply the broadcast row of ``event`` from ``anchor``, then settle: each of its
         ``(machine, trigger)`` pairs fires on every member not yet terminal, in order;
         ``cause(member)``, when given, is recorded on each first. Raises
-        :class:`~fsm.spec.SpecError` if the product declares no such broadcast."""
+        :class:`~fsm.machines.spec.SpecError` if the product declares no such broadcast."""
         row = self._broadcasts.get(event)
         if row is None:
             raise SpecError(f"product {self.product.name!r} has no broadcast {event!r}")
@@ -172,7 +172,8 @@ class ProductRun(Generic[InstT]):
         A coupling whose source is in one of its ``when_states`` fires ``then_trigger``
         on every member in one of its ``then_states``, handing on the source's cause to
         a target without one. It terminates: every coupling's target ends terminal
-        (:meth:`~fsm.spec.ProductSpec.validate`), and only terminal instances are queued."""
+        (:meth:`~fsm.machines.spec.ProductSpec.validate`), and only terminal instances
+        are queued."""
         dirty = self._dirty
         while dirty:
             inst = dirty.popleft()

@@ -5,16 +5,16 @@ result may be an ``InputRequiredResult``. Feed it what came back and what the us
 do what its actions say, in the guard's vocabulary (:mod:`fsm.actions`) plus
 :class:`Retry`:
 
->>> from fsm.mrtr import MrtrCall, RoundResult
+>>> from fsm.mrtr.call import MrtrCall, RoundResult
 >>> call = MrtrCall("call:1", clock=lambda: 0.0)
 >>> ask = {"method": "elicitation/create", "params": {"message": "Delete 3 files?"}}
 >>> call.feed(RoundResult({"resultType": "input_required",
 ...     "inputRequests": {"confirm": ask}, "requestState": "s1"}))  # doctest: +ELLIPSIS
 (Present(key=('call:1', 'elicitation/create#...'), method='elicitation/create', ...),)
 
-The call decides; :class:`fsm.product.ProductRun` fires the declared transitions and
+The call decides; :class:`fsm.machines.product.ProductRun` fires the declared transitions and
 applies the product's rows, the same runtime as the SSE guard's. Rules (each one a row of
-:data:`fsm.mrtr_machines.MRTR_PRODUCT` or a guard label on it):
+:data:`fsm.machines.rounds.MRTR_PRODUCT` or a guard label on it):
 
 * **At most once per question.** A question's identity is its method plus its canonical
   params (sorted-key JSON, ``_meta`` left out), not the round-local ``inputRequests``
@@ -23,7 +23,7 @@ applies the product's rows, the same runtime as the SSE guard's. Rules (each one
   The stored answer is resubmitted, at most ``max_reasks`` times per question, then the
   call fails once with :class:`~fsm.errors.QuestionReaskedError` (with ``on_reask="fail"``,
   on the first re-ask). Idempotent methods (``roots/list``) are exempt: answered anew.
-* **Dead state is terminal.** A failed round is judged by :data:`fsm.mrtr_outcomes.MRTR_RULES`;
+* **Dead state is terminal.** A failed round is judged by :data:`fsm.mrtr.outcomes.MRTR_RULES`;
   ``invalid_request_state`` and the other terminal rows end the call with one typed error
   (:class:`~fsm.errors.RequestStateExpiredError`, :class:`~fsm.errors.CallRejectedError`)
   and evidence; nothing is retried that could prompt again. Retryable rows (no response,
@@ -73,14 +73,14 @@ from fsm.errors import (
     RequestStateExpiredError,
     SubmissionFailedError,
 )
-from fsm.machines import LIVENESS
+from fsm.machines.product import Cause, ProductRun
+from fsm.machines.resumption import LIVENESS
+from fsm.machines.rounds import MRTR_PRODUCT, ROUNDS
+from fsm.machines.spec import Scope
+from fsm.machines.tables import EngineName
 from fsm.messages import params_digest
-from fsm.mrtr_machines import MRTR_PRODUCT, ROUNDS
-from fsm.mrtr_outcomes import MRTR_CLASSIFIER, error_for
+from fsm.mrtr.outcomes import MRTR_CLASSIFIER, error_for
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
-from fsm.product import Cause, ProductRun
-from fsm.spec import Scope
-from fsm.tables import EngineName
 
 INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
 """The methods an ``InputRequiredResult`` may embed (protocol 2026-07-28)."""
@@ -156,6 +156,7 @@ class CallCancelled:
 
 
 MrtrEvent = RoundResult | RoundFailed | ev.UserAnswered | Tick | CallCancelled
+"""What a client feeds :meth:`MrtrCall.feed`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +178,7 @@ class Retry:
 
 
 MrtrAction = Present | Withdraw | Retry | Fail | Complete | Ignore
+"""What :meth:`MrtrCall.feed` tells a client to do."""
 
 
 # ------------------------------------------------------------------ the call
@@ -233,7 +235,7 @@ class _Question:
 
 
 class _Rounds:
-    """The call's rounds: the one instance of :data:`~fsm.mrtr_machines.ROUNDS`."""
+    """The call's rounds: the one instance of :data:`~fsm.machines.rounds.ROUNDS`."""
 
     __slots__ = ("cause", "state")
     machine = ROUNDS.name
@@ -592,7 +594,7 @@ class MrtrCall:
     ) -> None:
         self._run.kill(self._rounds, trigger, Cause(error, message, key, evidence, reason))
 
-    # -- what the product's rows mean here (fsm.product applies them)
+    # -- what the product's rows mean here (fsm.machines.product applies them)
 
     def _members(
         self, machine: str, scope: Scope, anchor: _Question | _Rounds | None

@@ -4,7 +4,7 @@
 stream bound to its *origin* request, or the standalone GET stream). ``LIVENESS`` is
 session liveness, one instance per server-to-client request, keyed by
 ``(session id, request id)``. ``PRODUCT`` composes them with declared broadcasts and
-couplings (see :mod:`fsm.spec`).
+couplings (see :mod:`fsm.machines.spec`).
 
 Dead, in the sense of the properties P1 and P6, means either terminal failure state of
 ``LIVENESS``: ``cancelled`` (the server withdrew the request explicitly, so the origin
@@ -14,11 +14,12 @@ its answer was rejected: the interaction cannot complete and must fail once).
 
 from __future__ import annotations
 
-from fsm.spec import Broadcast, Coupling, MachineSpec, ProductSpec, Transition
+from fsm.machines.spec import Broadcast, Coupling, MachineSpec, ProductSpec, Transition
 
 _T = Transition
 
 TRANSPORT_LIVE = frozenset({"open", "broken", "waiting", "resuming"})
+"""The transport states in which a stream is not over (it may still deliver or resume)."""
 
 TRANSPORT = MachineSpec(
     name="transport",
@@ -74,7 +75,9 @@ TRANSPORT = MachineSpec(
 """Transport resumption: one instance per SSE stream (``Last-Event-ID`` resumes)."""
 
 LIVENESS_LIVE = frozenset({"new", "presented", "answered", "submitting", "submitted"})
+"""The liveness states of a server request that may still be answered."""
 LIVENESS_DEAD = frozenset({"cancelled", "dead"})
+"""The liveness states of a server request that ended without its answer counting."""
 
 LIVENESS = MachineSpec(
     name="liveness",

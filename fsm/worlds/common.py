@@ -3,7 +3,7 @@
 A world is a client policy against an environment (server, network, user) within
 bounds; the checker explores every interleaving of the environment's moves. The eras
 differ in their environment and in what the client is told and does
-(:mod:`fsm.world`: SSE resumption, 2025; :mod:`fsm.mrtr_world`: input rounds, 2026);
+(:mod:`fsm.worlds.sse`: SSE resumption, 2025; :mod:`fsm.worlds.mrtr`: input rounds, 2026);
 everything else is here, once:
 
 * **validated bounds** (:class:`WorldBounds`): every field is checked on construction by
@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, Self, 
 
 from fsm import properties as P
 from fsm.checker import BaseModel, Property
-from fsm.spec import ProductSpec
+from fsm.machines.spec import ProductSpec
 
 # ------------------------------------------------------------------ bounds
 
@@ -746,8 +746,8 @@ class SnapshotPolicy(Generic[D, I, O]):
     :meth:`decide` restores the decider from a snapshot, feeds it, and snapshots it again:
     a pure function of (snapshot, clock, input), so each distinct decision is computed
     once; share one policy between worlds and they reuse each other's decisions. Each era
-    gives it the form of its policies (:class:`fsm.world.SsePolicy`,
-    :class:`fsm.mrtr_world.MrtrSnapshotPolicy`).
+    gives it the form of its policies (:class:`fsm.worlds.sse.SsePolicy`,
+    :class:`fsm.worlds.mrtr.MrtrSnapshotPolicy`).
     """
 
     def __init__(
