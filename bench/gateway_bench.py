@@ -115,20 +115,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.e2e_bench import _plain
-from bench.results import record, run_quietly, table
+from bench.results import env_int, record, run_quietly, table
 
 BENCH_ID_KEY = "bench-only key: signs the replicas' event ids"
 """The event-id key the benchmark's replicas share (replicas on one store must)."""
 
 
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name, "")
-    return int(value) if value.strip() else default
-
-
-SESSIONS = _env_int("GATEWAY_BENCH_SESSIONS", 40)
-EVENTS = _env_int("GATEWAY_BENCH_EVENTS", 100)
-REPEATS = _env_int("GATEWAY_BENCH_REPEATS", 3)
+SESSIONS = env_int("GATEWAY_BENCH_SESSIONS", 40)
+EVENTS = env_int("GATEWAY_BENCH_EVENTS", 100)
+REPEATS = env_int("GATEWAY_BENCH_REPEATS", 3)
 PROBE_SESSIONS = 10
 SPLIT_SESSIONS = 100
 SPLIT_ROUNDS = 3

@@ -111,36 +111,25 @@ from bench.gateway_bench import (
     replica_process,
     timed_run,
 )
-from bench.results import record, run_quietly, table
+from bench.results import env_float, env_int, record, run_quietly, table
 
-
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name, "")
-    return int(value) if value.strip() else default
-
-
-def _env_float(name: str, default: float) -> float:
-    value = os.environ.get(name, "")
-    return float(value) if value.strip() else default
-
-
-SESSIONS = _env_int("GATEWAY_SOAK_SESSIONS", 500)
-SECONDS = _env_float("GATEWAY_SOAK_SECONDS", 60.0)
-WARM_CALLS = _env_int("GATEWAY_SOAK_WARM_CALLS", 16)
+SESSIONS = env_int("GATEWAY_SOAK_SESSIONS", 500)
+SECONDS = env_float("GATEWAY_SOAK_SECONDS", 60.0)
+WARM_CALLS = env_int("GATEWAY_SOAK_WARM_CALLS", 16)
 """Calls each session makes in the warm-up: as many as a replica's sessions remember of
 their past (``GatewayLimits.remembered``, the gateway guard's finished requests), so the
 measured minute runs on sessions whose state is full."""
 WARM_LIMIT_S = 900.0
 """The warm-up's bound: a run whose sessions are not all warm by then measures nothing."""
-RAMP_S = _env_float("GATEWAY_SOAK_RAMP", -1.0)
+RAMP_S = env_float("GATEWAY_SOAK_RAMP", -1.0)
 """Seconds over which the soak's sessions start (evenly); negative: a fifth of the run."""
-EVENTS = _env_int("GATEWAY_SOAK_EVENTS", 10)
-FAILOVER_SESSIONS = _env_int("GATEWAY_SOAK_FAILOVER_SESSIONS", 200)
-LEASE_S = _env_float("GATEWAY_SOAK_LEASE", 3.0)
-CPU_SESSIONS = _env_int("GATEWAY_SOAK_CPU_SESSIONS", 200)
-CPU_EVENTS = _env_int("GATEWAY_SOAK_CPU_EVENTS", 100)
-CPU_REPEATS = _env_int("GATEWAY_SOAK_CPU_REPEATS", 2)
-PINGS = _env_int("GATEWAY_SOAK_PINGS", 400)
+EVENTS = env_int("GATEWAY_SOAK_EVENTS", 10)
+FAILOVER_SESSIONS = env_int("GATEWAY_SOAK_FAILOVER_SESSIONS", 200)
+LEASE_S = env_float("GATEWAY_SOAK_LEASE", 3.0)
+CPU_SESSIONS = env_int("GATEWAY_SOAK_CPU_SESSIONS", 200)
+CPU_EVENTS = env_int("GATEWAY_SOAK_CPU_EVENTS", 100)
+CPU_REPEATS = env_int("GATEWAY_SOAK_CPU_REPEATS", 2)
+PINGS = env_int("GATEWAY_SOAK_PINGS", 400)
 
 FLAT_GROWTH = 0.05
 """The most the replica's RSS may grow from the end of the warm-up to the end of the soak

@@ -8,6 +8,7 @@ remembers it for the combined table ``python -m bench`` prints at the end.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -83,3 +84,16 @@ def run_quietly(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         return anyio.run(fn, *args)
     finally:
         logging.disable(logging.NOTSET)
+
+
+def env_int(name: str, default: int) -> int:
+    """The integer in environment variable ``name``, or ``default`` when it is unset or
+    blank (a benchmark's size, set from outside)."""
+    value = os.environ.get(name, "")
+    return int(value) if value.strip() else default
+
+
+def env_float(name: str, default: float) -> float:
+    """The number in environment variable ``name``, or ``default`` when unset or blank."""
+    value = os.environ.get(name, "")
+    return float(value) if value.strip() else default
