@@ -8,7 +8,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fsm.errors import (
     InteractionFailed,
@@ -16,6 +16,32 @@ from fsm.errors import (
 from fsm.outcomes import SubmissionResult
 
 logger = logging.getLogger(__name__)
+
+
+class HttpLib(Protocol):
+    """The HTTP library module an SDK line speaks (``httpx2`` for mcp 2.x, ``httpx`` for
+    1.x): one API, distinct types, so the transport's classes are bound to each
+    (:func:`~fsm.adapters._transport.transport.bind`). These are the names it uses."""
+
+    @property
+    def __name__(self) -> str: ...
+    @property
+    def AsyncClient(self) -> type[Any]: ...
+    @property
+    def AsyncBaseTransport(self) -> type[Any]: ...
+    @property
+    def AsyncByteStream(self) -> type[Any]: ...
+    @property
+    def Request(self) -> type[Any]: ...
+    @property
+    def Response(self) -> type[Any]: ...
+    @property
+    def Timeout(self) -> type[Any]: ...
+    @property
+    def HTTPError(self) -> type[Exception]: ...
+    @property
+    def TransportError(self) -> type[Exception]: ...
+
 
 _T = TypeVar("_T")
 
@@ -87,7 +113,7 @@ def json_body(request: Any) -> Any:
 
 
 def local_response(
-    hx: Any, request: Any, status: int, body: bytes = b"", ctype: str = "application/json"
+    hx: HttpLib, request: Any, status: int, body: bytes = b"", ctype: str = "application/json"
 ) -> Any:
     """A response made here (``x-fsm-guard: 1``), an ``hx.Response``."""
     return hx.Response(
@@ -131,7 +157,7 @@ def ending_error(origin: Any, err: InteractionFailed | None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": origin, "error": error}
 
 
-def post_failed(hx: Any, request: Any, body: Any, why: str) -> Any:
+def post_failed(hx: HttpLib, request: Any, body: Any, why: str) -> Any:
     """A POST that got no usable response, answered locally so the SDK's writer survives.
 
     A request gets a JSON-RPC error for its id saying ``why`` (its caller sees the SDK's
@@ -159,7 +185,7 @@ def body_method(request: Any) -> str | None:
     return None
 
 
-def wrap_response(hx: Any, resp: Any, request: Any, stream: Any) -> Any:
+def wrap_response(hx: HttpLib, resp: Any, request: Any, stream: Any) -> Any:
     headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in STRIP_HEADERS]
     return hx.Response(
         resp.status_code,

@@ -21,6 +21,7 @@ import anyio.lowlevel
 from fsm import trace
 from fsm.adapters._transport.body import NotingWriter
 from fsm.adapters._transport.handles import CURRENT_CALL, CallSlot
+from fsm.adapters._transport.http import HttpLib
 from fsm.adapters._transport.session_io import SessionIO
 from fsm.adapters.sdkversion import SdkRange, check_sdk_version
 from fsm.errors import (
@@ -67,7 +68,7 @@ class SdkBinding:
     """
 
     name: str
-    hx: Any
+    hx: HttpLib
     supported: SdkRange
     others: tuple[SdkRange, ...]
     connect: Connect

@@ -15,6 +15,7 @@ from fsm.adapters._transport.body import GuardedBody
 from fsm.adapters._transport.handles import CURRENT_CALL, Tee
 from fsm.adapters._transport.http import (
     SESSION_GONE_BODY,
+    HttpLib,
     Passthrough,
     body_method,
     json_body,
@@ -252,7 +253,7 @@ class Bound:
 _BOUND: dict[str, Bound] = {}
 
 
-def bind(hx: Any) -> Bound:
+def bind(hx: HttpLib) -> Bound:
     """The core's classes for the HTTP library module ``hx`` (made once per library)."""
     bound = _BOUND.get(hx.__name__)
     if bound is None:
