@@ -24,6 +24,7 @@ from fsm.adapters.mcp2 import guarded_session
 from fsm.demo.proxy import ConnectionFault, HttpFault, is_resume_get
 from fsm.errors import (
     ResumeBudgetSpentError,
+    SessionExpiredError,
     StaleRequestError,
     SubmissionFailedError,
     UnknownPendingRequestError,
@@ -336,3 +337,27 @@ async def test_request_post_connection_error_leaves_the_session_usable(rig: Rig)
         with anyio.fail_after(10):
             result = await client.call_tool("ping", {})
     assert "pong" in str(result)
+
+
+async def test_a_session_that_expired_between_calls_raises_the_typed_error() -> None:
+    """The server ends the session while no call is open: the next call raises
+    ``SessionExpiredError`` (the typed error docs/adapter.md promises for every call after
+    a 404), not the SDK's own ``MCPError``, and so does the one after it."""
+    from mcp.types import ElicitResult
+
+    from fsm.demo.server import running_server
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    async with (
+        running_server() as server,
+        guarded_session(server.url, elicitation_callback=on_elicit) as session,
+    ):
+        first = await session.call_tool("delete_files", {"files": ["a.txt"]})
+        assert "Deleted 1" in first.content[0].text
+        assert session.session_id is not None
+        await server.controller.expire_session(session.session_id)
+        for _ in range(2):
+            with anyio.fail_after(10), pytest.raises(SessionExpiredError):
+                await session.call_tool("delete_files", {"files": ["b.txt"]})

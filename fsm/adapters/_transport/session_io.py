@@ -149,6 +149,19 @@ class SessionIO:
         self.perform(actions)
         return actions
 
+    def session_expired(self) -> None:
+        """The server said the session is gone (a trusted 404): the guard fails what is
+        open, and the session is marked expired even when nothing was open, so every
+        later call raises :class:`~fsm.errors.SessionExpiredError` instead of the SDK's
+        own error."""
+        self.feed(ev.SessionExpired())
+        if self.expired is None:
+            self.expired = SessionExpiredError(
+                "the session is gone (HTTP 404 on a request carrying its id)",
+                reason=SessionExpiredError.reason,
+                evidence=("HTTP 404 on the session",),
+            )
+
     def on_sse(self, stream: str, sse: SseFrame) -> tuple[tuple[act.Action, ...], Any]:
         """Feed one SSE event; returns (actions, decoded message or None). An event that
         is not UTF-8 is fed without its data (only its id and ``retry:`` count)."""

@@ -94,7 +94,7 @@ class GuardedTransport:
         resp = await e.http.send(request, stream=True)
         if session_gone(e, request, resp.status_code):
             await resp.aclose()
-            e.feed(ev.SessionExpired())
+            e.session_expired()
             return local_response(e.hx, request, 404, SESSION_GONE_BODY)
         if resp.status_code < 300:
             e.accepted(request)
@@ -209,7 +209,7 @@ class GuardedTransport:
             e.feed(ev.SessionStarted(sid))
         if session_gone(e, request, resp.status_code):
             await resp.aclose()
-            e.feed(ev.SessionExpired())
+            e.session_expired()
             return local_response(self.e.hx, request, 404, SESSION_GONE_BODY)
         if resp.status_code < 300:
             e.accepted(request)
