@@ -108,6 +108,19 @@ class Dot:
         return "\n".join(self.lines) + "\n"
 
 
+def path_edge(label: str, in_loop: bool, tooltip: str | None = None) -> dict[str, Attr]:
+    """The attributes of a counterexample's step: its label (and tooltip), drawn in the
+    path's colour, or dashed in the loop's colour for a step of a lasso's loop."""
+    colour = LOOP if in_loop else PATH
+    a: dict[str, Attr] = {"label": label}
+    if tooltip is not None:
+        a["tooltip"] = tooltip
+    a.update(color=colour, fontcolor=colour, penwidth=2.4, fontsize=11)
+    if in_loop:
+        a["style"] = "dashed"
+    return a
+
+
 def header(dot: Dot, name: str, *, rankdir: str = "LR", label: str = "") -> None:
     """Open a ``digraph`` with the shared look (font, sizes, spacing)."""
     dot.open(f"digraph {quote(name)}")

@@ -132,17 +132,8 @@ def machine_body(
         dot.edge(node_id(spec, e.tail), node_id(spec, e.dest), a)
     if trace:
         for index, (step, row) in enumerate(zip(trace.steps, path, strict=True)):
-            colour = d.LOOP if trace.in_loop(index) else d.PATH
-            a = {
-                "label": trace.step_label(index, step.label),
-                "tooltip": row.doc or row.trigger,
-                "color": colour,
-                "fontcolor": colour,
-                "penwidth": 2.4,
-                "fontsize": 11,
-            }
-            if trace.in_loop(index):
-                a["style"] = "dashed"
+            label = trace.step_label(index, step.label)
+            a = d.path_edge(label, trace.in_loop(index), row.doc or row.trigger)
             dot.edge(node_id(spec, step.src), node_id(spec, step.dst), a)
 
 

@@ -86,17 +86,9 @@ def state_graph_dot(
             _edge(dot, e, dim=trace is not None)
     if trace:
         for index, s in enumerate(trace.steps):
-            colour = d.LOOP if trace.in_loop(index) else d.PATH
-            a: dict[str, d.Attr] = {
-                "label": trace.step_label(index, s.label),
-                "color": colour,
-                "fontcolor": colour,
-                "penwidth": 2.4,
-                "fontsize": 11,
-            }
-            if trace.in_loop(index):
-                a["style"] = "dashed"
-            dot.edge(s.src, s.dst, a)
+            dot.edge(
+                s.src, s.dst, d.path_edge(trace.step_label(index, s.label), trace.in_loop(index))
+            )
     legend(
         dot,
         graph.name,
