@@ -178,3 +178,52 @@ def test_a_misdeclared_row_never_reaches_the_runtime() -> None:
     product is declared, so no runtime is ever built on it."""
     with pytest.raises(SpecError, match="watch has no trigger 'wave'"):
         _product(fires=(("job", "stop"), ("watch", "wave")))
+
+
+class ScopedOwner(Owner):
+    """An owner whose rows of scope ``origin`` reach only the anchor's own watcher (j1's
+    is w1), and whose product has a coupling from the job before the one that orphans."""
+
+    def __init__(self, engine: str) -> None:
+        super().__init__(engine)
+        base = _product()
+        done_first = Coupling(
+            "done_job_releases_watchers",
+            "job",
+            frozenset({"done"}),
+            "watch",
+            frozenset({"watching"}),
+            "see",
+        )
+        product = ProductSpec(
+            name="jobs-scoped",
+            machines=base.machines,
+            broadcasts=base.broadcasts,
+            couplings=(done_first, *base.couplings),
+        )
+        self.run = ProductRun[Inst](
+            product,
+            engine,  # type: ignore[arg-type]
+            members=self.members,
+            on_terminal=self.on_terminal,
+        )
+
+    def members(self, machine: str, scope: Scope, anchor: Inst | None) -> Sequence[Inst]:
+        pool = self.jobs if machine == "job" else self.watchers
+        if scope == "origin" and anchor is not None:
+            return [i for i in pool if i.name[1:] == anchor.name[1:]]
+        return list(pool)
+
+
+def test_a_coupling_that_does_not_apply_leaves_the_next_to_apply(engine: str) -> None:
+    owner = ScopedOwner(engine)
+    owner.run.fire(owner.jobs[0], "start")
+    owner.run.kill(owner.jobs[0], "crash", BOOM)
+    assert owner.watchers[0].state == "orphaned"  # the second coupling, not the first
+
+
+def test_a_coupling_reaches_only_its_scope(engine: str) -> None:
+    owner = ScopedOwner(engine)
+    owner.run.fire(owner.jobs[0], "start")
+    owner.run.kill(owner.jobs[0], "crash", BOOM)
+    assert [w.state for w in owner.watchers] == ["orphaned", "watching"]
