@@ -215,13 +215,14 @@ class GuardedBody:
                 break
         if whole and not parser.pending and all(p is None for p in pieces):
             return chunk
-        parts.append(chunk[mark:pos])
+        if pos > mark:
+            parts.append(chunk[mark:pos])
         parts += (
             raw_bytes(sse) if p is None else p for sse, p in zip(events, pieces, strict=False)
         )
         if large:
             await anyio.lowlevel.checkpoint()
-        return b"".join(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)  # one event: no copy
 
     def _verdict(
         self, event_id: str | None, actions: tuple[act.Action, ...], msg: Any

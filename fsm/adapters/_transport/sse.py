@@ -39,8 +39,8 @@ __all__ = [
 class SseFrame:
     """One parsed SSE event.
 
-    ``raw`` is the event's lines as received, line ends normalised to LF, without the
-    blank line that ended it (a byte that is not UTF-8 kept as a lone surrogate:
+    ``raw`` is the event's lines as received, line ends normalised to LF, and the blank
+    line that ended it (a byte that is not UTF-8 kept as a lone surrogate:
     :func:`raw_bytes` gives the bytes back). ``utf8``: the event was valid UTF-8 (one
     that is not is malformed JSON: RFC 8259)."""
 
@@ -60,7 +60,7 @@ _SURROGATES = re.compile("[\udc80-\udcff]")
 
 def raw_bytes(frame: SseFrame) -> bytes:
     """The bytes of a parsed event as received (line ends as LF) and the blank line."""
-    return frame.raw.encode("utf-8", "surrogateescape") + b"\n\n"
+    return frame.raw.encode("utf-8", "surrogateescape")
 
 
 class EventTooLarge(Exception):
@@ -181,7 +181,8 @@ def _frame(lines: list[str]) -> SseFrame | None:
             meaningful = True
     if not meaningful:
         return None
-    raw = lines[0] if len(lines) == 1 else "\n".join(lines)
+    lines.append("\n")  # the blank line, in the one copy that joins the lines
+    raw = "\n".join(lines)
     utf8 = raw.isascii() or _SURROGATES.search(raw) is None  # isascii: O(1) on a str
     return SseFrame(raw, event_id, "\n".join(data), retry, bool(data), utf8, kind)
 
