@@ -47,8 +47,14 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from fsm.adapters import core
-from fsm.adapters.core import GuardedConnection, GuardedSession
+from fsm._extras import missing_extra
+
+try:
+    from fsm.adapters import core
+    from fsm.adapters.core import GuardedConnection, GuardedSession
+except ModuleNotFoundError as exc:
+    raise missing_extra("mcp1", "fsm.adapters.mcp1", exc) from exc
+
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
 

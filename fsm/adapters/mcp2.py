@@ -23,11 +23,17 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-import httpx2
-from mcp import ClientSession, types
+from fsm._extras import missing_extra
 
-from fsm.adapters import core
-from fsm.adapters.core import GuardedConnection, GuardedSession, GuardedTransport
+try:
+    import httpx2
+    from mcp import ClientSession, types
+
+    from fsm.adapters import core
+    from fsm.adapters.core import GuardedConnection, GuardedSession, GuardedTransport
+except ModuleNotFoundError as exc:
+    raise missing_extra("mcp", "fsm.adapters.mcp2", exc) from exc
+
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
 

@@ -36,11 +36,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import anyio
-from mcp import types
-from mcp.client.client import Client
-from mcp.client.session import ClientRequestContext
-from mcp.shared.exceptions import MCPError
+from fsm._extras import missing_extra
+
+try:
+    import anyio
+    from mcp import types
+    from mcp.client.client import Client
+    from mcp.client.session import ClientRequestContext
+    from mcp.shared.exceptions import MCPError
+except ModuleNotFoundError as exc:
+    raise missing_extra("mcp", "fsm.adapters.mrtr", exc) from exc
 
 from fsm import actions as act
 from fsm import events as ev

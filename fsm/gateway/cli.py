@@ -53,6 +53,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fsm._extras import missing_extra
+
 __all__ = ["ENV_STORE", "main"]
 
 ENV_STORE = "FSM_GATEWAY_STORE"
@@ -267,11 +269,14 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     env = os.environ if environ is None else environ
     try:
         host, port = _listen(args.listen)
-        import uvicorn
+        try:
+            import uvicorn
 
-        from fsm.gateway.edge import uvicorn_settings
+            from fsm.gateway.edge import uvicorn_settings
 
-        app, edge, _store = _build(args, env)
+            app, edge, _store = _build(args, env)
+        except ModuleNotFoundError as exc:
+            raise missing_extra("gateway", "fsm gateway", exc) from exc
     except (ValueError, ImportError) as exc:
         print(f"fsm gateway: {exc}", file=sys.stderr)
         return 2
