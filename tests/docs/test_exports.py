@@ -252,9 +252,11 @@ def _docstring(module: str, name: str) -> str | None:
                 ):
                     return after.value.value
                 return None
-    for node in body:
-        if not isinstance(node, ast.ImportFrom):
-            continue
+    imports = [n for n in body if isinstance(n, ast.ImportFrom)]
+    for node in body:  # imports guarded by a try (an optional part naming its extra)
+        if isinstance(node, ast.Try):
+            imports += [n for n in node.body if isinstance(n, ast.ImportFrom)]
+    for node in imports:
         for alias in node.names:
             if (alias.asname or alias.name) != name:
                 continue
