@@ -242,3 +242,31 @@ async def test_a_large_event_hands_the_event_loop_back_between_its_steps() -> No
         tg.cancel_scope.cancel()
     assert out == wire.replace(b"\r\n", b"\n")
     assert observed.guard.stream_state(STREAM) == "done"
+
+
+async def test_each_live_answer_keeps_its_own_credentials() -> None:
+    """A session remembering little of its past (``remembered=2``) with 5 prompts open at
+    once: each answer's submission still carries the credentials of that answer's POST,
+    never those of another request (the gateway adds no authority)."""
+    observed = ObservedGuard(Guard(clock=lambda: 0.0))
+    async with anyio.create_task_group() as tg:
+        engine = SessionIO(
+            observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING, remembered=2
+        )
+        engine.carried = ("authorization",)
+        engine.session = SESSION
+        engine.feed(ev.SessionStarted(SESSION))
+        engine.feed(ev.StreamOpened(STREAM, ORIGIN))
+        keys = []
+        for rid in range(10, 15):
+            engine.feed(ev.SseEvent(STREAM, {**ELICIT, "id": rid}, f"e{rid}"))
+            keys.append((SESSION, rid))
+        assert all(observed.guard.state_of(k) == "presented" for k in keys)
+        for key in keys:
+            post = httpx2.Request("POST", "http://127.0.0.1:9/mcp",
+                                  headers={"authorization": f"Bearer t{key[1]}"})  # fmt: skip
+            engine.act_for_answer(key, post)
+        got = [engine.credentials_for(key)["authorization"] for key in keys]
+        engine.close()
+        tg.cancel_scope.cancel()
+    assert got == [f"Bearer t{rid}" for rid in range(10, 15)]

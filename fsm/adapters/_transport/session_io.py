@@ -43,11 +43,11 @@ _T = TypeVar("_T")
 
 REMEMBERED = 1024
 """What a :class:`SessionIO` remembers of each kind of past event by default (failed
-interactions, withdrawn prompts, relayed answers, the credentials answers were sent
-with): the newest this many."""
+interactions, withdrawn prompts, relayed answers): the newest this many."""
 
 CREDENTIALS_PRUNED_AT = 64
-"""Answers' credentials kept before those of requests no longer live are dropped."""
+"""Answers' credentials kept before those of requests no longer live are dropped (the
+threshold doubles while most kept ones are live, so a prune costs O(1) per answer)."""
 
 
 Claim = Callable[[RequestKey, str, "str | None"], Awaitable[bool]]
@@ -131,7 +131,10 @@ class SessionIO:
         """Bounds the engine's own upstream requests in flight at once (submissions,
         refusals); ``None``: no bound."""
         self._creds_by_stream: dict[str, dict[str, str]] = {}
-        self._creds_by_key: Recent[RequestKey, dict[str, str]] = Recent(remembered)
+        self._creds_by_key: dict[RequestKey, dict[str, str]] = {}
+        """The credentials of each answer's POST, kept while its request is live (never
+        evicted while live: a submission must carry its own answer's credentials)."""
+        self._creds_pruned_at = CREDENTIALS_PRUNED_AT
 
     # -- feeding -----------------------------------------------------------------
 
@@ -293,10 +296,11 @@ class SessionIO:
         if not self.carried:
             return
         self._creds_by_key[key] = self.carry(request)
-        if len(self._creds_by_key) > CREDENTIALS_PRUNED_AT:
+        if len(self._creds_by_key) > self._creds_pruned_at:
             for old in list(self._creds_by_key):  # keep those of live requests only
                 if self.guard.state_of(old) not in LIVE_ANSWERS:
                     del self._creds_by_key[old]
+            self._creds_pruned_at = max(CREDENTIALS_PRUNED_AT, 2 * len(self._creds_by_key))
 
     def credentials_for(
         self, key: RequestKey | None = None, stream: str | None = None
