@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fsm import EventTooLargeError, Guard, StreamAbandonedError
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters._transport.sse import EventTooLarge, SseParser, raw_bytes
+from fsm.adapters._transport.sse import PIECE_COST, EventTooLarge, SseParser, raw_bytes
 
 PIECES = [
     b"id: 1\r\ndata: a\r\n\r\n",
@@ -76,12 +76,12 @@ def test_live_streams_and_stream_of() -> None:
 
 
 def test_the_parser_bounds_one_event_buffered_or_whole() -> None:
-    parser = SseParser(max_event=64)
+    parser = SseParser(max_event=64 + PIECE_COST)  # one piece of 64 characters
     assert [e.data for e in parser.feed(b"data: " + b"x" * 50 + b"\n\n")] == ["x" * 50]
     with pytest.raises(EventTooLarge):
-        SseParser(max_event=64).feed(b"data: " + b"x" * 100)  # never ends
+        SseParser(max_event=64 + PIECE_COST).feed(b"data: " + b"x" * 100)  # never ends
     with pytest.raises(EventTooLarge):
-        SseParser(max_event=64).feed(b"data: " + b"x" * 100 + b"\n\ndata: y\n\n")
+        SseParser(max_event=64 + PIECE_COST).feed(b"data: " + b"x" * 100 + b"\n\ndata: y\n\n")
     unbounded = SseParser()
     assert len(unbounded.feed(b"data: " + b"x" * 10_000 + b"\n\n")[0].data) == 10_000
 
@@ -110,3 +110,17 @@ def test_the_parser_gives_the_same_events_however_the_bytes_are_split(
         got += [(e.raw, e.event_id, e.data, e.utf8) for e in parser.feed(raw[prev:cut])]
         prev = cut
     assert got == whole
+
+
+def test_an_event_dripped_in_pieces_is_bounded_by_what_its_pieces_cost() -> None:
+    """A byte per read, or many one-character lines: the event is refused once its held
+    pieces would cost about ``max_event``, long before its text alone would reach it."""
+    parser = SseParser(max_event=100_000)
+    with pytest.raises(EventTooLarge):
+        parser.feed(b"data: ")
+        for _ in range(10_000):  # 10,000 characters of text
+            parser.feed(b"x")
+    with pytest.raises(EventTooLarge):
+        SseParser(max_event=100_000).feed(b"data: x\n" * 10_000)  # 80,000 characters
+    ok = SseParser(max_event=100_000).feed(b"data: " + b"x" * 90_000 + b"\n\n")
+    assert len(ok[0].data) == 90_000  # one piece: its text is what counts

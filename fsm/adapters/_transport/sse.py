@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from fsm.messages import CANCELLED
 
 __all__ = [
+    "PIECE_COST",
     "EventTooLarge",
     "SseFrame",
     "SseParser",
@@ -67,14 +68,22 @@ class EventTooLarge(Exception):
     """An SSE event longer than the parser's ``max_event`` characters."""
 
 
+PIECE_COST = 64
+"""Characters each line and each read held of a pending event count towards
+:attr:`SseParser.max_event`: about what a held ``str`` costs beyond its text, so an
+event sent a byte per read, or as a million one-character lines, is bounded by the
+memory it takes, not only by its length."""
+
+
 class SseParser:
     """Incremental SSE parser: bytes in, complete events out.
 
     ``max_event`` bounds one event, buffered or complete, in characters of its decoded
-    text (its lines and the line feeds between them): past it :meth:`feed` raises
-    :class:`EventTooLarge` and the parser must not be fed again (``None``: no bound).
-    Memory is the pending event and one partial line: at most ``max_event`` characters
-    and the pieces they came in.
+    text (its lines and the line feeds between them), each line and each read held
+    counting :data:`PIECE_COST` more (what holding it as a piece costs): past it
+    :meth:`feed` raises :class:`EventTooLarge` and the parser must not be fed again
+    (``None``: no bound). Memory is the pending event and its partial line, in pieces:
+    at most about ``max_event`` bytes however the event is cut, even one byte per read.
     """
 
     __slots__ = ("_cr", "_decoder", "_line", "_line_size", "_lines", "_size", "idle", "max_event")
@@ -87,9 +96,9 @@ class SseParser:
         self._line: list[str] = []
         """The pending line, in the pieces it came in: joined once, when it ends."""
         self._line_size = 0
-        """Characters of the pending line (counted in :attr:`_size` too)."""
+        """Weight of the pending line: its characters and its pieces (in :attr:`_size` too)."""
         self._size = 0
-        """Characters of the pending event: its lines, their line feeds, the partial line."""
+        """Weight of the pending event: its characters, line feeds and pieces."""
         self._cr = False
         """The last read ended with a carriage return: the first half of a CRLF or a line
         end of its own, decided with the next read."""
@@ -115,8 +124,9 @@ class SseParser:
         if "\n" not in text:  # the middle of a line (say, of a large event's data)
             if text:
                 self._line.append(text)
-                self._line_size += len(text)
-                self._size += len(text)
+                weight = len(text) + PIECE_COST
+                self._line_size += weight
+                self._size += weight
                 self.idle = False
                 if limit is not None and self._size > limit:
                     raise EventTooLarge(f"an SSE event over {limit} bytes")
@@ -133,7 +143,7 @@ class SseParser:
         for line in lines:
             if line:
                 pending.append(line)
-                size += len(line) + 1
+                size += len(line) + 1 + PIECE_COST
             elif pending:  # a blank line ends the event
                 if limit is not None and size - 1 > limit:
                     raise EventTooLarge(f"an SSE event over {limit} bytes")
@@ -143,8 +153,8 @@ class SseParser:
                 pending, size = [], 0
         if tail:
             self._line.append(tail)
-            self._line_size = len(tail)
-            size += len(tail)
+            self._line_size = len(tail) + PIECE_COST
+            size += self._line_size
         self._lines, self._size = pending, size
         if limit is not None and size > limit:
             raise EventTooLarge(f"an SSE event over {limit} bytes")
