@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["missing_extra"]
+import importlib.util
+
+__all__ = ["missing_extra", "require"]
 
 
 def missing_extra(extra: str, feature: str, exc: ModuleNotFoundError) -> ModuleNotFoundError:
@@ -19,7 +21,16 @@ def missing_extra(extra: str, feature: str, exc: ModuleNotFoundError) -> ModuleN
     if not exc.name or exc.name.partition(".")[0] == "fsm":  # not a missing extra: a bug
         return ModuleNotFoundError(str(exc), name=exc.name)
     return ModuleNotFoundError(
-        f"{feature} needs {exc.name}: "
-        f"pip install 'dead-or-resumable[{extra}]'",
+        f"{feature} needs {exc.name}: pip install 'dead-or-resumable[{extra}]'",
         name=exc.name,
     )
+
+
+def require(extra: str, feature: str, *modules: str) -> None:
+    """Raise :func:`missing_extra`'s error for the first of ``modules`` (top-level names)
+    that is not installed: for a part that checks before it imports anything."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise missing_extra(
+                extra, feature, ModuleNotFoundError(f"No module named {module!r}", name=module)
+            )

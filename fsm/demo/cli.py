@@ -22,10 +22,11 @@ arguments are bad. Takes a few seconds; all traffic stays on 127.0.0.1.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from typing import Any
+
+from fsm._extras import require
 
 
 def _side(result: Any, violations: list[str] | None = None) -> dict[str, Any]:
@@ -148,13 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
-    missing = [m for m in ("mcp", "uvicorn", "httpx2", "anyio") if not importlib.util.find_spec(m)]
-    if missing:
-        print(
-            f"fsm demo needs the optional 'mcp' extra (missing: {', '.join(missing)}); "
-            "install dead-or-resumable[mcp]",
-            file=sys.stderr,
-        )
+    try:
+        require("mcp", "fsm demo", "mcp", "uvicorn", "httpx2", "anyio")
+    except ModuleNotFoundError as exc:
+        print(exc, file=sys.stderr)
         return 2
     import logging
 

@@ -15,33 +15,30 @@ test dependency, not a runtime one): install the ``testing`` extra; without it t
 fails with a ``ModuleNotFoundError`` that says so.
 """
 
-import importlib.util
+from fsm._extras import missing_extra
 
-if importlib.util.find_spec("hypothesis") is None:
-    raise ModuleNotFoundError(
-        "fsm.testing needs hypothesis: pip install 'dead-or-resumable[testing]'",
-        name="hypothesis",
+try:
+    from fsm.testing.kit import (
+        FAST,
+        OUTCOMES,
+        THOROUGH,
+        ClientFactory,
+        ClientUnderTest,
+        ConformanceFailure,
+        ConformanceMachine,
+        ConformanceTests,
+        conformance_machine,
+        kit_settings,
     )
-
-from fsm.testing.kit import (
-    FAST,
-    OUTCOMES,
-    THOROUGH,
-    ClientFactory,
-    ClientUnderTest,
-    ConformanceFailure,
-    ConformanceMachine,
-    ConformanceTests,
-    conformance_machine,
-    kit_settings,
-)
-from fsm.testing.mrtr_kit import (
-    MrtrClientFactory,
-    MrtrClientUnderTest,
-    MrtrConformanceMachine,
-    mrtr_conformance_machine,
-)
-from fsm.testing.reference import NoDedupGuard, Sdk230Client, guard_factory
+    from fsm.testing.mrtr_kit import (
+        MrtrClientFactory,
+        MrtrClientUnderTest,
+        MrtrConformanceMachine,
+        mrtr_conformance_machine,
+    )
+    from fsm.testing.reference import NoDedupGuard, Sdk230Client, guard_factory
+except ModuleNotFoundError as exc:  # hypothesis, the testing extra
+    raise missing_extra("testing", "fsm.testing", exc) from exc
 
 __all__ = [
     "FAST",

@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
-from fsm._extras import missing_extra
+from fsm._extras import missing_extra, require
 
 CASES = [
+    ("hypothesis", "import fsm.testing", "testing"),
+    ("uvicorn", "from fsm.demo.cli import main; raise SystemExit(main([]))", "mcp"),
     ("httpx2", "import fsm.adapters.mcp2", "mcp"),
     ("mcp", "import fsm.adapters.mcp2", "mcp"),
     ("anyio", "import fsm.adapters.mcp1", "mcp1"),
@@ -46,3 +48,9 @@ def test_a_missing_module_of_fsm_itself_is_not_called_an_extra() -> None:
         "mcp", "x", ModuleNotFoundError("No module named 'fsm.nope'", name="fsm.nope")
     )
     assert "pip install" not in str(err) and err.name == "fsm.nope"
+
+
+def test_require_names_the_first_missing_module() -> None:
+    require("testing", "x", "json")  # installed: nothing raised
+    with pytest.raises(ModuleNotFoundError, match=r"x needs no_such_module_here: pip install"):
+        require("testing", "x", "json", "no_such_module_here")
