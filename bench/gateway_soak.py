@@ -199,6 +199,21 @@ def reason_of(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+async def _serve_forever(app: Any) -> None:
+    """Serve ``app`` on a loopback socket of :func:`_listening_socket`, print ``serving
+    <url>``, and serve until cancelled (``SIGTERM``)."""
+    from fsm.demo.serving import serving
+
+    sock = _listening_socket()
+    port = sock.getsockname()[1]
+    try:
+        async with serving(app, sock):
+            print(f"serving http://127.0.0.1:{port}/mcp", flush=True)
+            await anyio.sleep_forever()
+    finally:
+        sock.close()
+
+
 def _listening_socket() -> socket.socket:
     """A socket on a free port of 127.0.0.1 for uvicorn to listen on, made with
     ``IPPROTO_TCP``: asyncio sets ``TCP_NODELAY`` on the connections it accepts only
@@ -236,7 +251,6 @@ def serve() -> None:
         _install_scoped_views,
         build_server,
     )
-    from fsm.demo.serving import serving
 
     async def run() -> None:
         controller = ServerController(log_capacity=1_000)
@@ -246,14 +260,7 @@ def serve() -> None:
         app = mcp.streamable_http_app(event_store=store, retry_interval=RETRY_MS)
         controller.manager, controller.store = mcp.session_manager, store
         _install_scoped_views(mcp.session_manager, store)
-        sock = _listening_socket()
-        port = sock.getsockname()[1]
-        try:
-            async with serving(app, sock):
-                print(f"serving http://127.0.0.1:{port}/mcp", flush=True)
-                await anyio.sleep_forever()
-        finally:
-            sock.close()
+        await _serve_forever(app)
 
     run_quietly(run)
 
@@ -978,19 +985,8 @@ _COUNTER = iter(range(1, sys.maxsize))
 def scripted() -> None:
     """``python -m bench.gateway_soak scripted``: :func:`scripted_app` on 127.0.0.1;
     prints ``serving <url>``, serves until ``SIGTERM``."""
-    from fsm.demo.serving import serving
 
-    async def run() -> None:
-        sock = _listening_socket()
-        port = sock.getsockname()[1]
-        try:
-            async with serving(scripted_app, sock):
-                print(f"serving http://127.0.0.1:{port}/mcp", flush=True)
-                await anyio.sleep_forever()
-        finally:
-            sock.close()
-
-    run_quietly(run)
+    run_quietly(_serve_forever, scripted_app)
 
 
 async def open_raw(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
