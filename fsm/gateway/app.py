@@ -1,7 +1,7 @@
 """The guarding gateway: an ASGI reverse proxy in front of one MCP streamable-HTTP endpoint.
 
 Every request of a client goes through the guarded-transport core the SDK adapters use
-(:class:`fsm.adapters.GuardedTransport`), with one guard per MCP session, so the
+(:class:`fsm.adapters.core.GuardedTransport`), with one guard per MCP session, so the
 gateway enforces on the wire what the adapters enforce in-process:
 
 * **Replays are blanked.** A server request the guard does not present (a replayed
@@ -27,7 +27,7 @@ gateway enforces on the wire what the adapters enforce in-process:
 * **One outcome.** An interaction the guard ends (dead request, budget spent, session
   gone, store unavailable, an event over the size bound) gets exactly one JSON-RPC error
   response for its origin request on the client's stream: code
-  :data:`~fsm.adapters.ENDED_CODE` (-32000), ``message`` ``"<reason>: ..."``,
+  :data:`~fsm.adapters._transport.http.ENDED_CODE` (-32000), ``message`` ``"<reason>: ..."``,
   ``data`` with ``reason``, ``key``, ``stream`` and ``evidence``.
 * **Sessions end once.** After the server said the session is gone (404), every request
   of it is answered ``404`` by the gateway (every replica, through the store).
