@@ -25,7 +25,7 @@ from sse_bodies import ScriptedBody, sse_event
 from fsm import events as ev
 from fsm import properties as P
 from fsm.adapters._transport import sse
-from fsm.adapters._transport.body import LARGE_EVENT
+from fsm.adapters._transport.body import LARGE_EVENT, YIELD_EVERY
 from fsm.adapters._transport.handles import Tee
 from fsm.adapters._transport.session_io import SessionIO
 from fsm.adapters.mcp2 import BINDING
@@ -270,3 +270,36 @@ async def test_each_live_answer_keeps_its_own_credentials() -> None:
         engine.close()
         tg.cancel_scope.cancel()
     assert got == [f"Bearer t{rid}" for rid in range(10, 15)]
+
+
+async def test_a_stream_read_from_a_full_buffer_hands_the_loop_over() -> None:
+    """Reads of buffered data return without suspending: a stream arriving faster than it
+    is passed on would hold the event loop until its buffer ran dry. The body hands the
+    loop over every ``YIELD_EVERY`` bytes it reads, so another task runs meanwhile."""
+    event = _event(None, _progress(1))
+    per_chunk = max(1, 16384 // len(event))
+    chunks = [event * per_chunk] * (8 * YIELD_EVERY // (len(event) * per_chunk))
+    chunks.append(_event("e9", {"jsonrpc": "2.0", "id": ORIGIN, "result": {}}, crlf=False))
+    observed = ObservedGuard(Guard(clock=lambda: 0.0))
+    turns: list[int] = []
+    async with anyio.create_task_group() as tg:
+        engine = SessionIO(observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING)
+        engine.session = SESSION
+        engine.feed(ev.SessionStarted(SESSION))
+        engine.feed(ev.StreamOpened(STREAM, ORIGIN))
+        body = engine.bound.body(engine, STREAM, ORIGIN, None, _Response(chunks), Tee())
+
+        async def other() -> None:
+            while True:
+                turns.append(1)
+                await anyio.lowlevel.checkpoint()
+
+        tg.start_soon(other)
+        await anyio.lowlevel.checkpoint()  # the other task is running
+        before = len(turns)
+        read = sum([len(piece) async for piece in body])
+        during = len(turns) - before
+        engine.close()
+        tg.cancel_scope.cancel()
+    assert read == sum(map(len, chunks))
+    assert during >= 4  # one turn per YIELD_EVERY bytes read (8 of them), at least half
