@@ -3,14 +3,14 @@
 The core is sans-IO and imports only ``transitions``. Its layers, each importing only
 those before it: the vocabulary every part speaks (:mod:`fsm.errors`, :mod:`fsm.events`,
 :mod:`fsm.actions`, :mod:`fsm.outcomes`, :mod:`fsm.properties`); the machines
-(:mod:`fsm.machines`); each era's decider (:mod:`fsm.sse`: the guard clients embed,
-:mod:`fsm.mrtr`); the worlds the checker explores (:mod:`fsm.worlds`); the model
-checker (:mod:`fsm.checker`, which imports nothing else of ``fsm``). The optional extras
-are :mod:`fsm.render` (diagrams), :mod:`fsm.adapters` (the official ``mcp`` SDK's
-clients), :mod:`fsm.gateway` and :mod:`fsm.demo` (what ``fsm demo`` runs: a real loopback
-server, proxy and the seed incident; not API); the conformance kit :mod:`fsm.testing`
-needs the ``testing`` extra (``hypothesis``). The layout and its import rules:
-``docs/architecture.md``.
+(:mod:`fsm.machines`); each era's decider (:mod:`fsm.sse`: the guard clients embed, and
+:class:`ObservedGuard`, which checks and logs it; :mod:`fsm.mrtr`); the worlds the checker
+explores (:mod:`fsm.worlds`); the model checker (:mod:`fsm.checker`, which imports nothing
+else of ``fsm``). The optional extras are :mod:`fsm.render` (diagrams),
+:mod:`fsm.adapters` (the official ``mcp`` SDK's clients), :mod:`fsm.gateway` and
+:mod:`fsm.demo` (what ``fsm demo`` runs: a real loopback server, proxy and the seed
+incident; not API); the conformance kit :mod:`fsm.testing` needs the ``testing`` extra
+(``hypothesis``). The layout and its import rules: ``docs/architecture.md``.
 """
 
 from fsm import actions, events
@@ -46,6 +46,7 @@ from fsm.outcomes import (
     SubmissionResult,
 )
 from fsm.sse.guard import LIVE_MARKER, Guard, GuardConfig, LivenessOracle, default_oracle
+from fsm.sse.observe import ObservedGuard
 
 __version__ = "0.1.0"
 """The distribution's version (``dead-or-resumable``; the wheel reads it from here)."""
@@ -70,6 +71,7 @@ __all__ = [
     "InteractionFailed",
     "LivenessOracle",
     "MalformedInputRequiredError",
+    "ObservedGuard",
     "OutcomeClass",
     "QuestionReaskedError",
     "RequestCancelledError",

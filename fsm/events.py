@@ -165,16 +165,25 @@ class SessionExpired:
 @dataclass(frozen=True, slots=True)
 class StreamAbandoned:
     """The application stopped following ``stream`` and will not resume it: its reader
-    went away for good, or the stream broke one of the application's own bounds (an
-    event larger than it will hold). ``reason`` is the stable identifier the ending
-    error carries (``"abandoned"``, ``"event-too-large"``); ``detail`` says what
-    happened. The stream ends ``dead`` with one
+    went away for good, the stream broke one of the application's own bounds (an
+    event larger than it will hold), or the client closed the session
+    (:data:`SESSION_CLOSED`). ``reason`` is the stable identifier the ending error
+    carries (``"abandoned"``, ``"event-too-large"``, ``"session-closed"``); ``detail``
+    says what happened. The stream ends ``dead`` with one
     :class:`~fsm.errors.StreamAbandonedError` (its requests die with it); on a stream
     already ended the event is ignored."""
 
     stream: StreamId
     reason: str = "abandoned"
     detail: str = ""
+
+
+SESSION_CLOSED = "session-closed"
+"""The :class:`StreamAbandoned` reason of a stream still open when the client closed its
+session (it leaves the session, or sends the DELETE that ends it): the stream ended
+because the client ended everything, which is a normal end, not a failure. An observer
+records such an end with outcome ``closed`` (:func:`fsm.sse.observe.did`), and an adapter
+does not count it among its failures."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,7 +150,10 @@ class Began:
 
 @dataclass(frozen=True, slots=True)
 class Ended:
-    """An interaction ended: ``outcome`` is ``"completed"`` or ``"failed"``."""
+    """An interaction ended: ``outcome`` is ``"completed"`` (its origin's response
+    arrived), ``"failed"`` (``reason``: its typed error's) or ``"closed"`` (the client
+    closed the session while it was open: a normal end). Every check reads the three
+    alike: an interaction ends once, and an ended stream is not resumed."""
 
     interaction: str
     outcome: str

@@ -1,8 +1,13 @@
-"""Event logs: observations (:mod:`fsm.properties`) as JSON Lines.
+"""Event logs: observations (:mod:`fsm.properties`) as JSON Lines, schema
+``dead-or-resumable/trace/2`` (:data:`SCHEMA`; documented for readers in
+``docs/adapter.md``, "Event log").
 
-One JSON object per line. Every record has ``"kind"`` (the observation's name in snake
-case) and ``"t"`` (seconds on the client's clock, a number); the other fields are the
-observation's, with request keys as ``[session, id]`` arrays:
+One JSON object per line. The first line is a header, ``{"kind": "header", "schema":
+"dead-or-resumable/trace/2", "t": ..., "wall": ...}`` (``t`` and ``wall``: when the log
+began). Every other record has ``"kind"`` (the observation's name in snake case), ``"t"``
+(seconds on the client's monotonic clock, a number) and ``"wall"`` (the same instant in
+UTC, an ISO 8601 string with microseconds, e.g. ``"2025-06-01T12:00:00.250000Z"``); the
+other fields are the observation's, with request keys as ``[session, id]`` arrays:
 
 ==============  ===========================================================
 kind            fields
@@ -20,8 +25,21 @@ kind            fields
 ``submitted``   ``key``, ``answer`` (object)
 ``resumed``     ``stream``, ``cursor``
 ``began``       ``interaction``
-``ended``       ``interaction``, ``outcome`` (``completed`` | ``failed``), ``reason``
+``ended``       ``interaction``, ``outcome`` (``completed`` | ``failed`` | ``closed``),
+                ``reason``
 ==============  ===========================================================
+
+Time: a writer reads the wall clock once, when the log begins (:class:`Timebase`), and
+derives every record's ``wall`` from its ``t``: records come in the order they were
+observed, ``t`` and ``wall`` never decrease along a log (given a monotonic clock), and a
+step of the system clock during the session does not reorder them. ``wall`` is as exact
+as the system clock was at the start, plus the monotonic clock's drift since (which NTP
+slews alike on Linux): close enough to line a record up with a server's log.
+
+Outcomes: ``completed`` (the origin's response arrived), ``failed`` (the interaction ended
+without completing: ``reason`` is its typed error's), ``closed`` (the client closed the
+session while the stream was still open, reason ``session-closed``: a normal end, not a
+failure).
 
 Streams and interactions carry the client's names: ``post:<id>`` for the response
 stream of request ``<id>`` (its interaction ``began`` and ends once), ``<stream>#<id>``
@@ -29,28 +47,73 @@ for a server request without an origin (it ends once, with no ``began``), and ``
 ``get/2``, ``get/3``, ... for the connection generations of the standalone GET stream
 (:func:`fsm.events.standalone_stream`): a fresh GET after one ended is the next
 generation, so no name ends twice. A generation has no ``began`` (it need not end: it
-lives as long as the session) and at most one ``ended`` (when the client gave up on it,
-e.g. cut before any event id: reason ``no-cursor``); its ``resumed`` records follow only
-its own ``event_seen`` ids. ``python -m fsm audit`` reads those names as they are: an
-``ended`` repeated for one name is P5, a ``resumed`` after its stream's ``ended`` is
-``M``, and ``--complete`` asks only the interactions that ``began`` to have ended.
+lives as long as the session) and at most one ``ended``: ``failed`` when the client gave
+up on it (e.g. cut before any event id: reason ``no-cursor``), ``closed`` when the
+session closed around it. Its ``resumed`` records follow only its own ``event_seen`` ids.
+``python -m fsm audit`` reads those names as they are: an ``ended`` repeated for one name
+is P5, a ``resumed`` after its stream's ``ended`` (whatever the outcome) is ``M``, and
+``--complete`` asks only the interactions that ``began`` to have ended.
 
-Unknown extra fields are ignored (forward compatible); a missing or mistyped field is a
-:class:`TraceFormatError` naming the line. The first line may be a header
-``{"kind": "header", "schema": "dead-or-resumable/trace/1", ...}``.
+Versions: a reader accepts the schemas in :data:`SCHEMAS`. Schema 1 (``trace/1``) had no
+``wall``, no ``t`` in the header and no ``closed`` outcome; its logs read as before. The
+header may be missing (a hand-written log); a header naming another schema is a
+:class:`TraceFormatError`. Unknown extra fields are ignored (forward compatible); a missing
+or mistyped field is a :class:`TraceFormatError` naming the line. ``wall`` is optional for
+a reader (logs of schema 1, logs written without a :class:`Timebase`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import MISSING, fields
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import MISSING, dataclass, fields
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fsm import properties as P
 
-SCHEMA = "dead-or-resumable/trace/1"
+SCHEMA = "dead-or-resumable/trace/2"
+"""The schema this module writes (the header's ``schema``)."""
+
+SCHEMAS = frozenset({"dead-or-resumable/trace/1", SCHEMA})
+"""The schemas :func:`loads` reads: this one and every earlier one."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+_LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Timebase:
+    """Where a log's monotonic clock stands against the wall clock: at monotonic reading
+    ``t0`` the wall clock read ``wall0`` (seconds since the Unix epoch). Every record's
+    ``wall`` is derived from its ``t`` (``wall0 + t - t0``), so ``wall`` keeps the order
+    of ``t`` whatever the system clock does after the log began."""
+
+    t0: float
+    wall0: float
+
+    @classmethod
+    def start(cls, t0: float, wall_clock: Callable[[], float] = time.time) -> Timebase:
+        """The timebase of a log beginning now: ``t0`` is the client's clock reading now,
+        ``wall_clock`` (``time.time`` by default) is read once."""
+        return cls(t0, wall_clock())
+
+    def wall(self, t: float) -> str:
+        """Monotonic reading ``t`` as UTC, ISO 8601 with microseconds and a ``Z``, e.g.
+        ``"2025-06-01T12:00:00.250000Z"``. A reading outside what a date can hold (a
+        test clock jumped by centuries, or not a number) gives the first or last
+        representable instant rather than raising."""
+        seconds = self.wall0 + (t - self.t0)
+        try:
+            moment = _EPOCH + timedelta(seconds=seconds)
+        except (OverflowError, ValueError):
+            moment = _LATEST if not math.isnan(seconds) and seconds > 0 else _EARLIEST
+        return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
 
 _KINDS: dict[str, type[Any]] = {
     re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower(): cls
@@ -96,14 +159,39 @@ class TraceFormatError(ValueError):
         self.line, self.why = line, why
 
 
-def to_record(obs: P.Observation, t: float = 0.0) -> dict[str, Any]:
-    """The JSON-ready record of ``obs`` observed at ``t``."""
+def header(timebase: Timebase | None = None) -> dict[str, Any]:
+    """The header record: the schema and, with ``timebase``, when the log began."""
+    record: dict[str, Any] = {"kind": "header", "schema": SCHEMA}
+    if timebase is not None:
+        record["t"] = timebase.t0
+        record["wall"] = timebase.wall(timebase.t0)
+    return record
+
+
+def header_line(timebase: Timebase | None = None) -> str:
+    """The header as a log's first line (no line break), keys sorted."""
+    return json.dumps(header(timebase), sort_keys=True)
+
+
+def to_record(
+    obs: P.Observation, t: float = 0.0, timebase: Timebase | None = None
+) -> dict[str, Any]:
+    """The JSON-ready record of ``obs`` observed at ``t`` (with ``wall`` when a
+    ``timebase`` is given). An observation with a time of its own (``delivered``,
+    ``presented``) keeps it as the record's ``t``: an observer gives both the same."""
     record: dict[str, Any] = {"kind": _NAMES[type(obs)]}
     for f in fields(obs):
         value = getattr(obs, f.name)
         record[f.name] = list(value) if f.name == "key" else value
     record.setdefault("t", t)
+    if timebase is not None:
+        record["wall"] = timebase.wall(record["t"])
     return record
+
+
+def record_line(obs: P.Observation, t: float, timebase: Timebase | None = None) -> str:
+    """One line of a log (no line break): the record of ``obs`` at ``t``, keys sorted."""
+    return json.dumps(to_record(obs, t, timebase), sort_keys=True)
 
 
 def from_record(record: object, line: int = 0) -> P.Observation | None:
@@ -112,12 +200,16 @@ def from_record(record: object, line: int = 0) -> P.Observation | None:
         raise TraceFormatError(line, "not a JSON object")
     kind = record.get("kind")
     if kind == "header":
-        if record.get("schema") != SCHEMA:
-            raise TraceFormatError(line, f"unknown schema {record.get('schema')!r}")
+        schema = record.get("schema")
+        if not isinstance(schema, str) or schema not in SCHEMAS:
+            raise TraceFormatError(line, f"unknown schema {schema!r}")
         return None
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise TraceFormatError(line, f"unknown kind {kind!r}")
+    wall = record.get("wall")
+    if wall is not None and type(wall) is not str:
+        raise TraceFormatError(line, f"{kind}: wall must be a string, got {wall!r}")
     args: dict[str, Any] = {}
     for f in fields(cls):
         if f.name not in record:
@@ -147,10 +239,13 @@ def _field(kind: str, name: str, value: object, line: int) -> Any:
     return value
 
 
-def dumps(observations: Iterable[tuple[P.Observation, float]]) -> str:
-    """JSON Lines text (with a header) for ``(observation, t)`` pairs."""
-    lines = [json.dumps({"kind": "header", "schema": SCHEMA})]
-    lines += [json.dumps(to_record(o, t), sort_keys=True) for o, t in observations]
+def dumps(
+    observations: Iterable[tuple[P.Observation, float]], timebase: Timebase | None = None
+) -> str:
+    """JSON Lines text (a header first) for ``(observation, t)`` pairs, in the order
+    given; every record carries ``wall`` when a ``timebase`` is given."""
+    lines = [header_line(timebase)]
+    lines += [record_line(o, t, timebase) for o, t in observations]
     return "\n".join(lines) + "\n"
 
 

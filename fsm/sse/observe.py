@@ -1,33 +1,56 @@
-"""Turn a guard's inputs and decisions into :mod:`fsm.properties` observations.
+"""Turn a guard's inputs and decisions into :mod:`fsm.properties` observations, and write
+them as an event log (:mod:`fsm.trace`).
 
 :class:`ObservedGuard` wraps a :class:`~fsm.sse.guard.Guard`: ``feed`` returns the same
 actions, and also records what the client was told and what it did, as observations
-checked online by a :class:`~fsm.properties.Monitor` and kept (bounded) for an event log
-(:mod:`fsm.trace`). The hypothesis stateful tests, the conformance kit's reference
-client and the SDK adapter's logs all come through here, so they speak one vocabulary.
+checked online by a :class:`~fsm.properties.Monitor` and kept (bounded) for an event log.
+It is how a client that embeds a bare ``Guard`` logs it (``docs/adapter.md``, "Event
+log"); the SDK adapters, the gateway, the hypothesis stateful tests and the conformance
+kit's reference client all come through here, so they speak one vocabulary.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Collection
+from typing import IO
 
 from fsm import actions as act
 from fsm import events as ev
 from fsm import properties as P
+from fsm import trace
 from fsm.messages import Notification, ServerRequest, parse
 from fsm.outcomes import Classifier, OutcomeClass
 from fsm.sse.guard import Guard, GuardConfig, LivenessOracle, default_oracle
 
 
 class ObservedGuard:
-    """A guard whose every decision is observed and checked against P1-P7.
+    """A guard whose every decision is observed, checked against P1-P7 and logged.
 
-    ``log_limit`` bounds the kept observations (oldest dropped first); the monitor still
-    sees every one. ``on_observation`` is called for each, e.g. to write JSON Lines.
+    Feed it instead of the guard: ``feed(event)`` returns what ``guard.feed(event)``
+    returns. To log a bare guard::
+
+        with open("events.jsonl", "w") as sink:
+            observed = ObservedGuard(Guard(clock=time.monotonic), sink=sink)
+            actions = observed.feed(event)  # for every event, as guard.feed
+        text = observed.event_log()  # the kept observations, the same JSON Lines
+
+    The log is :mod:`fsm.trace` JSON Lines (``python -m fsm audit`` reads it): ``sink``
+    receives the header at construction and each record as it is observed (nothing is
+    flushed or closed here); :meth:`event_log` renders the kept observations. Every record
+    carries ``t`` (the guard's clock) and ``wall`` (UTC, derived from ``t`` and one
+    reading of ``wall_clock`` at construction: :attr:`timebase`). Records come in the
+    order observed, and the observations of one ``feed`` share one clock reading for what
+    the client was told and one for what it did, so ``t`` and ``wall`` never decrease
+    along a log when the guard's clock is monotonic.
+
+    ``log_limit`` bounds the kept observations (oldest dropped first); the monitor and
+    ``sink`` still see every one. ``on_observation(observation, t)`` is called for each.
     ``retain`` bounds the monitor's memory to that many ended interactions (see
     :class:`~fsm.properties.Monitor`; ``None``: remember everything): a long-lived
     session's steps then cost the same after a thousand tool calls as after one.
+    ``budgets`` default to the guard's configuration.
     """
 
     def __init__(
@@ -38,6 +61,8 @@ class ObservedGuard:
         log_limit: int = 100_000,
         retain: int | None = 256,
         on_observation: Callable[[P.Observation, float], None] | None = None,
+        sink: IO[str] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.guard = guard
         cfg = guard.config
@@ -51,46 +76,63 @@ class ObservedGuard:
             retain=retain,
         )
         self.log: deque[tuple[P.Observation, float]] = deque(maxlen=log_limit)
+        """The kept ``(observation, t)`` pairs, oldest first (at most ``log_limit``)."""
+        self.timebase = trace.Timebase.start(guard.now(), wall_clock)
+        """When the log began, on the guard's clock and on the wall clock."""
         self._on_observation = on_observation
+        self._sink = sink
+        if sink is not None:
+            sink.write(trace.header_line(self.timebase) + "\n")
 
     @property
     def violations(self) -> list[tuple[int, P.Observation, P.Violation]]:
         """Every violation seen so far: (observation number, observation, violation)."""
         return self.monitor.violations
 
-    def observe(self, obs: P.Observation) -> None:
-        """Record one observation (also usable for facts the guard never sees)."""
-        t = self.guard.now()
+    def observe(self, obs: P.Observation, t: float | None = None) -> None:
+        """Record one observation (also usable for facts the guard never sees) at ``t``
+        (default: the guard's clock now). An observation with a time of its own
+        (``Delivered``, ``Presented``) should carry the same ``t``."""
+        if t is None:
+            t = self.guard.now()
         self.log.append((obs, t))
         self.monitor.observe(obs)
+        if self._sink is not None:
+            self._sink.write(trace.record_line(obs, t, self.timebase) + "\n")
         if self._on_observation is not None:
             self._on_observation(obs, t)
 
     def feed(self, event: ev.Event) -> tuple[act.Action, ...]:
         """``guard.feed(event)``, observed."""
-        for obs in self._told(event):
-            self.observe(obs)
+        now = self.guard.now()
+        for obs in self._told(event, now):
+            self.observe(obs, now)
         actions = self.guard.feed(event)
-        for action in actions:
-            for obs in self._did(action):
-                self.observe(obs)
+        if actions:
+            now = self.guard.now()
+            for action in actions:
+                for obs in did(action, now=now):
+                    self.observe(obs, now)
         return actions
 
-    def _told(self, event: ev.Event) -> list[P.Observation]:
+    def event_log(self) -> str:
+        """The kept observations as :mod:`fsm.trace` JSON Lines: the header, then one
+        record per observation with ``t`` and ``wall``. Past ``log_limit`` observations
+        the oldest are missing (``sink`` has them all)."""
+        return trace.dumps(self.log, self.timebase)
+
+    def _told(self, event: ev.Event, now: float) -> list[P.Observation]:
         g = self.guard
         return told(
             event,
             session=g.session,
-            now=g.now(),
+            now=now,
             replayed=g.connection_resumed,
             oracle=g.config.oracle,
             idempotent=g.config.idempotent_methods,
             classifier=g.config.classifier,
             resume_classifier=g.config.resume_classifier,
         )
-
-    def _did(self, action: act.Action) -> list[P.Observation]:
-        return did(action, now=self.guard.now())
 
 
 _DEFAULTS = GuardConfig()
@@ -175,7 +217,9 @@ def told(
 
 
 def did(action: act.Action, *, now: float) -> list[P.Observation]:
-    """What a client's ``action`` shows it doing, as observations."""
+    """What a client's ``action`` shows it doing, as observations. A ``Fail`` is an
+    ``Ended`` with outcome ``failed``, or ``closed`` when its reason is
+    :data:`fsm.events.SESSION_CLOSED` (the client closed the session: no failure)."""
     if isinstance(action, act.Present):
         return [P.Presented(action.key, now)]
     if isinstance(action, act.Withdraw):
@@ -185,8 +229,10 @@ def did(action: act.Action, *, now: float) -> list[P.Observation]:
     if isinstance(action, act.Resume):
         return [P.Resumed(action.stream, action.cursor)]
     if isinstance(action, act.Fail):
+        reason = action.error.reason
         dead = [P.DeclaredDead(action.error.key)] if action.error.key is not None else []
-        return [*dead, P.Ended(action.interaction, "failed", action.error.reason)]
+        outcome = "closed" if reason == ev.SESSION_CLOSED else "failed"
+        return [*dead, P.Ended(action.interaction, outcome, reason)]
     if isinstance(action, act.Complete):
         return [P.Ended(action.interaction, "completed")]
     return []

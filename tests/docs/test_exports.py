@@ -37,6 +37,7 @@ EXPORTS: dict[str, list[str]] = {
         "LIVE_MARKER",
         "LivenessOracle",
         "MalformedInputRequiredError",
+        "ObservedGuard",
         "OutcomeClass",
         "PRODUCT",
         "QuestionReaskedError",
