@@ -79,7 +79,7 @@ from fsm.machines.rounds import MRTR_PRODUCT, ROUNDS
 from fsm.machines.spec import Scope
 from fsm.machines.tables import EngineName
 from fsm.messages import params_digest
-from fsm.mrtr.outcomes import MRTR_CLASSIFIER, error_for
+from fsm.mrtr.outcomes import MRTR_CLASSIFIER, REJECTED_BY_THE_CLIENT, error_for, rejection
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
 
 INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
@@ -467,10 +467,13 @@ class MrtrCall:
             return
         verdict = self.config.classifier.classify(outcome)
         carried = [q for q in self._questions.values() if q.state == "submitting"]
-        evidence = (f"round {self._round}", _describe(outcome), f"rule {verdict.rule}")
+        what = _describe(outcome)
+        if verdict.rule in REJECTED_BY_THE_CLIENT:
+            what = f"a result the client's SDK refused ({outcome.error})"
+        evidence = (f"round {self._round}", what, f"rule {verdict.rule}")
         if verdict.outcome is not OutcomeClass.RETRYABLE:  # terminal (or a stray 'accepted')
             error = error_for(verdict.rule)
-            message = f"{self.call}: the server rejected round {self._round} ({verdict.rule})"
+            message = rejection(self.call, self._round, verdict.rule)
             if not carried:
                 return self._fail("reject", error, message, evidence, reason=verdict.rule)
             for q in carried:  # the answers die with the state they were sent into

@@ -34,6 +34,8 @@ ends the call with one typed error: :class:`~fsm.errors.RequestStateExpiredError
 ``invalid-request-state``, :class:`~fsm.errors.MalformedInputRequiredError` for
 ``unparseable-result``, :class:`~fsm.errors.CallRejectedError` (``reason`` = the rule)
 for the others. Unmatched outcomes are retryable as ``unclassified``, bounded the same way.
+The error's message says who rejected what (:func:`rejection`): the server rejected the
+round, or, for ``unparseable-result``, the client's own SDK rejected the server's result.
 """
 
 from __future__ import annotations
@@ -143,3 +145,20 @@ ERRORS: Mapping[str, type[InteractionFailed]] = {
 def error_for(rule: str) -> type[InteractionFailed]:
     """The error class a terminal ``rule`` ends the call with."""
     return ERRORS.get(rule, CallRejectedError)
+
+
+REJECTED_BY_THE_CLIENT: frozenset[str] = frozenset({"unparseable-result"})
+"""Terminal rules that match what the client's own SDK refused: the server answered, and
+its result did not parse (e.g. mcp 2.3.0 refuses an input-required result without
+``resultType``). A call such a rule ends says the client's SDK rejected the round's
+result; any other terminal rule, that the server rejected the round."""
+
+
+def rejection(call: str, round_no: int, rule: str) -> str:
+    """The message of a call ended by terminal ``rule`` in round ``round_no``: who
+    rejected what (:data:`REJECTED_BY_THE_CLIENT`), then the rule, e.g. ``"call:1: the
+    server rejected round 1 (jsonrpc-error)"`` or ``"call:1: the client's SDK rejected
+    the server's result of round 0 (unparseable-result)"``."""
+    if rule in REJECTED_BY_THE_CLIENT:
+        return f"{call}: the client's SDK rejected the server's result of round {round_no} ({rule})"
+    return f"{call}: the server rejected round {round_no} ({rule})"

@@ -212,6 +212,26 @@ def test_a_rejected_state_only_round_fails_the_call_with_its_evidence(
     assert error.evidence == ("round 1", described, f"rule {rule}")
 
 
+def test_a_result_the_clients_sdk_refused_is_not_blamed_on_the_server() -> None:
+    """The server answered; the client's own SDK could not parse the result (mcp 2.3.0
+    refuses an input-required result without ``resultType``): the message says so."""
+    call, _ = make()
+    only(call.feed(RoundResult(ir(None, "s1"))), Retry)
+    refused = SubmissionResult(None, error="ValidationError")
+    error = fail_of(call.feed(RoundFailed(refused)))
+    assert isinstance(error, MalformedInputRequiredError)
+    assert error.reason == "unparseable-result"
+    assert str(error) == "c: the client's SDK rejected the server's result of round 1 " + (
+        "(unparseable-result)"
+    )
+    assert "server rejected" not in str(error)
+    assert error.evidence == (
+        "round 1",
+        "a result the client's SDK refused (ValidationError)",
+        "rule unparseable-result",
+    )
+
+
 def test_a_rejected_answer_fails_the_call_naming_its_question_and_rule() -> None:
     call, _ = make()
     shown = present(call, {"k1": ASK})
