@@ -85,7 +85,7 @@ import httpx2
 from anyio.abc import TaskGroup
 
 from fsm import events
-from fsm.adapters._transport.body import LARGE_EVENT, YIELD_EVERY, GuardedBody
+from fsm.adapters._transport.body import YIELD_EVERY, GuardedBody
 from fsm.adapters._transport.http import (
     ENDED_CODE,
     LOCAL_HEADER,
@@ -95,7 +95,7 @@ from fsm.adapters._transport.http import (
 )
 from fsm.adapters._transport.session import SdkBinding, sdk_streams
 from fsm.adapters._transport.session_io import Claim, SessionIO
-from fsm.adapters._transport.sse import SseParser, encode_event, raw_bytes
+from fsm.adapters._transport.sse import LARGE_EVENT, SseParser, encode_event, raw_bytes
 from fsm.adapters._transport.transport import GuardedTransport, bind
 from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
@@ -661,7 +661,7 @@ class Gateway:
             if k.lower() not in _HOP_BY_HOP and k.lower() != LOCAL_HEADER
         ]
         await send({"type": "http.response.start", "status": resp.status_code, "headers": out})
-        last = b""  # the newest piece of a tracked stream (its final one holds the result)
+        last = _LastEvents(self.limits.max_final)  # a tracked stream's newest events
 
         async def watch() -> None:
             while (await receive())["type"] != "http.disconnect":
@@ -669,10 +669,12 @@ class Gateway:
             tg.cancel_scope.cancel()
 
         async def pump() -> None:
-            nonlocal last
+            line_start = True
             async for piece in _pieces(resp):
                 if ids is not None:
-                    piece = last = ids.rewrite(piece)
+                    piece = ids.rewrite(piece, line_start)
+                    line_start = piece.endswith((b"\n", b"\r"))
+                    last.add(piece)
                     if len(piece) > LARGE_EVENT:  # the rewrite was one pass over it
                         await anyio.lowlevel.checkpoint()
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
@@ -690,14 +692,15 @@ class Gateway:
                     self._connection_ended(session, body.stream, ids, last)
 
     def _connection_ended(
-        self, session: _Session, stream: str, ids: IdRewriter, last: bytes
+        self, session: _Session, stream: str, ids: IdRewriter, last: _LastEvents
     ) -> None:
-        """A client connection of ``stream`` ended: keep the stream's final piece if the
+        """A client connection of ``stream`` ended: keep the stream's final events if the
         origin's response arrived (a resume that lost it gets it again), and record the
         newest event passed on as the stream's cursor in the store."""
         done = session.engine.guard.stream_state(stream) == "done"
-        if done and stream not in session.finals and len(last) <= self.limits.max_final:
-            session.finals[stream] = last
+        kept = last.value() if done and stream not in session.finals else None
+        if kept is not None:
+            session.finals[stream] = kept
             while len(session.finals) > self.limits.max_finals:
                 session.finals.popitem(last=False)
         self._forget_ended(session)
@@ -989,6 +992,45 @@ def _no_cookies() -> CookieJar:
     requests (the gateway's own resumes and answer submissions, which it builds). The
     upstream's ``Set-Cookie`` reaches the client, whose requests carry it or not."""
     return CookieJar(DefaultCookiePolicy(allowed_domains=[]))
+
+
+_EVENT_ENDS = (b"\n\n", b"\r\r", b"\n\r", b"\r\n\r\n", b"\r\n\n")
+"""How a piece that ends an event ends: a line end, then an empty line."""
+
+
+class _LastEvents:
+    """The pieces a tracked stream passed on since the start of the newest piece that
+    began at an event boundary: they hold its newest events whole (an event passed on
+    in many pieces included), at most ``limit`` bytes (beyond it, nothing is kept until
+    the next boundary). What a resume that lost a finished stream's result gets again
+    (:func:`_final_event`)."""
+
+    __slots__ = ("_at_boundary", "_pieces", "_size", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._pieces: list[bytes] | None = []
+        """``None``: over ``limit`` since the last boundary."""
+        self._size = 0
+        self._at_boundary = True
+
+    def add(self, piece: bytes) -> None:
+        if self._at_boundary:
+            self._pieces, self._size = [], 0
+        self._at_boundary = piece.endswith(_EVENT_ENDS)
+        if self._pieces is None:
+            return
+        self._size += len(piece)
+        if self._size > self.limit:
+            self._pieces = None
+        else:
+            self._pieces.append(piece)
+
+    def value(self) -> bytes | None:
+        """The newest events passed on whole, or ``None`` (none, or over the limit)."""
+        if not self._pieces or not self._at_boundary:
+            return None
+        return b"".join(self._pieces)
 
 
 def _final_event(piece: bytes) -> bytes:

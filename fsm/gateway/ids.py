@@ -210,11 +210,13 @@ class IdRewriter:
         if position > self.position:
             self.position, self.last = position, last
 
-    def rewrite(self, piece: bytes) -> bytes:
-        """``piece`` (whole events) with every event id rewritten: each ``id:`` line that
-        starts the piece or follows a line feed (what :data:`_ID_LINE` matches, found
-        with ``bytes.find``: a regular expression would try every position of a large
-        event's data)."""
+    def rewrite(self, piece: bytes, line_start: bool = True) -> bytes:
+        """``piece`` with every event id rewritten: each ``id:`` line that starts the
+        piece (when ``line_start``: the piece before it ended a line) or follows a line
+        feed (what :data:`_ID_LINE` matches, found with ``bytes.find``: a regular
+        expression would try every position of a large event's data). A piece may be part
+        of an event (a large one is passed on in the pieces it was read in), but an
+        ``id:`` line is never cut across two pieces."""
         at = piece.find(b"id:")
         if at < 0:
             return piece
@@ -222,7 +224,7 @@ class IdRewriter:
         out: list[bytes | memoryview] = []
         done = 0
         while at >= 0:
-            if at == 0 or piece[at - 1] == 0x0A:
+            if (at == 0 and line_start) or (at > 0 and piece[at - 1] == 0x0A):
                 m = _ID_LINE.match(piece, at)
                 if m is not None:
                     out += (view[done:at], self._one(m))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fsm import EventTooLargeError, Guard, StreamAbandonedError
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters._transport.sse import PIECE_COST, EventTooLarge, SseParser, raw_bytes
+from fsm.adapters._transport.sse import EventTooLarge, SseParser, raw_bytes
 
 PIECES = [
     b"id: 1\r\ndata: a\r\n\r\n",
@@ -76,12 +76,12 @@ def test_live_streams_and_stream_of() -> None:
 
 
 def test_the_parser_bounds_one_event_buffered_or_whole() -> None:
-    parser = SseParser(max_event=64 + PIECE_COST)  # one piece of 64 characters
+    parser = SseParser(max_event=100)
     assert [e.data for e in parser.feed(b"data: " + b"x" * 50 + b"\n\n")] == ["x" * 50]
     with pytest.raises(EventTooLarge):
-        SseParser(max_event=64 + PIECE_COST).feed(b"data: " + b"x" * 100)  # never ends
+        SseParser(max_event=100).feed(b"data: " + b"x" * 100)  # never ends
     with pytest.raises(EventTooLarge):
-        SseParser(max_event=64 + PIECE_COST).feed(b"data: " + b"x" * 100 + b"\n\ndata: y\n\n")
+        SseParser(max_event=100).feed(b"data: " + b"x" * 100 + b"\n\ndata: y\n\n")
     unbounded = SseParser()
     assert len(unbounded.feed(b"data: " + b"x" * 10_000 + b"\n\n")[0].data) == 10_000
 
@@ -124,3 +124,13 @@ def test_an_event_dripped_in_pieces_is_bounded_by_what_its_pieces_cost() -> None
         SseParser(max_event=100_000).feed(b"data: x\n" * 10_000)  # 80,000 characters
     ok = SseParser(max_event=100_000).feed(b"data: " + b"x" * 90_000 + b"\n\n")
     assert len(ok[0].data) == 90_000  # one piece: its text is what counts
+
+
+def test_an_event_just_under_the_bound_passes_however_its_reads_cut_it() -> None:
+    """Reads larger than :data:`PIECE_COST` count their length: an event of 99,000 bytes
+    under a bound of 100,000 passes in reads of 1 KiB as in one read."""
+    wire = b"data: " + b"x" * (99_000 - 8) + b"\n\n"
+    for size in (1024, 4096, len(wire)):
+        parser = SseParser(max_event=100_000)
+        (event,) = [e for i in range(0, len(wire), size) for e in parser.feed(wire[i : i + size])]
+        assert len(event.data_bytes) == 99_000 - 8

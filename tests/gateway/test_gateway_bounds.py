@@ -698,6 +698,30 @@ async def test_a_resume_of_a_stream_the_guard_forgot_gets_its_kept_result() -> N
     assert sum(method == "GET" for method, _, _ in up.requests) == gets
 
 
+async def test_a_large_result_passed_on_in_pieces_is_kept_whole() -> None:
+    """A result of 600 KB (over ``LARGE_EVENT``, under ``max_final``) reaches the client
+    whole, passed on in the pieces it was read in, and a resume after the stream ended
+    gets it whole again from what the session kept: not its last piece."""
+    text = "x" * 600_000
+    big = {"content": [{"type": "text", "text": text}]}
+
+    def script(msg: Any, headers: Any) -> list[bytes]:
+        return [sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": big})]
+
+    up = Upstream(script=script)
+    async with gateway_for(up) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        first = await call(http, gw.url, sid, 1)
+        ((event_id, _),) = first.events
+        for rid in range(2, 12):  # the guard forgets the stream; the session keeps it
+            await call(http, gw.url, sid, rid)
+        h = {**HEAD, "mcp-session-id": sid, "last-event-id": event_id}
+        again = await read(http, "GET", gw.url, h)
+    assert [m["result"] for m in first.messages()] == [big]
+    assert [m["result"] for m in again.messages()] == [big]
+    assert [i for i, _ in again.events] == [event_id]
+
+
 # --------------------------------------------------------------------------- 9. answers
 
 

@@ -63,6 +63,19 @@ def test_a_position_is_signed_as_it_is_written_out() -> None:
     assert ids.position == 1_234_567_890
 
 
+def test_a_piece_that_continues_a_line_has_no_id_line_at_its_start() -> None:
+    """A large event is passed on in the pieces it was read in: a piece that starts in
+    the middle of a data line (``..."grid: 3"...`` cut before ``id:``) is data, not an
+    event id to sign."""
+    ids = IdRewriter("post:1", "s1", KEYS)
+    head = ids.rewrite(b'id: e1\ndata: {"text":"gr')
+    middle = b'id: 3 and more"}'
+    assert ids.rewrite(middle, line_start=False) == middle
+    assert ids.position == 1
+    assert ids.rewrite(b"id: e2\ndata: {}\n\n", line_start=True).startswith(b"id: cG9zdDox.2.")
+    assert head.startswith(b"id: cG9zdDox.1.")
+
+
 def test_positions_count_the_events_passed_on_and_carry_over() -> None:
     ids = IdRewriter("get", "s1", KEYS)
     out = ids.rewrite(b"id: a\ndata: 1\n\nid: b\ndata: 2\n\n")

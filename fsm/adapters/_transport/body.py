@@ -19,7 +19,13 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm.adapters._transport.handles import CURRENT_CALL
 from fsm.adapters._transport.http import ending_error, http_result
-from fsm.adapters._transport.sse import EventTooLarge, SseParser, encode_event, hot_event, raw_bytes
+from fsm.adapters._transport.sse import (
+    LARGE_EVENT,
+    EventTooLarge,
+    SseParser,
+    encode_event,
+    hot_event,
+)
 from fsm.errors import (
     EventTooLargeError,
     InteractionFailed,
@@ -41,10 +47,6 @@ YIELD_EVERY = 64 * 1024
 read of data already buffered returns without suspending, so a stream that arrives
 faster than it is passed on would otherwise hold the loop, which every other stream
 (and, in the gateway, every other session) shares, until its buffer runs dry."""
-
-LARGE_EVENT = 256 * 1024
-"""Characters of an SSE event from which :class:`GuardedBody` hands the event loop back
-between the steps of its handling (see :meth:`GuardedBody._pass_on`)."""
 
 
 class GuardedBody:
@@ -124,12 +126,17 @@ class GuardedBody:
                     break
                 if self._claims:
                     out = await self._settle_claims(out)
-                if out:
-                    yield out
+                unyielded += len(chunk)
+                for piece in out:
+                    if piece:
+                        yield piece
+                        unyielded += len(piece)
+                    if unyielded >= YIELD_EVERY:  # buffered reads never suspend: hand over
+                        unyielded = 0
+                        await anyio.lowlevel.checkpoint()
                 if self._acted and self._dead():
                     break
-                unyielded += len(chunk)
-                if unyielded >= YIELD_EVERY:  # buffered reads never suspend: hand over
+                if unyielded >= YIELD_EVERY:
                     unyielded = 0
                     await anyio.lowlevel.checkpoint()
             await self.resp.aclose()
@@ -149,20 +156,23 @@ class GuardedBody:
     def _dead(self) -> bool:
         return self.e.guard.stream_state(self.stream) in ("done", "dead") or self.tee.killed
 
-    async def _pass_on(self, parser: SseParser, chunk: bytes) -> bytes:
-        """Feed every event ``chunk`` completes; the bytes the SDK gets for them.
+    async def _pass_on(self, parser: SseParser, chunk: bytes) -> list[bytes]:
+        """Feed every event ``chunk`` completes; the pieces of bytes the SDK gets for them.
 
         That is ``chunk`` itself when it holds only whole events, all passed unchanged
         (the common case), else the events up to the last complete one, each as received
-        or as rewritten by :meth:`_verdict` (an incomplete tail stays in ``parser``). Stops
-        after the first event that leaves the stream dead (``_acted`` and :meth:`_dead`);
-        the events after it are dropped. Plain notifications at the start of an event
-        (``parser.idle``) in an ASCII chunk are read by :func:`hot_event` and fed through
-        :meth:`SessionIO.on_hot` without decoding; the rest of the chunk goes to ``parser``.
+        (the pieces it was read in: :attr:`SseFrame.parts`) or as rewritten by
+        :meth:`_verdict` (an incomplete tail stays in ``parser``). Stops after the first
+        event that leaves the stream dead (``_acted`` and :meth:`_dead`); the events after
+        it are dropped. Plain notifications at the start of an event (``parser.idle``) in
+        an ASCII chunk are read by :func:`hot_event` and fed through
+        :meth:`SessionIO.on_hot` without decoding; the rest of the chunk goes to
+        ``parser``.
 
-        An event over :data:`LARGE_EVENT` characters is handled in steps (its parse, its
-        JSON decoding, its encoding) with a checkpoint after each: no one step holds the
-        event loop, which other sessions share, for longer than one pass over it.
+        An event over :data:`LARGE_EVENT` bytes is decoded with a checkpoint before and
+        after (the one step that reads it whole) and passed on in the pieces it came in,
+        never copied into one: no step holds the event loop, which other sessions share,
+        for longer than decoding its message takes.
         """
         e, stream = self.e, self.stream
         pos = mark = 0  # chunk[:mark] is in parts (rewritten), chunk[mark:pos] unchanged
@@ -184,45 +194,44 @@ class GuardedBody:
                         mark = end
                     if self._dead():
                         parts.append(chunk[mark:end])
-                        return b"".join(parts)
+                        return parts
                 pos = end
             if pos == size:
                 if not parts:
-                    return chunk
+                    return [chunk]
                 parts.append(chunk[mark:])
-                return b"".join(parts)
+                return parts
         whole = not parser.pending and not parts  # all bytes before chunk went out
         events = parser.feed(chunk[pos:] if pos else chunk)
-        large = any(len(sse.raw) > LARGE_EVENT for sse in events)
+        large = any(sse.size > LARGE_EVENT for sse in events)
         if large:
             await anyio.lowlevel.checkpoint()
         pieces: list[bytes | None] = []
         for sse in events:
             actions, msg = e.on_sse(stream, sse)
-            if large and len(sse.raw) > LARGE_EVENT:
+            if large and sse.size > LARGE_EVENT:
                 await anyio.lowlevel.checkpoint()
             piece = self._verdict(sse.event_id, actions, msg)
             if not sse.utf8 and piece is None:  # malformed: reaches nobody as a message
                 piece = encode_event(sse.event_id, "") if sse.event_id is not None else b""
             if self._claim_key is not None:
                 token = b"\x00fsm-claim-%d-%s\x00" % (len(self._claims), _CLAIM_SALT)
-                raw = raw_bytes(sse)
-                self._claims.append((token, self._claim_key, sse.event_id, raw))
+                self._claims.append((token, self._claim_key, sse.event_id, sse.raw))
                 self._claim_key, piece = None, token
             pieces.append(piece)
             if self._acted and self._dead():
                 whole = False
                 break
         if whole and not parser.pending and all(p is None for p in pieces):
-            return chunk
+            return [chunk]
         if pos > mark:
             parts.append(chunk[mark:pos])
-        parts += (
-            raw_bytes(sse) if p is None else p for sse, p in zip(events, pieces, strict=False)
-        )
-        if large:
-            await anyio.lowlevel.checkpoint()
-        return parts[0] if len(parts) == 1 else b"".join(parts)  # one event: no copy
+        for sse, p in zip(events, pieces, strict=False):
+            if p is None:
+                parts += sse.parts
+            else:
+                parts.append(p)
+        return parts
 
     def _verdict(
         self, event_id: str | None, actions: tuple[act.Action, ...], msg: Any
@@ -255,13 +264,15 @@ class GuardedBody:
         err = self.e.failures.get(self.stream)
         return encode_event(None, json.dumps(ending_error(self.origin, err)))
 
-    async def _settle_claims(self, out: bytes) -> bytes:
+    async def _settle_claims(self, out: list[bytes]) -> list[bytes]:
         """Ask :attr:`SessionIO.claim` for each request presented in ``out`` (held there as
-        a token): pass it on if won, blank it (keeping its id) if lost; a claim that
-        raises blanks it and fails the stream with that error (fail closed)."""
+        a token, a piece of its own): pass it on if won, blank it (keeping its id) if
+        lost; a claim that raises blanks it and fails the stream with that error (fail
+        closed)."""
         e = self.e
         claims, self._claims = self._claims, []
         assert e.claim is not None
+        settled: dict[bytes, bytes] = {}
         for token, key, event_id, raw in claims:
             try:
                 won = await e.claim(key, self.stream, event_id)
@@ -272,8 +283,8 @@ class GuardedBody:
                     e.failures[self.stream] = err
                 self.tee.killed = True
             blank = encode_event(event_id, "") if event_id is not None else b""
-            out = out.replace(token, raw if won else blank, 1)
-        return out
+            settled[token] = raw if won else blank
+        return [settled.get(piece, piece) if piece[:1] == b"\x00" else piece for piece in out]
 
     async def _resume(self, clean: bool) -> Any:
         """Resume as the guard says; the new connection's response, or ``None`` to stop."""

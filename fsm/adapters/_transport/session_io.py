@@ -17,9 +17,10 @@ from anyio.abc import TaskGroup
 
 from fsm import actions as act
 from fsm import events as ev
+from fsm.adapters._transport import envelope
 from fsm.adapters._transport.handles import Recent
 from fsm.adapters._transport.http import aclose_response, http_result, origin_of
-from fsm.adapters._transport.sse import plain_notification
+from fsm.adapters._transport.sse import LARGE_EVENT, plain_notification
 from fsm.adapters._transport.transport import bind
 from fsm.errors import (
     InteractionFailed,
@@ -167,9 +168,18 @@ class SessionIO:
 
     def on_sse(self, stream: str, sse: SseFrame) -> tuple[tuple[act.Action, ...], Any]:
         """Feed one SSE event; returns (actions, decoded message or None). An event that
-        is not UTF-8 is fed without its data (only its id and ``retry:`` count)."""
-        if not sse.has_data or not sse.data or not sse.utf8:
+        is not UTF-8 is fed without its data (only its id and ``retry:`` count); one over
+        :data:`LARGE_EVENT` bytes is decoded by its envelope (a response's payload is
+        checked, not built: :mod:`fsm.adapters._transport.envelope`)."""
+        if not sse.has_data or not sse.data_bytes or not sse.utf8:
             return self.feed(ev.SseEvent(stream, None, sse.event_id, sse.retry)), None
+        if sse.size > LARGE_EVENT:  # read by its envelope: a response's payload skipped
+            try:
+                large: Any = envelope.decode(sse.data_bytes)
+            except (ValueError, RecursionError):
+                large = None
+            fed: Any = large if isinstance(large, dict) else sse.data
+            return self.feed(ev.SseEvent(stream, fed, sse.event_id, sse.retry)), large
         if sse.retry is None and plain_notification(sse.data) is not None:
             hot = self.on_hot(stream, sse.event_id)
             if hot is not None:

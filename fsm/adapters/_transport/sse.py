@@ -1,30 +1,31 @@
 """Server-sent events on the wire: the product's one parser, and the events the transport
 writes itself.
 
-:class:`SseParser` is incremental and linear: every byte is decoded, scanned for line
-ends and stored once, when it arrives, so an event spread over many reads costs at its
-end only the joins that make its text (no rescan of what came before). That keeps a
-large event from stopping the event loop that serves other sessions for longer than a
-copy of it takes.
+:class:`SseParser` is incremental and linear: every byte is scanned for line ends and
+stored once, when it arrives, and kept as the bytes it came in. A large event is handed
+on as the pieces its reads brought (:attr:`SseFrame.parts`), so passing it on copies
+nothing, and decoding its message costs one join of its data: no step of its handling
+holds the event loop that serves other sessions for much longer than a read does.
 
 The parser follows the WHATWG event-stream rules that matter to JSON-RPC over SSE: lines
 end with CRLF, LF or CR (a CR at the end of a read waits for the next read to tell a CRLF
 from a CR); a blank line ends an event; ``data:`` lines are joined with line feeds;
 ``id:`` with a NUL is ignored; ``retry:`` counts when it is all digits; comments and
 unknown fields make no event on their own. Two documented choices: an event that has no
-field at all (only comments) is dropped, and a byte that is not UTF-8 is kept (decoded
-with ``surrogateescape``) and marks its event not UTF-8 instead of being replaced.
+field at all (only comments) is dropped, and a byte that is not UTF-8 is kept (passed on
+as it came; in :attr:`SseFrame.data` decoded with ``surrogateescape``) and marks its
+event not UTF-8 instead of being replaced.
 """
 
 from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass
 
 from fsm.messages import CANCELLED
 
 __all__ = [
+    "LARGE_EVENT",
     "PIECE_COST",
     "EventTooLarge",
     "SseFrame",
@@ -36,114 +37,202 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
 class SseFrame:
     """One parsed SSE event.
 
-    ``raw`` is the event's lines as received, line ends normalised to LF, and the blank
-    line that ended it (a byte that is not UTF-8 kept as a lone surrogate:
-    :func:`raw_bytes` gives the bytes back). ``utf8``: the event was valid UTF-8 (one
-    that is not is malformed JSON: RFC 8259)."""
+    ``parts`` are the event's bytes as received, line ends normalised to LF, ending with
+    the blank line that ended it, in the pieces the reads brought them in: a large event
+    is never joined into one copy to be passed on (:attr:`raw` joins them on demand).
+    ``data_bytes`` is the ``data`` field (its lines joined with LF); :attr:`data` is it
+    decoded. ``utf8``: the event was valid UTF-8 (one that is not is malformed JSON: RFC
+    8259; its :attr:`data` keeps each such byte as a lone surrogate)."""
 
-    raw: str
-    event_id: str | None
-    data: str
-    retry: int | None
-    has_data: bool
-    utf8: bool = True
-    event: str | None = None
-    """The ``event:`` field (the event type), if any."""
+    __slots__ = (
+        "_data",
+        "data_bytes",
+        "event",
+        "event_id",
+        "has_data",
+        "parts",
+        "retry",
+        "size",
+        "utf8",
+    )
 
+    def __init__(
+        self,
+        parts: tuple[bytes, ...],
+        event_id: str | None,
+        data_bytes: bytes,
+        retry: int | None,
+        has_data: bool,
+        utf8: bool = True,
+        event: str | None = None,
+    ) -> None:
+        self.parts = parts
+        self.event_id = event_id
+        self.data_bytes = data_bytes
+        self.retry = retry
+        self.has_data = has_data
+        self.utf8 = utf8
+        self.event = event
+        """The ``event:`` field (the event type), if any."""
+        self.size = sum(map(len, parts))
+        """Bytes of the event as passed on (:attr:`parts`)."""
+        self._data: str | None = None
 
-_SURROGATES = re.compile("[\udc80-\udcff]")
-"""How ``surrogateescape`` decoding marks a byte that is not UTF-8."""
+    @property
+    def raw(self) -> bytes:
+        """The event's bytes (line ends as LF) and the blank line, in one piece."""
+        return self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+
+    @property
+    def data(self) -> str:
+        """The ``data`` field as text (decoded once, when first read)."""
+        if self._data is None:
+            self._data = self.data_bytes.decode("utf-8", "surrogateescape")
+        return self._data
+
+    def __repr__(self) -> str:
+        return (
+            f"SseFrame(event_id={self.event_id!r}, size={self.size}, event={self.event!r}, "
+            f"retry={self.retry!r}, has_data={self.has_data}, utf8={self.utf8})"
+        )
 
 
 def raw_bytes(frame: SseFrame) -> bytes:
     """The bytes of a parsed event as received (line ends as LF) and the blank line."""
-    return frame.raw.encode("utf-8", "surrogateescape")
+    return frame.raw
 
 
 class EventTooLarge(Exception):
-    """An SSE event longer than the parser's ``max_event`` characters."""
+    """An SSE event longer than the parser's ``max_event`` bytes."""
 
+
+LARGE_EVENT = 256 * 1024
+"""Bytes of an SSE event from which its message is read by its envelope
+(:func:`fsm.adapters._transport.envelope.decode`) and its handling hands the event loop
+back before and after that decoding (``GuardedBody._pass_on``)."""
 
 PIECE_COST = 64
-"""Characters each line and each read held of a pending event count towards
-:attr:`SseParser.max_event`: about what a held ``str`` costs beyond its text, so an
-event sent a byte per read, or as a million one-character lines, is bounded by the
-memory it takes, not only by its length."""
+"""Bytes each line and each read held of a pending event count at least towards
+:attr:`SseParser.max_event`: about what holding a ``bytes`` costs beyond its content
+(its header and its place in a list). An event sent a byte per read, or as a million
+one-character lines, is bounded by the memory it takes, not only by its length; one
+read in large pieces counts its length (an event just under the bound passes however
+its reads cut it), and takes at most about twice what it counts."""
+
+
+class _Long:
+    """A line that came in more than one read: its pieces, never joined to be passed on;
+    checked for UTF-8 piece by piece as they arrive."""
+
+    __slots__ = ("pieces", "utf8", "weight")
+
+    def __init__(self, pieces: list[bytes], utf8: bool, weight: int) -> None:
+        self.pieces, self.utf8 = pieces, utf8
+        self.weight = weight
+        """What holding it counts: each piece at least :data:`PIECE_COST`."""
 
 
 class SseParser:
     """Incremental SSE parser: bytes in, complete events out.
 
-    ``max_event`` bounds one event, buffered or complete, in characters of its decoded
-    text (its lines and the line feeds between them), each line and each read held
-    counting :data:`PIECE_COST` more (what holding it as a piece costs): past it
-    :meth:`feed` raises :class:`EventTooLarge` and the parser must not be fed again
-    (``None``: no bound). Memory is the pending event and its partial line, in pieces:
-    at most about ``max_event`` bytes however the event is cut, even one byte per read.
+    ``max_event`` bounds one event, buffered or complete, in bytes (its lines and the
+    line feeds between them), each line and each read held counting at least
+    :data:`PIECE_COST` (what holding it as a piece costs): past it :meth:`feed`
+    raises :class:`EventTooLarge` and the parser must not be fed again (``None``: no
+    bound). Memory is the pending event and its partial line, in the pieces the reads
+    brought: at most about ``max_event`` bytes however the event is cut, even one byte
+    per read.
+
+    Each byte is scanned for line ends once, when it arrives; a line that spans reads is
+    kept as its pieces (checked for UTF-8 as they come, through an incremental decoder)
+    and handed on as them: an event of many reads costs at its end one join of its data
+    (to decode the message), not a copy of everything it holds.
     """
 
-    __slots__ = ("_cr", "_decoder", "_line", "_line_size", "_lines", "_size", "idle", "max_event")
+    __slots__ = (
+        "_cr",
+        "_line",
+        "_line_size",
+        "_line_utf8",
+        "_lines",
+        "_size",
+        "_validator",
+        "idle",
+        "max_event",
+    )
 
     def __init__(self, max_event: int | None = None) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         self.max_event = max_event
-        self._lines: list[str] = []
+        self._lines: list[bytes | _Long] = []
         """The pending event's complete lines (not blank)."""
-        self._line: list[str] = []
-        """The pending line, in the pieces it came in: joined once, when it ends."""
+        self._line: list[bytes] = []
+        """The pending line, in the pieces it came in."""
         self._line_size = 0
-        """Weight of the pending line: its characters and its pieces (in :attr:`_size` too)."""
+        """Weight of the pending line: its bytes and its pieces (in :attr:`_size` too)."""
+        self._line_utf8 = True
+        """The pending line's pieces so far are UTF-8 (checked by :attr:`_validator`)."""
+        self._validator = codecs.getincrementaldecoder("utf-8")("strict")
         self._size = 0
-        """Weight of the pending event: its characters, line feeds and pieces."""
+        """Weight of the pending event: its bytes, line feeds and pieces."""
         self._cr = False
         """The last read ended with a carriage return: the first half of a CRLF or a line
         end of its own, decided with the next read."""
         self.idle = True
-        """Nothing buffered: neither part of an event nor part of a UTF-8 sequence, so the
-        next read starts a new event (and :func:`hot_event` may read it directly)."""
+        """Nothing buffered: no part of an event, so the next read starts a new event
+        (and :func:`hot_event` may read it directly)."""
 
     @property
     def pending(self) -> bool:
         """Whether part of an event is buffered (a later read completes it)."""
         return bool(self._size) or self._cr
 
+    def _hold(self, piece: bytes) -> None:
+        """Keep ``piece`` as part of the pending line, checking its UTF-8 on the way."""
+        if self._line_utf8 and not piece.isascii():
+            try:
+                self._validator.decode(piece)
+            except UnicodeDecodeError:
+                self._line_utf8 = False
+        self._line.append(piece)
+        weight = max(len(piece), PIECE_COST)
+        self._line_size += weight
+        self._size += weight
+
     def feed(self, chunk: bytes) -> list[SseFrame]:
         """The events ``chunk`` completes, in order. Raises :class:`EventTooLarge`."""
-        text = self._decoder.decode(chunk)
         if self._cr:
-            text, self._cr = "\r" + text, False
-        if "\r" in text:
-            if text.endswith("\r"):
-                text, self._cr = text[:-1], True
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
+            chunk, self._cr = b"\r" + chunk, False
+        if b"\r" in chunk:
+            if chunk.endswith(b"\r"):
+                chunk, self._cr = chunk[:-1], True
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         limit = self.max_event
-        if "\n" not in text:  # the middle of a line (say, of a large event's data)
-            if text:
-                self._line.append(text)
-                weight = len(text) + PIECE_COST
-                self._line_size += weight
-                self._size += weight
+        if b"\n" not in chunk:  # the middle of a line (say, of a large event's data)
+            if chunk:
+                self._hold(chunk)
                 self.idle = False
                 if limit is not None and self._size > limit:
                     raise EventTooLarge(f"an SSE event over {limit} bytes")
             return []
-        lines = text.split("\n")
-        tail = lines.pop()
-        pending, size = self._lines, self._size
+        split = chunk.split(b"\n")
+        tail = split.pop()
+        lines: list[bytes | _Long] = list(split)
         if self._line:  # the pending line ends in this read
-            self._line.append(lines[0])
-            lines[0] = "".join(self._line)
-            size -= self._line_size
-            self._line, self._line_size = [], 0
+            if split[0]:
+                self._hold(split[0])
+            lines[0] = self._close_line()
+        pending, size = self._lines, self._size
         out: list[SseFrame] = []
         for line in lines:
-            if line:
+            if isinstance(line, _Long):
                 pending.append(line)
-                size += len(line) + 1 + PIECE_COST
+                size += line.weight + 1
+            elif line:
+                pending.append(line)
+                size += max(len(line), PIECE_COST) + 1
             elif pending:  # a blank line ends the event
                 if limit is not None and size - 1 > limit:
                     raise EventTooLarge(f"an SSE event over {limit} bytes")
@@ -151,50 +240,121 @@ class SseParser:
                 if frame is not None:
                     out.append(frame)
                 pending, size = [], 0
-        if tail:
-            self._line.append(tail)
-            self._line_size = len(tail) + PIECE_COST
-            size += self._line_size
         self._lines, self._size = pending, size
-        if limit is not None and size > limit:
+        if tail:
+            self._hold(tail)
+        if limit is not None and self._size > limit:
             raise EventTooLarge(f"an SSE event over {limit} bytes")
-        self.idle = not size and not self._cr and not self._decoder.getstate()[0]
+        self.idle = not self._size and not self._cr
         return out
 
+    def _close_line(self) -> bytes | _Long:
+        """The pending line, ended (its weight leaves :attr:`_size`): one piece as it is
+        (checked when its event is framed), more as a :class:`_Long`."""
+        line, self._line = self._line, []
+        self._size -= self._line_size
+        weight, self._line_size = self._line_size, 0
+        utf8, self._line_utf8 = self._line_utf8, True
+        if utf8 and len(line) > 1:
+            try:
+                self._validator.decode(b"", final=True)  # no sequence cut off at its end
+            except UnicodeDecodeError:
+                utf8 = False
+        self._validator.reset()
+        if len(line) == 1:
+            return line[0]
+        return _Long(line, utf8, weight)
 
-def _frame(lines: list[str]) -> SseFrame | None:
+
+def _is_utf8(line: bytes) -> bool:
+    if line.isascii():
+        return True
+    try:
+        line.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _frame(lines: list[bytes | _Long]) -> SseFrame | None:
     """The event of ``lines`` (complete, none blank); ``None`` when none is a field."""
     event_id: str | None = None
-    data: list[str] = []
+    data: list[bytes | _Long] = []
     retry: int | None = None
     kind: str | None = None
     meaningful = False
-    for line in lines:
-        if line.startswith("data:"):  # one slice: a large event's data is copied once
-            data.append(line[6:] if line.startswith("data: ") else line[5:])
+    utf8 = True
+    for i, line in enumerate(lines):
+        if type(line) is _Long:
+            utf8 = utf8 and line.utf8
+            head = line.pieces[0]
+            if head.startswith(b"data:"):
+                data.append(line)
+                meaningful = True
+                continue
+            line = b"".join(line.pieces)  # a long line of another field: rare, joined
+            lines[i] = line  # and passed on whole (an id line stays one piece)
+        else:
+            assert type(line) is bytes
+            utf8 = utf8 and _is_utf8(line)
+        if line.startswith(b"data:"):
+            data.append(line[6:] if line.startswith(b"data: ") else line[5:])
             meaningful = True
-        elif line.startswith("id:"):
+        elif line.startswith(b"id:"):
             value = line[3:]
-            value = value[1:] if value.startswith(" ") else value
-            if "\0" not in value:
-                event_id = value
+            value = value[1:] if value.startswith(b" ") else value
+            if b"\0" not in value:
+                event_id = value.decode("utf-8", "surrogateescape")
             meaningful = True
-        elif line.startswith(":"):
+        elif line.startswith(b":"):
             continue
         else:
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "retry" and value.isdigit():
+            name, _, value = line.partition(b":")
+            value = value[1:] if value.startswith(b" ") else value
+            if name == b"retry" and value.isdigit():
                 retry = int(value)
-            elif name == "event":
-                kind = value
+            elif name == b"event":
+                kind = value.decode("utf-8", "surrogateescape")
+            elif name == b"data":  # the bare field name: an empty value
+                data.append(b"")
+            elif name == b"id":
+                event_id = ""
             meaningful = True
     if not meaningful:
         return None
-    lines.append("\n")  # the blank line, in the one copy that joins the lines
-    raw = "\n".join(lines)
-    utf8 = raw.isascii() or _SURROGATES.search(raw) is None  # isascii: O(1) on a str
-    return SseFrame(raw, event_id, "\n".join(data), retry, bool(data), utf8, kind)
+    parts: list[bytes] = []
+    short: list[bytes] = []
+    for line in lines:
+        if type(line) is _Long:
+            if short:
+                short.append(b"")
+                parts.append(b"\n".join(short))
+                short = []
+            parts += line.pieces
+            short.append(b"")  # the line feed after it, joined to what follows
+        else:
+            assert type(line) is bytes
+            short.append(line)
+    short += (b"", b"")
+    parts.append(b"\n".join(short))
+    return SseFrame(tuple(parts), event_id, _data(data), retry, bool(data), utf8, kind)
+
+
+def _data(lines: list[bytes | _Long]) -> bytes:
+    """The ``data`` field: the values of the event's ``data`` lines (a long line still
+    with its field name, which is cut here), joined with LF; a long line costs one join."""
+    values: list[bytes] = []
+    for line in lines:
+        if type(line) is _Long:
+            head, *rest = line.pieces
+            while len(head) <= 6 and rest:  # "data:" and its space cut across reads
+                head += rest.pop(0)
+            skip = 6 if head.startswith(b"data: ") else 5
+            values.append(b"".join([head[skip:], *rest]))
+        else:
+            assert type(line) is bytes
+            values.append(line)
+    return values[0] if len(values) == 1 else b"\n".join(values)
 
 
 def encode_event(event_id: str | None, data: str) -> bytes:
