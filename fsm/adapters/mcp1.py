@@ -40,6 +40,9 @@ What 1.x does that 2.x does not, and what the adapter does about it
   first prompt is answered, and so does everything else the session receives.
 * **Deadlines** of 1.x are internal (``McpError`` code 408, no cancellation sent); the
   guard's own deadlines are unaffected.
+* **Typed errors are McpErrors.** Every typed error a guarded session or connection
+  raises is a ``McpError`` too (code -32000, ``error.data["reason"]`` its reason:
+  :mod:`fsm.adapters.sdkerrors`), so an application's ``except McpError`` still catches it.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ try:
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp1", "fsm.adapters.mcp1", exc) from exc
 
+from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
 
@@ -85,6 +89,7 @@ def binding() -> core.SdkBinding:
 
     hx = importlib.import_module("httpx")
     mcp: Any = importlib.import_module("mcp")
+    exceptions: Any = importlib.import_module("mcp.shared.exceptions")
     return core.SdkBinding(
         name="mcp 1.x",
         hx=hx,
@@ -95,6 +100,7 @@ def binding() -> core.SdkBinding:
         cancel_result=lambda: mcp.types.ElicitResult(action="cancel"),
         errors_as_responses=True,
         context_follows_sends=False,
+        errors=SdkErrorType(exceptions.McpError, mcp.types.ErrorData),
     )
 
 

@@ -16,6 +16,9 @@ What is specific to 2.x: server requests are dispatched concurrently (a prompt o
 does not block the session); the SDK ignores the status of an answer POST (the core submits
 answers itself, so outcomes are classified all the same); the SDK turns a request POST's
 HTTP error into an ``MCPError`` for that request, so the core forwards those unchanged.
+Every typed error a guarded session or connection raises is an ``MCPError`` too (code
+-32000, ``error.data["reason"]`` its reason: :mod:`fsm.adapters.sdkerrors`), so an
+application's ``except MCPError`` keeps catching what the guard ends.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ from fsm._extras import missing_extra
 try:
     import httpx2
     from mcp import ClientSession, types
+    from mcp.shared.exceptions import MCPError
 
     from fsm.adapters import core
     from fsm.adapters.core import GuardedConnection, GuardedSession, GuardedTransport
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters.mcp2", exc) from exc
 
+from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
 
@@ -66,6 +71,7 @@ BINDING = core.SdkBinding(
     connect=core.sdk_streams,
     session_class=ClientSession,
     cancel_result=lambda: types.ElicitResult(action="cancel"),
+    errors=SdkErrorType(MCPError, types.ErrorData),
 )
 """The mcp 2.x line as the core sees it."""
 

@@ -16,7 +16,9 @@ question's identity (method + canonical params), not the round-local key. So:
 * ``-32602 invalid_request_state`` and the other terminal rows raise one typed error; a
   lost retry is resent (same answers, same state), bounded; rounds are capped;
 * it returns the final ``CallToolResult`` or raises exactly one
-  :class:`~fsm.errors.InteractionFailed` subclass.
+  :class:`~fsm.errors.InteractionFailed` subclass, which is an ``MCPError`` too (code
+  -32000, ``error.data["reason"]`` its reason: :mod:`fsm.adapters.sdkerrors`), chained
+  to the callback's exception or to the SDK's error of the round that ended the call.
 
 ``on_action`` sees every action the rules emit (for logs and the demo). What it relies
 on: ``Client.session``, ``ClientSession.call_tool(..., input_responses=, request_state=,
@@ -24,8 +26,10 @@ allow_input_required=True)``, ``ClientSession.dispatch_input_request`` and
 ``ClientRequestContext``, all public in mcp 2.3.0. A callback that returns ``ErrorData``
 ends the call (as the SDK's driver does); one that raises ends it too, the typed error
 chained to the callback's exception. A result the SDK cannot parse
-(``pydantic.ValidationError``) is judged ``unparseable-result``:
-:class:`~fsm.errors.MalformedInputRequiredError`. Limits: one call per invocation; the tool's
+(``pydantic.ValidationError``, e.g. an input-required result without ``resultType``) is
+judged ``unparseable-result``: :class:`~fsm.errors.MalformedInputRequiredError`, whose
+message says the client's SDK rejected the round's result (the server answered), chained
+to the SDK's error. Limits: one call per invocation; the tool's
 output schema is validated by the SDK on each round as usual.
 """
 
@@ -49,7 +53,8 @@ except ModuleNotFoundError as exc:
 
 from fsm import actions as act
 from fsm import events as ev
-from fsm.errors import RequestKey
+from fsm.adapters.sdkerrors import SdkErrorType
+from fsm.errors import InteractionFailed, RequestKey
 from fsm.mrtr.call import (
     CallCancelled,
     MrtrAction,
@@ -67,6 +72,9 @@ from fsm.outcomes import SubmissionResult
 __all__ = ["guarded_call_tool"]
 
 _CALLS = itertools.count(1)
+
+_ERRORS = SdkErrorType(MCPError, types.ErrorData)
+"""What a call raises is an ``MCPError`` too (:mod:`fsm.adapters.sdkerrors`)."""
 
 
 def _as_outcome(exc: BaseException) -> SubmissionResult:
@@ -98,7 +106,9 @@ async def guarded_call_tool(
     prompts: dict[RequestKey, anyio.CancelScope] = {}
     final: types.CallToolResult | None = None
     done = anyio.Event()
-    failure: BaseException | None = None
+    failure: InteractionFailed | None = None
+    round_error: list[Exception] = []  # what the SDK raised for the round in flight
+    cause: BaseException | None = None
     inbox: list[MrtrEvent] = []
     wake = anyio.Event()
 
@@ -117,8 +127,10 @@ async def guarded_call_tool(
                 allow_input_required=True,
             )
         except Exception as exc:  # every failed round goes to the table
+            round_error[:] = [exc]
             post(RoundFailed(_as_outcome(exc)))
             return
+        round_error.clear()
         body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
         if isinstance(result, types.InputRequiredResult):
             for server_key, req in (result.input_requests or {}).items():
@@ -185,11 +197,13 @@ async def guarded_call_tool(
                         outgoing = (chosen, action.request_state, action.delay_s)
                     elif isinstance(action, act.Fail):
                         failure = action.error
+                        if isinstance(event, RoundFailed) and round_error:
+                            cause = round_error[0]  # the SDK's error that ended the call
                         done.set()
                     elif isinstance(action, act.Complete):
                         done.set()
         tg.cancel_scope.cancel()
     if failure is not None:
-        raise failure from (broken[0] if broken else None)
+        raise _ERRORS.wrap(failure) from (broken[0] if broken else cause)
     assert final is not None
     return final

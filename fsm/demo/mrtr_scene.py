@@ -23,6 +23,7 @@ from mcp.client.session import ClientRequestContext
 from fsm import actions as act
 from fsm.adapters.mrtr import guarded_call_tool
 from fsm.demo.mrtr_server import MrtrServer, running_mrtr_server
+from fsm.errors import InteractionFailed
 from fsm.mrtr.call import MrtrAction
 
 CASES: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -73,10 +74,10 @@ async def _side(
                 result = await client.call_tool(tool, args)
             text = result.content[0]
             outcome = f"result: {text.text}" if isinstance(text, types.TextContent) else "result"
-        except Exception as exc:
+        except Exception as exc:  # a typed error names its reason, the SDK's its code
             code = getattr(exc, "code", None)
-            reason = getattr(exc, "reason", None)
-            detail = f" {code}" if code is not None else f" ({reason})" if reason else ""
+            reason = exc.reason if isinstance(exc, InteractionFailed) else None
+            detail = f" ({reason})" if reason else f" {code}" if code is not None else ""
             outcome = f"{type(exc).__name__}{detail}"
     return {"prompts": len(prompts), "withdrawn": len(withdrawn), "outcome": outcome}
 

@@ -29,11 +29,10 @@ class ObservedGuard:
     """A guard whose every decision is observed, checked against P1-P7 and logged.
 
     Feed it instead of the guard: ``feed(event)`` returns what ``guard.feed(event)``
-    returns. To log a bare guard::
+    returns. To log a bare guard to ``sink``, a text file open for writing::
 
-        with open("events.jsonl", "w") as sink:
-            observed = ObservedGuard(Guard(clock=time.monotonic), sink=sink)
-            actions = observed.feed(event)  # for every event, as guard.feed
+        observed = ObservedGuard(Guard(clock=time.monotonic), sink=sink)
+        actions = observed.feed(event)  # for every event, as guard.feed
         text = observed.event_log()  # the kept observations, the same JSON Lines
 
     The log is :mod:`fsm.trace` JSON Lines (``python -m fsm audit`` reads it): ``sink``

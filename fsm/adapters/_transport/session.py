@@ -6,7 +6,6 @@ SDK lines (:class:`SdkBinding`).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import time
@@ -18,11 +17,11 @@ from typing import IO, Any, TypeVar
 import anyio
 import anyio.lowlevel
 
-from fsm import trace
 from fsm.adapters._transport.body import NotingWriter
 from fsm.adapters._transport.handles import CURRENT_CALL, CallSlot
 from fsm.adapters._transport.http import HttpLib
 from fsm.adapters._transport.session_io import SessionIO
+from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.adapters.sdkversion import SdkRange, check_sdk_version
 from fsm.errors import (
     InteractionFailed,
@@ -64,7 +63,9 @@ class SdkBinding:
     locally with a JSON-RPC error for its id, for SDKs whose writer dies on one (1.x).
     ``context_follows_sends``: the SDK's POST task sees the sending task's context
     variables (2.x); when not (1.x), the core notes which call sent each request id on the
-    SDK's write stream instead.
+    SDK's write stream instead. ``errors``: the SDK's JSON-RPC error type; every typed
+    error the session raises is an instance of it too (:mod:`fsm.adapters.sdkerrors`).
+    ``None``: plain library errors.
     """
 
     name: str
@@ -76,6 +77,7 @@ class SdkBinding:
     cancel_result: Callable[[], Any]
     errors_as_responses: bool = False
     context_follows_sends: bool = True
+    errors: SdkErrorType | None = None
 
 
 class GuardedConnection:
@@ -108,7 +110,9 @@ class GuardedConnection:
 
     @property
     def failures(self) -> dict[str, InteractionFailed]:
-        """Every interaction the guard failed, by interaction name."""
+        """Every interaction the guard failed, by interaction name (the newest 1024): the
+        error its call raised, an instance of the SDK's error type too. A stream that
+        ended because the session closed is not here (it did not fail)."""
         return dict(self._e.failures)
 
     def observations(self) -> list[tuple[Observation, float]]:
@@ -117,8 +121,11 @@ class GuardedConnection:
         return list(self._e.og.log)
 
     def event_log(self) -> str:
-        """The observations as JSON Lines (:func:`fsm.trace.dumps`)."""
-        return trace.dumps(self.observations())
+        """The kept observations as :mod:`fsm.trace` JSON Lines: a header, then one record
+        per observation, each with ``t`` and ``wall``, in the order observed
+        (:meth:`fsm.sse.observe.ObservedGuard.event_log`)."""
+        self._e.flush()
+        return self._e.og.event_log()
 
     def http_client(self, **kwargs: Any) -> Any:
         """A new ``AsyncClient`` of the SDK's HTTP library whose transport is the guard
@@ -147,11 +154,12 @@ class GuardedConnection:
 
         Raises the guard's typed error (once) if the interaction died; raises
         :class:`~fsm.errors.SessionExpiredError` at once if the session is known gone;
-        otherwise returns or raises what ``run()`` does.
+        otherwise returns or raises what ``run()`` does. A typed error is also the SDK
+        line's JSON-RPC error (``SdkBinding.errors``: code -32000, ``data.reason``).
         """
         e = self._e
         if e.expired is not None:
-            raise _again(e.expired)
+            raise _again(e, e.expired)
         slot = CallSlot()
         token = CURRENT_CALL.set(slot)
         outcome: list[_T] = []
@@ -188,7 +196,7 @@ class GuardedConnection:
         if typed is not None:
             raise typed from raised[0]
         if e.expired is not None:
-            raise _again(e.expired)
+            raise _again(e, e.expired)
         raise raised[0]
 
 
@@ -218,7 +226,7 @@ class GuardedSession(GuardedConnection):
     async def list_tools(self) -> Any:
         """``ClientSession.list_tools`` (raises SessionExpiredError once the session is gone)."""
         if self._e.expired is not None:
-            raise _again(self._e.expired)
+            raise _again(self._e, self._e.expired)
         return await self.session.list_tools()
 
 
@@ -235,16 +243,19 @@ def _typed_failure(engine: SessionIO, exc: BaseException) -> InteractionFailed |
         if isinstance(data, Mapping) and isinstance(data.get("stream"), str):
             err = engine.failures.get(data["stream"])
             if err is not None and err.reason == data.get("reason"):
-                return _again(err)
+                return _again(engine, err)
         current = current.__cause__ or current.__context__
     return None
 
 
-def _again(err: InteractionFailed) -> InteractionFailed:
-    """A fresh copy of a terminal error (the original was raised to its own caller)."""
-    return type(err)(
+def _again(engine: SessionIO, err: InteractionFailed) -> InteractionFailed:
+    """A fresh copy of a terminal error already raised to its own caller (an expired
+    session's error goes to every later call), as the SDK line's error type too when
+    the binding names one (:meth:`SessionIO.typed`)."""
+    copy = type(err)(
         str(err), key=err.key, stream=err.stream, reason=err.reason, evidence=err.evidence
     )
+    return engine.typed(copy)
 
 
 ElicitationFn = Callable[[Any, Any], Awaitable[Any]]
@@ -284,6 +295,15 @@ def _wrap_callback(engine: SessionIO, callback: ElicitationFn | None) -> Elicita
 LogTarget = str | os.PathLike[str] | IO[str]
 
 
+def _close(engine: SessionIO) -> None:
+    """The guarded connection ends: coalesced event ids are recorded, every stream still
+    open ends as closed with the session (:meth:`SessionIO.end_session`), and the
+    background IO stops."""
+    engine.flush()
+    engine.end_session()
+    engine.close()
+
+
 @contextlib.asynccontextmanager
 async def open_guarded_connection(
     binding: SdkBinding,
@@ -297,7 +317,9 @@ async def open_guarded_connection(
 ) -> AsyncIterator[GuardedConnection]:
     """The guard for one MCP session on ``url``, for a client that opens the SDK session
     itself (see :class:`GuardedConnection`); arguments as :func:`open_guarded_session`.
-    Its background IO (submissions, resumes) ends when this exits."""
+    When this exits (and before the client's DELETE ends the session, if it sends one),
+    every stream still open ends, recorded with outcome ``closed`` (not a failure:
+    :meth:`SessionIO.end_session`); then its background IO (submissions, resumes) ends."""
     check_sdk_version(binding.supported, others=binding.others, strict=strict_sdk)
     hx = binding.hx
     async with contextlib.AsyncExitStack() as stack:
@@ -310,20 +332,12 @@ async def open_guarded_connection(
             sink = stack.enter_context(open(log, "w", encoding="utf-8"))  # noqa: SIM115
         elif log is not None:
             sink = log
-        on_obs: Callable[[Observation, float], None] | None = None
-        if sink is not None:
-            out = sink
-            out.write(json.dumps({"kind": "header", "schema": trace.SCHEMA}) + "\n")
-
-            def on_obs(obs: Observation, t: float) -> None:
-                out.write(json.dumps(trace.to_record(obs, t), sort_keys=True) + "\n")
-
-        observed = ObservedGuard(Guard(clock=clock, config=config), on_observation=on_obs)
+        observed = ObservedGuard(Guard(clock=clock, config=config), sink=sink)
         tg = await stack.enter_async_context(anyio.create_task_group())
         engine = SessionIO(observed, http_client, tg, url, binding)
-        stack.callback(engine.close)
+        engine.ends_on_delete = True
+        stack.callback(_close, engine)
         yield GuardedConnection(engine)
-        engine.flush()
 
 
 @contextlib.asynccontextmanager
@@ -342,10 +356,12 @@ async def open_guarded_session(
     """Open an initialized, guarded MCP session on ``url`` (legacy streamable HTTP).
 
     ``http_client`` carries all HTTP (its hooks, auth and timeouts apply; it is not closed
-    here); ``config`` is the guard's policy; ``clock`` its time source; ``log`` a path or
-    text stream that receives the event log as JSON Lines while it happens (header
-    first). Extra keyword arguments go to ``ClientSession``. Raises ``RuntimeError`` for an
-    unsupported SDK version when ``strict_sdk``. ``binding`` says which SDK line.
+    here); ``config`` is the guard's policy; ``clock`` its time source (monotonic
+    seconds); ``log`` a path or text stream that receives the event log as JSON Lines
+    while it happens (:mod:`fsm.trace`: the header first, every record with ``t`` and its
+    UTC ``wall`` time; not flushed here). Extra keyword arguments go to
+    ``ClientSession``. Raises ``RuntimeError`` for an unsupported SDK version when
+    ``strict_sdk``. ``binding`` says which SDK line.
     """
     async with (
         open_guarded_connection(

@@ -81,7 +81,8 @@ class SessionIO:
         self.protocol_version: str | None = None
         self.expired: InteractionFailed | None = None
         self.failures: Recent[str, InteractionFailed] = Recent(remembered)
-        """The interactions the guard failed (the newest ``remembered``)."""
+        """The interactions the guard failed (the newest ``remembered``), each error as a
+        call raises it (:meth:`typed`)."""
         self.calls: dict[Any, CallSlot] = {}
         self.sent_calls: dict[Any, CallSlot] = {}
         """Calls by request id, noted where the SDK sends them (:class:`NotingWriter`)."""
@@ -136,6 +137,10 @@ class SessionIO:
         """The credentials of each answer's POST, kept while its request is live (never
         evicted while live: a submission must carry its own answer's credentials)."""
         self._creds_pruned_at = CREDENTIALS_PRUNED_AT
+        self.ends_on_delete = False
+        """Whether a DELETE sent through the transport is this client closing its own
+        session (an SDK adapter), so :meth:`end_session` runs before it is sent. A gateway
+        forwards its clients' DELETEs and leaves this off."""
 
     # -- feeding -----------------------------------------------------------------
 
@@ -160,10 +165,26 @@ class SessionIO:
         own error."""
         self.feed(ev.SessionExpired())
         if self.expired is None:
-            self.expired = SessionExpiredError(
-                "the session is gone (HTTP 404 on a request carrying its id)",
-                reason=SessionExpiredError.reason,
-                evidence=("HTTP 404 on the session",),
+            self.expired = self.typed(
+                SessionExpiredError(
+                    "the session is gone (HTTP 404 on a request carrying its id)",
+                    reason=SessionExpiredError.reason,
+                    evidence=("HTTP 404 on the session",),
+                )
+            )
+
+    def end_session(self) -> None:
+        """The client closes the session (it sends the DELETE that ends it, or leaves
+        it): every stream still open ends now, normally. Each is fed
+        ``StreamAbandoned(stream, SESSION_CLOSED)``: its body stops without resuming (a
+        server that ends its streams when the session goes is not taken for a cut), the
+        event log records ``ended`` with outcome ``closed``, and :attr:`failures` does not
+        list it. A call still waiting on such a stream gets the guard's
+        :class:`~fsm.errors.StreamAbandonedError` (reason ``session-closed``). Idempotent:
+        streams already ended are left alone."""
+        for stream in self.guard.live_streams():
+            self.feed(
+                ev.StreamAbandoned(stream, ev.SESSION_CLOSED, "the client closed the session")
             )
 
     def on_sse(self, stream: str, sse: SseFrame) -> tuple[tuple[act.Action, ...], Any]:
@@ -228,9 +249,17 @@ class SessionIO:
                 self._pending_refusals += 1
                 self.spawn(self._refuse, a)
 
+    def typed(self, err: InteractionFailed) -> InteractionFailed:
+        """``err`` as the session's caller gets it: also an instance of the SDK line's
+        JSON-RPC error type when the binding names one (``SdkBinding.errors``), else
+        ``err`` itself."""
+        errors = self.binding.errors
+        return err if errors is None else errors.wrap(err)
+
     def _fail(self, a: act.Fail) -> None:
-        err = a.error
-        self.failures[a.interaction] = err
+        err = self.typed(a.error)
+        if err.reason != ev.SESSION_CLOSED:  # a stream that closed with the session did not fail
+            self.failures[a.interaction] = err
         if isinstance(err, SessionExpiredError) and self.expired is None:
             self.expired = err
         stream = err.stream or a.interaction

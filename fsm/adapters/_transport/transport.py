@@ -87,6 +87,10 @@ class GuardedTransport:
             if e.session and not e.room_for_stream(None):
                 return local_response(e.hx, request, 503, too_many_streams(request))
             return await self._open_stream(request, None, None)
+        if method == "DELETE" and e.ends_on_delete:
+            # the client ends its session: what is still open ends now, before the server
+            # closes it (a clean end of a GET without event id would read as a failure)
+            e.end_session()
         return await self._send(request)
 
     async def _send(self, request: Any) -> Any:
