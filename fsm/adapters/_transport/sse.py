@@ -68,6 +68,7 @@ class SseFrame:
         has_data: bool,
         utf8: bool = True,
         event: str | None = None,
+        size: int | None = None,
     ) -> None:
         self.parts = parts
         self.event_id = event_id
@@ -77,7 +78,7 @@ class SseFrame:
         self.utf8 = utf8
         self.event = event
         """The ``event:`` field (the event type), if any."""
-        self.size = sum(map(len, parts))
+        self.size = sum(map(len, parts)) if size is None else size
         """Bytes of the event as passed on (:attr:`parts`)."""
         self._data: str | None = None
 
@@ -157,6 +158,7 @@ class SseParser:
         "_line",
         "_line_size",
         "_line_utf8",
+        "_line_weight",
         "_lines",
         "_size",
         "_validator",
@@ -172,6 +174,8 @@ class SseParser:
         """The pending line, in the pieces it came in."""
         self._line_size = 0
         """Weight of the pending line: its bytes and its pieces (in :attr:`_size` too)."""
+        self._line_weight = 0
+        """Weight of the line :meth:`_close_line` ended last."""
         self._line_utf8 = True
         """The pending line's pieces so far are UTF-8 (checked by :attr:`_validator`)."""
         self._validator = codecs.getincrementaldecoder("utf-8")("strict")
@@ -217,22 +221,21 @@ class SseParser:
                 if limit is not None and self._size > limit:
                     raise EventTooLarge(f"an SSE event over {limit} bytes")
             return []
-        split = chunk.split(b"\n")
-        tail = split.pop()
-        lines: list[bytes | _Long] = list(split)
-        if self._line:  # the pending line ends in this read
-            if split[0]:
-                self._hold(split[0])
-            lines[0] = self._close_line()
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
         pending, size = self._lines, self._size
+        if self._line:  # the pending line ends in this read
+            if lines[0]:
+                self._hold(lines[0])
+            closed = self._close_line()
+            pending.append(closed)
+            size = self._size + (closed.weight if type(closed) is _Long else self._line_weight) + 1
+            lines = lines[1:]
         out: list[SseFrame] = []
         for line in lines:
-            if isinstance(line, _Long):
+            if line:
                 pending.append(line)
-                size += line.weight + 1
-            elif line:
-                pending.append(line)
-                size += max(len(line), PIECE_COST) + 1
+                size += (len(line) if len(line) > PIECE_COST else PIECE_COST) + 1
             elif pending:  # a blank line ends the event
                 if limit is not None and size - 1 > limit:
                     raise EventTooLarge(f"an SSE event over {limit} bytes")
@@ -261,6 +264,7 @@ class SseParser:
             except UnicodeDecodeError:
                 utf8 = False
         self._validator.reset()
+        self._line_weight = weight
         if len(line) == 1:
             return line[0]
         return _Long(line, utf8, weight)
@@ -277,32 +281,23 @@ def _is_utf8(line: bytes) -> bool:
 
 
 def _frame(lines: list[bytes | _Long]) -> SseFrame | None:
-    """The event of ``lines`` (complete, none blank); ``None`` when none is a field."""
+    """The event of ``lines`` (complete, none blank; the list is the caller's to give
+    up); ``None`` when none is a field."""
     event_id: str | None = None
-    data: list[bytes | _Long] = []
+    data: list[bytes] = []
     retry: int | None = None
     kind: str | None = None
     meaningful = False
-    utf8 = True
-    for i, line in enumerate(lines):
-        if type(line) is _Long:
-            utf8 = utf8 and line.utf8
-            head = line.pieces[0]
-            if head.startswith(b"data:"):
-                data.append(line)
-                meaningful = True
-                continue
-            line = b"".join(line.pieces)  # a long line of another field: rare, joined
-            lines[i] = line  # and passed on whole (an id line stays one piece)
-        else:
-            assert type(line) is bytes
-            utf8 = utf8 and _is_utf8(line)
+    longs = False
+    for line in lines:
+        if not isinstance(line, bytes):  # a line that came in pieces (rare): its own reading
+            longs = True
+            continue
         if line.startswith(b"data:"):
-            data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+            data.append(line[6:] if line.startswith(b" ", 5) else line[5:])
             meaningful = True
         elif line.startswith(b"id:"):
-            value = line[3:]
-            value = value[1:] if value.startswith(b" ") else value
+            value = line[4:] if line.startswith(b" ", 3) else line[3:]
             if b"\0" not in value:
                 event_id = value.decode("utf-8", "surrogateescape")
             meaningful = True
@@ -320,24 +315,56 @@ def _frame(lines: list[bytes | _Long]) -> SseFrame | None:
             elif name == b"id":
                 event_id = ""
             meaningful = True
+    if longs:
+        return _long_frame(lines)
     if not meaningful:
         return None
-    parts: list[bytes] = []
-    short: list[bytes] = []
+    lines += (b"", b"")  # whole lines only (the common case): one join, one check
+    raw = b"\n".join(lines)  # type: ignore[arg-type]  # only bytes here
+    utf8 = raw.isascii() or _is_utf8(raw)
+    value = data[0] if len(data) == 1 else b"\n".join(data)
+    return SseFrame((raw,), event_id, value, retry, bool(data), utf8, kind, len(raw))
+
+
+def _long_frame(lines: list[bytes | _Long]) -> SseFrame | None:
+    """:func:`_frame` of an event with a line that came in pieces: a ``data`` line is
+    kept in its pieces (its value joined once, the event passed on in them), a long line
+    of another field is joined (an ``id`` line is passed on in one piece)."""
+    for i, line in enumerate(lines):
+        if isinstance(line, _Long) and not line.pieces[0].startswith(b"data:"):
+            lines[i] = b"".join(line.pieces)
+    short: list[bytes | _Long] = [line for line in lines if isinstance(line, bytes)]
+    frame = _frame(short) if short else None
+    data: list[bytes | _Long] = []
     for line in lines:
-        if type(line) is _Long:
-            if short:
-                short.append(b"")
-                parts.append(b"\n".join(short))
-                short = []
+        if isinstance(line, _Long):
+            data.append(line)
+        elif line == b"data" or line.startswith(b"data:"):
+            data.append(line[6:] if line.startswith(b" ", 5) else line[5:])
+    if frame is None and not data:
+        return None
+    utf8 = True
+    parts: list[bytes] = []
+    pending: list[bytes] = []
+    for line in lines:
+        if isinstance(line, _Long):
+            utf8 = utf8 and line.utf8
+            if pending:
+                pending.append(b"")
+                parts.append(b"\n".join(pending))
+                pending = []
             parts += line.pieces
-            short.append(b"")  # the line feed after it, joined to what follows
+            pending.append(b"")  # the line feed after it, joined to what follows
         else:
-            assert type(line) is bytes
-            short.append(line)
-    short += (b"", b"")
-    parts.append(b"\n".join(short))
-    return SseFrame(tuple(parts), event_id, _data(data), retry, bool(data), utf8, kind)
+            utf8 = utf8 and _is_utf8(line)
+            pending.append(line)
+    pending += (b"", b"")
+    parts.append(b"\n".join(pending))
+    if frame is None:
+        return SseFrame(tuple(parts), None, _data(data), None, True, utf8)
+    return SseFrame(
+        tuple(parts), frame.event_id, _data(data), frame.retry, bool(data), utf8, frame.event
+    )
 
 
 def _data(lines: list[bytes | _Long]) -> bytes:
