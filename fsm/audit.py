@@ -1,15 +1,56 @@
 """Audit a recorded client event log: ``python -m fsm audit LOG.jsonl [--json]``.
 
 The log is JSON Lines in the :mod:`fsm.trace` schema (what :class:`fsm.sse.observe.ObservedGuard`
-writes). Every record is replayed, in order, through the one property monitor
-(:func:`fsm.properties.step`, P1-P7 and the bounded L1) and through a lifecycle check
-against the declared machines (:data:`fsm.machines.resumption.LIVENESS` per request key,
-:data:`fsm.machines.resumption.TRANSPORT` per stream), reported as property ``M``.
+writes). Every record is replayed, in order, through the P1-P7 and bounded-L1 monitor
+(:class:`AuditMonitor`, which judges exactly as :func:`fsm.properties.step`) and through a
+lifecycle check against the declared machines (:data:`fsm.machines.resumption.LIVENESS` per
+request key, :data:`fsm.machines.resumption.TRANSPORT` per stream), reported as property
+``M``.
 
 Exit codes: ``0`` the log conforms; ``1`` a violation -- the FIRST violating record is
 reported with its line number, the property, the monitor state before it and why;
 ``2`` the log is malformed or unreadable (one message naming the line, no traceback), or
 empty: a log without a single record proves nothing, so it is not reported as conforming.
+
+Cost
+----
+The audit streams: the log is read in 64 KiB blocks and split into lines as it goes
+(:func:`read_lines`; ``-`` reads standard input the same way), each record is parsed,
+judged and dropped. Every record costs O(1) amortised: the monitor's sets and maps are
+updated in place (nothing is copied per record), a lost session marks only the streams and
+requests learnt since the previous one, and forgetting an interaction touches only what
+was recorded about it. Time is linear in the log's length. Memory holds the longest line
+and the monitor's state, which is bounded as follows, not by the log's length.
+
+Memory bound: what is forgotten
+-------------------------------
+Judging P2, P5 and the rest exactly for every record would mean remembering every request
+and interaction to the end of the log, however long. The audit keeps, instead:
+
+* everything about interactions that have not ended: live streams, the open generation
+  of the standalone GET stream, and the requests delivered on them (an interaction that
+  never ends stays: with ``--complete`` each one is a P5 violation);
+* everything about the last ``retain`` interactions that ended (default
+  :data:`DEFAULT_RETAIN`, ``--retain``), with the requests delivered on their streams;
+* what is known of request keys never delivered (answered, presented, submitted,
+  cancelled or declared dead without a ``delivered`` record): no stream names them, so
+  nothing forgets them. A client's log has few: it acts only on requests it was given.
+
+Once more than ``retain`` interactions have ended, the oldest ended one is forgotten with
+the requests delivered on its stream, exactly as :func:`fsm.properties.forget` does for the
+online :class:`fsm.properties.Monitor` (the lifecycle facts about the same stream and
+requests go with it). Forgetting only loses checks about the forgotten interaction: a
+record naming it or one of those requests afterwards is judged as one about something
+never seen (a second ``ended`` is not P5, a re-presentation not P2, a submission for such
+a request is P4, a resume of its stream is neither P3 nor ``M``). So a log in which no
+record reaches back past the last ``retain`` ended interactions gets the same finding
+(property, line, why) as from a monitor that remembers everything; the states it reports
+leave out what was forgotten. ``retain=None`` (``--retain all``) remembers everything:
+time stays linear, memory then grows with the log.
+
+Memory is therefore bounded by the live interactions (their requests and event ids), the
+``retain`` last ended ones and the never-delivered keys, whatever the number of records.
+Measured (``python -m bench audit``): the same peak RSS for 45,000 and 1,000,000 records.
 
 Limits
 ------
@@ -24,21 +65,26 @@ Limits
   cut off while interactions are legitimately still running.
 * Budgets default to :class:`fsm.properties.Budgets` (``--ttl``, ``--max-resumes``,
   ``--max-submissions`` override them): use the audited client's configuration.
+* The command reads the whole input even after the first violation, to report an
+  undecodable or unreadable log as such wherever the bad bytes are (exit 2), as it did
+  when it read the log whole; only the reading continues, nothing is judged.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
 import json
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO, Any
 
 from fsm import properties as P
 from fsm.errors import RequestKey
 from fsm.machines.resumption import LIVENESS, TRANSPORT
-from fsm.machines.spec import MachineSpec
 from fsm.trace import TraceFormatError, loads, to_record
 
 MACHINE = "M"
@@ -47,38 +93,81 @@ DESCRIPTIONS: dict[str, str] = {
     MACHINE: "each request and stream follows the declared machines (fsm.machines.resumption)",
 }
 
+DEFAULT_RETAIN = 4096
+"""How many ended interactions the audit remembers by default (see the module docstring)."""
+
+BLOCK = 1 << 16
+"""Bytes read from the log at a time."""
+
+# ----------------------------------------------------------------- the declared machines
+
 # Transitions a log never shows: they may happen between any two records.
-_SILENT = frozenset({"accept", "retry", "complete"})
+_SILENT = ("accept", "retry", "complete")
+_TABLE: dict[tuple[str, str], str] = {(t.source, t.trigger): t.dest for t in LIVENESS.transitions}
+_States = frozenset[str]
+# Memo tables: keyed by a set of LIVENESS states, so they hold at most a few hundred entries.
+_STEPS: dict[tuple[_States, tuple[str, ...]], _States] = {}
+_CLOSURES: dict[_States, _States] = {}
+_EXPIRED: dict[_States, _States] = {}
 
 
-def _step_set(spec: MachineSpec, states: frozenset[str], triggers: Iterable[str]) -> frozenset[str]:
-    wanted = set(triggers)
-    return frozenset(t.dest for t in spec.transitions if t.source in states and t.trigger in wanted)
+def _step_set(states: _States, triggers: tuple[str, ...]) -> _States:
+    """The LIVENESS states reached from ``states`` by one of ``triggers``."""
+    got = _STEPS.get((states, triggers))
+    if got is None:
+        got = frozenset(_TABLE[s, t] for s in states for t in triggers if (s, t) in _TABLE)
+        _STEPS[states, triggers] = got
+    return got
 
 
-def _closure(spec: MachineSpec, states: frozenset[str], triggers: frozenset[str]) -> frozenset[str]:
-    seen: set[str] = set(states)
-    frontier: set[str] = set(states)
-    while frontier:
-        new = set(_step_set(spec, frozenset(frontier), triggers)) - seen
-        seen |= new
-        frontier = new
-    return frozenset(seen)
+def _closure(states: _States) -> _States:
+    """``states`` and every state the silent transitions reach from them."""
+    got = _CLOSURES.get(states)
+    if got is None:
+        seen, frontier = set(states), set(states)
+        while frontier:
+            new = _step_set(frozenset(frontier), _SILENT) - seen
+            seen |= new
+            frontier = set(new)
+        got = _CLOSURES[states] = frozenset(seen)
+    return got
 
 
-@dataclass
+def _expired(states: _States) -> _States:
+    """What the session's expiry makes of a request in ``states``."""
+    got = _EXPIRED.get(states)
+    if got is None:
+        now = _closure(states)
+        got = _EXPIRED[states] = _step_set(now, ("expire",)) | (now & LIVENESS.terminal)
+    return got
+
+
+_NEW = frozenset({LIVENESS.initial})
+
+
 class Lifecycle:
-    """Possible machine states per request key and per stream, as far as the log shows."""
+    """Possible machine states per request key and per stream, as far as the log shows.
 
-    requests: dict[RequestKey, frozenset[str]] = field(default_factory=dict)
-    ended_streams: set[str] = field(default_factory=set)
-    idempotent: set[RequestKey] = field(default_factory=set)
+    Updated in place; a lost session costs only the requests whose states it changes
+    (``_expirable``: those not already at the expiry's fixed point)."""
 
-    def _of(self, key: RequestKey) -> frozenset[str]:
-        return _closure(LIVENESS, self.requests.get(key, frozenset({LIVENESS.initial})), _SILENT)
+    __slots__ = ("_expirable", "ended_streams", "idempotent", "requests")
 
-    def _fire(self, key: RequestKey, *triggers: str) -> frozenset[str]:
-        return _step_set(LIVENESS, self._of(key), triggers)
+    def __init__(self) -> None:
+        self.requests: dict[RequestKey, _States] = {}
+        self.ended_streams: set[str] = set()
+        self.idempotent: set[RequestKey] = set()
+        self._expirable: set[RequestKey] = set()
+
+    def _of(self, key: RequestKey) -> _States:
+        return _closure(self.requests.get(key, _NEW))
+
+    def _set(self, key: RequestKey, states: _States) -> None:
+        self.requests[key] = states
+        if _expired(states) != states:
+            self._expirable.add(key)
+        else:
+            self._expirable.discard(key)
 
     def observe(self, obs: P.Observation) -> str | None:
         """Apply ``obs``; return why it is impossible for the machines, or ``None``."""
@@ -88,23 +177,24 @@ class Lifecycle:
         if key in self.idempotent:
             return None  # idempotent requests are not tracked by the liveness machine
         if isinstance(obs, P.Presented):
-            nxt = self._fire(obs.key, "present")
+            nxt = _step_set(self._of(obs.key), ("present",))
             if not nxt:
                 was = sorted(self._of(obs.key))
                 return f"liveness of {obs.key!r}: 'present' impossible from {was}"
-            self.requests[obs.key] = nxt
+            self._set(obs.key, nxt)
         elif isinstance(obs, P.Submitted):
-            nxt = self._fire(obs.key, "submit", "resubmit")
+            nxt = _step_set(self._of(obs.key), ("submit", "resubmit"))
             if not nxt:
                 return (
                     f"liveness of {obs.key!r}: a submission is impossible from "
                     f"{sorted(self._of(obs.key))}"
                 )
-            self.requests[obs.key] = nxt
+            self._set(obs.key, nxt)
         elif isinstance(obs, P.Answered):
-            nxt = self._fire(obs.key, "answer")
+            now = self._of(obs.key)
+            nxt = _step_set(now, ("answer",))
             if nxt:
-                self.requests[obs.key] = nxt | (self._of(obs.key) & LIVENESS.terminal)
+                self._set(obs.key, nxt | (now & LIVENESS.terminal))
         elif isinstance(obs, P.Rejected):
             if obs.session:
                 self._expire()
@@ -115,7 +205,7 @@ class Lifecycle:
         elif isinstance(obs, P.DeclaredDead):
             now = self._of(obs.key)
             live = frozenset({"dead"}) if now - LIVENESS.terminal else frozenset()
-            self.requests[obs.key] = (now & LIVENESS.terminal) | live
+            self._set(obs.key, (now & LIVENESS.terminal) | live)
         elif isinstance(obs, P.SessionGone):
             self._expire()
         elif isinstance(obs, P.Resumed):
@@ -128,16 +218,312 @@ class Lifecycle:
             self.ended_streams.add(obs.interaction)
         return None
 
+    def forget(self, interaction: str, keys: Iterable[RequestKey]) -> None:
+        """Drop what is known of stream ``interaction`` and of the requests ``keys``."""
+        self.ended_streams.discard(interaction)
+        for key in keys:
+            self.requests.pop(key, None)
+            self.idempotent.discard(key)
+            self._expirable.discard(key)
+
+    def retained(self) -> int:
+        """How many entries this lifecycle holds (what bounds its memory)."""
+        return len(self.requests) + len(self.ended_streams) + len(self.idempotent)
+
     def _told(self, key: RequestKey, trigger: str) -> None:
         now = self._of(key)
-        nxt = _step_set(LIVENESS, now, (trigger,))
+        nxt = _step_set(now, (trigger,))
         if nxt:
-            self.requests[key] = nxt | (now & LIVENESS.terminal)
+            self._set(key, nxt | (now & LIVENESS.terminal))
 
     def _expire(self) -> None:
-        for key in list(self.requests):
-            now = self._of(key)
-            self.requests[key] = _step_set(LIVENESS, now, ("expire",)) | (now & LIVENESS.terminal)
+        # Every other tracked request is already at the expiry's fixed point: unchanged.
+        for key in list(self._expirable):
+            self._set(key, _expired(self.requests[key]))
+
+
+# ----------------------------------------------------------------- the monitor
+
+
+class AuditMonitor:
+    """P1-P7 and the bounded L1, judged exactly as :func:`fsm.properties.step` judges
+    them, on state updated in place: a record costs O(1) amortised, whatever came before.
+
+    :meth:`check` says what an observation violates (nothing changes), :meth:`apply`
+    records it, :meth:`observe` does both. :meth:`snapshot` is the same state as the
+    :class:`fsm.properties.MonitorState` that ``step`` would hold (O(state), for reports
+    and tests). ``retain`` bounds what is remembered of ended interactions as
+    :class:`fsm.properties.Monitor` does (``None``: everything); ``on_forget(interaction,
+    keys)`` is called for each interaction forgotten, with the request keys forgotten with
+    it. See the module docstring for what is kept and what forgetting loses.
+    """
+
+    def __init__(
+        self,
+        budgets: P.Budgets | None = None,
+        *,
+        retain: int | None = DEFAULT_RETAIN,
+        on_forget: Callable[[str, set[RequestKey]], None] | None = None,
+    ) -> None:
+        if retain is not None and retain < 0:
+            raise ValueError("retain must be >= 0 or None")
+        self.budgets = budgets or P.Budgets()
+        self.retain = retain
+        self._on_forget = on_forget
+        self.dead: set[RequestKey] = set()
+        self.presented: set[RequestKey] = set()
+        self.idempotent: set[RequestKey] = set()
+        self.deadlines: dict[RequestKey, float] = {}
+        self.stale_delivery: set[RequestKey] = set()
+        self.stream_of: dict[RequestKey, str] = {}
+        self.no_resume: set[str] = set()
+        self.session_gone = False
+        self.answers: dict[RequestKey, str] = {}
+        self.submissions: dict[RequestKey, int] = {}
+        self.newest: dict[str, str] = {}
+        self.seen: dict[str, set[str]] = {}
+        self.stalls: dict[str, int] = {}
+        self.begun: set[str] = set()
+        self.ended: set[str] = set()
+        self.violated: set[str] = set()
+        # Indexes: the keys delivered on each stream (what forgetting a stream drops);
+        # the keys and streams learnt since the session was last revived or lost (what
+        # the next revival makes dead, the next loss unresumable: everything learnt
+        # earlier already is); the ended interactions remembered, oldest first.
+        self._keys_on: dict[str, set[RequestKey]] = {}
+        self._fresh_keys: set[RequestKey] = set()
+        self._fresh_streams: set[str] = set()
+        self._window: dict[str, None] = {}
+        self._seen_count = 0
+
+    # -- judging
+
+    def check(self, obs: P.Observation) -> tuple[P.Violation, ...]:
+        """The violations ``obs`` causes in the current state, in ``step``'s order."""
+        bad: list[P.Violation] = []
+        if isinstance(obs, P.Presented):
+            key = obs.key
+            if key in self.dead or self.session_gone:
+                bad.append(P.Violation("P1", f"{key!r} presented after the client knew it dead"))
+            if key in self.presented and key not in self.idempotent:
+                bad.append(P.Violation("P2", f"{key!r} presented a second time"))
+            if key in self.stale_delivery:
+                bad.append(
+                    P.Violation(
+                        "P6",
+                        f"{key!r} presented from a replay past its deadline "
+                        "without liveness assertion",
+                    )
+                )
+        elif isinstance(obs, P.Submitted):
+            given = self.answers.get(obs.key)
+            if given is None or given != P._answer_id(obs.answer):
+                bad.append(
+                    P.Violation(
+                        "P4",
+                        f"answer for {obs.key!r} submitted that the user did not give for it",
+                    )
+                )
+            if self.budgets.counters:
+                count = self.submissions.get(obs.key, 0) + 1
+                if count > self.budgets.max_submissions:
+                    bad.append(P.Violation("L1", f"{obs.key!r} submitted {count} times"))
+        elif isinstance(obs, P.Resumed):
+            stream = obs.stream
+            if stream in self.no_resume or self.session_gone:
+                bad.append(P.Violation("P3", f"{stream} resumed after a terminal rejection"))
+            newest = self.newest.get(stream)
+            if newest is not None and obs.cursor != newest:
+                bad.append(
+                    P.Violation(
+                        "P7", f"{stream} resumed from {obs.cursor!r}, newest seen is {newest!r}"
+                    )
+                )
+            if self.budgets.counters:
+                stalls = self.stalls.get(stream, 0) + 1
+                if stalls > self.budgets.max_resumes_without_progress:
+                    bad.append(
+                        P.Violation("L1", f"{stream} resumed {stalls} times without progress")
+                    )
+        elif isinstance(obs, P.Ended) and obs.interaction in self.ended:
+            bad.append(P.Violation("P5", f"{obs.interaction} ended twice"))
+        return tuple(bad)
+
+    def apply(self, obs: P.Observation, bad: Iterable[P.Violation] = ()) -> None:
+        """Record ``obs`` (whose violations, from :meth:`check`, are ``bad``)."""
+        b = self.budgets
+        if isinstance(obs, P.Delivered):
+            key = obs.key
+            if key not in self.stream_of:
+                self.stream_of[key] = obs.stream
+                self._keys_on.setdefault(obs.stream, set()).add(key)
+                self._fresh_keys.add(key)
+                self._fresh_streams.add(obs.stream)
+            if not obs.interactive:
+                self.idempotent.add(key)
+            deadline = self.deadlines.get(key)
+            if (
+                obs.interactive
+                and obs.replayed
+                and not obs.asserted
+                and deadline is not None
+                and obs.t > deadline
+            ):
+                self.stale_delivery.add(key)
+            else:
+                self.stale_delivery.discard(key)
+        elif isinstance(obs, P.DeclaredDead) or (
+            isinstance(obs, P.Cancelled) and obs.key in self.stream_of
+        ):
+            # A cancellation for a request never delivered kills nothing (as in ``step``).
+            self.dead.add(obs.key)
+        elif isinstance(obs, P.Rejected):
+            if obs.session:
+                self._lose_session()
+            elif obs.key not in self.dead and obs.key in self.answers:
+                stream = self.stream_of.get(obs.key)
+                self.dead.add(obs.key)
+                if stream is not None and stream in self.begun:
+                    self.no_resume.add(stream)
+        elif isinstance(obs, P.SessionGone):
+            self._lose_session()
+        elif isinstance(obs, P.SessionBegan):
+            if self.session_gone:  # every request known so far stays dead
+                self.session_gone = False
+                self.dead |= self._fresh_keys
+                self._fresh_keys.clear()
+        elif isinstance(obs, P.EventSeen):
+            ids = self.seen.get(obs.stream)
+            if ids is None:
+                ids = self.seen[obs.stream] = set()
+            if obs.event_id not in ids:
+                ids.add(obs.event_id)
+                self._seen_count += 1
+                self.newest[obs.stream] = obs.event_id
+                self.stalls[obs.stream] = 0
+                self._fresh_streams.add(obs.stream)
+        elif isinstance(obs, P.Answered):
+            self.answers[obs.key] = P._answer_id(obs.answer)
+        elif isinstance(obs, P.Presented):
+            if obs.key not in self.presented:
+                self.presented.add(obs.key)
+                self.deadlines[obs.key] = obs.t + b.ttl
+        elif isinstance(obs, P.Submitted):
+            if b.counters:
+                count = self.submissions.get(obs.key, 0) + 1
+                self.submissions[obs.key] = min(count, b.max_submissions + 1)
+        elif isinstance(obs, P.Resumed):
+            if b.counters:
+                stalls = self.stalls.get(obs.stream, 0) + 1
+                self.stalls[obs.stream] = min(stalls, b.max_resumes_without_progress + 1)
+        elif isinstance(obs, P.Began):
+            self.begun.add(obs.interaction)
+        elif isinstance(obs, P.Ended):
+            self.ended.add(obs.interaction)
+            self.begun.add(obs.interaction)
+        if bad:
+            self.violated.update(v.name for v in bad)
+        if self.retain is not None and isinstance(obs, P.Ended):
+            window = self._window
+            window[obs.interaction] = None
+            while len(window) > self.retain:
+                oldest = next(iter(window))
+                del window[oldest]
+                self.forget(oldest)
+
+    def observe(self, obs: P.Observation) -> tuple[P.Violation, ...]:
+        """:meth:`check` then :meth:`apply` ``obs``; return its violations."""
+        bad = self.check(obs)
+        self.apply(obs, bad)
+        return bad
+
+    def _lose_session(self) -> None:
+        # Every stream known before the previous loss is unresumable already.
+        self.session_gone = True
+        self.no_resume |= self._fresh_streams
+        self._fresh_streams.clear()
+
+    # -- forgetting
+
+    def forget(self, interaction: str) -> set[RequestKey]:
+        """Drop what is known of ``interaction`` and of the requests delivered on its
+        stream, as :func:`fsm.properties.forget` does; return those requests' keys."""
+        keys = self._keys_on.pop(interaction, set())
+        for key in keys:
+            self.dead.discard(key)
+            self.presented.discard(key)
+            self.idempotent.discard(key)
+            self.deadlines.pop(key, None)
+            self.stale_delivery.discard(key)
+            del self.stream_of[key]
+            self.answers.pop(key, None)
+            self.submissions.pop(key, None)
+            self._fresh_keys.discard(key)
+        self.no_resume.discard(interaction)
+        self.newest.pop(interaction, None)
+        self._seen_count -= len(self.seen.pop(interaction, ()))
+        self.stalls.pop(interaction, None)
+        self.begun.discard(interaction)
+        self.ended.discard(interaction)
+        self._fresh_streams.discard(interaction)
+        if self._on_forget is not None:
+            self._on_forget(interaction, keys)
+        return keys
+
+    # -- reading the state
+
+    def unfinished(self) -> tuple[P.Violation, ...]:
+        """P5 at quiescence: interactions that began and never ended."""
+        return tuple(P.Violation("P5", f"{i} never ended") for i in sorted(self.begun - self.ended))
+
+    def retained(self) -> int:
+        """How many entries the state holds (keys, streams, event ids, window slots):
+        what bounds its memory."""
+        return (
+            len(self.dead)
+            + len(self.presented)
+            + len(self.idempotent)
+            + len(self.deadlines)
+            + len(self.stale_delivery)
+            + 2 * len(self.stream_of)  # with the per-stream index
+            + len(self.no_resume)
+            + len(self.answers)
+            + len(self.submissions)
+            + len(self.newest)
+            + len(self.seen)
+            + self._seen_count
+            + len(self.stalls)
+            + len(self.begun)
+            + len(self.ended)
+            + len(self._keys_on)
+            + len(self._fresh_keys)
+            + len(self._fresh_streams)
+            + len(self._window)
+        )
+
+    def snapshot(self) -> P.MonitorState:
+        """The state as the immutable :class:`fsm.properties.MonitorState` (a copy)."""
+        return P.MonitorState(
+            dead=frozenset(self.dead),
+            presented=frozenset(self.presented),
+            idempotent=frozenset(self.idempotent),
+            deadlines=P.FrozenMap(self.deadlines),
+            stale_delivery=frozenset(self.stale_delivery),
+            stream_of=P.FrozenMap(self.stream_of),
+            no_resume=frozenset(self.no_resume),
+            session_gone=self.session_gone,
+            answers=P.FrozenMap(self.answers),
+            submissions=P.FrozenMap(self.submissions),
+            newest=P.FrozenMap(self.newest),
+            seen=frozenset((s, e) for s, ids in self.seen.items() for e in ids),
+            stalls=P.FrozenMap(self.stalls),
+            begun=frozenset(self.begun),
+            ended=frozenset(self.ended),
+            violated=frozenset(self.violated),
+        )
+
+
+# ----------------------------------------------------------------- reports
 
 
 def summary(state: P.MonitorState) -> dict[str, Any]:
@@ -215,50 +601,161 @@ class AuditResult:
         }
 
 
+# ----------------------------------------------------------------- reading a log
+
+
+def read_lines(
+    raw: IO[bytes], encoding: str = "utf-8", errors: str = "strict", block: int = BLOCK
+) -> Iterator[str]:
+    """The lines of the byte stream ``raw``, read ``block`` bytes at a time.
+
+    The same lines, and the same decoding error, as reading the whole stream in text mode
+    (universal newlines) and calling ``str.splitlines()``: so line numbers are what
+    :func:`fsm.trace.loads` counts. A :class:`UnicodeDecodeError` names the position of
+    the bad bytes in the whole stream. Memory: one block and the current line.
+    """
+    inner = codecs.getincrementaldecoder(encoding)(errors)
+    decoder = io.IncrementalNewlineDecoder(inner, translate=True)
+    offset = 0  # bytes handed to the decoder so far
+    tail: list[str] = []  # the unterminated end of the text so far
+    while True:
+        chunk = raw.read(block)
+        final = not chunk
+        pending = len(inner.getstate()[0])
+        try:
+            text = decoder.decode(chunk, final)
+        except UnicodeDecodeError as exc:
+            raise _Positioned(exc, offset - pending) from None
+        offset += len(chunk)
+        if text:
+            pieces = text.splitlines(keepends=True)
+            if tail:
+                pieces[0] = "".join(tail) + pieces[0]
+                tail.clear()
+            last = pieces[-1]
+            if last.splitlines()[0] == last:  # not terminated: wait for the rest
+                tail.append(pieces.pop())
+            for piece in pieces:
+                yield piece[:-1]  # every separator is one character once \r\n is \n
+        if final:
+            if tail:
+                yield "".join(tail)
+            return
+
+
+class _Positioned(UnicodeDecodeError):
+    """``exc`` with its positions counted ``shift`` bytes further: from the start of the
+    stream, as a decoder reading it whole reports them."""
+
+    def __init__(self, exc: UnicodeDecodeError, shift: int) -> None:
+        super().__init__(exc.encoding, exc.object, exc.start, exc.end, exc.reason)
+        start, end = exc.start + shift, exc.end + shift
+        if exc.end == exc.start + 1:
+            what = f"byte 0x{exc.object[exc.start]:02x} in position {start}"
+        else:
+            what = f"bytes in position {start}-{end - 1}"
+        self.message = f"'{exc.encoding}' codec can't decode {what}: {exc.reason}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def records(lines: Iterable[str]) -> Iterator[tuple[int, P.Observation, float]]:
+    """``(line number, observation, t)`` for each record of ``lines`` (one string per
+    line, without its separator): each line read by :func:`fsm.trace.loads`, so blank
+    lines and the header are skipped as there, and a bad line raises its
+    :class:`fsm.trace.TraceFormatError`, naming the line's number in ``lines``."""
+    for number, raw in enumerate(lines, 1):
+        try:
+            for _, obs, t in loads(raw):
+                yield number, obs, t
+        except TraceFormatError as exc:
+            raise TraceFormatError(number, exc.why) from None
+
+
+# ----------------------------------------------------------------- the audit
+
+
+def audit_lines(
+    lines: Iterable[str],
+    *,
+    budgets: P.Budgets | None = None,
+    complete: bool = False,
+    retain: int | None = DEFAULT_RETAIN,
+) -> AuditResult:
+    """Audit the log whose lines ``lines`` yields (see :func:`records`), consuming them
+    one at a time; stop at the first violation, leaving the rest unread.
+
+    Raises :class:`fsm.trace.TraceFormatError` (with ``.line``) for a malformed log: the
+    log is validated up to the first violation. ``complete=True`` also reports
+    interactions that began and never ended (P5) at the end of the log. ``retain``: how
+    many ended interactions to remember (``None``: all); see the module docstring.
+    Time O(records), memory bounded as the module docstring says.
+    """
+    life = Lifecycle()
+    monitor = AuditMonitor(budgets or P.Budgets(), retain=retain, on_forget=life.forget)
+    count = 0
+    last_line = 0
+    for line, obs, t in records(lines):
+        count += 1
+        last_line = line
+        bad = monitor.check(obs)
+        why: tuple[str, str] | None = (bad[0].name, bad[0].why) if bad else None
+        machine_why = life.observe(obs)
+        if why is None and machine_why is not None:
+            why = (MACHINE, machine_why)
+        if why is not None:
+            before = summary(monitor.snapshot())
+            monitor.apply(obs, bad)
+            also = tuple((v.name, v.why) for v in bad[1:])
+            finding = Finding(line, why[0], why[1], to_record(obs, t), before, also)
+            return AuditResult(count, finding, summary(monitor.snapshot()))
+        monitor.apply(obs)
+    state = summary(monitor.snapshot())
+    if complete:
+        unfinished = monitor.unfinished()
+        if unfinished:
+            v = unfinished[0]
+            finding = Finding(last_line, v.name, f"{v.why} by the end of the log", {}, state)
+            return AuditResult(count, finding, state)
+    return AuditResult(count, None, state)
+
+
 def audit_text(
-    text: str, *, budgets: P.Budgets | None = None, complete: bool = False
+    text: str,
+    *,
+    budgets: P.Budgets | None = None,
+    complete: bool = False,
+    retain: int | None = DEFAULT_RETAIN,
 ) -> AuditResult:
     """Audit the JSON Lines ``text``; stop at the first violation.
 
     Raises :class:`fsm.trace.TraceFormatError` (with ``.line``) for a malformed log: the
     log is validated up to the first violation, records after it are not read.
     ``complete=True`` also reports interactions that began and never ended (P5) at the
-    end of the log.
+    end of the log. See :func:`audit_lines` (which reads a log without holding it whole).
     """
-    budgets = budgets or P.Budgets()
-    state = P.MonitorState()
-    life = Lifecycle()
-    count = 0
-    last_line = 0
-    for line, obs, t in loads(text):
-        count += 1
-        last_line = line
-        before = state
-        state, bad = P.step(state, obs, budgets)
-        why: tuple[str, str] | None = (bad[0].name, bad[0].why) if bad else None
-        machine_why = life.observe(obs)
-        if why is None and machine_why is not None:
-            why = (MACHINE, machine_why)
-        if why is not None:
-            also = tuple((v.name, v.why) for v in bad[1:])
-            finding = Finding(line, why[0], why[1], to_record(obs, t), summary(before), also)
-            return AuditResult(count, finding, summary(state))
-    if complete:
-        unfinished = P.unfinished(state)
-        if unfinished:
-            v = unfinished[0]
-            finding = Finding(
-                last_line, v.name, f"{v.why} by the end of the log", {}, summary(state)
-            )
-            return AuditResult(count, finding, summary(state))
-    return AuditResult(count, None, summary(state))
+    return audit_lines(text.splitlines(), budgets=budgets, complete=complete, retain=retain)
+
+
+def _retain(value: str) -> int | None:
+    if value == "all":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"a count >= 0 or 'all', got {value!r}")
+    return n
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fsm audit",
         description="Audit a client event log (JSON Lines, fsm.trace schema) against P1-P7, "
-        "the bounded L1 and the declared machines.",
+        "the bounded L1 and the declared machines. The log is read as a stream: time is "
+        "linear in its length, memory bounded by --retain.",
         epilog="exit status: 0 conforms, 1 a violation (the first one is reported), "
         "2 a malformed, empty or unreadable log, or bad arguments",
     )
@@ -269,6 +766,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ttl", type=float, default=d.ttl, help="request TTL in seconds")
     p.add_argument("--max-resumes", type=int, default=d.max_resumes_without_progress)
     p.add_argument("--max-submissions", type=int, default=d.max_submissions)
+    p.add_argument(
+        "--retain",
+        type=_retain,
+        default=DEFAULT_RETAIN,
+        metavar="N|all",
+        help="ended interactions remembered (older ones are forgotten with their requests); "
+        f"'all' remembers everything, memory then grows with the log (default {DEFAULT_RETAIN})",
+    )
     return p
 
 
@@ -279,35 +784,52 @@ def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str, *, err: bool
         print(text, file=sys.stderr if err else sys.stdout)
 
 
+@contextmanager
+def _lines_of(name: str) -> Iterator[Iterator[str]]:
+    """The lines of the log named ``name`` (``-``: standard input), read as they are used."""
+    if name != "-":
+        with open(name, "rb") as raw:
+            yield read_lines(raw)
+        return
+    stdin = sys.stdin
+    buffer = getattr(stdin, "buffer", None)
+    if buffer is None:  # a text-only stand-in: its lines, split as a whole text would be
+        yield (piece for line in stdin for piece in line.splitlines() or [""])
+    else:
+        yield read_lines(buffer, stdin.encoding or "utf-8", stdin.errors or "strict")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m fsm audit``; returns the exit code."""
     try:
         args = _parser().parse_args(list(argv) if argv is not None else None)
     except SystemExit as exc:  # argparse already printed the usage
         return 0 if exc.code == 0 else 2
-    try:
-        if args.log == "-":
-            text = sys.stdin.read()
-        else:
-            with open(args.log, encoding="utf-8") as fh:
-                text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        message = f"{args.log}: {why}"
-        _emit(args, {"ok": False, "error": message}, f"audit: {message}", err=True)
-        return 2
     budgets = P.Budgets(
         ttl=args.ttl,
         max_resumes_without_progress=args.max_resumes,
         max_submissions=args.max_submissions,
     )
     try:
-        result = audit_text(text, budgets=budgets, complete=args.complete)
-    except TraceFormatError as exc:
+        with _lines_of(args.log) as lines:
+            try:
+                result: AuditResult | TraceFormatError = audit_lines(
+                    lines, budgets=budgets, complete=args.complete, retain=args.retain
+                )
+            except TraceFormatError as exc:
+                result = exc
+            for _ in lines:  # the rest is read only to report an unreadable log as such
+                pass
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        message = f"{args.log}: {why}"
+        _emit(args, {"ok": False, "error": message}, f"audit: {message}", err=True)
+        return 2
+    if isinstance(result, TraceFormatError):
         _emit(
             args,
-            {"ok": False, "error": str(exc), "line": exc.line},
-            f"audit: {args.log}: malformed log, {exc}",
+            {"ok": False, "error": str(result), "line": result.line},
+            f"audit: {args.log}: malformed log, {result}",
             err=True,
         )
         return 2

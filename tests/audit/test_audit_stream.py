@@ -1,0 +1,483 @@
+"""The streaming audit judges as the audit it replaced, in bounded memory.
+
+The reference below is the audit as it was: :func:`fsm.properties.step` on the immutable
+state and the lifecycle recomputed from sets per record, with forgetting added as
+:class:`fsm.properties.Monitor` does it (``retain=None``: nothing is forgotten, the old
+audit exactly). Random logs must get the same report from both, record for record; long
+synthetic logs must keep the monitor's state under a bound fixed by ``retain``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from fsm import properties as P
+from fsm.audit import (
+    DEFAULT_RETAIN,
+    MACHINE,
+    AuditMonitor,
+    AuditResult,
+    Finding,
+    Lifecycle,
+    audit_lines,
+    audit_text,
+    main,
+    read_lines,
+    summary,
+)
+from fsm.errors import RequestKey
+from fsm.machines.resumption import LIVENESS, TRANSPORT
+from fsm.machines.spec import MachineSpec
+from fsm.trace import SCHEMA, dumps, loads, to_record
+from support.audit_logs import synthetic_lines, synthetic_log
+
+# ----------------------------------------------------------------- the reference
+
+_SILENT = frozenset({"accept", "retry", "complete"})
+
+
+def _step_set(spec: MachineSpec, states: frozenset[str], triggers: Iterable[str]) -> frozenset[str]:
+    wanted = set(triggers)
+    return frozenset(t.dest for t in spec.transitions if t.source in states and t.trigger in wanted)
+
+
+def _closure(spec: MachineSpec, states: frozenset[str], triggers: frozenset[str]) -> frozenset[str]:
+    seen: set[str] = set(states)
+    frontier: set[str] = set(states)
+    while frontier:
+        new = set(_step_set(spec, frozenset(frontier), triggers)) - seen
+        seen |= new
+        frontier = new
+    return frozenset(seen)
+
+
+@dataclass
+class OldLifecycle:
+    """The lifecycle check as it was (every lost session recomputes every request)."""
+
+    requests: dict[RequestKey, frozenset[str]] = field(default_factory=dict)
+    ended_streams: set[str] = field(default_factory=set)
+    idempotent: set[RequestKey] = field(default_factory=set)
+
+    def _of(self, key: RequestKey) -> frozenset[str]:
+        return _closure(LIVENESS, self.requests.get(key, frozenset({LIVENESS.initial})), _SILENT)
+
+    def _fire(self, key: RequestKey, *triggers: str) -> frozenset[str]:
+        return _step_set(LIVENESS, self._of(key), triggers)
+
+    def observe(self, obs: P.Observation) -> str | None:
+        key = getattr(obs, "key", None)
+        if isinstance(obs, P.Delivered) and not obs.interactive:
+            self.idempotent.add(obs.key)
+        if key in self.idempotent:
+            return None
+        if isinstance(obs, P.Presented):
+            nxt = self._fire(obs.key, "present")
+            if not nxt:
+                was = sorted(self._of(obs.key))
+                return f"liveness of {obs.key!r}: 'present' impossible from {was}"
+            self.requests[obs.key] = nxt
+        elif isinstance(obs, P.Submitted):
+            nxt = self._fire(obs.key, "submit", "resubmit")
+            if not nxt:
+                return (
+                    f"liveness of {obs.key!r}: a submission is impossible from "
+                    f"{sorted(self._of(obs.key))}"
+                )
+            self.requests[obs.key] = nxt
+        elif isinstance(obs, P.Answered):
+            nxt = self._fire(obs.key, "answer")
+            if nxt:
+                self.requests[obs.key] = nxt | (self._of(obs.key) & LIVENESS.terminal)
+        elif isinstance(obs, P.Rejected):
+            if obs.session:
+                self._expire()
+            else:
+                self._told(obs.key, "reject")
+        elif isinstance(obs, P.Cancelled):
+            self._told(obs.key, "cancel")
+        elif isinstance(obs, P.DeclaredDead):
+            now = self._of(obs.key)
+            live = frozenset({"dead"}) if now - LIVENESS.terminal else frozenset()
+            self.requests[obs.key] = (now & LIVENESS.terminal) | live
+        elif isinstance(obs, P.SessionGone):
+            self._expire()
+        elif isinstance(obs, P.Resumed):
+            if obs.stream in self.ended_streams:
+                return (
+                    f"transport of {obs.stream}: 'resume' impossible once it ended "
+                    f"(terminal {sorted(TRANSPORT.terminal)})"
+                )
+        elif isinstance(obs, P.Ended):
+            self.ended_streams.add(obs.interaction)
+        return None
+
+    def _told(self, key: RequestKey, trigger: str) -> None:
+        now = self._of(key)
+        nxt = _step_set(LIVENESS, now, (trigger,))
+        if nxt:
+            self.requests[key] = nxt | (now & LIVENESS.terminal)
+
+    def _expire(self) -> None:
+        for key in list(self.requests):
+            now = self._of(key)
+            self.requests[key] = _step_set(LIVENESS, now, ("expire",)) | (now & LIVENESS.terminal)
+
+    def forget(self, interaction: str, keys: Iterable[RequestKey]) -> None:
+        self.ended_streams.discard(interaction)
+        for key in keys:
+            self.requests.pop(key, None)
+            self.idempotent.discard(key)
+
+
+def reference_audit(
+    text: str,
+    *,
+    budgets: P.Budgets | None = None,
+    complete: bool = False,
+    retain: int | None = None,
+) -> AuditResult:
+    """The audit as it was, forgetting the oldest ended interaction past ``retain``."""
+    budgets = budgets or P.Budgets()
+    state = P.MonitorState()
+    life = OldLifecycle()
+    window: dict[str, None] = {}
+    count = 0
+    last_line = 0
+    for line, obs, t in loads(text):
+        count += 1
+        last_line = line
+        before = state
+        state, bad = P.step(state, obs, budgets)
+        why: tuple[str, str] | None = (bad[0].name, bad[0].why) if bad else None
+        machine_why = life.observe(obs)
+        if retain is not None and isinstance(obs, P.Ended):
+            window[obs.interaction] = None
+            while len(window) > retain:
+                oldest = next(iter(window))
+                del window[oldest]
+                keys = {k for k, stream in state.stream_of.items() if stream == oldest}
+                state = P.forget(state, oldest)
+                life.forget(oldest, keys)
+        if why is None and machine_why is not None:
+            why = (MACHINE, machine_why)
+        if why is not None:
+            also = tuple((v.name, v.why) for v in bad[1:])
+            finding = Finding(line, why[0], why[1], to_record(obs, t), summary(before), also)
+            return AuditResult(count, finding, summary(state))
+    if complete:
+        unfinished = P.unfinished(state)
+        if unfinished:
+            v = unfinished[0]
+            finding = Finding(
+                last_line, v.name, f"{v.why} by the end of the log", {}, summary(state)
+            )
+            return AuditResult(count, finding, summary(state))
+    return AuditResult(count, None, summary(state))
+
+
+# ----------------------------------------------------------------- random logs
+
+SESSIONS = ("s1", "s2")
+KEYS = st.tuples(st.sampled_from(SESSIONS), st.sampled_from([1, 2, 3, "x"]))
+STREAMS = st.sampled_from(["post:1", "post:2", "post:3", "get", "get/2"])
+INTERACTIONS = st.sampled_from(["post:1", "post:2", "post:3", "get", "get/2", "get#1"])
+EVENT_IDS = st.sampled_from(["e1", "e2", "e3"])
+TIMES = st.sampled_from([0.0, 1.0, 30.0, 61.0, 130.0])
+ANSWERS = st.sampled_from([{"action": "accept"}, {"action": "decline"}])
+
+OBSERVATIONS: st.SearchStrategy[P.Observation] = st.one_of(
+    st.builds(P.Delivered, KEYS, STREAMS, TIMES, st.booleans(), st.booleans(), st.booleans()),
+    st.builds(P.Cancelled, KEYS),
+    st.builds(P.Rejected, KEYS, st.booleans()),
+    st.just(P.SessionGone()),
+    st.builds(P.SessionBegan, st.sampled_from(SESSIONS)),
+    st.builds(P.EventSeen, STREAMS, EVENT_IDS),
+    st.builds(P.Answered, KEYS, ANSWERS),
+    st.builds(P.Presented, KEYS, TIMES),
+    st.builds(P.DeclaredDead, KEYS),
+    st.builds(P.Submitted, KEYS, ANSWERS),
+    st.builds(P.Resumed, STREAMS, EVENT_IDS),
+    st.builds(P.Began, INTERACTIONS),
+    st.builds(P.Ended, INTERACTIONS, st.sampled_from(["completed", "failed"])),
+)
+LOGS = st.lists(OBSERVATIONS, max_size=60)
+BUDGETS = st.builds(
+    P.Budgets,
+    ttl=st.sampled_from([10.0, 60.0]),
+    max_resumes_without_progress=st.integers(0, 3),
+    max_submissions=st.integers(0, 3),
+    counters=st.booleans(),
+)
+RETAIN = st.one_of(st.none(), st.integers(0, 3))
+FAST = settings(max_examples=400, deadline=None)
+
+
+def _text(observations: list[P.Observation]) -> str:
+    return dumps((obs, float(n)) for n, obs in enumerate(observations))
+
+
+K1, K2 = ("s1", 1), ("s1", 2)
+FORGOTTEN_THEN_REVIVED = [
+    P.Delivered(K1, "post:1", 0.0),
+    P.Ended("post:1", "completed"),
+    P.SessionGone(),
+    P.SessionBegan("s2"),
+]
+FORGOTTEN_THEN_LOST = [
+    P.EventSeen("post:1", "e1"),
+    P.Ended("post:1", "completed"),
+    P.SessionGone(),
+    P.Resumed("post:1", "e1"),
+]
+LOST_TWICE = [
+    P.Delivered(K1, "get", 0.0),
+    P.EventSeen("get", "e1"),
+    P.SessionGone(),
+    P.SessionBegan("s2"),
+    P.Delivered(K2, "get/2", 0.0),
+    P.Ended("get", "failed"),
+    P.SessionGone(),
+    P.SessionBegan("s1"),
+    P.Delivered(K1, "post:1", 0.0),
+    P.Presented(K1, 0.0),
+]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(LOGS, BUDGETS, RETAIN)
+@example(FORGOTTEN_THEN_REVIVED, P.Budgets(), 0)
+@example(FORGOTTEN_THEN_LOST, P.Budgets(), 0)
+@example(LOST_TWICE, P.Budgets(), 0)
+@example(LOST_TWICE, P.Budgets(), None)
+def test_the_monitor_judges_every_record_as_step_does(
+    observations: list[P.Observation], budgets: P.Budgets, retain: int | None
+) -> None:
+    """Record by record, past violations too: the same violations and the same state as
+    ``step`` (with ``Monitor``'s forgetting when ``retain`` is set)."""
+    new = AuditMonitor(budgets, retain=retain)
+    old = P.Monitor(budgets, retain=retain)
+    for obs in observations:
+        assert new.check(obs) == old.observe(obs)[:], obs
+        new.apply(obs, new.check(obs))
+        assert new.snapshot() == old.state, obs
+
+
+@FAST
+@given(LOGS, RETAIN)
+def test_the_lifecycle_judges_every_record_as_before(
+    observations: list[P.Observation], retain: int | None
+) -> None:
+    new, old = Lifecycle(), OldLifecycle()
+
+    def forget(interaction: str, keys: set[RequestKey]) -> None:
+        new.forget(interaction, keys)
+        old.forget(interaction, keys)
+
+    monitor = AuditMonitor(retain=retain, on_forget=forget)
+    for obs in observations:
+        assert new.observe(obs) == old.observe(obs), obs
+        monitor.observe(obs)
+        assert new.requests == old.requests, obs
+        assert (new.ended_streams, new.idempotent) == (old.ended_streams, old.idempotent)
+
+
+@FAST
+@given(LOGS, BUDGETS, RETAIN, st.booleans(), st.integers(1, 64))
+def test_the_audit_reports_what_the_old_audit_reported(
+    observations: list[P.Observation],
+    budgets: P.Budgets,
+    retain: int | None,
+    complete: bool,
+    block: int,
+) -> None:
+    """The whole report: verdict, line, why, the other properties, the state before the
+    violation and the final state; from a text and streamed from bytes alike."""
+    text = _text(observations)
+    expected = reference_audit(text, budgets=budgets, complete=complete, retain=retain).to_json()
+    got = audit_text(text, budgets=budgets, complete=complete, retain=retain)
+    assert got.to_json() == expected
+    streamed = audit_lines(
+        read_lines(io.BytesIO(text.encode()), block=block),
+        budgets=budgets,
+        complete=complete,
+        retain=retain,
+    )
+    assert streamed.to_json() == expected
+
+
+def test_every_existing_log_gets_the_old_report() -> None:
+    """The example logs, the guard's logs of the audit tests and a synthetic log with its
+    violation at the end: the same report as the old audit, at any ``retain`` they fit."""
+    texts = [p.read_text() for p in sorted((ROOT / "examples" / "logs").glob("*.jsonl"))]
+    texts.append("\n".join(synthetic_lines(3_000, violation=True)) + "\n")
+    assert len(texts) >= 3
+    for text in texts:
+        for complete in (False, True):
+            expected = reference_audit(text, complete=complete).to_json()
+            assert audit_text(text, complete=complete, retain=None).to_json() == expected
+            assert audit_text(text, complete=complete).to_json() == expected
+
+
+# ----------------------------------------------------------------- reading
+
+
+SEPARATED = st.text(alphabet="ab{} \n\r\x0b\x0c\x1c\x85\u2028\u00e9", max_size=200)
+
+
+@FAST
+@given(SEPARATED, st.integers(1, 9))
+def test_lines_are_split_as_the_whole_text_would_be(text: str, block: int) -> None:
+    data = text.encode()
+    whole = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
+    assert list(read_lines(io.BytesIO(data), block=block)) == whole.splitlines()
+
+
+@FAST
+@given(st.binary(max_size=40), st.integers(1, 9))
+def test_bad_bytes_are_reported_where_a_whole_read_reports_them(data: bytes, block: int) -> None:
+    try:
+        io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
+        expected = None
+    except UnicodeDecodeError as exc:
+        expected = str(exc)
+    try:
+        list(read_lines(io.BytesIO(data), block=block))
+        got = None
+    except UnicodeDecodeError as exc:
+        got = str(exc)
+    assert got == expected
+
+
+ROOT = Path(__file__).resolve().parents[2]
+HEADER = json.dumps({"kind": "header", "schema": SCHEMA})
+P2_LOG = "\n".join(
+    [
+        HEADER,
+        json.dumps({"kind": "delivered", "t": 0, "key": ["s1", 1], "stream": "post:1"}),
+        json.dumps({"kind": "presented", "t": 0, "key": ["s1", 1]}),
+        json.dumps({"kind": "presented", "t": 0, "key": ["s1", 1]}),
+    ]
+)
+
+
+def test_bad_bytes_after_the_violation_still_make_the_log_unreadable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As when the log was read whole before it was judged: exit 2, the absolute
+    position of the bad byte (past the first 64 KiB block)."""
+    prefix = (P2_LOG + "\n" + " " * 70_000 + "\n").encode()
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(prefix + b"\xff\n")
+    assert main([str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"audit: {path}: 'utf-8' codec can't decode byte 0xff in position {len(prefix)}: "
+        "invalid start byte\n"
+    )
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_standard_input_is_read_as_a_stream(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], binary: bool
+) -> None:
+    data = P2_LOG + "\r\n"
+    stdin = io.TextIOWrapper(io.BytesIO(data.encode()), encoding="utf-8") if binary else None
+    monkeypatch.setattr(sys, "stdin", stdin or io.StringIO(data))
+    assert main(["-", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert (out["violation"]["property"], out["violation"]["line"]) == ("P2", 4)
+
+
+# ----------------------------------------------------------------- what is forgotten
+
+
+def _ended_twice(first: str, others: int) -> str:
+    rec: list[dict[str, Any]] = [{"kind": "began", "interaction": first}]
+    rec.append({"kind": "ended", "interaction": first, "outcome": "completed"})
+    for n in range(others):
+        rec += [
+            {"kind": "began", "interaction": f"post:{n + 100}"},
+            {"kind": "ended", "interaction": f"post:{n + 100}", "outcome": "completed"},
+        ]
+    rec.append({"kind": "ended", "interaction": first, "outcome": "failed"})
+    return "\n".join([HEADER, *(json.dumps({"t": 0, **r}) for r in rec)]) + "\n"
+
+
+def test_retain_is_how_far_back_a_record_is_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``post:1`` ends again after two other interactions ended: P5 while it is among the
+    remembered ones, forgotten (a first end) once it is not."""
+    path = tmp_path / "twice.jsonl"
+    path.write_text(_ended_twice("post:1", 2))
+    assert main([str(path), "--retain", "2"]) == 0
+    assert main([str(path), "--retain", "3"]) == 1
+    assert main([str(path), "--retain", "all"]) == 1
+    assert main([str(path)]) == 1  # the default remembers thousands
+    capsys.readouterr()
+    for bad in ("-1", "many"):
+        assert main([str(path), "--retain", bad]) == 2
+        assert "--retain" in capsys.readouterr().err
+
+
+def test_retain_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match=r"^retain must be >= 0 or None$"):
+        AuditMonitor(retain=-1)
+
+
+LONG = 200_000
+RETAIN_SMALL = 64
+BOUND = 4_000
+"""Entries the monitor and the lifecycle may hold with ``retain=64``: 64 ended
+interactions, the live ones and the open GET generation's requests (a few dozen entries
+each); the 200,000 records below carry some 25,000 interactions."""
+
+
+def test_two_hundred_thousand_records_keep_the_state_under_a_fixed_bound() -> None:
+    life = Lifecycle()
+    monitor = AuditMonitor(retain=RETAIN_SMALL, on_forget=life.forget)
+    peak = 0
+    interactions = 0
+    for obs, _ in synthetic_log(LONG):
+        assert monitor.check(obs) == () and life.observe(obs) is None, obs
+        monitor.apply(obs)
+        interactions += isinstance(obs, P.Ended)
+        peak = max(peak, monitor.retained() + life.retained())
+    assert interactions > 5 * BOUND
+    assert peak < BOUND, peak
+    assert len(monitor._window) == RETAIN_SMALL
+
+
+def test_a_long_audit_ends_with_a_state_independent_of_the_log_length() -> None:
+    """The final state of a 200,000-record audit holds what the default window keeps,
+    not every interaction of the log."""
+
+    def entries(result: AuditResult) -> int:
+        return sum(len(v) for v in result.final_state.values() if not isinstance(v, bool))
+
+    half = audit_text("\n".join(synthetic_lines(LONG // 2)) + "\n")
+    full = audit_text("\n".join(synthetic_lines(LONG)) + "\n")
+    assert half.ok and full.ok and full.records == LONG
+    assert entries(full) <= 8 * DEFAULT_RETAIN
+    assert abs(entries(full) - entries(half)) < DEFAULT_RETAIN // 4
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(0, 8))
+def test_synthetic_logs_conform_and_their_violation_is_the_last_line(
+    seed: int, retain: int
+) -> None:
+    text = "\n".join(synthetic_lines(2_000, seed=seed, violation=True)) + "\n"
+    result = audit_text(text, retain=retain)
+    assert result.finding is not None
+    assert (result.finding.name, result.finding.line) == ("P2", 2_001)
