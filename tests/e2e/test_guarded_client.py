@@ -342,7 +342,8 @@ async def test_request_post_connection_error_leaves_the_session_usable(rig: Rig)
 async def test_a_session_that_expired_between_calls_raises_the_typed_error() -> None:
     """The server ends the session while no call is open: the next call raises
     ``SessionExpiredError`` (the typed error docs/adapter.md promises for every call after
-    a 404), not the SDK's own ``MCPError``, and so does the one after it."""
+    a 404, an ``MCPError`` too), not the SDK's own error for the 404, and so does the one
+    after it."""
     from mcp.types import ElicitResult
 
     from fsm.demo.server import running_server

@@ -39,7 +39,7 @@ async def test_guarded_fastmcp3_fails_a_call_with_the_typed_error() -> None:
     """A resume of the call's stream is refused for good (400): the guard ends that
     stream. fastmcp 3.x owns the SDK's write stream, so the guard cannot tell which call
     sent the request, but the ending error it puts on the stream names the stream and the
-    reason: the call raises the typed error (not the SDK's McpError)."""
+    reason: the call raises the typed error (a McpError too, not the SDK's own)."""
     import anyio
 
     from fsm.demo.proxy import HttpFault, is_resume_get
