@@ -12,7 +12,9 @@ every resume with its ``Last-Event-ID`` cursor, and how the call ended.
 connection ended), ``outcome`` and ``seconds``; the guarded side also ``violations`` (of
 P1-P7, from its event log: empty). A second scene (:mod:`fsm.demo.mrtr_scene`, key
 ``"mrtr"``) runs protocol 2026-07-28's input rounds: a re-asking tool, a late answer into
-expired state and a restart between rounds, plain ``Client.call_tool`` vs guarded.
+expired state and a restart between rounds, plain ``Client.call_tool`` vs guarded. The
+tables fit 100 columns, name the fault each scene injects and mark the client that
+behaves; a summary closes them.
 
 Exit status: 0 when the guarded run behaves (one presentation, one outcome, no property
 violation), 1 otherwise, 2 when the optional ``mcp`` extra is not installed or the
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from typing import Any
 
 from fsm._extras import require
@@ -97,29 +100,75 @@ def _cell(side: dict[str, Any], what: str) -> list[str]:
     return rows or ["-"]
 
 
+SEED_FAULT = (
+    "the call's stream is cut after its first event and each resume after the tool asks "
+    "'Delete 3 files?'; the question is replayed from a stale cursor after its deadline "
+    "passed (the seed incident)"
+)
+"""What the proxy does to the first scene, in a line."""
+
+
 def _table(report: dict[str, Any]) -> str:
-    width = 50
-    lines = [f"{'':<14}{'plain mcp 2.3.0 client':<{width}}guarded (fsm.adapters.mcp2)"]
-    lines.append("-" * (14 + 2 * width))
-    for what, label in (
-        ("presentations", "presented"),
-        ("answer_posts", "answer POSTs"),
-        ("resumes", "resumes"),
-        ("outcome", "outcome"),
-    ):
-        left, right = _cell(report["plain"], what), _cell(report["guarded"], what)
-        for i in range(max(len(left), len(right))):
-            a = left[i] if i < len(left) else ""
-            b = right[i] if i < len(right) else ""
-            if len(a) > width - 2:
-                a = a[: width - 5] + "..."
-            lines.append(f"{label if i == 0 else '':<14}{a:<{width}}{b}")
-    violations = report["guarded"].get("violations") or []
-    lines.append("")
-    lines.append(
-        "guarded event log: " + ("conforms to P1-P7" if not violations else "; ".join(violations))
+    from fsm.demo.table import Row, side_by_side
+
+    rows = [
+        Row(label, _cell(report["plain"], what), _cell(report["guarded"], what))
+        for what, label in (
+            ("presentations", "presented"),
+            ("answer_posts", "answer POSTs"),
+            ("resumes", "resumes"),
+            ("outcome", "outcome"),
+        )
+    ]
+    table = side_by_side(
+        "scene 1: protocol 2025-11-25 (SSE resumption with Last-Event-ID)",
+        SEED_FAULT,
+        ("plain mcp 2.3.0 client", "guarded (fsm.adapters.mcp2)"),
+        rows,
     )
-    return "\n".join(lines)
+    violations = report["guarded"].get("violations") or []
+    verdict = "conforms to P1-P7" if not violations else "; ".join(violations)
+    return f"{table}\nguarded event log: {verdict}"
+
+
+def summary(report: dict[str, Any]) -> str:
+    """The closing lines: what each client did to the person in each scene."""
+
+    def times(n: int) -> str:
+        return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
+
+    def ended(side: dict[str, Any]) -> str:
+        o = side["outcome"]
+        return (
+            "the tool's result"
+            if o["kind"] == "result"
+            else _cell(side, "outcome")[0].split(":")[0]
+        )
+
+    plain, guarded = report["plain"], report["guarded"]
+    lines = [
+        "summary",
+        f"  scene 1: the plain client asked the same question "
+        f"{times(len(plain['presentations']))} and ended with {ended(plain)}; the guarded "
+        f"client asked it {times(len(guarded['presentations']))} and ended with "
+        f"{ended(guarded)}.",
+    ]
+    mrtr = report.get("mrtr") or {}
+    if mrtr:
+        twice = {
+            side: sum(c[side]["prompts"] > 1 for c in mrtr.values())
+            for side in ("plain", "guarded")
+        }
+        lines.append(
+            f"  scene 2: of {len(mrtr)} cases, the plain client asked a question twice in "
+            f"{twice['plain']}, the guarded client in {twice['guarded']}."
+        )
+    verdict = "behaves" if behaves(report) else "DOES NOT behave"
+    lines.append(f"  the guarded client {verdict} (exit status {0 if behaves(report) else 1}).")
+    return "\n".join(
+        textwrap.fill(line, 100, subsequent_indent="    ") if len(line) > 100 else line
+        for line in lines
+    )
 
 
 def behaves(report: dict[str, Any]) -> bool:
@@ -171,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         print(_table(report))
         print()
         print(mrtr_scene.table(report["mrtr"]))
+        print()
+        print(summary(report))
     return 0 if behaves(report) else 1
 
 

@@ -94,14 +94,20 @@ async def scene() -> dict[str, Any]:
     return report
 
 
+FAULTS: dict[str, str] = {
+    "re-asking tool": "fault: the tool asks the question it was answered again",
+    "late answer": "fault: the server's state expires while the prompt is up; the answer "
+    "comes 541 s late",
+    "restart": "fault: the server restarts with a fresh key while the prompt is up",
+}
+"""The fault each case injects, in a line."""
+
+
 def table(report: dict[str, Any]) -> str:
-    """The scene as a side-by-side table."""
-    width = 54
-    lines = [
-        "scene 2: protocol 2026-07-28 (input rounds, sealed requestState)",
-        f"{'':<16}{'plain mcp 2.3.0 Client.call_tool':<{width}}guarded (fsm.adapters.mrtr)",
-        "-" * (16 + 2 * width),
-    ]
+    """The scene as a side-by-side table (:func:`fsm.demo.table.side_by_side`)."""
+    from fsm.demo.table import Row, side_by_side
+
+    rows = []
     for case, sides in report.items():
         cells = []
         for side in ("plain", "guarded"):
@@ -110,8 +116,13 @@ def table(report: dict[str, Any]) -> str:
             if s["withdrawn"]:
                 shown += f" ({s['withdrawn']} withdrawn)"
             cells.append(f"{shown}, {s['outcome']}")
-        lines.append(f"{case:<16}{cells[0]:<{width}}{cells[1]}")
-    return "\n".join(lines)
+        rows.append(Row(case, [cells[0]], [cells[1]], note=FAULTS.get(case)))
+    return side_by_side(
+        "scene 2: protocol 2026-07-28 (input rounds, sealed requestState)",
+        None,
+        ("plain mcp 2.3.0 Client.call_tool", "guarded (fsm.adapters.mrtr)"),
+        rows,
+    )
 
 
 def behaves(report: dict[str, Any]) -> bool:
