@@ -14,6 +14,8 @@ no SDK: import the adapter of your SDK line explicitly.
   submission, the typed error, the event log); an SDK line is an
   :class:`~fsm.adapters.core.SdkBinding`.
 - :mod:`fsm.adapters.sdkversion`: release ranges and the version check (stdlib only).
+- :mod:`fsm.adapters.sdkerrors`: the typed errors an adapter raises as the SDK's JSON-RPC
+  error type too (imports no SDK).
 
 What each adapter promises and what it cannot see is in ``docs/adapter.md``.
 """

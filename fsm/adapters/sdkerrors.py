@@ -27,7 +27,8 @@ not run; ``str(err)`` is the library's message on both lines. The adapters conve
 the guard fails an interaction, so :attr:`GuardedConnection.failures
 <fsm.adapters.core.GuardedConnection.failures>` holds the very errors raised. Limits:
 what a bare ``Guard`` returns in a ``Fail`` stays a plain library error (the core knows
-no SDK); a pickled error unpickles as the same pair of classes.
+no SDK); ``error`` is read-only (code that assigns it gets ``AttributeError``); a pickled
+error unpickles as the same pair of classes.
 """
 
 from __future__ import annotations

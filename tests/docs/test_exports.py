@@ -81,6 +81,7 @@ EXPORTS: dict[str, list[str]] = {
         "guarded_session",
     ],
     "fsm.adapters.mrtr": ["guarded_call_tool"],
+    "fsm.adapters.sdkerrors": ["CODE", "SdkErrorType"],
     "fsm.adapters.sdkversion": ["SdkRange", "check_sdk_version", "release_of"],
     "fsm.checker": [
         "BaseModel",
