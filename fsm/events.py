@@ -119,18 +119,20 @@ class StreamResumed:
 @dataclass(frozen=True, slots=True)
 class ResumeRefused:
     """The resume GET opened no event stream: HTTP ``status`` (with the parsed JSON
-    ``body`` if any and ``Retry-After`` in seconds), or no response (``error`` names the
-    transport exception kind). Judged by ``GuardConfig.resume_classifier``."""
+    ``body`` if any, ``Retry-After`` in seconds, and the start of a body that is not a
+    JSON object as ``text``), or no response (``error`` names the transport exception
+    kind). Judged by ``GuardConfig.resume_classifier``."""
 
     stream: StreamId
     status: int | None = None
     error: str | None = None
     body: Mapping[str, Any] | None = None
     retry_after: float | None = None
+    text: str | None = None
 
     def result(self) -> SubmissionResult:
         """What the GET came back with, as the classifier reads it."""
-        return SubmissionResult(self.status, self.body, self.error, self.retry_after)
+        return SubmissionResult(self.status, self.body, self.error, self.retry_after, self.text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,10 @@ Extend the table with :meth:`Classifier.with_rules` (your rows go first).
 Resume GETs that did not open a stream: :data:`RESUME_RULES` (``scope="request"`` means
 this stream). Terminal rows end the stream with one ``ResumeBudgetSpentError`` (reason
 ``not-resumable``); retryable ones count as a resume without progress and are retried
-within the stream's budgets, after ``Retry-After`` when the server sent one.
+within the stream's budgets, after ``Retry-After`` when the server sent one. *Patient*
+rows are retryable rows for a server that still holds the old connection (or says when to
+come back): they spend no budget of resumes without progress, and are retried with backoff
+and jitter within ``GuardConfig.resume_patience_s`` instead (see the guard).
 
 ============================  =======================================  ==========  ========
 rule                          matches                                  class       scope
@@ -42,14 +45,22 @@ rule                          matches                                  class    
 ``jsonrpc-session-gone``      JSON-RPC error "session not found"       terminal    session
 ``http-404``                  HTTP 404: the session is gone (Python,   terminal    session
                               TypeScript and Go servers alike)
+``still-attached``            a 4xx whose JSON-RPC error or text says  patient     request
+                              the old connection is still there
+                              ("session already exists", "already
+                              has an active connection", "already
+                              attached", "conflicts with ongoing
+                              stream", "only one SSE stream")
 ``http-400``                  missing or bad session header, or a      terminal    request
                               ``Last-Event-ID`` the server rejects
 ``http-405``                  the server offers no GET stream          terminal    request
                               (resumability unsupported)
 ``http-406``, ``http-410``    the server will never serve this GET     terminal    request
-``http-409``                  conflict: the server still holds the     retryable   request
+``http-409``                  conflict: the server still holds the     patient     request
                               old connection (or another GET)
-``http-429``                  rate limited (honour ``Retry-After``)    retryable   request
+``http-429-retry-after``      rate limited, ``Retry-After`` sent       patient     request
+``http-503-retry-after``      unavailable, ``Retry-After`` sent        patient     request
+``http-429``                  rate limited, no ``Retry-After``         retryable   request
 ``http-5xx``                  server errors, including an event        retryable   request
                               store that failed to replay
 ``transport-error``           no HTTP status: connection refused,      retryable   request
@@ -85,13 +96,15 @@ class SubmissionResult:
     ``status`` is the HTTP status (``None`` when no response arrived), ``body`` the parsed
     JSON body if any, ``error`` the transport exception kind (e.g. ``"ConnectError"``,
     ``"ReadTimeout"``) when no response arrived, ``retry_after`` the parsed
-    ``Retry-After`` header in seconds.
+    ``Retry-After`` header in seconds, ``text`` the start of a body that is not a JSON
+    object, as text (some servers answer in plain text: "session already exists").
     """
 
     status: int | None
     body: Mapping[str, Any] | None = None
     error: str | None = None
     retry_after: float | None = None
+    text: str | None = None
 
     def jsonrpc_error(self) -> tuple[int | None, str] | None:
         """``(code, message)`` of a JSON-RPC error body, or ``None``."""
@@ -115,7 +128,21 @@ class SubmissionResult:
         rpc = self.jsonrpc_error()
         if rpc is not None:
             parts.append(f"JSON-RPC {rpc[0]} {rpc[1]!r}")
+        elif self.text:
+            parts.append(repr(self.text[:_DESCRIBED_TEXT]))
+        if self.retry_after is not None:
+            parts.append(f"Retry-After {self.retry_after:g} s")
         return " ".join(parts)
+
+    def says(self, pattern: re.Pattern[str]) -> bool:
+        """Whether the JSON-RPC error message, or else the text of the body, matches."""
+        rpc = self.jsonrpc_error()
+        said = rpc[1] if rpc is not None else self.text
+        return bool(said) and pattern.search(said or "") is not None
+
+
+_DESCRIBED_TEXT = 120
+"""Characters of a plain-text body an error's evidence quotes."""
 
 
 HttpResult = SubmissionResult
@@ -129,7 +156,10 @@ class Rule:
     """One row of the classification table.
 
     ``scope="session"`` means the outcome proves the whole session gone: every request
-    and stream of it becomes terminal, not just this request.
+    and stream of it becomes terminal, not just this request. ``patient`` (retryable rows
+    of a resume table only): the server still holds the old connection, or says when to
+    come back; the guard retries within ``GuardConfig.resume_patience_s`` rather than its
+    budget of resumes without progress.
     """
 
     name: str
@@ -137,6 +167,7 @@ class Rule:
     outcome: OutcomeClass
     scope: Scope = "request"
     doc: str = ""
+    patient: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +178,8 @@ class Classification:
     outcome: OutcomeClass
     scope: Scope
     retry_after: float | None
+    patient: bool = False
+    """A patient retry (see :class:`Rule`)."""
 
 
 _SESSION_GONE = re.compile(r"session.*(not found|terminated|expired|unknown)", re.I)
@@ -227,9 +260,32 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 )
 """How an answer POST's outcome is judged (the table in the module docstring)."""
 
+_STILL_ATTACHED = re.compile(
+    r"already (exists|attached|has an active connection|connected)"
+    r"|conflicts with (an )?ongoing stream|only one sse stream",
+    re.I,
+)
+"""What servers say when they refuse a resume because they still hold the old connection:
+the TypeScript SDK ("Conflict: Stream already has an active connection"), the Go SDK
+("stream ID conflicts with ongoing stream"), the Python and TypeScript SDKs for a second
+GET ("Conflict: Only one SSE stream is allowed per session"), Render's hosted server
+(400, plain text: "Session registration failed: session already exists")."""
+
+
+def _with_retry_after(status: int) -> Callable[[SubmissionResult], bool]:
+    return lambda r: r.status == status and r.retry_after is not None
+
+
 RESUME_RULES: tuple[Rule, ...] = (
     _SESSION_GONE_RULE,
     _HTTP_404,
+    Rule(
+        "still-attached",
+        lambda r: r.status is not None and 400 <= r.status <= 499 and r.says(_STILL_ATTACHED),
+        OutcomeClass.RETRYABLE,
+        doc="the server says it still holds the old connection (whatever the 4xx status)",
+        patient=True,
+    ),
     Rule(
         "http-400",
         _status_in(400),
@@ -249,6 +305,21 @@ RESUME_RULES: tuple[Rule, ...] = (
         _status_in(409),
         OutcomeClass.RETRYABLE,
         doc="conflict: the server still holds the old connection",
+        patient=True,
+    ),
+    Rule(
+        "http-429-retry-after",
+        _with_retry_after(429),
+        OutcomeClass.RETRYABLE,
+        doc="rate limited, and the server said when to come back",
+        patient=True,
+    ),
+    Rule(
+        "http-503-retry-after",
+        _with_retry_after(503),
+        OutcomeClass.RETRYABLE,
+        doc="unavailable for now, and the server said when to come back",
+        patient=True,
     ),
     *_RETRYABLE_TAIL,
 )
@@ -280,7 +351,10 @@ class Classifier:
             except Exception:  # a user rule must not crash the guard
                 hit = False
             if hit:
-                return Classification(rule.name, rule.outcome, rule.scope, result.retry_after)
+                patient = rule.patient and rule.outcome is OutcomeClass.RETRYABLE
+                return Classification(
+                    rule.name, rule.outcome, rule.scope, result.retry_after, patient
+                )
         return Classification("unclassified", OutcomeClass.RETRYABLE, "request", result.retry_after)
 
     def table(self) -> Sequence[tuple[str, str, str, str]]:

@@ -47,6 +47,14 @@ Contract
   after that, and on a connection that is not a resumption (a live stretch), against the
   window only, and the cursor is looked up in the rest at the loss: only a broken server
   repeats an id on a live connection, and its repeat is passed on but never resumed from.
+* Patience with a server that still holds the old connection: a resume it refuses for
+  that reason (a *patient* row of the resume table: 409, "session already exists", 429
+  or 503 with ``Retry-After``) spends no budget of resumes without progress; it is
+  retried with backoff and jitter (never sooner than ``Retry-After``) until
+  ``resume_patience_s`` have passed since the first such refusal, by the clock or by the
+  waits the guard asked for, whichever says more. A resume that opens a stream ends the
+  patience, and spends the budget as before when it brings nothing new; every resume
+  counts towards ``max_resumes_per_stream``. So the patience ends too (L1).
 * Not thread-safe; drive one guard from one task at a time (asyncio tasks interleave only
   at ``await`` points, and ``feed`` never awaits).
 """
@@ -54,6 +62,8 @@ Contract
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -145,6 +155,12 @@ class GuardConfig:
     unverified cursor do), since the default is what P7 and L1 rest on. The guard calls
     its ``record`` (replay stretches), ``record_live`` (live stretches), ``newest`` (at
     each loss), ``full``, ``count``, ``recent``, ``freeze`` and ``thaw``.
+    Patience: a resume the server refuses because it still holds the old connection (a
+    ``patient`` row of ``resume_classifier``) is retried until ``resume_patience_s``
+    (default 150 s: Render's hosted server refuses for about 120 s, IBM ContextForge's
+    listener claim lasts 30 s) have passed since the first such refusal, after
+    :meth:`patient_delay`; ``resume_jitter`` returns numbers in [0, 1] that spread those
+    waits (inject a constant for deterministic tests and models).
     """
 
     interactive_methods: frozenset[str] = frozenset(
@@ -165,6 +181,8 @@ class GuardConfig:
     max_seen_event_ids: int = 1024
     max_event_history: int = 131_072
     max_resumes_per_stream: int | None = 100
+    resume_patience_s: float = 150.0
+    resume_jitter: Callable[[], float] = random.random
     event_history: type[EventHistory] = EventHistory
     classifier: Classifier = field(default_factory=Classifier)
     resume_classifier: Classifier = field(default_factory=Classifier.for_resumes)
@@ -173,6 +191,8 @@ class GuardConfig:
     def __post_init__(self) -> None:
         if self.max_ended_streams is not None and self.max_ended_streams < 0:
             raise ValueError("max_ended_streams must be None or >= 0")
+        if not self.resume_patience_s >= 0:
+            raise ValueError("resume_patience_s must be a number >= 0")
 
     def ttl(self, method: str) -> float:
         """The client-side deadline recorded for a request of ``method``."""
@@ -185,6 +205,23 @@ class GuardConfig:
         return backoff_delay(
             stalls, self.backoff_initial_s, self.backoff_factor, self.backoff_max_s
         )
+
+    def patient_delay(
+        self, refusals: int, retry_ms: int | None, retry_after: float | None
+    ) -> float:
+        """Delay after patient refusal number ``refusals + 1``: a backoff step from the
+        server's ``retry:`` (when above 0, else ``backoff_initial_s``), times
+        ``backoff_factor`` per refusal, at most ``backoff_max_s`` (or the ``retry:``, if
+        longer), with equal jitter: half the step, plus the other half times a draw of
+        ``resume_jitter``; never less than the server's ``Retry-After``. (The guard also
+        cuts it to what is left of ``resume_patience_s``.)"""
+        start = retry_ms / 1000.0 if retry_ms else self.backoff_initial_s
+        step = backoff_delay(refusals, start, self.backoff_factor, max(self.backoff_max_s, start))
+        draw = float(self.resume_jitter())
+        if not 0.0 <= draw <= 1.0:  # NaN included: no spread rather than a wrong one
+            draw = 1.0
+        delay = step * (0.5 + 0.5 * draw)
+        return delay if retry_after is None else max(retry_after, delay)
 
 
 class StreamRecord(NamedTuple):
@@ -202,6 +239,10 @@ class StreamRecord(NamedTuple):
     ended: bool
     cause: Cause | None
     requests: tuple[RequestKey, ...]
+    held: tuple[float, float, int] | None = None
+    """Patience with a server holding the old connection: ``(since, waited, refusals)``
+    (the clock at the first patient refusal, the seconds of waits asked since, their
+    number), or ``None``."""
 
     def __repr__(self) -> str:
         return tuple.__repr__(self)
@@ -304,6 +345,7 @@ class _Stream:
         "cause",
         "cursor",
         "ended",
+        "held",
         "history",
         "id",
         "origin",
@@ -328,6 +370,7 @@ class _Stream:
         self.ended = False
         self.cause: Cause | None = None
         self.requests: list[RequestKey] = []
+        self.held: tuple[float, float, int] | None = None
 
     def freeze(self) -> StreamRecord:
         history = self.history.freeze()
@@ -344,6 +387,7 @@ class _Stream:
             self.ended,
             self.cause,
             tuple(self.requests),
+            self.held,
         )
 
     @classmethod
@@ -351,7 +395,7 @@ class _Stream:
         s = cls(rec.id, rec.origin, _history(config, rec.history))
         s.state, s.cursor, s.stalls, s.resumes = rec.state, rec.cursor, rec.stalls, rec.resumes
         s.retry_ms, s.resumed, s.ended = rec.retry_ms, rec.resumed, rec.ended
-        s.cause, s.requests = rec.cause, list(rec.requests)
+        s.cause, s.requests, s.held = rec.cause, list(rec.requests), rec.held
         return s
 
 
@@ -777,6 +821,7 @@ class Guard:
             return
         self._run.fire(st, "reopen")
         st.resumed = True
+        st.held = None  # the server let go: a later refusal is a new hold
 
     def _on_resume_refused(self, e: ev.ResumeRefused) -> None:
         st = self._stream(e.stream)
@@ -804,7 +849,7 @@ class Guard:
                 ),
             )
         else:
-            self._schedule_or_give_up(st, what, verdict.retry_after)
+            self._schedule_or_give_up(st, what, verdict.retry_after, verdict.patient)
 
     def _on_answer(self, e: ev.UserAnswered) -> None:
         rec = self._requests.get(e.key)
@@ -952,16 +997,24 @@ class Guard:
         self._emit(Submit(rec.key, answer, rec.attempts, delay))
 
     def _schedule_or_give_up(
-        self, st: _Stream, what: str, retry_after: float | None = None
+        self, st: _Stream, what: str, retry_after: float | None = None, patient: bool = False
     ) -> None:
         """After a loss (or a transient resume failure): wait and resume, or end the
         stream when resuming is unsafe or its budgets are spent. ``retry_after``: the
-        server's ``Retry-After`` in seconds, which overrides the backoff."""
+        server's ``Retry-After`` in seconds, which overrides the backoff. ``patient``: the
+        server refused the resume because it still holds the old connection (see
+        :meth:`_patience`)."""
         cfg = self.config
+        delay: float | None = None
+        if patient:
+            st.stalls = max(0, st.stalls - 1)  # refused, not resumed: no verdict on progress
         refusal = _resume_refusal(st, cfg)
+        if refusal is None and patient:
+            delay, refusal = self._patience(st, retry_after)
         if refusal is None:
             self._run.fire(st, "schedule")
-            delay = cfg.backoff(st.stalls, st.retry_ms) if retry_after is None else retry_after
+            if delay is None:
+                delay = cfg.backoff(st.stalls, st.retry_ms) if retry_after is None else retry_after
             self._emit(Wait(st.id, max(0.0, delay)))
             return
         message, evidence, reason = refusal
@@ -975,6 +1028,32 @@ class Guard:
                 (what, *evidence),
                 reason,
             ),
+        )
+
+    def _patience(
+        self, st: _Stream, retry_after: float | None
+    ) -> tuple[float | None, tuple[str, tuple[str, ...], str] | None]:
+        """The wait after a patient refusal, or why the patience is spent. What it spent
+        is the larger of the clock since the first such refusal and the waits it asked
+        for since: the clock alone would let a model (or a stopped clock) wait forever,
+        the waits alone would not count the time the refused requests took."""
+        cfg = self.config
+        now = self._clock()
+        since, waited, refusals = st.held if st.held is not None else (now, 0.0, 0)
+        spent = max(now - since, waited)
+        left = cfg.resume_patience_s - spent
+        if left > 0 and not math.isnan(left):
+            delay = min(cfg.patient_delay(refusals, st.retry_ms, retry_after), left)
+            st.held = (since, waited + delay, refusals + 1)
+            return delay, None
+        return None, (
+            f"after {refusals + 1} refusals in {spent:g} s while the server still held the "
+            f"old connection (resume_patience_s={cfg.resume_patience_s:g})",
+            (
+                f"{refusals + 1} refusals of a server holding the old connection",
+                f"cursor {st.cursor}",
+            ),
+            "resume-patience-spent",
         )
 
     def _expire_session(self, what: str) -> None:
@@ -1153,5 +1232,9 @@ _R = TypeVar("_R", StreamRecord, RequestRecord)
 
 
 def _record(cls: type[_R], value: tuple[Any, ...]) -> _R:
-    """``value`` as a ``cls`` record (already one, or the plain tuple of its fields)."""
-    return value if type(value) is cls else cls._make(value)
+    """``value`` as a ``cls`` record (already one, or the plain tuple of its fields; a
+    tuple without the trailing fields that have defaults, as older snapshots were, gets
+    those defaults)."""
+    if type(value) is cls:
+        return value
+    return cls._make(value) if len(value) == len(cls._fields) else cls(*value)

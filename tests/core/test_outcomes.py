@@ -278,6 +278,11 @@ RESUME_ROW_EXAMPLES: dict[str, tuple[SubmissionResult, OutcomeClass, str]] = {
         "session",
     ),
     "http-404": (SubmissionResult(404), OutcomeClass.TERMINAL, "session"),  # go: plain text
+    "still-attached": (  # render's hosted server, for about 120 s after a disconnect
+        SubmissionResult(400, text="Session registration failed: session already exists"),
+        OutcomeClass.RETRYABLE,
+        "request",
+    ),
     "http-400": (  # typescript: a Last-Event-ID its event store does not know
         SubmissionResult(400, rpc_error("Invalid event ID format", -32000)),
         OutcomeClass.TERMINAL,
@@ -286,12 +291,22 @@ RESUME_ROW_EXAMPLES: dict[str, tuple[SubmissionResult, OutcomeClass, str]] = {
     "http-405": (SubmissionResult(405), OutcomeClass.TERMINAL, "request"),  # go: stateless
     "http-406": (SubmissionResult(406), OutcomeClass.TERMINAL, "request"),  # python: Accept
     "http-410": (SubmissionResult(410), OutcomeClass.TERMINAL, "request"),
-    "http-409": (  # typescript and go: the old connection is still attached
-        SubmissionResult(409, rpc_error("Conflict: Stream already has an active connection")),
+    "http-409": (  # a conflict in other words than still-attached's (ibm contextforge)
+        SubmissionResult(409, {"detail": "listener claimed"}),
         OutcomeClass.RETRYABLE,
         "request",
     ),
-    "http-429": (SubmissionResult(429, retry_after=3.0), OutcomeClass.RETRYABLE, "request"),
+    "http-429-retry-after": (
+        SubmissionResult(429, retry_after=3.0),
+        OutcomeClass.RETRYABLE,
+        "request",
+    ),
+    "http-503-retry-after": (  # ibm contextforge, its redis down
+        SubmissionResult(503, retry_after=5.0),
+        OutcomeClass.RETRYABLE,
+        "request",
+    ),
+    "http-429": (SubmissionResult(429), OutcomeClass.RETRYABLE, "request"),
     "http-5xx": (  # python: "Error replaying events"
         SubmissionResult(500, rpc_error("Error replaying events", -32603)),
         OutcomeClass.RETRYABLE,
@@ -331,7 +346,9 @@ def test_the_guard_acts_on_each_resume_row(engine: str, name: str) -> None:
     guard.feed(ev.StreamLost(POST, clean=False))
     guard.feed(ev.TimerFired(POST))
     acts = guard.feed(
-        ev.ResumeRefused(POST, result.status, result.error, result.body, result.retry_after)
+        ev.ResumeRefused(
+            POST, result.status, result.error, result.body, result.retry_after, result.text
+        )
     )
     if scope == "session":
         fails = of(acts, Fail)

@@ -523,8 +523,8 @@ def test_resume_refused_as_unsupported_is_not_resumable(engine: str, status: int
 @pytest.mark.parametrize(
     ("status", "error", "retry_after", "delay"),
     [
-        (409, None, None, None),
-        (429, None, 7.0, 7.0),
+        (429, None, None, None),
+        (500, None, 7.0, 7.0),
         (503, None, None, None),
         (None, "ConnectError", None, None),
     ],

@@ -349,7 +349,13 @@ class GuardedBody:
                 return resp
             got = await http_result(resp)
             actions = e.feed(
-                ev.ResumeRefused(stream, got.status, body=got.body, retry_after=got.retry_after)
+                ev.ResumeRefused(
+                    stream,
+                    got.status,
+                    body=got.body,
+                    retry_after=got.retry_after,
+                    text=got.text,
+                )
             )
 
 

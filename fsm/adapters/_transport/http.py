@@ -70,13 +70,18 @@ def stream_name(origin: Any) -> str:
 RESULT_BODY_LIMIT = 64 * 1024
 """Bytes of a response body read to classify an answer POST or a failed resume GET."""
 
+RESULT_TEXT_LIMIT = 1024
+"""Characters of a body that is not a JSON object kept as text for the outcome tables."""
+
 
 async def http_result(resp: Any) -> SubmissionResult:
     """What the outcome tables (:mod:`fsm.outcomes`) read of a response that opened no
     event stream: its status, the JSON object its body holds (``None`` if the body is
-    empty, not JSON, not an object, or longer than 64 KiB: only that much is read) and
-    ``Retry-After`` in seconds. Closes ``resp``; a body that breaks off while read is
-    taken as far as it came (any exception of the HTTP library, whichever it is)."""
+    empty, not JSON, not an object, or longer than 64 KiB: only that much is read),
+    ``Retry-After`` in seconds, and, for a body that is not a JSON object, its first
+    :data:`RESULT_TEXT_LIMIT` characters as text (a server that refuses in plain text).
+    Closes ``resp``; a body that breaks off while read is taken as far as it came (any
+    exception of the HTTP library, whichever it is)."""
     data = bytearray()
     try:
         async for chunk in resp.aiter_bytes():
@@ -92,7 +97,11 @@ async def http_result(resp: Any) -> SubmissionResult:
         with contextlib.suppress(ValueError, RecursionError):
             value = json.loads(bytes(data))
             parsed = value if isinstance(value, Mapping) else None
-    return SubmissionResult(resp.status_code, parsed, None, retry_after(resp))
+    text = None
+    if data and parsed is None:
+        head = bytes(data[: RESULT_TEXT_LIMIT * 4]).decode("utf-8", errors="replace")
+        text = head[:RESULT_TEXT_LIMIT].strip() or None
+    return SubmissionResult(resp.status_code, parsed, None, retry_after(resp), text)
 
 
 def retry_after(resp: Any) -> float | None:
