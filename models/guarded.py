@@ -33,6 +33,7 @@ from fsm.worlds.sse import (
     GetCut,
     GetEnd,
     GetOpened,
+    HeldAnswer,
     Input,
     NewSession,
     Outcome,
@@ -41,6 +42,7 @@ from fsm.worlds.sse import (
     Present,
     Replay,
     Resume,
+    ResumeConflict,
     Resumed,
     ResumeRefused,
     SsePolicy,
@@ -80,6 +82,24 @@ _OUTCOMES: dict[str, SubmissionResult] = {
     "neterr": SubmissionResult(None, error="ConnectError"),
 }
 
+_HELD: dict[HeldAnswer, SubmissionResult] = {
+    "409": SubmissionResult(
+        409,
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32000,
+                "message": "Conflict: Stream already has an active connection",
+            },
+        },
+    ),
+    "409-retry-after": SubmissionResult(409, retry_after=30.0),
+    "400-exists": SubmissionResult(400, text="Session registration failed: session already exists"),
+}
+"""A held connection's refusals: the TypeScript SDK's, IBM ContextForge's (its listener
+claim lasts 30 s), Render's."""
+
 
 def _message(kind: str, r: int) -> Any:
     if kind == "prime":
@@ -108,14 +128,22 @@ class GuardPolicy(SsePolicy[Guard]):
     (:func:`fsm.events.standalone_stream` of its generation), as the SDK adapter does.
     ``fresh_get_names=False`` feeds every one as ``"get"`` instead (the adapter's former
     defect: a fresh GET tracked under the name of the one that ended), which the checker
-    must find violating P5.
+    must find violating P5. ``guard``: a variant of the guard's class to drive instead
+    (a model of a faulty client).
     """
 
-    def __init__(self, config: GuardConfig, *, fresh_get_names: bool = True) -> None:
+    def __init__(
+        self,
+        config: GuardConfig,
+        *,
+        fresh_get_names: bool = True,
+        guard: type[Guard] = Guard,
+        name: str = "guarded",
+    ) -> None:
         get_name = standalone_stream if fresh_get_names else _one_get_name
         super().__init__(
-            "guarded",
-            lambda clock, on_fire: Guard(
+            name,
+            lambda clock, on_fire: guard(
                 clock=clock, config=config, engine="tables", on_fire=on_fire
             ),
             product=PRODUCT,
@@ -157,6 +185,11 @@ def _events(inp: Input, session_id: str, get_name: Callable[[int], str]) -> tupl
         return (ev.StreamResumed(stream),)
     if isinstance(inp, ResumeRefused):
         return (ev.ResumeRefused(stream, 404),)
+    if isinstance(inp, ResumeConflict):
+        held = _HELD[inp.answer]
+        return (
+            ev.ResumeRefused(stream, held.status, None, held.body, held.retry_after, held.text),
+        )
     if isinstance(inp, Answer):
         return (ev.UserAnswered(key(inp.request, session), {"action": "accept"}),)
     assert isinstance(inp, PostOutcome), inp

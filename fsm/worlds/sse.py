@@ -24,6 +24,10 @@ environment that is free, within bounds, to
   on a live connection, not as the replay of a resume);
 * cut the session's standalone GET stream before it carried any event id (``get_cuts``
   times; the client then opens a fresh GET, a new connection generation, see below);
+* after an abrupt cut, keep the old connection as a server does that never saw its client
+  go (``hold``): it refuses every resume while it holds it (``held_answer``: the
+  TypeScript SDK's 409, a 409 with ``Retry-After``, Render's 400 "session already
+  exists"), for up to ``hold`` refusals (or for ever: ``None``), and may let go sooner;
 * once the session is gone and the client has ended its interaction, let the client begin
   a new session (up to ``sessions`` in all; not with a standalone GET) with a new tool call
   whose server numbers its requests from the start again: the same ids, in another
@@ -38,6 +42,12 @@ interaction (:func:`fsm.events.standalone_stream`: ``get``, ``get/2``, ...), so 
 each generation end at most once. Requests on the GET stream, cuts after an event id
 and resumes of it are not modelled; after the session is reaped no GET opens or breaks
 (the client learns of the expiry elsewhere and ends the open generation then).
+
+A world with ``hold`` above 0 checks one more invariant, ``patience``: a refusal of a
+server that still holds the old connection never ends the interaction. There the server
+always lets go within ``hold`` refusals, so a client that fails on such a refusal gives up
+on a call the server would still have completed (a server that holds for ever cannot be
+waited out: ``patience`` is not checked against it, L1 is).
 
 The server completes the tool call once every request it sent is answered or dead
 (``completes_on_deadline``; otherwise a dead request hangs the tool, the seed incident's
@@ -113,6 +123,7 @@ __all__ = [
     "GetCut",
     "GetEnd",
     "GetOpened",
+    "HeldAnswer",
     "Input",
     "Move",
     "NewSession",
@@ -124,6 +135,7 @@ __all__ = [
     "Reaction",
     "Replay",
     "Resume",
+    "ResumeConflict",
     "ResumeRefused",
     "Resumed",
     "SsePolicy",
@@ -156,6 +168,10 @@ Deadline = Literal["silent", "cancel"]
 Replay = Literal["after", "inclusive", "start"]
 """A resumed stream replays after the ``Last-Event-ID`` (the specification), from it, or
 from the start of the server's buffer (everything, on every resume)."""
+HeldAnswer = Literal["409", "409-retry-after", "400-exists"]
+"""How a server that still holds the old connection refuses a resume: the TypeScript SDK's
+409 "Conflict: Stream already has an active connection", a 409 with ``Retry-After`` (IBM
+ContextForge's listener claim), Render's 400 "session already exists" in plain text."""
 GetState = Literal["closed", "open", "lost"]
 """The standalone GET's connection: none (the client may open a fresh one), open
 (carrying nothing yet), or cut and not yet ended by the client."""
@@ -217,6 +233,19 @@ class ResumeRefused(base.Tagged, NamedTuple("ResumeRefused", [("op", Literal["re
         return super().__new__(cls, "resume_404")
 
 
+class ResumeConflict(
+    base.Tagged,
+    NamedTuple("ResumeConflict", [("op", Literal["resume_held"]), ("answer", HeldAnswer)]),
+):
+    """Input: the resume GET was refused (``answer``) by a server that still holds the
+    connection the last abrupt cut left half-open."""
+
+    __slots__ = ()
+
+    def __new__(cls, answer: HeldAnswer) -> ResumeConflict:
+        return super().__new__(cls, "resume_held", answer)
+
+
 class PostOutcome(
     base.Tagged,
     NamedTuple("PostOutcome", [("op", Literal["outcome"]), ("request", int), ("outcome", Outcome)]),
@@ -266,6 +295,7 @@ Input = (
     | Timer
     | Resumed
     | ResumeRefused
+    | ResumeConflict
     | Answer
     | PostOutcome
     | Tick
@@ -380,6 +410,11 @@ class Bounds(base.WorldBounds):
     """Sessions the client may run, one after the other (a new one once the last is gone)."""
     rewinds: int = 0
     """Times the server may send its buffer again from the start on an open connection."""
+    hold: int | None = 0
+    """Resumes the server refuses while it still holds the connection an abrupt cut left
+    half-open (it may let go sooner); 0: it lets go at once, ``None``: never."""
+    held_answer: HeldAnswer = "409"
+    """How it refuses them."""
 
     def _check(self) -> None:
         if self.sessions > 1 and self.get_cuts > 0:
@@ -415,6 +450,8 @@ ENV_FIELDS = (
     "get_cuts",
     "session",
     "rewinds",
+    "held",
+    "conflict",
 )
 """The environment's fields, in the order of :attr:`Env.values`."""
 
@@ -439,6 +476,8 @@ ENV_FIELDS = (
     GET_CUTS,
     SESSION,
     REWINDS,
+    HELD,
+    CONFLICT,
 ) = range(len(ENV_FIELDS))
 
 
@@ -488,6 +527,12 @@ class Env(base.EnvBase):
     """Which session: 0 for the first, 1 for the one begun after it was gone, ..."""
     rewinds: int
     """Times the server may still send its buffer again on an open connection."""
+    held: int | None
+    """Resumes the server will still refuse, holding the old connection (0: it holds
+    none; ``None``: for ever)."""
+    conflict: str
+    """``"refused"`` right after such a refusal, ``"failed"`` once the client ended the
+    interaction failed on one (the ``patience`` invariant), else ``""``."""
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         super().__init__(values)
@@ -589,6 +634,7 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
             "cut clean": self._cut_clean,
             "cut abrupt": self._cut_abrupt,
             "server repeats its buffer": self._rewind,
+            "server lets go of the old connection": self._let_go,
             "backoff elapses": self._backoff,
             "resume answered": self._resume_answered,
             "resume fails": self._resume_fails,
@@ -610,6 +656,25 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
                 "a cut stream is resumed",
             )
         ]
+        hold = self.bounds.hold
+        if hold != 0:
+            props.append(
+                Property.sometimes(
+                    "held",
+                    lambda s: s.env.conflict != "" and s.env.held in (0, None),
+                    "the server refuses a resume while it holds the old connection, as many"
+                    " times as it may",
+                )
+            )
+        if hold:
+            props.append(
+                Property.always(
+                    "patience",
+                    lambda s: s.env.conflict != "failed",
+                    f"a resume refused while the server still holds the old connection (it"
+                    f" lets go within {hold} refusals) never ends the interaction",
+                )
+            )
         if self.bounds.get_cuts > 0:
             props.append(
                 Property.sometimes(
@@ -634,6 +699,7 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
         return (
             f"server=[{log}] reqs={reqs} conn={e.conn} prompts={sorted(e.prompts)}"
             f" posts={sorted(e.posts)} t={e.t} ended={e.ended}{get}"
+            + ("" if self.bounds.hold == 0 else f" held={e.held}{e.conflict and ':'}{e.conflict}")
         )
 
     def symmetry(self) -> Symmetry[WorldState] | None:
@@ -727,6 +793,8 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
             "get_cuts": b.get_cuts,
             "session": 0,
             "rewinds": b.rewinds,
+            "held": 0,
+            "conflict": "",
         }
 
     def _edit(self, e: Env, m: Move) -> tuple[list[Any], Input | None, Hashable] | None:
@@ -737,6 +805,8 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
         if edit is None:
             return None
         w = list(e.values)
+        if w[CONFLICT] == "refused":
+            w[CONFLICT] = ""  # the refusal was the move before
         inp = edit(w, m.arg)
         return w, inp, (w[T], w[SESSION])
 
@@ -758,6 +828,8 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
                 moves += [Move("cut clean"), Move("cut abrupt")]
             if e.rewinds > 0 and e.conn > 0:
                 moves.append(Move("server repeats its buffer"))
+        if e.held and not e.reaped:  # a count of refusals left (None: holds for ever)
+            moves.append(Move("server lets go of the old connection"))
         if e.timer:
             moves.append(Move("backoff elapses"))
         if e.resume is not None:
@@ -807,7 +879,13 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
         return self._cut(w, clean=True)
 
     def _cut_abrupt(self, w: list[Any], _: None) -> Input:
+        if self.bounds.hold != 0:  # the server never saw the client go
+            w[HELD] = self.bounds.hold
         return self._cut(w, clean=False)
+
+    def _let_go(self, w: list[Any], _: None) -> Input | None:
+        w[HELD] = 0
+        return None
 
     def _cut(self, w: list[Any], *, clean: bool) -> Input:
         w[CONN] = None
@@ -831,6 +909,12 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
         if w[REAPED]:
             w[RESUME] = None
             return ResumeRefused()
+        if w[HELD] != 0:
+            w[RESUME] = None
+            if w[HELD] is not None:
+                w[HELD] -= 1
+            w[CONFLICT] = "refused"
+            return ResumeConflict(self.bounds.held_answer)
         replay = self.bounds.replay
         w[CONN] = 0 if replay == "start" else (w[RESUME] or 0) + (replay == "after")
         w[RESUME] = None
@@ -919,6 +1003,8 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
                 w[RESUME], w[CONN] = out.cursor, None
             elif isinstance(out, End):
                 w[ENDED], w[CONN], w[TIMER], w[RESUME] = True, None, False, None
+                if out.outcome == "failed" and w[CONFLICT] == "refused":
+                    w[CONFLICT] = "failed"
             else:
                 w[GET] = "closed"
         return self._env(w)
