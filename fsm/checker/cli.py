@@ -1,37 +1,67 @@
-"""``fsm check FILE.py [...] [--builtin NAME ...]``: model-check the models defined in files.
+"""``fsm check FILE.py|DIR [...] [--builtin NAME ...]``: model-check the models defined in files.
+
+A directory stands for the model files directly in it: every ``*.py`` file whose name
+starts with neither ``_`` nor ``test_`` and is not ``conftest.py``, in name order
+(:func:`fsm.checker.loader.model_files`); each must define a model.
 
 Exit status: 0 when every property of every model holds (or, for a model that declares
 ``expected_violations``, exactly those are violated); 1 when any property is violated,
 vacuous, or unknown because a bound was hit (``--max-states``/``--max-depth``); 2 for bad
 arguments, a bad model file, a bad ``--set``, or a model that raises during exploration (one
-message, no traceback).
+message naming the line of the model's code that raised, no traceback); 3 when an output
+could not be written (the ``--write-tests`` target is an existing file, or not writable).
+
+Bounds: a search stops at :data:`~fsm.checker.explore.DEFAULT_MAX_STATES` (2,000,000)
+distinct states unless ``--max-states N`` says otherwise (``--max-states none``: no
+bound), and says so on stderr when a bound stopped it; it warns on stderr, once, when the
+process holds over half the machine's memory.
 
 Output: reports go to stdout; with ``--json`` stdout is pure JSON Lines (one object per
 model) and every human line (progress, verdicts against ``expected_violations``, files
 written, errors) goes to stderr. Progress lines appear once a run lasts over a second
 (disable them with ``--quiet``). ``--brief`` prints one line per model that passes (holds,
 or fails exactly as declared), full reports only for the others.
+
+``--write-tests DIR`` writes a pytest module per counterexample found, replaying it with
+the bounds ``--set`` gave; a shipped model is loaded by name, a model file by its path
+relative to DIR, so the tests run from anywhere. Each module says in its test names and
+docstring what it asserts: by default it passes while the bug exists (a witness,
+``test_MODEL_PROPERTY.py``); with ``--regression`` it fails while the bug exists
+(``test_MODEL_PROPERTY_regression.py``). A file of the same name in DIR is replaced.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
+import warnings
+from dataclasses import dataclass
 from pathlib import Path as FilePath
-from typing import Any
+from typing import Any, TextIO
 
-from fsm.checker.explore import Checker, ModelError
-from fsm.checker.loader import ModelLoadError, builtin_model_file, builtin_models, load_models
+from fsm.checker.explore import DEFAULT_MAX_STATES, Checker, MemoryUseWarning, ModelError
+from fsm.checker.loader import (
+    ModelLoadError,
+    builtin_model_file,
+    builtin_models,
+    load_models,
+    model_files,
+)
 from fsm.checker.model import model_name
 from fsm.checker.properties import Verdict
 from fsm.checker.report import Report
 
+VIOLATED, BAD_INPUT, NOT_WRITTEN = 1, 2, 3
+"""The exit statuses besides 0 (see :data:`EXIT_STATUS`)."""
+
 EXIT_STATUS = """exit status:
   0  every property holds (a model with expected_violations: exactly those are violated)
   1  a property is violated, vacuous, or unknown because a bound was hit
-  2  bad arguments, a bad model file or --set, or a model that raised"""
+  2  bad arguments, a bad model file or --set, or a model that raised
+  3  an output could not be written (--write-tests DIR is a file, or not writable)"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,7 +71,12 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXIT_STATUS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("files", nargs="*", metavar="FILE.py", help="model files")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE.py|DIR",
+        help="model files; a directory: every *.py in it not named _*, test_* or conftest.py",
+    )
     parser.add_argument(
         "--builtin",
         action="append",
@@ -62,10 +97,23 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--json", action="store_true", help="stdout: one JSON report per model per line"
     )
-    parser.add_argument("--max-states", type=int, metavar="N", help="bound on distinct states")
+    parser.add_argument(
+        "--max-states",
+        type=_state_bound,
+        default=DEFAULT_MAX_STATES,
+        metavar="N",
+        help=f"bound on distinct states (default {DEFAULT_MAX_STATES:,}; 'none': no bound)",
+    )
     parser.add_argument("--max-depth", type=int, metavar="N", help="bound on BFS depth")
     parser.add_argument(
-        "--write-tests", metavar="DIR", help="write a replayable pytest file per violation"
+        "--write-tests",
+        metavar="DIR",
+        help="write a pytest file per violation, replaying it (it passes while the bug exists)",
+    )
+    parser.add_argument(
+        "--regression",
+        action="store_true",
+        help="with --write-tests: write tests that FAIL while the bug exists (guard a fix)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument(
@@ -81,8 +129,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _state_bound(text: str) -> int | None:
+    """``--max-states``: a count, or ``none`` (no bound)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number or 'none'") from None
+
+
 class _Usage(Exception):
     """Bad arguments: the message is printed, the exit status is 2."""
+
+
+class _NotWritten(Exception):
+    """An output could not be written: the message is printed, the exit status is 3."""
+
+
+@dataclass(frozen=True)
+class _Target:
+    """A path to check: a model file or directory, or (``builtin``) a shipped model's name."""
+
+    path: str
+    builtin: str | None = None
 
 
 def _settings(pairs: list[str]) -> dict[str, str]:
@@ -95,35 +165,79 @@ def _settings(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def _files(args: argparse.Namespace) -> list[str]:
-    files = list(args.files)
+def _targets(args: argparse.Namespace) -> list[_Target]:
+    targets = [_Target(f) for f in args.files]
     for name in args.builtin:
         if name == "list":
             continue
         try:
-            files += (
-                [builtin_model_file(n) for n in builtin_models()]
-                if name == "all"
-                else [builtin_model_file(name)]
-            )
+            names = builtin_models() if name == "all" else [name]
+            targets += [_Target(builtin_model_file(n), builtin=n) for n in names]
         except ModelLoadError as exc:
             raise _Usage(str(exc)) from None
-    if not files and "list" not in args.builtin:
+    if not targets and "list" not in args.builtin:
         raise _Usage("name a model file or a --builtin model (--builtin list shows them)")
     for bound in (args.max_states, args.max_depth):
         if bound is not None and bound < 0:
             raise _Usage("bounds must be >= 0")
-    return files
+    if args.regression and not args.write_tests:
+        raise _Usage("--regression writes tests: give --write-tests DIR too")
+    return targets
 
 
-def _write_tests(report: Report, file: str, name: str | None, out_dir: FilePath) -> list[str]:
+def _out_dir(option: str | None) -> FilePath | None:
+    """The ``--write-tests`` directory, made if missing; _NotWritten if it cannot be."""
+    if option is None:
+        return None
+    out_dir = FilePath(option)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise _NotWritten(f"--write-tests {option}: exists and is not a directory")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _NotWritten(f"--write-tests {option}: cannot make the directory: {exc}") from None
+    return out_dir
+
+
+def _model_ref(target: _Target, file: str, out_dir: FilePath) -> str:
+    """How a written test names its model file: a shipped model by name, a model file by
+    its path relative to the test's directory (absolute across drives)."""
+    if target.builtin is not None:
+        return target.builtin
+    try:
+        return os.path.relpath(os.path.abspath(file), os.path.abspath(out_dir))
+    except ValueError:  # another drive
+        return os.path.abspath(file)
+
+
+def _write_tests(
+    report: Report,
+    ref: str,
+    *,
+    builtin: bool,
+    name: str | None,
+    settings: dict[str, str],
+    regression: bool,
+    out_dir: FilePath,
+) -> list[str]:
     written = []
     for result in report.results:
         if result.verdict is not Verdict.VIOLATED or result.path is None:
             continue
         stem = re.sub(r"[^0-9a-zA-Z]+", "_", f"{report.model}_{result.name}").strip("_").lower()
-        target = out_dir / f"test_{stem}.py"
-        target.write_text(result.path.to_pytest(file, result.name, model_name=name))
+        target = out_dir / f"test_{stem}{'_regression' if regression else ''}.py"
+        source = result.path.to_pytest(
+            ref,
+            result.name,
+            model_name=name,
+            settings=settings,
+            builtin=builtin,
+            regression=regression,
+        )
+        try:
+            target.write_text(source, encoding="utf-8")
+        except OSError as exc:
+            raise _NotWritten(f"cannot write {target}: {exc}") from None
         written.append(str(target))
     return written
 
@@ -141,6 +255,35 @@ def _rebound(model: Any, settings: dict[str, str]) -> Any:
     return model.with_bounds(settings)
 
 
+def _stopped(report: Report, args: argparse.Namespace) -> str | None:
+    """What to tell the reader when a bound stopped the run (None if none did)."""
+    if report.complete or report.bound is None:
+        return None
+    kind, _, value = report.bound.partition("=")
+    if kind == "max_depth":
+        return (
+            f"fsm check: {report.model}: stopped at depth {value} (--max-depth): the states"
+            " beyond it were not explored"
+        )
+    if args.max_states == DEFAULT_MAX_STATES:
+        return (
+            f"fsm check: {report.model}: stopped at {int(value):,} states, the default bound:"
+            " its state space is larger, or grows without end (a counter, a log or a"
+            " retry count with no limit). Bound the model, or raise the bound with"
+            " --max-states N (--max-states none: no bound)"
+        )
+    return f"fsm check: {report.model}: stopped at {int(value):,} states (--max-states)"
+
+
+def _warn_to(stream: TextIO) -> Any:
+    """A ``warnings.showwarning`` printing one ``fsm check: warning: ...`` line."""
+
+    def show(message: Warning | str, *_: Any, **__: Any) -> None:
+        print(f"fsm check: warning: {message}", file=stream, flush=True)
+
+    return show
+
+
 def main(argv: list[str]) -> int:
     """Run ``check`` with ``argv`` (without the ``check`` word); return the exit status."""
     try:
@@ -148,60 +291,91 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:  # argparse already printed usage and the reason
         return int(exc.code or 0)
     try:
-        files = _files(args)
+        targets = _targets(args)
         settings = _settings(args.settings)
     except _Usage as exc:
         print(f"{_parser().format_usage()}fsm check: {exc}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     if "list" in args.builtin:
         print("\n".join(builtin_models()))
+    try:
+        out_dir = _out_dir(args.write_tests)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", MemoryUseWarning)
+            warnings.showwarning = _warn_to(sys.stderr)
+            return _check_all(args, targets, settings, out_dir)
+    except _NotWritten as exc:
+        print(f"fsm check: {exc}", file=sys.stderr)
+        return NOT_WRITTEN
+
+
+def _check_all(
+    args: argparse.Namespace,
+    targets: list[_Target],
+    settings: dict[str, str],
+    out_dir: FilePath | None,
+) -> int:
     human = sys.stderr if args.json else sys.stdout
-    out_dir = FilePath(args.write_tests) if args.write_tests else None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
     status = 0
-    for file in files:
+    for target in targets:
         try:
-            models = load_models(file)
+            files = model_files(target.path)
         except ModelLoadError as exc:
             print(f"fsm check: {exc}", file=sys.stderr)
-            return 2
-        for model in models:
+            return BAD_INPUT
+        for file in files:
             try:
-                model = _rebound(model, settings)
-                checker = Checker(
-                    model,
-                    max_states=args.max_states,
-                    max_depth=args.max_depth,
-                    progress=not args.quiet,
-                    symmetry=not args.no_symmetry,
-                )
-                report = checker.run()
-            except ModelError as exc:
-                print(f"fsm check: {file}: {exc.format_text()}", file=sys.stderr)
-                return 2
-            except (ValueError, TypeError) as exc:
-                print(f"fsm check: {file}: {exc}", file=sys.stderr)
-                return 2
-            expected = _expected(getattr(model, "expected_violations", None))
-            passed = _as_expected(report, expected)
-            if args.json:
-                record = report.to_json()
-                record["expected_violations"] = sorted(expected)
-                record["passed"] = passed
-                print(json.dumps(record))
-            elif args.brief and passed:
-                print(report.brief_line(expected))
-            else:
-                print(report.format_text() if not args.brief else _failing(report))
-            if expected and not (args.brief and passed):
-                print(_expectation(report, expected, passed), file=human)
-            if out_dir is not None:
-                name = model_name(model) if len(models) > 1 else None
-                for path in _write_tests(report, file, name, out_dir):
-                    print(f"wrote {path}", file=sys.stderr)
-            if not passed:
-                status = 1
+                models = load_models(file)
+            except ModelLoadError as exc:
+                print(f"fsm check: {exc}", file=sys.stderr)
+                return BAD_INPUT
+            for original in models:
+                try:
+                    model = _rebound(original, settings)
+                    checker = Checker(
+                        model,
+                        max_states=args.max_states,
+                        max_depth=args.max_depth,
+                        progress=not args.quiet,
+                        symmetry=not args.no_symmetry,
+                    )
+                    report = checker.run()
+                except ModelError as exc:
+                    print(f"fsm check: {file}: {exc.format_text()}", file=sys.stderr)
+                    return BAD_INPUT
+                except (ValueError, TypeError) as exc:
+                    print(f"fsm check: {file}: {exc}", file=sys.stderr)
+                    return BAD_INPUT
+                expected = _expected(getattr(model, "expected_violations", None))
+                passed = _as_expected(report, expected)
+                if args.json:
+                    record = report.to_json()
+                    record["expected_violations"] = sorted(expected)
+                    record["passed"] = passed
+                    print(json.dumps(record))
+                elif args.brief and passed:
+                    print(report.brief_line(expected))
+                else:
+                    print(report.format_text() if not args.brief else _failing(report))
+                if expected and not (args.brief and passed):
+                    print(_expectation(report, expected, passed), file=human)
+                stopped = _stopped(report, args)
+                if stopped is not None:
+                    print(stopped, file=sys.stderr)
+                if out_dir is not None:
+                    written = _write_tests(
+                        report,
+                        _model_ref(target, file, out_dir),
+                        builtin=target.builtin is not None,
+                        name=model_name(original) if len(models) > 1 else None,
+                        settings=settings,
+                        regression=args.regression,
+                        out_dir=out_dir,
+                    )
+                    for path in written:
+                        print(f"wrote {path}", file=sys.stderr)
+                if not passed:
+                    status = VIOLATED
     return status
 
 

@@ -26,19 +26,30 @@ full space.
 Everything is deterministic given a deterministic model: same counts, same counterexamples.
 Limits: the whole graph is held in memory (a few dozen bytes per state and 4 per edge, plus the
 states themselves); states outside the model's boundary and states at ``max_depth`` are not
-expanded, so they are part of no cycle and never judged deadlocked.
+expanded, so they are part of no cycle and never judged deadlocked. A search stops at
+:data:`DEFAULT_MAX_STATES` distinct states unless given another bound (a model whose state
+grows without end ends there, incomplete), and warns once (:class:`MemoryUseWarning`) when
+the process holds over half the machine's memory.
+
+A model that raises is reported as a :class:`ModelError` naming the line of the model's
+own code that raised (:func:`~fsm.checker.location.raised_at`).
 """
 
 from __future__ import annotations
 
 import gc
+import os
+import sys
+import warnings
 from array import array
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import pairwise
 from time import perf_counter
+from types import ModuleType
 from typing import Any, Generic, TypeVar
 
+from fsm.checker.location import Location, raised_at
 from fsm.checker.model import Model, require_model, resolve_hooks
 from fsm.checker.path import Lasso, Path, Step
 from fsm.checker.properties import Kind, Property, Verdict
@@ -51,6 +62,12 @@ from fsm.checker.report import (
     print_progress,
 )
 
+resource: ModuleType | None
+try:
+    import resource
+except ImportError:  # Windows: no peak memory to look at
+    resource = None
+
 S = TypeVar("S", bound=Hashable)
 A = TypeVar("A")
 
@@ -60,19 +77,48 @@ _FREEZE_EVERY = 1024  # expanded states between two moves of the heap out of the
 
 class ModelError(Exception):
     """The model raised while being explored; ``path`` leads to the state being expanded (None
-    if no state was involved) and ``action`` names the action being applied, if any."""
+    if no state was involved), ``action`` names the action being applied, if any, and
+    ``location`` the line of the model's code where it raised (None when no frame of the
+    model's code was involved: see :func:`~fsm.checker.location.raised_at`)."""
 
-    def __init__(self, message: str, path: Path | None, action: str | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        path: Path | None,
+        action: str | None,
+        location: Location | None = None,
+    ) -> None:
         super().__init__(message)
         self.path = path
         self.action = action
+        self.location = location
 
     def format_text(self) -> str:
-        """The message, then the path to the state where the model raised."""
-        if self.path is None:
-            return str(self)
-        where = f" applying {self.action!r}" if self.action is not None else ""
-        return f"{self}\n  raised{where} in the state reached by:\n{self.path.format_text('  ')}"
+        """The message, the model's line that raised (``at FILE:LINE, in FUNCTION: SOURCE``),
+        then the path to the state where the model raised."""
+        lines = [str(self)]
+        if self.location is not None:
+            lines.append(f"  {self.location.format_text()}")
+        if self.path is not None:
+            where = f" applying {self.action!r}" if self.action is not None else ""
+            lines.append(f"  raised{where} in the state reached by:")
+            lines.append(self.path.format_text("  "))
+        return "\n".join(lines)
+
+
+class MemoryUseWarning(UserWarning):
+    """A search holds more memory than its limit (``memory_warning``): it may exhaust the
+    machine's memory before it ends. Warned once per run, through :mod:`warnings`."""
+
+
+DEFAULT_MAX_STATES = 2_000_000
+"""The bound on distinct states when none is given (``max_states=None`` lifts it): a model
+whose state grows without end stops there with an incomplete report, in a few minutes and
+a few GB, instead of running until the machine runs out of memory."""
+
+DEFAULT_MEMORY_WARNING = 0.5
+"""The share of the machine's physical memory past which a search warns that it may run
+out (:class:`MemoryUseWarning`)."""
 
 
 @contextmanager
@@ -97,29 +143,36 @@ def _model_errors(doing: str) -> Iterator[None]:
         raise
     except Exception as exc:
         message = f"model raised {type(exc).__name__}: {exc} ({doing})"
-        raise ModelError(message, None, None) from exc
+        raise ModelError(message, None, None, raised_at(exc)) from exc
 
 
 class Checker(Generic[S, A]):
     """Breadth-first model checker for one model.
 
-    ``max_states`` bounds the number of distinct states, ``max_depth`` the BFS depth expanded
-    (states at that depth are discovered and checked, not expanded). When a bound is hit the
-    report is marked incomplete and only discoveries are reported (see :class:`Report`).
+    ``max_states`` bounds the number of distinct states (default
+    :data:`DEFAULT_MAX_STATES`; None: no bound), ``max_depth`` the BFS depth expanded
+    (states at that depth are discovered and checked, not expanded; default: none). When a
+    bound is hit the report is marked incomplete, names the bound (:attr:`Report.bound`)
+    and only discoveries are reported (see :class:`Report`).
     ``progress``: None/False for silence, True for a line on stderr about once a second once the
     run passes one second, or a callable receiving :class:`Progress` snapshots.
     ``symmetry``: explore one representative per orbit when the model declares a symmetry
     (the default), or every state (False).
+    ``memory_warning``: the share of the machine's physical memory past which the run warns,
+    once, that it may run out (:class:`MemoryUseWarning`, through :mod:`warnings`; default
+    :data:`DEFAULT_MEMORY_WARNING`; None: never). It looks at the process's peak resident
+    memory every 1,024 states expanded, where the platform tells it (not on Windows).
     """
 
     def __init__(
         self,
         model: Model[S, A],
         *,
-        max_states: int | None = None,
+        max_states: int | None = DEFAULT_MAX_STATES,
         max_depth: int | None = None,
         progress: ProgressFn | bool | None = None,
         symmetry: bool = True,
+        memory_warning: float | None = DEFAULT_MEMORY_WARNING,
     ) -> None:
         require_model(model)
         self.model = model
@@ -133,8 +186,14 @@ class Checker(Generic[S, A]):
         for bound in (max_states, max_depth):
             if bound is not None and bound < 0:
                 raise ValueError("bounds must be >= 0")
+        if memory_warning is not None and not memory_warning > 0:
+            raise ValueError("memory_warning is a share of physical memory > 0, or None")
         self.max_states = max_states
         self.max_depth = max_depth
+        physical = _physical_memory() if memory_warning is not None else None
+        self._memory_limit = None if physical is None else int(physical * (memory_warning or 0))
+        self._physical = physical
+        self._bound: str | None = None
         self.progress: ProgressFn | None = print_progress if progress is True else progress or None
         declared = self.hooks.symmetry if symmetry else None
         self._canon = declared.representative if declared is not None else None
@@ -151,6 +210,7 @@ class Checker(Generic[S, A]):
         self._lasso_searched = False
         self._lasso_found: Lasso | None = None
         self.represented: int | None = 0 if self._orbit is not None else None
+        self._bound = None
 
     # -- search -----------------------------------------------------------------------------
 
@@ -180,6 +240,7 @@ class Checker(Generic[S, A]):
             ),
             symmetry=self._canon is not None,
             represented=represented,
+            bound=self._bound,
         )
 
     def _search(self, found: list[int | None], start: float) -> tuple[bool, int, set[str]]:
@@ -223,6 +284,7 @@ class Checker(Generic[S, A]):
         represented = 0
         within, fired_fn, progress = hooks.within_boundary, hooks.fired, self.progress
         limit = self.max_states if self.max_states is not None else -1
+        memory_limit = self._memory_limit
         max_depth = self.max_depth if self.max_depth is not None else -1
         fired: set[str] = set()
         append_state, append_parent, append_via = states.append, parent.append, via.append
@@ -238,6 +300,7 @@ class Checker(Generic[S, A]):
                 if init not in index:
                     if len(states) == limit:
                         complete = False
+                        self._bound = f"max_states={limit}"
                         break
                     index[init] = len(states)
                     append_state(init)
@@ -254,6 +317,7 @@ class Checker(Generic[S, A]):
                     level_end = len(states)
                 if depth == max_depth:  # every state from here on lies at the depth bound
                     complete = False
+                    self._bound = f"max_depth={max_depth}"
                     break
                 s = states[head]
                 if within is not None and not within(s):  # checked on discovery, not expanded
@@ -273,6 +337,7 @@ class Checker(Generic[S, A]):
                         j = len(states)
                         if j == limit:
                             complete = False
+                            self._bound = f"max_states={limit}"
                             break
                         index[t] = j
                         append_state(t)
@@ -294,6 +359,9 @@ class Checker(Generic[S, A]):
                 head += 1
                 if head % _FREEZE_EVERY == 0:
                     settle()
+                    if memory_limit is not None and _peak_memory() > memory_limit:
+                        self._warn_memory(len(states), depth)
+                        memory_limit = None
                 if progress is not None and head % _PROGRESS_EVERY == 0:
                     now = perf_counter()
                     if now >= next_look:
@@ -319,10 +387,22 @@ class Checker(Generic[S, A]):
             close_state(len(edges))
         return complete, depth + (1 if len(states) > level_end else 0), fired
 
+    def _warn_memory(self, states: int, depth: int) -> None:
+        held, physical = _peak_memory(), self._physical or 0
+        warnings.warn(
+            f"{self.hooks.name}: the search holds {_gb(held)} of memory, over"
+            f" {held * 100 // max(physical, 1)}% of this machine's {_gb(physical)}, at"
+            f" {states:,} states (depth {depth}): it may run out of memory before it ends."
+            " Lower the model's bounds or the state bound (max_states).",
+            MemoryUseWarning,
+            stacklevel=2,
+        )
+
     def _model_error(self, exc: Exception, head: int, action: Any) -> ModelError:
         path = self._path_to(head) if head < len(self.states) else None
         name = None if action is None else str(action)
-        return ModelError(f"model raised {type(exc).__name__}: {exc}", path, name)
+        message = f"model raised {type(exc).__name__}: {exc}"
+        return ModelError(message, path, name, raised_at(exc))
 
     # -- verdicts and traces ----------------------------------------------------------------
 
@@ -541,12 +621,38 @@ def shortest_cycle(
 def check(
     model: Model[S, A],
     *,
-    max_states: int | None = None,
+    max_states: int | None = DEFAULT_MAX_STATES,
     max_depth: int | None = None,
     progress: ProgressFn | bool | None = None,
     symmetry: bool = True,
+    memory_warning: float | None = DEFAULT_MEMORY_WARNING,
 ) -> Report:
     """``Checker(model, ...).run()``: explore ``model`` and return its :class:`Report`."""
     return Checker(
-        model, max_states=max_states, max_depth=max_depth, progress=progress, symmetry=symmetry
+        model,
+        max_states=max_states,
+        max_depth=max_depth,
+        progress=progress,
+        symmetry=symmetry,
+        memory_warning=memory_warning,
     ).run()
+
+
+def _physical_memory() -> int | None:
+    """The machine's physical memory in bytes, None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _peak_memory() -> int:
+    """The process's peak resident memory in bytes (0 where the platform does not say)."""
+    if resource is None:
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
+
+
+def _gb(size: int) -> str:
+    return f"{size / 1e9:.1f} GB"

@@ -10,7 +10,13 @@ The file is executed as a fresh module of a private package standing for its dir
 (registered in ``sys.modules`` so dataclasses and pickling work): a model reaches the files
 next to it by relative import (``from .guarded import variants``), wherever it is run from;
 its other imports resolve through ``sys.path`` as usual. Every problem surfaces as
-:class:`ModelLoadError` with a one-line message.
+:class:`ModelLoadError`, its message naming the file; when the model's code raised, a
+second line names the line that did (``at FILE:LINE, in FUNCTION: SOURCE``).
+
+A directory stands for the model files in it (:func:`model_files`): every ``*.py`` file
+directly inside (not in subdirectories) whose name starts with neither ``_`` nor
+``test_`` and is not ``conftest.py``, in name order. Each must define a model: helpers
+the models import go in files named ``_*.py``.
 
 The models shipped with the library (the repository's ``models/``, installed as the
 package ``fsm.models``) are found by name: :func:`builtin_models` lists them,
@@ -26,11 +32,42 @@ import types
 from pathlib import Path as FilePath
 from typing import Any
 
+from fsm.checker.location import Location, raised_at
 from fsm.checker.model import Model, model_name, resolve_hooks
 
 
 class ModelLoadError(Exception):
-    """The file is missing, fails to import, or defines no valid model."""
+    """The file is missing, fails to import, or defines no valid model; ``location``: the
+    line of the model's code that raised, if any."""
+
+    def __init__(self, message: str, location: Location | None = None) -> None:
+        full = message if location is None else f"{message}\n  {location.format_text()}"
+        super().__init__(full)
+        self.location = location
+
+
+def is_model_file(name: str) -> bool:
+    """Whether a file named ``name`` in a directory of models is a model file: ``*.py``,
+    not ``_*.py``, ``test_*.py`` or ``conftest.py``."""
+    return name.endswith(".py") and not name.startswith(("_", "test_")) and name != "conftest.py"
+
+
+def model_files(path: str) -> list[str]:
+    """The model files ``path`` stands for: itself if it is a file; if it is a directory,
+    its model files (:func:`is_model_file`) in name order, ModelLoadError if it has none;
+    ModelLoadError if it does not exist."""
+    folder = FilePath(path)
+    if folder.is_file():
+        return [path]
+    if not folder.is_dir():
+        raise ModelLoadError(f"{path}: no such model file or directory")
+    files = sorted(f for f in folder.iterdir() if f.is_file() and is_model_file(f.name))
+    if not files:
+        raise ModelLoadError(
+            f"{path}: no model files in this directory (a model file is a *.py file whose"
+            " name starts with neither _ nor test_)"
+        )
+    return [str(f) for f in files]
 
 
 def builtin_models_dir() -> FilePath:
@@ -45,7 +82,7 @@ def builtin_models_dir() -> FilePath:
 def builtin_models() -> list[str]:
     """The names of the shipped model files (``guarded``, ``seed_incident``, ...)."""
     folder = builtin_models_dir()
-    return sorted(f.stem for f in folder.glob("*.py") if not f.stem.startswith("_"))
+    return sorted(f.stem for f in folder.glob("*.py") if is_model_file(f.name))
 
 
 def builtin_model_file(name: str) -> str:
@@ -70,6 +107,11 @@ def _package_for(folder: FilePath) -> str:
 
 def _import_file(path: str) -> Any:
     file = FilePath(path)
+    if file.is_dir():
+        raise ModelLoadError(
+            f"{path}: a directory, not a model file (model_files() lists the model files in it;"
+            " fsm check DIR checks them all)"
+        )
     if not file.is_file():
         raise ModelLoadError(f"{path}: no such model file")
     file = file.resolve()
@@ -83,7 +125,9 @@ def _import_file(path: str) -> Any:
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(module_name, None)
-        raise ModelLoadError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
+        raise ModelLoadError(
+            f"{path}: import failed: {type(exc).__name__}: {exc}", raised_at(exc)
+        ) from exc
     return module
 
 
@@ -102,7 +146,7 @@ def load_models(path: str) -> list[Model[Any, Any]]:
     except ModelLoadError:
         raise
     except Exception as exc:
-        raise ModelLoadError(f"{path}: building the model failed: {exc!r}") from exc
+        raise ModelLoadError(f"{path}: building the model failed: {exc!r}", raised_at(exc)) from exc
     if not models:
         raise ModelLoadError(f"{path}: MODELS is empty")
     for m in models:

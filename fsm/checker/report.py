@@ -67,7 +67,10 @@ class Report:
 
     With ``symmetry`` the run explored one representative per orbit: ``states`` and
     ``transitions`` count representatives and their edges, and ``represented`` the states
-    of the full space they stand for (None when the model declares no orbit sizes)."""
+    of the full space they stand for (None when the model declares no orbit sizes).
+
+    ``bound`` names the bound that stopped an incomplete run (``"max_states=2000000"``,
+    ``"max_depth=5"``); None for a complete one."""
 
     model: str
     states: int
@@ -79,6 +82,7 @@ class Report:
     coverage: Coverage
     symmetry: bool = False
     represented: int | None = None
+    bound: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -118,7 +122,8 @@ class Report:
 
     def summary(self) -> str:
         """TLC/Stateright-style one-liner: counts, depth, time and completeness."""
-        status = "complete" if self.complete else "INCOMPLETE (bound hit; nothing proved)"
+        hit = f"{self.bound} hit" if self.bound else "bound hit"
+        status = "complete" if self.complete else f"INCOMPLETE ({hit}; nothing proved)"
         stands = ""
         if self.symmetry:
             full = "?" if self.represented is None else str(self.represented)
@@ -149,6 +154,7 @@ class Report:
             "depth": self.depth,
             "seconds": round(self.seconds, 6),
             "complete": self.complete,
+            "bound": self.bound,
             "symmetry": self.symmetry,
             "represented": self.represented,
             "properties": {r.name: r.to_json() for r in self.results},

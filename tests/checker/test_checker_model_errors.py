@@ -1,14 +1,17 @@
-"""How the checker reports a model that raises: the message, the action it was applying
-(if any), and the shortest path to the state, indented under the message."""
+"""How the checker reports a model that raises: the message, the line of the model's code
+that raised, the action it was applying (if any), and the shortest path to the state,
+indented under the message."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 from checker_models import Counter
 
 from fsm.checker import ModelError, check
+from fsm.checker.location import shown
 
 
 class RaisesInNextState(Counter):
@@ -25,6 +28,12 @@ class RaisesInActions(Counter):
         return super().actions(state)
 
 
+HERE = shown(__file__)  # relative to the working directory, as the report shows it
+SOURCE = Path(__file__).read_text().splitlines()
+BOOM = SOURCE.index('            raise RuntimeError("boom")') + 1
+NO_ACTIONS = SOURCE.index('            raise RuntimeError("no actions")') + 1
+
+
 def _error(model: Counter) -> ModelError:
     with pytest.raises(ModelError) as info:
         check(model)
@@ -34,6 +43,7 @@ def _error(model: Counter) -> ModelError:
 def test_the_report_names_the_action_and_indents_the_path() -> None:
     assert _error(RaisesInNextState()).format_text().splitlines() == [
         "model raised RuntimeError: boom",
+        f'  at {HERE}:{BOOM}, in next_state: raise RuntimeError("boom")',
         "  raised applying 'inc' in the state reached by:",
         "    0. (init)  0",
         "    1. inc     1",
@@ -44,6 +54,7 @@ def test_the_report_names_the_action_and_indents_the_path() -> None:
 def test_without_an_action_the_report_names_none() -> None:
     assert _error(RaisesInActions()).format_text().splitlines() == [
         "model raised RuntimeError: no actions",
+        f'  at {HERE}:{NO_ACTIONS}, in actions: raise RuntimeError("no actions")',
         "  raised in the state reached by:",
         "    0. (init)  0",
         "    1. inc     1",

@@ -193,7 +193,7 @@ def test_cli_exit_1_prints_counterexample_and_writes_tests(
     assert "✗ not bad violated" in captured.out and "-- loop starts here --" in captured.out
     written = sorted(p.name for p in out_dir.iterdir())
     assert written == ["test_a_l1.py", "test_a_not_bad.py", "test_b_l1.py"]
-    assert "name='a'" in (out_dir / "test_a_l1.py").read_text()
+    assert 'MODEL_NAME = "a"' in (out_dir / "test_a_l1.py").read_text()
     done = python(["-m", "pytest", "-q", "-p", "no:cacheprovider", str(out_dir)], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed" in done.stdout
@@ -212,6 +212,7 @@ def test_cli_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         "depth",
         "seconds",
         "complete",
+        "bound",
         "symmetry",
         "represented",
         "properties",
@@ -226,7 +227,7 @@ def test_cli_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         10,
         4,
     )
-    assert first["complete"] is True
+    assert first["complete"] is True and first["bound"] is None
     not_bad = first["properties"]["not bad"]
     assert not_bad["verdict"] == "violated" and not_bad["description"] == "bad is unreachable"
     steps = not_bad["counterexample"]["steps"]
@@ -250,6 +251,7 @@ def test_cli_bound_gives_exit_1_and_incomplete(
     assert main([big, "--json", "--max-states", "10"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["complete"] is False and data["states"] == 10
+    assert data["bound"] == "max_states=10"
     assert data["properties"]["not bad"]["verdict"] == "unknown"
 
 
