@@ -62,12 +62,14 @@ async def serving(
     shutdown_timeout: float = 5.0,
     edge: EdgeLimits | None = None,
     http: str = "auto",
+    relay: bool = False,
 ) -> AsyncIterator[None]:
     """Serve ``app`` on ``sock`` (bound, not yet listening) until the block exits.
 
     Each client connection is bounded by ``edge`` (default ``EdgeLimits()``), parsed by
     ``http`` (``"h11"``, ``"httptools"``, or ``"auto"``: httptools when installed), as
-    :func:`fsm.gateway.edge.uvicorn_settings` says.
+    :func:`fsm.gateway.edge.uvicorn_settings` says; ``relay`` (an app that passes on
+    another server's responses: the gateway) adds no ``Date`` or ``Server`` of uvicorn's.
 
     Returns once uvicorn accepts connections (``RuntimeError`` if it fails to start within
     10 s). On exit the server is asked to stop; open connections are closed after
@@ -82,7 +84,7 @@ async def serving(
         log_level=log_level,
         access_log=False,
         timeout_graceful_shutdown=max(1, int(shutdown_timeout)),
-        **uvicorn_settings(edge if edge is not None else EdgeLimits(), http),
+        **uvicorn_settings(edge if edge is not None else EdgeLimits(), http, relay=relay),
     )
     server = uvicorn.Server(config)
     stopped = anyio.Event()

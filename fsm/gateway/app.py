@@ -67,14 +67,17 @@ unchanged.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
+import math
 import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 from urllib.parse import urlsplit
@@ -84,12 +87,14 @@ import anyio.lowlevel
 import httpx2
 from anyio.abc import TaskGroup
 
+from fsm import actions as act
 from fsm import events
 from fsm.adapters._transport.body import YIELD_EVERY, GuardedBody
 from fsm.adapters._transport.http import (
     ENDED_CODE,
     LOCAL_HEADER,
     SESSION_GONE_BODY,
+    Passthrough,
     ending_error,
     origin_of,
 )
@@ -101,6 +106,7 @@ from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.gateway.edge import HostPolicy
 from fsm.gateway.ids import EventIdKeys, GatewayEventId, IdRewriter, parse_event_id
+from fsm.gateway.metrics import GatewayMetrics, TimedStore
 from fsm.gateway.store import (
     DEFAULT_LEASE_S,
     ClaimLapsedError,
@@ -117,7 +123,11 @@ from fsm.sse.observe import ObservedGuard
 
 __all__ = [
     "CREDENTIAL_HEADERS",
+    "DRAIN_GRACE_S",
     "GATEWAY_GUARD",
+    "HEALTH_PATH",
+    "OWN_PATHS",
+    "READY_PATH",
     "Credentials",
     "Gateway",
     "GatewayLimits",
@@ -131,19 +141,36 @@ Message = dict[str, Any]
 
 _HOP_BY_HOP = frozenset(
     {
+        # RFC 9110 section 7.6.1
         "connection",
+        "proxy-connection",
         "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
         "te",
-        "trailer",
-        "trailers",
         "transfer-encoding",
         "upgrade",
-        "host",
-        "content-length",
+        # for the proxy itself, which authenticates nobody
+        "proxy-authenticate",
+        "proxy-authorization",
+        # no trailer is forwarded, so none is announced
+        "trailer",
     }
 )
+"""Fields never forwarded, either way, besides those a message's ``Connection`` names."""
+_REFRAMED = frozenset({"host", "content-length"})
+"""Request fields the upstream connection writes itself (the upstream's ``Host``, the
+length of the body as sent)."""
+
+OWN_PATHS = "/-/"
+"""The prefix of the gateway's own endpoints: an upstream path under it is refused, so
+they never shadow the MCP endpoint."""
+HEALTH_PATH = "/-/healthz"
+"""``200`` while the process serves and its background work runs, else ``503``."""
+READY_PATH = "/-/readyz"
+"""``200`` while the store answers and the gateway is not draining, else ``503``."""
+DRAIN_GRACE_S = 1.0
+"""Seconds :meth:`Gateway.drain` gives, after its bound, each of three steps: a stream
+caught in the middle of an event to reach the event's end, cancelled requests to finish
+their cleanup, the store writes they left (cursors) to land."""
 CREDENTIAL_HEADERS = ("authorization", "cookie")
 """A request's credentials: the headers the upstream may bind a session to. The gateway's
 own requests (answer submissions, resumes, refusals) carry those of the client request
@@ -326,7 +353,20 @@ class Gateway:
     nothing: every request gets ``503``); ``python -m fsm gateway`` exits 1 on it. Run
     it with any ASGI server with lifespan on (``python -m fsm gateway`` runs uvicorn), or
     enter :meth:`running` around serving it, on an ``asyncio`` loop (uvloop included):
-    its upstream connections are aiohttp's (:mod:`fsm.gateway.upstream`)."""
+    its upstream connections are aiohttp's (:mod:`fsm.gateway.upstream`).
+
+    Operations: :data:`HEALTH_PATH` and :data:`READY_PATH` answer on any ``Host``, before
+    the host policy and without touching a session (an upstream path under
+    :data:`OWN_PATHS` is refused). :attr:`metrics` counts what the replica does
+    (:mod:`fsm.gateway.metrics`). :meth:`drain` ends the replica's work before a stop.
+    Forwarding: hop-by-hop fields (RFC 9110 section 7.6.1, and those a message's
+    ``Connection`` names) are dropped both ways; a request goes upstream with
+    ``X-Forwarded-For`` and ``Forwarded`` appended; a response keeps the upstream's
+    fields (its ``Date`` and ``Server`` among them; a ``Date`` is added when it has none)
+    and its ``Content-Length`` whenever its body passes as it came. The server that runs
+    the app must add no ``Date`` or ``Server`` of its own (uvicorn:
+    ``server_header=False, date_header=False``, as
+    :func:`fsm.gateway.edge.uvicorn_settings` gives with ``relay=True``)."""
 
     def __init__(
         self,
@@ -351,6 +391,8 @@ class Gateway:
             )
         self.upstream = upstream
         self.path = parts.path or "/"
+        if self.path.startswith(OWN_PATHS):
+            raise ValueError(f"the upstream's path must not begin with {OWN_PATHS}")
         self.store: StateStore = store if store is not None else MemoryStore()
         self.config = config if config is not None else GATEWAY_GUARD
         self.limits = limits or GatewayLimits()
@@ -375,6 +417,28 @@ class Gateway:
         self._http: httpx2.AsyncClient | None = None
         self._tg: TaskGroup | None = None
         self._halted = False
+        self.draining = False
+        """Set by :meth:`drain`: readiness then answers ``503``."""
+        self._flights: set[_Flight] = set()
+        """Client requests being served (past the early refusals)."""
+        self._cutting = False
+        """The drain's bound passed: a request from now on is ended at its first clean
+        point."""
+        self._streams = 0
+        """Event streams being relayed to clients."""
+        self._writes = 0
+        """Store writes spawned and not finished."""
+        self._changed: anyio.Event | None = None
+        """Set (and replaced) when a request or a spawned write ends, for :meth:`drain`."""
+        self.metrics = GatewayMetrics(
+            sessions=lambda: len(self._sessions),
+            streams=lambda: self._streams,
+            in_flight=lambda: len(self._flights),
+            draining=lambda: float(self.draining),
+        )
+        """This replica's metrics (:mod:`fsm.gateway.metrics`)."""
+        self._store = TimedStore(self.store, self.metrics)
+        """The store, each operation timed into :attr:`metrics`."""
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -390,8 +454,12 @@ class Gateway:
         connect = getattr(self.store, "connect", None)
         if connect is not None:  # a remote store's start-up check (fails: no start)
             await connect()
-        transport = AiohttpTransport(
-            connections=self.limits.upstream_connections, idle_s=self.limits.upstream_idle_s
+        transport = _Watched(
+            AiohttpTransport(
+                connections=self.limits.upstream_connections,
+                idle_s=self.limits.upstream_idle_s,
+            ),
+            self.metrics,
         )
         try:
             async with (
@@ -432,6 +500,11 @@ class Gateway:
         """Sessions held now (each accepted by the upstream)."""
         return len(self._sessions)
 
+    @property
+    def in_flight(self) -> int:
+        """Client requests being served now (event streams being relayed included)."""
+        return len(self._flights)
+
     def session_guard(self, session_id: str) -> ObservedGuard | None:
         """The observed guard of a held session (its decisions, monitor, violations)."""
         held = self._sessions.get(session_id)
@@ -465,11 +538,15 @@ class Gateway:
     # -- one request ---------------------------------------------------------------
 
     async def _http_request(self, scope: Scope, receive: Any, send: Any) -> None:
+        path = scope.get("path")
+        if path in (HEALTH_PATH, READY_PATH):
+            await self._health(path == READY_PATH, send)
+            return
         if self._http is None:
             why = b"gateway failed" if self.failure is not None else b"gateway not started"
             await _reply(send, 503, why + b" (lifespan off?)", "text/plain")
             return
-        if scope.get("path") != self.path:
+        if path != self.path:
             await _reply(send, 404, b"not found", "text/plain")
             return
         try:
@@ -483,6 +560,52 @@ class Gateway:
                 status, message = refusal
                 await _reply(send, status, _rpc_error(None, -32600, message))
                 return
+        flight = _Flight()
+        self._flights.add(flight)
+        if self._cutting:
+            flight.end()
+
+        async def sent(message: Message) -> None:  # what the drain must know of it
+            if message["type"] == "http.response.start":
+                flight.started, flight.clean = True, False
+                await send(message)
+            else:
+                await send(message)
+                flight.complete = not message.get("more_body", False)
+
+        try:
+            with flight.scope:
+                await self._handle(scope, headers, receive, sent, flight)
+            if flight.scope.cancelled_caught and not flight.complete:  # by the drain
+                if not flight.started:
+                    why = _rpc_error(None, ENDED_CODE, "gateway draining: retry")
+                    await _reply(send, 503, why, close=True)
+                elif flight.clean:  # the events passed on so far end the stream
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                # else cut mid-body: the response stays incomplete, the connection closes
+        finally:
+            self._flights.discard(flight)
+            self._notify()
+
+    async def _health(self, ready: bool, send: Any) -> None:
+        """Answer a health (``ready=False``) or readiness probe; no session is touched."""
+        why = ""
+        if self._http is None or self._halted or self.failure is not None:
+            why = "not serving"
+        elif ready and self.draining:
+            why = "draining"
+        elif ready:
+            try:
+                with anyio.fail_after(5):
+                    await self._store.ping()
+            except (StoreUnavailableError, TimeoutError):
+                why = "store unavailable"
+        body = json.dumps({"status": why or "ok"}).encode()
+        await _reply(send, 503 if why else 200, body, extra=((b"cache-control", b"no-store"),))
+
+    async def _handle(
+        self, scope: Scope, headers: dict[str, str], receive: Any, send: Any, flight: _Flight
+    ) -> None:
         method = scope["method"]
         try:
             with anyio.fail_after(self.limits.body_timeout_s):
@@ -508,7 +631,7 @@ class Gateway:
             return
         session.busy += 1
         try:
-            await self._serve(session, scope, method, headers, body, receive, send)
+            await self._serve(session, scope, method, headers, body, receive, send, flight)
         finally:
             session.busy -= 1
             session.last_used = time.monotonic()
@@ -526,6 +649,7 @@ class Gateway:
         body: bytes,
         receive: Any,
         send: Any,
+        flight: _Flight,
     ) -> None:
         e = session.engine
         url = self._upstream_url
@@ -536,7 +660,7 @@ class Gateway:
         request = httpx2.Request(
             method,
             url,
-            headers=[(k, v) for k, v in headers.items() if k not in _HOP_BY_HOP],
+            headers=_upstream_headers(headers, scope),
             content=body,
             extensions={"timeout": self._timeouts},
         )
@@ -544,13 +668,21 @@ class Gateway:
         if version and session.trusts(request):
             e.protocol_version = version
         last_event_id = headers.get("last-event-id")
-        if method == "GET" and last_event_id is not None:
-            resp = await self._client_resume(session, request, last_event_id)
+        try:
+            if method == "GET" and last_event_id is not None:
+                resp = await self._client_resume(session, request, last_event_id)
+            else:
+                resp = await session.transport.handle_async_request(request)
+        except httpx2.TransportError as exc:  # no response to pass on
+            resp = _unreachable(exc, body)
         else:
-            resp = await session.transport.handle_async_request(request)
+            failed = request.extensions.get(_FAILED)
+            if failed is not None and resp.headers.get(LOCAL_HEADER):  # the core's stand-in
+                await resp.aclose()
+                resp = _unreachable(failed, body)
         if e.session is not None and not session.held and session.proven:
             await self._accept(session)
-        await self._respond(session, resp, receive, send)
+        await self._respond(session, resp, receive, send, flight)
         if method == "DELETE" and resp.status_code < 300 and e.session:
             e.expired = InteractionFailed("the client ended the session", reason="deleted")
 
@@ -573,7 +705,7 @@ class Gateway:
         self._hold(sid, session)
         if session.began_here:
             try:
-                await self.store.begin_session(sid)
+                await self._store.begin_session(sid)
             except StoreUnavailableError as exc:  # its claims will fail closed
                 logger.warning("a new session was not recorded: %s", exc)
 
@@ -596,7 +728,7 @@ class Gateway:
         seen = [] if known else [got]
         if seen and e.session is not None:  # another replica carried it: its cursor?
             try:
-                stored = await self.store.cursor_of(e.session, stream)
+                stored = await self._store.cursor_of(e.session, stream)
             except StoreUnavailableError as exc:  # the client's id then; claims still hold
                 logger.warning("no stored cursor for a resumed stream: %s", exc)
                 stored = None
@@ -608,6 +740,8 @@ class Gateway:
             request, stream, origin, tuple(item.upstream_id for item in seen)
         )
         if resp is not None:
+            if ids.position > got.position:  # resumed from a newer event than the client's
+                self.metrics.cursor_rewrites.inc()
             if seen:  # taken over here: the prompts other replicas passed on in it
                 e.spawn(self._watch_stream_claims, (session, stream))
             return resp
@@ -651,17 +785,24 @@ class Gateway:
         session.prove(request)
         return True
 
-    async def _respond(self, session: _Session, resp: Any, receive: Any, send: Any) -> None:
+    async def _respond(
+        self, session: _Session, resp: Any, receive: Any, send: Any, flight: _Flight
+    ) -> None:
+        """Pass ``resp`` on: a tracked stream's events with their ids rewritten (no
+        ``Content-Length``: the ids change its length), the upstream's response as it came
+        (its fields, its bytes, its ``Content-Length`` and ``Content-Encoding``), or a
+        response made here (its length). Hop-by-hop fields are dropped; a ``Date`` is
+        added when there is none."""
         body = resp.stream
         tracked = isinstance(body, GuardedBody)
         ids = session.rewriter(body.stream) if tracked else None
-        out = [
-            (k.encode("latin-1"), v.encode("latin-1"))
-            for k, v in resp.headers.multi_items()
-            if k.lower() not in _HOP_BY_HOP and k.lower() != LOCAL_HEADER
-        ]
+        source, content = _source(resp)
+        out = _response_headers(source.headers.raw, tracked, content)
         await send({"type": "http.response.start", "status": resp.status_code, "headers": out})
+        flight.clean = tracked  # a body is whole only at its end; a stream between events
         last = _LastEvents(self.limits.max_final)  # a tracked stream's newest events
+        if tracked:
+            self._streams += 1
 
         async def watch() -> None:
             while (await receive())["type"] != "http.disconnect":
@@ -670,15 +811,24 @@ class Gateway:
 
         async def pump() -> None:
             line_start = True
-            async for piece in _pieces(resp):
+            async for piece in _pieces(source, content):
                 if ids is not None:
                     piece = ids.rewrite(piece, line_start)
                     line_start = piece.endswith((b"\n", b"\r"))
                     last.add(piece)
                     if len(piece) > LARGE_EVENT:  # the rewrite was one pass over it
                         await anyio.lowlevel.checkpoint()
+                flight.sending = True
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
+                flight.sending = False
+                if tracked:
+                    flight.clean = last.at_boundary
+                    if flight.ending and flight.clean:  # the drain's bound passed
+                        flight.scope.cancel()
+                        await anyio.lowlevel.checkpoint()
+            flight.sending = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+            flight.sending = False
             tg.cancel_scope.cancel()
 
         try:
@@ -687,6 +837,8 @@ class Gateway:
                 tg.start_soon(pump)
         finally:
             with anyio.CancelScope(shield=True):
+                if tracked:
+                    self._streams -= 1
                 await resp.aclose()
                 if ids is not None:
                     self._connection_ended(session, body.stream, ids, last)
@@ -706,7 +858,7 @@ class Gateway:
         self._forget_ended(session)
         if ids.last is not None and session.engine.session and session.held:
             cursor = Cursor(ids.position, ids.last)
-            self._spawn(self.store.save_cursor, session.engine.session, stream, cursor)
+            self._spawn(self._store.save_cursor, session.engine.session, stream, cursor)
 
     def _forget_ended(self, session: _Session) -> None:
         """Drop what a session keeps per stream for the streams that ended and whose
@@ -737,7 +889,7 @@ class Gateway:
         unaccepted = len(self._unaccepted)
         if sid is not None and unaccepted >= self.limits.max_unaccepted:
             raise _Full(f"gateway busy: {unaccepted} session ids not yet accepted here")
-        if sid is not None and await self.store.session_ended(sid) is not None:
+        if sid is not None and await self._store.session_ended(sid) is not None:
             return None
         if not self._make_room():
             raise _Full(f"gateway full: {self.limits.max_sessions} sessions in use")
@@ -760,8 +912,9 @@ class Gateway:
     def _new_session(self, sid: str | None) -> _Session:
         assert self._http is not None and self._tg is not None
         limits = self.limits
-        observed = ObservedGuard(
+        observed = _CountedGuard(
             Guard(clock=time.monotonic, config=self.config),
+            self.metrics,
             log_limit=limits.observations,
             retain=limits.remembered,
         )
@@ -818,7 +971,7 @@ class Gateway:
             del self._sessions[e.session]
         e.close()
         try:
-            await self.store.end_session(e.session, e.expired.reason)
+            await self._store.end_session(e.session, e.expired.reason)
         except StoreUnavailableError as exc:  # other replicas learn it from the server
             logger.warning("session end not recorded: %s", exc)
 
@@ -829,21 +982,28 @@ class Gateway:
         which submits it as its own: the server asking again is answered, the person is
         not asked again. A lost claim with no answer yet is watched until an answer
         arrives or the holder's lease lapses (:meth:`_watch_claim`)."""
-        store = self.store
+        store = self._store
 
         async def claim(key: RequestKey, stream: str, event_id: str | None) -> bool:
             e = session.engine
             sid = e.session or ""
             ids = session.ids.get(stream)
             lease: dict[str, Any] = {"owner": self.replica, "lease_s": self.limits.lease_s}
-            if ids is not None and ids.last is not None:  # the newest event passed on
-                cursor = Cursor(ids.position, ids.last)
-                won = await store.claim(sid, key[1], stream=stream, cursor=cursor, **lease)
-            else:
-                won = await store.claim(sid, key[1], **lease)
+            try:
+                if ids is not None and ids.last is not None:  # the newest event passed on
+                    cursor = Cursor(ids.position, ids.last)
+                    won = await store.claim(sid, key[1], stream=stream, cursor=cursor, **lease)
+                else:
+                    won = await store.claim(sid, key[1], **lease)
+            except InteractionFailed as err:  # blanked, and its stream fails with err
+                self.metrics.blanked("claim-failed")
+                self.metrics.failed(err.reason)
+                raise
             if won:
+                self.metrics.presentations.inc()
                 session.claimed.add(key[1])
                 return True
+            self.metrics.blanked("claimed-elsewhere")
             answer = await store.answer_of(sid, key[1])
             if answer is not None and e.guard.state_of(key) == "presented":
                 e.feed(events.UserAnswered(key, answer))
@@ -861,7 +1021,7 @@ class Gateway:
         session, stream = args
         e = session.engine
         try:
-            claimed = await self.store.open_claims(e.session or "", stream)
+            claimed = await self._store.open_claims(e.session or "", stream)
         except StoreUnavailableError as exc:
             logger.warning("open claims not read: %s", exc)
             return
@@ -890,7 +1050,7 @@ class Gateway:
             ):
                 return
             try:
-                status = await self.store.claim_status(e.session or "", key[1])
+                status = await self._store.claim_status(e.session or "", key[1])
             except StoreUnavailableError:
                 continue
             if status.owner == self.replica:
@@ -937,7 +1097,7 @@ class Gateway:
                         session.claimed.discard(rid)
                         continue
                     try:
-                        await self.store.renew(sid, rid, self.replica, self.limits.lease_s)
+                        await self._store.renew(sid, rid, self.replica, self.limits.lease_s)
                     except StoreUnavailableError as exc:
                         logger.warning("lease not renewed: %s", exc)
 
@@ -952,9 +1112,9 @@ class Gateway:
                 return
             try:
                 unseen = session.engine.guard.state_of(key) is None
-                if unseen and not (await self.store.claim_status(sid, key[1])).claimed:
+                if unseen and not (await self._store.claim_status(sid, key[1])).claimed:
                     return
-                await self.store.save_answer(sid, key[1], answer)
+                await self._store.save_answer(sid, key[1], answer)
             except StoreUnavailableError as exc:  # this replica still submits it
                 logger.warning("answer not written ahead: %s", exc)
 
@@ -971,8 +1131,59 @@ class Gateway:
                 logger.warning("store write failed: %s", exc)
             except Exception:  # contained: a store defect never ends the gateway
                 logger.exception("store write failed")
+            finally:
+                self._writes -= 1
+                self._notify()
 
+        self._writes += 1
         self._tg.start_soon(run)
+
+    def _notify(self) -> None:
+        """Wake :meth:`drain`: a request or a spawned write ended."""
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def _until(self, done: Callable[[], bool], seconds: float) -> bool:
+        """Wait until ``done()`` holds, at most ``seconds``; whether it holds."""
+        with anyio.move_on_after(seconds):
+            while not done():
+                if self._changed is None:
+                    self._changed = anyio.Event()
+                await self._changed.wait()
+        return done()
+
+    async def drain(self, seconds: float) -> int:
+        """Drain before a stop: readiness answers ``503`` from now on; the requests being
+        served (their event streams included) are given ``seconds`` to end; then each
+        still open is ended at its next clean point (an event stream after its last whole
+        event: its client sees the stream end and resumes, on another replica, from
+        there; a request whose response has not begun gets ``503``), one caught in the
+        middle of an event or a body :data:`DRAIN_GRACE_S` later is cut; then the store
+        writes they left (each stream's cursor) are given :data:`DRAIN_GRACE_S`. Returns
+        the number of requests the bound ended (0: all ended by themselves). At most
+        ``seconds + 3 * DRAIN_GRACE_S`` (and the cleanup of a cancelled request).
+
+        It stops nothing else: the server that runs the app stops taking connections
+        (``python -m fsm gateway`` does, on ``SIGTERM``, before it drains), and
+        :meth:`running` ends the rest when the app shuts down. Requests that arrive while
+        it drains are served, and ended at once once the bound passed."""
+        if not (seconds >= 0 and math.isfinite(seconds)):
+            raise ValueError("drain seconds must be >= 0 and finite")
+        self.draining = True
+        if await self._until(lambda: not self._flights, seconds):
+            ended = 0
+        else:
+            ended = len(self._flights)
+            self._cutting = True
+            for flight in list(self._flights):
+                flight.end()
+            if not await self._until(lambda: not self._flights, DRAIN_GRACE_S):
+                for flight in list(self._flights):
+                    flight.scope.cancel()
+                await self._until(lambda: not self._flights, DRAIN_GRACE_S)
+        await self._until(lambda: self._writes == 0, DRAIN_GRACE_S)
+        return ended
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1026,6 +1237,11 @@ class _LastEvents:
         else:
             self._pieces.append(piece)
 
+    @property
+    def at_boundary(self) -> bool:
+        """Whether what was passed on ends with a whole event (or nothing was)."""
+        return self._at_boundary
+
     def value(self) -> bytes | None:
         """The newest events passed on whole, or ``None`` (none, or over the limit)."""
         if not self._pieces or not self._at_boundary:
@@ -1042,24 +1258,235 @@ def _final_event(piece: bytes) -> bytes:
     return raw_bytes(events[-1]) if events else piece
 
 
+class _CountedGuard(ObservedGuard):
+    """A session's observed guard that also counts, into the gateway's metrics, the
+    decisions with actions (never the hot path's, which has none to count): each
+    interaction failed, by its reason (a session closed by its client is no failure),
+    and each server request passed on blank (the guard did not present it: its
+    ``Ignore`` reason, or ``refused``)."""
+
+    def __init__(self, guard: Guard, metrics: GatewayMetrics, **kwargs: Any) -> None:
+        super().__init__(guard, **kwargs)
+        self._metrics = metrics
+
+    def feed(self, event: events.Event) -> tuple[act.Action, ...]:
+        actions = super().feed(event)
+        if actions:
+            self._count(event, actions)
+        return actions
+
+    def _count(self, event: events.Event, actions: tuple[act.Action, ...]) -> None:
+        presented, blank = False, "other"
+        for a in actions:
+            if isinstance(a, act.Fail):
+                if a.error.reason != events.SESSION_CLOSED:
+                    self._metrics.failed(a.error.reason)
+            elif isinstance(a, act.Present):
+                presented = True
+            elif isinstance(a, act.Refuse):
+                blank = "refused"
+            elif isinstance(a, act.Ignore) and blank == "other":
+                blank = a.reason
+        if not presented and isinstance(event, events.SseEvent):
+            msg = event.data
+            if isinstance(msg, Mapping) and "method" in msg and "id" in msg:
+                self._metrics.blanked(blank)
+
+
 class _Full(Exception):
     """Every held session is busy and ``max_sessions`` are held: no room for another."""
 
 
-async def _pieces(resp: Any) -> AsyncIterator[bytes]:
-    """The body of ``resp``: its content if it was made here, else its stream as read."""
+def _source(resp: Any) -> tuple[Any, bytes | None]:
+    """What goes to the client for ``resp``: the response whose fields and bytes are
+    passed on (the upstream's own for a body forwarded unchanged: its bytes as they came,
+    still encoded) and its whole content if it was made here (else ``None``)."""
+    body = resp.stream
+    if isinstance(body, Passthrough):
+        return body.resp, None
     try:
-        content = resp.content
+        return resp, resp.content
     except httpx2.ResponseNotRead:
-        unyielded = 0
-        async for piece in resp.aiter_raw():
-            yield piece
-            unyielded += len(piece)
-            if unyielded >= YIELD_EVERY and not isinstance(resp.stream, GuardedBody):
-                unyielded = 0  # a guarded body hands the loop over itself
-                await anyio.lowlevel.checkpoint()
-    else:
+        return resp, None
+
+
+async def _pieces(resp: Any, content: bytes | None = None) -> AsyncIterator[bytes]:
+    """The body of ``resp``: ``content`` if it was made here, else its stream as read."""
+    if content is not None:
         yield content
+        return
+    unyielded = 0
+    async for piece in resp.aiter_raw():
+        yield piece
+        unyielded += len(piece)
+        if unyielded >= YIELD_EVERY and not isinstance(resp.stream, GuardedBody):
+            unyielded = 0  # a guarded body hands the loop over itself
+            await anyio.lowlevel.checkpoint()
+
+
+class _Flight:
+    """A client request being served, as :meth:`Gateway.drain` sees it."""
+
+    __slots__ = ("clean", "complete", "ending", "scope", "sending", "started")
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.started = False
+        """The response's head was sent."""
+        self.clean = True
+        """Ending now leaves the client whole messages: before the head; for an event
+        stream, after a whole event."""
+        self.sending = False
+        """A piece of the response is being written."""
+        self.ending = False
+        """The drain's bound passed: end at the next clean point."""
+        self.complete = False
+        """The response was sent whole."""
+
+    def end(self) -> None:
+        """End now if at a clean point, else at the next one."""
+        self.ending = True
+        if self.clean and not self.sending and not self.complete:
+            self.scope.cancel()
+
+
+_FAILED = "fsm_gateway_failed"
+"""The extension under which :class:`_Watched` leaves an upstream request's failure."""
+
+
+class _Watched(httpx2.AsyncBaseTransport):
+    """The upstream transport, each failure without a response counted by kind and left
+    on its request (``request.extensions[_FAILED]``): the core answers some of them
+    itself (a JSON-RPC error with ``200``, a ``202``), and the gateway answers the
+    client ``502`` or ``504`` instead."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, metrics: GatewayMetrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx2.TransportError as exc:
+            request.extensions[_FAILED] = exc
+            self._metrics.upstream_error(_error_kind(exc))
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _error_kind(exc: httpx2.TransportError) -> str:
+    """The ``kind`` label of an upstream failure."""
+    if isinstance(exc, httpx2.TimeoutException):
+        return "timeout"
+    if isinstance(exc, httpx2.ConnectError):
+        return "connect"
+    if isinstance(exc, httpx2.ProtocolError):
+        return "protocol"
+    if isinstance(exc, httpx2.NetworkError):
+        return "network"
+    return "other"
+
+
+def _unreachable(exc: httpx2.TransportError, body: bytes) -> Any:
+    """The answer to a request the upstream gave no response to: ``504`` when it timed
+    out, else ``502``; a JSON-RPC error for the request's id (``null`` when it has none),
+    ``data.reason`` ``upstream-timeout`` or ``upstream-unreachable``. The message names
+    the failure's type only (its text may hold the upstream's address or URL)."""
+    timeout = isinstance(exc, httpx2.TimeoutException)
+    reason = "upstream-timeout" if timeout else "upstream-unreachable"
+    logger.warning("upstream request failed without a response: %s", type(exc).__name__)
+    message = f"{reason}: no response from the upstream ({type(exc).__name__})"
+    error = _rpc_error(_request_id(body), ENDED_CODE, message, {"reason": reason})
+    return _response(504 if timeout else 502, error)
+
+
+@functools.lru_cache(maxsize=64)
+def _hop_by_hop(connection: bytes) -> frozenset[bytes]:
+    """The fields not forwarded of a message whose ``Connection`` values, joined, are
+    ``connection``: :data:`_HOP_BY_HOP` and the names it lists."""
+    listed = {name.strip().lower() for name in connection.split(b",")}
+    listed.discard(b"")
+    return frozenset(name.encode() for name in _HOP_BY_HOP) | listed
+
+
+def _connection(fields: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """The values of a message's ``Connection`` fields, joined (lower-case names)."""
+    return b",".join(value for name, value in fields if name == b"connection")
+
+
+def _response_headers(
+    raw: list[tuple[bytes, bytes]], tracked: bool, content: bytes | None
+) -> list[tuple[bytes, bytes]]:
+    """The fields a response goes to the client with (lower-case names): the source's,
+    less hop-by-hop ones and the core's own marker; its ``Content-Length`` kept when its
+    bytes pass as they came, set when it was made here (``content``), dropped for a
+    tracked stream; a ``Date`` added when it has none."""
+    fields = [(name.lower(), value) for name, value in raw]
+    drop = _hop_by_hop(_connection(fields)) | _LOCAL
+    if tracked or content is not None:
+        drop = drop | {b"content-length"}
+    out = [(name, value) for name, value in fields if name not in drop]
+    if content is not None:
+        out.append((b"content-length", b"%d" % len(content)))
+    if not any(name == b"date" for name, _ in out):
+        out.append((b"date", _http_date()))
+    return out
+
+
+_LOCAL = frozenset({LOCAL_HEADER.encode()})
+
+
+def _upstream_headers(headers: Mapping[str, str], scope: Scope) -> list[tuple[str, str]]:
+    """The fields a client's request goes upstream with: its own (lower-case names,
+    repeated ones joined), less hop-by-hop ones (:data:`_HOP_BY_HOP` and those its
+    ``Connection`` names) and those the upstream connection writes (:data:`_REFRAMED`),
+    with the client's address appended to ``X-Forwarded-For`` and an element for this
+    hop appended to ``Forwarded`` (RFC 7239: ``for``, ``host``, ``proto``)."""
+    drop = _hop_by_hop(headers.get("connection", "").encode("latin-1"))
+    out = {
+        name: value
+        for name, value in headers.items()
+        if name not in _REFRAMED and name.encode("latin-1") not in drop
+    }
+    client = scope.get("client")
+    address = str(client[0]) if client else "unknown"
+    xff = out.get("x-forwarded-for")
+    out["x-forwarded-for"] = f"{xff}, {address}" if xff else address
+    node = f"[{address}]" if ":" in address else address
+    element = f"for={_forwarded_value(node)}"
+    host = headers.get("host")
+    if host:
+        element += f";host={_forwarded_value(host)}"
+    element += f";proto={_forwarded_value(str(scope.get('scheme') or 'http'))}"
+    forwarded = out.get("forwarded")
+    out["forwarded"] = f"{forwarded}, {element}" if forwarded else element
+    return list(out.items())
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An RFC 9110 token: a ``Forwarded`` value written without quotes."""
+
+
+def _forwarded_value(value: str) -> str:
+    """``value`` as a ``Forwarded`` parameter value: a token, else a quoted string."""
+    if _TOKEN.fullmatch(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+_DATE: list[Any] = [-1, b""]
+"""The ``Date`` value of the current second, and that second."""
+
+
+def _http_date() -> bytes:
+    """Now as an HTTP date (RFC 9110 section 5.6.7), made once a second."""
+    now = int(time.time())
+    if _DATE[0] != now:
+        _DATE[0], _DATE[1] = now, formatdate(now, usegmt=True).encode("ascii")
+    value: bytes = _DATE[1]
+    return value
 
 
 async def _store_unavailable(
@@ -1147,10 +1574,11 @@ def _request_id(body: bytes) -> Any:
     return value.get("id") if isinstance(value, dict) else None
 
 
-def _rpc_error(rid: Any, code: int, message: str) -> bytes:
-    return json.dumps(
-        {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
-    ).encode()
+def _rpc_error(rid: Any, code: int, message: str, data: Any = None) -> bytes:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "error": error}).encode()
 
 
 def _response(status: int, body: bytes, ctype: str = "application/json") -> Any:
@@ -1158,10 +1586,22 @@ def _response(status: int, body: bytes, ctype: str = "application/json") -> Any:
 
 
 async def _reply(
-    send: Any, status: int, body: bytes, ctype: str = "application/json", *, close: bool = False
+    send: Any,
+    status: int,
+    body: bytes,
+    ctype: str = "application/json",
+    *,
+    close: bool = False,
+    extra: tuple[tuple[bytes, bytes], ...] = (),
 ) -> None:
-    """A whole response made here; ``close``: the connection ends after it."""
-    headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]
+    """A whole response made here (``extra``: more fields); ``close``: the connection
+    ends after it."""
+    headers = [
+        (b"content-type", ctype.encode()),
+        (b"content-length", str(len(body)).encode()),
+        (b"date", _http_date()),
+        *extra,
+    ]
     if close:
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})

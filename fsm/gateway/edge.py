@@ -18,6 +18,10 @@ the HTTP protocol classes of this module (:class:`EdgeH11Protocol`,
 * a request arriving while more than ``max_connections`` connections are open gets
   ``503``.
 
+An HTTP/1.0 request gets its response without chunked framing (HTTP/1.0 has none): a
+response without ``Content-Length`` is delimited by the connection's close, as h11 does
+by itself and the httptools protocol is made to do (uvicorn's chunks it).
+
 A ``431`` or ``408`` ends the connection: the answer is written with
 ``connection: close``, the sending side shut (FIN), and what the client still sends is
 read and dropped for at most :data:`LINGER_S` seconds, or until it closes its side.
@@ -77,6 +81,7 @@ import importlib.util
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from email.utils import formatdate
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 from urllib.parse import urlsplit
 
@@ -227,8 +232,11 @@ class _EdgeMixin:
         phrase = http.HTTPStatus(status).phrase
         body = phrase.encode("ascii")
         out = [f"HTTP/1.1 {status} {phrase}\r\n".encode("ascii")]
-        for name, value in self.server_state.default_headers:
+        defaults = self.server_state.default_headers
+        for name, value in defaults:
             out.append(name + b": " + value + b"\r\n")
+        if not any(name.lower() == b"date" for name, _ in defaults):
+            out.append(b"date: " + formatdate(usegmt=True).encode("ascii") + b"\r\n")
         out.append(
             b"content-type: text/plain; charset=utf-8\r\n"
             b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
@@ -431,6 +439,11 @@ if HAS_HTTPTOOLS:
             if self.cycle is not None and self.cycle.response_complete and not self.pipeline:
                 self._edge_arm()  # answered before the body ended: the next head is due
 
+        def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+            if cycle.scope.get("http_version") == "1.0":
+                _close_delimited(cycle)
+            super()._start_asgi_task(cycle, app)
+
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if (
@@ -440,6 +453,34 @@ if HAS_HTTPTOOLS:
                 and not self._edge_busy()
             ):
                 self._edge_arm()
+
+
+def _close_delimited(cycle: Any) -> None:
+    """Make uvicorn's httptools request cycle answer an HTTP/1.0 request without chunked
+    framing: a response with no ``Content-Length`` (and a body: not ``HEAD``, ``204`` or
+    ``304``) is written as it comes and ended by closing the connection (uvicorn keeps
+    no HTTP/1.0 connection alive), as RFC 9112 section 6.3 reads such a response."""
+    send = cycle.send
+    delimited = False
+
+    async def send_http10(message: Any) -> None:
+        nonlocal delimited
+        if message["type"] == "http.response.start" and not cycle.response_started:
+            fields = list(message.get("headers", ()))
+            if (
+                all(name.lower() != b"content-length" for name, _ in fields)
+                and cycle.scope["method"] != "HEAD"
+                and message["status"] not in (204, 304)
+            ):
+                delimited = True
+                cycle.chunked_encoding = False
+                fields = [(n, v) for n, v in fields if n.lower() != b"transfer-encoding"]
+                message = {**message, "headers": fields}
+        elif delimited and message["type"] == "http.response.body":
+            cycle.expected_content_length = len(message.get("body", b""))  # no length check
+        await send(message)
+
+    cycle.send = send_http10
 
 
 @functools.lru_cache(maxsize=64)
@@ -461,12 +502,23 @@ def protocol_class(limits: EdgeLimits, http: str = "auto") -> type[asyncio.Proto
     return cast("type[asyncio.Protocol]", type(base.__name__, (base,), {"limits": limits}))
 
 
-def uvicorn_settings(limits: EdgeLimits, http: str = "auto") -> dict[str, Any]:
+def uvicorn_settings(
+    limits: EdgeLimits, http: str = "auto", *, relay: bool = False
+) -> dict[str, Any]:
     """``uvicorn.Config`` keywords that apply ``limits`` with the ``http`` parser
     (``auto``: httptools when installed, else h11): ``http`` (the protocol class of
     :func:`protocol_class`), ``timeout_keep_alive``, ``limit_concurrency`` and
-    ``h11_max_incomplete_event_size``. ``ValueError`` as :func:`protocol_class`."""
+    ``h11_max_incomplete_event_size``; with ``relay`` (a server that passes on another's
+    responses, the gateway) also ``server_header=False`` and ``date_header=False``, so
+    that a response keeps the upstream's ``Server`` and its one ``Date``, and
+    ``proxy_headers=False``: the client address the app sees (and appends to
+    ``X-Forwarded-For``) is the connection's peer, never one read from a request field.
+    ``ValueError`` as :func:`protocol_class`."""
+    relayed = (
+        {"server_header": False, "date_header": False, "proxy_headers": False} if relay else {}
+    )
     return {
+        **relayed,
         "http": protocol_class(limits, http),
         # uvicorn types it int but only schedules it: a fraction of a second is kept
         "timeout_keep_alive": limits.keep_alive_s,

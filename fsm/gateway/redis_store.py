@@ -411,6 +411,11 @@ class RedisStore:
         check."""
         await self._send("connect", "SCRIPT", "LOAD", _SCRIPT)
 
+    async def ping(self) -> None:
+        """Check that Redis answers (one ``PING``); ``StoreUnavailableError`` when it does
+        not within ``timeout_s``. A replica's readiness check."""
+        await self._send("ping", "PING")
+
     async def begin_session(self, session: str) -> None:
         """Record that ``session`` began (its record lives ``ttl_s`` after the last claim)."""
         await self._send(

@@ -62,7 +62,9 @@ async def running_gateway(
         async with anyio.create_task_group() as tg:
 
             async def serve(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-                async with serving(gateway, sock, shutdown_timeout=0.0, edge=edge, http=http):
+                async with serving(
+                    gateway, sock, shutdown_timeout=0.0, edge=edge, http=http, relay=True
+                ):
                     task_status.started()
                     await running._stop.wait()
 
