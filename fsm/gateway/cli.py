@@ -9,12 +9,14 @@
         --namespace prod --allow-host mcp.example.com
 
 Clients use the gateway's address with the upstream's path (here
-``http://127.0.0.1:8100/mcp``); the one line the command prints on stdout says it
-(``fsm gateway: serving http://127.0.0.1:8100/mcp``; ``--listen 127.0.0.1:0`` picks a free
-port). ``--store memory`` (the default) keeps the shared state in this process: one
-replica. A ``redis://`` (or ``rediss://``, TLS) store shares it with every replica given
-the same URL and ``--namespace``; give the URL in ``FSM_GATEWAY_STORE`` or a file
-(``--store-file``) rather than on the command line, where ``ps`` shows its password.
+``http://127.0.0.1:8100/mcp``); the command prints that URL, alone, as its one line on
+stdout once it serves: its store answered and its socket listens (``--listen
+127.0.0.1:0`` picks a free port; a line is never printed by a start that fails).
+Everything else goes to stderr: logs, as text or one JSON object a line
+(``--log-format json``). ``--store memory`` (the default) keeps the shared state in this
+process: one replica. A ``redis://`` (or ``rediss://``, TLS) store shares it with every
+replica given the same URL and ``--namespace``; give the URL in ``FSM_GATEWAY_STORE`` or a
+file (``--store-file``) rather than on the command line, where ``ps`` shows its password.
 Replicas that share a store must share the key that signs their event ids
 (``FSM_GATEWAY_ID_KEY``, ``FSM_GATEWAY_ID_KEY_PREVIOUS`` during a rotation, or
 ``--id-key-file``): without one a Redis store is refused. Runs until interrupted.
@@ -32,11 +34,22 @@ values reach the upstream (default: loopback names only). The gateway's own boun
 (:class:`~fsm.gateway.app.GatewayLimits`) take ``--max-event-bytes``, ``--body-timeout``
 and ``--lease``.
 
-Exit status: 0 after a clean stop (SIGTERM or SIGINT: open streams are closed, the
-store released), 2 for bad arguments (an unparsable address, an upstream that is not an
+Operations: ``/-/healthz`` and ``/-/readyz`` on the serving address
+(:data:`~fsm.gateway.app.HEALTH_PATH`, :data:`~fsm.gateway.app.READY_PATH`);
+``--metrics HOST:PORT`` serves Prometheus metrics (:mod:`fsm.gateway.metrics`) at
+``/metrics`` on a separate address (off by default; an internal one: they are not
+authenticated). On SIGTERM or SIGINT the gateway stops accepting connections, closes the
+idle ones, and drains (:meth:`~fsm.gateway.app.Gateway.drain`): readiness answers
+``503``, the open requests and event streams get ``--drain-seconds`` (default
+:data:`DRAIN_S`) to end, the rest are ended at their next event boundary, and the
+process exits 0.
+
+Exit status: 0 after a clean stop (SIGTERM or SIGINT, drained, the store released), 2 for
+bad arguments (an unparsable address, an upstream that is not an
 http(s) URL or holds a password, a store that is neither ``memory`` nor ``redis://``, a
 ``--loop`` or ``--http`` that is not installed, a bad or missing id key), 1 if the
-server could not start (the port is taken, Redis unreachable at startup) or its
+server could not start (the port or the metrics port is taken, Redis unreachable at
+startup: no line on stdout then) or its
 background work failed while serving (a defect; it then stops instead of serving
 errors).
 """
@@ -45,17 +58,24 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import logging
+import math
 import os
 import socket
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fsm._extras import missing_extra
 
-__all__ = ["ENV_STORE", "main"]
+__all__ = ["DRAIN_S", "ENV_STORE", "main"]
+
+DRAIN_S = 20.0
+"""Default ``--drain-seconds``: inside the 30 s a Kubernetes pod gets by default between
+its SIGTERM and its SIGKILL, with room for the drain's grace steps."""
 
 ENV_STORE = "FSM_GATEWAY_STORE"
 """The environment variable that may hold the ``--store`` URL."""
@@ -128,7 +148,24 @@ def _parser() -> argparse.ArgumentParser:
         choices=["auto", "h11", "httptools"],
         help="HTTP parser (default %(default)s: httptools when installed)",
     )
+    p.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=DRAIN_S,
+        help="seconds open requests and streams get to end after SIGTERM (default %(default)s)",
+    )
+    p.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)",
+    )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="logs on stderr: text, or one JSON object a line (default %(default)s)",
+    )
     return p
 
 
@@ -136,8 +173,36 @@ def _server_class() -> type:
     import uvicorn
 
     class Server(uvicorn.Server):
-        """uvicorn's server, but a SIGTERM or SIGINT ends the process with status 0 after
-        the graceful stop (uvicorn re-raises the signal, ending it by the signal)."""
+        """uvicorn's server that prints :attr:`ready_line` on stdout once it serves (the
+        app's startup done: its store answered; the socket listens), drains the app
+        before uvicorn's own shutdown, and ends the process with status 0 after a SIGTERM
+        or SIGINT (uvicorn re-raises the signal, ending it by the signal)."""
+
+        ready_line = ""
+        drain_s = DRAIN_S
+        gateway: Any = None
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and not self.should_exit:
+                sys.stdout.write(self.ready_line + "\n")  # one write: the whole line
+                sys.stdout.flush()
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            for server in getattr(self, "servers", ()):  # no new connection from now on
+                server.close()
+            for connection in list(self.server_state.connections):
+                connection.shutdown()  # idle ones now, busy ones after their response
+            app = self.gateway
+            _LOG.warning("draining: %d open requests get %g s", app.in_flight, self.drain_s)
+            started = time.monotonic()
+            ended = await app.drain(self.drain_s)
+            _LOG.warning(
+                "drained in %.1f s (%d requests ended by the bound)",
+                time.monotonic() - started,
+                ended,
+            )
+            await super().shutdown(sockets)
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
@@ -148,22 +213,48 @@ def _server_class() -> type:
     return Server
 
 
+_LOG = logging.getLogger("fsm.gateway")
+
+
 _CHATTY = ("httpx2", "httpcore2")
 """Loggers of the upstream HTTP library: httpx2 logs every request's URL (with the
 client's query string) at INFO. The command keeps them at WARNING whatever the level."""
 
 
-def _logging(level: str) -> None:
-    """Log at ``level``, but never a request's URL (see :data:`_CHATTY`)."""
-    logging.basicConfig(level=level.upper())
+class JsonFormatter(logging.Formatter):
+    """One JSON object a record: ``time`` (UTC, ISO 8601, milliseconds), ``level``,
+    ``logger``, ``message``, and ``exception`` (the traceback) when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        entry: dict[str, Any] = {
+            "time": f"{stamp}.{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def _logging(level: str, fmt: str = "text") -> None:
+    """Log at ``level`` to stderr, as text or JSON lines (uvicorn's loggers too, then),
+    but never a request's URL (see :data:`_CHATTY`)."""
+    if fmt == "json":
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    else:
+        logging.basicConfig(level=level.upper())
     for name in _CHATTY:
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
-def _listen(value: str) -> tuple[str, int]:
+def _listen(value: str, option: str = "--listen") -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"--listen must be HOST:PORT, not {value!r}")
+        raise ValueError(f"{option} must be HOST:PORT, not {value!r}")
     return host.strip("[]"), int(port)
 
 
@@ -196,6 +287,8 @@ def _build(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, A
     or ``ImportError`` for anything wrong with them."""
     if args.ttl <= 0:
         raise ValueError("--ttl must be > 0")
+    if not (args.drain_seconds >= 0 and math.isfinite(args.drain_seconds)):
+        raise ValueError("--drain-seconds must be >= 0")
     for option, module in (("--loop", args.loop), ("--http", args.http)):
         if module in ("uvloop", "httptools") and importlib.util.find_spec(module) is None:
             raise ValueError(f"{option} {module}: {module} is not installed")
@@ -269,8 +362,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     env = os.environ if environ is None else environ
     try:
         host, port = _listen(args.listen)
+        metrics_at = None if args.metrics is None else _listen(args.metrics, "--metrics")
         try:
             import uvicorn
+            from prometheus_client import start_http_server
 
             from fsm.gateway.edge import uvicorn_settings
 
@@ -280,7 +375,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     except (ValueError, ImportError) as exc:
         print(f"fsm gateway: {exc}", file=sys.stderr)
         return 2
-    _logging(args.log_level)
+    _logging(args.log_level, args.log_format)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # protocol TCP: asyncio turns Nagle off (TCP_NODELAY) only on connections of such a socket
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -288,18 +383,37 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     try:
         sock.bind((host, port))
     except OSError as exc:
+        sock.close()
         print(f"fsm gateway: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
         return 1
     bound = sock.getsockname()[1]
+    metrics = None
+    if metrics_at is not None:
+        try:  # a thread of prometheus_client's; its gauges only read lengths
+            metrics, _thread = start_http_server(
+                metrics_at[1], addr=metrics_at[0], registry=app.metrics.registry
+            )
+        except OSError as exc:
+            sock.close()
+            where = f"{metrics_at[0]}:{metrics_at[1]}"
+            print(f"fsm gateway: cannot serve metrics on {where}: {exc.strerror}", file=sys.stderr)
+            return 1
     config = uvicorn.Config(
         app,
         lifespan="on",
         log_level=args.log_level,
+        log_config=None if args.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         access_log=False,
         loop=args.loop,
-        **uvicorn_settings(edge, args.http),
+        # the drain ends every request first (Gateway.drain); this only bounds the rest
+        timeout_graceful_shutdown=2,
+        **uvicorn_settings(edge, args.http, relay=True),
     )
     server = _server_class()(config)
+    # the one line on stdout, once serving: where clients connect (port 0 picks a free one)
+    server.ready_line = f"http://{args.listen.rpartition(':')[0]}:{bound}{app.path}"
+    server.drain_s = args.drain_seconds
+    server.gateway = app
     failed: list[BaseException] = []
 
     def fatal(exc: BaseException) -> None:  # stop serving: a supervisor restarts us
@@ -308,17 +422,15 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
 
     app.on_fatal = fatal
     sock.listen(2048)  # connections queue until uvicorn accepts them
-    # the one line on stdout: where clients connect (port 0 picks a free one)
-    print(
-        f"fsm gateway: serving http://{args.listen.rpartition(':')[0]}:{bound}{app.path}",
-        flush=True,
-    )
     try:
         server.run(sockets=[sock])
     except SystemExit:  # uvicorn exits (status 3) when the app's startup fails
         return 1
     finally:
         sock.close()
+        if metrics is not None:
+            metrics.shutdown()
+            metrics.server_close()
     if failed:
         print(f"fsm gateway: stopped: the gateway failed ({failed[0]!r})", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import anyio
 import httpx2
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from gateway_support import FAST, CursorLost, gateway_rig, serve_until, two_replica_resume
 
 from fsm.demo.proxy import ConnectionFault, FaultProxy, HttpFault, is_resume_get
@@ -143,9 +144,10 @@ async def test_the_command_line_gateway_serves_a_plain_client(options: list[str]
         try:
             assert proc.stdout is not None
             with anyio.fail_after(20):
-                line = (await proc.stdout.receive()).decode()
-            assert line.startswith("fsm gateway: serving http://127.0.0.1:"), line
-            url = line.split()[-1]
+                got = await BufferedByteReceiveStream(proc.stdout).receive_until(b"\n", 4096)
+            line = got.decode() + "\n"
+            assert line.startswith("http://127.0.0.1:") and line.endswith("/mcp\n"), line
+            url = line.strip()  # the one line on stdout: the URL alone
             async with FaultProxy(url) as proxy, httpx2.AsyncClient() as http:
                 user = User()
                 env = ClientEnv(proxy.url, http, user.present, lambda: None)

@@ -32,6 +32,10 @@ UPSTREAM = ["--upstream", "http://127.0.0.1:9/mcp"]
         ([*UPSTREAM, "--loop", "trio"], "invalid choice: 'trio'"),
         ([*UPSTREAM, "--http", "h2"], "invalid choice: 'h2'"),
         (["--listen", "127.0.0.1:0"], "the following arguments are required: --upstream"),
+        ([*UPSTREAM, "--drain-seconds", "-1"], "--drain-seconds must be >= 0"),
+        ([*UPSTREAM, "--drain-seconds", "inf"], "--drain-seconds must be >= 0"),
+        ([*UPSTREAM, "--metrics", "nowhere"], "--metrics must be HOST:PORT"),
+        ([*UPSTREAM, "--log-format", "xml"], "invalid choice: 'xml'"),
     ],
 )
 def test_bad_arguments_exit_2_saying_why(
