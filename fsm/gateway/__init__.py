@@ -7,9 +7,9 @@ replicas share what they must agree on through a :class:`~fsm.gateway.store.Stat
 :class:`~fsm.gateway.redis_store.RedisStore` across replicas). The app is
 :class:`fsm.gateway.app.Gateway`; ``python -m fsm gateway`` serves it
 (:mod:`fsm.gateway.cli`); its event ids are :mod:`fsm.gateway.ids`; its upstream
-connections :mod:`fsm.gateway.upstream`. This package's
-``__init__`` imports only the store interface (no HTTP library); the app needs the
-``gateway`` extra. See docs/gateway.md.
+connections :mod:`fsm.gateway.upstream`; its metrics :mod:`fsm.gateway.metrics`. This
+package's ``__init__`` imports only the store interface (no HTTP library); the app needs
+the ``gateway`` extra. See docs/gateway.md.
 """
 
 from fsm.gateway.store import (
