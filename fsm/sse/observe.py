@@ -69,7 +69,7 @@ class ObservedGuard:
             budgets
             or P.Budgets(
                 ttl=cfg.request_ttl_s,
-                max_resumes_without_progress=cfg.max_resumes_without_progress,
+                max_resumes_without_progress=cfg.most_resumes_without_progress(),
                 max_submissions=2 * cfg.max_submit_attempts,
             ),
             retain=retain,

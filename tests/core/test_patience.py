@@ -12,6 +12,7 @@ the guard asked for when the clock says less). Everything else is judged as befo
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,7 +22,8 @@ from fsm import Guard, GuardConfig, SubmissionResult
 from fsm import events as ev
 from fsm.actions import Complete, Fail, Present, Resume, Submit, Wait
 from fsm.errors import ResumeBudgetSpentError
-from fsm.outcomes import Classifier
+from fsm.outcomes import RESUME_RULES, Classifier
+from fsm.sse.observe import ObservedGuard
 
 TS_CONFLICT = {
     "jsonrpc": "2.0",
@@ -275,3 +277,26 @@ def test_the_default_patience_covers_the_servers_that_hold() -> None:
     assert GuardConfig().resume_patience_s == 150.0
     with pytest.raises(ValueError, match="resume_patience_s"):
         GuardConfig(resume_patience_s=-1.0)
+
+
+def test_the_online_monitor_bounds_resumes_as_the_guard_does(engine: str) -> None:
+    """An observed guard waiting out ten refusals is no L1 violation: with patient rows
+    the monitor's bound on resumes in a row without progress is the cap on resumes."""
+    config = GuardConfig(max_resumes_per_stream=11, backoff_max_s=1.0, resume_jitter=lambda: 1.0)
+    assert config.most_resumes_without_progress() == 11
+    assert replace(config, max_resumes_per_stream=None).most_resumes_without_progress() > 10**9
+    impatient = Classifier(tuple(r for r in RESUME_RULES if not r.patient))
+    assert replace(config, resume_classifier=impatient).most_resumes_without_progress() == 3
+    observed = ObservedGuard(Guard(clock=FakeClock(), config=config, engine=engine))  # type: ignore[arg-type]
+    observed.feed(ev.SessionStarted("s1"))
+    observed.feed(ev.StreamOpened(POST, 7))
+    observed.feed(ev.SseEvent(POST, elicit(1), "e1"))
+    observed.feed(ev.StreamLost(POST, clean=False))
+    observed.feed(ev.TimerFired(POST))
+    for _ in range(10):
+        assert of(observed.feed(HELD["typescript-409"]), Wait)
+        assert of(observed.feed(ev.TimerFired(POST)), Resume)
+    assert observed.violations == []
+    [fail] = of(observed.feed(HELD["typescript-409"]), Fail)  # the cap: 11 resumes in all
+    assert fail.error.reason == "resume-cap"
+    assert observed.violations == []
