@@ -80,7 +80,9 @@ class SessionExpiredError(InteractionFailed):
 
 
 class ResumeBudgetSpentError(InteractionFailed):
-    """The stream broke too often without progress, or cannot be resumed at all."""
+    """The stream broke too often without progress, cannot be resumed at all, or its
+    server held the old connection longer than the guard's patience (reason
+    ``resume-patience-spent``)."""
 
     reason = "resume-budget-spent"
 
