@@ -35,6 +35,8 @@ what its outputs do, as observations for the monitor and as edits of the environ
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import sys
 import types
 import typing
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -42,6 +44,7 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, Self, 
 
 from fsm import properties as P
 from fsm.checker import BaseModel, Property
+from fsm.checker.location import is_model_code
 from fsm.machines.spec import ProductSpec
 
 # ------------------------------------------------------------------ bounds
@@ -186,6 +189,23 @@ class Tagged:
         me: Any = self
         return (type(me)._make, (tuple(me),))
 
+    def __repr__(self) -> str:
+        """As it is built: ``Present(0)``, ``Complete()`` (without its tags)."""
+        me: Any = self
+        tags = _TAGS.get(type(self))
+        if tags is None:
+            hints = typing.get_type_hints(type(self))
+            fixed = [
+                typing.get_origin(hints[f]) is Literal and len(typing.get_args(hints[f])) == 1
+                for f in me._fields
+            ]
+            tags = _TAGS[type(self)] = fixed.index(False) if False in fixed else len(fixed)
+        return f"{type(self).__name__}({', '.join(map(repr, tuple(me)[tags:]))})"
+
+
+_TAGS: dict[type, int] = {}
+"""How many leading fields of each typed input or output are its fixed tags."""
+
 
 class Answer(Tagged, NamedTuple("Answer", [("op", Literal["answer"]), ("request", int)])):
     """Input: the user answered the prompt of ``request``."""
@@ -232,9 +252,30 @@ class End(Tagged, NamedTuple("End", [("op", Literal["end"]), ("outcome", str)]))
         return super().__new__(cls, "end", outcome)
 
 
-class OutputError(ValueError):
-    """A client policy returned an output its world does not know: a misspelled kind, or
-    the wrong number of fields. The message names the output and the world's kinds."""
+class PolicyError(ValueError):
+    """A client policy broke its world's contract: its ``step`` returned something other
+    than a pair ``(state, outputs)``, outputs that are not a tuple or list of outputs, or a
+    state that cannot be hashed (states are immutable values); :class:`OutputError` for an
+    output of no kind the world knows.
+
+    ``filename`` and ``lineno`` name the policy's line, as :class:`SyntaxError` does (the
+    line its ``step`` returned from, else where its class or ``step`` is defined), and
+    ``function`` the function; all None when the policy is not code of a model (the
+    library's own deciders). The checker reports them as where the model failed
+    (:func:`fsm.checker.location.raised_at`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.filename: str | None = None
+        self.lineno: int | None = None
+        self.function: str | None = None
+
+
+class OutputError(PolicyError):
+    """A client policy returned an output its world does not know: a misspelled kind, the
+    wrong number of fields, a field of the wrong type (``Present("0")``), or one output
+    where a tuple of them is expected. The message names the output and the world's
+    kinds."""
 
 
 def output_kinds(*kinds: Any) -> dict[str, Any]:
@@ -244,6 +285,98 @@ def output_kinds(*kinds: Any) -> dict[str, Any]:
 
 def _spelled(kinds: Mapping[str, Any]) -> str:
     return ", ".join(f"{tag}({', '.join(k._fields[1:])})" for tag, k in kinds.items())
+
+
+Conforms = Callable[[Any], bool]
+
+
+def _conforms(hint: Any) -> Conforms:
+    """Whether a value is of the declared type ``hint`` (the field types outputs declare:
+    ``int``, ``str``, ``bool``, ``float``, ``None``, ``Literal``, unions, tuples; anything
+    else, ``Any`` included, accepts every value). An ``int`` is not a ``bool``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is int:
+        return lambda v: isinstance(v, int) and not isinstance(v, bool)
+    if hint is float:
+        return lambda v: isinstance(v, int | float) and not isinstance(v, bool)
+    if hint in (str, bool):
+        return lambda v: isinstance(v, hint)
+    if hint is None or hint is types.NoneType:
+        return lambda v: v is None
+    if origin is Literal:
+        return lambda v: v in args
+    if origin in (types.UnionType, typing.Union):
+        alternatives = [_conforms(a) for a in args]
+        return lambda v: any(ok(v) for ok in alternatives)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        each = _conforms(args[0])
+        return lambda v: isinstance(v, tuple) and all(each(x) for x in v)
+    if origin is tuple:
+        parts = [_conforms(a) for a in args]
+        return lambda v: (
+            isinstance(v, tuple)
+            and len(v) == len(parts)
+            and all(ok(x) for ok, x in zip(parts, v, strict=True))
+        )
+    return lambda v: True
+
+
+_FIELD_CHECKS: dict[type, tuple[tuple[str, str, Conforms], ...]] = {}
+
+
+def _field_checks(kind: type) -> tuple[tuple[str, str, Conforms], ...]:
+    """(field, declared type as text, check) of each field of the typed output ``kind``
+    after its tag."""
+    known = _FIELD_CHECKS.get(kind)
+    if known is None:
+        hints = typing.get_type_hints(kind)
+        fields: tuple[str, ...] = getattr(kind, "_fields", ())
+        known = _FIELD_CHECKS[kind] = tuple(
+            (f, _type_text(hints[f]), _conforms(hints[f])) for f in fields[1:]
+        )
+    return known
+
+
+def _type_text(hint: Any) -> str:
+    text = hint.__name__ if isinstance(hint, type) else str(hint)
+    return text.replace("typing.", "").replace("NoneType", "None")
+
+
+def _policy_line(run: Callable[[], Any], policy: object) -> tuple[str, int, str] | None:
+    """Where a model's policy said what it said: ``run()`` again (policies are pure) and
+    take the line the outermost call into a model's code returned from (the policy's
+    ``step``, or a function of the model it goes through); else the line its ``step`` or
+    its class is defined at, if that is a model's code; else None."""
+    returned: list[tuple[str, int, str]] = []
+    outer: list[types.FrameType] = []
+
+    def profile(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call" and not outer and is_model_code(frame.f_code.co_filename):
+            outer.append(frame)
+        elif event == "return" and outer and frame is outer[0]:
+            code = frame.f_code
+            returned.append((code.co_filename, frame.f_lineno, code.co_name))
+            outer.clear()
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        run()
+    except Exception:  # the second run says where if it can, nothing else
+        pass
+    finally:
+        sys.setprofile(previous)
+    if returned:
+        return returned[-1]
+    for defined in (getattr(type(policy), "step", None), type(policy)):
+        try:
+            file = inspect.getsourcefile(defined) if defined is not None else None
+            if file is not None and is_model_code(file) and defined is not None:
+                line = inspect.getsourcelines(defined)[1]
+                return file, line, getattr(defined, "__qualname__", type(policy).__name__)
+        except (OSError, TypeError):
+            continue
+    return None
 
 
 # ------------------------------------------------------------------ states
@@ -672,24 +805,73 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
         monitor observes what the client does."""
         monitor = agent.monitor
         told = self._told(monitor, context, inp)
-        client, outputs = self._policy_step(agent.client, context, inp)
-        typed = self._typed(outputs)
+        client, typed = self._checked_step(agent.client, context, inp)
         fired = tuple(self._policy_fired()) if self._policy_fired is not None else ()
         for obs in (*told, *self._did(context, typed)):
             monitor = self._observe(monitor, obs)
-        return Reaction(self._intern(client, monitor), typed, fired)
+        try:
+            after = self._intern(client, monitor)
+        except TypeError as exc:  # the policy's state: the monitor's is always hashable
+            error = PolicyError(
+                f"policy {self.policy.name!r} returned a state that cannot be hashed"
+                f" ({exc}): {client!r}; a policy's state is an immutable value (a tuple, a"
+                " NamedTuple, a frozen dataclass, a frozenset)"
+            )
+            raise self._located(error, agent.client, context, inp) from None
+        return Reaction(after, typed, fired)
+
+    def _checked_step(self, client: Any, context: Any, inp: I) -> tuple[Any, tuple[O, ...]]:
+        """The policy's step on ``inp``: its next state and its outputs, typed;
+        :class:`PolicyError` (:class:`OutputError`) naming the policy's line for a result
+        the world cannot take."""
+        result = self._policy_step(client, context, inp)
+        try:
+            if not isinstance(result, tuple) or len(result) != 2:
+                raise PolicyError(
+                    f"policy {self.policy.name!r} returned {result!r} for {inp!r}, not a pair"
+                    " (state, outputs)"
+                )
+            return result[0], self._typed(result[1])
+        except PolicyError as error:
+            raise self._located(error, client, context, inp) from None
+
+    def _located(self, error: PolicyError, client: Any, context: Any, inp: I) -> PolicyError:
+        """``error`` with the policy's line that caused it (:func:`_policy_line`)."""
+        where = _policy_line(lambda: self._policy_step(client, context, inp), self.policy)
+        if where is not None:
+            error.filename, error.lineno, error.function = where
+        return error
 
     def _typed(self, outputs: Iterable[O]) -> tuple[O, ...]:
         """``outputs`` as the era's typed outputs (a plain tuple spelling is converted);
         :class:`OutputError` for one of no known kind or the wrong length."""
+        name = self.policy.name
+        if not isinstance(outputs, tuple | list):
+            raise OutputError(
+                f"policy {name!r} returned outputs {outputs!r}, not a tuple of outputs"
+                " (return (state, ()) for none)"
+            )
+        if outputs and isinstance(outputs[0], str):
+            raise OutputError(
+                f"policy {name!r} returned one output {outputs!r} where a tuple of outputs"
+                f" goes: write ({outputs!r},)"
+            )
         typed: list[O] = []
         for out in outputs:
             kind = self.outputs.get(out[0]) if isinstance(out, tuple) and out else None
             if kind is None or len(out) != len(kind._fields):
                 raise OutputError(
-                    f"policy {self.policy.name!r} returned {out!r}, not an output of this"
+                    f"policy {name!r} returned {out!r}, not an output of this"
                     f" world; its outputs are {_spelled(self.outputs)}"
                 )
+            for (field, declared, conforms), value in zip(
+                _field_checks(kind), out[1:], strict=True
+            ):
+                if not conforms(value):
+                    raise OutputError(
+                        f"policy {name!r} returned {out!r}: the {field} of {out[0]} is"
+                        f" {value!r}, not {declared}"
+                    )
             typed.append(out if type(out) is kind else kind._make(out))
         return tuple(typed)
 

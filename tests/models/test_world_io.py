@@ -1,18 +1,20 @@
 """What a world tells a client policy and what the policy does are typed tuples, one
 ``NamedTuple`` per kind, equal to (and hashed as) the tagged tuples older policies match
-on and return; an output of no kind the world knows stops the check, in every era."""
+on and return; an output of no kind the world knows stops the check, in every era, and so
+does any other result a world cannot take, each naming the policy's line."""
 
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fsm.checker import ModelError, check
+from fsm.checker import ModelError, check, replay
 from fsm.worlds import mrtr as mrtr_world
 from fsm.worlds import sse as world
-from fsm.worlds.common import Answer, End, OutputError, Present, Tick, Withdraw
+from fsm.worlds.common import Answer, End, OutputError, PolicyError, Present, Tick, Withdraw
 from models.mcp_sdk_2_3 import MODEL as SDK
 from models.mcp_sdk_2_3 import SdkPolicy
 from models.mcp_sdk_2_3_mrtr import DRIVER
@@ -116,3 +118,113 @@ def test_an_output_of_no_known_kind_stops_the_check(model: Any, message: str) ->
     assert f"model raised {OutputError.__name__}: policy " in str(info.value)
     assert message in str(info.value)
     assert info.value.path is not None  # the path to the state where the policy said it
+    where = info.value.location  # the line _Plain.step returned the output from
+    assert where is not None and Path(where.file) == Path(__file__)
+    assert (where.function, where.source) == ("step", _PLAIN_RETURN)
+
+
+_PLAIN_RETURN = "return state, tuple(o[:-1] if o[0] == self.shorten else o for o in plain)"
+
+
+class Broken:
+    """Shows each request once and ends with the tool call; ``fault`` names one way of
+    returning what the world cannot take (each on its own line, marked by its name)."""
+
+    name = "broken"
+
+    def __init__(self, fault: str = "") -> None:
+        self.fault = fault
+
+    def init(self) -> tuple[int, ...]:
+        return ()
+
+    def step(self, state: tuple[int, ...], inp: world.Input) -> Any:
+        if isinstance(inp, world.Event) and inp.what == "req":
+            r, fault = inp.request, self.fault
+            if fault == "misspelled":
+                return state, (("presnt", r),)  # misspelled
+            if fault == "one output":
+                return state, world.Present(r)  # one output
+            if fault == "field type":
+                return state, (world.Present(str(r)),)  # field type
+            if fault == "unhashable state":
+                return [*state, r], ()  # unhashable state
+            if fault == "no pair":
+                return (world.Present(r),)  # no pair
+            if fault == "outputs not a tuple":
+                return state, None  # outputs not a tuple
+            return (*state, r), (world.Present(r),)
+        if isinstance(inp, world.Event) and inp.what == "resp":
+            return state, (End("completed"),)
+        return state, ()
+
+
+BROKEN = world.Bounds(cuts=0, user="never")
+SOURCE = Path(__file__).read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "message"),
+    [
+        (
+            "misspelled",
+            OutputError,
+            "policy 'broken' returned ('presnt', 0), not an output of this world; its outputs"
+            " are present(request), withdraw(request), submit(request, answer)",
+        ),
+        (
+            "one output",
+            OutputError,
+            "policy 'broken' returned one output Present(0) where a tuple of outputs goes:"
+            " write (Present(0),)",
+        ),
+        (
+            "field type",
+            OutputError,
+            "policy 'broken' returned Present('0'): the request of present is '0', not int",
+        ),
+        (
+            "unhashable state",
+            PolicyError,
+            "policy 'broken' returned a state that cannot be hashed (unhashable type: 'list'):"
+            " [0]; a policy's state is an immutable value",
+        ),
+        (
+            "no pair",
+            PolicyError,
+            "policy 'broken' returned (Present(0),) for Event(1, 'req', 0), not a pair"
+            " (state, outputs)",
+        ),
+        (
+            "outputs not a tuple",
+            OutputError,
+            "policy 'broken' returned outputs None, not a tuple of outputs",
+        ),
+    ],
+)
+def test_a_result_the_world_cannot_take_names_the_policys_line(
+    fault: str, error: type[PolicyError], message: str
+) -> None:
+    with pytest.raises(ModelError) as info:
+        check(world.World(Broken(fault), BROKEN))
+    assert str(info.value).startswith(f"model raised {error.__name__}: {message}")
+    line = next(n for n, text in enumerate(SOURCE, 1) if text.endswith(f"  # {fault}"))
+    where = info.value.location
+    assert where is not None and Path(where.file) == Path(__file__)
+    assert (where.line, where.function) == (line, "step")
+    assert info.value.format_text().splitlines()[1].startswith(f"  at {where}, in step: return ")
+
+
+def test_the_same_policy_returning_what_the_world_takes_is_checked() -> None:
+    report = check(world.World(Broken(), BROKEN))
+    assert all(report.result(p).verdict.ok for p in ("P1", "P2", "P3", "P4", "P5", "P6", "P7"))
+
+
+def test_a_policy_error_carries_the_line_outside_the_checker() -> None:
+    """The world raises the typed error, naming the line as SyntaxError does."""
+    model = world.World(Broken("field type"), BROKEN)
+    with pytest.raises(OutputError) as info:
+        replay(model, ["server sends elicitation 0", "deliver 0", "deliver 1"])
+    line = next(n for n, text in enumerate(SOURCE, 1) if text.endswith("  # field type"))
+    assert (Path(info.value.filename or ""), info.value.lineno) == (Path(__file__), line)
+    assert info.value.function == "step"
