@@ -3,8 +3,9 @@
 Each subcommand lives in its own module and is imported only when asked for, so
 ``fsm check`` never imports the optional ``mcp`` or diagram extras. Exit codes are the
 subcommand's (each ``--help`` lists them): 0 success, 1 a property or audit violated,
-2 bad input or bad arguments; 141 when the reader of stdout went away (``| head``), which
-ends the command quietly, as a closed pipe ends a shell command.
+2 bad input or bad arguments, 3 an output could not be written (``check``, ``render``);
+141 when the reader of stdout went away (``| head``), which ends the command quietly, as
+a closed pipe ends a shell command.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def _usage() -> str:
     lines += [
         "",
         "exit status: 0 success, 1 a property or an audit violated, 2 bad input or bad",
-        "arguments (each COMMAND --help says more); 141 stdout closed (| head).",
+        "arguments, 3 an output could not be written (each COMMAND --help says more);",
+        "141 stdout closed (| head).",
     ]
     return "\n".join(lines)
 

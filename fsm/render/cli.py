@@ -7,7 +7,8 @@ text) and ``NAME.svg`` (``--png`` also writes ``NAME.png`` for a quick look).
 ``--check`` renders DOT and Mermaid into a temporary directory, compares them with DIR
 byte for byte and lists the stale or missing files (SVG depends on the Graphviz
 version and is not compared). Exit codes: 0 fine, 1 stale files, 2 bad arguments or
-the rendering engine is missing (one line on stderr, no traceback).
+the rendering engine is missing, 3 DIR could not be written (an existing file, or not
+writable); one line on stderr, no traceback.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="fsm render",
         description=__doc__.split("\n")[0],
         epilog="exit status: 0 fine, 1 stale files (--check), "
-        "2 bad arguments or the rendering engine is missing",
+        "2 bad arguments or the rendering engine is missing, "
+        "3 DIR could not be written (an existing file, or not writable)",
     )
     p.add_argument("--out", type=Path, default=Path("diagrams"), help="output directory")
     p.add_argument("--check", action="store_true", help="exit 1 if DIR is stale")
@@ -103,5 +105,9 @@ def main(argv: list[str]) -> int:
     except RenderEngineMissing as exc:
         print(f"fsm render: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        what = "exists and is not a directory" if out.is_file() else f"cannot be written: {exc}"
+        print(f"fsm render: --out {out}: {what}", file=sys.stderr)
+        return 3
     print(f"rendered {len(names)} diagram(s) into {out}")
     return 0

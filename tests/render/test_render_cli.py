@@ -98,6 +98,19 @@ def test_render_writes_every_file_and_valid_svg(tmp_path: Path) -> None:
     assert cli.main(["--check", "--out", str(tmp_path)]) == 0
 
 
+def test_an_existing_file_as_out_is_one_line_and_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("pygraphviz")
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n")
+    assert cli.main(["--out", str(taken), "--only", "transport"]) == 3
+    captured = capsys.readouterr()
+    assert captured.err == f"fsm render: --out {taken}: exists and is not a directory\n"
+    assert captured.out == "" and taken.read_text() == "mine\n"
+    assert cli.main(["--out", str(tmp_path / "fresh"), "--only", "transport"]) == 0
+
+
 def test_committed_svgs_are_valid(repo: Path) -> None:
     for name in PRODUCERS:
         root = ET.parse(repo / "diagrams" / f"{name}.svg").getroot()
