@@ -422,8 +422,7 @@ class Gateway:
         self._flights: set[_Flight] = set()
         """Client requests being served (past the early refusals)."""
         self._cutting = False
-        """The drain's bound passed: a request from now on is ended at its first clean
-        point."""
+        """The drain's bound passed: a request from now on gets ``503`` at once."""
         self._streams = 0
         """Event streams being relayed to clients."""
         self._writes = 0
@@ -560,10 +559,12 @@ class Gateway:
                 status, message = refusal
                 await _reply(send, status, _rpc_error(None, -32600, message))
                 return
+        if self._cutting:  # the drain's bound passed: nothing new is begun
+            why = _rpc_error(None, ENDED_CODE, "gateway draining: retry")
+            await _reply(send, 503, why, close=True)
+            return
         flight = _Flight()
         self._flights.add(flight)
-        if self._cutting:
-            flight.end()
 
         async def sent(message: Message) -> None:  # what the drain must know of it
             if message["type"] == "http.response.start":
@@ -1167,7 +1168,7 @@ class Gateway:
         It stops nothing else: the server that runs the app stops taking connections
         (``python -m fsm gateway`` does, on ``SIGTERM``, before it drains), and
         :meth:`running` ends the rest when the app shuts down. Requests that arrive while
-        it drains are served, and ended at once once the bound passed."""
+        it drains are served until the bound passes, then get ``503`` at once."""
         if not (seconds >= 0 and math.isfinite(seconds)):
             raise ValueError("drain seconds must be >= 0 and finite")
         self.draining = True
