@@ -68,13 +68,9 @@ async def _plain(url: str, http: Any, elicitation_callback: Any = None) -> Async
 
 @contextlib.asynccontextmanager
 async def _guarded(url: str, http: Any) -> AsyncIterator[Any]:
-    from fsm.demo.sdk import MCP_MAJOR
+    from fsm.demo.sdk import adapter
 
-    if MCP_MAJOR >= 2:
-        from fsm.adapters.mcp2 import guarded_session
-    else:
-        from fsm.adapters.mcp1 import guarded_session
-    async with guarded_session(url, http_client=http) as session:
+    async with adapter().guarded_session(url, http_client=http) as session:
         yield session
 
 

@@ -7,9 +7,16 @@ parts: :mod:`fsm.adapters._transport`.
 from __future__ import annotations
 
 from fsm.adapters._transport.session import (
+    NOT_RACED,
+    NOT_TAKEN,
+    RACED_METHODS,
+    Connect,
+    ElicitationFn,
     GuardedConnection,
     GuardedSession,
+    LogTarget,
     SdkBinding,
+    non_default,
     open_guarded_connection,
     open_guarded_session,
     sdk_streams,
@@ -17,12 +24,19 @@ from fsm.adapters._transport.session import (
 from fsm.adapters._transport.transport import Bound, GuardedTransport, bind
 
 __all__ = [
+    "NOT_RACED",
+    "NOT_TAKEN",
+    "RACED_METHODS",
     "Bound",
+    "Connect",
+    "ElicitationFn",
     "GuardedConnection",
     "GuardedSession",
     "GuardedTransport",
+    "LogTarget",
     "SdkBinding",
     "bind",
+    "non_default",
     "open_guarded_connection",
     "open_guarded_session",
     "sdk_streams",

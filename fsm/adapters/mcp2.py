@@ -6,11 +6,17 @@
 
     async with guarded_session(url, elicitation_callback=on_elicit) as session:
         result = await session.call_tool("delete_files", {"files": [...]})
+        prompt = await session.get_prompt("review", {"path": "a.txt"})
 
 The SDK's own ``ClientSession`` over its ``streamable_http_client`` runs unmodified on an
 ``httpx2.AsyncClient`` whose transport is the guarded-transport core
 (:mod:`fsm.adapters.core`: how it works and what it cannot see). Accepts every mcp 2.x
 release (:data:`SUPPORTED_SDK`); each from 2.0.0 to 2.3.0 is tested.
+
+The yielded :class:`GuardedSession` stands in for the ``ClientSession``: each of its
+request methods (:data:`fsm.adapters.core.RACED_METHODS`) has the SDK's signature and is
+raced against the guard, so a dead interaction ends with its result or one typed error;
+what it leaves out is :data:`fsm.adapters.core.NOT_RACED`, with the reasons.
 
 What is specific to 2.x: server requests are dispatched concurrently (a prompt on screen
 does not block the session); the SDK ignores the status of an answer POST (the core submits
@@ -23,8 +29,10 @@ application's ``except MCPError`` keeps catching what the guard ends.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from fsm._extras import missing_extra
 
@@ -32,15 +40,32 @@ try:
     import httpx2
     from mcp import ClientSession, types
     from mcp.shared.exceptions import MCPError
+    from typing_extensions import deprecated
 
     from fsm.adapters import core
-    from fsm.adapters.core import GuardedConnection, GuardedSession, GuardedTransport
+    from fsm.adapters.core import GuardedConnection, GuardedTransport
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters.mcp2", exc) from exc
 
 from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
+from fsm.sse.guard import GuardConfig
+
+if TYPE_CHECKING:  # the SDK's parameter types, named where 2.3.0 defines them
+    from mcp.client.extension import NotificationBinding, ResultClaim
+    from mcp.client.session import (
+        ElicitationFnT,
+        ListRootsFnT,
+        LoggingFnT,
+        MessageHandlerFnT,
+        SamplingFnT,
+    )
+    from mcp.shared.dispatcher import ProgressFnT
+    from mcp.shared.message import ClientMessageMetadata
+    from pydantic import TypeAdapter
+
+    from fsm.adapters.core import LogTarget
 
 __all__ = [
     "BINDING",
@@ -55,6 +80,8 @@ __all__ = [
 
 SUPPORTED_SDK = MCP2
 """The mcp releases this adapter accepts (``mcp>=2.0.0,<3.0.0``)."""
+
+_R = TypeVar("_R")
 
 
 def check_sdk_version(strict: bool = True) -> str:
@@ -76,7 +103,318 @@ BINDING = core.SdkBinding(
 """The mcp 2.x line as the core sees it."""
 
 
-def guarded_connection(url: str, **kwargs: Any) -> AbstractAsyncContextManager[GuardedConnection]:
+class GuardedSession(core.GuardedSession):
+    """An initialized mcp 2.x ``ClientSession`` with the guard in front of it, offering
+    the session's request methods with its signatures.
+
+    Each method is ``ClientSession``'s, raced against the guard
+    (:meth:`~fsm.adapters.core.GuardedSession.raced`): it returns what the SDK returns, or
+    raises exactly one :class:`~fsm.errors.InteractionFailed` subclass (an ``MCPError``
+    too) when the guard decided the interaction cannot complete (its stream failed, the
+    session expired: at once for every call after that), or what the SDK raises
+    otherwise. Keywords left at their defaults are not passed on, so a 2.x release
+    without one works while it is not used. The SDK's deprecations hold (the SDK warns).
+    ``session`` is the raw ``ClientSession``: what is not here
+    (:data:`~fsm.adapters.core.NOT_RACED`, ``server_capabilities`` and the other
+    attributes that send nothing) is there.
+    """
+
+    session: ClientSession
+
+    @overload
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+        progress_callback: ProgressFnT | None = None,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: Literal[False] = False,
+        allow_claimed: Literal[False] = False,
+    ) -> types.CallToolResult: ...
+
+    @overload
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+        progress_callback: ProgressFnT | None = None,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: bool,
+        allow_claimed: Literal[False] = False,
+    ) -> types.CallToolResult | types.InputRequiredResult: ...
+
+    @overload
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+        progress_callback: ProgressFnT | None = None,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: Literal[False] = False,
+        allow_claimed: bool,
+    ) -> types.CallToolResult | types.Result: ...
+
+    @overload
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+        progress_callback: ProgressFnT | None = None,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: bool,
+        allow_claimed: bool,
+    ) -> types.CallToolResult | types.InputRequiredResult | types.Result: ...
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+        progress_callback: ProgressFnT | None = None,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: bool = False,
+        allow_claimed: bool = False,
+    ) -> types.CallToolResult | types.InputRequiredResult | types.Result:
+        """``ClientSession.call_tool`` (``tools/call``), raced against the guard."""
+        return cast(
+            "types.CallToolResult | types.InputRequiredResult | types.Result",
+            await self.raced(
+                "call_tool",
+                name=name,
+                arguments=arguments,
+                read_timeout_seconds=read_timeout_seconds,
+                progress_callback=progress_callback,
+                input_responses=input_responses,
+                request_state=request_state,
+                meta=meta,
+                allow_input_required=allow_input_required,
+                allow_claimed=allow_claimed,
+            ),
+        )
+
+    async def complete(
+        self,
+        ref: types.ResourceTemplateReference | types.PromptReference,
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None = None,
+    ) -> types.CompleteResult:
+        """``ClientSession.complete`` (``completion/complete``), raced against the guard."""
+        return cast(
+            "types.CompleteResult",
+            await self.raced(
+                "complete", ref=ref, argument=argument, context_arguments=context_arguments
+            ),
+        )
+
+    @overload
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: dict[str, str] | None = None,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: Literal[False] = False,
+    ) -> types.GetPromptResult: ...
+
+    @overload
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: dict[str, str] | None = None,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: bool,
+    ) -> types.GetPromptResult | types.InputRequiredResult: ...
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: dict[str, str] | None = None,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: bool = False,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """``ClientSession.get_prompt`` (``prompts/get``), raced against the guard."""
+        return cast(
+            "types.GetPromptResult | types.InputRequiredResult",
+            await self.raced(
+                "get_prompt",
+                name=name,
+                arguments=arguments,
+                input_responses=input_responses,
+                request_state=request_state,
+                meta=meta,
+                allow_input_required=allow_input_required,
+            ),
+        )
+
+    async def list_prompts(
+        self, *, params: types.PaginatedRequestParams | None = None
+    ) -> types.ListPromptsResult:
+        """``ClientSession.list_prompts`` (``prompts/list``), raced against the guard."""
+        return cast("types.ListPromptsResult", await self.raced("list_prompts", params=params))
+
+    async def list_resource_templates(
+        self, *, params: types.PaginatedRequestParams | None = None
+    ) -> types.ListResourceTemplatesResult:
+        """``ClientSession.list_resource_templates`` (``resources/templates/list``), raced
+        against the guard."""
+        return cast(
+            "types.ListResourceTemplatesResult",
+            await self.raced("list_resource_templates", params=params),
+        )
+
+    async def list_resources(
+        self, *, params: types.PaginatedRequestParams | None = None
+    ) -> types.ListResourcesResult:
+        """``ClientSession.list_resources`` (``resources/list``), raced against the guard."""
+        return cast("types.ListResourcesResult", await self.raced("list_resources", params=params))
+
+    async def list_tools(
+        self, *, params: types.PaginatedRequestParams | None = None
+    ) -> types.ListToolsResult:
+        """``ClientSession.list_tools`` (``tools/list``), raced against the guard."""
+        return cast("types.ListToolsResult", await self.raced("list_tools", params=params))
+
+    @overload
+    async def read_resource(
+        self,
+        uri: str,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: Literal[False] = False,
+    ) -> types.ReadResourceResult: ...
+
+    @overload
+    async def read_resource(
+        self,
+        uri: str,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: bool,
+    ) -> types.ReadResourceResult | types.InputRequiredResult: ...
+
+    async def read_resource(
+        self,
+        uri: str,
+        *,
+        input_responses: types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: types.RequestParamsMeta | None = None,
+        allow_input_required: bool = False,
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """``ClientSession.read_resource`` (``resources/read``), raced against the guard."""
+        return cast(
+            "types.ReadResourceResult | types.InputRequiredResult",
+            await self.raced(
+                "read_resource",
+                uri=uri,
+                input_responses=input_responses,
+                request_state=request_state,
+                meta=meta,
+                allow_input_required=allow_input_required,
+            ),
+        )
+
+    async def send_ping(self, *, meta: types.RequestParamsMeta | None = None) -> types.EmptyResult:
+        """``ClientSession.send_ping`` (``ping``), raced against the guard."""
+        return cast("types.EmptyResult", await self.raced("send_ping", meta=meta))
+
+    async def send_request(
+        self,
+        request: types.ClientRequest | types.Request[Any, Any],
+        result_type: type[_R] | TypeAdapter[_R],
+        request_read_timeout_seconds: float | None = None,
+        metadata: ClientMessageMetadata | None = None,
+        progress_callback: ProgressFnT | None = None,
+    ) -> _R:
+        """``ClientSession.send_request`` (any request), raced against the guard by the
+        request it sends."""
+        return cast(
+            "_R",
+            await self.raced(
+                "send_request",
+                request=request,
+                result_type=result_type,
+                request_read_timeout_seconds=request_read_timeout_seconds,
+                metadata=metadata,
+                progress_callback=progress_callback,
+            ),
+        )
+
+    @deprecated("The logging capability is deprecated as of 2026-07-28 (SEP-2577).", category=None)
+    async def set_logging_level(
+        self, level: types.LoggingLevel, *, meta: types.RequestParamsMeta | None = None
+    ) -> types.EmptyResult:
+        """``ClientSession.set_logging_level`` (``logging/setLevel``), raced against the
+        guard (deprecated by the SDK, which warns)."""
+        return cast(
+            "types.EmptyResult", await self.raced("set_logging_level", level=level, meta=meta)
+        )
+
+    @deprecated(
+        "resources/subscribe is removed as of 2026-07-28; use Client.listen() instead.",
+        category=None,
+    )
+    async def subscribe_resource(
+        self, uri: str, *, meta: types.RequestParamsMeta | None = None
+    ) -> types.EmptyResult:
+        """``ClientSession.subscribe_resource`` (``resources/subscribe``), raced against
+        the guard (deprecated by the SDK, which warns)."""
+        return cast("types.EmptyResult", await self.raced("subscribe_resource", uri=uri, meta=meta))
+
+    @deprecated(
+        "resources/unsubscribe is removed as of 2026-07-28; use Client.listen() instead.",
+        category=None,
+    )
+    async def unsubscribe_resource(
+        self, uri: str, *, meta: types.RequestParamsMeta | None = None
+    ) -> types.EmptyResult:
+        """``ClientSession.unsubscribe_resource`` (``resources/unsubscribe``), raced against
+        the guard (deprecated by the SDK, which warns)."""
+        return cast(
+            "types.EmptyResult", await self.raced("unsubscribe_resource", uri=uri, meta=meta)
+        )
+
+
+def guarded_connection(
+    url: str,
+    *,
+    http_client: httpx2.AsyncClient | None = None,
+    config: GuardConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    log: LogTarget | None = None,
+    strict_sdk: bool = True,
+) -> AbstractAsyncContextManager[GuardedConnection]:
     """The guard for one mcp 2.x session on ``url``, for a client that opens the SDK
     session itself, such as fastmcp 4.x's ``Client`` (a :class:`GuardedConnection`)::
 
@@ -84,19 +422,96 @@ def guarded_connection(url: str, **kwargs: Any) -> AbstractAsyncContextManager[G
             transport = StreamableHttpTransport(url, httpx_client_factory=conn.http_client)
             async with fastmcp.Client(transport, elicitation_handler=handler) as client:
                 result = await conn.call(lambda: client.call_tool("delete_files", {}))
+                prompt = await conn.call(lambda: client.get_prompt("review"), method="prompts/get")
 
     with ``handler`` holding its prompt inside ``conn.prompt(context.request_id)``.
-    Keywords as :func:`fsm.adapters.core.open_guarded_connection`.
+    Keywords as :func:`guarded_session`'s of the same names.
     """
-    return core.open_guarded_connection(BINDING, url, **kwargs)
+    return core.open_guarded_connection(
+        BINDING,
+        url,
+        http_client=http_client,
+        config=config,
+        clock=clock,
+        log=log,
+        strict_sdk=strict_sdk,
+    )
 
 
-def guarded_session(url: str, **kwargs: Any) -> AbstractAsyncContextManager[GuardedSession]:
-    """Open an initialized, guarded mcp 2.x session on ``url`` (streamable HTTP).
+def guarded_session(
+    url: str,
+    *,
+    read_timeout_seconds: float | None = None,
+    sampling_callback: SamplingFnT | None = None,
+    elicitation_callback: ElicitationFnT | None = None,
+    list_roots_callback: ListRootsFnT | None = None,
+    logging_callback: LoggingFnT | None = None,
+    message_handler: MessageHandlerFnT | None = None,
+    client_info: types.Implementation | None = None,
+    log_level: types.LoggingLevel | None = None,
+    sampling_capabilities: types.SamplingCapability | None = None,
+    extensions: dict[str, dict[str, Any]] | None = None,
+    result_claims: Mapping[str, Sequence[ResultClaim[Any]]] | None = None,
+    notification_bindings: Sequence[NotificationBinding[Any]] | None = None,
+    http_client: httpx2.AsyncClient | None = None,
+    terminate_on_close: bool = True,
+    max_sse_event_size: int | None = 1048576,
+    config: GuardConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    log: LogTarget | None = None,
+    strict_sdk: bool = True,
+) -> AbstractAsyncContextManager[GuardedSession]:
+    """Open an initialized, guarded mcp 2.x session on ``url`` (streamable HTTP): enter
+    the returned context manager for the :class:`GuardedSession`.
 
-    Keywords as :func:`fsm.adapters.core.open_guarded_session` (``elicitation_callback``,
-    ``http_client``, ``config``, ``clock``, ``log``, ``strict_sdk``; the rest go to
-    ``ClientSession``). Raises ``RuntimeError`` for an SDK release outside
-    :data:`SUPPORTED_SDK` unless ``strict_sdk=False``.
+    ``ClientSession``'s parameters, with its defaults: ``read_timeout_seconds`` to
+    ``notification_bindings`` (its ``read_stream``, ``write_stream`` and ``dispatcher``
+    are the guard's: :data:`fsm.adapters.core.NOT_TAKEN`). ``streamable_http_client``'s:
+    ``http_client`` (the application's client: all HTTP goes through it, its hooks, auth
+    and timeouts apply, it is not closed here; default a client with a 30 s timeout and
+    300 s to read), ``terminate_on_close``, ``max_sse_event_size``. Keywords left at
+    their defaults are not passed on (a 2.x release without one works). The guard's:
+    ``config`` (its policy), ``clock`` (its time source, monotonic seconds), ``log`` (a
+    path or text stream that receives the event log as JSON Lines while it happens),
+    ``strict_sdk`` (``RuntimeError`` on entering for an SDK release outside
+    :data:`SUPPORTED_SDK`, unless ``False``).
+
+    The signature is checked at the call: a misspelled keyword is a ``TypeError`` here,
+    before any connection.
     """
-    return core.open_guarded_session(BINDING, url, **kwargs)
+    session_options = core.non_default(
+        guarded_session,
+        {
+            "read_timeout_seconds": read_timeout_seconds,
+            "sampling_callback": sampling_callback,
+            "list_roots_callback": list_roots_callback,
+            "logging_callback": logging_callback,
+            "message_handler": message_handler,
+            "client_info": client_info,
+            "log_level": log_level,
+            "sampling_capabilities": sampling_capabilities,
+            "extensions": extensions,
+            "result_claims": result_claims,
+            "notification_bindings": notification_bindings,
+        },
+    )
+    transport_options = core.non_default(
+        guarded_session,
+        {"terminate_on_close": terminate_on_close, "max_sse_event_size": max_sse_event_size},
+    )
+    return cast(
+        "AbstractAsyncContextManager[GuardedSession]",
+        core.open_guarded_session(
+            BINDING,
+            url,
+            elicitation_callback=elicitation_callback,
+            http_client=http_client,
+            config=config,
+            clock=clock,
+            log=log,
+            strict_sdk=strict_sdk,
+            session_type=GuardedSession,
+            transport_options=transport_options,
+            **session_options,
+        ),
+    )

@@ -60,7 +60,7 @@ from mcp import ClientSession, types
 from mcp.server.streamable_http import EventStore
 
 from fsm.demo.proxy import Exchange, FaultProxy, TrafficEvent, is_resume_get
-from fsm.demo.sdk import MCP_MAJOR, hx, open_client_streams
+from fsm.demo.sdk import adapter, hx, open_client_streams
 from fsm.demo.server import (
     PendingElicitation,
     RunningServer,
@@ -216,15 +216,11 @@ async def guarded_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
     The yielded object also has ``session`` (the :class:`~fsm.adapters.mcp2.GuardedSession`,
     for its event log and violations).
     """
-    if MCP_MAJOR >= 2:
-        from fsm.adapters.mcp2 import guarded_session
-    else:
-        from fsm.adapters.mcp1 import guarded_session
     from fsm.sse.guard import GuardConfig
 
     on_elicit = _presenting_callback(env)
 
-    async with guarded_session(
+    async with adapter().guarded_session(
         env.url,
         elicitation_callback=on_elicit,
         http_client=env.http_client,

@@ -21,6 +21,7 @@ __all__ = [
     "MCP_VERSION",
     "PRIMES_REPLAYS",
     "McpError",
+    "adapter",
     "hx",
     "open_client_streams",
     "request_headers",
@@ -63,6 +64,13 @@ def request_headers(ctx: Any) -> Any:
         return ctx.headers or {}
     request = getattr(ctx.request_context, "request", None)
     return request.headers if request is not None else {}
+
+
+def adapter() -> Any:
+    """The installed line's adapter module, :mod:`fsm.adapters.mcp2` or
+    :mod:`fsm.adapters.mcp1` (for its ``guarded_session`` and ``guarded_connection``,
+    whose signatures are each its own line's: typed ``Any`` here)."""
+    return importlib.import_module("fsm.adapters.mcp2" if MCP_MAJOR >= 2 else "fsm.adapters.mcp1")
 
 
 open_client_streams = sdk_streams

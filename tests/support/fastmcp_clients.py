@@ -27,7 +27,7 @@ from fsm.demo.rig import (
     PresentationRequest,
     ScenarioClient,
 )
-from fsm.demo.sdk import MCP_MAJOR, hx
+from fsm.demo.sdk import MCP_MAJOR, adapter, hx
 from fsm.sse.guard import GuardConfig
 
 __all__ = ["guarded_fastmcp", "plain_fastmcp"]
@@ -84,12 +84,10 @@ async def plain_fastmcp(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
 @contextlib.asynccontextmanager
 async def guarded_fastmcp(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
     """fastmcp's ``Client`` with the installed line's adapter in front of its session."""
-    if MCP_MAJOR >= 2:
-        from fsm.adapters.mcp2 import guarded_connection
-    else:
-        from fsm.adapters.mcp1 import guarded_connection
     config = GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)
-    async with guarded_connection(env.url, http_client=env.http_client, config=config) as conn:
+    async with adapter().guarded_connection(
+        env.url, http_client=env.http_client, config=config
+    ) as conn:
         factory = cast(Any, conn.http_client)  # fastmcp types it for its own HTTP library
         transport = StreamableHttpTransport(env.url, httpx_client_factory=factory)
         async with Client(transport, elicitation_handler=_handler(env, conn), **_MODE) as c:

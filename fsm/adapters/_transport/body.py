@@ -360,9 +360,9 @@ class GuardedBody:
 
 
 class NotingWriter:
-    """The SDK's write stream, noting which guarded call sends each ``tools/call`` id
-    (for SDKs whose POST task does not inherit the caller's context variables). Everything
-    else is the wrapped stream's."""
+    """The SDK's write stream, noting which guarded call sends each request id the call
+    waits for (:meth:`CallSlot.binds`; for SDKs whose POST task does not inherit the
+    caller's context variables). Everything else is the wrapped stream's."""
 
     def __init__(self, inner: Any, engine: SessionIO) -> None:
         self._inner, self._e = inner, engine
@@ -371,8 +371,9 @@ class NotingWriter:
         slot = CURRENT_CALL.get()
         if slot is not None and slot.origin is None:
             root: Any = getattr(getattr(item, "message", None), "root", None)
-            if getattr(root, "method", None) == "tools/call":
-                self._e.sent_calls[root.id] = slot
+            rid = getattr(root, "id", None)
+            if rid is not None and slot.binds(getattr(root, "method", None)):
+                self._e.sent_calls[rid] = slot
         await self._inner.send(item)
 
     def __getattr__(self, name: str) -> Any:

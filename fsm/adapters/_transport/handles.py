@@ -25,11 +25,21 @@ _T = TypeVar("_T")
 
 @dataclass
 class CallSlot:
-    """One :meth:`GuardedSession.call_tool` in flight: its origin id and its failure."""
+    """One raced call in flight (:meth:`GuardedConnection.call`): the JSON-RPC ``method``
+    of the request it waits for (``None``: the first request it sends), that request's
+    id once sent (``origin``), and its failure."""
 
     origin: Any = None
     error: InteractionFailed | None = None
     failed: anyio.Event = field(default_factory=anyio.Event)
+    method: str | None = "tools/call"
+
+    def binds(self, method: object) -> bool:
+        """Whether a request of JSON-RPC ``method``, sent in this call's context, is the
+        one the call waits for (it is, once, while ``origin`` is unset)."""
+        return self.origin is None and (
+            isinstance(method, str) if self.method is None else method == self.method
+        )
 
 
 CURRENT_CALL: contextvars.ContextVar[CallSlot | None] = contextvars.ContextVar(

@@ -1,11 +1,14 @@
 """The guarded session the application uses (:class:`GuardedSession`,
-:class:`GuardedConnection`, :func:`open_guarded_session`) and what differs between the
-SDK lines (:class:`SdkBinding`).
+:class:`GuardedConnection`, :func:`open_guarded_session`), what differs between the
+SDK lines (:class:`SdkBinding`), and which of the SDK session's methods a guarded
+session races against the guard (:data:`RACED_METHODS`, :data:`NOT_RACED`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import logging
 import os
 import time
@@ -35,19 +38,112 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-Connect = Callable[[str, Any], AbstractAsyncContextManager[tuple[Any, Any]]]
-"""``connect(url, http_client)``: the SDK's transport, yielding ``(read, write)``."""
+
+Connect = Callable[..., AbstractAsyncContextManager[tuple[Any, Any]]]
+"""``connect(url, http_client, **options)``: the SDK's transport, yielding ``(read,
+write)``; ``options`` are keywords of the SDK's transport function, given only when the
+application set one (so a ``connect`` that takes none works while none is set)."""
 
 
 @contextlib.asynccontextmanager
-async def sdk_streams(url: str, http_client: Any) -> AsyncIterator[tuple[Any, Any]]:
+async def sdk_streams(url: str, http_client: Any, **options: Any) -> AsyncIterator[tuple[Any, Any]]:
     """The installed SDK's ``streamable_http_client`` on ``http_client``, as ``(read,
     write)``: the :data:`Connect` of both lines (1.x also yields a session-id getter,
-    dropped here). Imports the SDK when called."""
+    dropped here). ``options`` go to ``streamable_http_client`` (``terminate_on_close``,
+    2.x's ``max_sse_event_size``). Imports the SDK when called."""
     from mcp.client.streamable_http import streamable_http_client
 
-    async with streamable_http_client(url, http_client=http_client) as streams:
+    async with streamable_http_client(url, http_client=http_client, **options) as streams:
         yield streams[0], streams[1]
+
+
+RACED_METHODS: Mapping[str, str | None] = {
+    "call_tool": "tools/call",
+    "complete": "completion/complete",
+    "get_prompt": "prompts/get",
+    "list_prompts": "prompts/list",
+    "list_resource_templates": "resources/templates/list",
+    "list_resources": "resources/list",
+    "list_tools": "tools/list",
+    "read_resource": "resources/read",
+    "send_ping": "ping",
+    "send_request": None,
+    "set_logging_level": "logging/setLevel",
+    "subscribe_resource": "resources/subscribe",
+    "unsubscribe_resource": "resources/unsubscribe",
+}
+"""The request methods of the SDK's ``ClientSession`` (both lines) a guarded session
+offers, each raced against the guard (:meth:`GuardedSession.raced`), by the JSON-RPC
+method of the request whose stream decides the call (``None``: the first request the
+call sends; ``send_request`` sends exactly one). Requests the SDK sends on its own during
+the call (``call_tool`` lists the tools to validate a result) are guarded on the wire but
+do not decide the call."""
+
+NOT_RACED: Mapping[str, str] = {
+    "initialize": "the guarded session is initialized before it is yielded; a second "
+    "handshake on the same session is not something to race (the raw session has it)",
+    "discover": "probes and adopts protocol 2026-07-28, which has no session-ful streams "
+    "to guard; its calls are guarded by fsm.adapters.mrtr",
+    "send_discover": "the single server/discover probe of discover(), same reason",
+    "dispatch_input_request": "hands a 2026-07-28 input request to the session's own "
+    "callbacks, locally: no request is sent",
+    "validate_tool_result": "a local check of a result against the cached output schema "
+    "(call_tool runs it; it lists the tools only to refresh that cache)",
+    "send_notification": "a notification: nothing answers it, so nothing can end it; "
+    "the raw session sends it, guarded on the wire",
+    "send_progress_notification": "a notification, same reason",
+    "send_roots_list_changed": "a notification, same reason",
+}
+"""The public coroutine methods of the SDK's ``ClientSession`` (either line) a guarded
+session does not offer, each with the reason; ``GuardedSession.session`` (the raw SDK
+session) still has them. A method in neither this table nor :data:`RACED_METHODS` is one
+a new SDK release added: the surface tests fail until it is classified."""
+
+NOT_TAKEN: Mapping[str, str] = {
+    "url": "the first, positional parameter of guarded_session itself",
+    "read_stream": "the guarded transport's, opened by guarded_session",
+    "write_stream": "the guarded transport's, opened by guarded_session",
+    "dispatcher": "would replace the guarded transport's streams (2.x)",
+}
+"""Parameters of the SDK's ``ClientSession`` and ``streamable_http_client`` an adapter's
+``guarded_session`` does not take, each with the reason; it takes every other one, with
+the SDK's default."""
+
+
+_NO_DEFAULT = inspect.Parameter.empty
+
+
+@functools.cache
+def _defaults(fn: Callable[..., Any]) -> Mapping[str, Any]:
+    return {
+        name: p.default
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.default is not _NO_DEFAULT
+    }
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if value is default:
+        return True
+    kind = type(default)
+    return kind in (bool, int, float, str) and type(value) is kind and value == default
+
+
+def non_default(fn: Callable[..., Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``values`` that are not at the default of ``fn``'s parameter of the
+    same name (the default itself, or an equal ``bool``, ``int``, ``float`` or ``str``).
+
+    How a typed signature mirroring the SDK's passes on only what the caller set: a
+    release of the line that lacks a parameter newer releases added works as long as the
+    caller leaves it at its default, and one given a value fails as the SDK's own call
+    would (``TypeError``). Sound when the mirrored defaults are the SDK's (the surface
+    tests check that)."""
+    defaults = _defaults(fn)
+    return {
+        name: value
+        for name, value in values.items()
+        if name not in defaults or not _is_default(value, defaults[name])
+    }
 
 
 @dataclass(frozen=True)
@@ -83,8 +179,9 @@ class SdkBinding:
 class GuardedConnection:
     """The guard for one MCP session, for a client that opens the SDK session itself (a
     framework such as fastmcp's ``Client``): give it :meth:`http_client` as its HTTP
-    client, run each tool call through :meth:`call`, and hold each prompt inside
-    :meth:`prompt` (or give the SDK :meth:`wrap_callback` of its elicitation callback).
+    client, run each request (a tool call, a prompt, a resource read) through
+    :meth:`call`, and hold each prompt inside :meth:`prompt` (or give the SDK
+    :meth:`wrap_callback` of its elicitation callback).
     :func:`open_guarded_connection` makes one; :class:`GuardedSession` is one with the
     SDK's ``ClientSession`` opened for you.
     """
@@ -148,23 +245,37 @@ class GuardedConnection:
         tells). Answer with what the SDK expects; the adapter submits it."""
         return _prompt_scope(self._e, request_id)
 
-    async def call(self, run: Callable[[], Awaitable[_T]]) -> _T:
-        """Await ``run()`` (one tool call through the SDK or a framework on it), raced
-        against the guard's ``Fail`` for the call's stream.
+    async def call(
+        self, run: Callable[[], Awaitable[_T]], *, method: str | None = "tools/call"
+    ) -> _T:
+        """Await ``run()`` (one request through the SDK or a framework on it), raced
+        against the guard's ``Fail`` for the stream of the request of JSON-RPC ``method``
+        that ``run()`` sends (the first such; ``None``: the first request it sends, of any
+        method): ``call(lambda: client.get_prompt("greet"), method="prompts/get")``.
 
         Raises the guard's typed error (once) if the interaction died; raises
         :class:`~fsm.errors.SessionExpiredError` at once if the session is known gone;
         otherwise returns or raises what ``run()`` does. A typed error is also the SDK
         line's JSON-RPC error (``SdkBinding.errors``: code -32000, ``data.reason``).
+        Other requests ``run()`` sends are guarded on the wire; when one of them dies, the
+        call gets what the SDK raises for it (unless its error names the stream, below).
+
+        ``run()`` runs in a task of the connection's own (with the caller's context
+        variables). When the guard fails the call, the typed error is raised at once and
+        ``run()`` is left to end by itself, as the guard's ending error reaches the SDK on
+        the stream's body (its result is dropped): cancelling the SDK's request while that
+        error is being delivered to it would close mcp 1.x's receive loop, and the session
+        with it. When the caller leaves otherwise (cancelled), ``run()`` is cancelled;
+        when the connection closes, whatever still runs is.
         """
         e = self._e
         if e.expired is not None:
             raise _again(e, e.expired)
-        slot = CallSlot()
-        token = CURRENT_CALL.set(slot)
+        slot = CallSlot(method=method)
         outcome: list[_T] = []
         raised: list[BaseException] = []
         done = anyio.Event()
+        scope = anyio.CancelScope()
 
         async def attempt() -> None:
             try:
@@ -178,14 +289,19 @@ class GuardedConnection:
             await slot.failed.wait()
             done.set()
 
+        token = CURRENT_CALL.set(slot)
+        try:
+            e.start_detached(attempt, scope)  # the task copies the context: the slot
+        finally:
+            CURRENT_CALL.reset(token)
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(attempt)
                 tg.start_soon(watch)
                 await done.wait()
                 tg.cancel_scope.cancel()
         finally:
-            CURRENT_CALL.reset(token)
+            if slot.error is None:  # ended, or its caller left: nothing of it runs on
+                scope.cancel()
             if slot.origin is not None:
                 e.calls.pop(slot.origin, None)
         if slot.error is not None:
@@ -197,37 +313,43 @@ class GuardedConnection:
             raise typed from raised[0]
         if e.expired is not None:
             raise _again(e, e.expired)
+        if not raised:  # cancelled by the connection's close, and no stream of it failed
+            raise RuntimeError("the guarded connection closed while the call ran")
         raise raised[0]
 
 
 class GuardedSession(GuardedConnection):
-    """An initialized ``ClientSession`` with the guard in front of it.
+    """An initialized ``ClientSession`` with the guard in front of it: the base of each
+    SDK line's guarded session (:class:`fsm.adapters.mcp2.GuardedSession`,
+    :class:`fsm.adapters.mcp1.GuardedSession`), whose typed methods mirror the line's
+    ``ClientSession`` and call :meth:`raced`.
 
-    ``call_tool`` returns the tool's result, or raises exactly one
-    :class:`~fsm.errors.InteractionFailed` subclass when the guard decided the interaction
-    cannot complete. ``session`` is the raw SDK session (for everything else: its requests
-    are still guarded on the wire).
+    ``session`` is the raw SDK session: what the guarded session does not offer
+    (:data:`NOT_RACED`, and attributes that send nothing) is there, its requests guarded
+    on the wire but not raced.
     """
 
     def __init__(self, session: Any, engine: SessionIO) -> None:
         super().__init__(engine)
         self.session = session
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """``ClientSession.call_tool`` through :meth:`~GuardedConnection.call`: the
-        result, or one typed error."""
-        return await self.call(lambda: self.session.call_tool(name, arguments, **kwargs))
+    async def raced(self, name: str, /, **arguments: Any) -> Any:
+        """``session.<name>(**arguments)``, raced against the guard as :meth:`call` races
+        it, for ``name`` in :data:`RACED_METHODS` (``ValueError`` otherwise): its result,
+        or exactly one typed error (also the SDK's error type) when the guard decided the
+        interaction cannot complete, or what the SDK raises; ``SessionExpiredError`` at
+        once when the session is known gone.
 
-    async def list_tools(self) -> Any:
-        """``ClientSession.list_tools`` (raises SessionExpiredError once the session is gone)."""
-        if self._e.expired is not None:
-            raise _again(self._e, self._e.expired)
-        return await self.session.list_tools()
+        Arguments at the default of this class's method ``name`` are not passed on
+        (:func:`non_default`), so a release of the line without a newer parameter works
+        while the caller leaves it alone.
+        """
+        if name not in RACED_METHODS:
+            raise ValueError(f"{name!r} is not a request method a guarded session races")
+        send = getattr(self.session, name)
+        own = getattr(type(self), name, None)
+        given = non_default(own, arguments) if callable(own) else dict(arguments)
+        return await self.call(lambda: send(**given), method=RACED_METHODS[name])
 
 
 def _typed_failure(engine: SessionIO, exc: BaseException) -> InteractionFailed | None:
@@ -293,6 +415,8 @@ def _wrap_callback(engine: SessionIO, callback: ElicitationFn | None) -> Elicita
 
 
 LogTarget = str | os.PathLike[str] | IO[str]
+"""Where an event log goes: a path (opened, written and closed by the session) or an open
+text stream (written, not flushed or closed)."""
 
 
 def _close(engine: SessionIO) -> None:
@@ -351,6 +475,8 @@ async def open_guarded_session(
     clock: Callable[[], float] = time.monotonic,
     log: LogTarget | None = None,
     strict_sdk: bool = True,
+    session_type: type[GuardedSession] = GuardedSession,
+    transport_options: Mapping[str, Any] | None = None,
     **session_kwargs: Any,
 ) -> AsyncIterator[GuardedSession]:
     """Open an initialized, guarded MCP session on ``url`` (legacy streamable HTTP).
@@ -359,9 +485,11 @@ async def open_guarded_session(
     here); ``config`` is the guard's policy; ``clock`` its time source (monotonic
     seconds); ``log`` a path or text stream that receives the event log as JSON Lines
     while it happens (:mod:`fsm.trace`: the header first, every record with ``t`` and its
-    UTC ``wall`` time; not flushed here). Extra keyword arguments go to
-    ``ClientSession``. Raises ``RuntimeError`` for an unsupported SDK version when
-    ``strict_sdk``. ``binding`` says which SDK line.
+    UTC ``wall`` time; not flushed here). ``session_type`` is what is yielded (a line's
+    typed :class:`GuardedSession`); ``transport_options`` go to the SDK's transport
+    (``binding.connect``), extra keyword arguments to ``ClientSession``. Raises
+    ``RuntimeError`` for an unsupported SDK version when ``strict_sdk``. ``binding`` says
+    which SDK line. The adapters' ``guarded_session`` is this with a typed signature.
     """
     async with (
         open_guarded_connection(
@@ -374,7 +502,7 @@ async def open_guarded_session(
             strict_sdk=strict_sdk,
         ) as conn,
         conn.http_client(headers=conn._e.http.headers) as outer,
-        binding.connect(url, outer) as (read, write),
+        binding.connect(url, outer, **(transport_options or {})) as (read, write),
         binding.session_class(
             read,
             write if binding.context_follows_sends else NotingWriter(write, conn._e),
@@ -383,4 +511,4 @@ async def open_guarded_session(
         ) as session,
     ):
         await session.initialize()
-        yield GuardedSession(session, conn._e)
+        yield session_type(session, conn._e)

@@ -290,6 +290,24 @@ class SessionIO:
 
         self.tg.start_soon(run)
 
+    def start_detached(self, fn: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
+        """Run ``fn()`` in the session's task group under ``scope`` (the caller cancels
+        it when it wants it gone), which :meth:`close` cancels too: work started for a
+        caller that may outlive the caller's wait. The task copies the caller's context
+        variables. After :meth:`close`, ``fn()`` starts cancelled."""
+
+        async def run() -> None:
+            with scope:
+                self._bg.add(scope)
+                try:
+                    await fn()
+                finally:
+                    self._bg.discard(scope)
+
+        if self.closing:
+            scope.cancel()
+        self.tg.start_soon(run)
+
     def _close(self, resp: Any) -> None:
         if resp is not None and not self.closing:
             self.spawn(aclose_response, resp)

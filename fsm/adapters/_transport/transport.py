@@ -159,7 +159,7 @@ class GuardedTransport:
         origin = body.get("id") if isinstance(body, dict) and "method" in body else None
         if origin is not None:
             slot = CURRENT_CALL.get() or e.sent_calls.pop(origin, None)
-            if slot is not None and slot.origin is None and body.get("method") == "tools/call":
+            if slot is not None and slot.binds(body.get("method")):
                 slot.origin = origin
                 e.calls[origin] = slot
             stream = stream_name(origin)
