@@ -32,6 +32,13 @@ What it offers (protocol 2025-11-25 over the legacy, session-ful streamable HTTP
   standalone GET stream (stored in the event store, sent only if a GET is attached), and
   returns ``"announced <count>"``. :meth:`ServerController.wait_standalone` waits until a
   GET stream is attached to a session.
+- Prompt ``greeting(name, held)``: one user message ``Hello, <name>!``; with
+  ``held="yes"`` it logs ``held`` (detail: ``what="prompts/get"``) and returns only once
+  :meth:`ServerController.release_held` lets it go (a prompt whose stream stays open).
+- Resources ``fsm://notes/readme`` (text), ``fsm://notes/held`` (logs ``held``, detail
+  ``what="resources/read"``, and is read only once released, as the held prompt) and the
+  template ``fsm://notes/{name}``; completion of a ``name`` argument from ``ada``,
+  ``alan``, ``grace``. Nothing else (no subscriptions: the SDK's error answers those).
 - Session expiry on command: :meth:`ServerController.expire_session` terminates a session
   (as a DELETE would); every later request carrying its id gets ``404`` with
   ``{"code": -32600, "message": "Session not found"}``.
@@ -261,7 +268,8 @@ class ServerEvent:
     ``elicit_answered`` (detail: action, content), ``elicit_failed`` (detail: error),
     ``deadline_fired`` (detail: flavour), ``tool_finished`` (detail: text), ``stored``
     (detail: stream, event_id, method or kind), ``exchange_started``/``exchange_finished``
-    (detail: exchange), ``session_expired``, ``progress_done``, ``announced`` (detail: count).
+    (detail: exchange), ``session_expired``, ``progress_done``, ``announced`` (detail: count),
+    ``held`` (detail: what, the held request's method).
     """
 
     seq: int
@@ -308,6 +316,7 @@ class ServerController:
         self._inflight: dict[str, anyio.Event] = {}
         self.manager: StreamableHTTPSessionManager | None = None
         self.store: EventStore | None = None
+        self._held = anyio.Event()
 
     # -- log
     def record(
@@ -398,6 +407,18 @@ class ServerController:
     def finish(self, pending: PendingElicitation | None = None) -> None:
         """Let a tool parked by ``after_deadline="hold"`` return its result."""
         self._pick(pending)._finish.set()
+
+    # -- held prompts and resource reads
+    async def hold(self, what: str) -> None:
+        """Log ``held`` (detail: ``what``) and wait for :meth:`release_held`."""
+        gate = self._held
+        self.record("held", what=what)
+        await gate.wait()
+
+    def release_held(self) -> None:
+        """Let every request held now return (a later one waits for the next release)."""
+        gate, self._held = self._held, anyio.Event()
+        gate.set()
 
     # -- sessions
     def session_ids(self) -> list[str]:
@@ -621,7 +642,49 @@ def build_server(
         controller.record("announced", _session_of(ctx), str(ctx.request_id), count=count)
         return f"announced {count}"
 
+    _add_prompts_and_resources(mcp, controller)
     return mcp
+
+
+def _add_prompts_and_resources(mcp: Any, controller: ServerController) -> None:
+    """The prompt, the resources and the completion of the module docstring."""
+
+    prompt = cast(Callable[[_F], _F], mcp.prompt())
+    completion = cast(Callable[[_F], _F], mcp.completion())
+
+    def resource(uri: str) -> Callable[[_F], _F]:
+        return cast(Callable[[_F], _F], mcp.resource(uri, mime_type="text/plain"))
+
+    @prompt
+    async def greeting(name: str = "world", held: str = "no") -> str:
+        """Greet ``name`` (``held="yes"``: once :meth:`ServerController.release_held`)."""
+        if held == "yes":
+            await controller.hold("prompts/get")
+        return f"Hello, {name}!"
+
+    @resource("fsm://notes/readme")
+    async def readme() -> str:
+        """A note."""
+        return "Notes of the harness server."
+
+    @resource("fsm://notes/held")
+    async def held_note() -> str:
+        """A note read once :meth:`ServerController.release_held` lets it go."""
+        await controller.hold("resources/read")
+        return "A held note."
+
+    @resource("fsm://notes/{name}")
+    async def note(name: str) -> str:
+        """The note called ``name``."""
+        return f"Note {name}."
+
+    @completion
+    async def complete(ref: Any, argument: Any, context: Any) -> Any:
+        """Names for a ``name`` argument, by prefix."""
+        if argument.name != "name":
+            return None
+        names = [n for n in ("ada", "alan", "grace") if n.startswith(argument.value)]
+        return types.Completion(values=names)
 
 
 async def _confirm_and_delete(
