@@ -258,14 +258,18 @@ class PolicyError(ValueError):
     state that cannot be hashed (states are immutable values); :class:`OutputError` for an
     output of no kind the world knows.
 
+    ``value`` is what the world refused (the output, the state or the whole result);
     ``filename`` and ``lineno`` name the policy's line, as :class:`SyntaxError` does (the
-    line its ``step`` returned from, else where its class or ``step`` is defined), and
-    ``function`` the function; all None when the policy is not code of a model (the
-    library's own deciders). The checker reports them as where the model failed
-    (:func:`fsm.checker.location.raised_at`)."""
+    line of the first function of the model that returned ``value``, so a helper that made
+    a misspelled output is named; else the line its ``step`` returned from, else where its
+    class or ``step`` is defined), and ``function`` the function; all None when the policy
+    is not code of a model (the library's own deciders). The checker reports them as where
+    the model failed (:func:`fsm.checker.location.raised_at`)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, value: Any = None) -> None:
         super().__init__(message)
+        self.value = value
+        """What the world refused: the output, the state or the whole result."""
         self.filename: str | None = None
         self.lineno: int | None = None
         self.function: str | None = None
@@ -342,21 +346,36 @@ def _type_text(hint: Any) -> str:
     return text.replace("typing.", "").replace("NoneType", "None")
 
 
-def _policy_line(run: Callable[[], Any], policy: object) -> tuple[str, int, str] | None:
-    """Where a model's policy said what it said: ``run()`` again (policies are pure) and
-    take the line the outermost call into a model's code returned from (the policy's
-    ``step``, or a function of the model it goes through); else the line its ``step`` or
-    its class is defined at, if that is a model's code; else None."""
-    returned: list[tuple[str, int, str]] = []
+def _policy_line(
+    run: Callable[[], Any], policy: object, culprit: Any
+) -> tuple[str, int, str] | None:
+    """Where a model's policy said ``culprit`` (the output, state or result its world
+    refused): ``run()`` again (policies are pure) watching what each function of a model's
+    code returns, and take the first return that carries ``culprit`` (the function that
+    made it, however many helpers it went through); else the line the outermost call into
+    a model's code returned from (its ``step``); else the line its ``step`` or its class is
+    defined at, if that is a model's code; else None."""
+    carried: list[tuple[str, int, str]] = []
+    outermost: list[tuple[str, int, str]] = []
     outer: list[types.FrameType] = []
 
     def profile(frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call" and not outer and is_model_code(frame.f_code.co_filename):
             outer.append(frame)
-        elif event == "return" and outer and frame is outer[0]:
+        elif event == "return" and outer:
             code = frame.f_code
-            returned.append((code.co_filename, frame.f_lineno, code.co_name))
-            outer.clear()
+            if not is_model_code(code.co_filename):
+                return
+            caller = frame.f_back
+            name = code.co_name
+            if name in _COMPREHENSIONS and caller is not None:
+                name = caller.f_code.co_name  # the function the comprehension is written in
+            here = (code.co_filename, frame.f_lineno, name)
+            if not carried and _carries(arg, culprit):
+                carried.append(here)
+            if frame is outer[0]:
+                outermost.append(here)
+                outer.clear()
 
     previous = sys.getprofile()
     sys.setprofile(profile)
@@ -366,8 +385,8 @@ def _policy_line(run: Callable[[], Any], policy: object) -> tuple[str, int, str]
         pass
     finally:
         sys.setprofile(previous)
-    if returned:
-        return returned[-1]
+    if carried or outermost:
+        return (carried or outermost)[-1]
     for defined in (getattr(type(policy), "step", None), type(policy)):
         try:
             file = inspect.getsourcefile(defined) if defined is not None else None
@@ -377,6 +396,22 @@ def _policy_line(run: Callable[[], Any], policy: object) -> tuple[str, int, str]
         except (OSError, TypeError):
             continue
     return None
+
+
+_COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
+
+
+def _carries(value: Any, culprit: Any, depth: int = 3) -> bool:
+    """Whether ``value`` is ``culprit`` or holds it, within ``depth`` levels of tuples and
+    lists (as a result holds its outputs, and they their fields)."""
+    try:
+        if type(value) is type(culprit) and value == culprit:
+            return True
+    except Exception:  # a value that cannot be compared holds nothing we look for
+        return False
+    if depth and isinstance(value, tuple | list):
+        return any(_carries(v, culprit, depth - 1) for v in value)
+    return False
 
 
 # ------------------------------------------------------------------ states
@@ -815,7 +850,8 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
             error = PolicyError(
                 f"policy {self.policy.name!r} returned a state that cannot be hashed"
                 f" ({exc}): {client!r}; a policy's state is an immutable value (a tuple, a"
-                " NamedTuple, a frozen dataclass, a frozenset)"
+                " NamedTuple, a frozen dataclass, a frozenset)",
+                client,
             )
             raise self._located(error, agent.client, context, inp) from None
         return Reaction(after, typed, fired)
@@ -829,7 +865,8 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
             if not isinstance(result, tuple) or len(result) != 2:
                 raise PolicyError(
                     f"policy {self.policy.name!r} returned {result!r} for {inp!r}, not a pair"
-                    " (state, outputs)"
+                    " (state, outputs)",
+                    result,
                 )
             return result[0], self._typed(result[1])
         except PolicyError as error:
@@ -837,7 +874,8 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
 
     def _located(self, error: PolicyError, client: Any, context: Any, inp: I) -> PolicyError:
         """``error`` with the policy's line that caused it (:func:`_policy_line`)."""
-        where = _policy_line(lambda: self._policy_step(client, context, inp), self.policy)
+        run = lambda: self._policy_step(client, context, inp)  # noqa: E731
+        where = _policy_line(run, self.policy, error.value)
         if where is not None:
             error.filename, error.lineno, error.function = where
         return error
@@ -849,12 +887,14 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
         if not isinstance(outputs, tuple | list):
             raise OutputError(
                 f"policy {name!r} returned outputs {outputs!r}, not a tuple of outputs"
-                " (return (state, ()) for none)"
+                " (return (state, ()) for none)",
+                outputs,
             )
         if outputs and isinstance(outputs[0], str):
             raise OutputError(
                 f"policy {name!r} returned one output {outputs!r} where a tuple of outputs"
-                f" goes: write ({outputs!r},)"
+                f" goes: write ({outputs!r},)",
+                outputs,
             )
         typed: list[O] = []
         for out in outputs:
@@ -862,7 +902,8 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
             if kind is None or len(out) != len(kind._fields):
                 raise OutputError(
                     f"policy {name!r} returned {out!r}, not an output of this"
-                    f" world; its outputs are {_spelled(self.outputs)}"
+                    f" world; its outputs are {_spelled(self.outputs)}",
+                    out,
                 )
             for (field, declared, conforms), value in zip(
                 _field_checks(kind), out[1:], strict=True
@@ -870,7 +911,8 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
                 if not conforms(value):
                     raise OutputError(
                         f"policy {name!r} returned {out!r}: the {field} of {out[0]} is"
-                        f" {value!r}, not {declared}"
+                        f" {value!r}, not {declared}",
+                        out,
                     )
             typed.append(out if type(out) is kind else kind._make(out))
         return tuple(typed)

@@ -118,11 +118,13 @@ def test_an_output_of_no_known_kind_stops_the_check(model: Any, message: str) ->
     assert f"model raised {OutputError.__name__}: policy " in str(info.value)
     assert message in str(info.value)
     assert info.value.path is not None  # the path to the state where the policy said it
-    where = info.value.location  # the line _Plain.step returned the output from
+    where = info.value.location  # the line of _Plain.step that made the output
+    made = _PLAIN_RETURN if "('resume',)" in message else _PLAIN_SPELLS
     assert where is not None and Path(where.file) == Path(__file__)
-    assert (where.function, where.source) == ("step", _PLAIN_RETURN)
+    assert (where.function, where.source) == ("step", made)
 
 
+_PLAIN_SPELLS = "plain = [(new, *o[1:]) if o[0] == old else tuple(o) for o in outputs]"
 _PLAIN_RETURN = "return state, tuple(o[:-1] if o[0] == self.shorten else o for o in plain)"
 
 
@@ -153,10 +155,15 @@ class Broken:
                 return (world.Present(r),)  # no pair
             if fault == "outputs not a tuple":
                 return state, None  # outputs not a tuple
+            if fault == "made in a helper":
+                return self.helper(state, r)
             return (*state, r), (world.Present(r),)
         if isinstance(inp, world.Event) and inp.what == "resp":
             return state, (End("completed"),)
         return state, ()
+
+    def helper(self, state: tuple[int, ...], r: int) -> Any:
+        return state, (("present", r, "extra"),)  # made in a helper
 
 
 BROKEN = world.Bounds(cuts=0, user="never")
@@ -200,6 +207,11 @@ SOURCE = Path(__file__).read_text().splitlines()
             OutputError,
             "policy 'broken' returned outputs None, not a tuple of outputs",
         ),
+        (
+            "made in a helper",
+            OutputError,
+            "policy 'broken' returned ('present', 0, 'extra'), not an output of this world",
+        ),
     ],
 )
 def test_a_result_the_world_cannot_take_names_the_policys_line(
@@ -211,8 +223,10 @@ def test_a_result_the_world_cannot_take_names_the_policys_line(
     line = next(n for n, text in enumerate(SOURCE, 1) if text.endswith(f"  # {fault}"))
     where = info.value.location
     assert where is not None and Path(where.file) == Path(__file__)
-    assert (where.line, where.function) == (line, "step")
-    assert info.value.format_text().splitlines()[1].startswith(f"  at {where}, in step: return ")
+    function = "helper" if fault == "made in a helper" else "step"
+    assert (where.line, where.function) == (line, function)
+    text = info.value.format_text().splitlines()[1]
+    assert text.startswith(f"  at {where}, in {function}: return ")
 
 
 def test_the_same_policy_returning_what_the_world_takes_is_checked() -> None:
