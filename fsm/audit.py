@@ -2,10 +2,10 @@
 
 The log is JSON Lines in the :mod:`fsm.trace` schema (what :class:`fsm.sse.observe.ObservedGuard`
 writes). Every record is replayed, in order, through the P1-P7 and bounded-L1 monitor
-(:class:`AuditMonitor`, which judges exactly as :func:`fsm.properties.step`) and through a
-lifecycle check against the declared machines (:data:`fsm.machines.resumption.LIVENESS` per
-request key, :data:`fsm.machines.resumption.TRANSPORT` per stream), reported as property
-``M``.
+(:class:`AuditMonitor`, running the rules' one implementation, :class:`fsm.properties.Facts`,
+in place) and through a lifecycle check against the declared machines
+(:data:`fsm.machines.resumption.LIVENESS` per request key,
+:data:`fsm.machines.resumption.TRANSPORT` per stream), reported as property ``M``.
 
 Exit codes: ``0`` the log conforms; ``1`` a violation -- the FIRST violating record is
 reported with its line number, the property, the monitor state before it and why;
@@ -245,17 +245,18 @@ class Lifecycle:
 # ----------------------------------------------------------------- the monitor
 
 
-class AuditMonitor:
-    """P1-P7 and the bounded L1, judged exactly as :func:`fsm.properties.step` judges
-    them, on state updated in place: a record costs O(1) amortised, whatever came before.
+class AuditMonitor(P.Monitor):
+    """The audit's monitor: :class:`fsm.properties.Monitor` (the rules of
+    :class:`fsm.properties.Facts`, applied in place: a record costs O(1) amortised,
+    whatever came before) remembering the last :data:`DEFAULT_RETAIN` ended interactions
+    by default.
 
     :meth:`check` says what an observation violates (nothing changes), :meth:`apply`
-    records it, :meth:`observe` does both. :meth:`snapshot` is the same state as the
-    :class:`fsm.properties.MonitorState` that ``step`` would hold (O(state), for reports
-    and tests). ``retain`` bounds what is remembered of ended interactions as
-    :class:`fsm.properties.Monitor` does (``None``: everything); ``on_forget(interaction,
-    keys)`` is called for each interaction forgotten, with the request keys forgotten with
-    it. See the module docstring for what is kept and what forgetting loses.
+    records it, :meth:`observe` does both; :meth:`snapshot` is the state as the
+    :class:`fsm.properties.MonitorState` that :func:`fsm.properties.step` would hold
+    (O(state), for reports and tests). ``on_forget(interaction, keys)`` is called for each
+    interaction forgotten, with the request keys forgotten with it. See the module
+    docstring for what is kept and what forgetting loses.
     """
 
     def __init__(
@@ -265,262 +266,11 @@ class AuditMonitor:
         retain: int | None = DEFAULT_RETAIN,
         on_forget: Callable[[str, set[RequestKey]], None] | None = None,
     ) -> None:
-        if retain is not None and retain < 0:
-            raise ValueError("retain must be >= 0 or None")
-        self.budgets = budgets or P.Budgets()
-        self.retain = retain
-        self._on_forget = on_forget
-        self.dead: set[RequestKey] = set()
-        self.presented: set[RequestKey] = set()
-        self.idempotent: set[RequestKey] = set()
-        self.deadlines: dict[RequestKey, float] = {}
-        self.stale_delivery: set[RequestKey] = set()
-        self.stream_of: dict[RequestKey, str] = {}
-        self.no_resume: set[str] = set()
-        self.session_gone = False
-        self.answers: dict[RequestKey, str] = {}
-        self.submissions: dict[RequestKey, int] = {}
-        self.newest: dict[str, str] = {}
-        self.seen: dict[str, set[str]] = {}
-        self.stalls: dict[str, int] = {}
-        self.begun: set[str] = set()
-        self.ended: set[str] = set()
-        self.violated: set[str] = set()
-        # Indexes: the keys delivered on each stream (what forgetting a stream drops);
-        # the keys and streams learnt since the session was last revived or lost (what
-        # the next revival makes dead, the next loss unresumable: everything learnt
-        # earlier already is); the ended interactions remembered, oldest first.
-        self._keys_on: dict[str, set[RequestKey]] = {}
-        self._fresh_keys: set[RequestKey] = set()
-        self._fresh_streams: set[str] = set()
-        self._window: dict[str, None] = {}
-        self._seen_count = 0
-
-    # -- judging
-
-    def check(self, obs: P.Observation) -> tuple[P.Violation, ...]:
-        """The violations ``obs`` causes in the current state, in ``step``'s order."""
-        bad: list[P.Violation] = []
-        if isinstance(obs, P.Presented):
-            key = obs.key
-            if key in self.dead or self.session_gone:
-                bad.append(P.Violation("P1", f"{key!r} presented after the client knew it dead"))
-            if key in self.presented and key not in self.idempotent:
-                bad.append(P.Violation("P2", f"{key!r} presented a second time"))
-            if key in self.stale_delivery:
-                bad.append(
-                    P.Violation(
-                        "P6",
-                        f"{key!r} presented from a replay past its deadline "
-                        "without liveness assertion",
-                    )
-                )
-        elif isinstance(obs, P.Submitted):
-            given = self.answers.get(obs.key)
-            if given is None or given != P._answer_id(obs.answer):
-                bad.append(
-                    P.Violation(
-                        "P4",
-                        f"answer for {obs.key!r} submitted that the user did not give for it",
-                    )
-                )
-            if self.budgets.counters:
-                count = self.submissions.get(obs.key, 0) + 1
-                if count > self.budgets.max_submissions:
-                    bad.append(P.Violation("L1", f"{obs.key!r} submitted {count} times"))
-        elif isinstance(obs, P.Resumed):
-            stream = obs.stream
-            if stream in self.no_resume or self.session_gone:
-                bad.append(P.Violation("P3", f"{stream} resumed after a terminal rejection"))
-            newest = self.newest.get(stream)
-            if newest is not None and obs.cursor != newest:
-                bad.append(
-                    P.Violation(
-                        "P7", f"{stream} resumed from {obs.cursor!r}, newest seen is {newest!r}"
-                    )
-                )
-            if self.budgets.counters:
-                stalls = self.stalls.get(stream, 0) + 1
-                if stalls > self.budgets.max_resumes_without_progress:
-                    bad.append(
-                        P.Violation("L1", f"{stream} resumed {stalls} times without progress")
-                    )
-        elif isinstance(obs, P.Ended) and obs.interaction in self.ended:
-            bad.append(P.Violation("P5", f"{obs.interaction} ended twice"))
-        return tuple(bad)
-
-    def apply(self, obs: P.Observation, bad: Iterable[P.Violation] = ()) -> None:
-        """Record ``obs`` (whose violations, from :meth:`check`, are ``bad``)."""
-        b = self.budgets
-        if isinstance(obs, P.Delivered):
-            key = obs.key
-            if key not in self.stream_of:
-                self.stream_of[key] = obs.stream
-                self._keys_on.setdefault(obs.stream, set()).add(key)
-                self._fresh_keys.add(key)
-                self._fresh_streams.add(obs.stream)
-            if not obs.interactive:
-                self.idempotent.add(key)
-            deadline = self.deadlines.get(key)
-            if (
-                obs.interactive
-                and obs.replayed
-                and not obs.asserted
-                and deadline is not None
-                and obs.t > deadline
-            ):
-                self.stale_delivery.add(key)
-            else:
-                self.stale_delivery.discard(key)
-        elif isinstance(obs, P.DeclaredDead) or (
-            isinstance(obs, P.Cancelled) and obs.key in self.stream_of
-        ):
-            # A cancellation for a request never delivered kills nothing (as in ``step``).
-            self.dead.add(obs.key)
-        elif isinstance(obs, P.Rejected):
-            if obs.session:
-                self._lose_session()
-            elif obs.key not in self.dead and obs.key in self.answers:
-                stream = self.stream_of.get(obs.key)
-                self.dead.add(obs.key)
-                if stream is not None and stream in self.begun:
-                    self.no_resume.add(stream)
-        elif isinstance(obs, P.SessionGone):
-            self._lose_session()
-        elif isinstance(obs, P.SessionBegan):
-            if self.session_gone:  # every request known so far stays dead
-                self.session_gone = False
-                self.dead |= self._fresh_keys
-                self._fresh_keys.clear()
-        elif isinstance(obs, P.EventSeen):
-            ids = self.seen.get(obs.stream)
-            if ids is None:
-                ids = self.seen[obs.stream] = set()
-            if obs.event_id not in ids:
-                ids.add(obs.event_id)
-                self._seen_count += 1
-                self.newest[obs.stream] = obs.event_id
-                self.stalls[obs.stream] = 0
-                self._fresh_streams.add(obs.stream)
-        elif isinstance(obs, P.Answered):
-            self.answers[obs.key] = P._answer_id(obs.answer)
-        elif isinstance(obs, P.Presented):
-            if obs.key not in self.presented:
-                self.presented.add(obs.key)
-                self.deadlines[obs.key] = obs.t + b.ttl
-        elif isinstance(obs, P.Submitted):
-            if b.counters:
-                count = self.submissions.get(obs.key, 0) + 1
-                self.submissions[obs.key] = min(count, b.max_submissions + 1)
-        elif isinstance(obs, P.Resumed):
-            if b.counters:
-                stalls = self.stalls.get(obs.stream, 0) + 1
-                self.stalls[obs.stream] = min(stalls, b.max_resumes_without_progress + 1)
-        elif isinstance(obs, P.Began):
-            self.begun.add(obs.interaction)
-        elif isinstance(obs, P.Ended):
-            self.ended.add(obs.interaction)
-            self.begun.add(obs.interaction)
-        if bad:
-            self.violated.update(v.name for v in bad)
-        if self.retain is not None and isinstance(obs, P.Ended):
-            window = self._window
-            window[obs.interaction] = None
-            while len(window) > self.retain:
-                oldest = next(iter(window))
-                del window[oldest]
-                self.forget(oldest)
-
-    def observe(self, obs: P.Observation) -> tuple[P.Violation, ...]:
-        """:meth:`check` then :meth:`apply` ``obs``; return its violations."""
-        bad = self.check(obs)
-        self.apply(obs, bad)
-        return bad
-
-    def _lose_session(self) -> None:
-        # Every stream known before the previous loss is unresumable already.
-        self.session_gone = True
-        self.no_resume |= self._fresh_streams
-        self._fresh_streams.clear()
-
-    # -- forgetting
-
-    def forget(self, interaction: str) -> set[RequestKey]:
-        """Drop what is known of ``interaction`` and of the requests delivered on its
-        stream, as :func:`fsm.properties.forget` does; return those requests' keys."""
-        keys = self._keys_on.pop(interaction, set())
-        for key in keys:
-            self.dead.discard(key)
-            self.presented.discard(key)
-            self.idempotent.discard(key)
-            self.deadlines.pop(key, None)
-            self.stale_delivery.discard(key)
-            del self.stream_of[key]
-            self.answers.pop(key, None)
-            self.submissions.pop(key, None)
-            self._fresh_keys.discard(key)
-        self.no_resume.discard(interaction)
-        self.newest.pop(interaction, None)
-        self._seen_count -= len(self.seen.pop(interaction, ()))
-        self.stalls.pop(interaction, None)
-        self.begun.discard(interaction)
-        self.ended.discard(interaction)
-        self._fresh_streams.discard(interaction)
-        if self._on_forget is not None:
-            self._on_forget(interaction, keys)
-        return keys
-
-    # -- reading the state
-
-    def unfinished(self) -> tuple[P.Violation, ...]:
-        """P5 at quiescence: interactions that began and never ended."""
-        return tuple(P.Violation("P5", f"{i} never ended") for i in sorted(self.begun - self.ended))
-
-    def retained(self) -> int:
-        """How many entries the state holds (keys, streams, event ids, window slots):
-        what bounds its memory."""
-        return (
-            len(self.dead)
-            + len(self.presented)
-            + len(self.idempotent)
-            + len(self.deadlines)
-            + len(self.stale_delivery)
-            + 2 * len(self.stream_of)  # with the per-stream index
-            + len(self.no_resume)
-            + len(self.answers)
-            + len(self.submissions)
-            + len(self.newest)
-            + len(self.seen)
-            + self._seen_count
-            + len(self.stalls)
-            + len(self.begun)
-            + len(self.ended)
-            + len(self._keys_on)
-            + len(self._fresh_keys)
-            + len(self._fresh_streams)
-            + len(self._window)
-        )
+        super().__init__(budgets or P.Budgets(), retain=retain, on_forget=on_forget)
 
     def snapshot(self) -> P.MonitorState:
         """The state as the immutable :class:`fsm.properties.MonitorState` (a copy)."""
-        return P.MonitorState(
-            dead=frozenset(self.dead),
-            presented=frozenset(self.presented),
-            idempotent=frozenset(self.idempotent),
-            deadlines=P.FrozenMap(self.deadlines),
-            stale_delivery=frozenset(self.stale_delivery),
-            stream_of=P.FrozenMap(self.stream_of),
-            no_resume=frozenset(self.no_resume),
-            session_gone=self.session_gone,
-            answers=P.FrozenMap(self.answers),
-            submissions=P.FrozenMap(self.submissions),
-            newest=P.FrozenMap(self.newest),
-            seen=frozenset((s, e) for s, ids in self.seen.items() for e in ids),
-            stalls=P.FrozenMap(self.stalls),
-            begun=frozenset(self.begun),
-            ended=frozenset(self.ended),
-            violated=frozenset(self.violated),
-        )
+        return self.state
 
 
 # ----------------------------------------------------------------- reports

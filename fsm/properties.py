@@ -26,13 +26,30 @@ L1        (bounded form) more resumes without progress than the budget, or
           more submissions of one key than the budget
 ========  ==================================================================
 
-:class:`MonitorState` is immutable and hashable; :func:`step` is a pure function.
+One implementation, three ways to run it
+----------------------------------------
+The rules are written once, in :class:`Facts`: the monitor's state in mutable sets and
+dicts, updated in place, O(1) amortised per observation. Everything else runs them:
+
+* :class:`Monitor` (the online monitor of every guarded session, the SSE conformance kit)
+  and :class:`fsm.audit.AuditMonitor` (the log audit) hold one :class:`Facts` and apply
+  each observation to it in place, whatever the length of the session or the log;
+* :func:`step`, the pure function the model checker steps its states with, thaws an
+  immutable, hashable :class:`MonitorState` into :class:`Facts`, applies the observation
+  in place and freezes the result (sharing the fields it left alone). That costs
+  O(facts) per step, which the checker can afford: its states hold a handful of facts
+  and its worlds memoise every step (a few thousand calls check every shipped model).
+
+The reverse (the rules written over the immutable state, the audit and the online
+monitor stepping it) copies a whole set or map per observation: quadratic over a long
+session or log, which is why the in-place form is the one the rules are written in.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, NoReturn, TypeVar
 
@@ -256,9 +273,10 @@ _NO_FACTS: FrozenMap[Any, Any] = FrozenMap()
 
 
 class MonitorState(NamedTuple):
-    """What the monitor remembers. Immutable and hashable (models embed it and hash it
-    on every step: a tuple hashes and copies in C, a frozen dataclass in Python); the
-    maps are :class:`FrozenMap` (a step costs a copy, not a re-sort)."""
+    """What the monitor remembers, frozen. Immutable and hashable (models embed it and
+    hash it on every step: a tuple hashes and copies in C, a frozen dataclass in Python);
+    the maps are :class:`FrozenMap`. :meth:`Facts.freeze` makes one, :meth:`Facts.thaw`
+    reads one back."""
 
     dead: frozenset[RequestKey] = frozenset()
     presented: frozenset[RequestKey] = frozenset()
@@ -278,119 +296,363 @@ class MonitorState(NamedTuple):
     violated: frozenset[str] = frozenset()
 
 
+_EMPTY = MonitorState()
+
+
+class Facts:
+    """What the monitor knows, in mutable sets and dicts, and the rules that judge an
+    observation against it: the only implementation of P1-P7 and the bounded L1.
+
+    :meth:`check` returns what an observation violates and changes nothing; :meth:`apply`
+    records it (with the violations ``check`` found); :meth:`observe` does both. Each
+    costs O(1) amortised, whatever came before: a set or dict update per fact, and a lost
+    or revived session touches only the streams and requests learnt since the previous
+    one (everything learnt earlier is already unresumable, or already dead). Forgetting
+    an interaction (:meth:`forget`) costs what is known of it. :meth:`freeze` and
+    :meth:`thaw` convert to and from :class:`MonitorState`, each O(facts).
+
+    The fields mirror :class:`MonitorState`'s (``seen`` as event ids per stream), plus
+    indexes: the keys delivered on each stream (what forgetting a stream drops) and the
+    keys and streams learnt since the session was last revived or lost.
+    """
+
+    __slots__ = (
+        "_fresh_keys",
+        "_fresh_streams",
+        "_keys_on",
+        "_seen_count",
+        "answers",
+        "begun",
+        "budgets",
+        "dead",
+        "deadlines",
+        "ended",
+        "idempotent",
+        "newest",
+        "no_resume",
+        "presented",
+        "seen",
+        "session_gone",
+        "stale_delivery",
+        "stalls",
+        "stream_of",
+        "submissions",
+        "violated",
+    )
+
+    def __init__(self, budgets: Budgets = Budgets()) -> None:
+        self.budgets = budgets
+        self.dead: set[RequestKey] = set()
+        self.presented: set[RequestKey] = set()
+        self.idempotent: set[RequestKey] = set()
+        self.deadlines: dict[RequestKey, float] = {}
+        self.stale_delivery: set[RequestKey] = set()
+        self.stream_of: dict[RequestKey, str] = {}
+        self.no_resume: set[str] = set()
+        self.session_gone = False
+        self.answers: dict[RequestKey, str] = {}
+        self.submissions: dict[RequestKey, int] = {}
+        self.newest: dict[str, str] = {}
+        self.seen: dict[str, set[str]] = {}
+        self.stalls: dict[str, int] = {}
+        self.begun: set[str] = set()
+        self.ended: set[str] = set()
+        self.violated: set[str] = set()
+        self._keys_on: dict[str, set[RequestKey]] = {}
+        self._fresh_keys: set[RequestKey] = set()
+        self._fresh_streams: set[str] = set()
+        self._seen_count = 0
+
+    # -- judging
+
+    def check(self, obs: Observation) -> tuple[Violation, ...]:
+        """The violations ``obs`` causes in the current state, in a fixed order (P1, P2,
+        P6 for a presentation; P4, L1 for a submission; P3, P7, L1 for a resume)."""
+        bad: list[Violation] = []
+        if isinstance(obs, Presented):
+            key = obs.key
+            if key in self.dead or self.session_gone:
+                bad.append(Violation("P1", f"{key!r} presented after the client knew it dead"))
+            if key in self.presented and key not in self.idempotent:
+                bad.append(Violation("P2", f"{key!r} presented a second time"))
+            if key in self.stale_delivery:
+                bad.append(
+                    Violation(
+                        "P6",
+                        f"{key!r} presented from a replay past its deadline "
+                        "without liveness assertion",
+                    )
+                )
+        elif isinstance(obs, Submitted):
+            given = self.answers.get(obs.key)
+            if given is None or given != _answer_id(obs.answer):
+                bad.append(
+                    Violation(
+                        "P4", f"answer for {obs.key!r} submitted that the user did not give for it"
+                    )
+                )
+            if self.budgets.counters:
+                count = self.submissions.get(obs.key, 0) + 1
+                if count > self.budgets.max_submissions:
+                    bad.append(Violation("L1", f"{obs.key!r} submitted {count} times"))
+        elif isinstance(obs, Resumed):
+            stream = obs.stream
+            if stream in self.no_resume or self.session_gone:
+                bad.append(Violation("P3", f"{stream} resumed after a terminal rejection"))
+            newest = self.newest.get(stream)
+            if newest is not None and obs.cursor != newest:
+                bad.append(
+                    Violation(
+                        "P7", f"{stream} resumed from {obs.cursor!r}, newest seen is {newest!r}"
+                    )
+                )
+            if self.budgets.counters:
+                stalls = self.stalls.get(stream, 0) + 1
+                if stalls > self.budgets.max_resumes_without_progress:
+                    bad.append(Violation("L1", f"{stream} resumed {stalls} times without progress"))
+        elif isinstance(obs, Ended) and obs.interaction in self.ended:
+            bad.append(Violation("P5", f"{obs.interaction} ended twice"))
+        return tuple(bad)
+
+    def apply(self, obs: Observation, bad: Iterable[Violation] = ()) -> None:
+        """Record ``obs``, whose violations (from :meth:`check`, in this same state) are
+        ``bad``: their names join ``violated``."""
+        if isinstance(obs, Delivered):
+            key = obs.key
+            if key not in self.stream_of:  # the first delivery names the key's stream
+                self.stream_of[key] = obs.stream
+                self._keys_on.setdefault(obs.stream, set()).add(key)
+                self._fresh_keys.add(key)
+                self._fresh_streams.add(obs.stream)
+            if not obs.interactive:
+                self.idempotent.add(key)
+            deadline = self.deadlines.get(key)
+            if (
+                obs.interactive
+                and obs.replayed
+                and not obs.asserted
+                and deadline is not None
+                and obs.t > deadline
+            ):
+                self.stale_delivery.add(key)
+            else:
+                self.stale_delivery.discard(key)
+        elif isinstance(obs, DeclaredDead) or (
+            isinstance(obs, Cancelled) and obs.key in self.stream_of
+        ):
+            # A cancellation for a request never delivered references nothing the client
+            # knows (the specification lets receivers ignore it), so it kills nothing.
+            self.dead.add(obs.key)
+        elif isinstance(obs, Rejected):
+            if obs.session:
+                self._lose_session()
+            elif obs.key not in self.dead and obs.key in self.answers:
+                # Only the rejection of an answer the user gave counts (a stray outcome for
+                # a key never answered proves nothing); rejecting an answer to a request
+                # already known cancelled is expected. Only an interaction's stream (one
+                # that began: it has an origin) must not be resumed; the GET stream
+                # carries other requests and stays resumable.
+                self.dead.add(obs.key)
+                stream = self.stream_of.get(obs.key)
+                if stream is not None and stream in self.begun:
+                    self.no_resume.add(stream)
+        elif isinstance(obs, SessionGone):
+            self._lose_session()
+        elif isinstance(obs, SessionBegan):
+            if self.session_gone:  # what the client knew of the gone session stays dead
+                self.session_gone = False
+                self.dead |= self._fresh_keys  # every key delivered earlier already is
+                self._fresh_keys.clear()
+        elif isinstance(obs, EventSeen):
+            ids = self.seen.get(obs.stream)
+            if ids is None:
+                ids = self.seen[obs.stream] = set()
+            if obs.event_id not in ids:
+                ids.add(obs.event_id)
+                self._seen_count += 1
+                self.newest[obs.stream] = obs.event_id
+                self.stalls[obs.stream] = 0
+                self._fresh_streams.add(obs.stream)
+        elif isinstance(obs, Answered):
+            self.answers[obs.key] = _answer_id(obs.answer)
+        elif isinstance(obs, Presented):
+            if obs.key not in self.presented:
+                self.presented.add(obs.key)
+                self.deadlines[obs.key] = obs.t + self.budgets.ttl
+        elif isinstance(obs, Submitted):
+            if self.budgets.counters:
+                # Counters saturate one past the budget: a looping client's states stay
+                # finite.
+                count = self.submissions.get(obs.key, 0) + 1
+                self.submissions[obs.key] = min(count, self.budgets.max_submissions + 1)
+        elif isinstance(obs, Resumed):
+            if self.budgets.counters:
+                stalls = self.stalls.get(obs.stream, 0) + 1
+                limit = self.budgets.max_resumes_without_progress + 1
+                self.stalls[obs.stream] = min(stalls, limit)
+        elif isinstance(obs, Began):
+            self.begun.add(obs.interaction)
+        elif isinstance(obs, Ended):
+            self.ended.add(obs.interaction)
+            self.begun.add(obs.interaction)
+        if bad:
+            self.violated.update(v.name for v in bad)
+
+    def observe(self, obs: Observation) -> tuple[Violation, ...]:
+        """:meth:`check` then :meth:`apply` ``obs``; return its violations."""
+        bad = self.check(obs)
+        self.apply(obs, bad)
+        return bad
+
+    def _lose_session(self) -> None:
+        # Every stream known before the previous loss is unresumable already.
+        self.session_gone = True
+        self.no_resume |= self._fresh_streams
+        self._fresh_streams.clear()
+
+    # -- forgetting
+
+    def forget(self, interaction: str) -> set[RequestKey]:
+        """Drop what is known of ``interaction`` and of the requests delivered on its
+        stream; return those requests' keys. Costs what is dropped.
+
+        Forgetting loses checks, never creates one, with one exception: a submission for
+        a forgotten request is judged as one for a request never answered (P4). What was
+        violated stays in ``violated``."""
+        keys = self._keys_on.pop(interaction, set())
+        for key in keys:
+            self.dead.discard(key)
+            self.presented.discard(key)
+            self.idempotent.discard(key)
+            self.deadlines.pop(key, None)
+            self.stale_delivery.discard(key)
+            del self.stream_of[key]
+            self.answers.pop(key, None)
+            self.submissions.pop(key, None)
+            self._fresh_keys.discard(key)
+        self.no_resume.discard(interaction)
+        self.newest.pop(interaction, None)
+        self._seen_count -= len(self.seen.pop(interaction, ()))
+        self.stalls.pop(interaction, None)
+        self.begun.discard(interaction)
+        self.ended.discard(interaction)
+        self._fresh_streams.discard(interaction)
+        return keys
+
+    # -- reading the state
+
+    def unfinished(self) -> tuple[Violation, ...]:
+        """P5 at quiescence: interactions that began and never ended, by name."""
+        return _unfinished(self.begun, self.ended)
+
+    def retained(self) -> int:
+        """How many entries the state holds (keys, streams, event ids, index entries):
+        what bounds its memory. O(1)."""
+        return (
+            len(self.dead)
+            + len(self.presented)
+            + len(self.idempotent)
+            + len(self.deadlines)
+            + len(self.stale_delivery)
+            + 2 * len(self.stream_of)  # with the per-stream index
+            + len(self.no_resume)
+            + len(self.answers)
+            + len(self.submissions)
+            + len(self.newest)
+            + len(self.seen)
+            + self._seen_count
+            + len(self.stalls)
+            + len(self.begun)
+            + len(self.ended)
+            + len(self._keys_on)
+            + len(self._fresh_keys)
+            + len(self._fresh_streams)
+        )
+
+    def freeze(self, like: MonitorState = _EMPTY) -> MonitorState:
+        """The state as a :class:`MonitorState`. Each field equal to ``like``'s is
+        ``like``'s own object (already hashed, shared between states); the others are
+        copies. O(facts)."""
+        seen = frozenset((s, e) for s, ids in self.seen.items() for e in ids)
+        return MonitorState(
+            _set(like.dead, self.dead),
+            _set(like.presented, self.presented),
+            _set(like.idempotent, self.idempotent),
+            _map(like.deadlines, self.deadlines),
+            _set(like.stale_delivery, self.stale_delivery),
+            _map(like.stream_of, self.stream_of),
+            _set(like.no_resume, self.no_resume),
+            self.session_gone,
+            _map(like.answers, self.answers),
+            _map(like.submissions, self.submissions),
+            _map(like.newest, self.newest),
+            like.seen if seen == like.seen else seen,
+            _map(like.stalls, self.stalls),
+            _set(like.begun, self.begun),
+            _set(like.ended, self.ended),
+            _set(like.violated, self.violated),
+        )
+
+    @classmethod
+    def thaw(cls, state: MonitorState, budgets: Budgets = Budgets()) -> Facts:
+        """``state`` as facts judged with ``budgets``, sharing nothing with it. O(facts).
+
+        The indexes are rebuilt from the fields: every delivered key not dead counts as
+        learnt since the last revival, every known stream not unresumable as learnt since
+        the last loss (the rest already are what a revival or a loss would make them)."""
+        facts = cls(budgets)
+        facts.dead = set(state.dead)
+        facts.presented = set(state.presented)
+        facts.idempotent = set(state.idempotent)
+        facts.deadlines = dict(state.deadlines)
+        facts.stale_delivery = set(state.stale_delivery)
+        facts.stream_of = dict(state.stream_of)
+        facts.no_resume = set(state.no_resume)
+        facts.session_gone = state.session_gone
+        facts.answers = dict(state.answers)
+        facts.submissions = dict(state.submissions)
+        facts.newest = dict(state.newest)
+        for stream, event_id in state.seen:
+            facts.seen.setdefault(stream, set()).add(event_id)
+        facts._seen_count = len(state.seen)
+        facts.stalls = dict(state.stalls)
+        facts.begun = set(state.begun)
+        facts.ended = set(state.ended)
+        facts.violated = set(state.violated)
+        for key, stream in state.stream_of.items():
+            facts._keys_on.setdefault(stream, set()).add(key)
+        facts._fresh_keys = facts.stream_of.keys() - facts.dead
+        facts._fresh_streams = {*facts.stream_of.values(), *facts.newest} - facts.no_resume
+        return facts
+
+
+T = TypeVar("T")
+
+
+def _set(like: frozenset[T], now: set[T]) -> frozenset[T]:
+    return like if now == like else frozenset(now)
+
+
+def _map(like: FrozenMap[K, V], now: dict[K, V]) -> FrozenMap[K, V]:
+    return like if now == like else FrozenMap(now)
+
+
+def _unfinished(begun: AbstractSet[str], ended: AbstractSet[str]) -> tuple[Violation, ...]:
+    return tuple(Violation("P5", f"{i} never ended") for i in sorted(begun - ended))
+
+
 def step(
     state: MonitorState, obs: Observation, budgets: Budgets = Budgets()
 ) -> tuple[MonitorState, tuple[Violation, ...]]:
-    """Apply one observation; return the new state and the violations it caused."""
-    bad: list[Violation] = []
-    s = state
-    if isinstance(obs, Delivered):
-        if s.stream_of.get(obs.key) is None:
-            s = s._replace(stream_of=s.stream_of.set(obs.key, obs.stream))
-        if not obs.interactive and obs.key not in s.idempotent:
-            s = s._replace(idempotent=s.idempotent | {obs.key})
-        deadline = s.deadlines.get(obs.key)
-        stale = (
-            obs.interactive
-            and obs.replayed
-            and not obs.asserted
-            and deadline is not None
-            and obs.t > deadline
-        )
-        if stale:
-            s = s._replace(stale_delivery=s.stale_delivery | {obs.key})
-        elif obs.key in s.stale_delivery:
-            s = s._replace(stale_delivery=s.stale_delivery - {obs.key})
-    elif isinstance(obs, DeclaredDead) or (
-        isinstance(obs, Cancelled) and s.stream_of.get(obs.key) is not None
-    ):
-        # A cancellation for a request never delivered references nothing the client
-        # knows (the specification lets receivers ignore it), so it kills nothing.
-        s = s._replace(dead=s.dead | {obs.key})
-    elif isinstance(obs, Rejected):
-        if obs.session:
-            s = _session_gone(s)
-        elif obs.key not in s.dead and s.answers.get(obs.key) is not None:
-            # Only the rejection of an answer the user gave counts (a stray outcome for a
-            # key never answered proves nothing); rejecting an answer to a request already
-            # known cancelled is expected.
-            # Only an interaction's stream (one that began: it has an origin) must not be
-            # resumed; the GET stream carries other requests and stays resumable.
-            stream = s.stream_of.get(obs.key)
-            ends = {stream} if stream is not None and stream in s.begun else set()
-            s = s._replace(dead=s.dead | {obs.key}, no_resume=s.no_resume | ends)
-    elif isinstance(obs, SessionGone):
-        s = _session_gone(s)
-    elif isinstance(obs, SessionBegan):
-        if s.session_gone:  # what the client knew of the gone session stays dead
-            s = s._replace(session_gone=False, dead=s.dead | set(s.stream_of))
-    elif isinstance(obs, EventSeen):
-        if (obs.stream, obs.event_id) not in s.seen:
-            s = s._replace(
-                seen=s.seen | {(obs.stream, obs.event_id)},
-                newest=s.newest.set(obs.stream, obs.event_id),
-                stalls=s.stalls.set(obs.stream, 0),
-            )
-    elif isinstance(obs, Answered):
-        s = s._replace(answers=s.answers.set(obs.key, _answer_id(obs.answer)))
-    elif isinstance(obs, Presented):
-        if obs.key in s.dead or s.session_gone:
-            bad.append(Violation("P1", f"{obs.key!r} presented after the client knew it dead"))
-        if obs.key in s.presented and obs.key not in s.idempotent:
-            bad.append(Violation("P2", f"{obs.key!r} presented a second time"))
-        if obs.key in s.stale_delivery:
-            bad.append(
-                Violation(
-                    "P6",
-                    f"{obs.key!r} presented from a replay past its deadline "
-                    "without liveness assertion",
-                )
-            )
-        if obs.key not in s.presented:
-            s = s._replace(
-                presented=s.presented | {obs.key},
-                deadlines=s.deadlines.set(obs.key, obs.t + budgets.ttl),
-            )
-    elif isinstance(obs, Submitted):
-        given = s.answers.get(obs.key)
-        if given is None or given != _answer_id(obs.answer):
-            bad.append(
-                Violation(
-                    "P4", f"answer for {obs.key!r} submitted that the user did not give for it"
-                )
-            )
-        if budgets.counters:
-            count = s.submissions.get(obs.key, 0) + 1
-            if count > budgets.max_submissions:
-                bad.append(Violation("L1", f"{obs.key!r} submitted {count} times"))
-            # Counters saturate one past the budget: a looping client's states stay finite.
-            count = min(count, budgets.max_submissions + 1)
-            s = s._replace(submissions=s.submissions.set(obs.key, count))
-    elif isinstance(obs, Resumed):
-        if obs.stream in s.no_resume or s.session_gone:
-            bad.append(Violation("P3", f"{obs.stream} resumed after a terminal rejection"))
-        newest = s.newest.get(obs.stream)
-        if newest is not None and obs.cursor != newest:
-            bad.append(
-                Violation(
-                    "P7", f"{obs.stream} resumed from {obs.cursor!r}, newest seen is {newest!r}"
-                )
-            )
-        if budgets.counters:
-            stalls = s.stalls.get(obs.stream, 0) + 1
-            if stalls > budgets.max_resumes_without_progress:
-                bad.append(Violation("L1", f"{obs.stream} resumed {stalls} times without progress"))
-            stalls = min(stalls, budgets.max_resumes_without_progress + 1)
-            s = s._replace(stalls=s.stalls.set(obs.stream, stalls))
-    elif isinstance(obs, Began):
-        s = s._replace(begun=s.begun | {obs.interaction})
-    elif isinstance(obs, Ended):
-        if obs.interaction in s.ended:
-            bad.append(Violation("P5", f"{obs.interaction} ended twice"))
-        s = s._replace(ended=s.ended | {obs.interaction}, begun=s.begun | {obs.interaction})
-    if bad:
-        s = s._replace(violated=s.violated | {v.name for v in bad})
-    return s, tuple(bad)
+    """Apply one observation; return the new state and the violations it caused.
+
+    Pure: ``state`` is thawed into :class:`Facts`, judged and updated there, and frozen
+    again (the fields ``obs`` left alone are ``state``'s own). O(facts) per call: made for
+    the model checker, whose states hold a handful of facts and whose worlds memoise each
+    step. A long stream of observations belongs to :class:`Monitor`, O(1) each."""
+    facts = Facts.thaw(state, budgets)
+    bad = facts.observe(obs)
+    return facts.freeze(state), bad
 
 
 def newest_event(state: MonitorState, stream: str) -> str | None:
@@ -399,35 +661,16 @@ def newest_event(state: MonitorState, stream: str) -> str | None:
     return newest
 
 
-def _session_gone(s: MonitorState) -> MonitorState:
-    streams = {*s.stream_of.values(), *s.newest}
-    return s._replace(session_gone=True, no_resume=s.no_resume | streams)
-
-
 def forget(state: MonitorState, interaction: str) -> MonitorState:
     """``state`` without what it knows of ``interaction`` and of the requests delivered on
-    its stream (what a bounded :class:`Monitor` drops once the interaction has ended).
+    its stream (what a bounded :class:`Monitor` drops once the interaction has ended):
+    :meth:`Facts.forget` on the thawed state. O(facts).
 
     Forgetting loses checks, never creates one, with one exception: a submission for a
     forgotten request is judged as one for a request never answered (P4)."""
-    keys = {k for k, stream in state.stream_of.items() if stream == interaction}
-    gone = {interaction}
-    return state._replace(
-        dead=state.dead - keys,
-        presented=state.presented - keys,
-        idempotent=state.idempotent - keys,
-        deadlines=state.deadlines.without(keys),
-        stale_delivery=state.stale_delivery - keys,
-        stream_of=state.stream_of.without(keys),
-        no_resume=state.no_resume - gone,
-        answers=state.answers.without(keys),
-        submissions=state.submissions.without(keys),
-        newest=state.newest.without(gone),
-        seen=frozenset(seen for seen in state.seen if seen[0] != interaction),
-        stalls=state.stalls.without(gone),
-        begun=state.begun - gone,
-        ended=state.ended - gone,
-    )
+    facts = Facts.thaw(state)
+    facts.forget(interaction)
+    return facts.freeze(state)
 
 
 def rename_keys(state: MonitorState, keys: Mapping[RequestKey, RequestKey]) -> MonitorState:
@@ -457,47 +700,108 @@ def rename_keys(state: MonitorState, keys: Mapping[RequestKey, RequestKey]) -> M
 
 def unfinished(state: MonitorState) -> tuple[Violation, ...]:
     """P5 at quiescence: interactions that began and never ended."""
-    return tuple(Violation("P5", f"{i} never ended") for i in sorted(state.begun - state.ended))
+    return _unfinished(state.begun, state.ended)
 
 
 class Monitor:
-    """A mutable convenience wrapper around :func:`step` that records violations.
+    """The online monitor: :class:`Facts` judged in place, the violations recorded.
 
-    ``retain`` bounds what an online monitor remembers over a long session: once more
-    than ``retain`` interactions have ended, the oldest ended one is forgotten with the
-    requests delivered on its stream (:func:`forget`), so memory and the cost of a step
-    stay bounded however many tool calls a session makes. Requests on a stream that has
-    not ended (the open generation of the standalone GET stream) are not forgotten; those
-    of a GET generation that ended go like any other's. ``None`` (the default)
-    remembers everything, as the model checker and the audit do.
+    Each observation costs O(1) amortised (nothing is copied), so a monitor may watch a
+    session of any length. ``retain`` bounds what it remembers: once more than ``retain``
+    interactions have ended, the oldest ended one is forgotten with the requests
+    delivered on its stream (:meth:`Facts.forget`; ``on_forget(interaction, keys)`` is
+    then called with those requests' keys), so memory stays bounded however many tool
+    calls a session makes. Requests on a stream that has not ended (the open generation
+    of the standalone GET stream) are not forgotten; those of a GET generation that ended
+    go like any other's. ``None`` (the default) remembers everything, as the model
+    checker does.
+
+    :attr:`state` reads (and replaces) the facts as a :class:`MonitorState`: O(facts), for
+    reports and tests, never per observation.
     """
 
-    def __init__(self, budgets: Budgets = Budgets(), *, retain: int | None = None) -> None:
+    def __init__(
+        self,
+        budgets: Budgets = Budgets(),
+        *,
+        retain: int | None = None,
+        on_forget: Callable[[str, set[RequestKey]], None] | None = None,
+    ) -> None:
         if retain is not None and retain < 0:
             raise ValueError("retain must be >= 0 or None")
-        self.budgets = budgets
+        self.facts = Facts(budgets)
         self.retain = retain
-        self.state = MonitorState()
         self.violations: list[tuple[int, Observation, Violation]] = []
+        """``(observation number, observation, violation)``, in order."""
         self.count = 0
+        """Observations applied so far."""
+        self._on_forget = on_forget
         self._ended: dict[str, None] = {}  # ended interactions still remembered, oldest first
 
-    def observe(self, obs: Observation) -> tuple[Violation, ...]:
-        """Apply ``obs``; return (and remember) the violations it caused."""
-        self.state, bad = step(self.state, obs, self.budgets)
+    @property
+    def budgets(self) -> Budgets:
+        """The budgets the monitor judges with."""
+        return self.facts.budgets
+
+    @budgets.setter
+    def budgets(self, budgets: Budgets) -> None:
+        self.facts.budgets = budgets
+
+    @property
+    def state(self) -> MonitorState:
+        """The facts as a :class:`MonitorState` (a copy, O(facts)); assigning one makes
+        the monitor judge from it on (which interactions ended, for ``retain``, and the
+        recorded violations are kept)."""
+        return self.facts.freeze()
+
+    @state.setter
+    def state(self, state: MonitorState) -> None:
+        self.facts = Facts.thaw(state, self.facts.budgets)
+
+    def check(self, obs: Observation) -> tuple[Violation, ...]:
+        """The violations ``obs`` would cause now; nothing changes (:meth:`Facts.check`)."""
+        return self.facts.check(obs)
+
+    def apply(self, obs: Observation, bad: Sequence[Violation] = ()) -> None:
+        """Record ``obs`` and ``bad``, its violations from :meth:`check`; then forget
+        past ``retain``."""
+        self.facts.apply(obs, bad)
         self.count += 1
-        self.violations += [(self.count, obs, v) for v in bad]
+        if bad:
+            self.violations += [(self.count, obs, v) for v in bad]
         if self.retain is not None and isinstance(obs, Ended):
             ended = self._ended
             ended[obs.interaction] = None
             while len(ended) > self.retain:
                 oldest = next(iter(ended))
                 del ended[oldest]
-                self.state = forget(self.state, oldest)
+                self.forget(oldest)
+
+    def observe(self, obs: Observation) -> tuple[Violation, ...]:
+        """Apply ``obs``; return (and remember) the violations it caused."""
+        bad = self.facts.check(obs)
+        self.apply(obs, bad)
         return bad
+
+    def forget(self, interaction: str) -> set[RequestKey]:
+        """Forget ``interaction`` and the requests delivered on its stream
+        (:meth:`Facts.forget`); return their keys."""
+        keys = self.facts.forget(interaction)
+        if self._on_forget is not None:
+            self._on_forget(interaction, keys)
+        return keys
+
+    def unfinished(self) -> tuple[Violation, ...]:
+        """P5 at quiescence, without recording it (see :meth:`finish`)."""
+        return self.facts.unfinished()
 
     def finish(self) -> tuple[Violation, ...]:
         """Check P5 at quiescence; return (and remember) what never ended."""
-        bad = unfinished(self.state)
+        bad = self.facts.unfinished()
         self.violations += [(self.count, Began(v.why), v) for v in bad]
         return bad
+
+    def retained(self) -> int:
+        """How many entries the monitor holds (its facts and the window of ended
+        interactions): what bounds its memory. O(1)."""
+        return self.facts.retained() + len(self._ended)

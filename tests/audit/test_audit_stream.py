@@ -1,10 +1,12 @@
 """The streaming audit judges as the audit it replaced, in bounded memory.
 
-The reference below is the audit as it was: :func:`fsm.properties.step` on the immutable
-state and the lifecycle recomputed from sets per record, with forgetting added as
-:class:`fsm.properties.Monitor` does it (``retain=None``: nothing is forgotten, the old
-audit exactly). Random logs must get the same report from both, record for record; long
-synthetic logs must keep the monitor's state under a bound fixed by ``retain``.
+The reference below is the audit as it was: the rules as they were written over the
+immutable state (:mod:`support.monitor_reference`, a frozen copy of the old
+:func:`fsm.properties.step`) and the lifecycle recomputed from sets per record, with
+forgetting added as :class:`fsm.properties.Monitor` does it (``retain=None``: nothing is
+forgotten, the old audit exactly). Random logs must get the same report from both,
+record for record; long synthetic logs must keep the monitor's state under a bound fixed
+by ``retain``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ from fsm.errors import RequestKey
 from fsm.machines.resumption import LIVENESS, TRANSPORT
 from fsm.machines.spec import MachineSpec
 from fsm.trace import SCHEMA, dumps, loads, to_record
+from support import monitor_reference as ref
 from support.audit_logs import synthetic_lines, synthetic_log
+from support.monitor_reference import BUDGETS, OBSERVATIONS
 
 # ----------------------------------------------------------------- the reference
 
@@ -158,7 +162,7 @@ def reference_audit(
         count += 1
         last_line = line
         before = state
-        state, bad = P.step(state, obs, budgets)
+        state, bad = ref.step(state, obs, budgets)
         why: tuple[str, str] | None = (bad[0].name, bad[0].why) if bad else None
         machine_why = life.observe(obs)
         if retain is not None and isinstance(obs, P.Ended):
@@ -167,7 +171,7 @@ def reference_audit(
                 oldest = next(iter(window))
                 del window[oldest]
                 keys = {k for k, stream in state.stream_of.items() if stream == oldest}
-                state = P.forget(state, oldest)
+                state = ref.forget(state, oldest)
                 life.forget(oldest, keys)
         if why is None and machine_why is not None:
             why = (MACHINE, machine_why)
@@ -176,7 +180,7 @@ def reference_audit(
             finding = Finding(line, why[0], why[1], to_record(obs, t), summary(before), also)
             return AuditResult(count, finding, summary(state))
     if complete:
-        unfinished = P.unfinished(state)
+        unfinished = ref.unfinished(state)
         if unfinished:
             v = unfinished[0]
             finding = Finding(
@@ -188,37 +192,7 @@ def reference_audit(
 
 # ----------------------------------------------------------------- random logs
 
-SESSIONS = ("s1", "s2")
-KEYS = st.tuples(st.sampled_from(SESSIONS), st.sampled_from([1, 2, 3, "x"]))
-STREAMS = st.sampled_from(["post:1", "post:2", "post:3", "get", "get/2"])
-INTERACTIONS = st.sampled_from(["post:1", "post:2", "post:3", "get", "get/2", "get#1"])
-EVENT_IDS = st.sampled_from(["e1", "e2", "e3"])
-TIMES = st.sampled_from([0.0, 1.0, 30.0, 61.0, 130.0])
-ANSWERS = st.sampled_from([{"action": "accept"}, {"action": "decline"}])
-
-OBSERVATIONS: st.SearchStrategy[P.Observation] = st.one_of(
-    st.builds(P.Delivered, KEYS, STREAMS, TIMES, st.booleans(), st.booleans(), st.booleans()),
-    st.builds(P.Cancelled, KEYS),
-    st.builds(P.Rejected, KEYS, st.booleans()),
-    st.just(P.SessionGone()),
-    st.builds(P.SessionBegan, st.sampled_from(SESSIONS)),
-    st.builds(P.EventSeen, STREAMS, EVENT_IDS),
-    st.builds(P.Answered, KEYS, ANSWERS),
-    st.builds(P.Presented, KEYS, TIMES),
-    st.builds(P.DeclaredDead, KEYS),
-    st.builds(P.Submitted, KEYS, ANSWERS),
-    st.builds(P.Resumed, STREAMS, EVENT_IDS),
-    st.builds(P.Began, INTERACTIONS),
-    st.builds(P.Ended, INTERACTIONS, st.sampled_from(["completed", "failed"])),
-)
 LOGS = st.lists(OBSERVATIONS, max_size=60)
-BUDGETS = st.builds(
-    P.Budgets,
-    ttl=st.sampled_from([10.0, 60.0]),
-    max_resumes_without_progress=st.integers(0, 3),
-    max_submissions=st.integers(0, 3),
-    counters=st.booleans(),
-)
 RETAIN = st.one_of(st.none(), st.integers(0, 3))
 FAST = settings(max_examples=400, deadline=None)
 
@@ -260,17 +234,20 @@ LOST_TWICE = [
 @example(FORGOTTEN_THEN_LOST, P.Budgets(), 0)
 @example(LOST_TWICE, P.Budgets(), 0)
 @example(LOST_TWICE, P.Budgets(), None)
-def test_the_monitor_judges_every_record_as_step_does(
+def test_the_monitor_judges_every_record_as_the_old_step_did(
     observations: list[P.Observation], budgets: P.Budgets, retain: int | None
 ) -> None:
     """Record by record, past violations too: the same violations and the same state as
-    ``step`` (with ``Monitor``'s forgetting when ``retain`` is set)."""
+    the old ``step`` (with ``Monitor``'s forgetting when ``retain`` is set)."""
     new = AuditMonitor(budgets, retain=retain)
-    old = P.Monitor(budgets, retain=retain)
+    old = ref.Monitor(budgets, retain=retain)
     for obs in observations:
-        assert new.check(obs) == old.observe(obs)[:], obs
-        new.apply(obs, new.check(obs))
+        bad = new.check(obs)
+        assert bad == old.observe(obs), obs
+        new.apply(obs, bad)
         assert new.snapshot() == old.state, obs
+    assert new.violations == old.violations
+    assert new.unfinished() == ref.unfinished(old.state)
 
 
 @FAST
@@ -455,7 +432,7 @@ def test_two_hundred_thousand_records_keep_the_state_under_a_fixed_bound() -> No
         peak = max(peak, monitor.retained() + life.retained())
     assert interactions > 5 * BOUND
     assert peak < BOUND, peak
-    assert len(monitor._window) == RETAIN_SMALL
+    assert len(monitor._ended) == RETAIN_SMALL
 
 
 def test_a_long_audit_ends_with_a_state_independent_of_the_log_length() -> None:
