@@ -66,7 +66,7 @@ class Sdk1Policy:
             if c.last is None:  # no event id: not resumed, nothing reported
                 return c._replace(ended=True), ()
             return c._replace(param=c.last, attempt=0), (world.Wait(),)
-        if isinstance(inp, world.Cut | world.ResumeRefused):
+        if isinstance(inp, world.Cut | world.ResumeRefused | world.ResumeConflict):
             if isinstance(inp, world.Cut) and inp.clean:  # clean end: cursor advanced, attempt 0
                 return c._replace(param=c.last, attempt=0, resumed=False), (world.Wait(),)
             attempt = c.attempt + 1  # abrupt (or 404): the stale parameter is reused

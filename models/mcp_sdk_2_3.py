@@ -63,7 +63,7 @@ class SdkPolicy:
             if c.last is None:
                 return c._replace(ended=True), (world.End("failed"),)
             return c._replace(param=c.last, attempt=0), (world.Wait(),)
-        if isinstance(inp, world.Cut | world.ResumeRefused):
+        if isinstance(inp, world.Cut | world.ResumeRefused | world.ResumeConflict):
             if isinstance(inp, world.Cut) and inp.clean:  # clean end: cursor advanced, attempt 0
                 return c._replace(param=c.last, attempt=0, resumed=False), (world.Wait(),)
             attempt = c.attempt + 1  # abrupt: the stale parameter is reused

@@ -53,7 +53,7 @@ class NaivePolicy:
             if inp.what == "resp":
                 return c._replace(ended=True, cursor=index), (world.End("completed"),)
             return c._replace(cursor=index), ()
-        if isinstance(inp, world.Cut | world.ResumeRefused):
+        if isinstance(inp, world.Cut | world.ResumeRefused | world.ResumeConflict):
             return c, (world.Wait(),)
         if isinstance(inp, world.Timer):
             return c, (world.Resume(c.cursor if c.cursor is not None else 0),)
