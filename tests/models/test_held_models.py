@@ -16,7 +16,7 @@ from dataclasses import replace
 import pytest
 from shipped import Shipped
 
-from fsm.checker import replay
+from fsm.checker import check, replay
 from fsm.worlds.sse import Bounds, BoundsError, World
 from models.guarded import GuardPolicy
 from models.guarded_held import PATIENT_CONFIG, held, tolerated
@@ -121,3 +121,13 @@ def test_hold_is_a_bound_like_the_others() -> None:
     assert (b.hold, b.held_answer) == (None, "400-exists")
     assert replace(b, hold=2).hold == 2
     assert Bounds().hold == 0  # the default: no hold, the shipped models' spaces unchanged
+
+
+def test_the_sdk_client_gives_up_on_a_held_connection_too() -> None:
+    """The mcp 2.3.0 client's model against the same server: a refused resume is a failed
+    reconnection attempt, and it stops after two (``Maximum reconnection attempts``)."""
+    from models.mcp_sdk_2_3 import MODEL
+
+    report = check(MODEL.with_bounds({"hold": "3"}))
+    path = report.assert_violated("patience")
+    assert [n for n in path.names if n == "resume answered"] == ["resume answered"] * 2
