@@ -30,7 +30,12 @@ model; :func:`verify_symmetry` checks a declared symmetry against the full space
 
 Limits: exhaustive breadth-first search over the reachable states, all held in memory; no
 partial-order reduction, no fairness (termination means "no reachable cycle"), no
-``eventually``.
+``eventually``. A search stops at ``DEFAULT_MAX_STATES`` (2,000,000) distinct states unless
+given another ``max_states`` (None: no bound) and warns when it holds over half the
+machine's memory (:mod:`fsm.checker.explore`); a model that raises is reported with the
+line of its own code that raised (:class:`ModelError`'s ``location``).
+
+Writing a model of a client, from scratch: docs/models.md.
 """
 
 from fsm.checker.explore import Checker, ModelError, check, cyclic_components, shortest_cycle

@@ -1,7 +1,7 @@
 """``fsm check FILE.py|DIR [...] [--builtin NAME ...]``: model-check the models defined in files.
 
 A directory stands for the model files directly in it: every ``*.py`` file whose name
-starts with neither ``_`` nor ``test_`` and is not ``conftest.py``, in name order
+starts with neither ``_`` nor ``test_`` and is not pytest's ``conftest``, in name order
 (:func:`fsm.checker.loader.model_files`); each must define a model.
 
 Exit status: 0 when every property of every model holds (or, for a model that declares
@@ -26,8 +26,8 @@ or fails exactly as declared), full reports only for the others.
 the bounds ``--set`` gave; a shipped model is loaded by name, a model file by its path
 relative to DIR, so the tests run from anywhere. Each module says in its test names and
 docstring what it asserts: by default it passes while the bug exists (a witness,
-``test_MODEL_PROPERTY.py``); with ``--regression`` it fails while the bug exists
-(``test_MODEL_PROPERTY_regression.py``). A file of the same name in DIR is replaced.
+``test_<model>_<property>.py``); with ``--regression`` it fails while the bug exists
+(the same name, ending in ``_regression``). A file of the same name in DIR is replaced.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ second line names the line that did (``at FILE:LINE, in FUNCTION: SOURCE``).
 
 A directory stands for the model files in it (:func:`model_files`): every ``*.py`` file
 directly inside (not in subdirectories) whose name starts with neither ``_`` nor
-``test_`` and is not ``conftest.py``, in name order. Each must define a model: helpers
+``test_`` and is not pytest's ``conftest``, in name order. Each must define a model: helpers
 the models import go in files named ``_*.py``.
 
 The models shipped with the library (the repository's ``models/``, installed as the
@@ -48,7 +48,7 @@ class ModelLoadError(Exception):
 
 def is_model_file(name: str) -> bool:
     """Whether a file named ``name`` in a directory of models is a model file: ``*.py``,
-    not ``_*.py``, ``test_*.py`` or ``conftest.py``."""
+    not ``_*.py``, ``test_*.py`` or pytest's ``conftest``."""
     return name.endswith(".py") and not name.startswith(("_", "test_")) and name != "conftest.py"
 
 

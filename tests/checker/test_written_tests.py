@@ -65,7 +65,7 @@ def pytest_in(folder: Path, cwd: Path, python: Run) -> subprocess.CompletedProce
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A project of one's own: ``models/mine.py`` (the client that shows every delivery),
+    """A project of one's own: ``mine`` in ``models/`` (the client that shows every delivery),
     tests written to ``tests/generated``, run from ``elsewhere``."""
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "mine.py").write_text(client(dedup=False))
