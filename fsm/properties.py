@@ -600,7 +600,8 @@ class Facts:
         The indexes are rebuilt from the fields: every delivered key not dead counts as
         learnt since the last revival, every known stream not unresumable as learnt since
         the last loss (the rest already are what a revival or a loss would make them)."""
-        facts = cls(budgets)
+        facts = cls.__new__(cls)  # every field is set below: no empty ones to replace
+        facts.budgets = budgets
         facts.dead = set(state.dead)
         facts.presented = set(state.presented)
         facts.idempotent = set(state.idempotent)
@@ -612,15 +613,19 @@ class Facts:
         facts.answers = dict(state.answers)
         facts.submissions = dict(state.submissions)
         facts.newest = dict(state.newest)
+        seen: dict[str, set[str]] = {}
         for stream, event_id in state.seen:
-            facts.seen.setdefault(stream, set()).add(event_id)
+            seen.setdefault(stream, set()).add(event_id)
+        facts.seen = seen
         facts._seen_count = len(state.seen)
         facts.stalls = dict(state.stalls)
         facts.begun = set(state.begun)
         facts.ended = set(state.ended)
         facts.violated = set(state.violated)
+        keys_on: dict[str, set[RequestKey]] = {}
         for key, stream in state.stream_of.items():
-            facts._keys_on.setdefault(stream, set()).add(key)
+            keys_on.setdefault(stream, set()).add(key)
+        facts._keys_on = keys_on
         facts._fresh_keys = facts.stream_of.keys() - facts.dead
         facts._fresh_streams = {*facts.stream_of.values(), *facts.newest} - facts.no_resume
         return facts
