@@ -21,6 +21,7 @@ try:
     from fsm.testing.kit import (
         FAST,
         OUTCOMES,
+        PROFILES,
         THOROUGH,
         ClientFactory,
         ClientUnderTest,
@@ -29,6 +30,7 @@ try:
         ConformanceTests,
         conformance_machine,
         kit_settings,
+        use_profile,
     )
     from fsm.testing.mrtr_kit import (
         MrtrClientFactory,
@@ -43,6 +45,7 @@ except ModuleNotFoundError as exc:  # hypothesis, the testing extra
 __all__ = [
     "FAST",
     "OUTCOMES",
+    "PROFILES",
     "THOROUGH",
     "ClientFactory",
     "ClientUnderTest",
@@ -58,4 +61,5 @@ __all__ = [
     "guard_factory",
     "kit_settings",
     "mrtr_conformance_machine",
+    "use_profile",
 ]

@@ -13,10 +13,19 @@ Contract
   observations, checked by the one shared monitor after every feed. The kit computes
   the observations from its own ground truth (it knows what it replayed, whether it added
   :data:`fsm.sse.guard.LIVE_MARKER`, the method of every request), never from the client.
+* A ``ReplayBatch`` is judged as a whole: everything it tells (each delivery, each
+  cancellation) is observed before anything the client does in answer to it. A request
+  cancelled anywhere in the batch, after it included, is dead for every action the
+  client returns for that batch (P1).
 * The kit respects the client: it resumes only a stream the client asked to ``Resume``,
   fires a timer only after a ``Wait``, answers only prompts that are showing (presented,
   not withdrawn, not answered yet), completes only answer POSTs the client issued, and
   never feeds a stream whose interaction the client ended.
+* Besides single steps the kit plays three *hazard steps*, each a short run of ordinary
+  steps that ends at the decision a property judges: a request and its cancellation
+  replayed in one batch (P1), an answer rejected as terminal then the stream cut (P3),
+  an old event duplicated then the stream cut (P7). They make those hazards frequent in
+  short programs; they reach nothing the single steps cannot.
 * Teardown *drains*: the network stops failing, every pending POST is accepted, every
   resume succeeds, every timer fires and the server completes every tool call (or, once
   the session is gone, refuses everything with 404). After the drain every interaction
@@ -109,21 +118,29 @@ def failure(name: str, why: str, context: str = "") -> ConformanceFailure:
 # ------------------------------------------------------------------ settings profiles
 
 FAST = "fsm-fast"
-"""The default profile: 100 examples of up to 40 steps, stopping at the first violation."""
+"""The default profile: 300 examples of up to 20 steps, stopping at the first violation
+and shrinking it (docs/testing.md gives its measured found-rates)."""
 THOROUGH = "fsm-thorough"
 """The CI profile: 2,000 examples of up to 100 steps, every violated property reported."""
+PROFILES = (FAST, THOROUGH)
+"""The kit's profiles, registered with hypothesis when the kit is imported."""
 _PROFILE_ENV = "FSM_CONFORMANCE_PROFILE"
 
 # Hypothesis's explain phase replays a failing program with every step varied to annotate
 # it; against a stateful client that took minutes for a few comments, so neither profile
 # runs it. The fast profile stops at the first violation, shrinks it and reports it (fix
 # it, run again); the thorough one keeps searching and reports each violated property.
+#
+# The fast profile's programs are short and many: the hazard steps (below) reach the
+# hazards of P1, P3 and P7 within a few steps, so depth buys little there, while the
+# time to a report is mostly shrinking, which grows with the length of the failing
+# program. 300 examples of 20 steps cost about what 100 of 40 did.
 _PHASES = tuple(p for p in Phase if p is not Phase.explain)
 _QUIET = [HealthCheck.too_slow, HealthCheck.filter_too_much]
 settings.register_profile(
     FAST,
-    max_examples=100,
-    stateful_step_count=40,
+    max_examples=300,
+    stateful_step_count=20,
     deadline=None,
     phases=_PHASES,
     report_multiple_bugs=False,
@@ -138,18 +155,32 @@ settings.register_profile(
     suppress_health_check=_QUIET,
 )
 
+_chosen: str | None = None  # use_profile's choice: --fsm-profile
+
+
+def use_profile(name: str | None) -> None:
+    """Make ``name`` (one of :data:`PROFILES`) the profile :func:`kit_settings` returns
+    when it is not given one, for the rest of this process; ``None`` undoes it. The
+    pytest plugin's ``--fsm-profile NAME`` calls it. Raises ``ValueError`` for a name
+    that is not one of the kit's profiles."""
+    global _chosen
+    if name is not None and name not in PROFILES:
+        raise ValueError(f"unknown kit profile {name!r}: choose from {', '.join(PROFILES)}")
+    _chosen = name
+
 
 def kit_settings(profile: str | None = None) -> settings:
     """The settings the kit runs with.
 
-    ``profile`` if given, else ``$FSM_CONFORMANCE_PROFILE``, else the active hypothesis
+    ``profile`` if given, else the one chosen with :func:`use_profile` (pytest's
+    ``--fsm-profile``), else ``$FSM_CONFORMANCE_PROFILE``, else the active hypothesis
     profile when it is one of the kit's (``--hypothesis-profile=fsm-thorough``), else
-    ``fsm-fast`` (100 examples of 40 steps, stopping at the first violation: seconds).
+    ``fsm-fast``. An unknown name raises hypothesis's ``InvalidArgument``.
     """
-    name = profile or os.environ.get(_PROFILE_ENV)
+    name = profile or _chosen or os.environ.get(_PROFILE_ENV)
     if name is None:
         current = getattr(settings, "_current_profile", None)
-        name = current if current in (FAST, THOROUGH) else FAST
+        name = current if current in PROFILES else FAST
     return settings.get_profile(name)
 
 
@@ -178,6 +209,21 @@ OUTCOMES: dict[str, SubmissionResult] = {
     "transport-error": SubmissionResult(None, error="ConnectError"),
 }
 """Every class of answer-POST outcome the kit plays (keys are what the program prints)."""
+
+REJECTIONS = tuple(
+    name
+    for name, result in OUTCOMES.items()
+    if (verdict := Classifier().classify(result)).outcome is OutcomeClass.TERMINAL
+    and verdict.scope == "request"
+)
+"""The answer outcomes the default table judges terminal for the request alone (400,
+410, HTTP 500 with JSON-RPC "Request not found"): what the P3 hazard step plays."""
+
+PROGRESS: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "method": "notifications/progress",
+    "params": {"progress": 1},
+}
 
 RESUME_OUTCOMES = (
     "ok-batch",
@@ -222,6 +268,11 @@ def _request_payload(r: _SrvRequest, marker: bool = False) -> dict[str, Any]:
     if marker:
         params["_meta"] = {LIVE_MARKER: True}
     return {"jsonrpc": "2.0", "id": r.rid, "method": r.method, "params": params}
+
+
+def _number(event_id: str) -> int:
+    """The kit's event ids are ``e1``, ``e2``, ...: their order is the session's."""
+    return int(event_id[1:])
 
 
 def _answer(key: RequestKey) -> dict[str, Any]:
@@ -478,6 +529,50 @@ class ConformanceMachine(RuleBasedStateMachine):
             self._hit("resume-404")
         self.feed(ev.ResumeRefused(s.name, status=status))
 
+    def _send_request(self, s: _Stream, method: str) -> _SrvRequest:
+        r = _SrvRequest(len(self.requests) + 1, s.name, method)
+        self.requests[r.rid] = r
+        self._emit(s, _request_payload(r))
+        return r
+
+    def _give_up(self, r: _SrvRequest, cancel: bool) -> None:
+        """The server stops waiting for ``r``: silently, or with notifications/cancelled."""
+        r.live = False
+        if cancel:
+            self._hit("cancel")
+            self._emit(
+                self.streams[r.stream],
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": r.rid, "reason": "deadline"},
+                },
+            )
+
+    def _duplicate(self, s: _Stream, eid: str, payload: dict[str, Any], marker: bool) -> None:
+        r = self.requests[payload["id"]]
+        if marker and r.live:
+            payload = _request_payload(r, marker=True)
+            self._hit("marker")
+        self._hit("duplicate")
+        self.feed(ev.SseEvent(s.name, payload, eid, replayed=True))
+
+    def _cut(self, s: _Stream, clean: bool) -> None:
+        s.conn, s.resumed_conn = "down", False
+        self._hit("cut-clean" if clean else "cut-abrupt")
+        self.feed(ev.StreamLost(s.name, clean))
+
+    def _fire_timer(self, s: _Stream) -> None:
+        assert s.wait is not None
+        self.now += s.wait
+        s.wait = None
+        self.feed(ev.TimerFired(s.name))
+
+    def _next_resume(self, s: _Stream) -> None:
+        """After a cut: the backoff the client asked for elapses (if it asked)."""
+        if s.wait is not None and s.conn == "down":
+            self._fire_timer(s)
+
     def _post_outcome(self, key: RequestKey, outcome: str) -> None:
         pending = self.posts[key]
         submit = pending.pop(0)
@@ -519,12 +614,16 @@ class ConformanceMachine(RuleBasedStateMachine):
     def open_tool_call(self, prime: bool) -> None:
         """The user starts a tool call: a POST whose response is an SSE stream, primed
         with an event id (or not: then an early cut leaves nothing to resume from)."""
+        self._open_call(prime)
+
+    def _open_call(self, prime: bool) -> _Stream:
         origin = len(self._post_streams()) + 1
         name = f"post:{origin}"
         s = self.streams[name] = _Stream(name, origin)
         self.feed(ev.StreamOpened(name, origin=origin))
         if prime:
             self._prime(s)
+        return s
 
     @rule(pick=st.integers(0, 3), method=st.sampled_from(METHODS))
     @precondition(
@@ -537,10 +636,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     def server_sends_request(self, pick: int, method: str) -> None:
         """The server sends a request on a stream (buffered if the stream is down)."""
         cands = self._can_send_on()
-        s = cands[pick % len(cands)]
-        r = _SrvRequest(len(self.requests) + 1, s.name, method)
-        self.requests[r.rid] = r
-        self._emit(s, _request_payload(r))
+        self._send_request(cands[pick % len(cands)], method)
 
     @rule(pick=st.integers(0, 3))
     @precondition(lambda self: self.session_alive and bool(self._can_send_on()))
@@ -548,10 +644,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         """A progress notification: a new event id (progress for the resume budget)."""
         cands = self._can_send_on()
         s = cands[pick % len(cands)]
-        self._emit(
-            s,
-            {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
-        )
+        self._emit(s, PROGRESS)
 
     @rule(pick=st.integers(0, 7), marker=st.booleans())
     @precondition(lambda self: self.session_alive and bool(self._duplicates()))
@@ -559,31 +652,14 @@ class ConformanceMachine(RuleBasedStateMachine):
         """The same request event again on a connected stream (same event id), with the
         liveness marker when ``marker`` and the server still waits for it."""
         cands = self._duplicates()
-        s, eid, payload = cands[pick % len(cands)]
-        r = self.requests[payload["id"]]
-        if marker and r.live:
-            payload = _request_payload(r, marker=True)
-            self._hit("marker")
-        self._hit("duplicate")
-        self.feed(ev.SseEvent(s.name, payload, eid, replayed=True))
+        self._duplicate(*cands[pick % len(cands)], marker)
 
     @rule(pick=st.integers(0, 7), cancel=st.booleans())
     @precondition(lambda self: bool(self._live_server_requests()))
     def server_deadline_fires(self, pick: int, cancel: bool) -> None:
         """The server gives up on a request: silently, or with notifications/cancelled."""
         cands = self._live_server_requests()
-        r = cands[pick % len(cands)]
-        r.live = False
-        if cancel:
-            self._hit("cancel")
-            self._emit(
-                self.streams[r.stream],
-                {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/cancelled",
-                    "params": {"requestId": r.rid, "reason": "deadline"},
-                },
-            )
+        self._give_up(cands[pick % len(cands)], cancel)
 
     @rule(pick=st.integers(0, 7))
     @precondition(lambda self: any(r.live and r.delivered for r in self.requests.values()))
@@ -603,21 +679,14 @@ class ConformanceMachine(RuleBasedStateMachine):
     def cut(self, pick: int, clean: bool) -> None:
         """The connection of a stream ends, cleanly or abruptly."""
         cands = self._open()
-        s = cands[pick % len(cands)]
-        s.conn, s.resumed_conn = "down", False
-        self._hit("cut-clean" if clean else "cut-abrupt")
-        self.feed(ev.StreamLost(s.name, clean))
+        self._cut(cands[pick % len(cands)], clean)
 
     @rule(pick=st.integers(0, 3))
     @precondition(lambda self: bool(self._waiting()))
     def timer_fires(self, pick: int) -> None:
         """The backoff the client asked for elapses (the clock moves by its delay)."""
         cands = self._waiting()
-        s = cands[pick % len(cands)]
-        assert s.wait is not None
-        self.now += s.wait
-        s.wait = None
-        self.feed(ev.TimerFired(s.name))
+        self._fire_timer(cands[pick % len(cands)])
 
     @rule(pick=st.integers(0, 3), outcome=st.sampled_from(RESUME_OUTCOMES), marker=st.booleans())
     @precondition(lambda self: self.session_alive and bool(self._resuming()))
@@ -692,6 +761,144 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._hit("session-expired")
         self.feed(ev.SessionExpired())
 
+    # ------------------------------------------------------------ hazard steps
+    #
+    # Each hazard step puts what the client is told next to the decision that must
+    # change because of it, in one step: a violation of P1, P3 or P7 needs little else (a
+    # failing program shrinks to the hazard step and the one step it may need first,
+    # though hypothesis's shrinker sometimes leaves a few idle ``clock_passes`` in).
+    # Every part is an ordinary step of the kit (the same bookkeeping, the same respect
+    # for the client: a timer fires only after its Wait, a resume is answered only after
+    # its Resume), so a hazard step reaches nothing the other rules cannot; it makes the
+    # juxtaposition likely instead of rare. Apart, the parts are seldom adjacent in a
+    # random program, and other steps come between (the origin completing, the prompt
+    # answered and accepted first, another stream cut) that take the decision away.
+
+    @rule(
+        pick=st.integers(0, 3),
+        method=st.sampled_from(INTERACTIVE),
+        clean=st.booleans(),
+        replay=st.sampled_from(("ok-batch", "ok-from-start")),
+    )
+    @precondition(
+        lambda self: (
+            self.session_alive
+            and len(self.requests) < self.max_requests
+            and bool(self._can_send_on())
+        )
+    )
+    def request_cancelled_within_a_replay(
+        self, pick: int, method: str, clean: bool, replay: str
+    ) -> None:
+        """Hazard (P1, the batch rule): while a stream is down the server sends a request
+        and cancels it; the client's next resume is answered with one ``ReplayBatch``
+        holding both, the request before its cancellation. In order: the stream is cut
+        (if connected), both are buffered, the client's backoff elapses, its resume is
+        answered (``replay``: after the cursor, or the whole buffer)."""
+        cands = self._can_send_on()
+        s = cands[pick % len(cands)]
+        if s.conn == "open":
+            self._cut(s, clean)
+        if s.conn != "down":  # the client ended the interaction at the cut
+            return
+        self._hit("hazard:cancel-in-replay")
+        self._give_up(self._send_request(s, method), cancel=True)
+        self._next_resume(s)
+        if s.resume is not None and s.conn == "down":
+            self._resume_answer(s, replay, marker=False)
+
+    @rule(
+        pick=st.integers(0, 7),
+        method=st.sampled_from(INTERACTIVE),
+        outcome=st.sampled_from(REJECTIONS),
+        clean=st.booleans(),
+    )
+    @precondition(
+        lambda self: (
+            self.session_alive
+            and bool(
+                self._rejectable()
+                or (
+                    len(self.requests) < self.max_requests
+                    and (self._calls_open() or len(self._post_streams()) < self.max_tool_calls)
+                )
+            )
+        )
+    )
+    def answer_rejected_then_cut(self, pick: int, method: str, outcome: str, clean: bool) -> None:
+        """Hazard (P3): the answer to a request on a running tool call's stream comes back
+        with an outcome the default table judges terminal for that request
+        (``REJECTIONS``: 400, 410, HTTP 500 with JSON-RPC "Request not found"), then the
+        connection of that stream ends and the client's backoff elapses: the stream of an
+        interaction must not be resumed after that. The request is one whose answer is
+        pending or whose prompt is showing; if there is none, the server sends one
+        (``method``) on a connected tool call (the user starts a primed one if none is
+        running), and the user answers it if the client presents it."""
+        cands = self._rejectable()
+        if cands:
+            key = cands[pick % len(cands)]
+        else:
+            calls = self._calls_open() or [self._open_call(prime=True)]
+            s = calls[pick % len(calls)]
+            if s.conn != "open":  # the client ended the call it was opened with
+                return
+            key = (SESSION, self._send_request(s, method).rid)
+        if key not in self.posts:
+            if key not in self.showing or key in self.answered:
+                return  # the client did not present it
+            self.answered.add(key)
+            self.showing.discard(key)
+            self.feed(ev.UserAnswered(key, _answer(key)))
+            if key not in self.posts or not self.session_alive:
+                return  # the client sent no answer
+        self._post_outcome(key, outcome)
+        assert isinstance(key[1], int)  # the kit's request ids
+        s = self.streams[self.requests[key[1]].stream]
+        self._hit("hazard:rejected-then-cut")
+        if s.conn == "open":
+            self._cut(s, clean)
+        self._next_resume(s)
+
+    def _calls_open(self) -> list[_Stream]:
+        """Tool calls running on a connected stream."""
+        return [
+            s
+            for s in self._post_streams()
+            if s.conn == "open" and not s.ended and not s.origin_done
+        ]
+
+    def _rejectable(self) -> list[RequestKey]:
+        """Requests on running tool calls whose answer could be rejected now: pending
+        answer POSTs and prompts showing unanswered."""
+        keys = sorted(set(self.posts) | (self.showing - self.answered), key=repr)
+        return [
+            k
+            for k in keys
+            if isinstance(k[1], int)
+            and (r := self.requests.get(k[1])) is not None
+            and (s := self.streams[r.stream]).origin is not None
+            and not s.ended
+        ]
+
+    @rule(pick=st.integers(0, 7), marker=st.booleans(), clean=st.booleans())
+    @precondition(lambda self: self.session_alive and bool(self._duplicates()))
+    def duplicate_then_cut(self, pick: int, marker: bool, clean: bool) -> None:
+        """Hazard (P7): a request event again on a connected stream (same event id),
+        older than the newest the stream carried (a progress notification goes first
+        if it was the newest), then the connection ends and the client's backoff
+        elapses: the resume must name the newest event id, not the duplicate's."""
+        cands = self._duplicates()
+        s, eid, payload = cands[pick % len(cands)]
+        if _number(eid) == max(map(_number, s.delivered)):
+            self._emit(s, PROGRESS)
+        if s.conn != "open":
+            return
+        self._hit("hazard:duplicate-then-cut")
+        self._duplicate(s, eid, payload, marker)
+        if s.conn == "open":
+            self._cut(s, clean)
+        self._next_resume(s)
+
     # Weights: hypothesis picks uniformly among enabled rules, and a rule bound to two
     # names counts twice. The reactive steps (the server talks, the user answers, the
     # network answers the client) go twice, so runs get deep instead of absorbed early.
@@ -740,10 +947,7 @@ class ConformanceMachine(RuleBasedStateMachine):
             self._resume_answer(s, "ok-batch", False)
             moved = True
         for s in self._waiting():
-            assert s.wait is not None
-            self.now += s.wait
-            s.wait = None
-            self.feed(ev.TimerFired(s.name))
+            self._fire_timer(s)
             moved = True
         if self.session_alive:
             for s in self._post_streams():

@@ -177,12 +177,14 @@ EXPORTS: dict[str, list[str]] = {
         "MrtrConformanceMachine",
         "NoDedupGuard",
         "OUTCOMES",
+        "PROFILES",
         "Sdk230Client",
         "THOROUGH",
         "conformance_machine",
         "guard_factory",
         "kit_settings",
         "mrtr_conformance_machine",
+        "use_profile",
     ],
 }
 """Each public package (and each adapter module a user imports) and its ``__all__``."""

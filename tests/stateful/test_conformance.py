@@ -90,6 +90,9 @@ def test_guard_conforms_and_kit_reaches_the_interesting_states() -> None:
         "fail:unknown-pending-request",
         "fail:submission-failed",
         "fail:resume-budget-spent",
+        "hazard:cancel-in-replay",
+        "hazard:rejected-then-cut",
+        "hazard:duplicate-then-cut",
         "drained",
     ]:
         assert reached[what] > 0, f"the kit never reached {what}: {sorted(reached.items())}"
