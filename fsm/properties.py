@@ -152,10 +152,15 @@ class Submitted:
 
 @dataclass(frozen=True, slots=True)
 class Resumed:
-    """The client resumed ``stream`` with ``Last-Event-ID: cursor``."""
+    """The client resumed ``stream`` with ``Last-Event-ID: cursor``. ``held``: the resume
+    follows a refusal from a server that still held the stream's old connection (a
+    patient refusal: :attr:`fsm.outcomes.Classification.patient`), which a guard waits
+    out within its patience, spending none of its budget of resumes without progress:
+    the bounded L1 does not count it either."""
 
     stream: str
     cursor: str
+    held: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,7 +411,7 @@ class Facts:
                         "P7", f"{stream} resumed from {obs.cursor!r}, newest seen is {newest!r}"
                     )
                 )
-            if self.budgets.counters:
+            if self.budgets.counters and not obs.held:
                 stalls = self.stalls.get(stream, 0) + 1
                 if stalls > self.budgets.max_resumes_without_progress:
                     bad.append(Violation("L1", f"{stream} resumed {stalls} times without progress"))
@@ -486,7 +491,7 @@ class Facts:
                 count = self.submissions.get(obs.key, 0) + 1
                 self.submissions[obs.key] = min(count, self.budgets.max_submissions + 1)
         elif isinstance(obs, Resumed):
-            if self.budgets.counters:
+            if self.budgets.counters and not obs.held:
                 stalls = self.stalls.get(obs.stream, 0) + 1
                 limit = self.budgets.max_resumes_without_progress + 1
                 self.stalls[obs.stream] = min(stalls, limit)

@@ -144,6 +144,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "replayed": (bool,),
     "asserted": (bool,),
     "interactive": (bool,),
+    "held": (bool,),
     "session": (bool,),
     "session_id": (str,),
     "answer": (dict,),

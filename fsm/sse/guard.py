@@ -65,7 +65,6 @@ import json
 import math
 import random
 import re
-import sys
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -206,17 +205,6 @@ class GuardConfig:
         return backoff_delay(
             stalls, self.backoff_initial_s, self.backoff_factor, self.backoff_max_s
         )
-
-    def most_resumes_without_progress(self) -> int:
-        """The most resumes in a row without progress a stream can make: the budget
-        ``max_resumes_without_progress``, unless ``resume_classifier`` has patient rows,
-        whose refusals spend none of it and which time bounds; then
-        ``max_resumes_per_stream`` (``sys.maxsize`` when that is ``None``: only time
-        bounds them). What an online monitor's bounded L1 checks."""
-        if not any(rule.patient for rule in self.resume_classifier.rules):
-            return self.max_resumes_without_progress
-        cap = self.max_resumes_per_stream
-        return sys.maxsize if cap is None else max(cap, self.max_resumes_without_progress)
 
     def patient_delay(
         self, refusals: int, retry_ms: int | None, retry_after: float | None

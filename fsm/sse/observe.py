@@ -69,7 +69,7 @@ class ObservedGuard:
             budgets
             or P.Budgets(
                 ttl=cfg.request_ttl_s,
-                max_resumes_without_progress=cfg.most_resumes_without_progress(),
+                max_resumes_without_progress=cfg.max_resumes_without_progress,
                 max_submissions=2 * cfg.max_submit_attempts,
             ),
             retain=retain,
@@ -78,6 +78,9 @@ class ObservedGuard:
         """The kept ``(observation, t)`` pairs, oldest first (at most ``log_limit``)."""
         self.timebase = trace.Timebase.start(guard.now(), wall_clock)
         """When the log began, on the guard's clock and on the wall clock."""
+        self._held: set[str] = set()
+        """Streams whose last resume was refused by a server still holding their old
+        connection (a patient refusal): their next resume is observed ``held``."""
         self._on_observation = on_observation
         self._sink = sink
         if sink is not None:
@@ -106,13 +109,28 @@ class ObservedGuard:
         now = self.guard.now()
         for obs in self._told(event, now):
             self.observe(obs, now)
+        self._note_hold(event)
         actions = self.guard.feed(event)
         if actions:
             now = self.guard.now()
             for action in actions:
                 for obs in did(action, now=now):
+                    if isinstance(obs, P.Resumed) and obs.stream in self._held:
+                        obs = P.Resumed(obs.stream, obs.cursor, held=True)
                     self.observe(obs, now)
         return actions
+
+    def _note_hold(self, event: ev.Event) -> None:
+        """Whether ``event`` leaves its stream held: a resume refused as the guard's
+        resume classifier says a server still holding the old connection refuses it."""
+        if isinstance(event, ev.ResumeRefused):
+            verdict = self.guard.config.resume_classifier.classify(event.result())
+            if verdict.patient:
+                self._held.add(event.stream)
+            else:
+                self._held.discard(event.stream)
+        elif isinstance(event, ev.StreamResumed | ev.StreamLost):
+            self._held.discard(event.stream)
 
     def event_log(self) -> str:
         """The kept observations as :mod:`fsm.trace` JSON Lines: the header, then one

@@ -12,7 +12,6 @@ the guard asked for when the clock says less). Everything else is judged as befo
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,9 +19,10 @@ from core_support import POST, FakeClock, elicit, make_guard, of, progress, resp
 
 from fsm import Guard, GuardConfig, SubmissionResult
 from fsm import events as ev
+from fsm import properties as P
 from fsm.actions import Complete, Fail, Present, Resume, Submit, Wait
 from fsm.errors import ResumeBudgetSpentError
-from fsm.outcomes import RESUME_RULES, Classifier
+from fsm.outcomes import Classifier
 from fsm.sse.observe import ObservedGuard
 
 TS_CONFLICT = {
@@ -279,15 +279,14 @@ def test_the_default_patience_covers_the_servers_that_hold() -> None:
         GuardConfig(resume_patience_s=-1.0)
 
 
-def test_the_online_monitor_bounds_resumes_as_the_guard_does(engine: str) -> None:
-    """An observed guard waiting out ten refusals is no L1 violation: with patient rows
-    the monitor's bound on resumes in a row without progress is the cap on resumes."""
+def test_the_online_monitor_does_not_count_resumes_the_server_held(engine: str) -> None:
+    """An observed guard waiting out ten refusals of a server that still holds the old
+    connection is no L1 violation: those resumes are observed ``held`` and, as for the
+    guard, spend nothing of the budget of resumes without progress, which stays the
+    monitor's bound."""
     config = GuardConfig(max_resumes_per_stream=11, backoff_max_s=1.0, resume_jitter=lambda: 1.0)
-    assert config.most_resumes_without_progress() == 11
-    assert replace(config, max_resumes_per_stream=None).most_resumes_without_progress() > 10**9
-    impatient = Classifier(tuple(r for r in RESUME_RULES if not r.patient))
-    assert replace(config, resume_classifier=impatient).most_resumes_without_progress() == 3
     observed = ObservedGuard(Guard(clock=FakeClock(), config=config, engine=engine))  # type: ignore[arg-type]
+    assert observed.monitor.budgets.max_resumes_without_progress == 3
     observed.feed(ev.SessionStarted("s1"))
     observed.feed(ev.StreamOpened(POST, 7))
     observed.feed(ev.SseEvent(POST, elicit(1), "e1"))
@@ -297,6 +296,20 @@ def test_the_online_monitor_bounds_resumes_as_the_guard_does(engine: str) -> Non
         assert of(observed.feed(HELD["typescript-409"]), Wait)
         assert of(observed.feed(ev.TimerFired(POST)), Resume)
     assert observed.violations == []
+    resumes = [obs for obs, _ in observed.log if isinstance(obs, P.Resumed)]
+    assert [r.held for r in resumes] == [False] + [True] * 10
     [fail] = of(observed.feed(HELD["typescript-409"]), Fail)  # the cap: 11 resumes in all
     assert fail.error.reason == "resume-cap"
     assert observed.violations == []
+
+
+def test_resumes_after_refusals_that_are_not_patient_still_count() -> None:
+    """The bounded L1 counts every resume without progress that is not ``held``: a
+    client resuming a fourth time after plain refusals violates it, one resuming ten
+    times through a hold does not."""
+    budgets = P.Budgets(max_resumes_without_progress=3)
+    plain, held = P.Monitor(budgets), P.Monitor(budgets)
+    for _ in range(10):
+        held.observe(P.Resumed(POST, "e1", held=True))
+    found = [v.name for _ in range(4) for v in plain.observe(P.Resumed(POST, "e1"))]
+    assert found == ["L1"] and held.violations == []

@@ -133,7 +133,7 @@ def step(
                     "P7", f"{obs.stream} resumed from {obs.cursor!r}, newest seen is {newest!r}"
                 )
             )
-        if budgets.counters:
+        if budgets.counters and not obs.held:  # a resume a held server refused is no stall
             stalls = s.stalls.get(obs.stream, 0) + 1
             if stalls > budgets.max_resumes_without_progress:
                 bad.append(Violation("L1", f"{obs.stream} resumed {stalls} times without progress"))
@@ -235,7 +235,7 @@ OBSERVATIONS: st.SearchStrategy[P.Observation] = st.one_of(
     st.builds(P.Presented, KEYS, TIMES),
     st.builds(P.DeclaredDead, KEYS),
     st.builds(P.Submitted, KEYS, ANSWERS),
-    st.builds(P.Resumed, STREAMS, EVENT_IDS),
+    st.builds(P.Resumed, STREAMS, EVENT_IDS, st.booleans()),
     st.builds(P.Began, INTERACTIONS),
     st.builds(P.Ended, INTERACTIONS, st.sampled_from(["completed", "failed"])),
 )
