@@ -19,6 +19,13 @@ plugin loads one, so ``--hypothesis-profile=fsm-thorough`` works without a conft
 Contract: without either option the plugin imports nothing beyond pytest (pytest's
 start-up does not pay for the kit); with one, it imports :mod:`fsm.testing`, and when
 hypothesis is not installed that is a usage error naming the ``testing`` extra.
+
+Limit: because the distribution registers a ``pytest11`` entry point, pytest rewrites the
+``assert`` statements of every ``fsm`` module a test session imports (from an installed
+wheel; not from an editable install), as it does for any plugin's distribution: a failing
+assertion inside ``fsm`` reads like a test's, and the modules' globals gain pytest's
+helper names (``@py_builtins``, ``@pytest_ar``). ``-p no:fsm`` does not stop that;
+``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` does (and loads no entry-point plugin at all).
 """
 
 from __future__ import annotations
