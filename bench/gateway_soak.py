@@ -50,7 +50,8 @@ Redis in their own), and every load loop is bounded in count and in time.
   the direct one's (target <= 1.3).
 * **latency**: a scripted upstream (:func:`scripted_app`, its own process: ``ping``
   answered on an SSE stream, ``tools/call big`` answered with one SSE event of the asked
-  size, sent as one write) behind one replica. :data:`PINGERS` raw HTTP sessions send
+  size, sent in three writes whose large middle one is made once per size, so the
+  upstream spends no copy of it per call) behind one replica. :data:`PINGERS` raw HTTP sessions send
   ``ping`` requests one after another (``GATEWAY_SOAK_PINGS``, 400, round trips per
   phase, each a POST and its whole SSE response): while nothing else runs (idle), while
   another process's session receives, one after another, events just under the
@@ -912,10 +913,10 @@ def _big_tail() -> bytes:
 _FILLER: dict[int, bytes] = {}
 
 
-def _big_event(rid: Any, n: int, size: int) -> bytes:
-    """An SSE event (the ``id:``, ``event:`` and ``data:`` lines) of ``size`` characters
-    holding a ``tools/call`` result for ``rid`` (its text ``x`` repeated), and the blank
-    line that ends it."""
+def _big_event_parts(rid: Any, n: int, size: int) -> tuple[bytes, bytes, bytes]:
+    """:func:`_big_event` in three parts (its head, its filler, its tail): the filler is
+    made once per size, so sending an event in three writes costs the upstream no copy
+    of it."""
     head = (
         f'id: big-{n}\nevent: message\ndata: {{"jsonrpc":"2.0","id":{json.dumps(rid)},'
         f'"result":{{"content":[{{"type":"text","text":"'
@@ -925,15 +926,22 @@ def _big_event(rid: Any, n: int, size: int) -> bytes:
     if filler is None:
         _FILLER.clear()
         filler = _FILLER[fill] = b"x" * fill
-    return b"".join((head, filler, _big_tail(), b"\n\n"))
+    return head, filler, _big_tail() + b"\n\n"
+
+
+def _big_event(rid: Any, n: int, size: int) -> bytes:
+    """An SSE event (the ``id:``, ``event:`` and ``data:`` lines) of ``size`` characters
+    holding a ``tools/call`` result for ``rid`` (its text ``x`` repeated), and the blank
+    line that ends it."""
+    return b"".join(_big_event_parts(rid, n, size))
 
 
 async def scripted_app(scope: Mapping[str, Any], receive: Any, send: Any) -> None:
     """The latency part's upstream (ASGI): ``initialize`` answered as JSON with a session
     id; ``tools/call`` of ``big`` answered on an SSE stream with a priming event and one
-    event of ``arguments.size`` characters (one write); any other request (``ping``) with
-    an empty result on an SSE stream; notifications and answers ``202``; ``GET`` ``405``;
-    ``DELETE`` ``200``."""
+    event of ``arguments.size`` characters (:func:`_big_event_parts`, three writes); any
+    other request (``ping``) with an empty result on an SSE stream; notifications and
+    answers ``202``; ``GET`` ``405``; ``DELETE`` ``200``."""
     from fsm.demo.serving import lifespan, whole_body
 
     if scope["type"] == "lifespan":
@@ -973,7 +981,10 @@ async def scripted_app(scope: Mapping[str, Any], receive: Any, send: Any) -> Non
         await send({"type": "http.response.start", "status": 200, "headers": sse})
         prime = f"id: prime-{n}\nretry: {RETRY_MS}\ndata: \n\n".encode()
         await send({"type": "http.response.body", "body": prime, "more_body": True})
-        await send({"type": "http.response.body", "body": _big_event(rid, n, size)})
+        head, filler, tail = _big_event_parts(rid, n, size)
+        await send({"type": "http.response.body", "body": head, "more_body": True})
+        await send({"type": "http.response.body", "body": filler, "more_body": True})
+        await send({"type": "http.response.body", "body": tail})
         return
     pong = json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}, separators=(",", ":"))
     await reply(200, f"id: r-{n}\nevent: message\ndata: {pong}\n\n".encode(), sse)
