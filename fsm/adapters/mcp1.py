@@ -60,6 +60,7 @@ from fsm._extras import missing_extra
 
 try:
     from fsm.adapters import core
+    from fsm.adapters._transport.session import SameOnBothLines
     from fsm.adapters.core import GuardedConnection
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp1", "fsm.adapters.mcp1", exc) from exc
@@ -131,7 +132,7 @@ def binding() -> core.SdkBinding:
     )
 
 
-class GuardedSession(core.GuardedSession):
+class GuardedSession(SameOnBothLines):
     """An initialized mcp 1.x ``ClientSession`` with the guard in front of it, offering
     the session's request methods with 1.x's signatures (as of 1.30; ``list_*``'s
     deprecated ``cursor`` included).
@@ -165,20 +166,6 @@ class GuardedSession(core.GuardedSession):
                 read_timeout_seconds=read_timeout_seconds,
                 progress_callback=progress_callback,
                 meta=meta,
-            ),
-        )
-
-    async def complete(
-        self,
-        ref: types.ResourceTemplateReference | types.PromptReference,
-        argument: dict[str, str],
-        context_arguments: dict[str, str] | None = None,
-    ) -> types.CompleteResult:
-        """``ClientSession.complete`` (``completion/complete``), raced against the guard."""
-        return cast(
-            "types.CompleteResult",
-            await self.raced(
-                "complete", ref=ref, argument=argument, context_arguments=context_arguments
             ),
         )
 

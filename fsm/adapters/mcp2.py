@@ -43,6 +43,7 @@ try:
     from typing_extensions import deprecated
 
     from fsm.adapters import core
+    from fsm.adapters._transport.session import SameOnBothLines
     from fsm.adapters.core import GuardedConnection, GuardedTransport
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters.mcp2", exc) from exc
@@ -103,7 +104,7 @@ BINDING = core.SdkBinding(
 """The mcp 2.x line as the core sees it."""
 
 
-class GuardedSession(core.GuardedSession):
+class GuardedSession(SameOnBothLines):
     """An initialized mcp 2.x ``ClientSession`` with the guard in front of it, offering
     the session's request methods with its signatures.
 
@@ -208,20 +209,6 @@ class GuardedSession(core.GuardedSession):
                 meta=meta,
                 allow_input_required=allow_input_required,
                 allow_claimed=allow_claimed,
-            ),
-        )
-
-    async def complete(
-        self,
-        ref: types.ResourceTemplateReference | types.PromptReference,
-        argument: dict[str, str],
-        context_arguments: dict[str, str] | None = None,
-    ) -> types.CompleteResult:
-        """``ClientSession.complete`` (``completion/complete``), raced against the guard."""
-        return cast(
-            "types.CompleteResult",
-            await self.raced(
-                "complete", ref=ref, argument=argument, context_arguments=context_arguments
             ),
         )
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
@@ -33,6 +33,9 @@ from fsm.errors import (
 from fsm.properties import Observation, Violation
 from fsm.sse.guard import Guard, GuardConfig
 from fsm.sse.observe import ObservedGuard
+
+if TYPE_CHECKING:  # for annotations only: the core imports nothing of the SDK at run time
+    from mcp import types
 
 logger = logging.getLogger(__name__)
 
@@ -350,6 +353,30 @@ class GuardedSession(GuardedConnection):
         own = getattr(type(self), name, None)
         given = non_default(own, arguments) if callable(own) else dict(arguments)
         return await self.call(lambda: send(**given), method=RACED_METHODS[name])
+
+
+class SameOnBothLines(GuardedSession):
+    """The typed request methods whose ``ClientSession`` signature is the same on both SDK
+    lines, written once: the base of :class:`fsm.adapters.mcp2.GuardedSession` and
+    :class:`fsm.adapters.mcp1.GuardedSession`. A method whose signature differs between
+    the lines (``call_tool``, ``get_prompt``, ``list_*``, ``read_resource``, ``send_ping``,
+    ``send_request``, ``set_logging_level``, ``(un)subscribe_resource``) stays on each
+    line's class. Annotations name ``mcp.types`` (both lines define these types); nothing of
+    the SDK is imported at run time."""
+
+    async def complete(
+        self,
+        ref: types.ResourceTemplateReference | types.PromptReference,
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None = None,
+    ) -> types.CompleteResult:
+        """``ClientSession.complete`` (``completion/complete``), raced against the guard."""
+        return cast(
+            "types.CompleteResult",
+            await self.raced(
+                "complete", ref=ref, argument=argument, context_arguments=context_arguments
+            ),
+        )
 
 
 def _typed_failure(engine: SessionIO, exc: BaseException) -> InteractionFailed | None:
