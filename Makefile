@@ -44,7 +44,7 @@ ts-client: $(TS_STAMP)
 demo: check render replay
 
 check: $(STAMP)
-	$(BIN)/python -m fsm check --brief --quiet models/*.py
+	$(BIN)/python -m fsm check --brief --quiet --overview models/*.py
 
 render: $(STAMP)
 	$(BIN)/python -m fsm render

@@ -58,6 +58,15 @@ from fsm.worlds.sse import (
     stream_name,
 )
 
+LEGEND = (
+    "guarded[replay,deadline,answer,user(,reaper)]: the server replays after the cursor"
+    " or inclusive of it; the request's deadline passes silent or with "
+    "notifications/cancelled; an answer to an unknown request gets 202, 404, a JSON-RPC "
+    "error (rpc) or a 500 holding one (500rpc); the user answers or never; reaper: the "
+    "session is reaped"
+)
+"""What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
+
 ORIGIN = 100
 REQUESTS = 1
 

@@ -11,6 +11,15 @@ from __future__ import annotations
 
 from .guarded import variants
 
+LEGEND = (
+    "guarded[replay,deadline,answer,user(,reaper)]: the server replays after the cursor"
+    " or inclusive of it; the request's deadline passes silent or with "
+    "notifications/cancelled; an answer to an unknown request gets 202, 404, a JSON-RPC "
+    "error (rpc) or a 500 holding one (500rpc); the user answers or never; reaper: the "
+    "session is reaped; xN: N concurrent server requests on one stream"
+)
+"""What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
+
 TWO = {
     f"{r},{d},{u},answers"
     for r in ("after", "inclusive")

@@ -44,6 +44,14 @@ from fsm.worlds.sse import Bounds, HeldAnswer, World
 
 from .guarded import CONFIG, GuardPolicy
 
+LEGEND = (
+    "guarded-held[refusal,k=N]: the server refuses resumes with 409, 409 with Retry-"
+    'After or Render\'s 400 "session already exists" while it holds the old connection, '
+    "for up to N refusals (forever: it never lets go); impatient: the guard as it was; "
+    "endless-patience: a client that never gives up"
+)
+"""What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
+
 
 def least_jitter() -> float:
     """The smallest draw: each patient wait is half its backoff step."""

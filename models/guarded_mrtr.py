@@ -51,6 +51,14 @@ from fsm.worlds.mrtr import (
     Withdraw,
 )
 
+LEGEND = (
+    "guarded-mrtr[invalid,user,timer(,reasks,polls,restart)]: a server that rejects or "
+    "re-asks on state it cannot verify; the user answers or never; the client's age timer"
+    " is seen or missed; reasks: the tool asks again, polls: state-only rounds, restart: "
+    "the server restarts between rounds; xN: N questions"
+)
+"""What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
+
 QUESTIONS: tuple[dict[str, Any], ...] = tuple(
     {"method": "elicitation/create", "params": {"message": f"Delete {n + 3} files?"}}
     for n in range(3)

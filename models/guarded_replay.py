@@ -40,6 +40,13 @@ from fsm.worlds.sse import Bounds, Deadline, Outcome, UserMode, World
 
 from .guarded import CONFIG, GuardPolicy
 
+LEGEND = (
+    "guarded-replay[deadline,answer,user]: as in guarded.py, against a server that "
+    "replays its whole buffer on every resume; history-full, rewinds, unverified-cursor, "
+    "window-only: the cases the module docstring lists"
+)
+"""What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
+
 REPLAY_CONFIG = replace(CONFIG, max_seen_event_ids=1)
 """The shipped policy's knobs with a window of one exact id: every replay leaves it."""
 

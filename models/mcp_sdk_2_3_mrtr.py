@@ -26,6 +26,12 @@ from typing import NamedTuple
 
 from fsm.worlds import mrtr as world
 
+LEGEND = (
+    "mcp-sdk-2.3.0-mrtr[case]: the mcp 2.3.0 client against a re-asking tool, a server "
+    "that re-asks on expired state, or one that rejects it"
+)
+"""What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
+
 MAX_ROUNDS = 10
 
 

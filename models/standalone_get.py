@@ -15,6 +15,15 @@ from fsm.worlds.sse import Bounds, World
 
 from .guarded import CONFIG, POLICY, GuardPolicy, variants
 
+LEGEND = (
+    "guarded[replay,deadline,answer,user(,reaper)]: the server replays after the cursor"
+    " or inclusive of it; the request's deadline passes silent or with "
+    "notifications/cancelled; an answer to an unknown request gets 202, 404, a JSON-RPC "
+    "error (rpc) or a 500 holding one (500rpc); the user answers or never; reaper: the "
+    "session is reaped; get3: the standalone GET cut three times before any event id"
+)
+"""What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
+
 GET_CUTS = 3
 
 PASSING = {"after,silent,202,answers", "after,silent,202,never", "after,silent,202,answers,reaper"}

@@ -20,7 +20,10 @@ Output: reports go to stdout; with ``--json`` stdout is pure JSON Lines (one obj
 model) and every human line (progress, verdicts against ``expected_violations``, files
 written, errors) goes to stderr. Progress lines appear once a run lasts over a second
 (disable them with ``--quiet``). ``--brief`` prints one line per model that passes (holds,
-or fails exactly as declared), full reports only for the others.
+or fails exactly as declared), full reports only for the others. ``--overview`` (what
+``make demo`` adds) heads each file with its path, the first sentence of its docstring and
+its ``LEGEND`` (what the fields of its model names mean), and ends with a line that sums
+the run up.
 
 ``--write-tests DIR`` writes a pytest module per counterexample found, replaying it with
 the bounds ``--set`` gave; a shipped model is loaded by name, a model file by its path
@@ -33,11 +36,14 @@ docstring what it asserts: by default it passes while the bug exists (a witness,
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
 import sys
+import textwrap
 import warnings
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 from typing import Any, TextIO
@@ -125,6 +131,12 @@ def _parser() -> argparse.ArgumentParser:
         "--brief",
         action="store_true",
         help="one line per model that passes; full reports only for the others",
+    )
+    parser.add_argument(
+        "--overview",
+        action="store_true",
+        help="head each file with what it models and what its model names' fields mean "
+        "(its LEGEND), and end with a line that sums the run up",
     )
     return parser
 
@@ -317,6 +329,7 @@ def _check_all(
 ) -> int:
     human = sys.stderr if args.json else sys.stdout
     status = 0
+    tally = _Tally()
     for target in targets:
         try:
             files = model_files(target.path)
@@ -329,6 +342,8 @@ def _check_all(
             except ModelLoadError as exc:
                 print(f"fsm check: {exc}", file=sys.stderr)
                 return BAD_INPUT
+            if args.overview and not args.json:
+                print(_heading(file))
             for original in models:
                 try:
                     model = _rebound(original, settings)
@@ -348,6 +363,7 @@ def _check_all(
                     return BAD_INPUT
                 expected = _expected(getattr(model, "expected_violations", None))
                 passed = _as_expected(report, expected)
+                tally.add(report, expected, passed)
                 if args.json:
                     record = report.to_json()
                     record["expected_violations"] = sorted(expected)
@@ -376,7 +392,65 @@ def _check_all(
                         print(f"wrote {path}", file=sys.stderr)
                 if not passed:
                     status = VIOLATED
+    if args.overview and not args.json:
+        print(tally.summary())
     return status
+
+
+def _heading(file: str) -> str:
+    """A file's heading in ``--overview`` output: its path, the first sentence of its
+    docstring, and its ``LEGEND`` (what the fields of its model names mean), if any.
+    Read from the source, not the imported module."""
+    try:
+        tree = ast.parse(FilePath(file).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return f"== {file}"
+    doc = (ast.get_docstring(tree) or "").strip()
+    first = doc.split("\n\n")[0].replace("\n", " ")
+    first = first.split(". ")[0].rstrip(".")
+    first = re.sub(r":\w+:`~?([^`]+)`", r"\1", first).replace("``", "")  # reST roles
+    lines = textwrap.wrap(
+        f"== {file}" + (f": {first}" if first else ""), 100, subsequent_indent="   "
+    )
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == ["LEGEND"]
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            lines += textwrap.wrap(
+                node.value.value, 100, initial_indent="   ", subsequent_indent="     "
+            )
+    return "\n".join(lines)
+
+
+class _Tally:
+    """What ``--overview`` sums up at its end."""
+
+    def __init__(self) -> None:
+        self.hold = self.declared = self.failed = self.states = 0
+        self.seconds = 0.0
+
+    def add(self, report: Report, expected: Collection[str], passed: bool) -> None:
+        self.states += report.states
+        self.seconds += report.seconds
+        if not passed:
+            self.failed += 1
+        elif expected:
+            self.declared += 1
+        else:
+            self.hold += 1
+
+    def summary(self) -> str:
+        models = self.hold + self.declared + self.failed
+        return textwrap.fill(
+            f"== {models} models: {self.hold} hold every property, {self.declared} violate "
+            f"exactly what they declare (faulty clients the checker must catch), "
+            f"{self.failed} fail; {self.states:,} states in {self.seconds:.1f} s",
+            100,
+            subsequent_indent="   ",
+        )
 
 
 def _failing(report: Report) -> str:
