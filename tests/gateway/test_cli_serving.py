@@ -207,6 +207,22 @@ def test_a_metrics_address_in_use_exits_1_before_the_line(
 # --------------------------------------------------------------------------- SIGTERM
 
 
+@asynccontextmanager
+async def _a_call_under_way(
+    child: Any, http: httpx2.AsyncClient
+) -> AsyncIterator[tuple[str, AsyncIterator[bytes], list[tuple[str | None, str]]]]:
+    """A session opened through ``child``'s URL and a call streaming in it: the URL, the
+    rest of the call's body, and the events of its first piece."""
+    url = (await child.line(child.stdout)).strip()
+    await begin(http, url)
+    h = {**HEAD, "mcp-session-id": SID}
+    async with http.stream("POST", url, json=CALL, headers=h) as stream:
+        pieces = stream.aiter_raw()
+        with anyio.fail_after(GUARD):
+            got = parse(await pieces.__anext__())
+        yield url, pieces, got
+
+
 async def test_sigterm_lets_a_stream_finish_within_the_drain() -> None:
     """SIGTERM with a call's stream open: no new connection is taken, the stream goes on
     (its result arrives when the upstream sends it), then the process exits 0."""
@@ -217,13 +233,7 @@ async def test_sigterm_lets_a_stream_finish_within_the_drain() -> None:
         gateway_process(upstream, "--drain-seconds", "60") as child,
         httpx2.AsyncClient(timeout=GUARD) as http,
     ):
-        url = (await child.line(child.stdout)).strip()
-        await begin(http, url)
-        h = {**HEAD, "mcp-session-id": SID}
-        async with http.stream("POST", url, json=CALL, headers=h) as stream:
-            pieces = stream.aiter_raw()
-            with anyio.fail_after(GUARD):
-                got = parse(await pieces.__anext__())
+        async with _a_call_under_way(child, http) as (url, pieces, got):
             child.process.send_signal(signal.SIGTERM)
             await child.stderr_until("draining")
             assert await refused(port_of(url))
@@ -245,13 +255,7 @@ async def test_sigterm_ends_a_stream_that_outlasts_the_drain_and_exits_0() -> No
         gateway_process(upstream, "--drain-seconds", "1") as child,
         httpx2.AsyncClient(timeout=GUARD) as http,
     ):
-        url = (await child.line(child.stdout)).strip()
-        await begin(http, url)
-        h = {**HEAD, "mcp-session-id": SID}
-        async with http.stream("POST", url, json=CALL, headers=h) as stream:
-            pieces = stream.aiter_raw()
-            with anyio.fail_after(GUARD):
-                got = parse(await pieces.__anext__())
+        async with _a_call_under_way(child, http) as (_url, pieces, got):
             child.process.send_signal(signal.SIGTERM)
             with anyio.fail_after(GUARD):
                 got += parse(b"".join([piece async for piece in pieces]))  # no error: clean
