@@ -100,7 +100,7 @@ from fsm.adapters._transport.http import (
 )
 from fsm.adapters._transport.session import SdkBinding, sdk_streams
 from fsm.adapters._transport.session_io import Claim, SessionIO
-from fsm.adapters._transport.sse import LARGE_EVENT, SseParser, encode_event, raw_bytes
+from fsm.adapters._transport.sse import LARGE_EVENT, SseParser, encode_event
 from fsm.adapters._transport.transport import GuardedTransport, bind
 from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
@@ -1256,7 +1256,7 @@ def _final_event(piece: bytes) -> bytes:
     result gets the result alone, not the events before it again (a request among them
     would reach the client twice)."""
     events = SseParser().feed(piece)
-    return raw_bytes(events[-1]) if events else piece
+    return events[-1].raw if events else piece
 
 
 class _CountedGuard(ObservedGuard):

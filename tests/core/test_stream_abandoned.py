@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fsm import EventTooLargeError, Guard, StreamAbandonedError
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters._transport.sse import EventTooLarge, SseParser, raw_bytes
+from fsm.adapters._transport.sse import EventTooLarge, SseParser
 
 PIECES = [
     b"id: 1\r\ndata: a\r\n\r\n",
@@ -90,7 +90,7 @@ def test_the_parser_marks_invalid_utf8_and_keeps_its_bytes() -> None:
     raw = b'id: 1\ndata: {"a": "\xff\xfe"}\n\n'
     (event,) = SseParser().feed(raw)
     assert event.event_id == "1" and not event.utf8
-    assert raw_bytes(event) == raw
+    assert event.raw == raw
     parser = SseParser()  # a sequence cut across two chunks is still UTF-8
     (ok,) = parser.feed("data: é".encode()[:-1]) + parser.feed("é".encode()[-1:] + b"\n\n")
     assert ok.utf8 and ok.data == "é"

@@ -33,7 +33,6 @@ __all__ = [
     "encode_event",
     "hot_event",
     "plain_notification",
-    "raw_bytes",
 ]
 
 
@@ -99,11 +98,6 @@ class SseFrame:
             f"SseFrame(event_id={self.event_id!r}, size={self.size}, event={self.event!r}, "
             f"retry={self.retry!r}, has_data={self.has_data}, utf8={self.utf8})"
         )
-
-
-def raw_bytes(frame: SseFrame) -> bytes:
-    """The bytes of a parsed event as received (line ends as LF) and the blank line."""
-    return frame.raw
 
 
 class EventTooLarge(Exception):
