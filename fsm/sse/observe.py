@@ -107,10 +107,17 @@ class ObservedGuard:
     def feed(self, event: ev.Event) -> tuple[act.Action, ...]:
         """``guard.feed(event)``, observed."""
         now = self.guard.now()
-        for obs in self._told(event, now):
-            self.observe(obs, now)
+        told = self._told(event, now)
         self._note_hold(event)
         actions = self.guard.feed(event)
+        if isinstance(event, ev.UserAnswered) and any(
+            isinstance(a, act.Ignore) and a.reason == "already-answered" for a in actions
+        ):
+            # the guard acts on the first answer to a request and ignores later ones: a
+            # later one is not the answer the client submits (P4 judges that one)
+            told = [obs for obs in told if not isinstance(obs, P.Answered)]
+        for obs in told:
+            self.observe(obs, now)
         if actions:
             now = self.guard.now()
             for action in actions:

@@ -154,3 +154,23 @@ def test_a_wall_time_out_of_range_is_clamped() -> None:
     assert timebase.wall(1.5) == "1970-01-01T00:00:01.500000Z"
     assert timebase.wall(1e300) == "9999-12-31T23:59:59.999999Z"
     assert timebase.wall(-1e300) == timebase.wall(float("nan")) == "0001-01-01T00:00:00.000000Z"
+
+
+def test_an_answer_the_guard_ignores_is_not_the_answer_it_submits() -> None:
+    """The guard acts on the first answer to a request and ignores a later one
+    (``already-answered``): resubmitting the first after a failed POST is no P4, because
+    the later answer is not logged as the user's answer for the request. Found by the
+    hostile fuzz test."""
+    og = ObservedGuard(Guard(clock=lambda: 0.0))
+    og.guard.feed(ev.SessionStarted(SESSION))
+    og.feed(ev.StreamOpened("post:1", 7))
+    og.feed(ev.SseEvent("post:1", elicit(1), "e1"))
+    key = (SESSION, 1)
+    accept = {"action": "accept", "content": {"confirm": True}}
+    assert any(isinstance(a, act.Submit) for a in og.feed(ev.UserAnswered(key, accept)))
+    (ignored,) = og.feed(ev.UserAnswered(key, {"action": "decline"}))
+    assert isinstance(ignored, act.Ignore) and ignored.reason == "already-answered"
+    again = og.feed(ev.SubmissionOutcome(key, SubmissionResult(status=None)))
+    assert [a.answer for a in again if isinstance(a, act.Submit)] == [accept]
+    assert og.violations == []
+    assert [o.answer for o, _ in og.log if isinstance(o, P.Answered)] == [accept]
