@@ -65,9 +65,9 @@ from fsm.mrtr.call import (
     RoundFailed,
     RoundResult,
     Tick,
-    question_id,
 )
 from fsm.outcomes import SubmissionResult
+from fsm.questions import question_id
 
 __all__ = ["guarded_call_tool"]
 

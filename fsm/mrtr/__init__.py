@@ -18,8 +18,8 @@ from fsm.mrtr.call import (
     RoundFailed,
     RoundResult,
     Tick,
-    question_id,
 )
+from fsm.questions import question_id
 
 __all__ = [
     "INPUT_METHODS",

@@ -59,7 +59,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from fsm import events as ev
 from fsm.actions import Complete, Fail, Ignore, Present, Withdraw
@@ -78,9 +78,9 @@ from fsm.machines.resumption import LIVENESS
 from fsm.machines.rounds import MRTR_PRODUCT, ROUNDS
 from fsm.machines.spec import Scope
 from fsm.machines.tables import EngineName
-from fsm.messages import params_digest
 from fsm.mrtr.outcomes import MRTR_CLASSIFIER, REJECTED_BY_THE_CLIENT, error_for, rejection
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
+from fsm.questions import OnReask, canonical_json, check_reask_policy, question_id, reask_refusal
 
 INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
 """The methods an ``InputRequiredResult`` may embed (protocol 2026-07-28)."""
@@ -94,8 +94,9 @@ class MrtrConfig:
     """``InputRequiredResult`` rounds allowed per call (python- and typescript-sdk: 10)."""
     max_reasks: int = 1
     """Resubmissions of one question's stored answer when the server asks it again."""
-    on_reask: Literal["resubmit", "fail"] = "resubmit"
-    """What a re-ask of an answered question does: resubmit (bounded) or fail at once."""
+    on_reask: OnReask = "resubmit"
+    """What a re-ask of an answered question does: resubmit (bounded) or fail at once
+    (the rule of :mod:`fsm.questions`, shared with the SSE guard)."""
     question_ttl_s: float = 540.0
     """Client-side age limit of a presented, unanswered question (server TTL: 600 s)."""
     ttl_by_method: Mapping[str, float] = field(default_factory=dict)
@@ -114,6 +115,9 @@ class MrtrConfig:
     idempotent_methods: frozenset[str] = frozenset({"roots/list"})
     """Answered by a handler, not a person: a re-ask is answered anew, not deduplicated."""
     classifier: Classifier = MRTR_CLASSIFIER
+
+    def __post_init__(self) -> None:
+        check_reask_policy(self.max_reasks, self.on_reask)
 
     def ttl(self, method: str) -> float:
         """The client-side age limit of a question of ``method``."""
@@ -418,17 +422,14 @@ class MrtrCall:
                 q = self._questions[qid] = _Question((self.call, qid), method, params)
                 fresh.append(q)
             elif q.state == "submitted" and q not in fresh:
-                if self.config.on_reask == "fail" or q.reasks >= self.config.max_reasks:
+                spent = reask_refusal(q.reasks, self.config.max_reasks, self.config.on_reask)
+                if spent is not None:
                     return self._fail(
                         "exhaust",
                         QuestionReaskedError,
                         f"{self.call}: the server asked {method} {qid} again after it was "
                         "answered; the user is not asked twice",
-                        (
-                            f"round {self._round}: key {server_key!r} re-asks {qid}",
-                            f"resubmitted {q.reasks} time(s), max_reasks="
-                            f"{self.config.max_reasks}, on_reask={self.config.on_reask}",
-                        ),
+                        (f"round {self._round}: key {server_key!r} re-asks {qid}", spent),
                         key=q.key,
                     )
                 q.reasks += 1
@@ -455,7 +456,7 @@ class MrtrCall:
             return
         if self._age_out():
             return
-        q.answer_text = json.dumps(dict(e.answer), sort_keys=True, default=repr)
+        q.answer_text = canonical_json(dict(e.answer))
         self._run.fire(q, "answer")
         if all(self._questions[qid].state == "answered" for qid in self._round_keys.values()):
             self._run.fire(self._rounds, "answered")
@@ -635,12 +636,5 @@ def _describe(outcome: SubmissionResult) -> str:
     return text if outcome.status is None else f"HTTP {outcome.status} {text}"
 
 
-def question_id(method: str, params: Mapping[str, Any] | None) -> str:
-    """The identity of a question: its method and the digest of its canonical params
-    (``_meta`` left out), e.g. ``"elicitation/create#0fed88c222563bba"``. A question's
-    request key is ``(call, question_id(...))``; idempotent methods add ``@round``."""
-    return f"{method}#{params_digest(params):016x}"
-
-
 def _freeze(params: Mapping[str, Any] | None) -> str | None:
-    return None if params is None else json.dumps(params, sort_keys=True, default=repr)
+    return None if params is None else canonical_json(params)

@@ -1,0 +1,62 @@
+"""Question identity, shared by both eras: when a server asks again what it asked before.
+
+A server may ask one question under several keys: an MRTR server under a new
+round-local ``inputRequests`` key in a later round, a server-side shim (the TypeScript
+legacy MRTR shim, the Go SDK's MRTR middleware, the Python v2 ``Resolve``) under a new
+JSON-RPC id of an ``elicitation/create`` with identical params. Within one origin call
+(an MRTR call; in the SSE era, the POST stream of a tool call and the requests on it),
+two requests are **one question** when their method and canonical params are equal
+(:func:`question_id`: sorted-key JSON with ``_meta`` left out, hashed by
+:func:`fsm.messages.params_digest`). A question the user answered is never presented
+again: its stored answer is resubmitted, at most ``max_reasks`` times per question,
+then the call fails once with :class:`~fsm.errors.QuestionReaskedError`
+(:func:`reask_refusal`); with ``on_reask="fail"`` on the first re-ask.
+
+This module holds the rule, not the state: :class:`fsm.sse.guard.Guard` and
+:class:`fsm.mrtr.call.MrtrCall` keep their questions and fire the declared transitions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from fsm.messages import params_digest
+
+OnReask = Literal["resubmit", "fail"]
+"""What a re-ask of an answered question does: resubmit the stored answer (bounded by
+``max_reasks``) or fail the call at once."""
+
+ON_REASK: tuple[OnReask, ...] = ("resubmit", "fail")
+
+
+def question_id(method: str, params: Mapping[str, Any] | None) -> str:
+    """The identity of a question: its method and the digest of its canonical params
+    (``_meta`` left out), e.g. ``"elicitation/create#0fed88c222563bba"``. Two requests of
+    one origin call with equal identities are one question, whatever their keys."""
+    return f"{method}#{params_digest(params):016x}"
+
+
+def canonical_json(value: Any) -> str:
+    """``value`` as canonical JSON (sorted keys; what JSON cannot say as its ``repr``):
+    how a stored answer or a question's params are kept and compared."""
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+def check_reask_policy(max_reasks: int, on_reask: str) -> None:
+    """Raise ``ValueError`` unless ``max_reasks`` is an int >= 0 and ``on_reask`` one of
+    :data:`ON_REASK` (the configs call it on construction)."""
+    if isinstance(max_reasks, bool) or not isinstance(max_reasks, int) or max_reasks < 0:
+        raise ValueError(f"max_reasks must be an int >= 0, not {max_reasks!r}")
+    if on_reask not in ON_REASK:
+        raise ValueError(f"on_reask must be one of {ON_REASK}, not {on_reask!r}")
+
+
+def reask_refusal(reasks: int, max_reasks: int, on_reask: OnReask) -> str | None:
+    """Why a re-ask of a question already resubmitted ``reasks`` times must fail the call
+    (the evidence :class:`~fsm.errors.QuestionReaskedError` carries), or ``None`` when
+    its stored answer is resubmitted (once more)."""
+    if on_reask == "fail" or reasks >= max_reasks:
+        return f"resubmitted {reasks} time(s), max_reasks={max_reasks}, on_reask={on_reask}"
+    return None
