@@ -13,7 +13,9 @@ property  violated when
 P1        a request the client knows is dead (cancel delivered after it, answer rejected
           as terminal, session gone, or itself declared dead) is presented
 P2        an interactive request key is presented a second time (idempotent ones,
-          delivered with ``interactive=False``, may be presented again)
+          delivered with ``interactive=False``, may be presented again), or a
+          question a request of its origin call asked under another key (a re-ask
+          under a new id: ``Delivered.question``, :mod:`fsm.questions`)
 P3        an interaction's stream is resumed after a terminal rejection of the
           answer to a request on it not already known cancelled (or after the
           session was gone); the origin-less GET stream stays resumable
@@ -80,6 +82,11 @@ class Delivered:
     replayed: bool = False
     asserted: bool = False
     interactive: bool = True
+    question: RequestKey | None = None
+    """The key of the request of the same origin call that asked this question first
+    (method and canonical params: :func:`fsm.questions.question_id`) when this one asks
+    it again under a new key; ``None``: a question of its own. P2 counts the question's
+    presentations, P4 takes its answer for the new key's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +306,8 @@ class MonitorState(NamedTuple):
     begun: frozenset[str] = frozenset()
     ended: frozenset[str] = frozenset()
     violated: frozenset[str] = frozenset()
+    asks: FrozenMap[RequestKey, RequestKey] = _NO_FACTS
+    """A re-ask's key -> the key that first asked its question (``Delivered.question``)."""
 
 
 _EMPTY = MonitorState()
@@ -322,11 +331,13 @@ class Facts:
     """
 
     __slots__ = (
+        "_asked",
         "_fresh_keys",
         "_fresh_streams",
         "_keys_on",
         "_seen_count",
         "answers",
+        "asks",
         "begun",
         "budgets",
         "dead",
@@ -363,6 +374,8 @@ class Facts:
         self.begun: set[str] = set()
         self.ended: set[str] = set()
         self.violated: set[str] = set()
+        self.asks: dict[RequestKey, RequestKey] = {}
+        self._asked: set[RequestKey] = set()  # questions presented, by their first key
         self._keys_on: dict[str, set[RequestKey]] = {}
         self._fresh_keys: set[RequestKey] = set()
         self._fresh_streams: set[str] = set()
@@ -380,6 +393,11 @@ class Facts:
                 bad.append(Violation("P1", f"{key!r} presented after the client knew it dead"))
             if key in self.presented and key not in self.idempotent:
                 bad.append(Violation("P2", f"{key!r} presented a second time"))
+            elif key not in self.idempotent and self.asks.get(key, key) in self._asked:
+                first = self.asks.get(key, key)
+                bad.append(
+                    Violation("P2", f"{key!r} presented: the question {first!r} asked, again")
+                )
             if key in self.stale_delivery:
                 bad.append(
                     Violation(
@@ -390,6 +408,8 @@ class Facts:
                 )
         elif isinstance(obs, Submitted):
             given = self.answers.get(obs.key)
+            if given is None and obs.key in self.asks:  # a re-ask: its question's answer
+                given = self.answers.get(self.asks[obs.key])
             if given is None or given != _answer_id(obs.answer):
                 bad.append(
                     Violation(
@@ -431,6 +451,8 @@ class Facts:
                 self._fresh_streams.add(obs.stream)
             if not obs.interactive:
                 self.idempotent.add(key)
+            if obs.question is not None and obs.question != key and key not in self.asks:
+                self.asks[key] = self.asks.get(obs.question, obs.question)
             deadline = self.deadlines.get(key)
             if (
                 obs.interactive
@@ -482,6 +504,8 @@ class Facts:
             self.answers[obs.key] = _answer_id(obs.answer)
         elif isinstance(obs, Presented):
             if obs.key not in self.presented:
+                if obs.key not in self.idempotent:
+                    self._asked.add(self.asks.get(obs.key, obs.key))
                 self.presented.add(obs.key)
                 self.deadlines[obs.key] = obs.t + self.budgets.ttl
         elif isinstance(obs, Submitted):
@@ -534,6 +558,8 @@ class Facts:
             del self.stream_of[key]
             self.answers.pop(key, None)
             self.submissions.pop(key, None)
+            self.asks.pop(key, None)
+            self._asked.discard(key)
             self._fresh_keys.discard(key)
         self.no_resume.discard(interaction)
         self.newest.pop(interaction, None)
@@ -563,6 +589,8 @@ class Facts:
             + len(self.no_resume)
             + len(self.answers)
             + len(self.submissions)
+            + len(self.asks)
+            + len(self._asked)
             + len(self.newest)
             + len(self.seen)
             + self._seen_count
@@ -596,6 +624,7 @@ class Facts:
             _set(like.begun, self.begun),
             _set(like.ended, self.ended),
             _set(like.violated, self.violated),
+            _map(like.asks, self.asks),
         )
 
     @classmethod
@@ -627,6 +656,8 @@ class Facts:
         facts.begun = set(state.begun)
         facts.ended = set(state.ended)
         facts.violated = set(state.violated)
+        facts.asks = dict(state.asks)
+        facts._asked = {state.asks.get(k, k) for k in state.presented if k not in state.idempotent}
         keys_on: dict[str, set[RequestKey]] = {}
         for key, stream in state.stream_of.items():
             keys_on.setdefault(stream, set()).add(key)
@@ -705,6 +736,7 @@ def rename_keys(state: MonitorState, keys: Mapping[RequestKey, RequestKey]) -> M
         stream_of=km(state.stream_of),
         answers=km(state.answers),
         submissions=km(state.submissions),
+        asks=FrozenMap({keys.get(k, k): keys.get(v, v) for k, v in state.asks.items()}),
     )
 
 

@@ -13,7 +13,8 @@ other fields are the observation's, with request keys as ``[session, id]`` array
 kind            fields
 ==============  ===========================================================
 ``delivered``   ``key``, ``stream``, ``replayed`` (bool), ``asserted`` (bool),
-                ``interactive`` (bool)
+                ``interactive`` (bool), and for a re-ask under a new id only
+                ``question`` (the key that first asked the same question)
 ``cancelled``   ``key``
 ``rejected``    ``key``, ``session`` (bool: the whole session is gone)
 ``session_gone``
@@ -183,7 +184,9 @@ def to_record(
     record: dict[str, Any] = {"kind": _NAMES[type(obs)]}
     for f in fields(obs):
         value = getattr(obs, f.name)
-        record[f.name] = list(value) if f.name == "key" else value
+        if value is None and f.default is None:
+            continue  # an optional field left out (a delivery's question)
+        record[f.name] = list(value) if f.name in _KEYS else value
     record.setdefault("t", t)
     if timebase is not None:
         record["wall"] = timebase.wall(record["t"])
@@ -224,8 +227,12 @@ def from_record(record: object, line: int = 0) -> P.Observation | None:
         raise TraceFormatError(line, f"{kind}: {exc}") from None
 
 
+_KEYS = frozenset({"key", "question"})
+"""The fields that hold request keys (``[session, id]`` arrays in a record)."""
+
+
 def _field(kind: str, name: str, value: object, line: int) -> Any:
-    if name == "key":
+    if name in _KEYS:
         if (
             isinstance(value, list)
             and len(value) == 2
@@ -233,7 +240,7 @@ def _field(kind: str, name: str, value: object, line: int) -> Any:
             and type(value[1]) in (int, str)
         ):
             return (value[0], value[1])
-        raise TraceFormatError(line, f"{kind}: key must be [session, id], got {value!r}")
+        raise TraceFormatError(line, f"{kind}: {name} must be [session, id], got {value!r}")
     wanted = _TYPES.get(name)
     if wanted is not None and (type(value) not in wanted):
         raise TraceFormatError(line, f"{kind}: {name} must be {wanted[0].__name__}, got {value!r}")
