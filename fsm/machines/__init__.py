@@ -5,9 +5,11 @@ into products by declared rows that one runtime applies (:mod:`~fsm.machines.pro
 * :mod:`~fsm.machines.resumption`: transport resumption per stream and session liveness
   per server request (the SSE era), and their product.
 * :mod:`~fsm.machines.rounds`: the rounds of a 2026 call (the MRTR era), and its product.
+* :mod:`~fsm.machines.tasks`: a task's lifecycle and its input request keys (the tasks
+  era), and their product.
 
-Nothing here decides: the eras' deciders (:mod:`fsm.sse`, :mod:`fsm.mrtr`) do, and only
-:class:`~fsm.machines.product.ProductRun` changes a machine's state.
+Nothing here decides: the eras' deciders (:mod:`fsm.sse`, :mod:`fsm.mrtr`, :mod:`fsm.tasks`)
+do, and only :class:`~fsm.machines.product.ProductRun` changes a machine's state.
 """
 
 from fsm.machines.resumption import (
@@ -19,6 +21,7 @@ from fsm.machines.resumption import (
     TRANSPORT_LIVE,
 )
 from fsm.machines.rounds import MRTR_PRODUCT, ROUNDS, ROUNDS_LIVE
+from fsm.machines.tasks import TASK, TASK_INPUT, TASK_INPUT_LIVE, TASK_LIVE, TASKS_PRODUCT
 
 __all__ = [
     "LIVENESS",
@@ -28,6 +31,11 @@ __all__ = [
     "PRODUCT",
     "ROUNDS",
     "ROUNDS_LIVE",
+    "TASK",
+    "TASKS_PRODUCT",
+    "TASK_INPUT",
+    "TASK_INPUT_LIVE",
+    "TASK_LIVE",
     "TRANSPORT",
     "TRANSPORT_LIVE",
 ]

@@ -76,6 +76,12 @@ def _builtin() -> None:
     register("rounds", lambda: machine_diagram(ROUNDS))
     register("mrtr-product-spec", lambda: Diagram(product_dot(MRTR_PRODUCT)))
 
+    from fsm.machines.tasks import TASK, TASK_INPUT, TASKS_PRODUCT
+
+    register("task", lambda: machine_diagram(TASK))
+    register("task-input", lambda: machine_diagram(TASK_INPUT))
+    register("tasks-product-spec", lambda: Diagram(product_dot(TASKS_PRODUCT)))
+
 
 _builtin()
 

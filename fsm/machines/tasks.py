@@ -1,0 +1,234 @@
+"""The fourth and fifth machines: a task's lifecycle and the liveness of each of its input
+requests (the tasks extension, ``io.modelcontextprotocol/tasks``), and their product.
+
+A ``tools/call`` may answer ``resultType: "task"``; the client then polls ``tasks/get``
+(status ``working``, ``input_required``, ``completed``, ``cancelled``, ``failed``, with
+``ttlMs``, ``pollIntervalMs``, ``createdAt``), answers the task's ``inputRequests``
+(key -> ``{method, params}``) with ``tasks/update`` (``inputResponses`` by key; the
+server acknowledges with an empty result, *eventually consistent*) and may be told the
+task is gone (JSON-RPC -32602 "Task has expired" / "Task not found").
+
+``TASK`` is the task as the client knows it, one instance per call. ``TASK_INPUT`` is one
+instance per ``inputRequests`` key: the spec makes a key unique over the task's life, so
+a key is the unit a client presents at most once. It is not the SSE era's liveness
+machine: a key may be answered from another key's answer (``reuse``: the server re-asks
+an answered question under a new key), and an acknowledged answer counts as consumed
+only when a later poll no longer lists its key (``consume``), never on the empty ack.
+
+``TASKS_PRODUCT`` composes them by declared rows: the task's completion completes its
+keys; a key whose answer was rejected fails the task once; a task that failed, was
+cancelled or expired orphans every outstanding key. Its scope ``origin`` is the task.
+"""
+
+from __future__ import annotations
+
+from fsm.machines.spec import Broadcast, Coupling, MachineSpec, ProductSpec, Transition
+
+_T = Transition
+
+TASK_LIVE = frozenset({"working", "input_required"})
+"""The task states of a call that is not over."""
+
+TASK = MachineSpec(
+    name="task",
+    doc="One task of the tasks extension, as its client knows it from tasks/get.",
+    states=("working", "input_required", "completed", "cancelled", "failed", "expired"),
+    initial="working",
+    terminal=frozenset({"completed", "cancelled", "failed", "expired"}),
+    state_docs=(
+        ("working", "the task runs; the client polls tasks/get"),
+        ("input_required", "the last poll listed input requests"),
+        ("completed", "the task's result is in: one Complete"),
+        ("cancelled", "the task was cancelled: one typed error"),
+        ("failed", "the task failed, or the client failed the call: one typed error"),
+        ("expired", "purged (-32602) or past createdAt + ttlMs: one typed error"),
+    ),
+    transitions=(
+        _T("work", "working", "working", doc="a poll: still working"),
+        _T(
+            "work",
+            "input_required",
+            "working",
+            doc="a poll: the task moved on (status working)",
+        ),
+        _T("ask", "working", "input_required", doc="a poll lists input requests"),
+        _T(
+            "ask",
+            "input_required",
+            "input_required",
+            doc="a poll lists input requests again (new keys, or the same ones)",
+        ),
+        *(
+            _T("complete", s, "completed", doc="status completed")
+            for s in ("working", "input_required")
+        ),
+        *(
+            _T("cancel", s, "cancelled", doc="status cancelled, or the application cancelled")
+            for s in ("working", "input_required")
+        ),
+        *(
+            _T("fail", s, "failed", doc="status failed (the server's error as evidence)")
+            for s in ("working", "input_required")
+        ),
+        *(
+            _T(
+                "expire",
+                s,
+                "expired",
+                guard="-32602 expired/not found, or createdAt + ttlMs passed",
+                doc="the task is gone: every outstanding key ends with it",
+            )
+            for s in ("working", "input_required")
+        ),
+        *(
+            _T(
+                "exhaust",
+                s,
+                "failed",
+                guard="poll bound, resends, re-asks spent, or a malformed result",
+                doc="bounded: fail once instead of looping",
+            )
+            for s in ("working", "input_required")
+        ),
+        *(
+            _T("abort", s, "failed", doc="an answer the task needs was rejected")
+            for s in ("working", "input_required")
+        ),
+    ),
+)
+"""A task's lifecycle: working, input required, then completed, cancelled, failed or
+expired."""
+
+TASK_INPUT_LIVE = frozenset({"new", "presented", "answered", "submitting", "submitted"})
+"""The states of an input request key that may still be answered."""
+
+TASK_INPUT = MachineSpec(
+    name="task-input",
+    doc="One inputRequests key of a task, unique over the task's life.",
+    states=(
+        "new",
+        "presented",
+        "answered",
+        "submitting",
+        "submitted",
+        "consumed",
+        "withdrawn",
+        "dead",
+    ),
+    initial="new",
+    terminal=frozenset({"consumed", "withdrawn", "dead"}),
+    state_docs=(
+        ("new", "listed by a poll for the first time"),
+        ("presented", "shown to the user, exactly once over the task's life"),
+        ("answered", "the answer is stored, not yet sent"),
+        ("submitting", "tasks/update carrying the answer is in flight"),
+        ("submitted", "acknowledged: an empty ack is not proof of consumption"),
+        ("consumed", "a later poll no longer lists the key: the answer was taken"),
+        ("withdrawn", "the key left inputRequests before its answer was sent: dead"),
+        ("dead", "the task ended first, or the answer was rejected"),
+    ),
+    transitions=(
+        _T(
+            "present",
+            "new",
+            "presented",
+            guard="its question not answered before in this task",
+            doc="show it once",
+        ),
+        _T(
+            "reuse",
+            "new",
+            "answered",
+            guard="its question answered before, re-asks left",
+            doc="a re-ask under a new key: answer it with the stored answer, never prompt",
+        ),
+        _T("answer", "presented", "answered", doc="the user answered"),
+        _T("submit", "answered", "submitting", doc="tasks/update with the stored answer"),
+        _T("accept", "submitting", "submitted", doc="the empty acknowledgement"),
+        _T(
+            "retry",
+            "submitting",
+            "answered",
+            guard="retryable, resends left",
+            doc="the update failed: resend while the key is listed, never re-prompt",
+        ),
+        _T(
+            "reject",
+            "submitting",
+            "dead",
+            guard="terminal error",
+            doc="the update was rejected: the task fails once",
+        ),
+        _T(
+            "resubmit",
+            "submitted",
+            "submitting",
+            guard="still listed after the ack, resubmits left",
+            doc="resend the stored answer (the server ignores a consumed key)",
+        ),
+        _T(
+            "consume",
+            "submitted",
+            "consumed",
+            doc="a later poll no longer lists the key: the task moved on",
+        ),
+        *(
+            _T(
+                "supersede",
+                s,
+                "withdrawn",
+                doc="the key left inputRequests before its answer was sent: withdraw it",
+            )
+            for s in ("new", "presented", "answered")
+        ),
+        *(
+            _T("complete", s, "consumed", doc="the task completed after the answer was sent")
+            for s in ("submitting", "submitted")
+        ),
+        *(
+            _T("complete", s, "dead", doc="the task completed before the answer was sent")
+            for s in ("new", "presented", "answered")
+        ),
+        *(
+            _T("orphan", s, "dead", doc="the task failed, was cancelled or expired")
+            for s in sorted(TASK_INPUT_LIVE)
+        ),
+    ),
+)
+"""The liveness of one ``inputRequests`` key of a task."""
+
+TASKS_PRODUCT = ProductSpec(
+    name="tasks-product",
+    doc="A task's lifecycle x the liveness of each input request key, by the rows below.",
+    machines=(TASK, TASK_INPUT),
+    broadcasts=(
+        Broadcast(
+            "task_completed",
+            "origin",
+            (("task", "complete"), ("task-input", "complete")),
+            doc="status completed: the task complete, its keys consumed or dead",
+        ),
+    ),
+    couplings=(
+        Coupling(
+            "rejected_answer_fails_task",
+            "task-input",
+            frozenset({"dead"}),
+            "task",
+            TASK_LIVE,
+            "abort",
+            doc="an answer the task needs was rejected: fail the call with one typed error",
+        ),
+        Coupling(
+            "ended_task_orphans_keys",
+            "task",
+            frozenset({"cancelled", "failed", "expired"}),
+            "task-input",
+            TASK_INPUT_LIVE,
+            "orphan",
+            doc="nobody reads the answers of a task that ended without completing",
+        ),
+    ),
+)
+"""A task's lifecycle times each input request key's liveness, synchronised by declared
+rows."""
