@@ -1,6 +1,6 @@
-"""The public API is what these lists say, and every name in it is documented.
+"""The public API is what `public_api.json` says, and every name in it is documented.
 
-A name added to or dropped from an ``__all__`` fails here until the list below is changed
+A name added to or dropped from an ``__all__`` fails here until ``public_api.json`` is changed
 with it: a change to what users may import is a decision, recorded in the CHANGELOG, not
 a side effect. Every exported name has a docstring of its own where it is defined (for a
 constant or an alias, the string literal right after its assignment), found by reading the
@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import json
 import sys
 import types
 from functools import cache
@@ -19,180 +20,11 @@ from pathlib import Path
 
 import pytest
 
-EXPORTS: dict[str, list[str]] = {
-    "fsm": [
-        "CallRejectedError",
-        "CapacityError",
-        "Classifier",
-        "DEFAULT_RULES",
-        "EventTooLargeError",
-        "Guard",
-        "GuardConfig",
-        "GuardError",
-        "GuardUsageError",
-        "HttpResult",
-        "InputRoundsExceededError",
-        "InteractionFailed",
-        "LIVENESS",
-        "LIVE_MARKER",
-        "LivenessOracle",
-        "MalformedInputRequiredError",
-        "ObservedGuard",
-        "OutcomeClass",
-        "PRODUCT",
-        "QuestionReaskedError",
-        "RESUME_RULES",
-        "RequestCancelledError",
-        "RequestId",
-        "RequestKey",
-        "RequestStateExpiredError",
-        "ResumeBudgetSpentError",
-        "Rule",
-        "SessionExpiredError",
-        "StaleRequestError",
-        "StreamAbandonedError",
-        "SubmissionFailedError",
-        "SubmissionResult",
-        "TRANSPORT",
-        "UnknownPendingRequestError",
-        "__version__",
-        "actions",
-        "default_oracle",
-        "events",
-    ],
-    "fsm.adapters": [],
-    "fsm.adapters.mcp1": [
-        "GuardedConnection",
-        "GuardedSession",
-        "SUPPORTED_SDK",
-        "binding",
-        "check_sdk_version",
-        "guarded_connection",
-        "guarded_session",
-    ],
-    "fsm.adapters.mcp2": [
-        "BINDING",
-        "GuardedConnection",
-        "GuardedSession",
-        "GuardedTransport",
-        "SUPPORTED_SDK",
-        "check_sdk_version",
-        "guarded_connection",
-        "guarded_session",
-    ],
-    "fsm.adapters.mrtr": ["guarded_call_tool"],
-    "fsm.adapters.sdkerrors": ["CODE", "SdkErrorType"],
-    "fsm.adapters.sdkversion": ["SdkRange", "check_sdk_version", "release_of"],
-    "fsm.checker": [
-        "BaseModel",
-        "Checker",
-        "Coverage",
-        "Kind",
-        "Lasso",
-        "Model",
-        "ModelError",
-        "ModelLoadError",
-        "Path",
-        "Progress",
-        "Property",
-        "PropertyResult",
-        "ReplayError",
-        "Report",
-        "Step",
-        "Symmetry",
-        "SymmetryAudit",
-        "Verdict",
-        "check",
-        "cyclic_components",
-        "find_property",
-        "load_model",
-        "load_models",
-        "replay",
-        "shortest_cycle",
-        "verify_symmetry",
-        "violated_at",
-    ],
-    "fsm.demo": [],
-    "fsm.gateway": [
-        "Cursor",
-        "MemoryStore",
-        "StateStore",
-        "StoreStateLostError",
-        "StoreUnavailableError",
-    ],
-    "fsm.machines": [
-        "LIVENESS",
-        "LIVENESS_DEAD",
-        "LIVENESS_LIVE",
-        "MRTR_PRODUCT",
-        "PRODUCT",
-        "ROUNDS",
-        "ROUNDS_LIVE",
-        "TASK",
-        "TASKS_PRODUCT",
-        "TASK_INPUT",
-        "TASK_INPUT_LIVE",
-        "TASK_LIVE",
-        "TRANSPORT",
-        "TRANSPORT_LIVE",
-    ],
-    "fsm.mrtr": [
-        "CallCancelled",
-        "CallSnapshot",
-        "INPUT_METHODS",
-        "MrtrAction",
-        "MrtrCall",
-        "MrtrConfig",
-        "MrtrEvent",
-        "QuestionRecord",
-        "Retry",
-        "RoundFailed",
-        "RoundResult",
-        "Tick",
-        "question_id",
-    ],
-    "fsm.render": [
-        "Diagram",
-        "GraphEdge",
-        "GraphNode",
-        "PRODUCERS",
-        "Producer",
-        "RenderEngineMissing",
-        "StateGraph",
-        "Trace",
-        "TraceError",
-        "TraceStep",
-        "machine_dot",
-        "mermaid",
-        "product_dot",
-        "register",
-        "state_graph_dot",
-        "trace_dot",
-    ],
-    "fsm.sse": ["EventHistory", "Guard", "GuardConfig", "ObservedGuard"],
-    "fsm.testing": [
-        "ClientFactory",
-        "ClientUnderTest",
-        "ConformanceFailure",
-        "ConformanceMachine",
-        "ConformanceTests",
-        "FAST",
-        "MrtrClientFactory",
-        "MrtrClientUnderTest",
-        "MrtrConformanceMachine",
-        "NoDedupGuard",
-        "OUTCOMES",
-        "PROFILES",
-        "Sdk230Client",
-        "THOROUGH",
-        "conformance_machine",
-        "guard_factory",
-        "kit_settings",
-        "mrtr_conformance_machine",
-        "use_profile",
-    ],
-}
-"""Each public package (and each adapter module a user imports) and its ``__all__``."""
+EXPORTS: dict[str, list[str]] = json.loads(
+    (Path(__file__).with_name("public_api.json")).read_text(encoding="utf-8")
+)
+"""Each public package (and each adapter module a user imports) and its ``__all__``, as
+pinned in ``public_api.json`` beside this file (sorted names; edit it with the change)."""
 
 EXTRAS = {"fsm.testing": "hypothesis", "fsm.adapters.mcp2": "mcp", "fsm.adapters.mrtr": "mcp"}
 """A module that needs an extra, by the package the extra installs."""
