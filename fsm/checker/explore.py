@@ -7,7 +7,12 @@ it (hence shortest counterexamples), and for every expanded state its successor 
 compact CSR pair of ``array('i')`` (``offsets``, ``edges``). After the search an iterative
 Tarjan finds the cyclic strongly connected components (size > 1, or a self-loop); the reported
 lasso goes to the cyclic state of least discovery index (least depth, deterministic ties), then
-round the shortest cycle through it inside its component.
+round the shortest cycle through it inside its component. A model that declares its system
+state (``system_state``: a state without what only records, such as a property monitor)
+has its cycles found over system states: the monitor's record of a first lap must not
+make the loop start one lap late. The lasso is then the shortest over system states, its
+last state has the system state of the state where its loop starts, and the checker
+proves it a real cycle of the model by going round it until a whole state repeats.
 
 While it searches, the engine moves what it has discovered out of the cyclic garbage
 collector's view every few thousand states (``gc.freeze``; undone when the search ends): the
@@ -473,9 +478,10 @@ class Checker(Generic[S, A]):
         """The concrete path of the model that ``chain`` (representatives) stands for: from
         the initial state whose representative is ``chain[0]``, at each step the action
         (preferring the one named as in ``names``) whose successor has the next
-        representative. A loop is gone round again until a concrete state repeats (at
-        most as many times as the orbit has states). :class:`ModelError` if some step has
-        no such action: the declared symmetry is not one."""
+        representative. A loop is gone round again until a concrete system state
+        (``system_state``) repeats (at most as many times as the orbit has states).
+        :class:`ModelError` if some step has no such action: the declared symmetry is
+        not one."""
         canon, model = self._canon, self.model
         assert canon is not None
         want = [self.states[k] for k in chain]
@@ -488,6 +494,7 @@ class Checker(Generic[S, A]):
         loop = [] if loop_start is None else list(range(loop_start, len(names)))
         plan = list(range(len(names)))
         laps: dict[Any, int] = {}
+        system = self.hooks.system_state or _same
         while plan:
             k = plan.pop(0)
             state, target = states[-1], want[k + 1]
@@ -507,11 +514,12 @@ class Checker(Generic[S, A]):
             states.append(nxt)
             steps.append(name)
             if loop and k == loop[-1]:  # a lap ends on a state of the loop start's orbit
-                if nxt in laps or nxt == states[loop_start or 0]:
-                    start = laps.get(nxt, loop_start)
+                here = system(nxt)
+                if here in laps or here == system(states[loop_start or 0]):
+                    start = laps.get(here, loop_start)
                     return self._make_path(init_index, states, steps, start)
-                laps[states[-len(loop) - 1]] = len(states) - len(loop) - 1
-                laps[nxt] = len(states) - 1
+                laps[system(states[-len(loop) - 1])] = len(states) - len(loop) - 1
+                laps[here] = len(states) - 1
                 plan = list(loop)
         return self._make_path(init_index, states, steps, None)
 
@@ -523,6 +531,8 @@ class Checker(Generic[S, A]):
         return self._lasso_found
 
     def _find_lasso(self) -> Lasso | None:
+        if self.hooks.system_state is not None:
+            return self._find_system_lasso(self.hooks.system_state)
         comp, cyclic = cyclic_components(len(self.states), self.offsets, self.edges)
         entry = next((v for v in range(len(self.states)) if comp[v] in cyclic), None)
         if entry is None:
@@ -532,6 +542,79 @@ class Checker(Generic[S, A]):
         lasso = self._trace(prefix + loop[1:], len(prefix) - 1)
         assert isinstance(lasso, Lasso)
         return lasso
+
+    def _find_system_lasso(self, system: Callable[[Any], Hashable]) -> Lasso | None:
+        """The shortest lasso over the model's system states (``system_state``: what only
+        records, a property monitor, projected out): the least-depth system state on a
+        cycle of the projected graph, the shortest projected cycle through it, walked
+        along explored edges from the first explored state of that system state; then
+        round that loop again until a whole state repeats, which proves the loop a real
+        cycle of the model (the projection's contract makes it one)."""
+        n = len(self.states)
+        offsets, edges = self.offsets, self.edges
+        ids: dict[Hashable, int] = {}
+        kid = [ids.setdefault(system(s), len(ids)) for s in self.states]
+        succ: list[dict[int, None]] = [{} for _ in ids]
+        for v in range(n):
+            out = succ[kid[v]]
+            for w in edges[offsets[v] : offsets[v + 1]]:
+                out[kid[w]] = None
+        p_offsets, p_edges = array("i", [0]), array("i")
+        for out in succ:
+            p_edges.extend(out)
+            p_offsets.append(len(p_edges))
+        comp, cyclic = cyclic_components(len(ids), p_offsets, p_edges)
+        entry = next(
+            (v for v in range(n) if comp[kid[v]] in cyclic and offsets[v + 1] > offsets[v]),
+            None,
+        )
+        if entry is None:
+            return None
+        keys = shortest_cycle(kid[entry], comp, p_offsets, p_edges)
+        loop = [entry]
+        for k in keys[1:]:
+            loop.append(self._successor_with(loop[-1], k, kid))
+        self._closes(loop, kid)
+        prefix = self._chain(entry)
+        lasso = self._trace(prefix + loop[1:], len(prefix) - 1)
+        assert isinstance(lasso, Lasso)
+        return lasso
+
+    def _successor_with(self, v: int, k: int, kid: Sequence[int]) -> int:
+        """The first explored successor of state ``v`` whose system state is number ``k``;
+        :class:`ModelError` if none: the model's ``system_state`` is not a projection."""
+        for w in self.edges[self.offsets[v] : self.offsets[v + 1]]:
+            if kid[w] == k:
+                return w
+        raise ModelError(
+            "model.system_state is not a projection: two states of one system state"
+            " have different successors",
+            self._path_to(v),
+            None,
+        )
+
+    def _closes(self, loop: list[int], kid: Sequence[int]) -> None:
+        """Go round ``loop`` (explored indices whose system states close a cycle) again and
+        again until a whole state repeats: the cycle of the model it stands for. At most
+        as many laps as explored states share the loop's first system state."""
+        seen = {loop[-1]}
+        v = loop[-1]
+        for _ in range(kid.count(kid[loop[0]])):
+            for u in loop[1:]:
+                v = self._successor_with(v, kid[u], kid)
+            if v in seen:
+                return
+            seen.add(v)
+        raise ModelError(  # unreachable under the projection's contract
+            "model.system_state is not a projection: a loop of system states never"
+            " closes a cycle of states",
+            self._path_to(loop[0]),
+            None,
+        )
+
+
+def _same(state: Any) -> Any:
+    return state
 
 
 def cyclic_components(

@@ -44,7 +44,18 @@ class Model(Protocol[S, A]):
       those labels an explored edge fired;
     * ``format_state(state) -> str``: how counterexamples print a state (default: ``repr``);
     * ``symmetry() -> Symmetry | None``: the model's declared symmetry (default: none), with
-      which the checker explores one representative state per orbit (see :class:`Symmetry`).
+      which the checker explores one representative state per orbit (see :class:`Symmetry`);
+    * ``system_state(state) -> Hashable``: the state without what only records (a property
+      monitor's state). Termination is judged on it: a lasso is shortest over system
+      states, so a monitor that records the first lap does not start the loop a lap late.
+      Contract: states of one system state have the same actions enabled and successors
+      of the same system states (what is projected out never steers). Default: the state;
+    * ``why(name, states, loop_start) -> str | None``: the values that make the
+      counterexample ``states`` (init first; a lasso's loop from ``loop_start``) violate
+      property ``name``, in words, for reports and diagrams (default: None);
+    * ``describe_step(state, action, next_state) -> str``: what a step does besides its
+      name and the state it leads to (a world: the client's outputs), shown in traces
+      (default: nothing).
     """
 
     def init_states(self) -> Sequence[S]:
@@ -113,6 +124,19 @@ class BaseModel(Generic[S, A]):
         """The model's declared symmetry, or None (the default: every state is explored)."""
         return None
 
+    def system_state(self, state: S) -> Hashable:
+        """``state`` without what only records (a property monitor): what cycles are
+        judged on. Default: the state itself."""
+        return state
+
+    def why(self, name: str, states: Sequence[S], loop_start: int | None) -> str | None:
+        """Why the path through ``states`` violates property ``name``, or None."""
+        return None
+
+    def describe_step(self, state: S, action: A, next_state: S) -> str:
+        """What the step ``state --action--> next_state`` does besides its name ("")."""
+        return ""
+
 
 @dataclass(frozen=True)
 class Symmetry(Generic[S]):
@@ -147,6 +171,9 @@ class Hooks:
     fired: Callable[[Any, Any, Any], Iterable[str]] | None
     format_state: Callable[[Any], str]
     symmetry: Symmetry[Any] | None = None
+    system_state: Callable[[Any], Hashable] | None = None
+    why: Callable[[str, Sequence[Any], int | None], str | None] | None = None
+    describe_step: Callable[[Any, Any, Any], str] | None = None
 
 
 def _overridden(model: object, attr: str) -> Callable[..., Any] | None:
@@ -185,6 +212,9 @@ def resolve_hooks(model: object) -> Hooks:
         fired=_overridden(model, "fired_transitions") if declared else None,
         format_state=_overridden(model, "format_state") or repr,
         symmetry=_declared_symmetry(model),
+        system_state=_overridden(model, "system_state"),
+        why=_overridden(model, "why"),
+        describe_step=_overridden(model, "describe_step"),
     )
 
 

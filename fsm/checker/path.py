@@ -225,7 +225,9 @@ def _q(value: str | None) -> str:
 
 @dataclass(frozen=True)
 class Lasso(Path):
-    """A path whose last state equals the state after step ``loop_start`` (0 = the init state):
+    """A path whose last state equals the state after step ``loop_start`` (0 = the init state),
+    or has its system state (a model with ``system_state``: the loop is a cycle of system
+    states, which going round again closes as a cycle of whole states):
     ``steps[:loop_start]`` reach the cycle, ``steps[loop_start:]`` go round it once."""
 
     def __post_init__(self) -> None:

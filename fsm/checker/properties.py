@@ -104,7 +104,9 @@ def violated_at(
 
     ``always``: the last state breaks the predicate. ``deadlock``: the last state is stuck and
     not terminal. ``terminates``: the states from ``loop_start`` on form a cycle back to the
-    state at ``loop_start``. A ``sometimes`` property has no finite witness of violation.
+    state at ``loop_start`` (to its system state, for a model with ``system_state``: see
+    :class:`~fsm.checker.Model`). A ``sometimes`` property has no finite witness of
+    violation.
     """
     prop = find_property(model, name)
     last = states[-1]
@@ -116,7 +118,10 @@ def violated_at(
         stuck = all(model.next_state(last, a) is None for a in model.actions(last))
         return stuck and not hooks.is_terminal(last)
     if prop.kind is Kind.TERMINATES:
+        system = resolve_hooks(model).system_state or (lambda s: s)
         return (
-            loop_start is not None and loop_start < len(states) - 1 and (states[loop_start] == last)
+            loop_start is not None
+            and loop_start < len(states) - 1
+            and system(states[loop_start]) == system(last)
         )
     return False

@@ -745,6 +745,12 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
         right after computing each edge)."""
         return self._fired
 
+    def system_state(self, s: WorldState[E]) -> Hashable:
+        """The environment and the client's state: the monitor only records (nothing it
+        holds steers a move), so the checker finds cycles over these, and a lasso's loop
+        starts where the system first repeats, not a lap later when the monitor does."""
+        return (s.env, s.agent.client)
+
     def is_terminal(self, s: WorldState[E]) -> bool:
         """An ended interaction may rest; any other quiescent state is P5-quiescent's
         counterexample (the checker's deadlock check, at no extra cost per state)."""
