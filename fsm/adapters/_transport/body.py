@@ -18,7 +18,7 @@ import anyio.lowlevel
 from fsm import actions as act
 from fsm import events as ev
 from fsm.adapters._transport.handles import CURRENT_CALL
-from fsm.adapters._transport.http import ending_error, http_result
+from fsm.adapters._transport.http import HttpRequest, HttpResponse, ending_error, http_result
 from fsm.adapters._transport.sse import (
     LARGE_EVENT,
     EventTooLarge,
@@ -62,8 +62,8 @@ class GuardedBody:
         engine: SessionIO,
         stream: str,
         origin: Any,
-        request: Any,
-        resp: Any,
+        request: HttpRequest,
+        resp: HttpResponse | None,
         tee: Tee,
     ) -> None:
         self.e, self.stream, self.origin = engine, stream, origin
@@ -71,7 +71,7 @@ class GuardedBody:
         self._acted = False
         self._claims: list[tuple[bytes, RequestKey, str | None, bytes]] = []
         self._claim_key: RequestKey | None = None
-        self.replaced: Any = None
+        self.replaced: HttpResponse | None = None
         """The upstream response of the stream's previous client connection, closed
         before this one resumes (a server may refuse a resume while it holds it)."""
 

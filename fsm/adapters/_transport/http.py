@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from fsm.errors import (
     InteractionFailed,
@@ -32,9 +32,9 @@ class HttpLib(Protocol):
     @property
     def AsyncByteStream(self) -> type[Any]: ...
     @property
-    def Request(self) -> type[Any]: ...
+    def Request(self) -> Callable[..., HttpRequest]: ...
     @property
-    def Response(self) -> type[Any]: ...
+    def Response(self) -> Callable[..., HttpResponse]: ...
     @property
     def Timeout(self) -> type[Any]: ...
     @property
@@ -43,13 +43,60 @@ class HttpLib(Protocol):
     def TransportError(self) -> type[Exception]: ...
 
 
+class HttpHeaders(Protocol):
+    """The headers of a request or response, as both HTTP libraries give them
+    (case-insensitive lookup)."""
+
+    @overload
+    def get(self, key: str, /) -> str | None: ...
+    @overload
+    def get(self, key: str, default: str) -> str: ...
+    def __getitem__(self, key: str) -> str: ...
+    def keys(self) -> Iterable[str]: ...
+    def __contains__(self, key: object) -> bool: ...
+    def multi_items(self) -> Iterable[tuple[str, str]]: ...
+
+
+class HttpRequest(Protocol):
+    """What the transport core reads of an outgoing request of either HTTP library."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def headers(self) -> HttpHeaders: ...
+    @property
+    def content(self) -> bytes: ...
+
+
+class HttpResponse(Protocol):
+    """What the transport core reads of a response of either HTTP library."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> HttpHeaders: ...
+    @property
+    def extensions(self) -> Mapping[str, Any]: ...
+    @property
+    def stream(self) -> Any: ...
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+    async def aclose(self) -> None: ...
+
+
+if TYPE_CHECKING:  # the protocols describe the HTTP library the type checker sees
+    import httpx2
+
+    def _conforms(req: httpx2.Request, resp: httpx2.Response) -> tuple[HttpRequest, HttpResponse]:
+        return req, resp
+
+
 _T = TypeVar("_T")
 
 LOCAL_HEADER = "x-fsm-guard"
 STRIP_HEADERS = ("content-length", "content-encoding", "transfer-encoding")
 
 
-async def aclose_response(resp: Any) -> None:
+async def aclose_response(resp: HttpResponse) -> None:
     await resp.aclose()
 
 
@@ -74,7 +121,7 @@ RESULT_TEXT_LIMIT = 1024
 """Characters of a body that is not a JSON object kept as text for the outcome tables."""
 
 
-async def http_result(resp: Any) -> SubmissionResult:
+async def http_result(resp: HttpResponse) -> SubmissionResult:
     """What the outcome tables (:mod:`fsm.outcomes`) read of a response that opened no
     event stream: its status, the JSON object its body holds (``None`` if the body is
     empty, not JSON, not an object, or longer than 64 KiB: only that much is read),
@@ -104,7 +151,7 @@ async def http_result(resp: Any) -> SubmissionResult:
     return SubmissionResult(resp.status_code, parsed, None, retry_after(resp), text)
 
 
-def retry_after(resp: Any) -> float | None:
+def retry_after(resp: HttpResponse) -> float | None:
     value = resp.headers.get("retry-after")
     if value is None:
         return None
@@ -114,7 +161,7 @@ def retry_after(resp: Any) -> float | None:
         return None
 
 
-def json_body(request: Any) -> Any:
+def json_body(request: HttpRequest) -> Any:
     try:
         return json.loads(request.content) if request.content else None
     except (ValueError, RecursionError):
@@ -122,8 +169,12 @@ def json_body(request: Any) -> Any:
 
 
 def local_response(
-    hx: HttpLib, request: Any, status: int, body: bytes = b"", ctype: str = "application/json"
-) -> Any:
+    hx: HttpLib,
+    request: HttpRequest,
+    status: int,
+    body: bytes = b"",
+    ctype: str = "application/json",
+) -> HttpResponse:
     """A response made here (``x-fsm-guard: 1``), an ``hx.Response``."""
     return hx.Response(
         status,
@@ -141,7 +192,7 @@ ENDED_CODE = -32000
 """The JSON-RPC error code of the response that ends an interaction the guard failed."""
 
 
-def too_many_streams(request: Any) -> bytes:
+def too_many_streams(request: HttpRequest) -> bytes:
     """The JSON-RPC error for a request whose stream would pass the session's cap."""
     body = json_body(request)
     rid = body.get("id") if isinstance(body, dict) else None
@@ -166,7 +217,7 @@ def ending_error(origin: Any, err: InteractionFailed | None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": origin, "error": error}
 
 
-def post_failed(hx: HttpLib, request: Any, body: Any, why: str) -> Any:
+def post_failed(hx: HttpLib, request: HttpRequest, body: Any, why: str) -> HttpResponse:
     """A POST that got no usable response, answered locally so the SDK's writer survives.
 
     A request gets a JSON-RPC error for its id saying ``why`` (its caller sees the SDK's
@@ -186,7 +237,7 @@ def post_failed(hx: HttpLib, request: Any, body: Any, why: str) -> Any:
     return local_response(hx, request, 202)
 
 
-def body_method(request: Any) -> str | None:
+def body_method(request: HttpRequest) -> str | None:
     """The JSON-RPC method of a POST body (``None`` if none)."""
     body = json_body(request)
     if isinstance(body, dict) and isinstance(body.get("method"), str):
@@ -194,7 +245,9 @@ def body_method(request: Any) -> str | None:
     return None
 
 
-def wrap_response(hx: HttpLib, resp: Any, request: Any, stream: Any) -> Any:
+def wrap_response(
+    hx: HttpLib, resp: HttpResponse, request: HttpRequest, stream: Any
+) -> HttpResponse:
     headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in STRIP_HEADERS]
     return hx.Response(
         resp.status_code,
@@ -208,7 +261,7 @@ def wrap_response(hx: HttpLib, resp: Any, request: Any, stream: Any) -> Any:
 class Passthrough:
     """A forwarded body, unchanged (bound to the HTTP library by :func:`bind`)."""
 
-    def __init__(self, resp: Any) -> None:
+    def __init__(self, resp: HttpResponse) -> None:
         self.resp = resp
 
     async def __aiter__(self) -> AsyncIterator[bytes]:

@@ -19,7 +19,13 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm.adapters._transport import envelope
 from fsm.adapters._transport.handles import Recent
-from fsm.adapters._transport.http import aclose_response, http_result, origin_of
+from fsm.adapters._transport.http import (
+    HttpRequest,
+    HttpResponse,
+    aclose_response,
+    http_result,
+    origin_of,
+)
 from fsm.adapters._transport.sse import LARGE_EVENT, plain_notification
 from fsm.adapters._transport.transport import bind
 from fsm.errors import (
@@ -308,7 +314,7 @@ class SessionIO:
             scope.cancel()
         self.tg.start_soon(run)
 
-    def _close(self, resp: Any) -> None:
+    def _close(self, resp: HttpResponse | None) -> None:
         if resp is not None and not self.closing:
             self.spawn(aclose_response, resp)
 
@@ -332,14 +338,14 @@ class SessionIO:
         h.update(extra)
         return h
 
-    def carry(self, request: Any) -> dict[str, str]:
+    def carry(self, request: HttpRequest) -> dict[str, str]:
         """What of ``request``'s headers the engine's own requests for it carry."""
         if not self.carried:
             return {}
         headers = request.headers
         return {name: headers[name] for name in self.carried if name in headers}
 
-    def act_for_stream(self, stream: str, request: Any) -> None:
+    def act_for_stream(self, stream: str, request: HttpRequest) -> None:
         """The engine's own requests for ``stream`` now act for ``request``."""
         if self.carried:
             self._creds_by_stream[stream] = self.carry(request)
@@ -348,7 +354,7 @@ class SessionIO:
         """Drop what the engine keeps for ``stream`` once it ended (its credentials)."""
         self._creds_by_stream.pop(stream, None)
 
-    def act_for_answer(self, key: RequestKey, request: Any) -> None:
+    def act_for_answer(self, key: RequestKey, request: HttpRequest) -> None:
         """The submissions of ``key``'s answer act for ``request`` (its POST)."""
         if not self.carried:
             return
@@ -447,11 +453,11 @@ class SessionIO:
             self.feed(ev.SubmissionOutcome(key, result))
 
 
-def _always(_request: Any) -> bool:
+def _always(_request: HttpRequest) -> bool:
     return True
 
 
-def _never_mind(_request: Any) -> None:
+def _never_mind(_request: HttpRequest) -> None:
     return None
 
 
