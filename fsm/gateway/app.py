@@ -107,6 +107,7 @@ from fsm.errors import InteractionFailed, RequestKey
 from fsm.gateway.edge import HostPolicy
 from fsm.gateway.ids import EventIdKeys, GatewayEventId, IdRewriter, parse_event_id
 from fsm.gateway.metrics import GatewayMetrics, TimedStore
+from fsm.gateway.standalone import StandaloneAhead, ahead_headers, is_initialized, opens_stream
 from fsm.gateway.store import (
     DEFAULT_LEASE_S,
     ClaimLapsedError,
@@ -263,6 +264,11 @@ class GatewayLimits:
     """Seconds a replica's claim of a presented request lasts unless renewed (renewed
     every third of it while the request awaits its answer). A call whose prompt was
     claimed by a replica that died ends with ``claim-lapsed`` this long after."""
+    standalone_hold_s: float = 10.0
+    """Seconds a session's standalone ``GET``, opened upstream when its
+    ``notifications/initialized`` is accepted, waits for the client's own ``GET`` to
+    take it before it is closed (:mod:`fsm.gateway.standalone`); ``0``: none is opened
+    ahead, the client's ``GET`` goes upstream when it comes."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -279,6 +285,8 @@ class GatewayLimits:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"GatewayLimits.{name} must be >= 1")
+        if not self.standalone_hold_s >= 0:
+            raise ValueError("GatewayLimits.standalone_hold_s must be >= 0")
         if self.max_pending_refusals < 0:
             raise ValueError("GatewayLimits.max_pending_refusals must be >= 0")
         for name in ("session_idle_s", "upstream_idle_s", "body_timeout_s", "lease_s"):
@@ -314,6 +322,8 @@ class _Session:
     """Requests this replica claimed and presented, whose leases it renews."""
     held: bool = False
     """Accepted by the upstream and held in the gateway's table."""
+    ahead: StandaloneAhead = field(default_factory=StandaloneAhead)
+    """Its standalone ``GET``, opened upstream before its client's."""
     began_here: bool = False
     last_used: float = 0.0
     busy: int = 0
@@ -672,6 +682,8 @@ class Gateway:
         try:
             if method == "GET" and last_event_id is not None:
                 resp = await self._client_resume(session, request, last_event_id)
+            elif method == "GET":
+                resp = await self._fresh_get(session, request)
             else:
                 resp = await session.transport.handle_async_request(request)
         except httpx2.TransportError as exc:  # no response to pass on
@@ -683,9 +695,52 @@ class Gateway:
                 resp = _unreachable(failed, body)
         if e.session is not None and not session.held and session.proven:
             await self._accept(session)
+        if method == "POST" and resp.status_code < 300 and b"notifications/initialized" in body:
+            await self._open_ahead(session, request, body)
         await self._respond(session, resp, receive, send, flight)
         if method == "DELETE" and resp.status_code < 300 and e.session:
             e.expired = InteractionFailed("the client ended the session", reason="deleted")
+
+    async def _fresh_get(self, session: _Session, request: Any) -> Any:
+        """A client's fresh standalone ``GET``: the stream opened ahead for the session
+        if its credentials are proven here (:mod:`fsm.gateway.standalone`), else sent
+        upstream."""
+        held = await session.ahead.take() if session.trusts(request) else None
+        if held is not None:
+            return await session.transport.adopt_standalone(request, held)
+        resp = await session.transport.handle_async_request(request)
+        if opens_stream(resp):  # a GET is attached: none is opened ahead
+            session.ahead.seen_get()
+        return resp
+
+    async def _open_ahead(self, session: _Session, request: Any, body: bytes) -> None:
+        """The upstream accepted ``request``, a POST: if it is the session's
+        ``notifications/initialized`` with proven credentials, open the session's
+        standalone ``GET`` upstream before the client is answered."""
+        hold_s = self.limits.standalone_hold_s
+        if not (hold_s > 0 and session.held and session.ahead.wanted()):
+            return
+        if not session.trusts(request):
+            return
+        try:
+            if not is_initialized(json.loads(body)):
+                return
+        except (ValueError, RecursionError):
+            return
+        assert self._http is not None
+        http, e = self._http, session.engine
+        get = httpx2.Request(
+            "GET",
+            request.url,
+            headers=ahead_headers(request.headers, e.carry(request)),
+            extensions={"timeout": self._timeouts},
+        )
+
+        async def send() -> Any:
+            return await http.send(get, stream=True)
+
+        if not e.closing:
+            await session.ahead.open(send, e.spawn, hold_s)
 
     async def _accept(self, session: _Session) -> None:
         """The upstream accepted a request of ``session``: hold it. A session that began

@@ -205,8 +205,25 @@ class GuardedTransport:
         """Send ``request`` and track its SSE response as ``stream``; ``None``: a fresh
         standalone GET, tracked as the next connection generation (never under the name
         of one that ended: each generation is its own interaction)."""
+        resp = await self.e.http.send(request, stream=True)
+        return await self._track(request, resp, stream, origin)
+
+    async def adopt_standalone(self, request: Any, resp: Any) -> Any:
+        """A client's fresh standalone ``GET`` (``request``), answered by ``resp``: the
+        upstream's response to a GET the caller sent ahead of it for the same session
+        (a gateway that opens the stream as soon as the session is initialized, so the
+        server never sends to a stream no one attached). Tracked as :meth:`_open_stream`
+        tracks its own; the engine's requests for the stream act for ``request``."""
         e = self.e
-        resp = await e.http.send(request, stream=True)
+        if e.session and not e.room_for_stream(None):
+            await resp.aclose()
+            return local_response(e.hx, request, 503, too_many_streams(request))
+        return await self._track(request, resp, None, None)
+
+    async def _track(self, request: Any, resp: Any, stream: str | None, origin: Any) -> Any:
+        """``resp`` to ``request``, its SSE body tracked as ``stream`` (see
+        :meth:`_open_stream`)."""
+        e = self.e
         sid = resp.headers.get("mcp-session-id")
         if sid and sid != e.session and body_method(request) == "initialize":
             e.session = sid

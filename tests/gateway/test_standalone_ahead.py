@@ -1,0 +1,228 @@
+"""A server request sent on the standalone GET is not lost because the client's GET
+reached the server after its next POST.
+
+The upstream here behaves as the TypeScript SDK's server and mcp 2.3.0's do: a message
+for the standalone stream sent while no GET is attached is dropped. The order is set by
+the test, not by timing: the client sends its tool call before its GET (the order a
+proxy's two connections can give), and the upstream sends its request on the standalone
+stream as the call arrives. The gateway opened the session's GET when the upstream
+accepted ``notifications/initialized``, so the request waits there for the client's GET.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("uvicorn")
+httpx2 = pytest.importorskip("httpx2")
+
+from scripted_upstream import HEAD, SID, elicit, gateway_for, parse, result  # noqa: E402
+
+from fsm.demo.serving import lifespan, whole_body  # noqa: E402
+from fsm.gateway.app import GatewayLimits  # noqa: E402
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
+
+TOKEN = "Bearer tok-a"
+OTHER = "Bearer tok-b"
+ASK = 900
+
+
+class DropsBeforeGet:
+    """A session whose server sends request ``ASK`` on the standalone stream when a tool
+    call arrives: delivered if a GET is attached, else dropped (counted). The call's
+    stream then waits for the answer POST and ends with its result. Only ``TOKEN`` is
+    accepted (``403`` for any other); a second GET while one is attached gets ``409``."""
+
+    def __init__(self) -> None:
+        self.attached: Any = None
+        self.delivered = 0
+        self.dropped = 0
+        self.gets: list[dict[str, str]] = []
+        self.detached = 0
+        self.answered = anyio.Event()
+        self._changed = anyio.Event()
+
+    async def wait_until(self, predicate: Any) -> None:
+        while not predicate(self):
+            self._changed = anyio.Event()
+            await self._changed.wait()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        body = await whole_body(receive)
+        msg = json.loads(body) if body else {}
+        try:
+            await self._serve(scope["method"], headers, msg, receive, send)
+        finally:
+            self._changed.set()
+
+    async def _serve(
+        self, method: str, headers: dict[str, str], msg: Any, receive: Any, send: Any
+    ) -> None:
+        if headers.get("authorization") != TOKEN:
+            await _reply(send, 403, b"forbidden")
+            return
+        if msg.get("method") == "initialize":
+            head = [(b"mcp-session-id", SID.encode())]
+            await _reply(send, 200, json.dumps(result(msg["id"])).encode(), head)
+        elif method == "GET":
+            await self._standalone(headers, receive, send)
+        elif msg.get("method") == "tools/call":
+            if self.attached is not None:
+                await self.attached.send(elicit(ASK))
+                self.delivered += 1
+            else:
+                self.dropped += 1
+            self._changed.set()
+            await _start(send)
+            await self.answered.wait()
+            await _piece(send, b"id: c1\ndata: " + json.dumps(result(msg["id"])).encode() + b"\n\n")
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:  # the answer, or a notification
+            if "method" not in msg:
+                self.answered.set()
+            await _reply(send, 202, b"")
+
+    async def _standalone(self, headers: dict[str, str], receive: Any, send: Any) -> None:
+        if self.attached is not None:
+            await _reply(send, 409, b"Conflict: only one SSE stream is allowed per session")
+            return
+        self.gets.append(headers)
+        out, pending = anyio.create_memory_object_stream[Any](16)
+        self.attached = out
+        self._changed.set()
+        await _start(send)
+
+        async def pump() -> None:
+            n = 0
+            async for message in pending:
+                n += 1
+                event = f"id: g{n}\ndata: {json.dumps(message)}\n\n".encode()
+                await _piece(send, event)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pump)
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()
+        finally:
+            self.attached = None
+            self.detached += 1
+
+
+async def _start(send: Any) -> None:
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+
+async def _piece(send: Any, data: bytes) -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def _reply(send: Any, status: int, body: bytes, extra: Any = ()) -> None:
+    headers = [(b"content-type", b"application/json"), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+H = {**HEAD, "authorization": TOKEN, "mcp-session-id": SID, "mcp-protocol-version": "2025-06-18"}
+GET = {"accept": "text/event-stream", **{k: v for k, v in H.items() if k not in HEAD}}
+
+
+async def _initialized(http: Any, url: str) -> None:
+    begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    init = await http.post(url, json=begin, headers={**HEAD, "authorization": TOKEN})
+    assert init.status_code == 200
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await http.post(url, json=note, headers=H)).status_code == 202
+
+
+async def _first_event(resp: Any) -> dict[str, Any]:
+    buf = b""
+    async for piece in resp.aiter_raw():
+        buf += piece
+        events = [d for _, d in parse(buf) if d]
+        if events:
+            msg: dict[str, Any] = json.loads(events[0])
+            return msg
+    raise AssertionError(f"the stream ended with no event: {buf!r}")
+
+
+@pytest.mark.parametrize("hold_s", [10.0, 0.0], ids=["opened-ahead", "off"])
+async def test_a_request_sent_on_the_standalone_get_before_the_clients_get_arrives(
+    hold_s: float,
+) -> None:
+    """The client's tool call reaches the upstream before its GET. Opened ahead: the
+    server's request waits on the session's GET, the client's GET takes it and gets the
+    request, the answer goes up, the call ends with its result; the GET the gateway
+    sent carried the notification's credentials and the session's headers only. Off
+    (``standalone_hold_s=0``): the server drops it, as it would for a client talking to
+    it directly in that order."""
+    up = DropsBeforeGet()
+    limits = GatewayLimits(standalone_hold_s=hold_s)
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=20) as http:
+        await _initialized(http, gw.url)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        async with http.stream("POST", gw.url, json=call, headers=H) as called:
+            await up.wait_until(lambda u: u.delivered + u.dropped == 1)
+            if hold_s == 0:
+                assert (up.dropped, up.gets) == (1, [])
+                up.answered.set()  # nothing will ask: let the call end
+                return
+            assert (up.delivered, up.dropped) == (1, 0)
+            [sent] = up.gets
+            assert sent["authorization"] == TOKEN and sent["mcp-session-id"] == SID
+            assert sent["mcp-protocol-version"] == "2025-06-18"
+            assert "x-forwarded-for" not in sent and "forwarded" not in sent
+            async with http.stream("GET", gw.url, headers=GET) as standalone:
+                assert standalone.status_code == 200
+                asked = await _first_event(standalone)
+                assert asked["id"] == ASK and asked["method"] == "elicitation/create"
+                answer = {"jsonrpc": "2.0", "id": ASK, "result": {"action": "accept"}}
+                assert (await http.post(gw.url, json=answer, headers=H)).status_code == 202
+                assert await _first_event(called) == result(7)
+        assert len(up.gets) == 1  # the client's GET took the one opened ahead
+
+
+async def test_a_get_with_credentials_the_upstream_refuses_does_not_take_the_held_stream() -> None:
+    """Another client's GET (a token the upstream refuses for the session) is sent
+    upstream as it came and gets the upstream's refusal; the stream opened ahead stays
+    for the session's client, whose GET then gets the server's request."""
+    up = DropsBeforeGet()
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
+        await _initialized(http, gw.url)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        async with http.stream("POST", gw.url, json=call, headers=H) as called:
+            await up.wait_until(lambda u: u.delivered == 1)
+            other = await http.get(gw.url, headers={**GET, "authorization": OTHER})
+            assert other.status_code == 403
+            async with http.stream("GET", gw.url, headers=GET) as standalone:
+                assert (await _first_event(standalone))["id"] == ASK
+                answer = {"jsonrpc": "2.0", "id": ASK, "result": {"action": "accept"}}
+                assert (await http.post(gw.url, json=answer, headers=H)).status_code == 202
+                assert await _first_event(called) == result(7)
+
+
+async def test_a_stream_opened_ahead_that_no_client_takes_is_closed_after_its_hold() -> None:
+    """A client that never opens its GET: the one opened ahead is closed after
+    ``standalone_hold_s`` (the server sees its reader go), and the client's GET
+    afterwards goes upstream itself."""
+    up = DropsBeforeGet()
+    limits = GatewayLimits(standalone_hold_s=0.05)
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=20) as http:
+        await _initialized(http, gw.url)
+        assert len(up.gets) == 1
+        with anyio.fail_after(10):
+            await up.wait_until(lambda u: u.detached == 1)
+        async with http.stream("GET", gw.url, headers=GET) as standalone:
+            assert standalone.status_code == 200
+            await up.wait_until(lambda u: len(u.gets) == 2)
