@@ -31,8 +31,11 @@ The HTTP edge (:mod:`fsm.gateway.edge`) bounds each client connection: the reque
 connections (``--keep-alive``) and connections at once (``--max-connections``);
 ``--allow-host`` and ``--allow-origin`` (repeatable) say which ``Host`` and ``Origin``
 values reach the upstream (default: loopback names only). The gateway's own bounds
-(:class:`~fsm.gateway.app.GatewayLimits`) take ``--max-event-bytes``, ``--body-timeout``
-and ``--lease``.
+(:class:`~fsm.gateway.app.GatewayLimits`) take ``--max-event-bytes``, ``--body-timeout``,
+``--lease`` and ``--standalone-hold``; ``--resume-patience`` is each session's guard's
+``resume_patience_s`` (how long a resume the upstream refuses because it still holds the
+old connection is retried, with backoff and jitter, before the call ends with
+``resume-patience-spent``).
 
 Operations: ``/-/healthz`` and ``/-/readyz`` on the serving address
 (:data:`~fsm.gateway.app.HEALTH_PATH`, :data:`~fsm.gateway.app.READY_PATH`);
@@ -57,6 +60,7 @@ errors).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -136,6 +140,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-event-bytes", type=int, help="bytes of one upstream SSE event")
     p.add_argument("--body-timeout", type=float, help="seconds to receive a request body")
     p.add_argument("--lease", type=float, help="seconds a claim of a prompt lasts unrenewed")
+    p.add_argument(
+        "--resume-patience",
+        type=float,
+        help="seconds a resume the upstream refuses while it holds the old connection "
+        "(409, 429/503 with Retry-After) is retried (default 150)",
+    )
+    p.add_argument(
+        "--standalone-hold",
+        type=float,
+        help="seconds the standalone GET opened ahead for a session waits for its client "
+        "(default 10; 0: none opened ahead)",
+    )
     p.add_argument(
         "--loop",
         default="auto",
@@ -292,7 +308,7 @@ def _build(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, A
     for option, module in (("--loop", args.loop), ("--http", args.http)):
         if module in ("uvloop", "httptools") and importlib.util.find_spec(module) is None:
             raise ValueError(f"{option} {module}: {module} is not installed")
-    from fsm.gateway.app import Gateway, GatewayLimits
+    from fsm.gateway.app import GATEWAY_GUARD, Gateway, GatewayLimits
     from fsm.gateway.edge import EdgeLimits, HostPolicy
     from fsm.gateway.ids import EventIdKeys
     from fsm.gateway.store import MemoryStore, StateStore
@@ -339,16 +355,29 @@ def _build(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, A
                 "max_event_bytes": "max_event_bytes",
                 "body_timeout": "body_timeout_s",
                 "lease": "lease_s",
+                "standalone_hold": "standalone_hold_s",
             },
         )
     )
+    config = GATEWAY_GUARD
+    if args.resume_patience is not None:
+        if not (args.resume_patience >= 0 and math.isfinite(args.resume_patience)):
+            raise ValueError("--resume-patience must be >= 0")
+        config = dataclasses.replace(config, resume_patience_s=args.resume_patience)
     policy = HostPolicy()
     if args.allow_host is not None or args.allow_origin is not None:
         policy = HostPolicy(
             allowed_hosts=tuple(args.allow_host or policy.allowed_hosts),
             allowed_origins=tuple(args.allow_origin or ()),
         )
-    app = Gateway(args.upstream, store=store, limits=limits, id_keys=keys, host_policy=policy)
+    app = Gateway(
+        args.upstream,
+        store=store,
+        config=config,
+        limits=limits,
+        id_keys=keys,
+        host_policy=policy,
+    )
     return app, edge, store
 
 

@@ -36,6 +36,9 @@ UPSTREAM = ["--upstream", "http://127.0.0.1:9/mcp"]
         ([*UPSTREAM, "--drain-seconds", "inf"], "--drain-seconds must be >= 0"),
         ([*UPSTREAM, "--metrics", "nowhere"], "--metrics must be HOST:PORT"),
         ([*UPSTREAM, "--log-format", "xml"], "invalid choice: 'xml'"),
+        ([*UPSTREAM, "--resume-patience", "-1"], "--resume-patience must be >= 0"),
+        ([*UPSTREAM, "--resume-patience", "nan"], "--resume-patience must be >= 0"),
+        ([*UPSTREAM, "--standalone-hold", "-1"], "standalone_hold_s must be >= 0"),
     ],
 )
 def test_bad_arguments_exit_2_saying_why(
@@ -100,12 +103,16 @@ def test_edge_and_gateway_limits_come_from_the_options() -> None:
     argv = [*UPSTREAM, "--max-header-bytes", "4096", "--max-headers", "20"]
     argv += ["--header-timeout", "2.5", "--keep-alive", "3", "--max-connections", "10"]
     argv += ["--max-event-bytes", "1000", "--body-timeout", "4", "--lease", "9"]
+    argv += ["--resume-patience", "20", "--standalone-hold", "0"]
     argv += ["--allow-host", "mcp.example.com", "--allow-origin", "https://app.example.com"]
     app, edge, _store = cli._build(cli._parser().parse_args(argv), {})
     assert (edge.max_header_bytes, edge.max_headers, edge.header_timeout_s) == (4096, 20, 2.5)
     assert (edge.keep_alive_s, edge.max_connections) == (3, 10)
     limits = app.limits
     assert (limits.max_event_bytes, limits.body_timeout_s, limits.lease_s) == (1000, 4, 9)
+    assert (app.config.resume_patience_s, limits.standalone_hold_s) == (20, 0)
+    defaults, _, _ = cli._build(cli._parser().parse_args(UPSTREAM), {})
+    assert defaults.config.resume_patience_s == 150 and defaults.limits.standalone_hold_s == 10
     assert app.host_policy.allowed_hosts == ("mcp.example.com",)
     assert app.host_policy.allowed_origins == ("https://app.example.com",)
 

@@ -1,0 +1,153 @@
+"""A resume the upstream refuses because it still holds the old connection is retried by
+the gateway within its patience; the client never sees the refusal unless the patience
+is spent, and then gets one ending error.
+
+The refusals are the patient rows of the guard's resume table (``fsm.outcomes``): ``409``
+(the TypeScript SDK), a ``4xx`` saying the old connection is still attached, ``429`` and
+``503`` with ``Retry-After``. The upstream refuses a scripted number of times, so the
+test is bounded by that count; backoff and jitter are the guard's, made tiny and fixed
+here (``GuardConfig.resume_jitter``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("uvicorn")
+httpx2 = pytest.importorskip("httpx2")
+
+from scripted_upstream import HEAD, SID, gateway_for, parse, result, sse  # noqa: E402
+
+from fsm.demo.serving import lifespan, whole_body  # noqa: E402
+from fsm.gateway.app import GATEWAY_GUARD  # noqa: E402
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+REFUSALS: dict[str, tuple[int, bytes, tuple[tuple[bytes, bytes], ...]]] = {
+    "409": (409, b"Conflict: Stream already has an active connection", ()),
+    "400-already-attached": (
+        400,
+        b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32000, '
+        b'"message": "Bad Request: session already attached"}}',
+        (),
+    ),
+    "429-retry-after": (429, b"slow down", ((b"retry-after", b"0"),)),
+    "503-retry-after": (503, b"busy", ((b"retry-after", b"0"),)),
+}
+
+
+class HoldsTheOldConnection:
+    """A call stream that sends one event and stays open until its reader goes; a resume
+    ``GET`` is refused (``refusal``) ``refuse`` times (``None``: always), then gets the
+    call's result."""
+
+    def __init__(self, refusal: str, refuse: int | None) -> None:
+        self.refusal = REFUSALS[refusal]
+        self.left = refuse
+        self.refused = 0
+        self.resumed_from: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        body = await whole_body(receive)
+        msg = json.loads(body) if body else {}
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        if msg.get("method") == "initialize":
+            await _reply(send, 200, json.dumps(result(msg["id"])).encode(), SID)
+        elif msg.get("method") == "tools/call":
+            await _start(send)
+            await _piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        elif scope["method"] == "GET" and "last-event-id" in headers:
+            self.resumed_from.append(headers["last-event-id"])
+            if self.left is None or self.left > 0:
+                self.left = None if self.left is None else self.left - 1
+                self.refused += 1
+                status, text, extra = self.refusal
+                await _reply(send, status, text, None, extra)
+                return
+            await _start(send)
+            await _piece(send, sse("e2", result(7)))
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:
+            await _reply(send, 202, b"")
+
+
+async def _start(send: Any) -> None:
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+
+async def _piece(send: Any, data: bytes) -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def _reply(
+    send: Any, status: int, body: bytes, sid: str | None = None, extra: Any = ()
+) -> None:
+    headers = [(b"content-type", b"application/json"), *extra]
+    if sid is not None:
+        headers.append((b"mcp-session-id", sid.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _config(patience_s: float) -> Any:
+    return replace(
+        GATEWAY_GUARD,
+        backoff_initial_s=0.001,
+        backoff_max_s=0.002,
+        resume_jitter=lambda: 0.0,
+        resume_patience_s=patience_s,
+    )
+
+
+async def _resume_after_a_break(gw: Any) -> tuple[int, list[dict[str, Any]]]:
+    """Begin a call, read its first event, drop the connection, resume with the id the
+    gateway gave: the resume's status and the messages it brought."""
+    async with httpx2.AsyncClient(timeout=30) as http:
+        begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+        assert (await http.post(gw.url, json=begin, headers=HEAD)).status_code == 200
+        h = {**HEAD, "mcp-session-id": SID}
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        async with http.stream("POST", gw.url, json=call, headers=h) as old:
+            [(event_id, _)] = parse(await old.aiter_raw().__anext__())
+        assert event_id is not None
+        with anyio.fail_after(30):
+            resume = {**h, "last-event-id": event_id}
+            async with http.stream("GET", gw.url, headers=resume) as resumed:
+                raw = b"".join([c async for c in resumed.aiter_raw()])
+        return resumed.status_code, [json.loads(d) for _, d in parse(raw) if d]
+
+
+@pytest.mark.parametrize("refusal", list(REFUSALS))
+async def test_a_refused_resume_is_retried_until_the_upstream_takes_it(refusal: str) -> None:
+    """Refused three times, then accepted: the client's resume gets the result, and
+    never the refusal; every retry resumes from the same event."""
+    up = HoldsTheOldConnection(refusal, refuse=3)
+    async with gateway_for(up, config=_config(patience_s=150.0)) as gw:
+        status, messages = await _resume_after_a_break(gw)
+    assert (status, messages) == (200, [result(7)])
+    assert up.refused == 3
+    assert len(up.resumed_from) == 4 and len(set(up.resumed_from)) == 1
+
+
+async def test_a_resume_refused_past_the_patience_ends_the_call_with_one_error() -> None:
+    """Refused for good: after ``resume_patience_s`` the client's resume gets one
+    JSON-RPC error for its call, ``resume-patience-spent``, not the upstream's ``409``."""
+    up = HoldsTheOldConnection("409", refuse=None)
+    async with gateway_for(up, config=_config(patience_s=0.1)) as gw:
+        status, messages = await _resume_after_a_break(gw)
+    assert status == 200
+    [ending] = messages
+    assert ending["id"] == 7 and ending["error"]["code"] == -32000
+    assert ending["error"]["data"]["reason"] == "resume-patience-spent"
+    assert up.refused >= 2
