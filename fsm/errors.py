@@ -161,3 +161,40 @@ class CallRejectedError(InteractionFailed):
     ``requestState`` (``reason`` is the classification rule that matched)."""
 
     reason = "call-rejected"
+
+
+class TaskExpiredError(InteractionFailed):
+    """A task of the tasks extension is gone: the server answered JSON-RPC -32602 ("Task
+    has expired", "Task not found": it purged the task), or the task's ``createdAt +
+    ttlMs`` passed. Every outstanding input request ended with it; an answer not yet
+    consumed is lost."""
+
+    reason = "task-expired"
+
+
+class TaskFailedError(InteractionFailed):
+    """A task reported ``status: failed`` (the server's ``error`` and ``statusMessage``
+    are the evidence)."""
+
+    reason = "task-failed"
+
+
+class TaskCancelledError(InteractionFailed):
+    """A task reported ``status: cancelled``."""
+
+    reason = "task-cancelled"
+
+
+class MalformedTaskError(InteractionFailed):
+    """A ``tasks/get`` result violates the tasks extension or one of the client's bounds:
+    not an object, an unknown ``status``, ``inputRequests`` not a map of ``{method,
+    params}``, a key reused with a different question (a protocol violation), a task id
+    that changed, more input requests than the configured bounds."""
+
+    reason = "malformed-task"
+
+
+class TaskPollsExceededError(InteractionFailed):
+    """A task was polled more times than the configured bound without ending."""
+
+    reason = "polls-exceeded"
