@@ -15,8 +15,10 @@ stdout once it serves: its store answered and its socket listens (``--listen
 Everything else goes to stderr: logs, as text or one JSON object a line
 (``--log-format json``). ``--store memory`` (the default) keeps the shared state in this
 process: one replica. A ``redis://`` (or ``rediss://``, TLS) store shares it with every
-replica given the same URL and ``--namespace``; give the URL in ``FSM_GATEWAY_STORE`` or a
-file (``--store-file``) rather than on the command line, where ``ps`` shows its password.
+replica given the same URL and ``--namespace`` (``redis+cluster://host:port``, or
+``rediss+cluster://``, for a Redis Cluster given any one of its nodes); give the URL in
+``FSM_GATEWAY_STORE`` or a file (``--store-file``) rather than on the command line, where
+``ps`` shows its password.
 Replicas that share a store must share the key that signs their event ids
 (``FSM_GATEWAY_ID_KEY``, ``FSM_GATEWAY_ID_KEY_PREVIOUS`` during a rotation, or
 ``--id-key-file``): without one a Redis store is refused. Runs until interrupted.
@@ -84,7 +86,7 @@ its SIGTERM and its SIGKILL, with room for the drain's grace steps."""
 ENV_STORE = "FSM_GATEWAY_STORE"
 """The environment variable that may hold the ``--store`` URL."""
 
-_SHARED = ("redis://", "rediss://", "unix://")
+_SHARED = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 """Store URLs of a store replicas share (Redis)."""
 
 
@@ -103,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--store",
         default=None,
-        help=f"memory (default) or redis[s]://HOST:PORT/DB (also from ${ENV_STORE})",
+        help=f"memory (default), redis[s]://HOST:PORT/DB, or redis[s]+cluster://HOST:PORT "
+        f"(a Redis Cluster, any one node) (also from ${ENV_STORE})",
     )
     p.add_argument("--store-file", help="a file whose first line is the --store URL")
     p.add_argument("--namespace", help="Redis key namespace of this deployment")

@@ -83,6 +83,16 @@ Round trips by operation: ``begin_session`` 1, ``claim`` 1, ``claim`` with ``str
 set-up (redis-py's handshake on a new or re-opened connection, and TLS's for
 ``rediss://``) is not counted. Needs the ``gateway`` extra (redis-py).
 
+Redis Cluster: :meth:`RedisStore.from_url` with ``redis+cluster://host:port`` (or
+``rediss+cluster://`` for TLS) runs on redis-py's cluster client, seeded with that one node
+(it learns the others and follows the slots as they move). Every key of a session holds
+its hash tag ``{S}``, so each command and each script call touches one slot: a claim stays
+one atomic step on the one master that holds the session. A connection to each master is
+opened on first use, at most ``max_connections`` per master at once; past that an
+operation fails closed at once (redis-py's cluster client has no blocking pool).
+``connect`` loads the script on every master; a master that lost it (a failover) gets it
+with ``EVAL`` as a restarted Redis does. Only database 0 exists on a cluster.
+
 Logging: the module logs each failure at ``DEBUG`` only (the operation and the cause, as
 the error says); nothing at ``INFO`` or above.
 """
@@ -98,9 +108,10 @@ from contextlib import suppress
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 from redis.maint_notifications import MaintNotificationsConfig
 
 from fsm.gateway.store import (
@@ -116,7 +127,13 @@ from fsm.gateway.store import (
     request_key,
 )
 
-__all__ = ["DEFAULT_MAX_CONNECTIONS", "DEFAULT_TIMEOUT_S", "MAX_NAMESPACE", "RedisStore"]
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_TIMEOUT_S",
+    "MAX_NAMESPACE",
+    "RedisStore",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +219,9 @@ TTL in milliseconds.
 * ``status``: the claim KEYS[1], whether the lease key KEYS[2] exists, the answer KEYS[3]
   (read only)."""
 
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+"""URL schemes of a Redis Cluster (:meth:`RedisStore.from_url`)."""
+
 _SHA = hashlib.sha1(_SCRIPT.encode()).hexdigest()
 _LEASED = "lease "
 """How a claim won under a lease starts its value (the owner follows)."""
@@ -276,7 +296,7 @@ class RedisStore:
 
     def __init__(
         self,
-        client: Redis,
+        client: Redis | RedisCluster,
         *,
         ttl_s: float = DEFAULT_TTL_S,
         timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -299,7 +319,9 @@ class RedisStore:
         where = "?"
         pool = getattr(self.client, "connection_pool", None)
         kwargs = getattr(pool, "connection_kwargs", None)
-        if isinstance(kwargs, Mapping):
+        if isinstance(self.client, RedisCluster):
+            where = "cluster " + ",".join(self.client.nodes_manager.startup_nodes)
+        elif isinstance(kwargs, Mapping):
             if "path" in kwargs:
                 where = f"{kwargs['path']}/{kwargs.get('db', 0)}"
             else:
@@ -319,9 +341,10 @@ class RedisStore:
         ssl_ca_certs: str | None = None,
     ) -> RedisStore:
         """A store on a new client for ``url`` (``redis://[:password@]host:port/db``, or
-        ``rediss://...`` for TLS), with connect and read timeouts of ``timeout_s`` and no
-        retries (a failure is reported, not hidden); :meth:`aclose` closes the client.
-        Connects lazily: no IO here.
+        ``rediss://...`` for TLS; ``redis+cluster://[:password@]host:port`` or
+        ``rediss+cluster://...`` for a Redis Cluster, given any one of its nodes), with
+        connect and read timeouts of ``timeout_s`` and no retries (a failure is reported,
+        not hidden); :meth:`aclose` closes the client. Connects lazily: no IO here.
 
         TLS (``rediss://``) verifies the server's certificate and host name against the
         system's authorities, or against the CA file ``ssl_ca_certs`` (a private CA; the
@@ -339,10 +362,21 @@ class RedisStore:
             raise ValueError("max_connections must be >= 1")
         tls: dict[str, Any] = {}
         if ssl_ca_certs is not None:
-            if not url.startswith("rediss://"):
+            if not url.startswith(("rediss://", "rediss+cluster://")):
                 raise ValueError("ssl_ca_certs needs a rediss:// URL")
             tls["ssl_ca_certs"] = ssl_ca_certs
         prefix = _namespaced(prefix, namespace)  # refused before a client is made
+        scheme, sep, rest = url.partition("://")
+        if sep and scheme in CLUSTER_SCHEMES:
+            cluster = RedisCluster.from_url(
+                f"{scheme.partition('+')[0]}://{rest}",
+                max_connections=max_connections,
+                socket_timeout=timeout_s,
+                socket_connect_timeout=timeout_s,
+                retry=Retry(NoBackoff(), 0),
+                **tls,
+            )
+            return cls(cluster, ttl_s=ttl_s, timeout_s=timeout_s, prefix=prefix, owns_client=True)
         pool = BlockingConnectionPool.from_url(
             url,
             max_connections=max_connections,
@@ -369,22 +403,25 @@ class RedisStore:
 
     # ------------------------------------------------------------------ IO
 
-    async def _send(self, op: str, *args: Any, no_script: Any = None) -> Any:
-        """Send one command; every failure becomes ``StoreUnavailableError``, except Redis
-        not knowing a script, which returns ``no_script`` when that is given. Failure
+    async def _send(self, op: str, *args: Any, no_script: Any = None, **route: Any) -> Any:
+        """Send one command (its name ``args[0]`` as it is, a plain word: a cluster client
+        routes by it; the rest as :func:`_wire` encodes them); every failure becomes
+        ``StoreUnavailableError``, except Redis
+        not knowing a script, which returns ``no_script`` when that is given. ``route``
+        goes to a cluster client (``target_nodes``). Failure
         messages name the operation and the cause, never a key (keys hold session and
         request ids)."""
         self.round_trips += 1
         try:
             async with asyncio.timeout(self.timeout_s):
-                return await self._execute(*map(_wire, args))
+                return await self._execute(args[0], *map(_wire, args[1:]), **route)
         except NoScriptError as exc:
             if no_script is not None:
                 return no_script
             raise self._unavailable(op, f"{type(exc).__name__}: {exc}") from exc
         except TimeoutError as exc:
             raise self._unavailable(op, str(exc) or f"no answer within {self.timeout_s} s") from exc
-        except (RedisError, OSError) as exc:
+        except (RedisError, RedisClusterException, OSError) as exc:
             raise self._unavailable(op, f"{type(exc).__name__}: {exc}") from exc
 
     @staticmethod
@@ -408,8 +445,12 @@ class RedisStore:
         trip), so that every later operation costs one round trip;
         ``StoreUnavailableError`` when Redis does not answer (or its certificate does not
         verify). Optional: every operation connects by itself. For a replica's start-up
-        check."""
-        await self._send("connect", "SCRIPT", "LOAD", _SCRIPT)
+        check. On a cluster, the script is loaded on every master (one round trip each,
+        counted as one)."""
+        route = {}
+        if isinstance(self.client, RedisCluster):
+            route["target_nodes"] = RedisCluster.PRIMARIES
+        await self._send("connect", "SCRIPT", "LOAD", _SCRIPT, **route)
 
     async def ping(self) -> None:
         """Check that Redis answers (one ``PING``); ``StoreUnavailableError`` when it does

@@ -1,7 +1,7 @@
-"""Two gateway replicas sharing a real redis-server (fsm.gateway.redis_store), the real mcp
-server behind them, the unmodified mcp client in front, faults by explicit command: the
-resume on the other replica, Redis restarted mid-run, Redis down. Nothing is presented
-twice and every call ends once."""
+"""Two gateway replicas sharing a real redis-server (fsm.gateway.redis_store), or a real
+three-master Redis Cluster, the real mcp server behind them, the unmodified mcp client in
+front, faults by explicit command: the resume on the other replica, Redis restarted
+mid-run, Redis down. Nothing is presented twice and every call ends once."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from gateway_support import gateway_rig, two_replica_resume
 
 from fsm.gateway.redis_store import DEFAULT_TIMEOUT_S, RedisStore
+from support.redis_cluster import RedisClusterServers, cluster_or_skip
 from support.redis_server import RedisServer, redis_server
 from support.scenarios import BackgroundCall, plain_client
 
@@ -25,9 +26,17 @@ def redis() -> Iterator[RedisServer]:
         yield running
 
 
-@pytest.fixture
-async def store(redis: RedisServer) -> AsyncIterator[RedisStore]:
-    shared = RedisStore.from_url(redis.url, prefix=f"e2e{uuid.uuid4().hex[:8]}:")
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RedisClusterServers]:
+    with cluster_or_skip() as running:
+        yield running
+
+
+@pytest.fixture(params=["redis", "cluster"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[RedisStore]:
+    """A store on the module's Redis, or on its Redis Cluster (three masters)."""
+    url = request.getfixturevalue("redis" if request.param == "redis" else "cluster").url
+    shared = RedisStore.from_url(url, prefix=f"e2e{uuid.uuid4().hex[:8]}:")
     yield shared
     await shared.aclose()
 

@@ -24,6 +24,7 @@ UPSTREAM = ["--upstream", "http://127.0.0.1:9/mcp"]
         (["--upstream", "http://u:pw@127.0.0.1:9/mcp"], "must not hold user:password@"),
         ([*UPSTREAM, "--namespace", "x"], "--namespace needs a redis:// store"),
         ([*UPSTREAM, "--store", "redis://127.0.0.1:9/0"], "must share the key that signs"),
+        ([*UPSTREAM, "--store", "redis+cluster://127.0.0.1:9"], "must share the key that signs"),
         ([*UPSTREAM, "--store", "memory", "--store-file", "f"], "--store or --store-file"),
         ([*UPSTREAM, "--store-file", "/no/such/file"], "--store-file /no/such/file"),
         ([*UPSTREAM, "--max-event-bytes", "0"], "max_event_bytes must be >= 1"),
@@ -73,6 +74,15 @@ def test_a_password_in_a_store_url_never_reaches_a_message(
     assert "s3cret" not in capsys.readouterr().err
     assert cli.main(["--upstream", "ftp://user:s3cret@x/mcp"]) == 2
     assert "s3cret" not in capsys.readouterr().err
+
+
+def test_a_cluster_url_makes_a_store_on_the_cluster_client() -> None:
+    from redis.asyncio.cluster import RedisCluster
+
+    env = {cli.ENV_STORE: "redis+cluster://:s3cret@127.0.0.1:9", ENV_KEY: "k" * 40}
+    _app, _edge, store = cli._build(cli._parser().parse_args(UPSTREAM), env)
+    assert isinstance(store.client, RedisCluster)
+    assert repr(store) == "<RedisStore cluster 127.0.0.1:9 prefix='fsm:' ttl_s=3600>"
 
 
 @pytest.mark.parametrize("where", ["env", "file"])

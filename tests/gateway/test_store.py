@@ -1,7 +1,9 @@
 """The gateway's state stores keep the contract of :mod:`fsm.gateway.store`.
 
-One conformance suite runs on :class:`MemoryStore` and on :class:`RedisStore` against a real
-``redis-server`` on 127.0.0.1 (:mod:`support.redis_server`): claims win once, also for
+One conformance suite runs on :class:`MemoryStore`, on :class:`RedisStore` against a real
+``redis-server`` on 127.0.0.1 (:mod:`support.redis_server`) and on :class:`RedisStore`
+against a real three-master Redis Cluster on 127.0.0.1 (:mod:`support.redis_cluster`):
+claims win once, also for
 fifty concurrent claimers on two replicas; typed ids stay distinct; cursors never move
 back, also under concurrent writers; a claim advances the cursor in the same step; answers
 and ended sessions round-trip; sessions are isolated. Then what only one store has: the
@@ -24,6 +26,7 @@ from typing import Any
 import anyio
 import pytest
 from redis.asyncio import Redis
+from redis.crc import key_slot
 
 from fsm.gateway.redis_store import RedisStore
 from fsm.gateway.store import (
@@ -33,6 +36,7 @@ from fsm.gateway.store import (
     StoreStateLostError,
     StoreUnavailableError,
 )
+from support.redis_cluster import RedisClusterServers
 from support.redis_server import RedisServer, RedisServerError, redis_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -63,10 +67,13 @@ class Shared:
             await store.aclose()
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 def backend(request: pytest.FixtureRequest) -> str | None:
-    """The Redis URL of the module's server, or ``None`` for the in-memory store."""
-    return None if request.param == "memory" else str(request.getfixturevalue("server").url)
+    """The Redis URL of the module's server or cluster, or ``None`` for the in-memory
+    store."""
+    if request.param == "memory":
+        return None
+    return str(request.getfixturevalue("server" if request.param == "redis" else "cluster").url)
 
 
 @pytest.fixture
@@ -307,6 +314,90 @@ async def test_each_operation_is_one_round_trip(server: RedisServer) -> None:
         assert store.round_trips - before == 1
     finally:
         await store.aclose()
+
+
+# ------------------------------------------------------------------ Redis Cluster
+
+
+async def test_on_a_cluster_every_operation_touches_one_slot_on_each_master(
+    cluster: RedisClusterServers,
+) -> None:
+    """A session on each of the three masters: every operation succeeds there (a command
+    or script whose keys spanned two slots would fail with ``CROSSSLOT``), every key the
+    session left is in its one slot, on its master, and ``connect`` loaded the script on
+    every master."""
+    store = RedisStore.from_url(cluster.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    nodes = [Redis(host="127.0.0.1", port=node.port) for node in cluster.nodes]
+    try:
+        await store.connect()
+        for node in nodes:
+            assert await node.script_exists(_sha()) == [True]
+        masters: dict[int, str] = {}  # node index -> a session whose slot it serves
+        for i in itertools.count():
+            session = f"s{i}"
+            slot = key_slot(store.key(session, "session").encode())
+            owner = await _owner(nodes, slot)
+            masters.setdefault(owner, session)
+            if len(masters) == len(nodes):
+                break
+        for owner, session in masters.items():
+            await store.begin_session(session)
+            assert await store.claim(session, 1, stream="get", cursor=Cursor(5, "e5"))
+            assert not await store.claim(session, 1)
+            lease = {"owner": "r1", "lease_s": 5.0}
+            assert await store.claim(session, 2, stream="get", cursor=Cursor(6, "e6"), **lease)
+            assert await store.renew(session, 2, "r1", 5.0)
+            assert (await store.claim_status(session, 2)).owner == "r1"
+            assert await store.open_claims(session, "get") == [2]
+            await store.save_cursor(session, "get", Cursor(9, "e9"))
+            assert await store.cursor_of(session, "get") == Cursor(9, "e9")
+            await store.save_answer(session, 2, {"ok": True})
+            assert await store.answer_of(session, 2) == {"ok": True}
+            await store.end_session(session, "gone")
+            assert await store.session_ended(session) == "gone"
+            keys = await nodes[owner].keys(f"{store.prefix}*{{{len(session)}:{session}}}*")
+            assert len(keys) >= 8
+            assert {key_slot(key) for key in keys} == {key_slot(keys[0])}
+    finally:
+        await store.aclose()
+        for node in nodes:
+            await node.aclose()
+
+
+async def test_a_cluster_refuses_a_script_over_two_sessions_slots(
+    cluster: RedisClusterServers,
+) -> None:
+    """The rule the store's keys keep is the cluster's: the store's own script, called by
+    hand with the keys of two sessions in different slots, is refused (``CROSSSLOT``, or
+    redis-py's refusal before sending), so the test above would fail on a key layout
+    that spread one session over slots."""
+    store = RedisStore.from_url(cluster.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    try:
+        await store.connect()
+        one, two = "a", "b"
+        assert key_slot(store.key(one, "session").encode()) != key_slot(
+            store.key(two, "session").encode()
+        )
+        keys = [store.key(one, "cursor", "get"), store.key(two, "cursor", "get")]
+        with pytest.raises(StoreUnavailableError, match="slot"):
+            await store._script("save_cursor", keys, "cursor", 1000, 1, "e1")
+    finally:
+        await store.aclose()
+
+
+def _sha() -> str:
+    from fsm.gateway import redis_store
+
+    return str(redis_store._SHA)
+
+
+async def _owner(nodes: list[Redis], slot: int) -> int:
+    """The index of the node serving ``slot`` (read from the first node's slot map)."""
+    ports = [node.connection_pool.connection_kwargs["port"] for node in nodes]
+    for start, end, master, *_ in await nodes[0].execute_command("CLUSTER", "SLOTS"):
+        if int(start) <= slot <= int(end):
+            return ports.index(int(master[1]))
+    raise AssertionError(f"no node serves slot {slot}")
 
 
 # ------------------------------------------------------------------ failing closed

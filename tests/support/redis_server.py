@@ -132,8 +132,11 @@ class RedisServer:
         *,
         tls: TlsFiles | None = None,
         password: str | None = None,
+        extra: tuple[str, ...] = (),
     ) -> None:
         self.binary = binary
+        self.extra = extra
+        """More ``redis-server`` arguments (a cluster node's)."""
         self.directory = directory
         self.port = port
         self.tls = tls
@@ -184,6 +187,7 @@ class RedisServer:
             "--dir", str(self.directory),
             "--logfile", str(log),
             "--daemonize", "no",
+            *self.extra,
         ]  # fmt: skip
         if self.tls is None:
             args += ["--port", str(self.port)]
