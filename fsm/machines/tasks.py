@@ -118,7 +118,7 @@ TASK_INPUT = MachineSpec(
     initial="new",
     terminal=frozenset({"consumed", "withdrawn", "dead"}),
     state_docs=(
-        ("new", "listed by a poll for the first time"),
+        ("new", "listed by a poll for the first time (sorted in the same step)"),
         ("presented", "shown to the user, exactly once over the task's life"),
         ("answered", "the answer is stored, not yet sent"),
         ("submitting", "tasks/update carrying the answer is in flight"),
@@ -179,7 +179,7 @@ TASK_INPUT = MachineSpec(
                 "withdrawn",
                 doc="the key left inputRequests before its answer was sent: withdraw it",
             )
-            for s in ("new", "presented", "answered")
+            for s in ("presented", "answered")
         ),
         *(
             _T("complete", s, "consumed", doc="the task completed after the answer was sent")
@@ -187,7 +187,7 @@ TASK_INPUT = MachineSpec(
         ),
         *(
             _T("complete", s, "dead", doc="the task completed before the answer was sent")
-            for s in ("new", "presented", "answered")
+            for s in ("presented", "answered")
         ),
         *(
             _T("orphan", s, "dead", doc="the task failed, was cancelled or expired")

@@ -26,12 +26,12 @@ shares. Rules (each a row of the product or a guard label on one):
   :func:`fsm.questions.question_id`) the user answered is answered from the stored answer,
   at most ``max_reasks`` times per question, then the call fails once with
   :class:`~fsm.errors.QuestionReaskedError` (``on_reask="fail"``: at the first re-ask).
-  A new key asking the question of a prompt still on screen (a supersession under a new
-  key) takes that prompt over: no second prompt, the user's answer serves both.
-  Idempotent methods (``roots/list``) are answered anew.
+  A question not yet answered is not deduplicated: a supersession lists it under a new
+  key, a new request whose prompt replaces the withdrawn one. Idempotent methods
+  (``roots/list``) are answered anew.
 * **A key that vanishes is dead.** A key no longer listed before its answer was sent is
-  withdrawn (its prompt taken down unless a new key of its question holds it) and never
-  presented again; its answer, if the user gives one later, is never sent.
+  withdrawn (its prompt taken down) and never presented again; its answer, if the user
+  gives one later, is never sent.
 * **The empty ack is not proof.** An acknowledged answer counts as consumed only when a
   later poll no longer lists its key; a key still listed after the ack gets the stored
   answer again at most ``max_resubmits`` times. An update that failed retryably is resent
@@ -96,7 +96,7 @@ from fsm.errors import (
 from fsm.machines.product import Cause, ProductRun
 from fsm.machines.spec import Scope
 from fsm.machines.tables import EngineName
-from fsm.machines.tasks import TASK, TASK_INPUT, TASK_LIVE, TASKS_PRODUCT
+from fsm.machines.tasks import TASK, TASK_INPUT, TASKS_PRODUCT
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
 from fsm.questions import OnReask, canonical_json, check_reask_policy, question_id, reask_refusal
 from fsm.tasks.outcomes import TASK_CLASSIFIER, error_for
@@ -265,13 +265,16 @@ class KeyRecord:
     listed: bool
     """Listed by the last poll."""
     resubmits: int
+    answer: str | None = None
+    """The user's answer to its prompt (canonical JSON), if it was presented and answered."""
     cause: Cause | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class QuestionRecord:
-    """One question of a :class:`TaskSnapshot`: the stored answer (canonical JSON), the
-    key whose prompt shows it, and how often the store answered a re-ask."""
+    """One question of a :class:`TaskSnapshot`: the first answer the user gave to it
+    (canonical JSON), the key whose prompt got that answer, and how often the store
+    answered a re-ask under a new key."""
 
     question: str
     answer: str | None
@@ -310,7 +313,17 @@ class TaskSnapshot:
 class _Key:
     """One key of the task: a :data:`~fsm.machines.tasks.TASK_INPUT` instance."""
 
-    __slots__ = ("cause", "key", "listed", "method", "qid", "request", "resubmits", "state")
+    __slots__ = (
+        "answer",
+        "cause",
+        "key",
+        "listed",
+        "method",
+        "qid",
+        "request",
+        "resubmits",
+        "state",
+    )
     machine = TASK_INPUT.name
 
     def __init__(self, task: str, key: str, qid: str, method: str) -> None:
@@ -319,6 +332,7 @@ class _Key:
         self.state = "new"
         self.listed = True
         self.resubmits = 0
+        self.answer: str | None = None
         self.cause: Cause | None = None
 
 
@@ -434,7 +448,7 @@ class TaskCall:
             self._task.cause,
             self._status,
             tuple(
-                KeyRecord(k.key, k.qid, k.method, k.state, k.listed, k.resubmits, k.cause)
+                KeyRecord(k.key, k.qid, k.method, k.state, k.listed, k.resubmits, k.answer, k.cause)
                 for k in self._keys.values()
             ),
             tuple(
@@ -459,7 +473,8 @@ class TaskCall:
         self._status = snap.status
         for r in snap.keys:
             k = self._keys[r.key] = _Key(self.task, r.key, r.question, r.method)
-            k.state, k.listed, k.resubmits, k.cause = r.state, r.listed, r.resubmits, r.cause
+            k.state, k.listed, k.resubmits = r.state, r.listed, r.resubmits
+            k.answer, k.cause = r.answer, r.cause
         for rq in snap.questions:
             q = self._questions[rq.question] = _Question()
             q.answer, q.prompt, q.reuses = rq.answer, rq.prompt, rq.reuses
@@ -520,8 +535,11 @@ class TaskCall:
                 qid += f"@{server_key}"
             k = self._keys[server_key] = _Key(self.task, server_key, qid, method)
             fresh.append((k, params))
-        for k in self._keys.values():
+        for k in list(self._keys.values()):
             k.listed = k.key in asked
+            if k.listed or k.state not in ("new", "presented", "answered", "submitted"):
+                continue
+            self._run.fire(k, "consume" if k.state == "submitted" else "supersede")
         for k, params in fresh:
             q = self._questions.setdefault(k.qid, _Question())
             if q.answer is not None:
@@ -538,16 +556,9 @@ class TaskCall:
                     return False
                 q.reuses += 1
                 self._run.fire(k, "reuse")
-            elif q.prompt is not None:
-                pass  # the prompt on screen serves this key too (a supersession)
             else:
-                q.prompt = k.key
                 self._run.fire(k, "present")
                 self._out.append(Present(k.request, k.method, params))
-        for k in list(self._keys.values()):
-            if k.listed or k.state not in ("new", "presented", "answered", "submitted"):
-                continue
-            self._run.fire(k, "consume" if k.state == "submitted" else "supersede")
         self._run.settle()
         return not self._ended
 
@@ -572,20 +583,18 @@ class TaskCall:
 
     def _on_answer(self, e: ev.UserAnswered) -> None:
         k = self._known(e.key)
-        q = self._questions[k.qid]
-        waiting = [w for w in self._keys.values() if w.qid == k.qid and w.state == "new"]
-        if q.prompt != k.key or q.answer is not None or not (k.state == "presented" or waiting):
+        if k.state != "presented":
             self._out.append(
                 Ignore("not-presented", f"{e.key!r} is {k.state}", key=e.key, stream=self.task)
             )
             return
         if self._expired():
             return
-        q.answer = canonical_json(dict(e.answer))
-        if k.state == "presented":
-            self._run.fire(k, "answer")
-        for w in waiting:
-            self._run.fire(w, "reuse")
+        k.answer = canonical_json(dict(e.answer))
+        q = self._questions[k.qid]
+        if q.answer is None:  # the question's answer, for a re-ask under a new key
+            q.answer, q.prompt = k.answer, k.key
+        self._run.fire(k, "answer")
         self._send(resubmit=False)
 
     def _on_poll_failed(self, outcome: SubmissionResult) -> None:
@@ -672,10 +681,12 @@ class TaskCall:
             else:
                 self._run.fire(k, "submit")
             q = self._questions[k.qid]
-            assert q.answer is not None
-            responses[k.key] = json.loads(q.answer)
-            prompt = q.prompt if q.prompt is not None else k.key
-            questions[k.key] = (self.task, prompt)
+            if k.answer is not None:  # the user's answer to this key's prompt
+                responses[k.key], questions[k.key] = json.loads(k.answer), k.request
+            else:  # a re-ask, answered from the store
+                assert q.answer is not None and q.prompt is not None
+                responses[k.key] = json.loads(q.answer)
+                questions[k.key] = (self.task, q.prompt)
         if responses:
             self._update = tuple(responses)
             self._out.append(Update(self.task, responses, questions))
@@ -806,24 +817,14 @@ class TaskCall:
         return [self._task] if machine == TASK.name else list(self._keys.values())
 
     def _on_terminal(self, inst: _Key | _Task, old: str, trigger: str) -> None:
-        """An instance ended: take down a question's prompt once no live key of it is
-        left and its answer was not given; end the call once."""
+        """An instance ended: take a presented key's prompt down; end the call once."""
         if isinstance(inst, _Key):
-            q = self._questions.get(inst.qid)
-            if q is None or q.prompt is None or q.answer is not None:
-                return
-            if old not in ("new", "presented"):
-                return
-            live = any(
-                k.qid == inst.qid and k.state in ("new", "presented") for k in self._keys.values()
-            )
-            if live and self._task.state in TASK_LIVE:
-                return
-            cause = inst.cause or self._task.cause
-            why = (cause.reason or cause.error.reason) if cause is not None else trigger
-            why = "superseded" if trigger == "supersede" else why
-            self._out.append(Withdraw((self.task, q.prompt), why))
-            q.prompt = None
+            if old == "presented":
+                cause = inst.cause or self._task.cause
+                why = (cause.reason or cause.error.reason) if cause is not None else trigger
+                self._out.append(
+                    Withdraw(inst.request, "superseded" if trigger == "supersede" else why)
+                )
         elif not self._ended:
             self._ended = True
             self._get_pending, self._update = False, None

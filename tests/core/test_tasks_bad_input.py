@@ -74,7 +74,7 @@ def test_memory_per_task_is_bounded_by_max_keys() -> None:
     task, _ = started(max_keys=20, max_polls=100)
     for poll in range(19):  # a server that supersedes its question every poll
         out = asked(task, {f"k{poll}": {"method": "elicitation/create", "params": {"n": poll}}})
-        assert kinds(out)[0] == "Present"
+        assert "Present" in kinds(out)
     assert len(task.snapshot().keys) == 19
     out = asked(task, {"k19": ASK, "k20": OTHER})
     error = fail_of(out)

@@ -12,7 +12,7 @@ from fsm.machines.tables import CompiledMachine, InvalidTransition
 from fsm.machines.tasks import TASK, TASK_INPUT, TASK_INPUT_LIVE, TASK_LIVE, TASKS_PRODUCT
 
 # (states, triggers, declared transitions), pinned: a change to a machine must be deliberate.
-SHAPES = {"task": (6, 8, 16), "task-input": (8, 12, 22)}
+SHAPES = {"task": (6, 8, 16), "task-input": (8, 12, 20)}
 
 
 def _outcome(engine: TransitionsMachine | CompiledMachine, state: str, trigger: str) -> str:

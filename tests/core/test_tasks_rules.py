@@ -99,21 +99,23 @@ def test_on_reask_fail_fails_at_the_first_reask() -> None:
     assert isinstance(fail_of(asked(task, {"k2": ASK})), QuestionReaskedError)
 
 
-def test_a_supersession_under_a_new_key_keeps_the_one_prompt() -> None:
+def test_a_supersession_under_a_new_key_is_a_new_prompt_and_the_old_one_goes() -> None:
     task, _ = started()
     asked(task, {"k1": ASK})
-    out = asked(task, {"k2": ASK})  # k1 superseded by k2, same question
-    assert out == (Poll("t", 0.5),)  # no Withdraw, no second Present
+    out = asked(task, {"k2": ASK})  # k1 superseded by k2, the question not yet answered
+    assert kinds(out) == ["Withdraw", "Present", "Poll"]
+    assert out[0] == act.Withdraw(("t", "k1"), "superseded")
     assert task.state_of(("t", "k1")) == "withdrawn"
-    assert answer(task, "k1") == (Update("t", {"k2": YES}, {"k2": ("t", "k1")}),)
+    assert kinds(answer(task, "k1")) == ["Ignore"]
+    assert answer(task, "k2") == (Update("t", {"k2": YES}, {"k2": ("t", "k2")}),)
 
 
 def test_a_vanished_key_is_withdrawn_and_its_late_answer_never_sent() -> None:
     task, _ = started()
     asked(task, {"k1": ASK})
     out = asked(task, {"k2": OTHER})
-    assert kinds(out) == ["Present", "Withdraw", "Poll"]
-    assert out[1] == act.Withdraw(("t", "k1"), "superseded")
+    assert kinds(out) == ["Withdraw", "Present", "Poll"]
+    assert out[0] == act.Withdraw(("t", "k1"), "superseded")
     late = answer(task, "k1")
     assert kinds(late) == ["Ignore"] and late[0].reason == "not-presented"  # type: ignore[union-attr]
     assert asked(task, {"k2": OTHER, "k1": ASK}) == (Poll("t", 0.5),)  # an ended key stays ended
