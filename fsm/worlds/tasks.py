@@ -36,8 +36,9 @@ items), ...))``), :class:`End`.
 
 Properties: the shared monitor (:mod:`fsm.properties`) judges observations read in task
 terms (``docs/tasks.md``): a key is a request key ``(task, key)``; a poll result is a
-delivery of each key it lists (with the key of its question the user answered, so P2 counts
-a question's prompts across keys and P4 takes a re-ask's answer from its question), and
+delivery of each key it lists (with the key of its question the user answered, if any, so
+P2 counts an answered question's prompts across keys and P4 takes a re-ask's answer from
+its question), and
 a withdrawal of each key it no longer lists before its answer was taken; -32602 is a
 terminal rejection of the answers the request carried; an update is a submission of each
 answer and a resume of the task. P6 is restated: no answer is sent after the task's TTL
@@ -522,7 +523,7 @@ class TasksWorld(base.WorldBase[Env, TasksBounds, Input, Output]):
 
     def _told(self, monitor: P.MonitorState, context: Context, inp: Input) -> list[P.Observation]:
         """A poll result is a delivery of each key it lists (with the key of its question
-        the user answered, else the first that asked it) and a withdrawal of each key it
+        the user answered, if any) and a withdrawal of each key it
         no longer lists whose question was not taken; -32602 a terminal rejection of the
         answers the request carried (and, on a poll, the death of every key the client
         knew listed)."""
@@ -530,14 +531,14 @@ class TasksWorld(base.WorldBase[Env, TasksBounds, Input, Output]):
         if isinstance(inp, Status):
             seen: list[P.Observation] = []
             for k, q in inp.listed:
-                head = _asked_first(context.asked, q, monitor)
+                head = _answered(context.asked, q, monitor)
                 seen.append(
                     P.Delivered(
                         key(k),
                         TASK,
                         t,
                         replayed=key(k) in monitor.presented,
-                        question=key(head) if head != k else None,
+                        question=key(head) if head is not None and head != k else None,
                     )
                 )
             if inp.status in ("working", "input_required"):
@@ -574,8 +575,7 @@ class TasksWorld(base.WorldBase[Env, TasksBounds, Input, Output]):
         return seen
 
 
-def _asked_first(asked: Listing, question: int, monitor: P.MonitorState) -> int:
-    """The key whose answer a re-ask of ``question`` takes: the first key of it the user
-    answered, else the first key that asked it."""
-    keys = [k for k, q in asked if q == question]
-    return next((k for k in keys if key(k) in monitor.answers), keys[0])
+def _answered(asked: Listing, question: int, monitor: P.MonitorState) -> int | None:
+    """The first key of ``question`` the user answered (whose answer a re-ask of it takes),
+    or None: a question not answered yet is no re-ask, whatever key asked it before."""
+    return next((k for k, q in asked if q == question and key(k) in monitor.answers), None)
