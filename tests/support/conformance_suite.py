@@ -12,7 +12,7 @@ whether that happened; the suite's own command line is then:
   scenario and runs ``command`` with that server's URL appended.
 
 Both return :data:`Results`: per scenario, the ``(id, status)`` of each check in the order
-the suite wrote them (``checks.json`` of each ``<mode>-<scenario>-<timestamp>``
+the suite wrote them (``checks.json`` of each ``[server-]<scenario>-<timestamp>``
 directory), so two runs compare check by check. A run that exceeds ``timeout_s`` is
 killed (:class:`TimeoutError`); one whose results cannot be read raises
 :class:`SuiteError` with the suite's output.
@@ -52,7 +52,7 @@ Results = dict[str, tuple[tuple[str, str], ...]]
 """Per scenario, ``(check id, status)`` in the suite's order; status ``SUCCESS``,
 ``FAILURE``, ``WARNING`` or ``INFO``."""
 
-_RESULT_DIR = re.compile(r"^(?:server|client)-(?P<scenario>.+)-\d{4}-\d\d-\d\dT[\d-]+Z$")
+_RESULT_DIR = re.compile(r"^(?:server-)?(?P<scenario>.+)-\d{4}-\d\d-\d\dT[\d-]+Z$")
 
 
 class SuiteError(RuntimeError):
