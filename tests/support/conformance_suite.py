@@ -12,7 +12,7 @@ whether that happened; the suite's own command line is then:
   scenario and runs ``command`` with that server's URL appended.
 
 Both return :data:`Results`: per scenario, the ``(id, status)`` of each check in the order
-the suite wrote them (``checks.json`` of each ``[server-]<scenario>-<timestamp>``
+the suite wrote them (the checks file of each ``[server-]<scenario>-<timestamp>``
 directory), so two runs compare check by check. A run that exceeds ``timeout_s`` is
 killed (:class:`TimeoutError`); one whose results cannot be read raises
 :class:`SuiteError` with the suite's output.
