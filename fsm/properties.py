@@ -14,8 +14,9 @@ P1        a request the client knows is dead (cancel delivered after it, answer 
           as terminal, session gone, or itself declared dead) is presented
 P2        an interactive request key is presented a second time (idempotent ones,
           delivered with ``interactive=False``, may be presented again), or a
-          question a request of its origin call asked under another key (a re-ask
-          under a new id: ``Delivered.question``, :mod:`fsm.questions`)
+          question the user answered is presented again under another key of its
+          origin call (a re-ask under a new id: ``Delivered.question``,
+          :mod:`fsm.questions`)
 P3        an interaction's stream is resumed after a terminal rejection of the
           answer to a request on it not already known cancelled (or after the
           session was gone); the origin-less GET stream stays resumable
@@ -85,8 +86,9 @@ class Delivered:
     question: RequestKey | None = None
     """The key of the request of the same origin call that asked this question first
     (method and canonical params: :func:`fsm.questions.question_id`) when this one asks
-    it again under a new key; ``None``: a question of its own. P2 counts the question's
-    presentations, P4 takes its answer for the new key's."""
+    it again under a new key; ``None``: a question of its own. Once the user answered
+    that first request, this one is a re-ask: P2 counts the question's presentations,
+    P4 takes its answer for this key's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,7 +398,7 @@ class Facts:
             elif key not in self.idempotent and self.asks.get(key, key) in self._asked:
                 first = self.asks.get(key, key)
                 bad.append(
-                    Violation("P2", f"{key!r} presented: the question {first!r} asked, again")
+                    Violation("P2", f"{key!r} presented: it asks again what {first!r} asked")
                 )
             if key in self.stale_delivery:
                 bad.append(
@@ -451,8 +453,11 @@ class Facts:
                 self._fresh_streams.add(obs.stream)
             if not obs.interactive:
                 self.idempotent.add(key)
-            if obs.question is not None and obs.question != key and key not in self.asks:
-                self.asks[key] = self.asks.get(obs.question, obs.question)
+            first = obs.question
+            if first is not None and first != key and key not in self.asks:
+                first = self.asks.get(first, first)
+                if first in self.answers:  # a question the user answered, asked again
+                    self.asks[key] = first
             deadline = self.deadlines.get(key)
             if (
                 obs.interactive

@@ -22,6 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from fsm.errors import RequestKey
 from fsm.messages import params_digest
 
 OnReask = Literal["resubmit", "fail"]
@@ -60,3 +61,47 @@ def reask_refusal(reasks: int, max_reasks: int, on_reask: OnReask) -> str | None
     if on_reask == "fail" or reasks >= max_reasks:
         return f"resubmitted {reasks} time(s), max_reasks={max_reasks}, on_reask={on_reask}"
     return None
+
+
+class QuestionBook:
+    """Which key first asked each question of each origin call, as an observer needs it
+    to tell a re-ask under a new id (:attr:`fsm.properties.Delivered.question`).
+
+    Scopes are origin calls (in the SSE era a tool call's POST stream): :meth:`open` one
+    when it begins; a request on a scope never opened is no one call's and is never a
+    re-ask. Memory is bounded: at most ``max_scopes`` scopes (the oldest forgotten
+    first) of at most ``max_questions`` questions each (more are not recorded: a re-ask
+    of one of them is seen as a question of its own)."""
+
+    __slots__ = ("_scopes", "max_questions", "max_scopes")
+
+    def __init__(self, *, max_scopes: int = 256, max_questions: int = 256) -> None:
+        self.max_scopes, self.max_questions = max_scopes, max_questions
+        self._scopes: dict[str, dict[str, RequestKey]] = {}
+
+    def open(self, scope: str) -> None:
+        """Begin origin call ``scope`` (a scope of that name before is forgotten)."""
+        self._scopes.pop(scope, None)
+        self._scopes[scope] = {}
+        while len(self._scopes) > self.max_scopes:
+            del self._scopes[next(iter(self._scopes))]
+
+    def forget(self, scope: str) -> None:
+        """Drop what is known of ``scope``."""
+        self._scopes.pop(scope, None)
+
+    def first(
+        self, scope: str, method: str, params: Mapping[str, Any] | None, key: RequestKey
+    ) -> RequestKey | None:
+        """The key that asked ``key``'s question first in ``scope``, when another one did;
+        ``None`` when ``key`` is the first (it is recorded) or ``scope`` is no open call."""
+        questions = self._scopes.get(scope)
+        if questions is None:
+            return None
+        qid = question_id(method, params)
+        first = questions.get(qid)
+        if first is None:
+            if len(questions) < self.max_questions:
+                questions[qid] = key
+            return None
+        return first if first != key else None

@@ -40,6 +40,7 @@ from fsm.worlds.sse import (
     Output,
     PostOutcome,
     Present,
+    Reask,
     Replay,
     Resume,
     ResumeConflict,
@@ -110,7 +111,10 @@ _HELD: dict[HeldAnswer, SubmissionResult] = {
 claim lasts 30 s), Render's."""
 
 
-def _message(kind: str, r: int) -> Any:
+def _message(kind: str, r: int, question: int = 0) -> Any:
+    """The server's message of a log entry; an elicitation's params are those of the
+    question first asked at event ``question`` (one question per event id, so a re-ask
+    has the params of the event it repeats, and requests of other events do not)."""
     if kind == "prime":
         return ""
     if kind == "req":
@@ -118,7 +122,7 @@ def _message(kind: str, r: int) -> Any:
             "jsonrpc": "2.0",
             "id": r,
             "method": "elicitation/create",
-            "params": {"message": "Delete 3 files?", "requestedSchema": {}},
+            "params": {"message": f"Delete 3 files? (question {question})", "requestedSchema": {}},
         }
     if kind == "cancel":
         return {
@@ -185,7 +189,11 @@ def _events(inp: Input, session_id: str, get_name: Callable[[int], str]) -> tupl
     if isinstance(inp, GetCut):
         return (ev.StreamLost(get_name(inp.generation), clean=False),)
     if isinstance(inp, Event):
-        return (ev.SseEvent(stream, _message(inp.what, inp.request), str(inp.event_id)),)
+        message = _message(inp.what, inp.request, inp.event_id)
+        return (ev.SseEvent(stream, message, str(inp.event_id)),)
+    if isinstance(inp, Reask):
+        message = _message("req", inp.request, inp.first_event)
+        return (ev.SseEvent(stream, message, str(inp.event_id)),)
     if isinstance(inp, Cut):
         return (ev.StreamLost(stream, clean=inp.clean),)
     if isinstance(inp, Timer):

@@ -9,6 +9,8 @@
 * The outcome of an answer POST is ignored (4xx/5xx swallowed); a connection error on it
   kills the transport, so the call fails with "Connection closed".
 * ``notifications/cancelled`` cancels the running callback (the prompt is withdrawn).
+* A request is keyed by its id alone: a question asked again under a new id (a
+  server-side shim that lost the answer) runs the callback again (``models/guarded_reask.py``).
 
 The checker must find P2 and P7 violated.
 """
@@ -59,6 +61,8 @@ class SdkPolicy:
             if inp.what == "resp":
                 return c._replace(ended=True), (world.End("completed"),)
             return c, ()
+        if isinstance(inp, world.Reask):  # an elicitation like any other: its id is new
+            return c._replace(last=inp.event_id), (world.Present(inp.request),)
         if isinstance(inp, world.Cut) and not c.resumed:  # the POST stream broke
             if c.last is None:
                 return c._replace(ended=True), (world.End("failed"),)

@@ -113,6 +113,20 @@ LIVENESS = MachineSpec(
             doc="show it once; record its deadline",
         ),
         _T("answer", "presented", "answered", doc="the user answered"),
+        _T(
+            "reuse",
+            "new",
+            "answered",
+            guard="its question answered before in this origin call, re-asks left",
+            doc="a re-ask under a new id: store the question's answer, never ask the user again",
+        ),
+        _T(
+            "reask",
+            "new",
+            "dead",
+            guard="its question answered before in this origin call, re-asks spent",
+            doc="the server keeps asking an answered question: fail once naming the re-ask",
+        ),
         _T("submit", "answered", "submitting", doc="POST the stored answer"),
         _T("accept", "submitting", "submitted", doc="200/202: accepted, not proof of liveness"),
         _T(

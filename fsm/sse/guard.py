@@ -47,6 +47,14 @@ Contract
   after that, and on a connection that is not a resumption (a live stretch), against the
   window only, and the cursor is looked up in the rest at the loss: only a broken server
   repeats an id on a live connection, and its repeat is passed on but never resumed from.
+* One question, one prompt: within one origin call (the POST stream of a tool call and
+  the requests on it), a request with a new id whose method and canonical params equal
+  those of one the user answered (a server-side shim that lost the answer asks again
+  under a new id) is never presented: the stored answer is resubmitted under the new
+  id, at most ``max_reasks`` times per question, then the call fails once with
+  :class:`~fsm.errors.QuestionReaskedError` (with ``on_reask="fail"``, at the first
+  re-ask); ``questions=False`` keys requests by id alone. The rule is
+  :mod:`fsm.questions`, the one the MRTR era applies.
 * Patience with a server that still holds the old connection: a resume it refuses for
   that reason (a *patient* row of the resume table: 409, "session already exists", 429
   or 503 with ``Retry-After``) spends no budget of resumes without progress; it is
@@ -88,6 +96,7 @@ from fsm.errors import (
     EventTooLargeError,
     GuardUsageError,
     InteractionFailed,
+    QuestionReaskedError,
     RequestCancelledError,
     RequestId,
     RequestKey,
@@ -112,6 +121,7 @@ from fsm.messages import (
     parse,
 )
 from fsm.outcomes import Classifier, OutcomeClass, backoff_delay
+from fsm.questions import OnReask, canonical_json, check_reask_policy, question_id, reask_refusal
 from fsm.sse.history import EventHistory
 
 LIVE_MARKER = "dead-or-resumable/live"
@@ -161,6 +171,10 @@ class GuardConfig:
     listener claim lasts 30 s) have passed since the first such refusal, after
     :meth:`patient_delay`; ``resume_jitter`` returns numbers in [0, 1] that spread those
     waits (inject a constant for deterministic tests and models).
+    Questions: with ``questions`` (the default), an interactive request on an origin's
+    stream that asks what a request answered before on it asked (method and canonical
+    params, :mod:`fsm.questions`) gets the stored answer, at most ``max_reasks`` times
+    per question, then fails the call (``on_reask="fail"``: at once); never a prompt.
     """
 
     interactive_methods: frozenset[str] = frozenset(
@@ -187,8 +201,12 @@ class GuardConfig:
     classifier: Classifier = field(default_factory=Classifier)
     resume_classifier: Classifier = field(default_factory=Classifier.for_resumes)
     oracle: LivenessOracle = default_oracle
+    questions: bool = True
+    max_reasks: int = 1
+    on_reask: OnReask = "resubmit"
 
     def __post_init__(self) -> None:
+        check_reask_policy(self.max_reasks, self.on_reask)
         if self.max_ended_streams is not None and self.max_ended_streams < 0:
             raise ValueError("max_ended_streams must be None or >= 0")
         if not self.resume_patience_s >= 0:
@@ -270,6 +288,8 @@ class RequestRecord(NamedTuple):
     asserted: bool
     ended: bool
     cause: Cause | None
+    reasks: int = 0
+    """Times the stored answer was resubmitted under a new id for a re-ask."""
 
     def __repr__(self) -> str:
         return tuple.__repr__(self)
@@ -414,6 +434,7 @@ class _Request:
         "key",
         "method",
         "presented_at",
+        "reasks",
         "state",
         "stream",
     )
@@ -432,6 +453,7 @@ class _Request:
         self.asserted = False
         self.ended = False
         self.cause: Cause | None = None
+        self.reasks = 0
 
     def freeze(self) -> RequestRecord:
         return RequestRecord(
@@ -447,20 +469,21 @@ class _Request:
             self.asserted,
             self.ended,
             self.cause,
+            self.reasks,
         )
 
     @classmethod
     def thaw(cls, rec: RequestRecord) -> _Request:
         r = cls(rec.key, rec.stream, rec.method, rec.digest, rec.deadline)
         r.state, r.attempts, r.presented_at = rec.state, rec.attempts, rec.presented_at
-        r.asserted, r.ended, r.cause = rec.asserted, rec.ended, rec.cause
+        r.asserted, r.ended, r.cause, r.reasks = rec.asserted, rec.ended, rec.cause, rec.reasks
         r.answer_text = rec.answer  # decoded only if submitted again
         return r
 
     def frozen_answer(self) -> str | None:
         """The answer as canonical JSON (computed once: snapshots reuse it)."""
         if self.answer_text is None and self.answer is not None:
-            self.answer_text = json.dumps(self.answer, sort_keys=True)
+            self.answer_text = canonical_json(self.answer)
         return self.answer_text
 
     def stored_answer(self) -> Mapping[str, Any]:
@@ -738,6 +761,10 @@ class Guard:
                     )
                 )
                 return
+            first = self._asked_before(st, rec) if cfg.questions else None
+            if first is not None:
+                self._on_reask(st, rec, first, question_id(msg.method, msg.params))
+                return
             rec.presented_at = now
             self._run.fire(rec, "present")
             self._emit(Present(key, msg.method, msg.params))
@@ -772,6 +799,45 @@ class Guard:
             )
         else:
             self._emit(Ignore("duplicate-delivery", f"{key!r} already {rec.state}", key=key))
+
+    def _asked_before(self, st: _Stream, rec: _Request) -> _Request | None:
+        """The request of ``st``'s origin call that first asked ``rec``'s question
+        (method and canonical params), if it is not ``rec`` and the user's answer to it
+        is stored; else ``None`` (always on a stream without an origin: it is no one
+        call). The first asker is what :class:`fsm.questions.QuestionBook` names too."""
+        if st.origin is None:
+            return None
+        for k in st.requests:
+            other = self._requests.get(k)
+            if other is rec:
+                return None
+            if other is not None and other.digest == rec.digest and other.method == rec.method:
+                answered = other.answer is not None or other.answer_text is not None
+                return other if answered else None
+        return None
+
+    def _on_reask(self, st: _Stream, rec: _Request, first: _Request, qid: str) -> None:
+        """``rec`` asks again what ``first`` asked and the user answered: resubmit the
+        stored answer under ``rec``'s id (bounded per question), or fail the call once."""
+        cfg = self.config
+        spent = reask_refusal(first.reasks, cfg.max_reasks, cfg.on_reask)
+        if spent is not None:
+            self._run.kill(
+                rec,
+                "reask",
+                Cause(
+                    QuestionReaskedError,
+                    f"the server asked {qid} again under {rec.key!r} after {first.key!r} "
+                    "was answered; the user is not asked twice",
+                    rec.key,
+                    (f"{rec.key!r} on {st.id} re-asks {qid}, first asked as {first.key!r}", spent),
+                ),
+            )
+            return
+        first.reasks += 1
+        rec.answer, rec.answer_text = first.answer, first.answer_text
+        self._run.fire(rec, "reuse")
+        self._submit(rec, 0.0)
 
     def _on_cancel(self, st: _Stream, rid: RequestId, msg: Notification) -> None:
         key: RequestKey = (self.session, rid)

@@ -22,6 +22,7 @@ from fsm import properties as P
 from fsm import trace
 from fsm.messages import Notification, ServerRequest, parse
 from fsm.outcomes import Classifier, OutcomeClass
+from fsm.questions import QuestionBook
 from fsm.sse.guard import Guard, GuardConfig, LivenessOracle, default_oracle
 
 
@@ -81,6 +82,8 @@ class ObservedGuard:
         self._held: set[str] = set()
         """Streams whose last resume was refused by a server still holding their old
         connection (a patient refusal): their next resume is observed ``held``."""
+        self.questions = QuestionBook()
+        """Which key first asked each question of each tool call (re-asks, P2 and P4)."""
         self._on_observation = on_observation
         self._sink = sink
         if sink is not None:
@@ -156,6 +159,7 @@ class ObservedGuard:
             idempotent=g.config.idempotent_methods,
             classifier=g.config.classifier,
             resume_classifier=g.config.resume_classifier,
+            questions=self.questions,
         )
 
 
@@ -172,11 +176,14 @@ def told(
     idempotent: Collection[str] = _DEFAULTS.idempotent_methods,
     classifier: Classifier = _DEFAULTS.classifier,
     resume_classifier: Classifier = _DEFAULTS.resume_classifier,
+    questions: QuestionBook | None = None,
 ) -> list[P.Observation]:
     """What ``event`` tells a client, as observations. ``replayed(stream)`` says whether
     the stream's current connection is a resumed one (for events that do not say);
     ``classifier`` and ``resume_classifier`` judge answer POST and resume GET results as
-    the guard does (a session-scoped terminal verdict is the session gone)."""
+    the guard does (a session-scoped terminal verdict is the session gone).
+    ``questions``: the book of each tool call's questions, which names the first asker of
+    a delivery's question (``Delivered.question``); without it none is named."""
     if isinstance(event, ev.ReplayBatch):
         return [
             obs
@@ -196,10 +203,15 @@ def told(
                 idempotent=idempotent,
                 classifier=classifier,
                 resume_classifier=resume_classifier,
+                questions=questions,
             )
         ]
     if isinstance(event, ev.StreamOpened):
-        return [P.Began(event.stream)] if event.origin is not None else []
+        if event.origin is None:
+            return []
+        if questions is not None:
+            questions.open(event.stream)
+        return [P.Began(event.stream)]
     if isinstance(event, ev.SessionStarted):
         return [P.SessionBegan(event.session)]
     if isinstance(event, ev.SseEvent):
@@ -211,14 +223,20 @@ def told(
         msg = parse(event.data)
         again = replayed(event.stream) if event.replayed is None else event.replayed
         if isinstance(msg, ServerRequest):
+            key = (session, msg.id)
+            interactive = msg.method not in idempotent
+            first = None
+            if questions is not None and interactive:
+                first = questions.first(event.stream, msg.method, msg.params, key)
             out.append(
                 P.Delivered(
-                    (session, msg.id),
+                    key,
                     event.stream,
                     now,
                     replayed=again,
                     asserted=oracle(msg, again),
-                    interactive=msg.method not in idempotent,
+                    interactive=interactive,
+                    question=first,
                 )
             )
         elif isinstance(msg, Notification) and msg.cancelled_id is not None:

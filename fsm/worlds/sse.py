@@ -24,6 +24,12 @@ environment that is free, within bounds, to
   on a live connection, not as the replay of a resume);
 * cut the session's standalone GET stream before it carried any event id (``get_cuts``
   times; the client then opens a fresh GET, a new connection generation, see below);
+* having received the answer to a request, lose it and ask the same question again under
+  a new id (``reasks`` times: a server-side shim, such as the TypeScript legacy MRTR shim
+  or the Go SDK's MRTR middleware, that turns one input request into an
+  ``elicitation/create`` per attempt); the re-ask is a :class:`Reask` input, and its
+  delivery names the request that first asked the question (P2 counts a question's
+  presentations, P4 takes its answer: :mod:`fsm.questions`);
 * after an abrupt cut, keep the old connection as a server does that never saw its client
   go (``hold``): it refuses every resume while it holds it (``held_answer``: the
   TypeScript SDK's 409, a 409 with ``Retry-After``, Render's 400 "session already
@@ -136,6 +142,7 @@ __all__ = [
     "Replay",
     "Resume",
     "ResumeConflict",
+    "Reask",
     "ResumeRefused",
     "Resumed",
     "SsePolicy",
@@ -195,6 +202,31 @@ class Event(
 
     def __new__(cls, event_id: int, what: str, request: int) -> Event:
         return super().__new__(cls, "event", event_id, what, request)
+
+
+class Reask(
+    base.Tagged,
+    NamedTuple(
+        "Reask",
+        [
+            ("op", Literal["reask"]),
+            ("event_id", int),
+            ("request", int),
+            ("first", int),
+            ("first_event", int),
+        ],
+    ),
+):
+    """Input: the server's event ``event_id`` arrived on the tool call's stream: an
+    elicitation of ``request`` (a new id) asking again the question that request
+    ``first`` asked in event ``first_event``, whose answer the server received and lost.
+    Its params are those of event ``first_event``'s: a client tells it from a new
+    question only by comparing them (what the SDK clients present as any elicitation)."""
+
+    __slots__ = ()
+
+    def __new__(cls, event_id: int, request: int, first: int, first_event: int) -> Reask:
+        return super().__new__(cls, "reask", event_id, request, first, first_event)
 
 
 class Cut(base.Tagged, NamedTuple("Cut", [("op", Literal["cut"]), ("clean", bool)])):
@@ -291,6 +323,7 @@ class NewSession(
 
 Input = (
     Event
+    | Reask
     | Cut
     | Timer
     | Resumed
@@ -415,6 +448,9 @@ class Bounds(base.WorldBounds):
     half-open (it may let go sooner); 0: it lets go at once, ``None``: never."""
     held_answer: HeldAnswer = "409"
     """How it refuses them."""
+    reasks: int = 0
+    """Times the server, having received the answer to a request, loses it and asks the
+    same question again under a new id (an id of ``0..requests-1`` not used yet)."""
 
     def _check(self) -> None:
         if self.sessions > 1 and self.get_cuts > 0:
@@ -452,6 +488,7 @@ ENV_FIELDS = (
     "rewinds",
     "held",
     "conflict",
+    "asks",
 )
 """The environment's fields, in the order of :attr:`Env.values`."""
 
@@ -478,6 +515,7 @@ ENV_FIELDS = (
     REWINDS,
     HELD,
     CONFLICT,
+    ASKS,
 ) = range(len(ENV_FIELDS))
 
 
@@ -533,6 +571,9 @@ class Env(base.EnvBase):
     conflict: str
     """``"refused"`` right after such a refusal, ``"failed"`` once the client ended the
     interaction failed on one (the ``patience`` invariant), else ``""``."""
+    asks: tuple[int, ...]
+    """Per request id: the log index of the first ask of the question it asks again (a
+    re-ask), or -1 (a question of its own)."""
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         super().__init__(values)
@@ -629,6 +670,7 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
         self._rename: Any = getattr(policy, "rename", None)
         self._step: dict[str, Callable[[list[Any], Any], Input | None]] = {
             "server sends elicitation": self._send,
+            "server re-asks under a new id": self._reask,
             "deadline fires": self._deadline,
             "deliver": self._deliver,
             "cut clean": self._cut_clean,
@@ -744,9 +786,12 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
         w = list(env.values)
         w[LOG] = tuple((kind, r if r < 0 else m[r]) for kind, r in env.log)
         server = [""] * len(env.server)
+        asks = [-1] * len(env.asks)
         for old, status in enumerate(env.server):
             server[m[old]] = status
+            asks[m[old]] = env.asks[old]
         w[SERVER] = tuple(server)
+        w[ASKS] = tuple(asks)
         for field in (PROMPTS, USER_DONE, POSTS):
             w[field] = frozenset(m[r] for r in w[field])
         renamed = self._env(w)
@@ -795,6 +840,7 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
             "rewinds": b.rewinds,
             "held": 0,
             "conflict": "",
+            "asks": (-1,) * b.requests,
         }
 
     def _edit(self, e: Env, m: Move) -> tuple[list[Any], Input | None, Hashable] | None:
@@ -821,6 +867,13 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
             sends = [r for r, st in enumerate(e.server) if st == "unsent"]
             moves += [Move("server sends elicitation", r) for r in sends]
             moves += [Move("deadline fires", r) for r, st in enumerate(e.server) if st == "pending"]
+            if sends and b.reasks > sum(1 for a in e.asks if a >= 0):
+                answered = [r for r, st in enumerate(e.server) if st == "answered"]
+                moves += [
+                    Move("server re-asks under a new id", (r, new))
+                    for r in answered
+                    for new in sends
+                ]
         if e.conn is not None:
             if e.conn < len(e.log):
                 moves.append(Move("deliver", e.conn))
@@ -858,6 +911,17 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
         w[LOG] = (*w[LOG], ("req", r))
         return None
 
+    def _reask(self, w: list[Any], arg: tuple[int, int]) -> Input | None:
+        """The server lost the answer to ``r`` and asks its question again as ``new``."""
+        r, new = arg
+        first = w[ASKS][r]
+        if first < 0:
+            first = w[LOG].index(("req", r))
+        w[SERVER] = _set(w[SERVER], new, "pending")
+        w[ASKS] = (*w[ASKS][:new], first, *w[ASKS][new + 1 :])
+        w[LOG] = (*w[LOG], ("req", new))
+        return None
+
     def _deadline(self, w: list[Any], r: int) -> Input | None:
         w[SERVER] = _set(w[SERVER], r, "dead")
         if self.bounds.deadline == "cancel":
@@ -868,6 +932,9 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
     def _deliver(self, w: list[Any], index: int) -> Input:
         kind, r = w[LOG][index]
         w[CONN] = index + 1
+        if kind == "req" and w[ASKS][r] >= 0:
+            first_event = w[ASKS][r]
+            return Reask(index, r, w[LOG][first_event][1], first_event)
         return Event(index, kind, r)
 
     def _rewind(self, w: list[Any], _: None) -> Input | None:
@@ -1033,6 +1100,16 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
             elif inp.what == "cancel":
                 seen.append(P.Cancelled(key(inp.request, session)))
             return seen
+        if isinstance(inp, Reask):
+            newest = P.newest_event(monitor, stream)
+            replayed = newest is not None and inp.event_id < int(newest)
+            first = key(inp.first, session)
+            return [
+                P.EventSeen(stream, str(inp.event_id)),
+                P.Delivered(
+                    key(inp.request, session), stream, t, replayed=replayed, question=first
+                ),
+            ]
         if isinstance(inp, PostOutcome) and inp.outcome in TERMINAL_OUTCOMES:
             return [P.Rejected(key(inp.request, session), session=inp.outcome == "404")]
         if isinstance(inp, ResumeRefused):

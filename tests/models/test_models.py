@@ -33,6 +33,7 @@ MODEL_FILES = (
     "seed_incident.py",
     "mcp_sdk_2_3.py",
     "mcp_sdk_1_x.py",
+    "guarded_reask.py",
 )
 
 PINNED: dict[str, tuple[int, int]] = {
@@ -101,6 +102,11 @@ PINNED: dict[str, tuple[int, int]] = {
     "seed-incident": (168, 303),
     "mcp-sdk-2.3.0": (501, 1116),
     "mcp-sdk-1.x": (1653, 3248),
+    "mcp-sdk-2.3.0[reask] x2": (1712, 4702),
+    "guarded-reask[resubmit] x2": (2984, 8772),
+    "guarded-reask[twice] x3": (12370, 44872),
+    "guarded-reask[fail] x2": (1262, 3739),
+    "keyed-by-id[reask] x2": (1398, 4037),
 }
 
 # (steps, loop_start) of each expected shortest counterexample.
@@ -122,6 +128,9 @@ SHORTEST = {
     # a fresh GET tracked under the name of the one that ended: open, cut, open, cut
     "one name for every fresh GET": {"P5": (4, None)},
     "window-only": {"P7": (9, None), "L1": (9, 4)},
+    # the answered question asked again under a new id, presented again
+    "mcp-sdk-2.3.0[reask] x2": {"P2": (7, None)},
+    "keyed-by-id[reask] x2": {"P2": (7, None)},
     "unverified-cursor": {"P7": (7, None)},
 }
 
@@ -178,7 +187,7 @@ def test_guard_coverage_reaches_the_stale_rule_and_reports_dead_declarations() -
     # An application abandoning a stream (its reader gone, an event over its bound) is
     # not a move of the world either.
     assert "transport: open -abandon-> dead" in never
-    assert len(declared) == 52
+    assert len(declared) == 54
 
 
 def test_check_cli_passes_models_that_fail_as_expected(capsys: pytest.CaptureFixture[str]) -> None:

@@ -127,7 +127,7 @@ def test_coverage_of_the_declared_rows() -> None:
         "liveness: presented -stale-> dead",
     ):
         assert row in fired, row
-    assert len(declared) == 49
+    assert len(declared) == 51
 
 
 def test_the_age_rule_is_what_keeps_late_answers_out_of_dead_state() -> None:

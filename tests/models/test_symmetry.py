@@ -36,6 +36,11 @@ FULL: dict[str, tuple[int, int]] = {
     "guarded[inclusive,cancel,rpc,answers] x2": (47544, 135422),
     "guarded[after,silent,rpc,answers] x3": (398804, 1308670),
     "guarded[inclusive,silent,rpc,answers] x3": (450726, 1577810),
+    "mcp-sdk-2.3.0[reask] x2": (3412, 9360),
+    "guarded-reask[resubmit] x2": (5954, 17495),
+    "guarded-reask[twice] x3": (73796, 267351),
+    "guarded-reask[fail] x2": (2510, 7429),
+    "keyed-by-id[reask] x2": (2782, 8025),
 }
 """Full-space (states, transitions) of every shipped model that declares a symmetry."""
 
