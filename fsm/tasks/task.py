@@ -96,7 +96,7 @@ from fsm.errors import (
 from fsm.machines.product import Cause, ProductRun
 from fsm.machines.spec import Scope
 from fsm.machines.tables import EngineName
-from fsm.machines.tasks import TASK, TASK_INPUT, TASKS_PRODUCT
+from fsm.machines.tasks import TASK, TASK_INPUT, TASK_INPUT_LIVE, TASKS_PRODUCT
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
 from fsm.questions import OnReask, canonical_json, check_reask_policy, question_id, reask_refusal
 from fsm.tasks.outcomes import TASK_CLASSIFIER, error_for
@@ -386,6 +386,8 @@ class TaskCall:
         self._task = _Task()
         self._status = "working"
         self._keys: dict[str, _Key] = {}
+        self._listed: dict[str, Any] = {}  # the keys the last poll listed, and their requests
+        self._unsettled: set[str] = set()  # unlisted while their update was in flight
         self._questions: dict[str, _Question] = {}
         self._get_pending = False
         self._update: tuple[str, ...] | None = None
@@ -474,6 +476,10 @@ class TaskCall:
         for r in snap.keys:
             k = self._keys[r.key] = _Key(self.task, r.key, r.question, r.method)
             k.state, k.listed, k.resubmits = r.state, r.listed, r.resubmits
+            if r.listed:
+                self._listed[r.key] = None
+            elif r.state in TASK_INPUT_LIVE:  # unlisted, not judged yet
+                self._unsettled.add(r.key)
             k.answer, k.cause = r.answer, r.cause
         for rq in snap.questions:
             q = self._questions[rq.question] = _Question()
@@ -516,17 +522,25 @@ class TaskCall:
         """Sort the keys of one poll; False if the call ended."""
         cfg = self.config
         fresh: list[tuple[_Key, Mapping[str, Any] | None]] = []
+        before = self._listed
         for server_key, req in asked.items():
+            k = self._keys.get(server_key)
+            if k is not None and before.get(server_key) == req:
+                continue  # listed last time with the same request: nothing to check again
             method, params = req["method"], req.get("params")
             qid = question_id(method, params)
-            k = self._keys.get(server_key)
             if k is not None:
-                if k.qid != qid:
+                if k.qid.partition("@")[0] != qid:
                     self._malformed(
                         f"key {server_key!r} reused with a different question "
                         f"({k.qid} before, {qid} now)"
                     )
                     return False
+                k.listed = True
+                if k.state in TASK_INPUT.terminal:  # unique keys: an ended key stays ended
+                    self._out.append(
+                        Ignore("key-ended", f"{server_key!r} is {k.state}", k.request, self.task)
+                    )
                 continue
             if len(self._keys) >= cfg.max_keys:
                 self._malformed(f"more than max_keys={cfg.max_keys} keys over the task's life")
@@ -535,11 +549,17 @@ class TaskCall:
                 qid += f"@{server_key}"
             k = self._keys[server_key] = _Key(self.task, server_key, qid, method)
             fresh.append((k, params))
-        for k in list(self._keys.values()):
-            k.listed = k.key in asked
-            if k.listed or k.state not in ("new", "presented", "answered", "submitted"):
+        self._listed = dict(asked)
+        unsettled, self._unsettled = self._unsettled, set()
+        for server_key in (*before, *unsettled):
+            if server_key in asked:
                 continue
-            self._run.fire(k, "consume" if k.state == "submitted" else "supersede")
+            k = self._keys[server_key]
+            k.listed = False
+            if k.state in ("presented", "answered", "submitted"):
+                self._run.fire(k, "consume" if k.state == "submitted" else "supersede")
+            elif k.state == "submitting":  # gone while its update is in flight: judged later
+                self._unsettled.add(server_key)
         for k, params in fresh:
             q = self._questions.setdefault(k.qid, _Question())
             if q.answer is not None:
@@ -670,8 +690,9 @@ class TaskCall:
             return
         responses: dict[str, Mapping[str, Any]] = {}
         questions: dict[str, RequestKey] = {}
-        for k in self._keys.values():
-            if not k.listed or k.state not in ("answered", "submitted"):
+        for server_key in self._listed:
+            k = self._keys[server_key]
+            if k.state not in ("answered", "submitted"):
                 continue
             if k.state == "submitted":
                 if not resubmit or k.resubmits >= self.config.max_resubmits:

@@ -118,7 +118,24 @@ def test_a_vanished_key_is_withdrawn_and_its_late_answer_never_sent() -> None:
     assert out[0] == act.Withdraw(("t", "k1"), "superseded")
     late = answer(task, "k1")
     assert kinds(late) == ["Ignore"] and late[0].reason == "not-presented"  # type: ignore[union-attr]
-    assert asked(task, {"k2": OTHER, "k1": ASK}) == (Poll("t", 0.5),)  # an ended key stays ended
+    again = asked(task, {"k2": OTHER, "k1": ASK})  # a unique key that ended stays ended
+    assert again == (act.Ignore("key-ended", "'k1' is withdrawn", ("t", "k1"), "t"), Poll("t", 0.5))
+    assert asked(task, {"k2": OTHER, "k1": ASK}) == (Poll("t", 0.5),)  # said once
+
+
+def test_a_key_gone_while_its_update_is_in_flight_is_consumed_by_the_next_poll() -> None:
+    task, _ = started()
+    asked(task, {"k1": ASK})
+    answer(task, "k1")  # the update is in flight, and so is the poll
+    assert task.feed(Polled(status("working"))) == ()  # k1 gone: no verdict before the ack
+    assert task.state_of(("t", "k1")) == "submitting"
+    restored = TaskCall("t", clock=lambda: T0)  # the verdict pending survives a snapshot
+    restored.restore(task.snapshot())
+    task = restored
+    assert task.feed(UpdateAcked()) == (Poll("t", 0.5),)
+    assert task.state_of(("t", "k1")) == "submitted"
+    task.feed(Polled(status("working")))
+    assert task.state_of(("t", "k1")) == "consumed"
 
 
 def test_an_answer_whose_update_failed_is_resent_only_while_listed() -> None:
