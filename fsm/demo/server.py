@@ -27,6 +27,10 @@ What it offers (protocol 2025-11-25 over the legacy, session-ful streamable HTTP
   float: a client in the same process measures each event's latency), and returns
   ``"worked <count> (<action>)"`` (``action``: the answer's, e.g. ``accept``). The unit
   of the gateway benchmark's load.
+- Tool ``reask(count)``: asks the client "Proceed?" (as ``work`` does), then, as a
+  server-side shim that lost the answer does, asks the same question again under a new
+  request id ``count`` times (identical params), and returns ``"answered <n>: <actions>"``
+  (the answers it got, e.g. ``"answered 2: accept accept"``).
 - Tool ``announce(count, text)``: sends ``count`` log messages (``notifications/message``,
   data ``"<text> <n>"``) related to no request, so the server routes them to the session's
   standalone GET stream (stored in the event store, sent only if a GET is attached), and
@@ -631,6 +635,15 @@ def build_server(
             await ctx.report_progress(i + 1, count, repr(time.perf_counter()))
         controller.record("work_done", _session_of(ctx), str(ctx.request_id), count=count)
         return f"worked {count} ({answer.action})"
+
+    @tool
+    async def reask(ctx: Context, count: int = 1) -> str:
+        """Ask "Proceed?", then the same question again under a new id ``count`` times."""
+        actions = [(await ctx.elicit("Proceed?", schema=_Proceed)).action]
+        for _ in range(count):
+            actions.append((await ctx.elicit("Proceed?", schema=_Proceed)).action)
+        controller.record("reasked", _session_of(ctx), str(ctx.request_id), count=count)
+        return f"answered {len(actions)}: {' '.join(actions)}"
 
     @tool
     async def announce(ctx: Context, count: int = 1, text: str = "announcement") -> str:
