@@ -37,14 +37,15 @@ def _user(prompts: list[str]) -> Elicit:
 
 async def test_the_plain_client_presents_the_reask_again() -> None:
     prompts: list[str] = []
-    async with running_server() as server, httpx2.AsyncClient() as http:
-        async with (
-            open_client_streams(server.url, http) as (read, write),
-            ClientSession(read, write, elicitation_callback=_user(prompts)) as session,
-        ):
-            await session.initialize()
-            with anyio.fail_after(20):
-                result = await session.call_tool("reask", {"count": 1})
+    async with (
+        running_server() as server,
+        httpx2.AsyncClient() as http,
+        open_client_streams(server.url, http) as (read, write),
+        ClientSession(read, write, elicitation_callback=_user(prompts)) as session,
+    ):
+        await session.initialize()
+        with anyio.fail_after(20):
+            result = await session.call_tool("reask", {"count": 1})
     assert prompts == ["Proceed?", "Proceed?"]  # one question, two prompts
     assert result.content[0].text == "answered 2: accept accept"  # type: ignore[union-attr]
 
