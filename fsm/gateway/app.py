@@ -129,6 +129,7 @@ __all__ = [
     "HEALTH_PATH",
     "OWN_PATHS",
     "READY_PATH",
+    "STANDALONE_HOLD_S",
     "Credentials",
     "Gateway",
     "GatewayLimits",
@@ -168,6 +169,8 @@ HEALTH_PATH = "/-/healthz"
 """``200`` while the process serves and its background work runs, else ``503``."""
 READY_PATH = "/-/readyz"
 """``200`` while the store answers and the gateway is not draining, else ``503``."""
+STANDALONE_HOLD_S = 10.0
+"""``GatewayLimits.standalone_hold_s`` of a gateway on a memory store, unless given."""
 DRAIN_GRACE_S = 1.0
 """Seconds :meth:`Gateway.drain` gives, after its bound, each of three steps: a stream
 caught in the middle of an event to reach the event's end, cancelled requests to finish
@@ -264,11 +267,16 @@ class GatewayLimits:
     """Seconds a replica's claim of a presented request lasts unless renewed (renewed
     every third of it while the request awaits its answer). A call whose prompt was
     claimed by a replica that died ends with ``claim-lapsed`` this long after."""
-    standalone_hold_s: float = 10.0
+    standalone_hold_s: float | None = None
     """Seconds a session's standalone ``GET``, opened upstream when its
     ``notifications/initialized`` is accepted, waits for the client's own ``GET`` to
     take it before it is closed (:mod:`fsm.gateway.standalone`); ``0``: none is opened
-    ahead, the client's ``GET`` goes upstream when it comes."""
+    ahead, the client's ``GET`` goes upstream when it comes. ``None`` (the default):
+    :data:`STANDALONE_HOLD_S` with a :class:`~fsm.gateway.store.MemoryStore` (one
+    replica, which every request of a session reaches), ``0`` with any other store:
+    replicas behind a balancer without session affinity would open a ``GET`` the
+    client's, landing on another replica, cannot take (the server refuses a second one);
+    give it where the balancer keeps a session's requests on one replica."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -285,7 +293,7 @@ class GatewayLimits:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"GatewayLimits.{name} must be >= 1")
-        if not self.standalone_hold_s >= 0:
+        if self.standalone_hold_s is not None and not self.standalone_hold_s >= 0:
             raise ValueError("GatewayLimits.standalone_hold_s must be >= 0")
         if self.max_pending_refusals < 0:
             raise ValueError("GatewayLimits.max_pending_refusals must be >= 0")
@@ -406,6 +414,12 @@ class Gateway:
         self.store: StateStore = store if store is not None else MemoryStore()
         self.config = config if config is not None else GATEWAY_GUARD
         self.limits = limits or GatewayLimits()
+        hold = self.limits.standalone_hold_s
+        if hold is None:
+            hold = STANDALONE_HOLD_S if isinstance(self.store, MemoryStore) else 0.0
+        self.standalone_hold_s: float = hold
+        """Seconds a standalone ``GET`` opened ahead is held (``GatewayLimits``'s, or its
+        default for this store)."""
         self.id_keys = id_keys if id_keys is not None else EventIdKeys.generate()
         self.host_policy = host_policy
         self.replica = replica or secrets.token_hex(8)
@@ -717,7 +731,7 @@ class Gateway:
         """The upstream accepted ``request``, a POST: if it is the session's
         ``notifications/initialized`` with proven credentials, open the session's
         standalone ``GET`` upstream before the client is answered."""
-        hold_s = self.limits.standalone_hold_s
+        hold_s = self.standalone_hold_s
         if not (hold_s > 0 and session.held and session.ahead.wanted()):
             return
         if not session.trusts(request):

@@ -153,7 +153,8 @@ def _parser() -> argparse.ArgumentParser:
         "--standalone-hold",
         type=float,
         help="seconds the standalone GET opened ahead for a session waits for its client "
-        "(default 10; 0: none opened ahead)",
+        "(default 10 with --store memory, 0 with a shared store: give it when the balancer "
+        "keeps a session on one replica; 0: none opened ahead)",
     )
     p.add_argument(
         "--loop",

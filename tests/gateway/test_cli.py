@@ -121,10 +121,21 @@ def test_edge_and_gateway_limits_come_from_the_options() -> None:
     limits = app.limits
     assert (limits.max_event_bytes, limits.body_timeout_s, limits.lease_s) == (1000, 4, 9)
     assert (app.config.resume_patience_s, limits.standalone_hold_s) == (20, 0)
-    defaults, _, _ = cli._build(cli._parser().parse_args(UPSTREAM), {})
-    assert defaults.config.resume_patience_s == 150 and defaults.limits.standalone_hold_s == 10
     assert app.host_policy.allowed_hosts == ("mcp.example.com",)
     assert app.host_policy.allowed_origins == ("https://app.example.com",)
+    defaults, _, _ = cli._build(cli._parser().parse_args(UPSTREAM), {})
+    assert defaults.config.resume_patience_s == 150 and defaults.standalone_hold_s == 10
+
+
+@pytest.mark.parametrize(("given", "held"), [([], 0), (["--standalone-hold", "5"], 5)])
+def test_replicas_on_a_shared_store_open_no_get_ahead_unless_told(
+    given: list[str], held: float
+) -> None:
+    """Behind a balancer without session affinity a GET opened ahead on one replica is
+    one the client's GET on another cannot take: on a shared store it is off by default."""
+    env = {cli.ENV_STORE: "redis://127.0.0.1:9/0", ENV_KEY: "k" * 40}
+    app, _edge, _store = cli._build(cli._parser().parse_args([*UPSTREAM, *given]), env)
+    assert app.standalone_hold_s == held
 
 
 def test_the_command_exits_1_when_the_gateways_own_work_fails(

@@ -24,6 +24,8 @@ from scripted_upstream import HEAD, SID, elicit, gateway_for, parse, result  # n
 
 from fsm.demo.serving import lifespan, whole_body  # noqa: E402
 from fsm.gateway.app import GatewayLimits  # noqa: E402
+from fsm.gateway.redis_store import RedisStore  # noqa: E402
+from support.redis_server import RedisServer  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
@@ -226,3 +228,20 @@ async def test_a_stream_opened_ahead_that_no_client_takes_is_closed_after_its_ho
         async with http.stream("GET", gw.url, headers=GET) as standalone:
             assert standalone.status_code == 200
             await up.wait_until(lambda u: len(u.gets) == 2)
+
+
+async def test_replicas_on_a_shared_store_open_no_get_ahead_by_default(
+    server: RedisServer,
+) -> None:
+    """On a shared store (replicas that a balancer may not keep a session on) nothing is
+    opened ahead unless ``standalone_hold_s`` is given: the client's GET goes upstream
+    itself."""
+    up = DropsBeforeGet()
+    store = RedisStore.from_url(server.url, prefix="ahead:")
+    try:
+        async with gateway_for(up, store=store) as gw, httpx2.AsyncClient(timeout=20) as http:
+            assert gw.gateway.standalone_hold_s == 0
+            await _initialized(http, gw.url)
+            assert up.gets == []
+    finally:
+        await store.aclose()
