@@ -30,6 +30,9 @@ PRINTS = {
     "docs/adapter.md#1": "asked: Delete 1 files?\nDeleted 1 files: a.txt\n",
     "docs/mrtr.md#1": "ask the user: Delete 3 files?\nre-send with {'q1': {'action': 'accept'}} "
     "and s1\nthe call completes\n",
+    "docs/tasks.md#1": "poll t1 in 2 s\nask the user: Delete 3 files?\npoll t1 in 2 s\n"
+    "update t1 with {'q1': {'action': 'accept'}}\nupdate t1 with {'q1': {'action': 'accept'}}\n"
+    "poll t1 in 2 s\nt1 completed\n",
 }
 """What a block prints, where the text around it says so."""
 
