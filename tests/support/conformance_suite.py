@@ -38,6 +38,7 @@ __all__ = [
     "differences",
     "failures",
     "installed",
+    "off_baseline",
     "read_results",
     "run_client_scenario",
     "run_server_suite",
@@ -136,4 +137,15 @@ def differences(expected: Results, got: Results) -> list[str]:
         a, b = expected.get(scenario), got.get(scenario)
         if a != b:
             lines.append(f"{scenario}: {a} != {b}")
+    return lines
+
+
+def off_baseline(results: Results, expected: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """Where the failures of ``results`` differ from ``expected`` (per scenario, the ids of
+    the checks expected to fail, each with its reason): one line per failing check not
+    listed, and per listed check that did not fail (a stale entry)."""
+    got = {(s, i) for s, ids in failures(results).items() for i in ids}
+    listed = {(s, i) for s, checks in expected.items() for i in checks}
+    lines = [f"{s}/{i}: fails, not in the expected failures" for s, i in sorted(got - listed)]
+    lines += [f"{s}/{i}: expected to fail, did not (stale)" for s, i in sorted(listed - got)]
     return lines

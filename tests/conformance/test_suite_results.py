@@ -1,0 +1,54 @@
+"""How the conformance tests read and compare the suite's results (no suite run): the
+result directories, check-by-check differences, and the expected failures, stale
+entries included."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support.conformance_suite import Results, differences, failures, off_baseline, read_results
+
+RUN: Results = {
+    "ping": (("ping", "SUCCESS"),),
+    "tools-call-sampling": (("tools-call-sampling", "FAILURE"),),
+    "server-sse-polling": (("incoming-sse-event", "INFO"), ("server-sse-retry-field", "WARNING")),
+}
+
+
+def test_results_are_read_per_scenario_in_the_suites_order(tmp_path: Path) -> None:
+    """Server mode prefixes ``server-``, client mode does not; each directory's checks
+    keep their order; a directory without checks is left out."""
+    rows = [{"id": "b", "status": "INFO"}, {"id": "a", "status": "FAILURE"}]
+    for name in (
+        "server-tools-call-image-2026-12-04T19-16-31-657Z",
+        "sse-retry-2026-12-04T19-26-46-607Z",
+    ):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "checks.json").write_text(json.dumps(rows))
+    (tmp_path / "server-ping-2026-12-04T19-16-31-657Z").mkdir()
+    assert read_results(tmp_path) == {
+        "tools-call-image": (("b", "INFO"), ("a", "FAILURE")),
+        "sse-retry": (("b", "INFO"), ("a", "FAILURE")),
+    }
+
+
+def test_any_status_order_or_scenario_that_differs_is_a_difference() -> None:
+    assert differences(RUN, dict(RUN)) == []
+    changed = {**RUN, "ping": (("ping", "FAILURE"),)}
+    reordered = {**RUN, "server-sse-polling": tuple(reversed(RUN["server-sse-polling"]))}
+    missing = {k: v for k, v in RUN.items() if k != "ping"}
+    for other in (changed, reordered, missing):
+        [line] = differences(RUN, other)
+        assert line.startswith(("ping", "server-sse-polling"))
+
+
+def test_failures_off_the_baseline_and_stale_entries_are_reported() -> None:
+    assert failures(RUN) == {"tools-call-sampling": ("tools-call-sampling",)}
+    listed = {"tools-call-sampling": {"tools-call-sampling": "the reason"}}
+    assert off_baseline(RUN, listed) == []
+    assert off_baseline(RUN, {}) == [
+        "tools-call-sampling/tools-call-sampling: fails, not in the expected failures"
+    ]
+    stale = {**listed, "ping": {"ping": "fixed since"}}
+    assert off_baseline(RUN, stale) == ["ping/ping: expected to fail, did not (stale)"]
