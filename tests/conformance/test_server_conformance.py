@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from fsm.demo.proxy import ConnectionFault, Exchange, FaultProxy
+from fsm.demo.proxy import ConnectionFault, Exchange, FaultProxy, HttpFault
 from fsm.gateway.redis_store import RedisStore
 from support.conformance_server import conformance_server
 from support.conformance_suite import (
@@ -122,3 +122,24 @@ async def test_the_gateway_is_transparent_to_the_conformance_suite(redis: RedisS
     assert {created for created, _ in balanced.sessions.values()} == {0, 1}
     for name in ("one replica", "two replicas"):
         assert differences(direct, runs[name]) == [], f"{name} differs from direct"
+
+
+async def test_a_relay_that_changes_an_answer_is_a_difference() -> None:
+    """The comparison sees what a middle box changes: a relay that answers one
+    ``prompts/get`` with a JSON-RPC error of its own makes that scenario differ from the
+    direct run, and nothing else."""
+    scenarios = ("prompts-get-simple", "ping")
+    runs: dict[str, Results] = {}
+    async with conformance_server() as url, FaultProxy(url) as relay:
+        error = HttpFault.jsonrpc_error(500, -32603, "the relay's own error", 1)
+        relay.fail_next(error, lambda ex: ex.rpc_method == "prompts/get")
+
+        async def run(name: str, target: str) -> None:
+            runs[name] = await run_server_suite(target, scenarios, timeout_s=60)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "direct", url)
+            tg.start_soon(run, "relay", relay.url)
+    [line] = differences(runs["direct"], runs["relay"])
+    assert line.startswith("prompts-get-simple: ")
+    assert runs["relay"]["prompts-get-simple"] == (("prompts-get-simple", "FAILURE"),)
