@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from core_support import FakeClock
 from tasks_support import (
     ASK,
     LOST,
@@ -40,8 +41,10 @@ from fsm.tasks.task import (
     Poll,
     Polled,
     PollFailed,
+    TaskAction,
     TaskCall,
     TaskCancelled,
+    TaskCreated,
     TaskResumed,
     TaskSnapshot,
     Tick,
@@ -305,3 +308,27 @@ def test_a_restart_without_a_store_presents_a_still_listed_answered_key_again() 
     fresh = TaskCall("t", clock=clock)
     assert fresh.feed(TaskResumed()) == (Poll("t", 0.0),)
     assert kinds(asked(fresh, {"k1": ASK})) == ["Present", "Poll"]
+
+
+def test_both_engines_decide_alike() -> None:
+    """The compiled tables and the ``transitions`` runtime fire the same rows."""
+    runs: list[list[tuple[TaskAction, ...]]] = []
+    for engine in ("tables", "transitions"):
+        fired: list[tuple[str, str, str, str]] = []
+        clock = FakeClock(T0)
+        task = TaskCall(
+            "t",
+            clock=clock,
+            engine=engine,  # type: ignore[arg-type]
+            on_fire=lambda *row, sink=fired: sink.append(row),
+        )
+        out = [task.feed(TaskCreated(status()))]
+        out.append(asked(task, {"k1": ASK, "k2": OTHER}))
+        out.append(answer(task, "k1"))
+        out.append(task.feed(UpdateFailed(LOST)))
+        out.append(asked(task, {"k1": ASK}))
+        out.append(task.feed(UpdateAcked()))
+        out.append(task.feed(Polled(status("completed"))))
+        runs.append(out)
+        assert ("task-input", "presented", "supersede", "withdrawn") in fired
+    assert runs[0] == runs[1]

@@ -11,6 +11,7 @@ import pytest
 from shipped import Shipped
 
 from fsm.checker import check
+from fsm.worlds.common import BoundsError
 from fsm.worlds.tasks import USER_ANSWER, Input, Output, TasksBounds, TasksWorld
 
 MODEL_FILES = ("guarded_tasks.py", "ext_tasks_0_2_2.py")
@@ -203,3 +204,14 @@ def test_each_restated_property_catches_a_client_that_breaks_it(
 ) -> None:
     report = check(TasksWorld(_BadClient(fault), bounds, name=fault))
     report.assert_violated(prop)
+
+
+def test_bounds_are_checked_and_set_from_text() -> None:
+    with pytest.raises(BoundsError, match=r"TasksBounds.crashes: -1 is not an integer >= 0"):
+        TasksBounds(crashes=-1)
+    model, _ = _report("guarded-tasks[answers]")
+    crashing = model.with_bounds({"crashes": "1"})
+    assert crashing.bounds.crashes == 1 and crashing.name.endswith("[crashes=1]")
+    assert "P2" in {r.name for r in check(crashing).results if r.verdict.value == "violated"}
+    with pytest.raises(BoundsError, match="no bound 'requests'"):
+        model.with_bounds({"requests": "2"})
