@@ -76,6 +76,9 @@ def _source(diagram: str) -> tuple[str, str, str]:
             props = m.model_named(file, name).expected_violations
             return file, name, next(p for p in props if p.lower() == rest)
     stem, prop = diagram.removeprefix("cex-").rsplit("-", 1)
+    if stem.startswith("ext-tasks-0.2.2-"):
+        variant = stem.removeprefix("ext-tasks-0.2.2-")
+        return "ext_tasks_0_2_2", f"ext-tasks-0.2.2[{variant}]", prop.upper()
     variant = stem.removeprefix("mcp-sdk-2.3.0-mrtr-")
     return "mcp_sdk_2_3_mrtr", f"mcp-sdk-2.3.0-mrtr[{variant}]", prop.upper()
 
