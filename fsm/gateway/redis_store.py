@@ -351,7 +351,8 @@ class RedisStore:
         URL's ``?ssl_ca_certs=PATH`` query parameter, redis-py's own, does the same); a
         certificate that does not verify fails the first operation (``connect``) with
         ``StoreUnavailableError``. ``ssl_ca_certs`` with a URL that is not ``rediss://``
-        is a :class:`ValueError`.
+        is a :class:`ValueError`, as is a cluster URL with no node or a database other
+        than 0.
 
         The client's pool opens at most ``max_connections`` connections and makes an
         operation that finds them all busy wait for one (redis-py's
@@ -368,14 +369,18 @@ class RedisStore:
         prefix = _namespaced(prefix, namespace)  # refused before a client is made
         scheme, sep, rest = url.partition("://")
         if sep and scheme in CLUSTER_SCHEMES:
-            cluster = RedisCluster.from_url(
-                f"{scheme.partition('+')[0]}://{rest}",
-                max_connections=max_connections,
-                socket_timeout=timeout_s,
-                socket_connect_timeout=timeout_s,
-                retry=Retry(NoBackoff(), 0),
-                **tls,
-            )
+            try:
+                cluster = RedisCluster.from_url(
+                    f"{scheme.partition('+')[0]}://{rest}",
+                    max_connections=max_connections,
+                    socket_timeout=timeout_s,
+                    socket_connect_timeout=timeout_s,
+                    retry=Retry(NoBackoff(), 0),
+                    **tls,
+                )
+            except RedisClusterException as exc:  # no node given, a database other than 0
+                cause = str(exc).splitlines()[0]
+                raise ValueError(f"a {scheme}:// store URL: {cause}") from None
             return cls(cluster, ttl_s=ttl_s, timeout_s=timeout_s, prefix=prefix, owns_client=True)
         pool = BlockingConnectionPool.from_url(
             url,

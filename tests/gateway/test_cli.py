@@ -76,6 +76,21 @@ def test_a_password_in_a_store_url_never_reaches_a_message(
     assert "s3cret" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis+cluster://127.0.0.1:9/1", "Argument 'db' must be 0 or None"),
+        ("redis+cluster://", "requires at least one node"),
+    ],
+)
+def test_a_bad_cluster_url_exits_2_saying_why(
+    url: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {cli.ENV_STORE: url, ENV_KEY: "k" * 40}
+    assert cli.main(UPSTREAM, env) == 2
+    assert says in capsys.readouterr().err
+
+
 def test_a_cluster_url_makes_a_store_on_the_cluster_client() -> None:
     from redis.asyncio.cluster import RedisCluster
 
