@@ -41,15 +41,19 @@ shares. Rules (each a row of the product or a guard label on one):
   ``cancelled`` (:class:`~fsm.errors.TaskCancelledError`), JSON-RPC -32602 on either
   request, or ``createdAt + ttlMs`` passed (:class:`~fsm.errors.TaskExpiredError`) end
   every outstanding key and the call with one typed error; prompts are withdrawn first.
-  ``completed`` consumes the keys whose answers were sent and ends the others.
+  ``completed`` consumes the keys whose answers were sent and ends the others. A final
+  status a poll reports past the TTL still counts (the TTL is a backstop, not a verdict).
 * **Polling is paced and bounded.** Each :class:`Poll` waits the task's ``pollIntervalMs``
-  (absent: ``default_poll_interval_s``; at most ``max_poll_interval_s``, so an absurd value
-  cannot stall the call), a failed poll backs off; a call polls at most ``max_polls``
+  (absent: the last one stated, else ``default_poll_interval_s``; at least
+  ``min_poll_interval_s``, so 0 cannot make a hot loop, and at most
+  ``max_poll_interval_s``, so an absurd value cannot stall the call), a failed poll backs
+  off; a call polls at most ``max_polls``
   times (default 3600: an hour at the default 1 s interval), then fails once with
   :class:`~fsm.errors.TaskPollsExceededError`. The TTL is the other backstop: schedule a
   :class:`Tick` at :meth:`TaskCall.deadline`.
 * **Exactly one outcome.** One ``Complete`` or ``Fail`` per call, after any ``Withdraw``;
-  everything fed after it is ``Ignore("task-ended")``.
+  everything fed after it is ``Ignore("task-ended")``; a second :class:`TaskCreated` or
+  :class:`TaskResumed` is ``Ignore("started")``.
 * **Bad input never raises**: a result that is not an object, an unknown ``status``,
   ``inputRequests`` not a map of ``{method, params}`` maps, a method outside
   ``input_methods``, a key longer than ``max_key_chars``, a ``taskId`` other than the
@@ -116,6 +120,8 @@ class TaskConfig:
     """``tasks/get`` requests per call (an hour at the default 1 s interval)."""
     default_poll_interval_s: float = 1.0
     """The wait between polls when the task names no ``pollIntervalMs``."""
+    min_poll_interval_s: float = 0.1
+    """The shortest wait: a smaller ``pollIntervalMs`` (0) is raised to it."""
     max_poll_interval_s: float = 60.0
     """The longest wait honoured: a larger ``pollIntervalMs`` is clamped to it."""
     max_poll_errors: int = 3
@@ -155,7 +161,8 @@ class TaskConfig:
         """The wait before the next poll for the task's ``pollIntervalMs``."""
         if poll_interval_ms is None:
             return self.default_poll_interval_s
-        return min(max(poll_interval_ms / 1000.0, 0.0), self.max_poll_interval_s)
+        wait = max(poll_interval_ms / 1000.0, self.min_poll_interval_s)
+        return min(wait, self.max_poll_interval_s)
 
 
 # ------------------------------------------------------------------ events and actions
@@ -411,11 +418,16 @@ class TaskCall:
         self._out = []
         if isinstance(event, ev.UserAnswered):
             self._on_answer(event)
+        elif isinstance(event, Polled | TaskCreated):  # a final status counts past the TTL
+            self._on_result(event.result if isinstance(event, Polled) else event.task, event)
         elif not self._expired():
-            if isinstance(event, Polled | TaskCreated):
-                self._on_result(event.result if isinstance(event, Polled) else event.task, event)
-            elif isinstance(event, TaskResumed):
-                self._poll(0.0)
+            if isinstance(event, TaskResumed):
+                if self._polls:
+                    self._out.append(
+                        Ignore("started", "the task is polled already", stream=self.task)
+                    )
+                else:
+                    self._poll(0.0)
             elif isinstance(event, PollFailed):
                 self._on_poll_failed(event.outcome)
             elif isinstance(event, UpdateAcked):
@@ -498,16 +510,19 @@ class TaskCall:
                 return
             self._get_pending = False
             self._poll_errors = 0
+        elif self._polls:
+            self._out.append(Ignore("started", "the task is polled already", stream=self.task))
+            return
         problem = self._shape_problem(result)
         if problem is not None:
             return self._malformed(problem)
         self._pace(result)
-        if self._expired():
-            return
         status = result["status"]
         self._status = status
         if status in _ENDED_STATUS:  # the product's rows end every key
             return self._on_end(status, result)
+        if self._expired():
+            return
         asked: Mapping[str, Mapping[str, Any]] = (
             result.get("inputRequests") or {} if status == "input_required" else {}
         )

@@ -253,6 +253,28 @@ def test_polling_honours_the_interval_and_clamps_an_absurd_one() -> None:
     assert task.feed(Polled(status(pollIntervalMs=10**12))) == (Poll("t", 30.0),)
 
 
+def test_a_zero_interval_is_raised_to_the_minimum() -> None:
+    task, _ = started()
+    assert task.feed(Polled(status(pollIntervalMs=0))) == (Poll("t", 0.1),)
+
+
+def test_a_final_status_past_the_ttl_still_counts() -> None:
+    task, clock = started()
+    clock.advance(120.0)  # the app slept through the TTL; the poll says completed
+    assert kinds(task.feed(Polled(status("completed")))) == ["Complete"]
+    task, clock = started()
+    clock.advance(120.0)
+    assert isinstance(fail_of(task.feed(Polled(status()))), TaskExpiredError)
+
+
+def test_the_task_starts_once() -> None:
+    task, _ = started()
+    again = task.feed(TaskCreated(status()))
+    assert kinds(again) == ["Ignore"] and again[0].reason == "started"  # type: ignore[union-attr]
+    again = task.feed(TaskResumed())
+    assert kinds(again) == ["Ignore"] and again[0].reason == "started"  # type: ignore[union-attr]
+
+
 def test_polls_are_bounded() -> None:
     task, _ = started(max_polls=3)
     task.feed(Polled(status()))
