@@ -427,7 +427,28 @@ class Checker(Generic[S, A]):
         else:
             path = self._path_to(hit) if hit is not None else None
             verdict = Verdict.VIOLATED if path is not None else unproved
-        return PropertyResult(prop.name, prop.kind, prop.description, verdict, path)
+        if verdict is not Verdict.VIOLATED or path is None:
+            return PropertyResult(prop.name, prop.kind, prop.description, verdict, path)
+        at = len(path) if path.loop_start is None else path.loop_start
+        return PropertyResult(
+            prop.name, prop.kind, prop.description, verdict, path, self._why(prop, path), at
+        )
+
+    def _why(self, prop: Property[S], path: Path) -> str | None:
+        """The model's words for why ``path`` violates ``prop`` (its ``why`` hook); else,
+        for a deadlock or a lasso, where the path sticks or loops; else None."""
+        said = self.hooks.why(prop.name, path.states, path.loop_start) if self.hooks.why else None
+        if said:
+            return said
+        if prop.kind is Kind.DEADLOCK:
+            return f"no action is enabled in the state after step {len(path)}, not a terminal one"
+        if prop.kind is Kind.TERMINATES and path.loop_start is not None:
+            state = "system state" if self.hooks.system_state is not None else "state"
+            return (
+                f"steps {path.loop_start + 1}-{len(path)} lead back to the {state} after step"
+                f" {path.loop_start}: they can repeat for ever"
+            )
+        return None
 
     def _chain(self, j: int) -> list[int]:
         """State indices from the init state to ``j`` along BFS parents."""
@@ -456,10 +477,25 @@ class Checker(Generic[S, A]):
     def _make_path(
         self, init_index: int, states: list[Any], names: list[str], loop_start: int | None
     ) -> Path:
-        fmt = self.hooks.format_state
-        steps = tuple(Step(n, fmt(s)) for n, s in zip(names, states[1:], strict=True))
+        fmt, describe = self.hooks.format_state, self.hooks.describe_step
+        if describe is None:
+            steps = tuple(Step(n, fmt(s)) for n, s in zip(names, states[1:], strict=True))
+        else:
+            steps = tuple(
+                Step(n, fmt(t), describe(s, self._named(s, n, t), t))
+                for n, s, t in zip(names, states[:-1], states[1:], strict=True)
+            )
         kind = Path if loop_start is None else Lasso
         return kind(fmt(states[0]), steps, init_index, loop_start, tuple(states))
+
+    def _named(self, state: Any, name: str, nxt: Any) -> Any:
+        """The action called ``name`` that leads from ``state`` to ``nxt``."""
+        for action in self.model.actions(state):
+            if str(action) == name and self.model.next_state(state, action) == nxt:
+                return action
+        raise ModelError(  # only reachable if the model is not deterministic
+            f"model is not deterministic: step {name!r} of a path disappeared", None, name
+        )
 
     def _action_between(self, u: int, w: int) -> str:
         """Name of the first action of state ``u`` leading to state ``w`` (models are pure;

@@ -27,10 +27,13 @@ class ReplayError(AssertionError):
 
 @dataclass(frozen=True)
 class Step:
-    """One transition of a path: the action's name and the (formatted) state it leads to."""
+    """One transition of a path: the action's name, the (formatted) state it leads to and
+    what the model says the step does besides (``note``: its ``describe_step``, a world's
+    client outputs; "" when it says nothing)."""
 
     action: str
     state: str
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,23 +55,26 @@ class Path:
         return len(self.steps)
 
     def format_text(self, indent: str = "  ") -> str:
-        """Numbered steps with the state after each; a lasso marks where its loop starts."""
+        """Numbered steps with the state after each, and on the next line what the step
+        did when the model says (``-> note``); a lasso marks where its loop starts."""
         width = max([len(s.action) for s in self.steps] + [6])
         lines = [f"{indent}{0:>3}. {'(init)':<{width}}  {self.init}"]
         for number, step in enumerate(self.steps, start=1):
             if self.loop_start is not None and number == self.loop_start + 1:
                 lines.append(f"{indent}     -- loop starts here --")
             lines.append(f"{indent}{number:>3}. {step.action:<{width}}  {step.state}")
+            if step.note:
+                lines.append(f"{indent}     {'':<{width}}  -> {step.note}")
         if self.loop_start is not None:
             lines.append(f"{indent}     back to step {self.loop_start}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        """``{init, init_index, steps: [{action, state}], loop_start}``."""
+        """``{init, init_index, steps: [{action, state, note}], loop_start}``."""
         return {
             "init": self.init,
             "init_index": self.init_index,
-            "steps": [{"action": s.action, "state": s.state} for s in self.steps],
+            "steps": [{"action": s.action, "state": s.state, "note": s.note} for s in self.steps],
             "loop_start": self.loop_start,
         }
 

@@ -18,19 +18,29 @@ MARKS = {Verdict.HOLDS: "✓", Verdict.VIOLATED: "✗", Verdict.VACUOUS: "✗", 
 @dataclass(frozen=True)
 class PropertyResult:
     """The verdict on one property; ``path`` is the counterexample (or, for a ``sometimes``
-    that holds, the example found)."""
+    that holds, the example found).
+
+    For a violation, ``why`` says in words what breaks the property (the model's ``why``
+    hook: the values that break it; else, for a deadlock or a lasso, where the path
+    sticks or loops) and ``at`` is the number of the state that violates: the last one
+    (an invariant broken, a stuck state), or for a lasso the state its loop starts from
+    (0 = the initial state). Both None otherwise."""
 
     name: str
     kind: Kind
     description: str
     verdict: Verdict
     path: Path | None = None
+    why: str | None = None
+    at: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict.value,
             "kind": self.kind.value,
             "description": self.description,
+            "why": self.why,
+            "at": self.at,
             "counterexample": self.path.to_json() if self.path is not None else None,
         }
 
@@ -41,6 +51,8 @@ class PropertyResult:
         head = f"  {MARKS[self.verdict]} {self.name} {self.verdict.value}{desc}"
         if partial and self.verdict is Verdict.HOLDS:
             head += f" {PARTIAL}"
+        if self.why is not None:
+            head += f"\n    why: {self.why}"
         if self.path is None:
             return head
         label = "example" if self.verdict is Verdict.HOLDS else "counterexample"

@@ -620,7 +620,12 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
     :meth:`_initial`, :meth:`_enabled`, :meth:`_edit` (the environment),
     :meth:`_policy_step`, :meth:`_told`, :meth:`_did`, :meth:`_perform` (the client side),
     :meth:`_completed` and :meth:`format_state`; and may add witnesses
-    (:meth:`_witnesses`) or restate a property (:meth:`_always`).
+    (:meth:`_witnesses`), restate a property (:meth:`_always`) and say why one of its
+    own properties, or a restated one, is violated (:meth:`_why`: the monitor's
+    properties, P5-quiescent and L1 say why already, through :meth:`why`). Every world
+    gets the checker's hooks from here: :meth:`system_state` (lassos over the
+    environment and the client, the monitor projected out), :meth:`why` and
+    :meth:`describe_step` (the client's outputs on each step of a trace).
     """
 
     env_type: ClassVar[type[EnvBase]]
@@ -751,6 +756,63 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
         starts where the system first repeats, not a lap later when the monitor does."""
         return (s.env, s.agent.client)
 
+    def describe_step(self, s: WorldState[E], m: Move, t: WorldState[E]) -> str:
+        """What the client did on the step ``s --m--> t``: its outputs (``client:
+        Present(0), Wait()``), "" when the step told it nothing or it did nothing."""
+        outputs = self._outputs(s, m)
+        return "client: " + ", ".join(map(repr, outputs)) if outputs else ""
+
+    def why(self, name: str, states: Sequence[WorldState[E]], loop_start: int | None) -> str | None:
+        """The values that make the path through ``states`` violate ``name``, in words.
+
+        A monitor property (P1-P7): the monitor's own reason (:class:`fsm.properties.
+        Violation`'s ``why``, the one the audit and the kits report), judged again on the
+        last step, and the step where the fact it breaks on began (the key first presented,
+        the newest id seen, ...). ``P5-quiescent``: what never ended. ``L1``: what the
+        client does each lap of the loop. Anything else: :meth:`_why`, None by default.
+        """
+        if name == "L1" and loop_start is not None:
+            return self._why_loop(states, loop_start)
+        if name == "P5-quiescent":
+            hung = P.unfinished(states[-1].agent.monitor)
+            return "; ".join(v.why for v in hung) + " (nothing more can happen)" if hung else None
+        if name in P.PROPERTIES and len(states) > 1:
+            prev, last = states[-2], states[-1]
+            move = next(m for m in self.actions(prev) if self.next_state(prev, m) == last)
+            facts = P.Facts.thaw(prev.agent.monitor, self.budgets)
+            for obs in self.observations(prev, move):
+                bad = facts.check(obs)
+                for violation in bad:
+                    if violation.name == name:
+                        return violation.why + _since(name, obs, states, facts.freeze())
+                facts.apply(obs, bad)
+        return self._why(name, states)
+
+    def _why(self, name: str, states: Sequence[WorldState[E]]) -> str | None:
+        """Why ``states`` violate ``name`` when the monitor does not say (a variant's own
+        properties, a restated one); None by default."""
+        return None
+
+    def _why_loop(self, states: Sequence[WorldState[E]], loop_start: int) -> str:
+        """What the client does each lap of the loop from the state ``loop_start``."""
+        did: list[str] = []
+        for s, t in zip(states[loop_start:], states[loop_start + 1 :], strict=False):
+            move = next(m for m in self.actions(s) if self.next_state(s, m) == t)
+            did += map(repr, self._outputs(s, move))
+        lap = f"steps {loop_start + 1}-{len(states) - 1} return the system to where step"
+        lap += f" {loop_start} left it (the monitor aside), so they repeat for ever"
+        return f"{lap}; each lap the client does {', '.join(did)}" if did else lap
+
+    def _outputs(self, s: WorldState[E], m: Move) -> tuple[O, ...]:
+        """The client's (typed) outputs on the edge ``s --m-->`` (``()``: it was told
+        nothing)."""
+        if self.next_state(s, m) is None:
+            raise ValueError(f"{m} has no successor in {self.format_state(s)}")
+        _, inp, context = s.env._steps[m]
+        if inp is None:
+            return ()
+        return self._typed(self._policy_step(s.agent.client, context, inp)[1])
+
     def is_terminal(self, s: WorldState[E]) -> bool:
         """An ended interaction may rest; any other quiescent state is P5-quiescent's
         counterexample (the checker's deadlock check, at no extra cost per state)."""
@@ -764,14 +826,12 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
         are an event log that ``python -m fsm audit`` judges as the checker's monitor did.
         Raises ``ValueError`` for a move without successor in ``s``.
         """
-        if self.next_state(s, m) is None:
-            raise ValueError(f"{m} has no successor in {self.format_state(s)}")
+        outputs = self._outputs(s, m)
         _, inp, context = s.env._steps[m]
         if inp is None:
             return ()
-        _, outputs = self._policy_step(s.agent.client, context, inp)
         told = self._told(s.agent.monitor, context, inp)
-        return (*told, *self._did(context, self._typed(outputs)))
+        return (*told, *self._did(context, outputs))
 
     # ------------------------------------------------------------ for a variant
 
@@ -936,6 +996,44 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
         if after is None:
             after = self._monitor_steps[memo_key] = P.step(monitor, obs, self.budgets)[0]
         return after
+
+
+# ------------------------------------------------------------------ why a path violates
+
+
+_SINCE: dict[str, tuple[str, Callable[[P.MonitorState, Any], bool]]] = {
+    "P1": ("known dead", lambda m, o: o.key in m.dead or m.session_gone),
+    "P2": ("first presented", lambda m, o: o.key in m.presented),
+    "P3": ("resumes forbidden", lambda m, o: o.stream in m.no_resume or m.session_gone),
+    "P5": ("first ended", lambda m, o: o.interaction in m.ended),
+    "P6": ("delivered past its deadline", lambda m, o: o.key in m.stale_delivery),
+    "P7": ("the newest id seen", lambda m, o: m.newest.get(o.stream) is not None),
+}
+"""For each monitor property: the fact an observation breaks it on, and whether a monitor
+state holds that fact for the observation ``o`` that broke it."""
+
+
+def _since(name: str, obs: Any, states: Sequence[WorldState[Any]], now: P.MonitorState) -> str:
+    """``"; first presented at step 4"``: the step from which the fact ``obs`` broke
+    ``name`` on held unchanged up to ``now``, the monitor as ``obs`` found it in the last
+    step ("" when there is none)."""
+    what, holds = _SINCE.get(name, ("", None))
+    if holds is None or not holds(now, obs):
+        return ""
+    monitors = [*(s.agent.monitor for s in states[:-1]), now]
+    mark = _fact(name, now, obs)
+    i = len(monitors) - 1
+    while i > 0 and holds(monitors[i - 1], obs) and _fact(name, monitors[i - 1], obs) == mark:
+        i -= 1
+    if name == "P7":
+        what = f"{mark!r} seen"
+    return f"; {what} {'initially' if i == 0 else f'at step {i}'}"
+
+
+def _fact(name: str, monitor: P.MonitorState, obs: Any) -> Any:
+    """The value of the fact a P7 violation breaks on (the newest id), None for the others:
+    their facts only ever start to hold."""
+    return monitor.newest.get(obs.stream) if name == "P7" else None
 
 
 # ------------------------------------------------------------------ a decider as a policy

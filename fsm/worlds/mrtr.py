@@ -45,7 +45,7 @@ properties are every era's (:mod:`fsm.worlds.common`).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
@@ -296,6 +296,17 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
             lambda s: "P6" not in s.agent.monitor.violated and not s.env.void,
             "a question past its client-side age is never presented again, "
             "and no answer given after it is sent",
+        )
+
+    def _why(self, name: str, states: Sequence[State]) -> str | None:
+        """P6 broken by the environment's record: the retry that carried a late answer."""
+        prev, last = states[-2:] if len(states) > 1 else (None, states[-1])
+        if name != "P6" or prev is None or not last.env.void or prev.env.void:
+            return None
+        late = sorted(last.env.inflight[1] & last.env.late) if last.env.inflight else []
+        return (
+            f"a retry carried the answer to question {', '.join(map(str, late))}, given"
+            " after the question's client-side age passed"
         )
 
     def _completed(self, s: State) -> bool:

@@ -233,12 +233,18 @@ def test_cli_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     steps = not_bad["counterexample"]["steps"]
     assert [s["action"] for s in steps] == ["next"] * 3
     assert not_bad["counterexample"]["loop_start"] is None
+    assert (not_bad["why"], not_bad["at"]) == (None, 3)
     loop = first["properties"]["L1"]["counterexample"]
     assert loop["loop_start"] == 0 and len(loop["steps"]) == 5
+    assert first["properties"]["L1"]["why"] == (
+        "steps 1-5 lead back to the state after step 0: they can repeat for ever"
+    )
     assert first["properties"]["deadlock"] == {
         "verdict": "holds",
         "kind": "deadlock",
         "description": "no reachable non-terminal state is stuck",
+        "why": None,
+        "at": None,
         "counterexample": None,
     }
     assert first["coverage"] == {"fired": [], "never_fired": []}
