@@ -45,8 +45,10 @@ rule                          matches                                  class    
 ``jsonrpc-session-gone``      JSON-RPC error "session not found"       terminal    session
 ``http-404``                  HTTP 404: the session is gone (Python,   terminal    session
                               TypeScript and Go servers alike)
-``still-attached``            a 4xx whose JSON-RPC error or text says  patient     request
-                              the old connection is still there
+``still-attached``            a 4xx whose words (``said()``: a         patient     request
+                              JSON-RPC message, an ``error`` or
+                              ``message`` string, or text) say the
+                              old connection is still there
                               ("session already exists", "already
                               has an active connection", "already
                               attached", "conflicts with ongoing
@@ -128,16 +130,31 @@ class SubmissionResult:
         rpc = self.jsonrpc_error()
         if rpc is not None:
             parts.append(f"JSON-RPC {rpc[0]} {rpc[1]!r}")
-        elif self.text:
-            parts.append(repr(self.text[:_DESCRIBED_TEXT]))
+        elif said := self.said():
+            parts.append(repr(said[:_DESCRIBED_TEXT]))
         if self.retry_after is not None:
             parts.append(f"Retry-After {self.retry_after:g} s")
         return " ".join(parts)
 
-    def says(self, pattern: re.Pattern[str]) -> bool:
-        """Whether the JSON-RPC error message, or else the text of the body, matches."""
+    def said(self) -> str | None:
+        """What the body says in words: the JSON-RPC error's message, else the string
+        ``error`` or ``message`` of a JSON object that is not JSON-RPC (the shape of many
+        HTTP frameworks' errors: ``{"error": "stream already attached"}``), else the text
+        of a body that is not JSON."""
         rpc = self.jsonrpc_error()
-        said = rpc[1] if rpc is not None else self.text
+        if rpc is not None:
+            return rpc[1]
+        if isinstance(self.body, Mapping):
+            for field in ("error", "message"):
+                value = self.body.get(field)
+                if isinstance(value, str):
+                    return value
+            return None
+        return self.text
+
+    def says(self, pattern: re.Pattern[str]) -> bool:
+        """Whether what the body says (:meth:`said`) matches ``pattern``."""
+        said = self.said()
         return bool(said) and pattern.search(said or "") is not None
 
 

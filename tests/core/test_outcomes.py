@@ -321,6 +321,19 @@ RESUME_ROW_EXAMPLES: dict[str, tuple[SubmissionResult, OutcomeClass, str]] = {
 }
 
 
+@pytest.mark.parametrize(
+    "result",
+    [
+        SubmissionResult(409, {"error": "stream already attached"}),
+        SubmissionResult(409, {"message": "session already has an active connection"}),
+    ],
+)
+def test_a_plain_json_error_saying_still_attached_is_patient(result: SubmissionResult) -> None:
+    # not JSON-RPC: the words are in the object's own "error" or "message" string
+    row = next(r for r in RESUME_RULES if r.matches(result))
+    assert row.name == "still-attached"
+
+
 def test_every_resume_row_has_an_example() -> None:
     assert [r.name for r in RESUME_RULES] == list(RESUME_ROW_EXAMPLES)
 
