@@ -79,3 +79,32 @@ async def test_past_max_reasks_the_guarded_call_fails_once() -> None:
     assert prompts == ["Proceed?"]
     assert isinstance(caught.value, MCPError)  # what an application's SDK handler catches
     assert caught.value.reason == "question-reasked"
+
+
+async def test_through_the_gateway_the_plain_client_presents_once() -> None:
+    """The unmodified client behind the guarding gateway: the gateway's guard submits
+    the stored answer for the re-ask upstream; the client sees one prompt."""
+    from anyio.abc import TaskGroup
+    from gateway_support import gateway_rig
+
+    from support.scenarios import (
+        BackgroundCall,
+        ElicitAnswer,
+        Rig,
+        ScenarioClient,
+        plain_client,
+        run_scenario,
+    )
+
+    async def reasking(
+        rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+    ) -> None:
+        tg.start_soon(call.run, client, "reask", {"count": 1})
+        await rig.user.wait_presented(1)
+        rig.user.answer_open(ElicitAnswer("accept", {"proceed": True}))
+        await call.wait()
+
+    async with gateway_rig() as rig:
+        r = await run_scenario(reasking, plain_client, rig=rig)
+    assert list(r.presentation_counts.values()) == [1]
+    assert (r.outcome.kind, r.outcome.text) == ("result", "answered 2: accept accept")
