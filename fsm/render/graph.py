@@ -138,13 +138,17 @@ class Trace:
     where the previous one ended; if ``loop_start`` is set, ``0 <= loop_start < len(steps)``
     and the last step ends at ``steps[loop_start].src``. ``numbers`` (empty: ``1..n``) are
     the steps' numbers in the path they were drawn from, one per step, increasing: a
-    projection that folds steps keeps the numbers of the text trace.
+    projection that folds steps keeps the numbers of the text trace. ``violates`` is the
+    state where the property breaks (a counterexample's last state; a lasso's loop start;
+    "": not marked), a state the trace visits; ``why`` says what breaks it.
     """
 
     steps: tuple[TraceStep, ...]
     loop_start: int | None = None
     title: str = ""
     numbers: tuple[int, ...] = ()
+    violates: str = ""
+    why: str = ""
 
     def __post_init__(self) -> None:
         for number, (before, after) in enumerate(
@@ -163,6 +167,8 @@ class Trace:
             raise TraceError(
                 f"numbers {self.numbers} are not {len(self.steps)} increasing step numbers"
             )
+        if self.violates and self.violates not in self.visited:
+            raise TraceError(f"the violating state {self.violates!r} is not on the trace")
         if self.loop_start is not None:
             if not 0 <= self.loop_start < len(self.steps):
                 raise TraceError(f"loop_start {self.loop_start} outside 0..{len(self.steps) - 1}")
@@ -180,9 +186,13 @@ class Trace:
         loop_start: int | None = None,
         title: str = "",
         numbers: Sequence[int] = (),
+        violates: str = "",
+        why: str = "",
     ) -> Trace:
         """A trace from ``(src, label, dst)`` triples."""
-        return cls(tuple(TraceStep(*s) for s in steps), loop_start, title, tuple(numbers))
+        return cls(
+            tuple(TraceStep(*s) for s in steps), loop_start, title, tuple(numbers), violates, why
+        )
 
     @classmethod
     def from_path(cls, path: PathLike, title: str = "") -> Trace:

@@ -59,6 +59,11 @@ def legend(
                 **small,
             },
         )
+    if trace is not None and trace.violates:
+        dot.node(
+            nid("violates"),
+            {"label": "violates here", "color": d.BAD_LINE, "penwidth": 3, **small},
+        )
     notes: list[str] = []
     if fan_in:
         notes.append("dashed box: its arrow fires\nfrom every state inside")

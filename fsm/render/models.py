@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from fsm.checker import Checker, Path, load_models
+from fsm.checker import Checker, Path, PropertyResult, load_models
 from fsm.checker.loader import builtin_model_file
 from fsm.render.graph import GraphEdge, GraphNode, StateGraph, Trace
 
@@ -108,8 +108,12 @@ def around(graph: StateGraph, trace: Trace) -> StateGraph:
     )
 
 
-def projected_trace(path: Path, view: View, title: str) -> Trace:
-    """Project a checker path (or lasso) through ``view``; see the module docstring."""
+def projected_trace(
+    path: Path, view: View, title: str, why: str = "", at: int | None = None
+) -> Trace:
+    """Project a checker path (or lasso) through ``view``; see the module docstring.
+    ``at`` (a :class:`~fsm.checker.PropertyResult`'s: the number of the state that
+    violates) marks where that state is drawn, ``why`` says what breaks the property."""
     labels = [view(s)[1] for s in path.states]
     triples: list[tuple[str, str, str]] = []
     numbers: list[int] = []
@@ -123,7 +127,9 @@ def projected_trace(path: Path, view: View, title: str) -> Trace:
             numbers.append(i + 1)  # the text trace's number of this step
     if loop_start is not None and loop_start >= len(triples):
         loop_start = None
-    return Trace.of(triples, loop_start, title, numbers)
+    drawn = {end for src, _, dst in triples for end in (src, dst)}
+    violates = labels[at] if at is not None and labels[at] in drawn else ""
+    return Trace.of(triples, loop_start, title, numbers, violates, why)
 
 
 # ------------------------------------------------------------------ views of the world
@@ -184,11 +190,20 @@ def model_named(file: str, name: str) -> Any:
     raise LookupError(f"no model {name!r} in {file}")
 
 
+def violations(model: Any) -> Sequence[PropertyResult]:
+    """The result of every violated property of ``model`` (each with its counterexample,
+    why and violating state)."""
+    report = Checker(model).run()
+    return [r for r in report.results if r.path is not None and r.verdict.value == "violated"]
+
+
 def counterexamples(model: Any) -> Sequence[tuple[str, Path]]:
     """``(property, counterexample)`` for every violated property of ``model``."""
-    report = Checker(model).run()
-    return [
-        (r.name, r.path)
-        for r in report.results
-        if r.path is not None and r.verdict.value == "violated"
-    ]
+    return [(r.name, r.path) for r in violations(model) if r.path is not None]
+
+
+def counterexample_trace(result: PropertyResult, view: View, title: str) -> Trace:
+    """``result``'s counterexample projected through ``view``, its violating state marked
+    and its why under ``title``."""
+    assert result.path is not None
+    return projected_trace(result.path, view, title, result.why or "", result.at)

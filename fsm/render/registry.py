@@ -110,9 +110,9 @@ def _model_diagrams() -> None:
         def produce() -> Diagram:
             model = m.model_named(file, name)
             graph = m.projected_graph(model, view, f"{name}-{prop}")
-            path = dict(m.counterexamples(model))[prop]
+            result = {r.name: r for r in m.violations(model)}[prop]
             title = f"{name}: {prop} violated (steps numbered as fsm check prints them)"
-            trace = m.projected_trace(path, view, title)
+            trace = m.counterexample_trace(result, view, title)
             return trace_diagram(m.around(graph, trace), trace)
 
         return produce

@@ -6,10 +6,14 @@ with the same ``row`` on one rank;
 initial nodes get an arrow from a dot, terminal nodes a double border and grey fill,
 bad nodes a red fill. With a :class:`~fsm.render.graph.Trace` (whose steps must be
 edges of the graph, matched on ``(src, label, dst)``), each step is drawn as its own
-numbered edge, the loop of a lasso orange and dashed, everything else greyed.
+numbered edge, the loop of a lasso orange and dashed, everything else greyed; the state
+the trace marks as violating has a thick red border and says so, and the trace's ``why``
+heads the diagram under its title.
 """
 
 from __future__ import annotations
+
+import textwrap
 
 from fsm.render import _dot as d
 from fsm.render.graph import GraphEdge, GraphNode, StateGraph, Trace, TraceError
@@ -26,7 +30,9 @@ def _check(graph: StateGraph, trace: Trace) -> None:
             )
 
 
-def _node(dot: d.Dot, n: GraphNode, *, visited: bool, loop_at: bool) -> None:
+def _node(
+    dot: d.Dot, n: GraphNode, *, visited: bool, loop_at: bool, violates: bool = False
+) -> None:
     a: dict[str, d.Attr] = {"label": n.text, "tooltip": n.id}
     if n.terminal:
         a.update(peripheries=2, style="rounded,filled", fillcolor=d.TERMINAL_FILL)
@@ -36,6 +42,9 @@ def _node(dot: d.Dot, n: GraphNode, *, visited: bool, loop_at: bool) -> None:
         a.update(color=d.GREY, fontcolor=d.GREY_TEXT)
     if loop_at:
         a.update(color=d.LOOP, penwidth=2.4, xlabel="loop start", fontcolor=d.LOOP)
+    if violates:
+        where = "loop start: violates here" if loop_at else "violates here"
+        a.update(color=d.BAD_LINE, penwidth=3, xlabel=where, fontcolor=d.BAD_LINE)
     dot.node(n.id, a)
 
 
@@ -47,12 +56,21 @@ def state_graph_dot(
         _check(graph, trace)
     visited = set(trace.visited) if trace else {n.id for n in graph.nodes}
     loop_at = trace.steps[trace.loop_start].src if trace and trace.loop_start is not None else ""
+    violates = trace.violates if trace else ""
     dot = d.Dot()
     label = title or (trace.title if trace and trace.title else "") or _title(graph)
+    if trace and trace.why:
+        label += "\n" + "\n".join(textwrap.wrap(f"why: {trace.why}", 100))
     d.header(dot, graph.name, rankdir=rankdir, label=label)
     for n in graph.nodes:
         if not n.group:
-            _node(dot, n, visited=n.id in visited, loop_at=n.id == loop_at)
+            _node(
+                dot,
+                n,
+                visited=n.id in visited,
+                loop_at=n.id == loop_at,
+                violates=n.id == violates,
+            )
     for index, group in enumerate(graph.groups):
         dot.open(f"subgraph {d.quote(f'cluster_group{index}')}")
         dot.defaults(
@@ -67,7 +85,13 @@ def state_graph_dot(
         )
         for n in graph.nodes:
             if n.group == group:
-                _node(dot, n, visited=n.id in visited, loop_at=n.id == loop_at)
+                _node(
+                    dot,
+                    n,
+                    visited=n.id in visited,
+                    loop_at=n.id == loop_at,
+                    violates=n.id == violates,
+                )
         dot.close()
     for row in graph.rows:
         dot.open("subgraph")
