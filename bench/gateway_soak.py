@@ -249,8 +249,8 @@ def serve() -> None:
     from fsm.demo.server import (
         ServerController,
         SessionScopedEventStore,
-        _install_scoped_views,
         build_server,
+        install_scoped_views,
     )
 
     async def run() -> None:
@@ -260,7 +260,7 @@ def serve() -> None:
         store = SessionScopedEventStore(capacity_per_session=SERVER_EVENTS_PER_SESSION)
         app = mcp.streamable_http_app(event_store=store, retry_interval=RETRY_MS)
         controller.manager, controller.store = mcp.session_manager, store
-        _install_scoped_views(mcp.session_manager, store)
+        install_scoped_views(mcp.session_manager, store)
         await _serve_forever(app)
 
     run_quietly(run)

@@ -117,6 +117,7 @@ __all__ = [
     "SessionScopedEventStore",
     "SharedEventStore",
     "build_app",
+    "install_scoped_views",
     "running_server",
 ]
 
@@ -852,7 +853,7 @@ def build_app(
     controller.manager = manager
     controller.store = store
     if isinstance(store, SessionScopedEventStore):
-        _install_scoped_views(manager, store)
+        install_scoped_views(manager, store)
     return _HarnessMiddleware(app, controller, order_timeout)
 
 
@@ -873,9 +874,14 @@ class _Sessions(dict[str, Any]):
         super().__setitem__(session_id, transport)
 
 
-def _install_scoped_views(
+def install_scoped_views(
     manager: StreamableHTTPSessionManager, store: SessionScopedEventStore
 ) -> None:
+    """Give each session ``manager`` creates from now on its own view of ``store`` (its
+    transport's event store is ``store.for_session(session_id)``), so one session's
+    ``Last-Event-ID`` never replays another's events. Reaches into the SDK's session
+    manager (its ``_server_instances``); the servers of the demo, the test bed and the
+    benches share it."""
     manager._server_instances = _Sessions(store, manager._server_instances)
 
 

@@ -54,7 +54,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from starlette.types import ASGIApp
 
-from fsm.demo.server import ServerController, SessionScopedEventStore, _install_scoped_views
+from fsm.demo.server import ServerController, SessionScopedEventStore, install_scoped_views
 from fsm.demo.serving import serving
 
 __all__ = ["TOOL_NAMES", "build_conformance_app", "conformance_server"]
@@ -598,7 +598,7 @@ def build_conformance_app(*, retry_interval_ms: int = 5000) -> ASGIApp:
         )
     store = SessionScopedEventStore()
     app = server.streamable_http_app(event_store=store, retry_interval=retry_interval_ms)
-    _install_scoped_views(server.session_manager, store)
+    install_scoped_views(server.session_manager, store)
     controller.manager = server.session_manager
     return app
 
