@@ -134,10 +134,11 @@ def report(seconds: tuple[float, float, int] | None = None) -> int:
         wall, cpu, workers = seconds
         out["run"] = {"wall_s": round(wall), "cpu_s": round(cpu), "workers": workers}
         print(f"run: {wall:.0f} s wall-clock, {cpu:.0f} s CPU, {workers} worker(s)")
-    elif OUT.exists():
-        previous = json.loads(OUT.read_text(encoding="utf-8"))
-        if "run" in previous:
-            out["run"] = previous["run"]
+    previous = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {}
+    if seconds is None and "run" in previous:
+        out["run"] = previous["run"]
+    if "tables" in previous:  # the row mutation of the tables (bench/table_mutation.py)
+        out["tables"] = previous["tables"]
     OUT.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     status = {n: s for path in summary for n, s in outcomes(path).items()}
     stale = [n for n in argued if status.get(n, "gone") != "survived"]
