@@ -1075,7 +1075,7 @@ class SnapshotPolicy(Generic[D, I, O]):
     a pure function of (snapshot, clock, input), so each distinct decision is computed
     once; share one policy between worlds and they reuse each other's decisions. Each era
     gives it the form of its policies (:class:`fsm.worlds.sse.SsePolicy`,
-    :class:`fsm.worlds.mrtr.MrtrSnapshotPolicy`).
+    :class:`ClockedSnapshotPolicy`).
     """
 
     def __init__(
@@ -1099,6 +1099,9 @@ class SnapshotPolicy(Generic[D, I, O]):
         self._product = product
         self._to_events, self._to_outputs = to_events, to_outputs
         self._decider = decider(lambda: self._t, self._on_fire)
+        self.fresh: Any = self._decider.snapshot()
+        """The decider's snapshot before any event: what a client that restarts without a
+        durable store starts from."""
         for event in opening:
             self._decider.feed(event)
         self.initial: Any = self._decider.snapshot()
@@ -1110,6 +1113,11 @@ class SnapshotPolicy(Generic[D, I, O]):
         if label is None:
             label = self._labels[transition] = transition_label(*transition)
         self._fired.append(label)
+
+    @property
+    def product(self) -> ProductSpec:
+        """The declared machines the decider runs (what ``fsm render MODEL.py`` draws)."""
+        return self._product
 
     @property
     def decider(self) -> D:
@@ -1143,3 +1151,17 @@ class SnapshotPolicy(Generic[D, I, O]):
             memo = self._memo[(snap, t, inp)] = (decider.snapshot(), outputs, tuple(self._fired))
         self._last_fired = memo[2]
         return memo[0], memo[1]
+
+
+class ClockedSnapshotPolicy(SnapshotPolicy[D, I, O]):
+    """A :class:`SnapshotPolicy` in the form of the policies that are told the clock,
+    ``step(state, t, inp)`` (the MRTR and tasks worlds): its state is the decider's
+    snapshot, its clock the world's."""
+
+    def init(self) -> Any:
+        """The decider's snapshot once it was fed the opening events."""
+        return self.initial
+
+    def step(self, state: Any, t: float, inp: I) -> tuple[Any, tuple[O, ...]]:
+        """The decider's decision on ``inp`` at time ``t`` from snapshot ``state``."""
+        return self.decide(state, t, inp)

@@ -266,15 +266,9 @@ State = base.WorldState[Env]
 """One state: the environment and the client side (its ``client`` and ``monitor``)."""
 
 
-class MrtrSnapshotPolicy(base.SnapshotPolicy[base.D, Input, Output]):
+class MrtrSnapshotPolicy(base.ClockedSnapshotPolicy[base.D, Input, Output]):
     """A :class:`~fsm.worlds.common.SnapshotPolicy` in this world's form
     (:class:`MrtrPolicy`): its state is the decider's snapshot, its clock the world's."""
-
-    def init(self) -> Any:
-        return self.initial
-
-    def step(self, state: Any, t: float, inp: Input) -> tuple[Any, tuple[Output, ...]]:
-        return self.decide(state, t, inp)
 
 
 class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
