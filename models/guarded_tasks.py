@@ -106,13 +106,11 @@ class TasksGuardPolicy(TasksSnapshotPolicy[TaskCall]):
     snapshot; a restart starts from a fresh ``TaskCall`` (nothing durable)."""
 
     def __init__(self, config: TaskConfig) -> None:
-        def make(clock: Any, on_fire: Any) -> TaskCall:
-            return TaskCall(TASK, clock=clock, config=config, engine="tables", on_fire=on_fire)
-
-        self.fresh = make(lambda: 0.0, None).snapshot()
         super().__init__(
             "guarded-tasks",
-            make,
+            lambda clock, on_fire: TaskCall(
+                TASK, clock=clock, config=config, engine="tables", on_fire=on_fire
+            ),
             product=TASKS_PRODUCT,
             to_events=_event,
             to_outputs=_outputs,

@@ -307,16 +307,11 @@ class Context(NamedTuple):
     carried: frozenset[int]
 
 
-class TasksSnapshotPolicy(base.SnapshotPolicy[base.D, Input, Output]):
+class TasksSnapshotPolicy(base.ClockedSnapshotPolicy[base.D, Input, Output]):
     """A :class:`~fsm.worlds.common.SnapshotPolicy` in this world's form
     (:class:`TasksPolicy`): its state is the decider's snapshot, its clock the world's.
-    On :class:`Restart` the decider starts again from ``fresh`` (its snapshot before any
-    event: it keeps nothing durable), then is fed the restart."""
-
-    fresh: Any = None
-
-    def init(self) -> Any:
-        return self.initial
+    On :class:`Restart` the decider starts again from its ``fresh`` snapshot (it keeps
+    nothing durable), then is fed the restart."""
 
     def step(self, state: Any, t: float, inp: Input) -> tuple[Any, tuple[Output, ...]]:
         return self.decide(self.fresh if isinstance(inp, Restart) else state, t, inp)
