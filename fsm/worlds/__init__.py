@@ -7,4 +7,6 @@ a client's policy, one per era, on one base.
   :class:`~fsm.worlds.sse.Bounds`.
 * :mod:`~fsm.worlds.mrtr`: the MRTR era's world, :class:`~fsm.worlds.mrtr.MrtrWorld` and
   :class:`~fsm.worlds.mrtr.MrtrBounds`.
+* :mod:`~fsm.worlds.tasks`: the tasks era's world, :class:`~fsm.worlds.tasks.TasksWorld`
+  and :class:`~fsm.worlds.tasks.TasksBounds`.
 """

@@ -3,7 +3,8 @@
 A world is a client policy against an environment (server, network, user) within
 bounds; the checker explores every interleaving of the environment's moves. The eras
 differ in their environment and in what the client is told and does
-(:mod:`fsm.worlds.sse`: SSE resumption, 2025; :mod:`fsm.worlds.mrtr`: input rounds, 2026);
+(:mod:`fsm.worlds.sse`: SSE resumption, 2025; :mod:`fsm.worlds.mrtr`: input rounds, 2026;
+:mod:`fsm.worlds.tasks`: task polls);
 everything else is here, once:
 
 * **validated bounds** (:class:`WorldBounds`): every field is checked on construction by
