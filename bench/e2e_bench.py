@@ -56,7 +56,7 @@ async def _plain(url: str, http: Any, elicitation_callback: Any = None) -> Async
     """The unmodified mcp client, initialized (``elicitation_callback``: the SDK's, if any)."""
     from mcp import ClientSession
 
-    from fsm.demo.sdk import open_client_streams
+    from fsm.wire.sdk import open_client_streams
 
     async with (
         open_client_streams(url, http) as (read, write),
@@ -68,7 +68,7 @@ async def _plain(url: str, http: Any, elicitation_callback: Any = None) -> Async
 
 @contextlib.asynccontextmanager
 async def _guarded(url: str, http: Any) -> AsyncIterator[Any]:
-    from fsm.demo.sdk import adapter
+    from fsm.wire.sdk import adapter
 
     async with adapter().guarded_session(url, http_client=http) as session:
         yield session
@@ -100,7 +100,7 @@ async def stream_progress(session: Any, count: int) -> None:
 
 
 async def _one(kind: str, url: str) -> tuple[float, float]:
-    from fsm.demo.sdk import hx
+    from fsm.wire.sdk import hx
 
     opener = _plain if kind == "plain" else _guarded
     async with (
@@ -120,7 +120,7 @@ async def _one(kind: str, url: str) -> tuple[float, float]:
 
 
 async def _measure(repeats: int) -> dict[str, list[tuple[float, float]]]:
-    from fsm.demo.server import running_server
+    from fsm.wire.server import running_server
 
     times: dict[str, list[tuple[float, float]]] = {"plain": [], "guarded": []}
     async with running_server() as server:
@@ -146,7 +146,7 @@ async def _long_sessions() -> dict[str, list[float]]:
     import anyio
     import httpx2
 
-    from fsm.demo.server import running_server
+    from fsm.wire.server import running_server
 
     per_block: dict[str, list[float]] = {"plain": [], "guarded": []}
     async with (
@@ -241,7 +241,7 @@ def _v1_times(repeats: int) -> dict[str, list[tuple[float, float]]] | None:
 def main(repeats: int = REPEATS) -> dict[str, float]:
     """Measure both SDK lines (2.x here, 1.x in its environment, one after the other),
     print one table, record the figures; returns the 2.x ones."""
-    from fsm.demo.sdk import MCP_VERSION
+    from fsm.wire.sdk import MCP_VERSION
 
     lines = {f"mcp {MCP_VERSION}": progress_times(repeats)}
     v1 = _v1_times(min(repeats, V1_REPEATS))

@@ -224,7 +224,7 @@ async def one_session(url: str, events: int, before_close: Hook | None = None) -
     import anyio
     from mcp import types
 
-    from fsm.demo.sdk import hx
+    from fsm.wire.sdk import hx
 
     got = SessionResult()
     done = anyio.Event()
@@ -782,7 +782,7 @@ def _redis() -> Iterator[tuple[Any, str]]:
 
 
 async def _probes(redis_url: str | None, sessions: int, events: int) -> tuple[Trips, Memory]:
-    from fsm.demo.server import running_server
+    from fsm.wire.server import running_server
 
     async with running_server() as server:
         trips = await trips_probe(server.url, redis_url, min(sessions, PROBE_SESSIONS), events)
@@ -970,7 +970,7 @@ def serve() -> None:
     ``serving <url>`` once it accepts connections, serves until ``SIGTERM``."""
     import anyio
 
-    from fsm.demo.server import running_server
+    from fsm.wire.server import running_server
 
     async def run() -> None:
         async with running_server() as server:

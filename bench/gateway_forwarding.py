@@ -66,7 +66,7 @@ async def upstream_app(scope: Mapping[str, Any], receive: Any, send: Any) -> Non
     answered with an empty result on an SSE stream, with ``x-get-attached`` (``1`` if a
     ``GET`` of its session arrived before it); a ``GET`` with ``200``, an SSE comment, and
     the stream held until the client leaves; anything else ``202``."""
-    from fsm.demo.serving import lifespan, whole_body
+    from fsm.wire.serving import lifespan, whole_body
 
     arrived = str(time.monotonic_ns()).encode()
     if scope["type"] == "lifespan":

@@ -203,7 +203,7 @@ def reason_of(exc: BaseException) -> str:
 async def _serve_forever(app: Any) -> None:
     """Serve ``app`` on a loopback socket of :func:`_listening_socket`, print ``serving
     <url>``, and serve until cancelled (``SIGTERM``)."""
-    from fsm.demo.serving import serving
+    from fsm.wire.serving import serving
 
     sock = _listening_socket()
     port = sock.getsockname()[1]
@@ -246,7 +246,7 @@ def serve() -> None:
     them) with :func:`paced`, per-session event logs of at most
     :data:`SERVER_EVENTS_PER_SESSION` events; prints ``serving <url>``, serves until
     ``SIGTERM``."""
-    from fsm.demo.server import (
+    from fsm.wire.server import (
         ServerController,
         SessionScopedEventStore,
         build_server,
@@ -455,8 +455,8 @@ GROWTH_CALLS = (100, 300, 600, 1000)
 async def _held_growth(url: str, checkpoints: tuple[int, ...], got: Soak) -> None:
     import gc
 
-    from fsm.demo.serving import serving
     from fsm.gateway.app import Gateway
+    from fsm.wire.serving import serving
 
     gateway = Gateway(url)
     sock = _listening_socket()
@@ -942,7 +942,7 @@ async def scripted_app(scope: Mapping[str, Any], receive: Any, send: Any) -> Non
     event of ``arguments.size`` characters (:func:`_big_event_parts`, three writes); any
     other request (``ping``) with an empty result on an SSE stream; notifications and
     answers ``202``; ``GET`` ``405``; ``DELETE`` ``200``."""
-    from fsm.demo.serving import lifespan, whole_body
+    from fsm.wire.serving import lifespan, whole_body
 
     if scope["type"] == "lifespan":
         await lifespan(receive, send)

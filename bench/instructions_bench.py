@@ -67,7 +67,7 @@ async def _workload(kind: str, workload: str, n: int) -> None:
     import httpx2
 
     from bench.e2e_bench import _guarded, _plain, stream_progress
-    from fsm.demo.server import running_server
+    from fsm.wire.server import running_server
 
     opener = _plain if kind == "plain" else _guarded
     async with (

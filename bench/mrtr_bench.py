@@ -84,7 +84,7 @@ async def _e2e(repeats: int) -> dict[str, list[tuple[float, float]]]:
     from mcp.client.session import ClientRequestContext
 
     from fsm.adapters.mrtr import guarded_call_tool
-    from fsm.demo.mrtr_server import running_mrtr_server
+    from fsm.wire.mrtr_server import running_mrtr_server
 
     async def user(
         context: ClientRequestContext, params: types.ElicitRequestParams

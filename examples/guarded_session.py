@@ -3,7 +3,7 @@
 fsm.adapters.mcp2.guarded_session wraps the official mcp 2.x ClientSession: your
 elicitation callback runs at most once per server request, and is cancelled when the
 server gives up on the request while the user is still deciding. The server is the
-demo's (fsm.demo.server): its delete_files tool asks "Delete N files?" and waits for
+demo's (fsm.wire.server): its delete_files tool asks "Delete N files?" and waits for
 the answer; its controller fires that question's deadline on command, so this run is
 the same every time. Point guarded_session at your own server's URL instead.
 
@@ -17,7 +17,7 @@ import anyio
 from mcp.types import ElicitResult
 
 from fsm.adapters.mcp2 import guarded_session
-from fsm.demo.server import running_server
+from fsm.wire.server import running_server
 
 
 async def main():

@@ -1,6 +1,6 @@
 """``python -m fsm demo [--json]``: the seed incident, plain client vs guarded client.
 
-Runs the ``seed`` scenario (:mod:`fsm.demo.seed`) twice against a real mcp 2.3.0
+Runs the ``seed`` scenario (:mod:`fsm.wire.scenarios`) twice against a real mcp 2.3.0
 server on 127.0.0.1 behind the fault proxy: once with the unmodified SDK client, once with
 the same client wrapped by :func:`fsm.adapters.mcp2.guarded_session`. Prints, side by
 side, how often the same elicitation was presented, the answer POSTs and their statuses,
@@ -66,8 +66,8 @@ def _side(result: Any, violations: list[str] | None = None) -> dict[str, Any]:
 async def _run() -> dict[str, Any]:
     from fsm.adapters.mcp2 import GuardedSession
     from fsm.demo import mrtr_scene
-    from fsm.demo.rig import capturing_guarded_client, plain_client, run_scenario
-    from fsm.demo.seed import seed
+    from fsm.wire.rig import capturing_guarded_client, plain_client, run_scenario
+    from fsm.wire.scenarios import seed
 
     sessions: list[GuardedSession] = []
     plain = await run_scenario(seed, plain_client)

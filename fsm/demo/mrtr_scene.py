@@ -1,6 +1,6 @@
 """The demo's second scene: protocol 2026-07-28, plain ``Client.call_tool`` vs
 :func:`fsm.adapters.mrtr.guarded_call_tool`, against a real mcp 2.3.0 server on
-127.0.0.1 (:mod:`fsm.demo.mrtr_server`). Three cases, each run once per side:
+127.0.0.1 (:mod:`fsm.wire.mrtr_server`). Three cases, each run once per side:
 
 * ``re-asking tool``: the tool asks the same question again after it was answered;
 * ``late answer``: the user answers after the state's TTL (the server's states expire
@@ -22,9 +22,9 @@ from mcp.client.session import ClientRequestContext
 
 from fsm import actions as act
 from fsm.adapters.mrtr import guarded_call_tool
-from fsm.demo.mrtr_server import MrtrServer, running_mrtr_server
 from fsm.errors import InteractionFailed
 from fsm.mrtr.call import MrtrAction
+from fsm.wire.mrtr_server import MrtrServer, running_mrtr_server
 
 CASES: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("re-asking tool", "reasking_delete", {"count": 3, "reasks": 1}),

@@ -1,5 +1,5 @@
-"""Deprecated since 0.1.0, removed in 0.2.0: moved to :mod:`fsm.demo.mrtr_server`."""
+"""Deprecated since 0.1.0, removed in 0.2.0: moved to :mod:`fsm.wire.mrtr_server`."""
 
 from fsm._deprecate import moved_module
 
-__getattr__ = moved_module(__name__, "fsm.demo.mrtr_server", "0.1.0")
+__getattr__ = moved_module(__name__, "fsm.wire.mrtr_server", "0.1.0")

@@ -1,9 +1,9 @@
-"""Deprecated since 0.1.0, removed in 0.2.0: moved to :mod:`fsm.demo.rig`.
+"""Deprecated since 0.1.0, removed in 0.2.0: moved to :mod:`fsm.wire.rig`.
 
-:func:`~fsm.demo.rig.run_scenario` takes the scenario as a step (the seed incident is
-:func:`fsm.demo.seed.seed`); the other scenarios, ``SCENARIOS`` and
+:func:`~fsm.wire.rig.run_scenario` takes the scenario as a step (the seed incident is
+:func:`fsm.wire.scenarios.seed`); the other scenarios, ``SCENARIOS`` and
 ``run_progress_stream`` are the test bed's and no longer ship."""
 
 from fsm._deprecate import moved_module
 
-__getattr__ = moved_module(__name__, "fsm.demo.rig", "0.1.0")
+__getattr__ = moved_module(__name__, "fsm.wire.rig", "0.1.0")

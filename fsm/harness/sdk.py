@@ -1,5 +1,5 @@
-"""Deprecated since 0.1.0, removed in 0.2.0: moved to :mod:`fsm.demo.sdk`."""
+"""Deprecated since 0.1.0, removed in 0.2.0: moved to :mod:`fsm.wire.sdk`."""
 
 from fsm._deprecate import moved_module
 
-__getattr__ = moved_module(__name__, "fsm.demo.sdk", "0.1.0")
+__getattr__ = moved_module(__name__, "fsm.wire.sdk", "0.1.0")

@@ -1,5 +1,5 @@
-"""Deprecated since 0.1.0, removed in 0.2.0: moved to :mod:`fsm.demo.server`."""
+"""Deprecated since 0.1.0, removed in 0.2.0: moved to :mod:`fsm.wire.server`."""
 
 from fsm._deprecate import moved_module
 
-__getattr__ = moved_module(__name__, "fsm.demo.server", "0.1.0")
+__getattr__ = moved_module(__name__, "fsm.wire.server", "0.1.0")

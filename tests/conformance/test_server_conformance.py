@@ -23,8 +23,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from fsm.demo.proxy import ConnectionFault, Exchange, FaultProxy, HttpFault
 from fsm.gateway.redis_store import RedisStore
+from fsm.wire.proxy import ConnectionFault, Exchange, FaultProxy, HttpFault
 from support.conformance_server import conformance_server
 from support.conformance_suite import (
     Results,

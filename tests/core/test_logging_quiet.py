@@ -47,7 +47,7 @@ def test_an_application_that_asks_for_transitions_logs_gets_them() -> None:
 def test_building_the_harness_server_leaves_root_logging_alone() -> None:
     out = _python(
         "import logging\n"
-        "from fsm.demo.server import ServerController, build_server\n"
+        "from fsm.wire.server import ServerController, build_server\n"
         "root = logging.getLogger()\n"
         "before = (root.level, list(root.handlers))\n"
         "build_server(ServerController())\n"

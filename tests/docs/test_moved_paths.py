@@ -14,12 +14,12 @@ from fsm._deprecate import moved_module, warn_deprecated
 MOVED = {
     "fsm.harness.demo": "fsm.demo.cli",
     "fsm.harness.mrtr_demo": "fsm.demo.mrtr_scene",
-    "fsm.harness.mrtr_server": "fsm.demo.mrtr_server",
-    "fsm.harness.proxy": "fsm.demo.proxy",
-    "fsm.harness.scenarios": "fsm.demo.rig",
-    "fsm.harness.sdk": "fsm.demo.sdk",
-    "fsm.harness.server": "fsm.demo.server",
-    "fsm.harness.serving": "fsm.demo.serving",
+    "fsm.harness.mrtr_server": "fsm.wire.mrtr_server",
+    "fsm.harness.proxy": "fsm.wire.proxy",
+    "fsm.harness.scenarios": "fsm.wire.rig",
+    "fsm.harness.sdk": "fsm.wire.sdk",
+    "fsm.harness.server": "fsm.wire.server",
+    "fsm.harness.serving": "fsm.wire.serving",
     "fsm.spec": "fsm.machines.spec",
     "fsm.tables": "fsm.machines.tables",
     "fsm.runtime": "fsm.machines.runtime",
@@ -101,7 +101,7 @@ def test_an_old_path_still_imports_with_a_warning(old: str) -> None:
 
 def test_the_documented_import_of_the_old_path_works() -> None:
     pytest.importorskip("mcp")
-    from fsm.demo.server import running_server as new
+    from fsm.wire.server import running_server as new
 
     with pytest.warns(DeprecationWarning) as caught:
         from fsm.harness.server import running_server

@@ -104,7 +104,7 @@ async def serve_until(
 ) -> None:
     """Run the harness server on ``port`` (0: a free one; started with it) until ``stop``;
     ``stopped`` is set once it no longer listens (so it can restart on that port)."""
-    from fsm.demo.server import running_server
+    from fsm.wire.server import running_server
 
     try:
         async with running_server(port=port, shutdown_timeout=0.5) as server:

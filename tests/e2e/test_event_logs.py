@@ -23,7 +23,7 @@ from fsm import properties as P
 from fsm import trace
 from fsm.adapters.mcp2 import GuardedSession, guarded_session
 from fsm.audit import audit_text
-from fsm.demo.server import running_server
+from fsm.wire.server import running_server
 from support.scenarios import (
     SCENARIOS,
     ScenarioResult,

@@ -10,7 +10,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from gateway_support import FAST, CursorLost, gateway_rig, serve_until, two_replica_resume
 
-from fsm.demo.proxy import ConnectionFault, FaultProxy, HttpFault, is_resume_get
+from fsm.wire.proxy import ConnectionFault, FaultProxy, HttpFault, is_resume_get
 from support.scenarios import BackgroundCall, ClientEnv, User, plain_client, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -123,7 +123,7 @@ async def test_the_command_line_gateway_serves_a_plain_client(options: list[str]
     import subprocess
     import sys
 
-    from fsm.demo.server import running_server
+    from fsm.wire.server import running_server
 
     async with running_server() as server:
         proc = await anyio.open_process(

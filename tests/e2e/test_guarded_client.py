@@ -21,7 +21,6 @@ from sse_bodies import ScriptedBody, sse_event
 
 from fsm import properties as P
 from fsm.adapters.mcp2 import guarded_session
-from fsm.demo.proxy import ConnectionFault, HttpFault, is_resume_get
 from fsm.errors import (
     ResumeBudgetSpentError,
     SessionExpiredError,
@@ -30,6 +29,7 @@ from fsm.errors import (
     UnknownPendingRequestError,
 )
 from fsm.sse.guard import GuardConfig
+from fsm.wire.proxy import ConnectionFault, HttpFault, is_resume_get
 from support.scenarios import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,
@@ -346,7 +346,7 @@ async def test_a_session_that_expired_between_calls_raises_the_typed_error() -> 
     after it."""
     from mcp.types import ElicitResult
 
-    from fsm.demo.server import running_server
+    from fsm.wire.server import running_server
 
     async def on_elicit(context: Any, params: Any) -> Any:
         return ElicitResult(action="accept", content={"confirm": True})

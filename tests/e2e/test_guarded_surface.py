@@ -27,11 +27,11 @@ from mcp.client.streamable_http import streamable_http_client
 
 from fsm.adapters.core import NOT_RACED, NOT_TAKEN, RACED_METHODS
 from fsm.adapters.mcp2 import GuardedSession, guarded_connection, guarded_session
-from fsm.demo.proxy import HttpFault, is_resume_get
-from fsm.demo.sdk import open_client_streams
-from fsm.demo.server import DEPRECATION, running_server
 from fsm.errors import InteractionFailed, ResumeBudgetSpentError, SessionExpiredError
 from fsm.sse.guard import GuardConfig
+from fsm.wire.proxy import HttpFault, is_resume_get
+from fsm.wire.sdk import open_client_streams
+from fsm.wire.server import DEPRECATION, running_server
 from support.scenarios import GUARDED_SCENARIO_CONFIG_KW, Rig
 from support.surface import (
     offered,
@@ -154,7 +154,7 @@ def test_every_exclusion_is_documented() -> None:
 
 def _calls() -> dict[str, Callable[[Any], Awaitable[Any]]]:
     """One call of each request method a guarded session offers, against the harness
-    server (``fsm.demo.server``: its prompt, resources and completion)."""
+    server (``fsm.wire.server``: its prompt, resources and completion)."""
     prompt = types.PromptReference(type="ref/prompt", name="greeting")
     return {
         "call_tool": lambda s: s.call_tool("ping", {}),

@@ -6,7 +6,7 @@ import pytest
 from mcp.server.streamable_http import EventMessage
 from mcp.types.jsonrpc import JSONRPCNotification
 
-from fsm.demo.server import SessionScopedEventStore, SharedEventStore
+from fsm.wire.server import SessionScopedEventStore, SharedEventStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 

@@ -33,9 +33,9 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm.adapters._transport.http import http_result
 from fsm.adapters.mcp2 import guarded_session
-from fsm.demo.proxy import Exchange
-from fsm.demo.rig import open_rig
 from fsm.sse.guard import GuardConfig
+from fsm.wire.proxy import Exchange
+from fsm.wire.rig import open_rig
 from support.held_stream import (
     CLAIMED_409,
     RENDER_400,

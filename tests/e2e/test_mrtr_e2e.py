@@ -16,9 +16,9 @@ from mcp.shared.exceptions import MCPError
 
 from fsm import actions as act
 from fsm.adapters.mrtr import guarded_call_tool
-from fsm.demo.mrtr_server import MrtrServer, running_mrtr_server
 from fsm.errors import InteractionFailed, QuestionReaskedError, RequestStateExpiredError
 from fsm.mrtr.call import MrtrAction, MrtrConfig, Retry
+from fsm.wire.mrtr_server import MrtrServer, running_mrtr_server
 
 pytestmark = pytest.mark.anyio
 

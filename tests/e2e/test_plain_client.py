@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from fsm.demo.proxy import ConnectionFault, HttpFault
+from fsm.wire.proxy import ConnectionFault, HttpFault
 from support.scenarios import (
     CONFIRM,
     ClientEnv,

@@ -17,10 +17,10 @@ from mcp.types import ElicitResult
 
 from fsm import properties as P
 from fsm.adapters.mcp2 import guarded_session
-from fsm.demo.sdk import open_client_streams
-from fsm.demo.server import running_server
 from fsm.errors import QuestionReaskedError
 from fsm.sse.guard import GuardConfig
+from fsm.wire.sdk import open_client_streams
+from fsm.wire.server import running_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 

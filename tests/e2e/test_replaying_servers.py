@@ -50,9 +50,9 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm.adapters._transport.http import http_result
 from fsm.adapters.mcp2 import GuardedSession, guarded_session
-from fsm.demo.proxy import Exchange, HttpFault, TrafficEvent, is_resume_get
 from fsm.errors import ResumeBudgetSpentError
 from fsm.sse.guard import GuardConfig
+from fsm.wire.proxy import Exchange, HttpFault, TrafficEvent, is_resume_get
 from support.scenarios import (
     GUARDED_SCENARIO_CONFIG_KW,
     PresentationRequest,

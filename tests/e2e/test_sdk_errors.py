@@ -18,9 +18,6 @@ from pydantic import ValidationError
 
 from fsm.adapters.mcp2 import BINDING, guarded_session
 from fsm.adapters.mrtr import guarded_call_tool
-from fsm.demo.mrtr_server import running_mrtr_server
-from fsm.demo.proxy import HttpFault
-from fsm.demo.server import running_server
 from fsm.errors import (
     InteractionFailed,
     MalformedInputRequiredError,
@@ -28,6 +25,9 @@ from fsm.errors import (
     SessionExpiredError,
     UnknownPendingRequestError,
 )
+from fsm.wire.mrtr_server import running_mrtr_server
+from fsm.wire.proxy import HttpFault
+from fsm.wire.server import running_server
 from support.scenarios import Rig, guarded_client, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]

@@ -20,10 +20,10 @@ from mcp.client.session import ClientRequestContext
 from fsm import properties as P
 from fsm.adapters.mcp2 import guarded_session
 from fsm.audit import audit_text
-from fsm.demo.proxy import Exchange, TrafficEvent
 from fsm.errors import ResumeBudgetSpentError
 from fsm.events import standalone_stream
 from fsm.sse.guard import GuardConfig
+from fsm.wire.proxy import Exchange, TrafficEvent
 from support.scenarios import GUARDED_SCENARIO_CONFIG_KW, PresentationRequest, Rig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]

@@ -22,8 +22,8 @@ import anyio
 import pytest
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 
-from fsm.demo.proxy import ConnectionFault
 from fsm.sse.guard import GuardConfig
+from fsm.wire.proxy import ConnectionFault
 from support.scenarios import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,

@@ -30,7 +30,7 @@ def needs_primed_replays() -> pytest.MarkDecorator:
     """Skip where the harness server does not prime replayed streams (1.x before 1.28.1):
     the scenario waits for that event to know a resume attached. A limit of the test
     bed's server, not of the client under test."""
-    from fsm.demo.sdk import MCP_VERSION, PRIMES_REPLAYS
+    from fsm.wire.sdk import MCP_VERSION, PRIMES_REPLAYS
 
     return pytest.mark.skipif(
         not PRIMES_REPLAYS,

@@ -42,8 +42,8 @@ async def test_guarded_fastmcp3_fails_a_call_with_the_typed_error() -> None:
     reason: the call raises the typed error (a McpError too, not the SDK's own)."""
     import anyio
 
-    from fsm.demo.proxy import HttpFault, is_resume_get
     from fsm.errors import ResumeBudgetSpentError
+    from fsm.wire.proxy import HttpFault, is_resume_get
 
     raised: list[BaseException] = []
     async with (

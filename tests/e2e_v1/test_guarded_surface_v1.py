@@ -22,11 +22,11 @@ from pydantic import AnyUrl
 
 from fsm.adapters.core import RACED_METHODS
 from fsm.adapters.mcp1 import GuardedSession, guarded_connection, guarded_session
-from fsm.demo.proxy import HttpFault, is_resume_get
-from fsm.demo.sdk import open_client_streams
-from fsm.demo.server import running_server
 from fsm.errors import ResumeBudgetSpentError, SessionExpiredError
 from fsm.sse.guard import GuardConfig
+from fsm.wire.proxy import HttpFault, is_resume_get
+from fsm.wire.sdk import open_client_streams
+from fsm.wire.server import running_server
 from support.scenarios import GUARDED_SCENARIO_CONFIG_KW, open_rig
 from support.surface import (
     offered,

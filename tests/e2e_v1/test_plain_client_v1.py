@@ -10,7 +10,7 @@ import pytest
 from conftest import needs_primed_replays
 from v1_support import answer_rejected
 
-from fsm.demo.proxy import HttpFault
+from fsm.wire.proxy import HttpFault
 from support.scenarios import open_rig, plain_client, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]

@@ -17,8 +17,8 @@ from mcp.shared.exceptions import McpError
 
 from fsm.adapters.mcp1 import guarded_session
 from fsm.audit import audit_text
-from fsm.demo.server import running_server
 from fsm.errors import SessionExpiredError
+from fsm.wire.server import running_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 
-from fsm.demo.proxy import Fault
+from fsm.wire.proxy import Fault
 from support.scenarios import ClientFactory, Outcome, open_rig
 
 

@@ -2,7 +2,7 @@
 gateway's threat-model tests (tests/gateway/test_threat_model.py).
 
 :class:`SessionAuth` is an ASGI middleware in front of the harness server
-(:func:`fsm.demo.server.build_app`). It does what the MCP specification advises a
+(:func:`fsm.wire.server.build_app`). It does what the MCP specification advises a
 server with authorization to do:
 
 * every request needs ``Authorization: Bearer <token>`` with a known token: a missing,
@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fsm.demo.server import ServerController, build_app
-from fsm.demo.serving import serving, whole_body
+from fsm.wire.server import ServerController, build_app
+from fsm.wire.serving import serving, whole_body
 
 __all__ = [
     "FORBIDDEN_BODY",

@@ -23,8 +23,8 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from fsm.demo.serving import lifespan, serving, whole_body
 from fsm.gateway.app import GATEWAY_GUARD
+from fsm.wire.serving import lifespan, serving, whole_body
 from support.gateway import RunningGateway, running_gateway
 
 __all__ = [

@@ -28,9 +28,9 @@ httpx2 = pytest.importorskip("httpx2")
 
 from scripted_upstream import HEAD, SID, Upstream, parse, result, sse  # noqa: E402
 
-from fsm.demo.serving import serving  # noqa: E402
 from fsm.gateway import cli  # noqa: E402
 from fsm.gateway.ids import ENV_KEY  # noqa: E402
+from fsm.wire.serving import serving  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 

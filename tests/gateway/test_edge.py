@@ -22,7 +22,6 @@ import uvicorn
 from anyio.abc import SocketStream
 from uvicorn.server import ServerState
 
-from fsm.demo.serving import serving, whole_body
 from fsm.gateway import edge as edge_module
 from fsm.gateway.edge import (
     HAS_HTTPTOOLS,
@@ -32,6 +31,7 @@ from fsm.gateway.edge import (
     protocol_class,
     uvicorn_settings,
 )
+from fsm.wire.serving import serving, whole_body
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 

@@ -26,8 +26,8 @@ httpx2 = pytest.importorskip("httpx2")
 
 from scripted_upstream import HEAD, SID, Upstream, parse, result, sse  # noqa: E402
 
-from fsm.demo.serving import lifespan, serving, whole_body  # noqa: E402
 from fsm.gateway.edge import HAS_HTTPTOOLS  # noqa: E402
+from fsm.wire.serving import lifespan, serving, whole_body  # noqa: E402
 from support.gateway import running_gateway  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

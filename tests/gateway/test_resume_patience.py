@@ -23,8 +23,8 @@ httpx2 = pytest.importorskip("httpx2")
 
 from scripted_upstream import HEAD, SID, gateway_for, parse, result, sse  # noqa: E402
 
-from fsm.demo.serving import lifespan, whole_body  # noqa: E402
 from fsm.gateway.app import GATEWAY_GUARD  # noqa: E402
+from fsm.wire.serving import lifespan, whole_body  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -22,9 +22,9 @@ httpx2 = pytest.importorskip("httpx2")
 
 from scripted_upstream import HEAD, SID, elicit, gateway_for, parse, result  # noqa: E402
 
-from fsm.demo.serving import lifespan, whole_body  # noqa: E402
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.gateway.redis_store import RedisStore  # noqa: E402
+from fsm.wire.serving import lifespan, whole_body  # noqa: E402
 from support.redis_server import RedisServer  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]

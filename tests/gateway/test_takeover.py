@@ -21,8 +21,8 @@ httpx2 = pytest.importorskip("httpx2")
 
 from scripted_upstream import HEAD, SID, gateway_for, parse, result, sse  # noqa: E402
 
-from fsm.demo.serving import lifespan, whole_body  # noqa: E402
 from fsm.sse.guard import GuardConfig  # noqa: E402
+from fsm.wire.serving import lifespan, whole_body  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -57,8 +57,8 @@ from auth_upstream import (
     running_auth_server,
 )
 
-from fsm.demo.proxy import Exchange, FaultProxy, is_resume_get
 from fsm.gateway.ids import EventIdKeys
+from fsm.wire.proxy import Exchange, FaultProxy, is_resume_get
 from support.scenarios import (
     BackgroundCall,
     ClientEnv,

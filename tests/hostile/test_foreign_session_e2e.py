@@ -40,7 +40,7 @@ pytest.importorskip("uvicorn")
 from fsm import actions as act
 from fsm import events as ev
 from fsm import properties as P
-from fsm.demo.proxy import Exchange, is_resume_get
+from fsm.wire.proxy import Exchange, is_resume_get
 from support.scenarios import (
     ClientEnv,
     ClientFactory,

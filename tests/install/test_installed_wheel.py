@@ -133,7 +133,7 @@ def test_the_test_bed_check_finds_a_test_bed_module() -> None:
     shim = (ROOT / "fsm" / "harness" / "server.py").read_text(encoding="utf-8")
     runner = (TEST_BED / "redis_server.py").read_text(encoding="utf-8")
     planted = {
-        "fsm/demo/server.py": (ROOT / "fsm" / "demo" / "server.py").read_text(encoding="utf-8"),
+        "fsm/wire/server.py": (ROOT / "fsm" / "wire" / "server.py").read_text(encoding="utf-8"),
         "fsm/harness/server.py": shim,
         "fsm/harness/scenarios.py": (TEST_BED / "scenarios.py").read_text(encoding="utf-8"),
         "fsm/demo/redis_server.py": runner,

@@ -1,7 +1,7 @@
 """The test bed no user needs, imported as ``support.<module>`` (pytest's ``pythonpath``
 puts ``tests/`` on ``sys.path``; so does ``bench/__init__.py``).
 
-- :mod:`support.scenarios`: the demo's rig (:mod:`fsm.demo.rig`) with gateway replicas
+- :mod:`support.scenarios`: the demo's rig (:mod:`fsm.wire.rig`) with gateway replicas
   as its middle tier, and every scenario by name (the seed incident and the others).
 - :mod:`support.gateway`: guarding gateway replicas on loopback.
 - :mod:`support.redis_server`: a throwaway ``redis-server`` on loopback.

@@ -22,7 +22,7 @@ handlers return the reference server's results as they are, raw JSON schemas inc
   there before a GET attaches, and the suite's client opens its GET after initializing,
   in a task of its own: a tool call can overtake it, directly as well as through a
   gateway. So a server request waits, up to :data:`STANDALONE_WAIT_S`, until the
-  session's GET stream is attached (:meth:`fsm.demo.server.ServerController.wait_standalone`)
+  session's GET stream is attached (:meth:`fsm.wire.server.ServerController.wait_standalone`)
   and is sent then: the scenarios' results do not depend on that race (notifications are
   sent at once: nothing checks them);
 - resources ``test://static-text``, ``test://static-binary``, ``test://watched-resource``
@@ -34,7 +34,7 @@ handlers return the reference server's results as they are, raw JSON schemas inc
   with ``retry:``).
 
 Limits: a test server (state in memory, loopback only). It shares the harness server's
-(:mod:`fsm.demo.server`) per-session event-store views and its check of a session's
+(:mod:`fsm.wire.server`) per-session event-store views and its check of a session's
 standalone stream, which read the SDK's session table (private details every supported
 mcp 2.x release shares).
 """
@@ -54,8 +54,8 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from starlette.types import ASGIApp
 
-from fsm.demo.server import ServerController, SessionScopedEventStore, install_scoped_views
-from fsm.demo.serving import serving
+from fsm.wire.server import ServerController, SessionScopedEventStore, install_scoped_views
+from fsm.wire.serving import serving
 
 __all__ = ["TOOL_NAMES", "build_conformance_app", "conformance_server"]
 

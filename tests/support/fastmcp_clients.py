@@ -21,14 +21,14 @@ from fastmcp.client.transports import StreamableHttpTransport
 from mcp import types
 
 from fsm.adapters.core import GuardedConnection
-from fsm.demo.rig import (
+from fsm.sse.guard import GuardConfig
+from fsm.wire.rig import (
     GUARDED_SCENARIO_CONFIG_KW,
     ClientEnv,
     PresentationRequest,
     ScenarioClient,
 )
-from fsm.demo.sdk import MCP_MAJOR, adapter, hx
-from fsm.sse.guard import GuardConfig
+from fsm.wire.sdk import MCP_MAJOR, adapter, hx
 
 __all__ = ["guarded_fastmcp", "plain_fastmcp"]
 

@@ -4,7 +4,7 @@
 127.0.0.1 (ephemeral port) in this event loop; :meth:`RunningGateway.kill` stops it at once
 (open connections dropped, as a crashed replica drops them), for the fault "a replica dies
 mid-stream". :func:`gateway_tier` runs replicas as a rig's middle tier
-(:data:`fsm.demo.rig.MiddleTier`). asyncio only (uvicorn).
+(:data:`fsm.wire.rig.MiddleTier`). asyncio only (uvicorn).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 
 import anyio
 
-from fsm.demo.proxy import FaultProxy
-from fsm.demo.serving import serving
 from fsm.gateway.app import Gateway
 from fsm.gateway.edge import EdgeLimits
 from fsm.gateway.ids import EventIdKeys
+from fsm.wire.proxy import FaultProxy
+from fsm.wire.serving import serving
 
 __all__ = ["GatewayTier", "RunningGateway", "gateway_tier", "running_gateway"]
 
@@ -50,7 +50,7 @@ async def running_gateway(
     """A :class:`~fsm.gateway.app.Gateway` for ``upstream`` (other keywords go to it)
     served on 127.0.0.1 until the block exits or :meth:`RunningGateway.kill`, its client
     connections bounded by ``edge`` and parsed by ``http`` (as
-    :func:`~fsm.demo.serving.serving`)."""
+    :func:`~fsm.wire.serving.serving`)."""
     gateway = Gateway(upstream, **kwargs)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

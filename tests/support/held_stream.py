@@ -1,7 +1,7 @@
 """A relay that holds a call's stream half-open, as a server does that never saw its client go.
 
 :func:`holding_tier` runs a :class:`HoldingRelay` as a rig's middle tier
-(:data:`fsm.demo.rig.MiddleTier`): a relay on 127.0.0.1 between the fault proxy and the
+(:data:`fsm.wire.rig.MiddleTier`): a relay on 127.0.0.1 between the fault proxy and the
 demo server that passes every request on to the server. When the client's side of a
 POST's event stream goes (the fault proxy cuts it), the relay keeps the server's side
 open and goes on reading it: the server still holds the old connection, as a server does
@@ -35,8 +35,8 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from fsm.demo.sdk import hx
-from fsm.demo.serving import lifespan, serving, whole_body
+from fsm.wire.sdk import hx
+from fsm.wire.serving import lifespan, serving, whole_body
 
 __all__ = [
     "CLAIMED_409",

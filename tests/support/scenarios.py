@@ -1,9 +1,9 @@
 """The scenarios the tests run: the demo's rig and seed incident, and the other drivers.
 
-Re-exports the rig of :mod:`fsm.demo.rig` (the client seam, the user, the results) with two
+Re-exports the rig of :mod:`fsm.wire.rig` (the client seam, the user, the results) with two
 changes for the tests: :func:`open_rig` can put guarding gateway replicas between the proxy
 and the server, and :func:`run_scenario` also takes a scenario by its name in
-:data:`SCENARIOS`. The scenarios besides ``seed`` (:func:`fsm.demo.seed.seed`):
+:data:`SCENARIOS`. The scenarios besides ``seed`` (:func:`fsm.wire.scenarios.seed`):
 
 ``replayed_cancel``
     As ``seed`` with the **cancel-emitting** deadline: the second replay carries the request
@@ -40,9 +40,9 @@ from anyio.abc import TaskGroup
 from mcp import ClientSession
 from mcp.server.streamable_http import EventStore
 
-from fsm.demo import rig as _rig
-from fsm.demo.proxy import ConnectionFault
-from fsm.demo.rig import (
+from fsm.wire import rig as _rig
+from fsm.wire.proxy import ConnectionFault
+from fsm.wire.rig import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,
     AnswerPost,
@@ -65,8 +65,8 @@ from fsm.demo.rig import (
     plain_client,
     unless_ended,
 )
-from fsm.demo.sdk import open_client_streams
-from fsm.demo.seed import replayed_deadline, seed, settle
+from fsm.wire.scenarios import replayed_deadline, seed, settle
+from fsm.wire.sdk import open_client_streams
 
 __all__ = [
     "CONFIRM",
@@ -110,7 +110,7 @@ async def open_rig(
     replicas: int = 1,
     upstream_faults: bool = False,
 ) -> AsyncIterator[Rig]:
-    """:func:`fsm.demo.rig.open_rig`; with ``gateway``, guarding gateway replicas between
+    """:func:`fsm.wire.rig.open_rig`; with ``gateway``, guarding gateway replicas between
     the proxy and the server (:func:`support.gateway.gateway_tier` takes the other
     keywords; ``rig.middle`` is its :class:`~support.gateway.GatewayTier`)."""
     middle: MiddleTier | None = None
@@ -196,7 +196,7 @@ async def run_scenario(
 ) -> ScenarioResult:
     """Run scenario ``name`` (a key of :data:`SCENARIOS`, or a :data:`Step` of the
     caller's own, named by its function) with ``client_factory``, as
-    :func:`fsm.demo.rig.run_scenario` does."""
+    :func:`fsm.wire.rig.run_scenario` does."""
     if isinstance(name, str):
         step = SCENARIOS[name]
     else:

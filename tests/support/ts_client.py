@@ -1,7 +1,10 @@
-"""The official MCP TypeScript SDK client, driven from Python (needs ``node`` and ``npm``).
+"""The official MCP TypeScript SDK clients, driven from Python (needs ``node`` and ``npm``).
 
-``tests/ts_client/`` is a small Node project pinning ``@modelcontextprotocol/sdk``; its
-``client.mjs`` connects ``Client`` + ``StreamableHTTPClientTransport`` to a URL, declares
+``tests/ts_client/`` is a small Node project pinning both SDK lines (:data:`SDK_PACKAGES`):
+``@modelcontextprotocol/sdk`` (v1) and ``@modelcontextprotocol/client`` (v2; different
+names, so one ``package.json`` and one lock hold both). Its ``client.mjs`` connects the
+chosen line's ``Client`` + ``StreamableHTTPClientTransport`` to a URL (``sdk="v1"`` or
+``"v2"`` on every function here; v1 by default), declares
 the form elicitation capability and speaks JSON Lines on stdin/stdout: it prints one object
 per event (``presented`` for *every* elicitation the SDK hands its handler, ``result`` /
 ``error`` per call, ``http`` per HTTP exchange, ``resumption`` per SSE event id of a call's
@@ -11,7 +14,7 @@ stream, ``diagnostic`` for the SDK's ``onerror``) and reads commands (answer pre
 - :func:`open_ts_client` starts the script (``anyio.open_process``) and yields a
   :class:`TsClient`: every printed line is kept in :attr:`TsClient.lines`; waits take a
   safety timeout; the process is closed (then killed) on exit.
-- :func:`ts_scenario_client` is a :data:`~fsm.demo.rig.ClientFactory`: the
+- :func:`ts_scenario_client` is a :data:`~fsm.wire.rig.ClientFactory`: the
   scenarios of :mod:`support.scenarios` run the TypeScript client unchanged (each
   ``presented`` line goes to ``env.on_present``, a ``withdrawn`` one cancels it).
 - :func:`ts_seed_run` runs the seed incident with it against any URL (the rig's proxy by
@@ -41,7 +44,7 @@ import anyio
 from anyio.abc import Process, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from fsm.demo.rig import (
+from fsm.wire.rig import (
     ClientEnv,
     ClientFactory,
     Outcome,
@@ -52,13 +55,16 @@ from fsm.demo.rig import (
     open_rig,
     run_scenario,
 )
-from fsm.demo.seed import seed
+from fsm.wire.scenarios import seed
 
 __all__ = [
+    "SDK_LINES",
+    "SDK_PACKAGES",
     "TS_CLIENT_DIR",
     "TsCallError",
     "TsClient",
     "TsClientUnavailable",
+    "SdkLine",
     "TsSeedRun",
     "TsToolResult",
     "open_ts_client",
@@ -69,7 +75,16 @@ __all__ = [
 TS_CLIENT_DIR = Path(__file__).resolve().parents[1] / "ts_client"
 """The Node project (``package.json``, ``package-lock.json``, ``client.mjs``) in a checkout."""
 
-SDK_PACKAGE = "@modelcontextprotocol/sdk"
+SdkLine = Literal["v1", "v2"]
+"""A line of the TypeScript SDK: ``client.mjs --sdk v1|v2``."""
+
+SDK_PACKAGES: Mapping[SdkLine, str] = {
+    "v1": "@modelcontextprotocol/sdk",
+    "v2": "@modelcontextprotocol/client",
+}
+"""The npm package of each line's client, as pinned in ``package.json``."""
+
+SDK_LINES: tuple[SdkLine, ...] = ("v1", "v2")
 INSTALL_HINT = "run `make ts-client` (npm ci --prefix tests/ts_client)"
 MAX_LINE = 4 * 1024 * 1024
 
@@ -100,7 +115,7 @@ class TsText:
 @dataclass(frozen=True)
 class TsToolResult:
     """A tool result as the TypeScript client printed it; shaped like ``CallToolResult``
-    where :class:`~fsm.demo.rig.Outcome` reads it (``content[].text``,
+    where :class:`~fsm.wire.rig.Outcome` reads it (``content[].text``,
     ``is_error``)."""
 
     content: list[TsText]
@@ -114,15 +129,15 @@ class TsToolResult:
         return cls(texts, bool(result.get("isError", False)), result)
 
 
-def _check_installed(project: Path) -> str:
+def _check_installed(project: Path, sdk: SdkLine) -> str:
     node = shutil.which("node")
     if node is None:
         raise TsClientUnavailable(f"`node` is not on PATH (Node.js 20+); then {INSTALL_HINT}")
-    sdk = project / "node_modules" / SDK_PACKAGE / "package.json"
+    package = SDK_PACKAGES[sdk]
     if not (project / "client.mjs").is_file():
         raise TsClientUnavailable(f"no TypeScript client at {project} (a checkout is needed)")
-    if not sdk.is_file():
-        raise TsClientUnavailable(f"{SDK_PACKAGE} is not installed in {project}: {INSTALL_HINT}")
+    if not (project / "node_modules" / package / "package.json").is_file():
+        raise TsClientUnavailable(f"{package} is not installed in {project}: {INSTALL_HINT}")
     return node
 
 
@@ -267,6 +282,7 @@ async def open_ts_client(
     request_timeout_ms: int = 60_000,
     max_retries: int = 2,
     reconnection_delay_ms: tuple[int, int] = (50, 500),
+    sdk: SdkLine = "v1",
     project: Path = TS_CLIENT_DIR,
     close_timeout: float = 5.0,
 ) -> AsyncIterator[TsClient]:
@@ -275,12 +291,13 @@ async def open_ts_client(
     With ``tool`` it calls it at once (call id ``"0"``) and exits after that call ended.
     ``max_retries`` and ``reconnection_delay_ms`` (initial, maximum) are the transport's
     ``reconnectionOptions`` (a server's SSE ``retry:`` overrides the delay, as the SDK does);
-    ``request_timeout_ms`` is the SDK's per-request timeout. On exit the client is told to
+    ``request_timeout_ms`` is the SDK's per-request timeout; ``sdk`` the line
+    (:data:`SDK_PACKAGES`). On exit the client is told to
     close; after ``close_timeout`` seconds it is killed. Raises :class:`TsClientUnavailable`
     when ``node`` or the installed project is missing.
     """
-    node = _check_installed(project)
-    argv = [node, str(project / "client.mjs"), url]
+    node = _check_installed(project, sdk)
+    argv = [node, str(project / "client.mjs"), url, "--sdk", sdk]
     if tool is not None:
         argv += [tool, json.dumps(dict(arguments or {}))]
     initial, maximum = reconnection_delay_ms
@@ -321,7 +338,7 @@ async def _close(client: TsClient, timeout: float) -> None:
 
 
 class _TsScenarioClient:
-    """A :class:`~fsm.demo.rig.ScenarioClient` backed by a :class:`TsClient`."""
+    """A :class:`~fsm.wire.rig.ScenarioClient` backed by a :class:`TsClient`."""
 
     def __init__(self, ts: TsClient) -> None:
         self.ts = ts
@@ -372,7 +389,7 @@ async def _present_all(ts: TsClient, env: ClientEnv, tg: TaskGroup) -> None:
 def ts_scenario_client(
     url: str | None = None, *, sink: list[TsClient] | None = None, **options: Any
 ) -> ClientFactory:
-    """A client factory running the TypeScript client (see :mod:`fsm.demo.rig`).
+    """A client factory running the TypeScript client (see :mod:`fsm.wire.rig`).
 
     ``url`` replaces ``env.url`` (e.g. a gateway in front of the rig's proxy); ``options``
     go to :func:`open_ts_client`; each started :class:`TsClient` is appended to ``sink``
@@ -416,7 +433,7 @@ class TsSeedRun:
 async def ts_seed_run(
     rig: Rig | None = None, *, url: str | None = None, timeout: float = 30.0, **options: Any
 ) -> TsSeedRun:
-    """Run the ``seed`` scenario (:mod:`fsm.demo.seed`) with the TypeScript client.
+    """Run the ``seed`` scenario (:mod:`fsm.wire.scenarios`) with the TypeScript client.
 
     ``rig``: the server and fault proxy to drive (a fresh :func:`open_rig` by default;
     :func:`support.scenarios.open_rig` with ``gateway=...`` puts a gateway between the
