@@ -11,7 +11,7 @@ from tasks_support import ASK, OTHER, asked, fail_of, kinds, started, status
 
 from fsm import actions as act
 from fsm.errors import MalformedTaskError
-from fsm.tasks.task import Polled, TaskCall, TaskCreated
+from fsm.tasks.task import Polled, TaskCall, TaskConfig, TaskCreated
 
 
 def _big(n: int) -> dict[str, Any]:
@@ -97,3 +97,19 @@ def test_garbage_as_the_created_task_never_raises(garbage: Any) -> None:
     task = TaskCall("t", clock=lambda: 0.0)
     out = task.feed(TaskCreated(garbage))
     assert isinstance(fail_of(out), MalformedTaskError)
+
+
+@pytest.mark.parametrize(
+    ("knobs", "needle"),
+    [
+        ({"max_polls": -1}, "max_polls must be an int >= 0"),
+        ({"max_resends": True}, "max_resends must be an int >= 0"),
+        ({"max_reasks": -1}, "max_reasks must be an int >= 0"),
+        ({"on_reask": "ask-again"}, "on_reask must be one of"),
+    ],
+)
+def test_a_config_out_of_its_bounds_is_refused_at_construction(
+    knobs: dict[str, Any], needle: str
+) -> None:
+    with pytest.raises(ValueError, match=needle):
+        TaskConfig(**knobs)
