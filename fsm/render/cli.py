@@ -1,8 +1,13 @@
-"""``python -m fsm render [--out DIR] [--check] [--png] [--only NAME ...]``.
+"""``python -m fsm render [--out DIR] [--check] [--png] [--only NAME ...] [MODEL.py|DIR ...]``.
 
 Renders every registered producer (:data:`fsm.render.registry.PRODUCERS`) into DIR
 (default ``diagrams/``): ``NAME.dot``, ``NAME.mmd`` (when the diagram has Mermaid
 text) and ``NAME.svg`` (``--png`` also writes ``NAME.png`` for a quick look).
+
+Given model files (or directories of them, as ``fsm check`` takes them), it renders
+those models instead: the machines of each one's policy, its reachable states and each
+counterexample (:mod:`fsm.render.user`). A file that defines no model, or a model that
+raises, is one line and exit 2.
 
 ``--check`` renders DOT and Mermaid into a temporary directory, compares them with DIR
 byte for byte and lists the stale or missing files (SVG depends on the Graphviz
@@ -64,7 +69,57 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="exit 1 if DIR is stale")
     p.add_argument("--png", action="store_true", help="also write PNG files")
     p.add_argument("--only", nargs="+", metavar="NAME", help="render only these diagrams")
+    p.add_argument(
+        "models",
+        nargs="*",
+        metavar="MODEL.py|DIR",
+        help="render these files' models (their policy's machines, reachable states and"
+        " counterexamples) instead of the built-in diagrams",
+    )
     return p
+
+
+def _user_diagrams(paths: list[str]) -> dict[str, Diagram]:
+    """The diagrams of every model the files (or directories) ``paths`` define;
+    ModelLoadError or ModelError when one cannot be loaded or explored."""
+    from fsm.checker.loader import load_models, model_files
+    from fsm.render.user import model_diagrams
+
+    diagrams: dict[str, Diagram] = {}
+    for path in paths:
+        for file in model_files(path):
+            for model in load_models(file):
+                diagrams.update(model_diagrams(model))
+    return diagrams
+
+
+def _render_models(paths: list[str], out: Path, png: bool) -> int:
+    from fsm.checker import ModelError, ModelLoadError
+    from fsm.render.user import write_diagrams
+
+    try:
+        require_engine()
+        diagrams = _user_diagrams(paths)
+    except RenderEngineMissing as exc:
+        print(f"fsm render: {exc}", file=sys.stderr)
+        return 2
+    except ModelLoadError as exc:
+        print(f"fsm render: {exc}", file=sys.stderr)
+        return 2
+    except ModelError as exc:
+        print(f"fsm render: {exc.format_text()}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError) as exc:  # a model the checker cannot take
+        print(f"fsm render: {exc}", file=sys.stderr)
+        return 2
+    try:
+        write_diagrams(diagrams, out, svg=True, png=png)
+    except OSError as exc:
+        what = "exists and is not a directory" if out.is_file() else f"cannot be written: {exc}"
+        print(f"fsm render: --out {out}: {what}", file=sys.stderr)
+        return 3
+    print(f"rendered {len(diagrams)} diagram(s) of {', '.join(paths)} into {out}")
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -73,6 +128,11 @@ def main(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse already printed the reason
         return 0 if exc.code == 0 else 2
+    if args.models:
+        if args.only or args.check:
+            print("fsm render: --only and --check are for the built-in diagrams", file=sys.stderr)
+            return 2
+        return _render_models(args.models, args.out, args.png)
     names = list(args.only or PRODUCERS)
     unknown = [n for n in names if n not in PRODUCERS]
     if unknown:
