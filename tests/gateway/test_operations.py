@@ -180,6 +180,33 @@ async def test_a_resume_from_an_old_event_counts_a_rewritten_cursor() -> None:
         assert sample(gw.gateway, "fsm_gateway_cursor_rewrites_total") == 1
 
 
+async def test_a_call_open_when_its_client_deletes_the_session_ends_as_closed() -> None:
+    """The client deletes its session (the upstream answers the DELETE ``202``) while a
+    call of it is open, and the upstream then cuts that call's stream: the call ends
+    with the guard's ``session-closed`` error (not a generic end), counted as no
+    failure, and nothing is resumed."""
+    hold = anyio.Event()
+    up = Upstream(call=[sse("e1", PROGRESS)], hold=hold, replay=lambda c: [], complete=False)
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+        await begin(http, gw.url)
+        h = {**HEAD, "mcp-session-id": SID}
+        async with http.stream("POST", gw.url, json=CALL, headers=h) as call:
+            pieces = call.aiter_raw()
+            seen: list[tuple[str | None, str]] = []
+            with anyio.fail_after(GUARD):
+                while not seen:
+                    seen += parse(await pieces.__anext__())
+            assert (await http.delete(gw.url, headers=h)).status_code == 202
+            hold.set()  # the upstream ends the session's streams abruptly
+            with anyio.fail_after(GUARD):
+                rest = b"".join([piece async for piece in pieces])
+        [ending] = [json.loads(d) for _, d in parse(rest) if d]
+        assert ending["id"] == CALL["id"]
+        assert ending["error"]["data"]["reason"] == "session-closed"
+        assert total(gw.gateway, "fsm_gateway_failures_total") == 0
+        assert not [r for r in up.requests if r[0] == "GET"]
+
+
 # --------------------------------------------------------------------------- drain
 
 

@@ -261,7 +261,7 @@ class GuardedBody:
         """The synthetic JSON-RPC error that releases the SDK's waiter (origin streams)."""
         if self.origin is None or self.e.guard.stream_state(self.stream) == "done":
             return b""
-        err = self.e.failures.get(self.stream)
+        err = self.e.failures.get(self.stream) or self.e.closed.get(self.stream)
         return encode_event(None, json.dumps(ending_error(self.origin, err)))
 
     async def _settle_claims(self, out: list[bytes]) -> list[bytes]:

@@ -89,6 +89,10 @@ class SessionIO:
         self.failures: Recent[str, InteractionFailed] = Recent(remembered)
         """The interactions the guard failed (the newest ``remembered``), each error as a
         call raises it (:meth:`typed`)."""
+        self.closed: Recent[str, InteractionFailed] = Recent(remembered)
+        """The interactions that ended because the client closed the session
+        (:meth:`end_session`; reason ``session-closed``): not failures, but a call still
+        waiting on one ends with this error."""
         self.calls: dict[Any, CallSlot] = {}
         self.sent_calls: dict[Any, CallSlot] = {}
         """Calls by request id, noted where the SDK sends them (:class:`NotingWriter`)."""
@@ -266,6 +270,8 @@ class SessionIO:
         err = self.typed(a.error)
         if err.reason != ev.SESSION_CLOSED:  # a stream that closed with the session did not fail
             self.failures[a.interaction] = err
+        else:
+            self.closed[a.interaction] = err
         if isinstance(err, SessionExpiredError) and self.expired is None:
             self.expired = err
         stream = err.stream or a.interaction
