@@ -301,6 +301,9 @@ def test_a_result_nobody_asked_for_is_ignored() -> None:
     task.feed(UpdateAcked())
     out = task.feed(UpdateAcked())
     assert kinds(out) == ["Ignore"] and out[0].reason == "not-awaiting"  # type: ignore[union-attr]
+    asked(task, {"k1": ASK})  # the poll in flight; its answer resends k1 (an update out)
+    out = asked(task, {"k1": ASK})  # no poll was asked for while the update is out
+    assert kinds(out) == ["Ignore"] and out[0].reason == "not-awaiting"  # type: ignore[union-attr]
 
 
 def test_an_answer_to_a_key_never_listed_is_a_usage_error() -> None:
