@@ -155,7 +155,8 @@ class _BadClient:
     """Presents each key it has not shown, then breaks one property on purpose: ``late``
     answers after the TTL passed (P6), ``resend`` updates again after -32602 (P3),
     ``revive`` presents a key the server withdrew (P1), ``fabricate`` answers without
-    asking (P4), ``twice`` ends the call twice (P5)."""
+    asking (P4), ``twice`` ends the call twice (P5), ``loop`` resends its answer on every
+    ack, for ever (L1)."""
 
     def __init__(self, fault: str) -> None:
         self.fault = self.name = fault
@@ -180,6 +181,8 @@ class _BadClient:
             return c._replace(shown=c.shown | set(new)), (*out, ("poll",))
         if inp[0] == "answer":
             return c._replace(sent=True), (("update", ((inp[1], USER_ANSWER),)),)
+        if inp[0] == "acked" and self.fault == "loop":
+            return c, (("update", ((0, USER_ANSWER),)),)
         if inp[0] == "acked":
             return c, (("poll",),)
         if inp == ("error", "update", "expired") and self.fault == "resend":
@@ -197,6 +200,7 @@ class _BadClient:
         ("revive", TasksBounds(supersedes=1), "P1"),
         ("fabricate", TasksBounds(), "P4"),
         ("twice", TasksBounds(), "P5"),
+        ("loop", TasksBounds(), "L1"),
     ],
 )
 def test_each_restated_property_catches_a_client_that_breaks_it(
