@@ -47,7 +47,7 @@ LEGEND = (
     "guarded-tasks[user(,supersede,reask,fail,purge,drop,lost,ttl,crash)]: the user answers"
     " or never; the server supersedes a key, re-asks an answered question under a new key,"
     " fails or purges the task, acknowledges an update and drops it; an update is lost; the"
-    " task's TTL passes; the client crashes and restarts with its task id"
+    " task's TTL passes; the client crashes and restarts with its task id; xN: N questions"
 )
 """What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
 
@@ -124,9 +124,12 @@ POLICY = TasksGuardPolicy(CONFIG)
 _FAULTS = ("supersede", "reask", "fail", "purge", "drop", "lost")
 
 
-def _world(user: str, faults: tuple[str, ...], *, ttl: bool, crashes: int = 0) -> TasksWorld:
+def _world(
+    user: str, faults: tuple[str, ...], *, ttl: bool, crashes: int = 0, questions: int = 1
+) -> TasksWorld:
     counts = {f: int(f in faults) for f in _FAULTS}
     bounds = TasksBounds(
+        questions=questions,
         supersedes=counts["supersede"],
         reasks=counts["reask"],
         fails=counts["fail"],
@@ -139,17 +142,24 @@ def _world(user: str, faults: tuple[str, ...], *, ttl: bool, crashes: int = 0) -
     )
     flags = [user, *faults, *(["ttl"] if ttl else []), *(["crash"] if crashes else [])]
     expect = ("P2",) if crashes else ()
-    return TasksWorld(POLICY, bounds, name=f"guarded-tasks[{','.join(flags)}]", expect=expect)
+    suffix = f" x{questions}" if questions > 1 else ""
+    name = f"guarded-tasks[{','.join(flags)}]{suffix}"
+    return TasksWorld(POLICY, bounds, name=name, expect=expect)
 
 
 def variants() -> list[TasksWorld]:
     """The variants that must pass: each fault alone and in pairs, with and without the
-    TTL passing; a user who never answers (the TTL then ends the call)."""
+    TTL passing; a user who never answers (the TTL then ends the call); two questions
+    listed at once (answered in one update or two), alone, superseded, re-asked, with an
+    update dropped or lost."""
     worlds = [_world("never", faults, ttl=True) for faults in ((), ("supersede",), ("fail",))]
     for n in (0, 1, 2):
         for faults in itertools.combinations(_FAULTS, n):
             for ttl in (False, True):
                 worlds.append(_world("answers", faults, ttl=ttl))
+    for faults in ((), ("supersede",), ("reask",), ("drop",), ("lost",)):
+        worlds.append(_world("answers", faults, ttl=False, questions=2))
+    worlds.append(_world("answers", ("lost",), ttl=True, questions=2))
     return worlds
 
 
