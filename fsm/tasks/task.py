@@ -60,8 +60,9 @@ shares. Rules (each a row of the product or a guard label on one):
   call's, ``ttlMs``/``pollIntervalMs`` not numbers, more than ``max_input_requests`` keys
   in one poll or ``max_keys`` over the task's life: one :class:`~fsm.errors.MalformedTaskError`.
   ``inputRequests`` on a status other than ``input_required`` is ignored. Memory per task
-  is bounded by ``max_keys`` keys (a key, a question digest, a state each) and one stored
-  answer per answered question. :class:`~fsm.errors.GuardUsageError` is raised only for an
+  is bounded by ``max_keys`` keys (a key, a question digest, a state, the user's answer
+  each), one stored answer per answered question and the last poll's requests.
+  :class:`~fsm.errors.GuardUsageError` is raised only for an
   answer to a key this task never listed.
 
 Contract of the requests: at most one ``tasks/get`` and one ``tasks/update`` are
