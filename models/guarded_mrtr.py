@@ -27,10 +27,10 @@ from fsm.mrtr.call import (
     MrtrEvent,
     RoundFailed,
     RoundResult,
-    question_id,
 )
 from fsm.mrtr.outcomes import STATE_REJECTED
 from fsm.outcomes import SubmissionResult
+from fsm.questions import question_id
 from fsm.worlds.mrtr import (
     CALL,
     Answer,
