@@ -12,7 +12,9 @@ state (``system_state``: a state without what only records, such as a property m
 has its cycles found over system states: the monitor's record of a first lap must not
 make the loop start one lap late. The lasso is then the shortest over system states, its
 last state has the system state of the state where its loop starts, and the checker
-proves it a real cycle of the model by going round it until a whole state repeats.
+proves it a real cycle of the model by going round it until a whole state repeats. System
+states are searched only when the graph of whole states has a cycle (a cycle of system
+states closes one, by their contract), so a model that terminates pays nothing for them.
 
 While it searches, the engine moves what it has discovered out of the cyclic garbage
 collector's view every few thousand states (``gc.freeze``; undone when the search ends): the
@@ -567,9 +569,11 @@ class Checker(Generic[S, A]):
         return self._lasso_found
 
     def _find_lasso(self) -> Lasso | None:
+        comp, cyclic = cyclic_components(len(self.states), self.offsets, self.edges)
+        if not cyclic:  # no cycle of states: none of system states either (their contract)
+            return None
         if self.hooks.system_state is not None:
             return self._find_system_lasso(self.hooks.system_state)
-        comp, cyclic = cyclic_components(len(self.states), self.offsets, self.edges)
         entry = next((v for v in range(len(self.states)) if comp[v] in cyclic), None)
         if entry is None:
             return None

@@ -77,7 +77,8 @@ def test_a_prefix_that_is_no_cycle_of_system_states_is_not_judged_a_lasso() -> N
 @dataclass(frozen=True)
 class Steering(Recorded):
     """A "monitor" that steers: at position 3 the walk goes back only before the first
-    lap is recorded, so the projection to the position is no projection."""
+    lap is recorded (it may stay there for ever), so the projection to the position is
+    no projection."""
 
     def actions(self, state: State) -> Iterable[str]:
         pos, seen = state
@@ -88,7 +89,7 @@ class Steering(Recorded):
     def next_state(self, state: State, action: str) -> State | None:
         pos, seen = state
         if action == "stay":
-            return (3, seen | {4}) if 4 not in seen else None
+            return (3, seen | {4})
         return (1, seen | {4}) if pos == 3 else (pos + 1, seen | {pos + 1})
 
     def is_terminal(self, state: State) -> bool:
@@ -98,3 +99,18 @@ class Steering(Recorded):
 def test_a_system_state_that_steers_is_reported_not_a_projection() -> None:
     with pytest.raises(ModelError, match=r"^model.system_state is not a projection"):
         check(Steering())
+    lasso = check(Steering(projected=False)).assert_violated("L1")
+    assert lasso.names[-1] == "stay"  # over whole states: the real cycle
+
+
+def test_without_a_cycle_of_states_the_system_states_are_not_searched() -> None:
+    # the same steering model without its self-loop: no cycle at all, so no lasso (the
+    # loop of positions 1-2-3 never closes a cycle of states)
+    @dataclass(frozen=True)
+    class Settling(Steering):
+        def next_state(self, state: State, action: str) -> State | None:
+            if action == "stay" and 4 in state[1]:
+                return None
+            return super().next_state(state, action)
+
+    assert check(Settling()).result("L1").verdict is Verdict.HOLDS
