@@ -31,6 +31,12 @@ relative to DIR, so the tests run from anywhere. Each module says in its test na
 docstring what it asserts: by default it passes while the bug exists (a witness,
 ``test_<model>_<property>.py``); with ``--regression`` it fails while the bug exists
 (the same name, ending in ``_regression``). A file of the same name in DIR is replaced.
+
+``--diagrams DIR`` writes each model's diagrams into DIR: its policy's machines, its
+reachable states and each counterexample, its violating state marked. The checker draws
+nothing itself (it imports nothing else of ``fsm``): the ``fsm`` command lends :func:`main`
+the renderer (``draw``: :func:`fsm.render.user.draw_checked`); without one the option is a
+usage error.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ import re
 import sys
 import textwrap
 import warnings
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 from typing import Any, TextIO
@@ -60,6 +66,10 @@ from fsm.checker.model import model_name
 from fsm.checker.properties import Verdict
 from fsm.checker.report import Report
 
+DrawFn = Callable[[Any, Report, FilePath], list[str]]
+"""``draw(model, report, directory) -> files written``: what ``--diagrams`` calls for each
+model checked; OSError when the directory cannot be written."""
+
 VIOLATED, BAD_INPUT, NOT_WRITTEN = 1, 2, 3
 """The exit statuses besides 0 (see :data:`EXIT_STATUS`)."""
 
@@ -67,7 +77,8 @@ EXIT_STATUS = """exit status:
   0  every property holds (a model with expected_violations: exactly those are violated)
   1  a property is violated, vacuous, or unknown because a bound was hit
   2  bad arguments, a bad model file or --set, or a model that raised
-  3  an output could not be written (--write-tests DIR is a file, or not writable)"""
+  3  an output could not be written (--write-tests or --diagrams DIR is a file, or not
+     writable)"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -120,6 +131,12 @@ def _parser() -> argparse.ArgumentParser:
         "--regression",
         action="store_true",
         help="with --write-tests: write tests that FAIL while the bug exists (guard a fix)",
+    )
+    parser.add_argument(
+        "--diagrams",
+        metavar="DIR",
+        help="write each model's diagrams into DIR: its policy's machines, its reachable"
+        " states, each counterexample",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     parser.add_argument(
@@ -197,17 +214,17 @@ def _targets(args: argparse.Namespace) -> list[_Target]:
     return targets
 
 
-def _out_dir(option: str | None) -> FilePath | None:
-    """The ``--write-tests`` directory, made if missing; _NotWritten if it cannot be."""
+def _out_dir(option: str | None, flag: str = "--write-tests") -> FilePath | None:
+    """The ``flag`` directory, made if missing; _NotWritten if it cannot be."""
     if option is None:
         return None
     out_dir = FilePath(option)
     if out_dir.exists() and not out_dir.is_dir():
-        raise _NotWritten(f"--write-tests {option}: exists and is not a directory")
+        raise _NotWritten(f"{flag} {option}: exists and is not a directory")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise _NotWritten(f"--write-tests {option}: cannot make the directory: {exc}") from None
+        raise _NotWritten(f"{flag} {option}: cannot make the directory: {exc}") from None
     return out_dir
 
 
@@ -296,8 +313,9 @@ def _warn_to(stream: TextIO) -> Any:
     return show
 
 
-def main(argv: list[str]) -> int:
-    """Run ``check`` with ``argv`` (without the ``check`` word); return the exit status."""
+def main(argv: list[str], draw: DrawFn | None = None) -> int:
+    """Run ``check`` with ``argv`` (without the ``check`` word); return the exit status.
+    ``draw`` writes a model's diagrams for ``--diagrams`` (see the module docstring)."""
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse already printed usage and the reason
@@ -305,6 +323,8 @@ def main(argv: list[str]) -> int:
     try:
         targets = _targets(args)
         settings = _settings(args.settings)
+        if args.diagrams is not None and draw is None:
+            raise _Usage("--diagrams needs the renderer: run it as `fsm check`")
     except _Usage as exc:
         print(f"{_parser().format_usage()}fsm check: {exc}", file=sys.stderr)
         return BAD_INPUT
@@ -312,10 +332,12 @@ def main(argv: list[str]) -> int:
         print("\n".join(builtin_models()))
     try:
         out_dir = _out_dir(args.write_tests)
+        drawn = _out_dir(args.diagrams, "--diagrams")
         with warnings.catch_warnings():
             warnings.simplefilter("always", MemoryUseWarning)
             warnings.showwarning = _warn_to(sys.stderr)
-            return _check_all(args, targets, settings, out_dir)
+            draw_to = (draw, drawn) if draw is not None and drawn is not None else None
+            return _check_all(args, targets, settings, out_dir, draw_to)
     except _NotWritten as exc:
         print(f"fsm check: {exc}", file=sys.stderr)
         return NOT_WRITTEN
@@ -326,6 +348,7 @@ def _check_all(
     targets: list[_Target],
     settings: dict[str, str],
     out_dir: FilePath | None,
+    draw_to: tuple[DrawFn, FilePath] | None = None,
 ) -> int:
     human = sys.stderr if args.json else sys.stdout
     status = 0
@@ -389,6 +412,14 @@ def _check_all(
                         out_dir=out_dir,
                     )
                     for path in written:
+                        print(f"wrote {path}", file=sys.stderr)
+                if draw_to is not None:
+                    draw, directory = draw_to
+                    try:
+                        drawn = draw(model, report, directory)
+                    except OSError as exc:
+                        raise _NotWritten(f"--diagrams {directory}: {exc}") from None
+                    for path in drawn:
                         print(f"wrote {path}", file=sys.stderr)
                 if not passed:
                     status = VIOLATED
