@@ -56,8 +56,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fsm: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(SUBCOMMANDS[name][0])
-    code: int = module.main(rest)
+    code: int = module.main(rest, draw=_draw) if name == "check" else module.main(rest)
     return code
+
+
+def _draw(model: object, report: object, out: object) -> list[str]:
+    """``fsm check --diagrams DIR``'s renderer, lent to the checker (which imports nothing
+    else of ``fsm``); the diagram code is imported only when a model is drawn."""
+    from fsm.render.user import draw_checked
+
+    written: list[str] = draw_checked(model, report, out)  # type: ignore[arg-type]
+    return written
 
 
 def _exit(status: int) -> None:
