@@ -1,4 +1,6 @@
-"""The official TypeScript SDK client (@modelcontextprotocol/sdk 1.32.2) against the harness.
+"""The official TypeScript SDK client, both lines, against the harness: v1
+(``@modelcontextprotocol/sdk`` 1.32.2) and v2 (``@modelcontextprotocol/client`` 2.4.0),
+each test run with each (the ``sdk`` fixture).
 
 What it really does, plain, behind the fault proxy (no guard, no gateway), pinned like
 ``test_plain_client.py`` pins the Python SDK. The client runs in ``node``
@@ -9,9 +11,16 @@ Where it differs from the mcp 2.3.0 Python client: every resume carries the newe
 its previous stream delivered (so the seed incident presents the dead elicitation once, not
 twice, and the call gets the tool's own "expired" result); a replayed cancellation withdraws
 the presentation; a failed answer POST does not kill the transport; and an unresumable
-stream (404) or a lost answer leaves the call waiting for the SDK's request timeout (-32001).
+stream (404) or a lost answer leaves the call waiting for the SDK's request timeout.
 Where it does not: a request that died while the client was away is presented when its replay
 arrives, and the late answer gets ``202`` and is dropped; nothing is retried or re-initialised.
+
+v2 does all of that as v1 does (the seed incident included: one presentation, resumes from
+``ev3``, ``ev5``, ``ev6``, the late answer 202, the tool's "expired" result; through the
+gateway the same), except: a stream that ended with an *error* response is not resumed (v1
+resumes it); its request timeout is an ``SdkError`` ``REQUEST_TIMEOUT`` with no JSON-RPC code
+(v1: -32001); a non-2xx POST is an ``SdkHttpError`` ``CLIENT_HTTP_NOT_IMPLEMENTED`` with the
+status in ``data.status`` (v1: the status as the code).
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ from support.scenarios import (
     run_scenario,
 )
 from support.ts_client import (
+    SDK_LINES,
+    SdkLine,
     TsClient,
     TsClientUnavailable,
     open_ts_client,
@@ -43,17 +54,40 @@ from support.ts_client import (
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 
 EXPIRED = "Kept 3 files: confirmation expired"
-TIMED_OUT = "MCP error -32001: Request timed out"
 REQUEST_TIMEOUT_MS = 2000
 """The SDK's per-request timeout where a call can end no other way (its default is 60 s)."""
+
+TIMED_OUT: dict[SdkLine, tuple[int | None, str | None, str]] = {
+    "v1": (-32001, None, "MCP error -32001: Request timed out"),
+    "v2": (None, "REQUEST_TIMEOUT", "Request timed out"),
+}
+"""``(code, sdkCode, message)`` of a call ended by the line's request timeout (``data``
+is ``{"timeout": ms}`` on both): v2 raises an ``SdkError`` with a string code, no JSON-RPC
+code."""
 
 
 Line = dict[str, Any]
 
 
+@pytest.fixture(params=SDK_LINES)
+def sdk(request: pytest.FixtureRequest) -> SdkLine:
+    """Each test runs with both lines of the TypeScript SDK's client."""
+    line: SdkLine = request.param
+    return line
+
+
 def _lines(lines: list[Line], kind: str, **match: Any) -> list[Line]:
     """The printed lines of one kind whose fields match."""
     return [e for e in lines if e["event"] == kind and all(e.get(k) == v for k, v in match.items())]
+
+
+def _http_status(error: Line) -> int:
+    """The HTTP status an ``error`` line carries: v1 makes it the error's code, v2 puts it
+    in ``data.status`` (its ``sdkCode`` for a 404 is ``CLIENT_HTTP_NOT_IMPLEMENTED``)."""
+    if error["sdkCode"] is None:
+        return int(error["code"])
+    assert error["sdkCode"] == "CLIENT_HTTP_NOT_IMPLEMENTED"
+    return int(error["data"]["status"])
 
 
 def _diagnostics(lines: list[Line]) -> list[str]:
@@ -69,9 +103,9 @@ async def _run(
     return result, [line for ts in sink for line in ts.lines]
 
 
-async def test_happy_path_from_the_command_line(rig: Rig) -> None:
+async def test_happy_path_from_the_command_line(rig: Rig, sdk: SdkLine) -> None:
     """The tool named on the command line: presented once, answered, result, exit 0."""
-    async with open_ts_client(rig.proxy.url, "delete_files", {"deadline": "silent"}) as ts:
+    async with open_ts_client(rig.proxy.url, "delete_files", {"deadline": "silent"}, sdk=sdk) as ts:
         shown = await ts.wait_presented(1)
         assert (shown["requestId"], shown["message"]) == (1, "Delete 3 files?")
         assert shown["requestedSchema"]["required"] == ["confirm"]
@@ -89,10 +123,10 @@ async def test_happy_path_from_the_command_line(rig: Rig) -> None:
     assert ts.events("closed")
 
 
-async def test_seed_presents_once_resuming_from_the_newest_event_id() -> None:
+async def test_seed_presents_once_resuming_from_the_newest_event_id(sdk: SdkLine) -> None:
     """The seed incident: one presentation, three resumes each from the previous one's last
     event id, the late answer 202 and dropped, then the tool's own "expired" result."""
-    run = await ts_seed_run()
+    run = await ts_seed_run(sdk=sdk)
     r, lines = run.result, run.lines
 
     assert run.presentations == 1 and list(r.presentation_counts.values()) == [1]
@@ -118,10 +152,10 @@ async def test_seed_presents_once_resuming_from_the_newest_event_id() -> None:
     assert r.outcome.text == EXPIRED
 
 
-async def test_replayed_cancel_withdraws_the_presentation() -> None:
+async def test_replayed_cancel_withdraws_the_presentation(sdk: SdkLine) -> None:
     """The replay carries the request and its cancellation: shown once, then withdrawn
     (the handler's abort signal), no answer sent."""
-    r, lines = await _run("replayed_cancel")
+    r, lines = await _run("replayed_cancel", sdk=sdk)
 
     assert list(r.presentation_counts.values()) == [1]
     assert [p.cancelled for p in r.presentations] == [True]
@@ -135,43 +169,51 @@ async def test_replayed_cancel_withdraws_the_presentation() -> None:
 
 
 async def test_failed_answer_post_is_not_retried_and_the_call_waits_for_its_timeout(
-    rig: Rig,
+    rig: Rig, sdk: SdkLine
 ) -> None:
     """The answer POST fails at the connection: reported to ``onerror`` only, never
     retried; the transport lives on; the call ends by the SDK's request timeout. Its
     cancellation makes the server answer the call with an error, which ends the call's
-    stream; the SDK then resumes that finished stream (only a *result* counts as its
-    response) and leaves the resume GET open."""
+    stream. v1 then resumes that finished stream (only a *result* counts as its
+    response) and leaves the resume GET open; v2 counts the error as the response and
+    resumes nothing."""
     proxy = rig.proxy
-    async with open_ts_client(proxy.url, request_timeout_ms=REQUEST_TIMEOUT_MS) as ts:
+    async with open_ts_client(proxy.url, request_timeout_ms=REQUEST_TIMEOUT_MS, sdk=sdk) as ts:
         call = await ts.start_call("delete_files", {"deadline": "silent"})
         await ts.wait_presented(1)
         proxy.fail_next_answer(ConnectionFault("close"))
         await ts.answer(1, "accept", {"confirm": True})
         outcome = await ts.wait_outcome(call)
         error = await rig.stored("error")
-        resume = await proxy.wait_for(
-            lambda e: e.kind == "request" and e.method == "GET" and e.last_event_id is not None
-        )
-        pong = await ts.call_tool("ping", {})
-        assert proxy.exchanges[resume.exchange].open
-    ended = await proxy.wait_for(lambda e: e.kind == "end" and e.exchange == resume.exchange)
+        if sdk == "v1":
+            resume = await proxy.wait_for(
+                lambda e: e.kind == "request" and e.method == "GET" and e.last_event_id is not None
+            )
+        pong = await ts.call_tool("ping", {})  # sent after the error's stream ended
+        if sdk == "v1":
+            assert proxy.exchanges[resume.exchange].open
+    if sdk == "v1":
+        ended = await proxy.wait_for(lambda e: e.kind == "end" and e.exchange == resume.exchange)
+        assert resume.last_event_id == error.detail["event_id"]
+        assert ended.detail == "client_closed"  # open until the client closed
+    else:
+        assert [x for x in proxy.exchanges.values() if x.is_resume] == []
 
     assert len(ts.presented) == 1
     answers = [e for e in ts.events("http") if e.get("rpc") == "answer"]
     assert [e["error"] for e in answers] == ["SocketError: other side closed"]
     assert "Failed to send response: TypeError: fetch failed" in _diagnostics(ts.lines)
-    assert (outcome["code"], outcome["message"]) == (-32001, TIMED_OUT)
+    assert (outcome["code"], outcome["sdkCode"], outcome["message"]) == TIMED_OUT[sdk]
     assert outcome["data"] == {"timeout": REQUEST_TIMEOUT_MS}
     cancels = [e for e in ts.events("http") if e.get("rpc") == "notifications/cancelled"]
     assert [e["status"] for e in cancels] == [202]
-    assert resume.last_event_id == error.detail["event_id"]
-    assert ended.detail == "client_closed"  # open until the client closed
     assert pong.content[0].text == "pong"
 
 
-async def test_session_expired_two_404_resumes_then_the_call_waits_for_its_timeout() -> None:
-    r, lines = await _run("session_expired", request_timeout_ms=REQUEST_TIMEOUT_MS)
+async def test_session_expired_two_404_resumes_then_the_call_waits_for_its_timeout(
+    sdk: SdkLine,
+) -> None:
+    r, lines = await _run("session_expired", request_timeout_ms=REQUEST_TIMEOUT_MS, sdk=sdk)
 
     assert list(r.presentation_counts.values()) == [1]
     # the stream ends cleanly; two resumes from the same cursor get 404 (maxRetries = 2)
@@ -179,25 +221,29 @@ async def test_session_expired_two_404_resumes_then_the_call_waits_for_its_timeo
     assert r.resumes[0].cursor == r.resumes[1].cursor
     assert "Maximum reconnection attempts (2) exceeded." in _diagnostics(lines)
     # ... after which nothing ends the call but the SDK's request timeout
-    assert (r.outcome.code, r.outcome.text) == (-32001, TIMED_OUT)
+    code, sdk_code, message = TIMED_OUT[sdk]
+    assert (r.outcome.code, r.outcome.text) == (code, message)
+    assert _lines(lines, "error", id="c1")[0]["sdkCode"] == sdk_code
     # the late answer gets the session-level 404, which the client only reports to onerror
     assert [(a.request_id, a.status) for a in r.answers] == [(1, 404)]
     assert r.answers[0].response_body["error"] == {"code": -32600, "message": "Session not found"}
     assert any(d.startswith("Failed to send response:") for d in _diagnostics(lines))
-    # a later call fails with the HTTP status as its code, and no new session is started
-    assert r.probe is not None and r.probe.code == 404
-    assert "Session not found" in r.probe.text
+    # a later call fails with the HTTP status (and no new session is started)
+    assert r.probe is not None and "Session not found" in r.probe.text
+    assert _http_status(_lines(lines, "error", id="c2")[0]) == 404
     initializes = [e for e in _lines(lines, "http") if e.get("rpc") == "initialize"]
     assert len(initializes) == 1
 
 
 @pytest.mark.parametrize("flavour", ["silent", "cancel"])
-async def test_request_dead_before_its_replay_is_presented(rig: Rig, flavour: str) -> None:
+async def test_request_dead_before_its_replay_is_presented(
+    rig: Rig, flavour: str, sdk: SdkLine
+) -> None:
     """The elicitation is sent and its deadline fires while the client is away; the resume
     replays it: presented, dead. Silent: the answer gets 202 and is dropped. Cancel: the
     replayed cancellation withdraws it at once."""
     proxy, controller = rig.proxy, rig.controller
-    async with open_ts_client(proxy.url) as ts:
+    async with open_ts_client(proxy.url, sdk=sdk) as ts:
         await ts.wait_line(lambda e: e["event"] == "connected")
         args = {"deadline": flavour, "gated": True, "after_deadline": "hold"}
         call = await ts.start_call("delete_files", args)
@@ -251,13 +297,13 @@ class ReplayFromStartStore(EventStore):
         return stream
 
 
-async def test_replayed_duplicate_is_presented_again() -> None:
+async def test_replayed_duplicate_is_presented_again(sdk: SdkLine) -> None:
     """A server replays the live elicitation the client already shows: the SDK dispatches
     it again (same id) and it is presented a second time; both answers get 202, the
     server uses the first."""
     async with (
         open_rig(event_store=ReplayFromStartStore()) as rig,
-        open_ts_client(rig.proxy.url) as ts,
+        open_ts_client(rig.proxy.url, sdk=sdk) as ts,
     ):
         call = await ts.start_call("delete_files", {"deadline": "silent"})
         await ts.wait_presented(1)
@@ -276,15 +322,15 @@ async def test_replayed_duplicate_is_presented_again() -> None:
     assert outcome["result"]["content"][0]["text"] == "Deleted 3 files: a.txt, b.txt, c.txt"
 
 
-async def test_missing_install_is_a_clear_error(tmp_path: Any) -> None:
+async def test_missing_install_is_a_clear_error(tmp_path: Any, sdk: SdkLine) -> None:
     (tmp_path / "client.mjs").write_text("")
     with pytest.raises(TsClientUnavailable, match="make ts-client"):
-        async with open_ts_client("http://127.0.0.1:9/mcp", project=tmp_path):
+        async with open_ts_client("http://127.0.0.1:9/mcp", sdk=sdk, project=tmp_path):
             pass
 
 
-async def test_non_loopback_url_is_refused() -> None:
-    async with open_ts_client("http://192.0.2.1/mcp") as ts:
+async def test_non_loopback_url_is_refused(sdk: SdkLine) -> None:
+    async with open_ts_client("http://192.0.2.1/mcp", sdk=sdk) as ts:
         _, line = await ts.wait_line(lambda e: e["event"] == "error")
         with anyio.fail_after(10):
             assert await ts.process.wait() == 2
@@ -300,23 +346,23 @@ GATEWAY: dict[str, Any] = {"config": GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)}
 """A guarding gateway replica between the proxy and the server (:func:`open_rig`)."""
 
 
-async def test_seed_through_the_gateway() -> None:
+async def test_seed_through_the_gateway(sdk: SdkLine) -> None:
     """The seed incident through the gateway: what the client does is unchanged (one
     presentation, the late answer 202, the tool's own result); ids are the gateway's."""
     async with open_rig(gateway=GATEWAY) as rig:
-        run = await ts_seed_run(rig)
+        run = await ts_seed_run(rig, sdk=sdk)
     assert (run.presentations, run.resume_gets) == (1, 3)
     assert [a.status for a in run.result.answers] == [202]
     assert run.outcome.kind == "result" and run.outcome.text == EXPIRED
     assert all(x.cursor not in ("ev3", "ev5", "ev6") for x in run.result.resumes)
 
 
-async def test_replayed_duplicate_blanked_by_the_gateway() -> None:
+async def test_replayed_duplicate_blanked_by_the_gateway(sdk: SdkLine) -> None:
     """The replay-from-start server through the gateway: the replayed elicitation reaches
     the client as a blank event, so it is presented once (twice without the gateway)."""
     async with (
         open_rig(event_store=ReplayFromStartStore(), gateway=GATEWAY) as rig,
-        open_ts_client(rig.proxy.url) as ts,
+        open_ts_client(rig.proxy.url, sdk=sdk) as ts,
     ):
         call = await ts.start_call("delete_files", {"deadline": "silent"})
         await ts.wait_presented(1)
@@ -341,12 +387,12 @@ async def test_replayed_duplicate_blanked_by_the_gateway() -> None:
     assert outcome["result"]["content"][0]["text"] == "Deleted 3 files: a.txt, b.txt, c.txt"
 
 
-async def test_session_expired_through_the_gateway_ends_the_call_at_once() -> None:
+async def test_session_expired_through_the_gateway_ends_the_call_at_once(sdk: SdkLine) -> None:
     """The gateway ends the dead call with one error naming the reason; without it the
     call waits for the SDK's request timeout (left at its 60 s default here)."""
     async with open_rig(gateway=GATEWAY) as rig:
-        r, _ = await _run("session_expired", rig=rig)
+        r, lines = await _run("session_expired", rig=rig, sdk=sdk)
     assert list(r.presentation_counts.values()) == [1]
     assert r.outcome.code == -32000 and "session-expired" in r.outcome.text
     assert [a.status for a in r.answers] == [404]
-    assert r.probe is not None and r.probe.code == 404
+    assert _http_status(_lines(lines, "error", id="c2")[0]) == 404

@@ -1,7 +1,10 @@
-"""The official MCP TypeScript SDK client, driven from Python (needs ``node`` and ``npm``).
+"""The official MCP TypeScript SDK clients, driven from Python (needs ``node`` and ``npm``).
 
-``tests/ts_client/`` is a small Node project pinning ``@modelcontextprotocol/sdk``; its
-``client.mjs`` connects ``Client`` + ``StreamableHTTPClientTransport`` to a URL, declares
+``tests/ts_client/`` is a small Node project pinning both SDK lines (:data:`SDK_PACKAGES`):
+``@modelcontextprotocol/sdk`` (v1) and ``@modelcontextprotocol/client`` (v2; different
+names, so one ``package.json`` and one lock hold both). Its ``client.mjs`` connects the
+chosen line's ``Client`` + ``StreamableHTTPClientTransport`` to a URL (``sdk="v1"`` or
+``"v2"`` on every function here; v1 by default), declares
 the form elicitation capability and speaks JSON Lines on stdin/stdout: it prints one object
 per event (``presented`` for *every* elicitation the SDK hands its handler, ``result`` /
 ``error`` per call, ``http`` per HTTP exchange, ``resumption`` per SSE event id of a call's
@@ -55,7 +58,10 @@ from fsm.wire.rig import (
 from fsm.wire.scenarios import seed
 
 __all__ = [
+    "SDK_LINES",
+    "SDK_PACKAGES",
     "TS_CLIENT_DIR",
+    "SdkLine",
     "TsCallError",
     "TsClient",
     "TsClientUnavailable",
@@ -69,7 +75,16 @@ __all__ = [
 TS_CLIENT_DIR = Path(__file__).resolve().parents[1] / "ts_client"
 """The Node project (``package.json``, ``package-lock.json``, ``client.mjs``) in a checkout."""
 
-SDK_PACKAGE = "@modelcontextprotocol/sdk"
+SdkLine = Literal["v1", "v2"]
+"""A line of the TypeScript SDK: ``client.mjs --sdk v1|v2``."""
+
+SDK_PACKAGES: Mapping[SdkLine, str] = {
+    "v1": "@modelcontextprotocol/sdk",
+    "v2": "@modelcontextprotocol/client",
+}
+"""The npm package of each line's client, as pinned in ``package.json``."""
+
+SDK_LINES: tuple[SdkLine, ...] = ("v1", "v2")
 INSTALL_HINT = "run `make ts-client` (npm ci --prefix tests/ts_client)"
 MAX_LINE = 4 * 1024 * 1024
 
@@ -114,15 +129,15 @@ class TsToolResult:
         return cls(texts, bool(result.get("isError", False)), result)
 
 
-def _check_installed(project: Path) -> str:
+def _check_installed(project: Path, sdk: SdkLine) -> str:
     node = shutil.which("node")
     if node is None:
         raise TsClientUnavailable(f"`node` is not on PATH (Node.js 20+); then {INSTALL_HINT}")
-    sdk = project / "node_modules" / SDK_PACKAGE / "package.json"
+    package = SDK_PACKAGES[sdk]
     if not (project / "client.mjs").is_file():
         raise TsClientUnavailable(f"no TypeScript client at {project} (a checkout is needed)")
-    if not sdk.is_file():
-        raise TsClientUnavailable(f"{SDK_PACKAGE} is not installed in {project}: {INSTALL_HINT}")
+    if not (project / "node_modules" / package / "package.json").is_file():
+        raise TsClientUnavailable(f"{package} is not installed in {project}: {INSTALL_HINT}")
     return node
 
 
@@ -267,6 +282,7 @@ async def open_ts_client(
     request_timeout_ms: int = 60_000,
     max_retries: int = 2,
     reconnection_delay_ms: tuple[int, int] = (50, 500),
+    sdk: SdkLine = "v1",
     project: Path = TS_CLIENT_DIR,
     close_timeout: float = 5.0,
 ) -> AsyncIterator[TsClient]:
@@ -275,12 +291,13 @@ async def open_ts_client(
     With ``tool`` it calls it at once (call id ``"0"``) and exits after that call ended.
     ``max_retries`` and ``reconnection_delay_ms`` (initial, maximum) are the transport's
     ``reconnectionOptions`` (a server's SSE ``retry:`` overrides the delay, as the SDK does);
-    ``request_timeout_ms`` is the SDK's per-request timeout. On exit the client is told to
+    ``request_timeout_ms`` is the SDK's per-request timeout; ``sdk`` the line
+    (:data:`SDK_PACKAGES`). On exit the client is told to
     close; after ``close_timeout`` seconds it is killed. Raises :class:`TsClientUnavailable`
     when ``node`` or the installed project is missing.
     """
-    node = _check_installed(project)
-    argv = [node, str(project / "client.mjs"), url]
+    node = _check_installed(project, sdk)
+    argv = [node, str(project / "client.mjs"), url, "--sdk", sdk]
     if tool is not None:
         argv += [tool, json.dumps(dict(arguments or {}))]
     initial, maximum = reconnection_delay_ms

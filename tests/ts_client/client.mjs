@@ -1,14 +1,17 @@
-// The official MCP TypeScript SDK client (@modelcontextprotocol/sdk, pinned in package.json),
-// driven line by line over stdin/stdout in JSON Lines by tests/support/ts_client.py.
+// The official MCP TypeScript SDK client, either line pinned in package.json: v1
+// (@modelcontextprotocol/sdk, the default) or v2 (@modelcontextprotocol/client), driven line by
+// line over stdin/stdout in JSON Lines by tests/support/ts_client.py.
 //
-// Usage: node client.mjs <url> [<tool> [<json-arguments>]] [--request-timeout-ms N]
+// Usage: node client.mjs <url> [<tool> [<json-arguments>]] [--sdk v1|v2] [--request-timeout-ms N]
 //        [--max-retries N] [--initial-reconnection-delay-ms N] [--max-reconnection-delay-ms N]
 //
 // Connects to <url> (an MCP streamable-HTTP endpoint on loopback; nothing else is contacted)
-// with `Client` + `StreamableHTTPClientTransport`, declaring the form elicitation capability.
+// with the line's `Client` + `StreamableHTTPClientTransport`, declaring the form elicitation
+// capability (v2 with its default version negotiation, "legacy": the `initialize` handshake).
+// Both lines speak the same protocol; only `LINES` below differs between them.
 // With <tool>, calls it at once (call id "0") and exits once it ended. Every line it prints is one JSON object with
 // an "event" field:
-//   connected   {sessionId, protocolVersion}                      initialize done
+//   connected   {sdk, sessionId, protocolVersion}                 initialize done
 //   presented   {n, requestId, sessionId, message, requestedSchema} EVERY elicitation the SDK
 //               hands to the handler (n counts presentations from 1; replays included)
 //   withdrawn   {n, requestId, reason}   the handler's abort signal fired (cancel or close)
@@ -17,17 +20,48 @@
 //   http        {method, rpc, lastEventId, status | error}  every HTTP exchange (fetch wrapper)
 //   diagnostic  {source: "onerror", message}                 the SDK's onerror reports
 //   result      {id, result}                                 a call returned
-//   error       {id, code, message, data}                    a call failed (id null: connect)
+//   error       {id, code, sdkCode, message, data}  a call failed (id null: connect); code is
+//               the JSON-RPC code or null, sdkCode v2's string SdkErrorCode or null
 //   closed      {}                                           the SDK's onclose
 // Commands read from stdin, one JSON object a line:
 //   {"answer": "accept"|"decline"|"cancel", "content": {...}, "n": 1}   answer presentation n
 //        (without n: the oldest one still open)
 //   {"call": "<tool>", "arguments": {...}, "id": "c1"}                  start another call
 //   {"close": true}   (or end of stdin)                                close and exit 0
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { createInterface } from 'node:readline';
+
+// What differs between the two SDK lines: where the classes are, how an elicitation handler
+// is registered (v1: a schema and `extra`; v2: the method name and `ctx.mcpReq`), and
+// `callTool`'s arguments (v1 takes a result schema before the options). A handler sees
+// {requestId, sessionId, signal}.
+const LINES = {
+  v1: async () => {
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+    const { ElicitRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+    return {
+      Client,
+      StreamableHTTPClientTransport,
+      onElicit: (client, handler) =>
+        client.setRequestHandler(ElicitRequestSchema, (request, extra) =>
+          handler(request, { requestId: extra.requestId, sessionId: extra.sessionId, signal: extra.signal }),
+        ),
+      callTool: (client, params, options) => client.callTool(params, undefined, options),
+    };
+  },
+  v2: async () => {
+    const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
+    return {
+      Client,
+      StreamableHTTPClientTransport,
+      onElicit: (client, handler) =>
+        client.setRequestHandler('elicitation/create', (request, ctx) =>
+          handler(request, { requestId: ctx.mcpReq.id, sessionId: ctx.sessionId, signal: ctx.mcpReq.signal }),
+        ),
+      callTool: (client, params, options) => client.callTool(params, options),
+    };
+  },
+};
 
 function emit(event, fields = {}) {
   process.stdout.write(JSON.stringify({ event, ...fields }) + '\n');
@@ -47,7 +81,13 @@ function parseArgs(argv) {
     '--max-reconnection-delay-ms': 'maxReconnectionDelayMs',
   };
   const positional = [];
+  let sdk = 'v1';
   for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--sdk') {
+      sdk = argv[++i];
+      if (!(sdk in LINES)) throw new Error(`--sdk takes ${Object.keys(LINES).join(' or ')}`);
+      continue;
+    }
     const key = names[argv[i]];
     if (key === undefined) {
       positional.push(argv[i]);
@@ -67,7 +107,7 @@ function parseArgs(argv) {
   if (!['127.0.0.1', 'localhost', '[::1]'].includes(parsed.hostname)) {
     throw new Error(`loopback URLs only: ${url}`);
   }
-  return { url: parsed, tool, arguments: json ? JSON.parse(json) : {}, options };
+  return { url: parsed, tool, arguments: json ? JSON.parse(json) : {}, options, sdk };
 }
 
 function rpcKind(body) {
@@ -108,6 +148,7 @@ function reportingFetch(input, init = {}) {
 function errorFields(error) {
   return {
     code: Number.isSafeInteger(error?.code) ? error.code : null,
+    sdkCode: typeof error?.code === 'string' ? error.code : null,
     message: error?.message ?? String(error),
     data: error?.data ?? null,
   };
@@ -115,7 +156,8 @@ function errorFields(error) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const transport = new StreamableHTTPClientTransport(args.url, {
+  const sdk = await LINES[args.sdk]();
+  const transport = new sdk.StreamableHTTPClientTransport(args.url, {
     fetch: reportingFetch,
     reconnectionOptions: {
       initialReconnectionDelay: args.options.initialReconnectionDelayMs,
@@ -124,7 +166,7 @@ async function main() {
       maxRetries: args.options.maxRetries,
     },
   });
-  const client = new Client(
+  const client = new sdk.Client(
     { name: 'fsm-ts-client', version: '0.0.0' },
     { capabilities: { elicitation: { form: {} } } },
   );
@@ -133,7 +175,7 @@ async function main() {
 
   const open = []; // presentations waiting for an answer, oldest first
   let presented = 0;
-  client.setRequestHandler(ElicitRequestSchema, (request, extra) => {
+  sdk.onElicit(client, (request, extra) => {
     const n = ++presented;
     emit('presented', {
       n,
@@ -164,12 +206,12 @@ async function main() {
     await transport.close().catch(() => {});
     process.exit(2);
   }
-  emit('connected', { sessionId: transport.sessionId ?? null, protocolVersion: transport.protocolVersion ?? null });
+  emit('connected', { sdk: args.sdk, sessionId: transport.sessionId ?? null, protocolVersion: transport.protocolVersion ?? null });
 
   const calls = new Set();
   function call(id, name, toolArgs) {
-    const done = client
-      .callTool({ name, arguments: toolArgs }, undefined, {
+    const done = sdk
+      .callTool(client, { name, arguments: toolArgs }, {
         timeout: args.options.requestTimeoutMs,
         onresumptiontoken: (token) => emit('resumption', { callId: id, token }),
       })
