@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import sys
 import types
 import typing
@@ -1018,6 +1019,11 @@ def _since(name: str, obs: Any, states: Sequence[WorldState[Any]], now: P.Monito
     """``"; first presented at step 4"``: the step from which the fact ``obs`` broke
     ``name`` on held unchanged up to ``now``, the monitor as ``obs`` found it in the last
     step ("" when there is none)."""
+    if name == "P4":  # no fact began: the user's answer is missing, or another one
+        sent = json.dumps(dict(obs.answer), sort_keys=True, default=repr)
+        given = now.answers.get(obs.key)
+        user = "never answered it" if given is None else f"answered {given}"
+        return f"; the client submitted {sent}, the user {user}"
     what, holds = _SINCE.get(name, ("", None))
     if holds is None or not holds(now, obs):
         return ""

@@ -53,7 +53,11 @@ def test_p2_names_the_key_and_the_step_it_was_first_presented() -> None:
     [
         ("P1", "('s', 0) presented after the client knew it dead; known dead at step 6"),
         ("P3", "post resumed after a terminal rejection; resumes forbidden at step 6"),
-        ("P4", "answer for ('s', 0) submitted that the user did not give for it"),
+        (
+            "P4",
+            "answer for ('s', 0) submitted that the user did not give for it; the client"
+            ' submitted {"confirm": true}, the user answered {"action": "accept"}',
+        ),
         ("P7", "post resumed from '0', newest seen is '1'; '1' seen at step 3"),
     ],
 )
