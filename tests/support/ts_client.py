@@ -2,7 +2,7 @@
 
 ``tests/ts_client/`` is a small Node project pinning both SDK lines (:data:`SDK_PACKAGES`):
 ``@modelcontextprotocol/sdk`` (v1) and ``@modelcontextprotocol/client`` (v2; different
-names, so one ``package.json`` and one lock hold both). Its ``client.mjs`` connects the
+names, so one project and one lock hold both). Its ``client.mjs`` connects the
 chosen line's ``Client`` + ``StreamableHTTPClientTransport`` to a URL (``sdk="v1"`` or
 ``"v2"`` on every function here; v1 by default), declares
 the form elicitation capability and speaks JSON Lines on stdin/stdout: it prints one object
