@@ -24,6 +24,25 @@ class Present:
 
 
 @dataclass(frozen=True, slots=True)
+class Reshown(Present):
+    """Present ``key`` again after a restart: it was shown (or about to be) when the
+    client's process ended, and never answered. At most once per key, ever (the store
+    records the re-show before it is made); show it marked as asked again after a restart."""
+
+
+@dataclass(frozen=True, slots=True)
+class Persist:
+    """Write ``delta`` to the durable store, and have it on disk, before taking any later
+    action of the same tuple: it comes first, so a question is recorded before it is
+    shown and an answer before it is submitted (write-ahead). ``delta`` is the era's
+    record of what changed (:class:`fsm.sse.guard.SseDelta` for the SSE guard). Emitted
+    only by a guard configured ``durable``; never for a progress event. See
+    docs/durability.md."""
+
+    delta: object
+
+
+@dataclass(frozen=True, slots=True)
 class Withdraw:
     """Take down the prompt of ``key``: the request died while it was showing."""
 
@@ -93,4 +112,4 @@ class Refuse:
     error: CapacityError
 
 
-Action = Present | Withdraw | Submit | Resume | Wait | Fail | Complete | Ignore | Refuse
+Action = Persist | Present | Withdraw | Submit | Resume | Wait | Fail | Complete | Ignore | Refuse

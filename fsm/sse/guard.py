@@ -84,8 +84,10 @@ from fsm.actions import (
     Complete,
     Fail,
     Ignore,
+    Persist,
     Present,
     Refuse,
+    Reshown,
     Resume,
     Submit,
     Wait,
@@ -120,7 +122,7 @@ from fsm.messages import (
     params_digest,
     parse,
 )
-from fsm.outcomes import Classifier, OutcomeClass, backoff_delay
+from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
 from fsm.questions import OnReask, canonical_json, check_reask_policy, question_id, reask_refusal
 from fsm.sse.history import EventHistory
 
@@ -175,6 +177,9 @@ class GuardConfig:
     stream that asks what a request answered before on it asked (method and canonical
     params, :mod:`fsm.questions`) gets the stored answer, at most ``max_reasks`` times
     per question, then fails the call (``on_reask="fail"``: at once); never a prompt.
+    Durability: with ``durable``, every feed that changes what must survive a crash
+    starts its actions with one :class:`~fsm.actions.Persist` (see :class:`SseDelta`
+    and docs/durability.md); progress events never do.
     """
 
     interactive_methods: frozenset[str] = frozenset(
@@ -204,6 +209,7 @@ class GuardConfig:
     questions: bool = True
     max_reasks: int = 1
     on_reask: OnReask = "resubmit"
+    durable: bool = False
 
     def __post_init__(self) -> None:
         check_reask_policy(self.max_reasks, self.on_reask)
@@ -323,6 +329,72 @@ class GuardSnapshot(NamedTuple):
         )
 
 
+class Question(NamedTuple):
+    """A question as the store keeps it while it may have to be shown again: its
+    ``params`` as canonical JSON (``None``: the request had none)."""
+
+    key: RequestKey
+    method: str
+    params: str | None
+
+
+class SseDelta(NamedTuple):
+    """What one :meth:`Guard.feed` changed that must survive a crash (the payload of a
+    :class:`~fsm.actions.Persist`): the session, the changed request records (state,
+    stored answer, attempts, cause), the questions first shown in it, the keys re-shown
+    after a restart, the changed streams (a request of theirs changed, or they ended;
+    ``history`` is ``()``: a store keeps the cursor, not the event ids) and the request
+    keys and the streams the guard forgot (beyond ``max_tombstones``, ``max_streams``
+    or ``max_ended_streams``), so a store stays as bounded as the guard."""
+
+    session: str
+    expired: bool
+    streams: tuple[StreamRecord, ...]
+    requests: tuple[RequestRecord, ...]
+    questions: tuple[Question, ...] = ()
+    reshown: tuple[RequestKey, ...] = ()
+    forgotten: tuple[RequestKey, ...] = ()
+    dropped: tuple[str, ...] = ()
+
+
+class SseStored(NamedTuple):
+    """What a store gives back after a crash (every :class:`SseDelta` applied in order):
+    the guard's durable state as a snapshot (streams without history), the questions
+    still open, and the keys already re-shown after a restart. :meth:`Guard.restart`
+    takes it."""
+
+    snapshot: GuardSnapshot
+    questions: tuple[Question, ...] = ()
+    reshown: frozenset[RequestKey] = frozenset()
+
+    def apply(self, delta: SseDelta) -> SseStored:
+        """What is stored once ``delta`` is written: forgotten keys and dropped streams
+        go first, then a record replaces the one of its key or stream; a question is kept
+        until its request ends. Every store's reading of a delta (the SQLite one is
+        tested against it)."""
+        snap = self.snapshot
+        streams = {s.id: s for s in snap.streams}
+        for name in delta.dropped:  # forgotten before this feed's records (a reused name)
+            streams.pop(name, None)
+        streams.update((s.id, s) for s in delta.streams)
+        requests = {r.key: r for r in snap.requests}
+        for key in delta.forgotten:
+            requests.pop(key, None)
+        requests.update((r.key, r) for r in delta.requests)
+        questions = {q.key: q for q in (*self.questions, *delta.questions)}
+        open_ = {k for k, r in requests.items() if r.state not in LIVENESS.terminal}
+        return SseStored(
+            GuardSnapshot(
+                delta.session,
+                tuple(streams[n] for n in sorted(streams)),
+                tuple(sorted(requests.values(), key=_record_order)),
+                delta.expired,
+            ),
+            tuple(q for k, q in sorted(questions.items(), key=_key_order) if k in open_),
+            frozenset(k for k in (*self.reshown, *delta.reshown) if k in requests),
+        )
+
+
 class KeyRenaming:
     """A one-to-one renaming of request keys (keys not in ``keys`` are kept), applied
     field by field by each record's ``rename``: keys, and in causes of failures their
@@ -392,14 +464,16 @@ class _Stream:
         self.requests: list[RequestKey] = []
         self.held: tuple[float, float, int] | None = None
 
-    def freeze(self) -> StreamRecord:
-        history = self.history.freeze()
+    def freeze(self, history: bool = True) -> StreamRecord:
+        """This stream as a record; without ``history``, its history is ``()`` (what a
+        store keeps: the cursor alone, see :class:`SseDelta`)."""
+        frozen = self.history.freeze() if history else ()
         return StreamRecord(
             self.id,
             self.origin,
             self.state,
             self.cursor,
-            history,
+            frozen,
             self.stalls,
             self.resumes,
             self.retry_ms,
@@ -522,6 +596,14 @@ class Guard:
         self._tombstones: OrderedDict[RequestKey, None] = OrderedDict()
         self._live_requests = 0
         self._out: list[Action] = []
+        self._durable = self.config.durable
+        self._dirty_streams: set[str] = set()
+        self._dirty_requests: set[RequestKey] = set()
+        self._questions: list[Question] = []
+        self._reshown: list[RequestKey] = []
+        self._forgotten: list[RequestKey] = []
+        self._dropped: list[str] = []
+        self._session_dirty = False
         self._handlers: dict[type, Callable[[Any], None]] = {
             ev.SessionStarted: self._on_session_started,
             ev.StreamOpened: self._on_stream_opened,
@@ -549,7 +631,69 @@ class Guard:
         out: list[Action] = []
         self._out = out
         handler(event)
+        if self._durable and (self._dirty_requests or self._dirty_streams or self._session_dirty):
+            out.insert(0, Persist(self._take_delta()))
         return tuple(out) if out else _NOTHING
+
+    def restart(self, stored: SseStored) -> tuple[Action, ...]:
+        """Start this (fresh) guard from what a store kept when the client's process
+        ended, and return what to do now, in order: a :class:`~fsm.actions.Persist`
+        (when anything changed), a ``Wait`` for every stream that was live (its
+        connection died with the process: it is resumed from its stored cursor, or ends
+        once if it has none), a :class:`~fsm.actions.Reshown` for every question shown
+        but unanswered at the crash that was never re-shown (never a second time), and a
+        ``Submit`` of the stored answer for every answer whose POST was in flight
+        (counted as a failed attempt: ``max_submit_attempts`` still bounds it). An
+        answered question is never shown again; an interaction that ended is not ended
+        again. See docs/durability.md."""
+        snap = stored.snapshot
+        self.restore(snap)
+        out: list[Action] = []
+        self._out = out
+        for st in self._streams.values():
+            if st.cursor is not None:
+                st.history.record(st.cursor)
+            if st.state in ("open", "resuming"):
+                self._run.fire(st, "lose")
+                st.resumed = False
+            if st.state == "broken":
+                self._schedule_or_give_up(st, "client restart")
+            elif st.state == "waiting":
+                self._emit(Wait(st.id, self.config.backoff(st.stalls, st.retry_ms)))
+        questions = {q.key: q for q in stored.questions}
+        for rec in list(self._requests.values()):
+            q = questions.get(rec.key)
+            if rec.state == "presented" and q is not None and rec.key not in stored.reshown:
+                params = None if q.params is None else json.loads(q.params)
+                self._reshown.append(rec.key)
+                self._emit(Reshown(rec.key, q.method, params))
+            elif rec.state == "submitting":
+                lost = SubmissionResult(None, None, "client-restart")
+                self._on_outcome(ev.SubmissionOutcome(rec.key, lost))
+        if self._durable and (self._dirty_requests or self._dirty_streams or self._reshown):
+            out.insert(0, Persist(self._take_delta()))
+        return tuple(out)
+
+    def _take_delta(self) -> SseDelta:
+        """The :class:`SseDelta` of what changed since the last one (and forget it)."""
+        requests = [self._requests.get(k) for k in self._dirty_requests]
+        recs = sorted((r.freeze() for r in requests if r is not None), key=_record_order)
+        names = self._dirty_streams.union(r.stream for r in recs)
+        streams = tuple(self._streams[n].freeze(False) for n in sorted(names) if n in self._streams)
+        delta = SseDelta(
+            self.session,
+            self.expired,
+            streams,
+            tuple(recs),
+            tuple(self._questions),
+            tuple(self._reshown),
+            tuple(self._forgotten),
+            tuple(self._dropped),
+        )
+        self._dirty_streams, self._dirty_requests = set(), set()
+        self._questions, self._reshown, self._forgotten, self._dropped = [], [], [], []
+        self._session_dirty = False
+        return delta
 
     def on_event(
         self, stream: str, event_id: str | None, data: Mapping[str, Any]
@@ -651,6 +795,7 @@ class Guard:
     def _on_session_started(self, e: ev.SessionStarted) -> None:
         self.session = e.session
         self.expired = False
+        self._session_dirty = self._durable
 
     def _on_stream_opened(self, e: ev.StreamOpened) -> None:
         old = self._streams.get(e.stream)
@@ -661,6 +806,8 @@ class Guard:
             raise GuardUsageError(f"more than max_streams={self.config.max_streams} live streams")
         if old is not None:
             del self._streams[e.stream]
+            if self._durable:
+                self._dropped.append(e.stream)
         self._evict_streams()
         self._streams[e.stream] = _Stream(e.stream, e.origin, _history(self.config, None))
 
@@ -954,6 +1101,8 @@ class Guard:
         evidence = (f"answer submitted, attempt {rec.attempts}", seen)
         if verdict.outcome is OutcomeClass.ACCEPTED:
             self._run.fire(rec, "accept")
+            if self._durable:
+                self._dirty_requests.add(rec.key)
             if self._origin_of(rec) is None:
                 self._end(rec, None)
         elif verdict.outcome is OutcomeClass.TERMINAL:
@@ -1018,6 +1167,13 @@ class Guard:
 
     def _emit(self, action: Action) -> None:
         self._out.append(action)
+        if self._durable and isinstance(action, (Present, Submit)):
+            key = action.key
+            if key in self._requests:  # an interactive request (idempotent ones are not kept)
+                self._dirty_requests.add(key)
+                if type(action) is Present:
+                    params = None if action.params is None else canonical_json(action.params)
+                    self._questions.append(Question(key, action.method, params))
 
     def _stream(self, sid: str) -> _Stream:
         st = self._streams.get(sid)
@@ -1124,6 +1280,7 @@ class Guard:
 
     def _expire_session(self, what: str) -> None:
         self.expired = True
+        self._session_dirty = self._durable
         message = f"session {self.session!r} expired ({what})"
 
         def cause(inst: _Stream | _Request) -> Cause:
@@ -1168,6 +1325,11 @@ class Guard:
         """An instance ended: tombstone a request (and withdraw its prompt), and end the
         interaction it is the last word on."""
         new = inst.state
+        if self._durable:
+            if isinstance(inst, _Request):
+                self._dirty_requests.add(inst.key)
+            else:
+                self._dirty_streams.add(inst.id)
         if isinstance(inst, _Request):
             self._live_requests -= 1
             self._tombstones[inst.key] = None
@@ -1204,6 +1366,8 @@ class Guard:
     def _evict_tombstones(self) -> None:
         while len(self._tombstones) > self.config.max_tombstones:
             key, _ = self._tombstones.popitem(last=False)
+            if self._durable:
+                self._forgotten.append(key)
             rec = self._requests.pop(key, None)
             if rec is not None:
                 st = self._streams.get(rec.stream)
@@ -1221,6 +1385,8 @@ class Guard:
         )
         for victim in ended[: max(excess, 0)]:
             del self._streams[victim]
+            if self._durable:
+                self._dropped.append(victim)
 
 
 def rename_snapshot(snap: GuardSnapshot, keys: Mapping[RequestKey, RequestKey]) -> GuardSnapshot:
@@ -1275,7 +1441,7 @@ def _resume_refusal(st: _Stream, cfg: GuardConfig) -> tuple[str, tuple[str, ...]
 
 def _history(config: GuardConfig, frozen: tuple[Any, ...] | None) -> EventHistory:
     window, cap, cls = config.max_seen_event_ids, config.max_event_history, config.event_history
-    return cls(window, cap) if frozen is None else cls.thaw(window, cap, frozen)
+    return cls(window, cap) if not frozen else cls.thaw(window, cap, frozen)
 
 
 def _as_replay(item: ev.SseEvent) -> ev.SseEvent:
