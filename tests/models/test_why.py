@@ -4,6 +4,7 @@ step, and what the client does each lap of a loop."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -87,3 +88,17 @@ def test_the_mrtr_world_says_which_late_answer_a_retry_carried() -> None:
         " age passed"
     )
     assert _notes(result)[-1].startswith("client: Retry(0, ")
+
+
+def test_fsm_check_json_carries_the_why_and_the_client_outputs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from fsm.checker.cli import main as check_main
+
+    assert check_main(["--builtin", "mcp_sdk_2_3", "--json", "-q"]) == 0  # violates as declared
+    record = json.loads(capsys.readouterr().out)
+    p7 = record["properties"]["P7"]
+    assert p7["why"] == "post resumed from '0', newest seen is '1'; '1' seen at step 6"
+    assert p7["at"] == len(p7["counterexample"]["steps"]) == 8
+    assert p7["counterexample"]["steps"][-1]["note"] == "client: Resume(0)"
+    assert record["properties"]["P1"]["why"] is None
