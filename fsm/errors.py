@@ -198,3 +198,35 @@ class TaskPollsExceededError(InteractionFailed):
     """A task was polled more times than the configured bound without ending."""
 
     reason = "polls-exceeded"
+
+
+class StoreError(GuardError):
+    """A durable store (:mod:`fsm.durable`) cannot be used as it is; ``path`` names the
+    file. Nothing was read from it or written to it: start no guard from it."""
+
+    reason = "store-unusable"
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class StoreCorruptError(StoreError):
+    """The store file is not a store: not a database, truncated, or a record that does
+    not read back. Starting fresh instead could ask an answered question again, so the
+    library never does it on its own."""
+
+    reason = "store-corrupt"
+
+
+class StoreLockedError(StoreError):
+    """Another process (or another open store) holds the store file: two guards on one
+    file could each show the same question."""
+
+    reason = "store-locked"
+
+
+class StoreVersionError(StoreError):
+    """The store file was written by a newer schema than this library reads."""
+
+    reason = "store-newer-schema"
