@@ -121,6 +121,7 @@ class ElicitAnswer:
 
 
 CONFIRM = ElicitAnswer("accept", {"confirm": True})
+"""The scripted user's default answer: yes, delete the files."""
 
 PresentFn = Callable[[PresentationRequest], Awaitable[ElicitAnswer]]
 
@@ -254,6 +255,11 @@ class Presentation:
     at: float
     answer: ElicitAnswer | None = None
     cancelled: bool = False
+    seq: int = 0
+    """The proxy log's sequence number when the client presented it (what it had been
+    told by then: :func:`fsm.wire.verdict.observations` orders the two by it)."""
+    answered_seq: int | None = None
+    """The same, when the user's answer was handed back to the client."""
     _decided: anyio.Event = field(default_factory=anyio.Event, repr=False)
     _given: ElicitAnswer | None = field(default=None, repr=False)
 
@@ -267,12 +273,17 @@ class Presentation:
 
 
 class User:
-    """A scripted user: records presentations, answers only when told to."""
+    """A scripted user: records presentations, answers only when told to.
 
-    def __init__(self) -> None:
+    ``clock``: the sequence each presentation and answer is stamped with
+    (:attr:`Presentation.seq`; the rig's is the proxy log's last sequence number).
+    """
+
+    def __init__(self, clock: Callable[[], int] = lambda: 0) -> None:
         self.presentations: list[Presentation] = []
         self._changed = anyio.Event()
         self._t0 = time.monotonic()
+        self._clock = clock
 
     def _notify(self) -> None:
         self._changed.set()
@@ -280,7 +291,9 @@ class User:
 
     async def present(self, request: PresentationRequest) -> ElicitAnswer:
         """The ``on_present`` hook: blocks until :meth:`answer` decides this presentation."""
-        item = Presentation(len(self.presentations), request, time.monotonic() - self._t0)
+        item = Presentation(
+            len(self.presentations), request, time.monotonic() - self._t0, seq=self._clock()
+        )
         self.presentations.append(item)
         self._notify()
         try:
@@ -291,6 +304,7 @@ class User:
             raise
         assert item._given is not None
         item.answer = item._given
+        item.answered_seq = self._clock()
         self._notify()
         return item._given
 
@@ -398,6 +412,9 @@ class ScenarioResult:
     server_log: list[ServerEvent] = field(default_factory=list)
     traffic: list[TrafficEvent] = field(default_factory=list)
     seconds: float = 0.0
+    ended_seq: int | None = None
+    """The proxy log's sequence number when the call under test ended (``None``: it
+    never did)."""
 
     @property
     def presentation_counts(self) -> dict[tuple[str | None, str], int]:
@@ -545,16 +562,19 @@ async def open_rig(
             FaultProxy(server.url if tier is None else tier.url)
         )
         http = await stack.enter_async_context(hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0)))
-        yield Rig(server, proxy, http, User(), tier)
+        yield Rig(server, proxy, http, User(lambda: proxy.last_seq), tier)
 
 
 class BackgroundCall:
     """A tool call running in the background (``tg.start_soon(call.run, client, name,
-    args)``); ``outcome`` once it ended, ``await call.wait()`` for it."""
+    args)``); ``outcome`` once it ended, ``await call.wait()`` for it; ``ended_seq`` the
+    ``clock`` then (the rig's: the proxy log's last sequence number)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], int] = lambda: 0) -> None:
         self.outcome = Outcome("pending")
         self.done = anyio.Event()
+        self.ended_seq: int | None = None
+        self._clock = clock
 
     async def run(self, client: ScenarioClient, name: str, arguments: dict[str, Any]) -> None:
         try:
@@ -562,6 +582,7 @@ class BackgroundCall:
         except Exception as exc:
             self.outcome = Outcome.of_exception(exc)
         finally:
+            self.ended_seq = self._clock()
             self.done.set()
 
     async def wait(self, timeout: float = 10.0) -> Outcome:
@@ -613,14 +634,16 @@ async def run_scenario(
         if rig is None:
             rig = await stack.enter_async_context(open_rig())
         started = time.monotonic()
-        call = BackgroundCall()
+        call = BackgroundCall(lambda: rig.proxy.last_seq)
         probe: Outcome | None = None
         with anyio.fail_after(timeout):
             async with client_factory(rig.env()) as client, anyio.create_task_group() as tg:
                 probe = await step(rig, client, call, tg)
                 # whatever the user still has open is abandoned by closing the client
         seconds = time.monotonic() - started
-        return _collect(name or step.__name__, rig, call.outcome, probe, seconds)
+        result = _collect(name or step.__name__, rig, call.outcome, probe, seconds)
+        result.ended_seq = call.ended_seq
+        return result
     raise AssertionError("unreachable")
 
 

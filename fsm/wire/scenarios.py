@@ -1,33 +1,70 @@
-"""The demo's scenario: the seed incident, on the rig (:mod:`fsm.wire.rig`).
+"""The wire scenarios: each a fault, injected on a real loopback MCP server, that a
+client must get through without breaking P1-P7 (:mod:`fsm.properties`).
 
-The call's POST stream is cut abruptly after its priming event; while the resume GET is
-held, the tool elicits (stored, undelivered); the GET replays it (presentation 1).  That
-GET is cut abruptly; while the next resume is held the **silent** deadline fires; the
-next GET replays from the client's cursor.  That GET is cut too; the user answers
-everything still shown; then the tool returns "confirmation expired" (stored for a
-client that still resumes).  mcp 2.3.0 plain client: the stale resume cursor replays
-the dead elicitation -> presented twice (same id); two late answers -> 202, 202; the
-call fails with -32000 "SSE stream ended and reconnection attempts were exhausted".
-Steps wait only on what any resuming client does (it resumes after each cut); nothing
-waits for a presentation after the first.
+Every scenario is a :data:`~fsm.wire.rig.Step` on the rig (:mod:`fsm.wire.rig`): it starts
+the destructive ``delete_files`` call (the tool asks "Delete 3 files?" by elicitation),
+drives its faults by explicit command and synchronises on observed traffic, never on
+sleeps. :data:`SCENARIOS` lists them by name with the fault each injects and the
+properties it exercises; :func:`fsm.wire.run` runs one against a client and judges it.
 
-:func:`replayed_deadline` is the scenario with either deadline (``"silent"``, as here, or
-``"cancel"``, which also stores the request's ``notifications/cancelled``); :func:`settle`
-and :func:`resumed_or_ended` are its synchronisation points.
+``seed``
+    The seed incident. The call's POST stream is cut abruptly after its priming event;
+    while the resume GET is held, the tool elicits (stored, undelivered); the GET replays
+    it (presentation 1). That GET is cut abruptly; while the next resume is held the
+    **silent** deadline fires; the next GET replays from the client's cursor. That GET is
+    cut too; the user answers everything still shown; then the tool returns
+    "confirmation expired" (stored for a client that still resumes). mcp 2.3.0 plain
+    client: the stale resume cursor replays the dead elicitation -> presented twice (same
+    id, P2; the stale cursor is P7); two late answers -> 202, 202; the call fails with
+    -32000 "SSE stream ended and reconnection attempts were exhausted".
+``replayed_cancel``
+    As ``seed`` with the **cancel-emitting** deadline: the second replay carries the
+    request followed by its ``notifications/cancelled``. Plain client: the replayed
+    request is dispatched again (a second presentation, P2), cancelled by the replayed
+    cancel; the first presentation's late answer gets 202.
+``answer_conn_error``
+    Elicitation delivered live, the answer POST fails with a connection error (a
+    retryable outcome: resubmit the same answer, never re-prompt). Plain client: the
+    transport dies, the call fails with -32000 "Connection closed" (no property broken:
+    it gives up rather than misbehaves).
+``session_expired``
+    Elicitation delivered live, then the server expires the session; the user answers
+    late; a probe call after. Plain client: two resume GETs get 404, the second after it
+    was told the session is gone (P3); the late answer gets 404; the probe gets -32600
+    "Session not found" (no re-initialisation).
+``happy``
+    The user confirms in time: one presentation, one answer (202), result
+    ``"Deleted 3 files: a.txt, b.txt, c.txt"``. Every client passes; a control.
+
+:func:`replayed_deadline` is the replay scenario with either deadline; :func:`settle` and
+:func:`resumed_or_ended` are its synchronisation points, for scenarios of one's own.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 import anyio
 from anyio.abc import TaskGroup
 
-from fsm.wire.proxy import TrafficEvent
-from fsm.wire.rig import BackgroundCall, Outcome, Rig, ScenarioClient, unless_ended
+from fsm.wire.proxy import ConnectionFault, TrafficEvent
+from fsm.wire.rig import BackgroundCall, Outcome, Rig, ScenarioClient, Step, unless_ended
 
-__all__ = ["replayed_deadline", "resumed_or_ended", "seed", "settle"]
+__all__ = [
+    "SCENARIOS",
+    "Scenario",
+    "answer_conn_error",
+    "happy",
+    "replayed_cancel",
+    "replayed_deadline",
+    "resumed_or_ended",
+    "seed",
+    "session_expired",
+    "settle",
+]
 
 
 async def settle(rig: Rig, client: ScenarioClient) -> None:
@@ -111,3 +148,108 @@ async def seed(
 ) -> Outcome | None:
     """The seed incident (see the module docstring): a :data:`~fsm.wire.rig.Step`."""
     return await replayed_deadline(rig, client, call, tg, "silent")
+
+
+async def replayed_cancel(
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
+    """As ``seed``, with the deadline that also stores ``notifications/cancelled``."""
+    return await replayed_deadline(rig, client, call, tg, "cancel")
+
+
+async def answer_conn_error(
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
+    """The answer POST fails with a connection error."""
+    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
+    await rig.user.wait_presented(1)
+    rig.proxy.fail_next_answer(ConnectionFault("close"))
+    rig.user.answer_open()
+    await call.wait()
+    await settle(rig, client)
+    return None
+
+
+async def session_expired(
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
+    """The server expires the session while the elicitation is shown; a probe after."""
+    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
+    await rig.user.wait_presented(1)
+    sid = rig.session_id()
+    assert sid is not None
+    await rig.controller.expire_session(sid)
+    await call.wait()
+    rig.user.answer_open()
+    await settle(rig, client)
+    try:
+        with anyio.fail_after(10):
+            return Outcome.of_result(await client.call_tool("ping", {}))
+    except Exception as exc:
+        return Outcome.of_exception(exc)
+
+
+async def happy(
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
+    """The user confirms in time."""
+    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
+    await rig.user.wait_presented(1)
+    rig.user.answer_open()
+    await call.wait()
+    await settle(rig, client)
+    return None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One wire scenario: its ``name``, the ``step`` that drives it, the ``fault`` it
+    injects (a sentence) and the properties (names of :data:`fsm.properties.PROPERTIES`)
+    it exercises: what a client that mishandles the fault breaks."""
+
+    name: str
+    step: Step
+    fault: str
+    exercises: tuple[str, ...]
+
+
+SCENARIOS: Mapping[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "seed",
+            seed,
+            "the call's stream is cut around a deadline that fires silently while the "
+            "client is away; the dead question is replayed from a stale cursor",
+            ("P2", "P7"),
+        ),
+        Scenario(
+            "replayed_cancel",
+            replayed_cancel,
+            "as seed, the deadline also emitting notifications/cancelled: the replay "
+            "carries the question, then its cancellation",
+            ("P1", "P2", "P7"),
+        ),
+        Scenario(
+            "answer_conn_error",
+            answer_conn_error,
+            "the answer POST fails with a connection error (retryable: resubmit, never re-prompt)",
+            ("P2", "P4"),
+        ),
+        Scenario(
+            "session_expired",
+            session_expired,
+            "the server expires the session while the question is shown (404 on the "
+            "session's requests)",
+            ("P1", "P3"),
+        ),
+        Scenario(
+            "happy",
+            happy,
+            "none: the user confirms in time (the control every client passes)",
+            ("P5",),
+        ),
+    )
+}
+"""Every scenario by name, in the order above (the module docstring tells what each
+does and what the mcp 2.3.0 plain client does in it)."""

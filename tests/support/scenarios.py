@@ -1,27 +1,10 @@
-"""The scenarios the tests run: the demo's rig and seed incident, and the other drivers.
+"""The scenarios the tests run: the wire scenarios of :mod:`fsm.wire` on the test bed.
 
-Re-exports the rig of :mod:`fsm.wire.rig` (the client seam, the user, the results) with two
-changes for the tests: :func:`open_rig` can put guarding gateway replicas between the proxy
-and the server, and :func:`run_scenario` also takes a scenario by its name in
-:data:`SCENARIOS`. The scenarios besides ``seed`` (:func:`fsm.wire.scenarios.seed`):
-
-``replayed_cancel``
-    As ``seed`` with the **cancel-emitting** deadline: the second replay carries the request
-    followed by its ``notifications/cancelled``.  Plain client: the replayed request is
-    dispatched again (a second handler, cancelled by the replayed cancel); the first
-    presentation stays open and its late answer gets 202; -32000 as above.
-``answer_conn_error``
-    Elicitation delivered live, the answer POST fails with a connection error.  Plain
-    client: the transport dies (``Error in post_writer``), the call fails with -32000
-    "Connection closed".
-``session_expired``
-    Elicitation delivered live, then the server expires the session.  Plain client: the
-    stream ends cleanly, two resume GETs get 404, the call fails with -32000 "...exhausted";
-    the late answer gets 404 (ignored by the client); a probe gets -32600 "Session not
-    found" (no re-initialisation).
-``happy``
-    The user confirms in time: one presentation, one answer (202), result
-    ``"Deleted 3 files: a.txt, b.txt, c.txt"``.
+Re-exports the rig of :mod:`fsm.wire.rig` (the client seam, the user, the results) and the
+scenarios of :mod:`fsm.wire.scenarios` (what each does to the mcp 2.3.0 plain client is
+told there) with two changes for the tests: :func:`open_rig` can put guarding gateway
+replicas between the proxy and the server, and :func:`run_scenario` also takes a
+scenario by its name in :data:`SCENARIOS` and returns the raw result (not a verdict).
 
 :func:`run_progress_stream` times the plain client on 10,000 progress notifications.
 """
@@ -36,12 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-from anyio.abc import TaskGroup
 from mcp import ClientSession
 from mcp.server.streamable_http import EventStore
 
 from fsm.wire import rig as _rig
-from fsm.wire.proxy import ConnectionFault
 from fsm.wire.rig import (
     CONFIRM,
     GUARDED_SCENARIO_CONFIG_KW,
@@ -65,7 +46,13 @@ from fsm.wire.rig import (
     plain_client,
     unless_ended,
 )
-from fsm.wire.scenarios import replayed_deadline, seed, settle
+from fsm.wire.scenarios import (
+    SCENARIOS,
+    answer_conn_error,
+    happy,
+    replayed_cancel,
+    session_expired,
+)
 from fsm.wire.sdk import open_client_streams
 
 __all__ = [
@@ -126,67 +113,6 @@ async def open_rig(
         yield rig
 
 
-async def replayed_cancel(
-    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
-) -> Outcome | None:
-    """As ``seed``, with the deadline that also stores ``notifications/cancelled``."""
-    return await replayed_deadline(rig, client, call, tg, "cancel")
-
-
-async def answer_conn_error(
-    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
-) -> Outcome | None:
-    """The answer POST fails with a connection error."""
-    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
-    await rig.user.wait_presented(1)
-    rig.proxy.fail_next_answer(ConnectionFault("close"))
-    rig.user.answer_open()
-    await call.wait()
-    await settle(rig, client)
-    return None
-
-
-async def session_expired(
-    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
-) -> Outcome | None:
-    """The server expires the session while the elicitation is shown; a probe after."""
-    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
-    await rig.user.wait_presented(1)
-    sid = rig.session_id()
-    assert sid is not None
-    await rig.controller.expire_session(sid)
-    await call.wait()
-    rig.user.answer_open()
-    await settle(rig, client)
-    try:
-        with anyio.fail_after(10):
-            return Outcome.of_result(await client.call_tool("ping", {}))
-    except Exception as exc:
-        return Outcome.of_exception(exc)
-
-
-async def happy(
-    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
-) -> Outcome | None:
-    """The user confirms in time."""
-    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
-    await rig.user.wait_presented(1)
-    rig.user.answer_open()
-    await call.wait()
-    await settle(rig, client)
-    return None
-
-
-SCENARIOS: dict[str, Step] = {
-    "seed": seed,
-    "replayed_cancel": replayed_cancel,
-    "answer_conn_error": answer_conn_error,
-    "session_expired": session_expired,
-    "happy": happy,
-}
-"""Every scenario by name."""
-
-
 async def run_scenario(
     name: str | Step,
     client_factory: ClientFactory = plain_client,
@@ -198,7 +124,7 @@ async def run_scenario(
     caller's own, named by its function) with ``client_factory``, as
     :func:`fsm.wire.rig.run_scenario` does."""
     if isinstance(name, str):
-        step = SCENARIOS[name]
+        step = SCENARIOS[name].step
     else:
         step, name = name, name.__name__
     return await _rig.run_scenario(step, client_factory, timeout=timeout, rig=rig, name=name)
