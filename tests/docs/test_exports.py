@@ -26,7 +26,12 @@ EXPORTS: dict[str, list[str]] = json.loads(
 """Each public package (and each adapter module a user imports) and its ``__all__``, as
 pinned in ``public_api.json`` beside this file (sorted names; edit it with the change)."""
 
-EXTRAS = {"fsm.testing": "hypothesis", "fsm.adapters.mcp2": "mcp", "fsm.adapters.mrtr": "mcp"}
+EXTRAS = {
+    "fsm.testing": "hypothesis",
+    "fsm.adapters.mcp2": "mcp",
+    "fsm.adapters.mrtr": "mcp",
+    "fsm.wire": "mcp",
+}
 """A module that needs an extra, by the package the extra installs."""
 
 
