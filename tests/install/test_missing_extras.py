@@ -18,6 +18,7 @@ CASES = [
     ("mcp", "import fsm.adapters.mcp2", "mcp"),
     ("anyio", "import fsm.adapters.mcp1", "mcp1"),
     ("mcp", "import fsm.adapters.mrtr", "mcp"),
+    ("mcp", "from fsm.wire import run_sync", "mcp"),
     (
         "uvicorn",
         "from fsm.gateway.cli import main; raise SystemExit(main("
