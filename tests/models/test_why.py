@@ -66,6 +66,11 @@ def test_every_violation_of_the_seed_says_why(prop: str, why: str) -> None:
     assert _result("seed_incident", prop).why == why
 
 
+def test_p5_names_the_interaction_and_the_step_it_first_ended() -> None:
+    result = _result("standalone_get", "P5", "one name for every fresh GET")
+    assert result.why == "get ended twice; first ended at step 2"
+
+
 def test_the_seed_loop_says_what_the_client_does_each_lap() -> None:
     result = _result("seed_incident", "L1")
     assert result.path is not None and result.at == result.path.loop_start == 5
