@@ -27,6 +27,12 @@ properties it exercises; :func:`fsm.wire.run` runs one against a client and judg
     retryable outcome: resubmit the same answer, never re-prompt). Plain client: the
     transport dies, the call fails with -32000 "Connection closed" (no property broken:
     it gives up rather than misbehaves).
+``answer_rejected``
+    Elicitation delivered live; the answer POST gets HTTP 500 wrapping the JSON-RPC error
+    "no such pending request" (terminal: the question is dead); then the call's stream
+    is cut; the deadline ends the tool. Plain client: it ignores the rejection and
+    resumes the stream of a dead interaction (P3); the tool's "confirmation expired"
+    reaches it on the resumed stream.
 ``session_expired``
     Elicitation delivered live, then the server expires the session; the user answers
     late; a probe call after. Plain client: two resume GETs get 404, the second after it
@@ -50,13 +56,14 @@ from typing import Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from fsm.wire.proxy import ConnectionFault, TrafficEvent
+from fsm.wire.proxy import ConnectionFault, HttpFault, TrafficEvent
 from fsm.wire.rig import BackgroundCall, Outcome, Rig, ScenarioClient, Step, unless_ended
 
 __all__ = [
     "SCENARIOS",
     "Scenario",
     "answer_conn_error",
+    "answer_rejected",
     "happy",
     "replayed_cancel",
     "replayed_deadline",
@@ -170,6 +177,32 @@ async def answer_conn_error(
     return None
 
 
+async def answer_rejected(
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
+    """The answer is rejected as terminal ("no such pending request"), then the call's
+    stream is cut: a client that took the rejection for what it is does not resume."""
+    proxy = rig.proxy
+    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
+    post = await rig.tools_call()
+    presented = await rig.user.wait_presented(1)
+    request_id = presented.request.request_id
+    proxy.fail_next_answer(
+        HttpFault.jsonrpc_error(500, -32602, "no such pending request", request_id)
+    )
+    rig.user.answer_open()
+    await proxy.wait_for(lambda e: e.kind == "fault")
+    await settle(rig, client)
+    mark = proxy.last_seq
+    if post.open:
+        await proxy.cut(post, "abrupt")
+    await resumed_or_ended(rig, call, mark)
+    await rig.controller.fire_deadline(await rig.controller.wait_pending())
+    await call.wait()
+    await settle(rig, client)
+    return None
+
+
 async def session_expired(
     rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
 ) -> Outcome | None:
@@ -235,6 +268,13 @@ SCENARIOS: Mapping[str, Scenario] = {
             answer_conn_error,
             "the answer POST fails with a connection error (retryable: resubmit, never re-prompt)",
             ("P2", "P4"),
+        ),
+        Scenario(
+            "answer_rejected",
+            answer_rejected,
+            "the answer POST is rejected as terminal (HTTP 500, JSON-RPC 'no such pending "
+            "request'), then the call's stream is cut",
+            ("P1", "P3"),
         ),
         Scenario(
             "session_expired",

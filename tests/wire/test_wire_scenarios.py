@@ -23,6 +23,7 @@ PLAIN_BREAKS = {
     "seed": {"P2", "P7"},
     "replayed_cancel": {"P1", "P2", "P7"},
     "answer_conn_error": set(),
+    "answer_rejected": {"P3"},
     "session_expired": {"P3"},
     "happy": set(),
 }
