@@ -57,7 +57,7 @@ thread-safe; one call is driven from one task.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -73,10 +73,10 @@ from fsm.errors import (
     RequestStateExpiredError,
     SubmissionFailedError,
 )
+from fsm.machines.call import CallDecider
 from fsm.machines.product import Cause, ProductRun
 from fsm.machines.resumption import LIVENESS
 from fsm.machines.rounds import MRTR_PRODUCT, ROUNDS
-from fsm.machines.spec import Scope
 from fsm.machines.tables import EngineName
 from fsm.mrtr.outcomes import MRTR_CLASSIFIER, REJECTED_BY_THE_CLIENT, error_for, rejection
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
@@ -252,12 +252,15 @@ class _Rounds:
 _NOTHING: tuple[MrtrAction, ...] = ()
 
 
-class MrtrCall:
+class MrtrCall(CallDecider[_Question, _Rounds]):
     """The rules of one MRTR call. See the module docstring.
 
     ``clock`` returns seconds (monotonic); ``on_fire(machine, source, trigger, dest)`` is
     told every declared transition fired (coverage, logs).
     """
+
+    call_machine = ROUNDS.name
+    complete_state = "complete"
 
     def __init__(
         self,
@@ -586,41 +589,19 @@ class MrtrCall:
     def _unknown(self, key: RequestKey) -> None:
         raise GuardUsageError(f"{self.call}: {key!r} was never presented by this call")
 
-    def _fail(
-        self,
-        trigger: str,
-        error: type[InteractionFailed],
-        message: str,
-        evidence: tuple[str, ...],
-        *,
-        key: RequestKey | None = None,
-        reason: str | None = None,
-    ) -> None:
-        self._run.kill(self._rounds, trigger, Cause(error, message, key, evidence, reason))
+    # -- the call's parts, as the product runtime's callbacks name them (fsm.machines.call)
 
-    # -- what the product's rows mean here (fsm.machines.product applies them)
+    def _call_id(self) -> str:
+        return self.call
 
-    def _members(
-        self, machine: str, scope: Scope, anchor: _Question | _Rounds | None
-    ) -> list[_Question | _Rounds]:
-        """The instances of ``machine`` in this call (the product's ``origin`` scope is
-        the call, and one call has no wider scope)."""
-        return [self._rounds] if machine == ROUNDS.name else list(self._questions.values())
+    def _call_instance(self) -> _Rounds:
+        return self._rounds
 
-    def _on_terminal(self, inst: _Question | _Rounds, old: str, trigger: str) -> None:
-        """An instance ended: take a presented question's prompt down; end the call once."""
-        if isinstance(inst, _Question):
-            if old == "presented":
-                cause = inst.cause or self._rounds.cause
-                why = (cause.reason or cause.error.reason) if cause is not None else trigger
-                self._out.append(Withdraw(inst.key, why))
-        elif not self._ended:
-            self._ended = True
-            if inst.state == "complete":
-                self._out.append(Complete(self.call))
-            else:
-                cause = inst.cause or Cause(InteractionFailed, f"{self.call} {trigger}", None, ())
-                self._out.append(Fail(self.call, cause.build(self.call)))
+    def _question_instances(self) -> Iterable[_Question]:
+        return self._questions.values()
+
+    def _question_key(self, question: _Question) -> RequestKey:
+        return question.key
 
 
 def _describe(outcome: SubmissionResult) -> str:

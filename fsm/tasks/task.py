@@ -80,7 +80,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +88,6 @@ from fsm import events as ev
 from fsm.actions import Complete, Fail, Ignore, Present, Withdraw
 from fsm.errors import (
     GuardUsageError,
-    InteractionFailed,
     MalformedTaskError,
     QuestionReaskedError,
     RequestKey,
@@ -98,8 +97,8 @@ from fsm.errors import (
     TaskFailedError,
     TaskPollsExceededError,
 )
+from fsm.machines.call import CallDecider
 from fsm.machines.product import Cause, ProductRun
-from fsm.machines.spec import Scope
 from fsm.machines.tables import EngineName
 from fsm.machines.tasks import TASK, TASK_INPUT, TASK_INPUT_LIVE, TASKS_PRODUCT
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
@@ -368,12 +367,15 @@ _NOTHING: tuple[TaskAction, ...] = ()
 _ENDED_STATUS = {"completed": "complete", "cancelled": "cancel", "failed": "fail"}
 
 
-class TaskCall:
+class TaskCall(CallDecider[_Key, _Task]):
     """The rules of one task. See the module docstring.
 
     ``clock`` returns wall-clock seconds since the epoch; ``on_fire(machine, source,
     trigger, dest)`` is told every declared transition fired (coverage, logs).
     """
+
+    call_machine = TASK.name
+    complete_state = "completed"
 
     def __init__(
         self,
@@ -835,41 +837,25 @@ class TaskCall:
             raise GuardUsageError(f"{self.task}: {key!r} was never listed by this task")
         return k
 
-    def _fail(
-        self,
-        trigger: str,
-        error: type[InteractionFailed],
-        message: str,
-        evidence: tuple[str, ...],
-        *,
-        key: RequestKey | None = None,
-        reason: str | None = None,
-    ) -> None:
-        self._run.kill(self._task, trigger, Cause(error, message, key, evidence, reason))
+    # -- the task's parts, as the product runtime's callbacks name them (fsm.machines.call)
 
-    # -- what the product's rows mean here (fsm.machines.product applies them)
+    def _call_id(self) -> str:
+        return self.task
 
-    def _members(self, machine: str, scope: Scope, anchor: _Key | _Task | None) -> list[Any]:
-        """The instances of ``machine`` in this task (the product's ``origin`` scope)."""
-        return [self._task] if machine == TASK.name else list(self._keys.values())
+    def _call_instance(self) -> _Task:
+        return self._task
 
-    def _on_terminal(self, inst: _Key | _Task, old: str, trigger: str) -> None:
-        """An instance ended: take a presented key's prompt down; end the call once."""
-        if isinstance(inst, _Key):
-            if old == "presented":
-                cause = inst.cause or self._task.cause
-                why = (cause.reason or cause.error.reason) if cause is not None else trigger
-                self._out.append(
-                    Withdraw(inst.request, "superseded" if trigger == "supersede" else why)
-                )
-        elif not self._ended:
-            self._ended = True
-            self._get_pending, self._update = False, None
-            if inst.state == "completed":
-                self._out.append(Complete(self.task))
-            else:
-                cause = inst.cause or Cause(InteractionFailed, f"{self.task} {trigger}", None, ())
-                self._out.append(Fail(self.task, cause.build(self.task)))
+    def _question_instances(self) -> Iterable[_Key]:
+        return self._keys.values()
+
+    def _question_key(self, question: _Key) -> RequestKey:
+        return question.request
+
+    def _withdraw_reason(self, why: str, trigger: str) -> str:
+        return "superseded" if trigger == "supersede" else why
+
+    def _call_ended(self) -> None:
+        self._get_pending, self._update = False, None
 
 
 def _number(value: Any) -> bool:
