@@ -27,6 +27,10 @@ BLOCKS = {
 PRINTS = {
     "README.md#1": "ask the user: Delete 3 files?\nPOST the answer for ('4f1c', 1)\n"
     "GET post:7 Last-Event-ID: ev5\npost:7 ends: completed\n",
+    "README.md#2": "plain_client presented 2\n"
+    "  P2 broken: each interactive request key is presented at most once\n"
+    "  P7 broken: a resume never uses a cursor older than the newest event id seen on that "
+    "stream\nguarded_client presented 1\n",
     "docs/adapter.md#1": "asked: Delete 1 files?\nDeleted 1 files: a.txt\n",
     "docs/mrtr.md#1": "ask the user: Delete 3 files?\nre-send with {'q1': {'action': 'accept'}} "
     "and s1\nthe call completes\n",
