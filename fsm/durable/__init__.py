@@ -1,0 +1,15 @@
+"""Durable stores for the guard's decisions: what a client must remember across a crash.
+
+The guard stays sans-IO: configured ``durable``, it returns a
+:class:`~fsm.actions.Persist` first among its actions whenever something that must
+survive a crash changed; the embedder writes that delta to a :class:`Store` and waits
+for it before taking the next action (write-ahead). After a restart,
+:meth:`fsm.sse.guard.Guard.restart` takes what :meth:`Store.load` returns.
+See docs/durability.md.
+"""
+
+from fsm.durable.codec import SCHEMA_VERSION
+from fsm.durable.sqlite import SqliteStore, profile_path
+from fsm.durable.store import MemoryStore, Store
+
+__all__ = ["SCHEMA_VERSION", "MemoryStore", "SqliteStore", "Store", "profile_path"]

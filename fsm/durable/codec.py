@@ -1,0 +1,147 @@
+"""Records as JSON text, and back: the SQLite schema's row format.
+
+A record reads back equal to the one written, or :class:`~fsm.errors.StoreCorruptError`
+is raised: a row that is not JSON, has the wrong shape, or names an error class this
+library does not define."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fsm import errors
+from fsm.errors import InteractionFailed, RequestId, RequestKey, StoreCorruptError
+from fsm.machines.product import Cause
+from fsm.sse.guard import Question, RequestRecord, StreamRecord
+
+SCHEMA_VERSION = 1
+"""The schema this library writes (``PRAGMA user_version``)."""
+
+
+def dump_id(rid: RequestId) -> str:
+    """A request id as a key column (``1`` and ``"1"`` stay distinct)."""
+    return json.dumps(rid)
+
+
+def load_id(text: str) -> RequestId:
+    """A key column back as a request id."""
+    rid = _json(text)
+    if isinstance(rid, bool) or not isinstance(rid, (int, str)):
+        raise StoreCorruptError(f"not a request id: {text[:80]!r}")
+    return rid
+
+
+def dump_stream(rec: StreamRecord) -> str:
+    """A stream record (without history) as JSON."""
+    return json.dumps([*rec[:4], *rec[5:10], _cause(rec.cause), rec.requests, rec.held])
+
+
+def load_stream(text: str) -> StreamRecord:
+    """A stream record back (its history ``()``)."""
+    v = _fields(text, 12)
+    try:
+        sid, origin, state, cursor, stalls, resumes, retry_ms, resumed, ended = v[:9]
+        requests = tuple(_key(k) for k in v[10])
+        held = None if v[11] is None else (float(v[11][0]), float(v[11][1]), int(v[11][2]))
+        return StreamRecord(
+            _str(sid),
+            origin,
+            _str(state),
+            cursor,
+            (),
+            int(stalls),
+            int(resumes),
+            retry_ms,
+            bool(resumed),
+            bool(ended),
+            _load_cause(v[9]),
+            requests,
+            held,
+        )
+    except (TypeError, ValueError, IndexError) as exc:
+        raise StoreCorruptError(f"stream record does not read back: {exc}") from exc
+
+
+def dump_request(rec: RequestRecord) -> str:
+    """A request record as JSON."""
+    return json.dumps([*rec[:11], _cause(rec.cause), rec.reasks])
+
+
+def load_request(text: str) -> RequestRecord:
+    """A request record back."""
+    v = _fields(text, 13)
+    try:
+        key, stream, method, digest, deadline, state, answer, attempts, at, asserted, ended = v[:11]
+        return RequestRecord(
+            _key(key),
+            _str(stream),
+            _str(method),
+            int(digest),
+            float(deadline),
+            _str(state),
+            answer,
+            int(attempts),
+            None if at is None else float(at),
+            bool(asserted),
+            bool(ended),
+            _load_cause(v[11]),
+            int(v[12]),
+        )
+    except (TypeError, ValueError, IndexError) as exc:
+        raise StoreCorruptError(f"request record does not read back: {exc}") from exc
+
+
+def load_question(session: str, rid: str, method: str, params: str | None) -> Question:
+    """A question row back."""
+    if not isinstance(method, str) or not (params is None or isinstance(params, str)):
+        raise StoreCorruptError("question row does not read back")
+    return Question((session, load_id(rid)), method, params)
+
+
+def _cause(cause: Cause | None) -> list[Any] | None:
+    if cause is None:
+        return None
+    return [cause.error.__name__, cause.message, cause.key, cause.evidence, cause.reason]
+
+
+def _load_cause(v: Any) -> Cause | None:
+    if v is None:
+        return None
+    name, message, key, evidence, reason = v
+    error = getattr(errors, _str(name), None)
+    if not (isinstance(error, type) and issubclass(error, InteractionFailed)):
+        raise StoreCorruptError(f"unknown error class in a stored cause: {name!r}")
+    return Cause(
+        error,
+        _str(message),
+        None if key is None else _key(key),
+        tuple(map(_str, evidence)),
+        reason,
+    )
+
+
+def _key(v: Any) -> RequestKey:
+    session, rid = v
+    if isinstance(rid, bool) or not isinstance(rid, (int, str)):
+        raise ValueError(f"not a request id: {rid!r}")
+    return (_str(session), rid)
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"not a string: {v!r}")
+    return v
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise StoreCorruptError(f"stored value is not JSON: {exc}") from exc
+
+
+def _fields(text: str, n: int) -> list[Any]:
+    v = _json(text)
+    if not isinstance(v, list) or len(v) != n:
+        raise StoreCorruptError(f"stored record is not a list of {n} fields")
+    return v

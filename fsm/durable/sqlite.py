@@ -1,0 +1,221 @@
+"""The embedded default store: one SQLite file per client profile (standard library).
+
+* **Journal** WAL, with ``synchronous=FULL``: a commit returns once the WAL is synced, so
+  a question recorded before its prompt survives a power loss too. (``NORMAL`` in WAL
+  mode survives a process crash but may lose the last commits on power loss: the user
+  would then be asked again, unmarked, for something already shown or answered.) Writes
+  are rare (a question, an answer, an outcome, an end; never a progress event), so the
+  sync is affordable: see bench/bench_durable.py.
+* **One process per file**: the connection takes SQLite's exclusive lock at open
+  (``locking_mode=EXCLUSIVE`` and ``BEGIN EXCLUSIVE``) and keeps it until
+  :meth:`SqliteStore.close`; a second store on the same file, in this process or
+  another, gets :class:`~fsm.errors.StoreLockedError` at once (no wait). The lock is
+  released by the OS when the process dies, so a restart after a crash opens it.
+* **Schema** versioned by ``PRAGMA user_version`` (:data:`~fsm.durable.codec.SCHEMA_VERSION`),
+  migrated forward at open in one transaction; a newer version is
+  :class:`~fsm.errors.StoreVersionError`.
+* **Bad files**: a file that is not a database, is truncated or damaged (SQLite says so
+  when a page is read), or holds a row that does not read back, is
+  :class:`~fsm.errors.StoreCorruptError`, at open or at :meth:`SqliteStore.load`
+  (which reads every row). Never a fresh start on its own: that could ask
+  an answered question again; an application that accepts that moves the file aside.
+* **Keys**: requests and questions by (session, request id), streams by stream name;
+  the session id and whether it expired in ``meta``.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from fsm.durable import codec
+from fsm.durable.codec import SCHEMA_VERSION
+from fsm.durable.store import EMPTY
+from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
+from fsm.machines.resumption import LIVENESS
+from fsm.sse.guard import SseDelta, SseStored
+
+MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1
+    """
+    CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE streams (id TEXT PRIMARY KEY, record TEXT NOT NULL);
+    CREATE TABLE requests (
+        session TEXT NOT NULL, rid TEXT NOT NULL, record TEXT NOT NULL,
+        PRIMARY KEY (session, rid));
+    CREATE TABLE questions (
+        session TEXT NOT NULL, rid TEXT NOT NULL, method TEXT NOT NULL, params TEXT,
+        reshown INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (session, rid));
+    """,
+)
+"""``MIGRATIONS[n]`` takes a file from version ``n`` to ``n + 1``."""
+
+_PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def profile_path(directory: str | Path, profile: str) -> Path:
+    """The store file of client profile ``profile`` in ``directory``: one file each.
+    Raises ``ValueError`` for a profile name that is not a plain file name (letters,
+    digits, ``.``, ``_``, ``-``; at most 128)."""
+    if not _PROFILE.fullmatch(profile):
+        raise ValueError(f"not a profile name: {profile!r}")
+    return Path(directory) / f"{profile}.sqlite3"
+
+
+class SqliteStore:
+    """A :class:`~fsm.durable.store.Store` in one SQLite file (see the module docstring).
+
+    ``before_write(delta)``, if given, is called before each write (crash tests stop the
+    process there)."""
+
+    def __init__(
+        self, path: str | Path, *, before_write: Callable[[SseDelta], None] | None = None
+    ) -> None:
+        self.path = str(path)
+        self._before_write = before_write
+        self._writes = 0
+        self._db: sqlite3.Connection | None = None
+        try:
+            db = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}", path=self.path) from exc
+        try:
+            _open(db, self.path)
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+
+    @property
+    def writes(self) -> int:
+        """The deltas written through this store."""
+        return self._writes
+
+    def write(self, delta: SseDelta) -> None:
+        """Write ``delta`` in one transaction; returns once it is synced."""
+        db = self._conn()
+        if self._before_write is not None:
+            self._before_write(delta)
+        with _errors(self.path):
+            db.execute("BEGIN")
+            try:
+                _write(db, delta)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        self._writes += 1
+
+    def load(self) -> SseStored:
+        """Everything stored (:class:`~fsm.errors.StoreCorruptError` for a row that does
+        not read back)."""
+        db = self._conn()
+        with _errors(self.path):
+            meta = dict(db.execute("SELECT name, value FROM meta"))
+            streams = tuple(
+                codec.load_stream(r) for (r,) in db.execute("SELECT record FROM streams")
+            )
+            requests = tuple(
+                codec.load_request(r) for (r,) in db.execute("SELECT record FROM requests")
+            )
+            rows = list(db.execute("SELECT session, rid, method, params, reshown FROM questions"))
+        questions = tuple(codec.load_question(s, r, m, p) for s, r, m, p, _ in rows)
+        reshown = tuple(q.key for q, row in zip(questions, rows, strict=True) if row[4])
+        session, expired = meta.get("session", ""), meta.get("expired", "0")
+        if not isinstance(session, str) or expired not in ("0", "1"):
+            raise StoreCorruptError(f"{self.path}: meta does not read back", path=self.path)
+        everything = SseDelta(session, expired == "1", streams, requests, questions, reshown)
+        return EMPTY.apply(everything)
+
+    def close(self) -> None:
+        """Close the file and release its lock (idempotent)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreError(f"{self.path} is closed", path=self.path)
+        return self._db
+
+
+def _open(db: sqlite3.Connection, path: str) -> None:
+    """Lock, check and migrate a freshly connected file."""
+    with _errors(path):
+        db.execute("PRAGMA locking_mode=EXCLUSIVE")
+        db.execute("BEGIN EXCLUSIVE")  # takes the lock now, and keeps it (exclusive mode)
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            db.execute("ROLLBACK")
+            raise StoreVersionError(
+                f"{path} has schema {version}; this library reads up to {SCHEMA_VERSION}",
+                path=path,
+            )
+        for n in range(version, SCHEMA_VERSION):
+            for statement in MIGRATIONS[n].split(";"):
+                if statement.strip():
+                    db.execute(statement)
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        db.execute("COMMIT")
+        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        db.execute("PRAGMA synchronous=FULL")
+        if mode != "wal":
+            raise StoreError(f"{path}: journal_mode is {mode}, not wal", path=path)
+
+
+def _write(db: sqlite3.Connection, d: SseDelta) -> None:
+    db.executemany(
+        "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+        (("session", d.session), ("expired", "1" if d.expired else "0")),
+    )
+    db.executemany("DELETE FROM streams WHERE id = ?", ((n,) for n in d.dropped))
+    gone = [(k[0], codec.dump_id(k[1])) for k in d.forgotten]
+    db.executemany("DELETE FROM requests WHERE session = ? AND rid = ?", gone)
+    db.executemany("DELETE FROM questions WHERE session = ? AND rid = ?", gone)
+    db.executemany(
+        "INSERT OR REPLACE INTO streams VALUES (?, ?)",
+        ((s.id, codec.dump_stream(s)) for s in d.streams),
+    )
+    db.executemany(
+        "INSERT OR REPLACE INTO requests VALUES (?, ?, ?)",
+        ((r.key[0], codec.dump_id(r.key[1]), codec.dump_request(r)) for r in d.requests),
+    )
+    db.executemany(
+        "INSERT OR REPLACE INTO questions (session, rid, method, params) VALUES (?, ?, ?, ?)",
+        ((q.key[0], codec.dump_id(q.key[1]), q.method, q.params) for q in d.questions),
+    )
+    db.executemany(
+        "UPDATE questions SET reshown = 1 WHERE session = ? AND rid = ?",
+        ((k[0], codec.dump_id(k[1])) for k in d.reshown),
+    )
+    ended = [
+        (r.key[0], codec.dump_id(r.key[1])) for r in d.requests if r.state in LIVENESS.terminal
+    ]
+    db.executemany("DELETE FROM questions WHERE session = ? AND rid = ?", ended)  # not asked again
+
+
+class _errors:
+    """Map ``sqlite3`` errors to the store's typed errors."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None or isinstance(exc, StoreError):
+            return
+        text = str(exc)
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+            raise StoreLockedError(f"{self.path} is in use: {text}", path=self.path) from exc
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise StoreCorruptError(f"{self.path} is not a store: {text}", path=self.path) from exc

@@ -1,0 +1,192 @@
+"""The SQLite store: what is written reads back as the in-memory store holds it, one
+process per file, and a bad file is a typed error, never a crash or a fresh start."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fsm import events as ev
+from fsm.actions import Persist, Present
+from fsm.durable import SCHEMA_VERSION, MemoryStore, SqliteStore, Store, profile_path
+from fsm.errors import StoreCorruptError, StoreLockedError, StoreVersionError
+from fsm.outcomes import SubmissionResult
+from fsm.sse.guard import Guard, GuardConfig, SseDelta
+
+CONFIG = GuardConfig(durable=True, max_tombstones=3)
+PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+
+
+def ask(rid: int | str, text: str = "Go?") -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": {"m": text}}
+
+
+def cancel(rid: int | str) -> dict[str, Any]:
+    params = {"requestId": rid, "reason": "timeout"}
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+
+
+SCRIPT: tuple[ev.Event, ...] = (
+    ev.SessionStarted("s1"),
+    ev.StreamOpened("post:1", origin=1),
+    ev.SseEvent("post:1", ask(1), "e1"),
+    ev.UserAnswered(("s1", 1), {"action": "accept", "content": {"n": 3}}),
+    ev.SubmissionOutcome(("s1", 1), SubmissionResult(202)),
+    ev.SseEvent("post:1", ask("1", "string id"), "e2"),
+    ev.StreamOpened("get"),
+    ev.SseEvent("get", ask(7), "g1"),
+    ev.SseEvent("get", cancel(7), "g2"),  # a cause with an error class in it
+    *(ev.SseEvent("get", ask(i), f"g{i}") for i in range(10, 14)),  # tombstones evicted
+    ev.SseEvent("post:1", PROGRESS, "e3"),
+)
+
+
+def drive(*stores: Store) -> Guard:
+    guard = Guard(clock=lambda: 5.0, config=CONFIG)
+    for event in SCRIPT:
+        for action in guard.feed(event):
+            if isinstance(action, Persist):
+                assert isinstance(action.delta, SseDelta)
+                for store in stores:
+                    store.write(action.delta)
+    return guard
+
+
+def test_what_is_written_reads_back_as_memory_holds_it(tmp_path: Path) -> None:
+    memory = MemoryStore()
+    with SqliteStore(tmp_path / "a.sqlite3") as store:
+        drive(memory, store)
+        assert store.writes == memory.writes
+    with SqliteStore(tmp_path / "a.sqlite3") as again:  # a new process would open it so
+        assert again.load() == memory.load()
+        g1, g2 = (Guard(clock=lambda: 5.0, config=CONFIG) for _ in range(2))
+        assert g1.restart(again.load()) == g2.restart(memory.load())
+    assert any(r.cause is not None for r in memory.load().snapshot.requests)
+    assert len(memory.load().snapshot.requests) <= 2 + CONFIG.max_tombstones + 4
+
+
+def test_the_file_is_wal_with_full_sync(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "a.sqlite3") as store:
+        db = store._db
+        assert db is not None
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_progress_event_writes_nothing_to_disk(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "a.sqlite3") as store:
+        guard = drive(store)
+        before = store.writes
+        for i in range(200):
+            for action in guard.feed(ev.SseEvent("post:1", PROGRESS, f"p{i}")):
+                assert not isinstance(action, Persist)
+        assert store.writes == before
+
+
+def test_a_second_store_on_one_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "a.sqlite3"
+    with SqliteStore(path), pytest.raises(StoreLockedError):
+        SqliteStore(path)
+    SqliteStore(path).close()  # released on close
+
+
+def test_another_process_is_refused_until_the_holder_dies(tmp_path: Path) -> None:
+    path = tmp_path / "a.sqlite3"
+    code = (
+        "import sys; from fsm.durable import SqliteStore\n"
+        f"s = SqliteStore({str(path)!r}); print('open', flush=True); sys.stdin.read()"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        with pytest.raises(StoreLockedError):
+            SqliteStore(path)
+    finally:
+        holder.kill()  # SIGKILL: a crash, no close
+        holder.wait()
+    SqliteStore(path).close()  # the OS released the lock with the process
+
+
+def test_a_file_that_is_not_a_database_is_a_typed_error(tmp_path: Path) -> None:
+    path = tmp_path / "a.sqlite3"
+    path.write_bytes(b"this is not a database\n" * 400)
+    with pytest.raises(StoreCorruptError):
+        SqliteStore(path)
+    assert path.read_bytes() == b"this is not a database\n" * 400  # untouched
+
+
+def test_a_truncated_file_is_a_typed_error(tmp_path: Path) -> None:
+    path = tmp_path / "a.sqlite3"
+    with SqliteStore(path) as store:
+        drive(store)
+    data = path.read_bytes()
+    assert len(data) >= 4 * 4096
+    path.write_bytes(data[: 2 * 4096])
+    with pytest.raises(StoreCorruptError):
+        SqliteStore(path).load()
+
+
+def test_a_newer_schema_is_a_typed_error(tmp_path: Path) -> None:
+    path = tmp_path / "a.sqlite3"
+    SqliteStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(StoreVersionError):
+        SqliteStore(path)
+
+
+def test_an_empty_database_of_version_0_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "a.sqlite3"
+    sqlite3.connect(path).close()
+    with SqliteStore(path) as store:
+        assert store.load().snapshot.requests == ()
+        drive(store)
+    with SqliteStore(path) as store:
+        assert store.load().snapshot.session == "s1"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE requests SET record = 'not json'",
+        "UPDATE requests SET record = '[1, 2]'",
+        "UPDATE requests SET record = replace(record, 'RequestCancelledError', 'system')",
+        "UPDATE questions SET rid = 'true' WHERE rowid = (SELECT min(rowid) FROM questions)",
+    ],
+)
+def test_a_row_that_does_not_read_back_is_a_typed_error(tmp_path: Path, sql: str) -> None:
+    path = tmp_path / "a.sqlite3"
+    with SqliteStore(path) as store:
+        drive(store)
+    db = sqlite3.connect(path)
+    with db:
+        assert db.execute(sql).rowcount > 0
+    db.close()
+    with SqliteStore(path) as store, pytest.raises(StoreCorruptError):
+        store.load()
+
+
+def test_a_restart_from_the_file_never_asks_an_answered_question(tmp_path: Path) -> None:
+    path = tmp_path / "a.sqlite3"
+    with SqliteStore(path) as store:
+        drive(store)
+    with SqliteStore(path) as store:
+        guard = Guard(clock=lambda: 5.0, config=CONFIG)
+        shown = [a.key for a in guard.restart(store.load()) if isinstance(a, Present)]
+    assert ("s1", 1) not in shown
+
+
+def test_one_file_per_profile() -> None:
+    assert profile_path("/x", "work.laptop-2") == Path("/x/work.laptop-2.sqlite3")
+    for bad in ("", "../etc", "a/b", ".hidden", "x" * 200):
+        with pytest.raises(ValueError):
+            profile_path("/x", bad)
