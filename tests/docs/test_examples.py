@@ -61,13 +61,37 @@ withdrawn: Delete 2 files?
 Kept 2 files: confirmation expired
 violations: []
 """,
+    "wire_scenarios.py": """\
+seed:
+  plain:   broke P2 P7, presented 2, failed
+  guarded: passed, presented 1, completed
+replayed_cancel:
+  plain:   broke P1 P2 P7, presented 2, failed
+  guarded: passed, presented 1, completed
+answer_conn_error:
+  plain:   passed, presented 1, failed
+  guarded: passed, presented 1, completed
+answer_rejected:
+  plain:   broke P3, presented 1, completed
+  guarded: passed, presented 1, failed
+session_expired:
+  plain:   broke P3, presented 1, failed
+  guarded: passed, presented 1, failed
+happy:
+  plain:   passed, presented 1, completed
+  guarded: passed, presented 1, completed
+""",
 }
 """What each example program prints, exactly (state counts and path lengths included)."""
 
 PYTEST_EXAMPLES = {"test_my_client.py"}
 """Examples that are pytest files: run by pytest, every test in them must pass."""
 
-NEEDS = {"guarded_session.py": "mcp", "test_my_client.py": "hypothesis"}
+NEEDS = {
+    "guarded_session.py": "mcp",
+    "test_my_client.py": "hypothesis",
+    "wire_scenarios.py": "mcp",
+}
 """The extra a program needs, by the module it imports."""
 
 
@@ -153,3 +177,13 @@ def test_the_audit_example_fails_when_a_log_changes(tmp_path: Path) -> None:
     (tmp_path / "audit_logs.py").write_text((EXAMPLES / "audit_logs.py").read_text())
     done = _run(["audit_logs.py"], tmp_path)
     assert done.stdout.splitlines()[0].startswith("exit 1: guarded.jsonl:12: P2 violated")
+
+
+def test_the_wire_example_fails_when_the_guarded_client_is_not(tmp_path: Path) -> None:
+    """examples/wire_scenarios.py exits 1 when the client in the guarded column breaks a
+    property: here the plain client put in its place."""
+    _needs("wire_scenarios.py")
+    old, new = "run_sync(name, guarded_client)", "run_sync(name, plain_client)"
+    done = _run([str(_edited("wire_scenarios.py", old, new, tmp_path))], tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "  guarded: broke P2 P7, presented 2, failed" in done.stdout
