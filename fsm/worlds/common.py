@@ -42,7 +42,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, Self, TypeVar, cast
 
 from fsm import properties as P
 from fsm.checker import BaseModel, Property
@@ -639,6 +639,10 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
     """What the client runs, in the properties' descriptions."""
     presented_doc: ClassVar[str] = "a request is presented (the model is not vacuous)"
     completed_doc: ClassVar[str] = "the interaction can complete with an answer"
+    void_doc: ClassVar[str | None] = None
+    """Set by a world whose environment has a ``void`` flag (an answer sent into state
+    that surely expired, which only the environment can see): P6 then also fails on a
+    state with ``void`` set, and this is its description."""
 
     def __init__(
         self,
@@ -877,7 +881,14 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
         return []
 
     def _always(self, name: str) -> Property[WorldState[E]]:
-        """Monitor property ``name`` as an invariant."""
+        """Monitor property ``name`` as an invariant (P6 with :attr:`void_doc` also
+        judges the environment's ``void`` flag)."""
+        if name == "P6" and self.void_doc is not None:
+            return Property.always(
+                name,
+                lambda s: name not in s.agent.monitor.violated and not cast(Any, s.env).void,
+                self.void_doc,
+            )
         return Property.always(
             name, lambda s: name not in s.agent.monitor.violated, P.PROPERTIES[name]
         )

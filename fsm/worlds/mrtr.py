@@ -50,7 +50,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from fsm import properties as P
-from fsm.checker import Property
 from fsm.worlds import common as base
 from fsm.worlds.common import USER_ANSWER, Answer, End, Move, Present, Tick, UserMode, Withdraw
 
@@ -282,15 +281,10 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
     completed_doc = "the call can complete with the user's answers"
     policy: MrtrPolicy[Any]
 
-    def _always(self, name: str) -> Property[State]:
-        if name != "P6":
-            return super()._always(name)
-        return Property.always(
-            "P6",
-            lambda s: "P6" not in s.agent.monitor.violated and not s.env.void,
-            "a question past its client-side age is never presented again, "
-            "and no answer given after it is sent",
-        )
+    void_doc = (
+        "a question past its client-side age is never presented again, "
+        "and no answer given after it is sent"
+    )
 
     def _why(self, name: str, states: Sequence[State]) -> str | None:
         """P6 broken by the environment's record: the retry that carried a late answer."""

@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from fsm import properties as P
-from fsm.checker import Property
 from fsm.worlds import common as base
 from fsm.worlds.common import USER_ANSWER, Answer, End, Move, Present, Tick, UserMode, Withdraw
 
@@ -328,14 +327,7 @@ class TasksWorld(base.WorldBase[Env, TasksBounds, Input, Output]):
     completed_doc = "the task can complete with the user's answers"
     policy: TasksPolicy[Any]
 
-    def _always(self, name: str) -> Property[State]:
-        if name != "P6":
-            return super()._always(name)
-        return Property.always(
-            "P6",
-            lambda s: "P6" not in s.agent.monitor.violated and not s.env.void,
-            "no answer is sent after the task's createdAt + ttlMs passed",
-        )
+    void_doc = "no answer is sent after the task's createdAt + ttlMs passed"
 
     def _completed(self, s: State) -> bool:
         return s.env.ended == "completed"
