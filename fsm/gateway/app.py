@@ -1039,6 +1039,8 @@ class Gateway:
         session.ended_recorded = True
         if self._sessions.get(e.session) is session:
             del self._sessions[e.session]
+        if e.expired.reason == "deleted":  # the client closed it: its streams end as closed
+            e.end_session()
         e.close()
         try:
             await self._store.end_session(e.session, e.expired.reason)
