@@ -55,7 +55,6 @@ from fsm.wire.rig import (  # noqa: E402
     ScenarioResult,
     guarded_client,
     plain_client,
-    run_scenario,
 )
 from fsm.wire.scenarios import SCENARIOS, Scenario  # noqa: E402
 from fsm.wire.verdict import Verdict, judge  # noqa: E402
@@ -97,8 +96,7 @@ async def run(
     ``TimeoutError`` when the scenario does not finish within ``timeout`` seconds (a
     client that hangs). asyncio only."""
     chosen = SCENARIOS[scenario] if isinstance(scenario, str) else scenario
-    result = await run_scenario(chosen.step, client, timeout=timeout, name=chosen.name)
-    return judge(result)
+    return judge(await chosen.run(client, timeout=timeout))
 
 
 def run_sync(

@@ -66,6 +66,7 @@ from fsm.wire.server import (
     RunningServer,
     ServerController,
     ServerEvent,
+    StoreChoice,
     running_server,
 )
 
@@ -545,7 +546,7 @@ whose ``url`` the proxy relays to; it is stopped when the rig is torn down."""
 @contextlib.asynccontextmanager
 async def open_rig(
     *,
-    event_store: Literal["scoped", "shared"] | EventStore = "scoped",
+    event_store: StoreChoice | EventStore = "scoped",
     retry_interval_ms: int = 50,
     middle: MiddleTier | None = None,
 ) -> AsyncIterator[Rig]:

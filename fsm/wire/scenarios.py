@@ -22,6 +22,12 @@ properties it exercises; :func:`fsm.wire.run` runs one against a client and judg
     request followed by its ``notifications/cancelled``. Plain client: the replayed
     request is dispatched again (a second presentation, P2), cancelled by the replayed
     cancel; the first presentation's late answer gets 202.
+``replay_everything``
+    A server whose event store replays the cursor's whole stream on every resume (the
+    events the client already has, same ids, included). The elicitation is delivered
+    live, the stream is cut abruptly, the resume replays it; the user answers what is
+    shown. Plain client: it presents the replayed question again (P2); both answers are
+    accepted (202), the first decides.
 ``answer_conn_error``
     Elicitation delivered live, the answer POST fails with a connection error (a
     retryable outcome: resubmit the same answer, never re-prompt). Plain client: the
@@ -57,7 +63,19 @@ import anyio
 from anyio.abc import TaskGroup
 
 from fsm.wire.proxy import ConnectionFault, HttpFault, TrafficEvent
-from fsm.wire.rig import BackgroundCall, Outcome, Rig, ScenarioClient, Step, unless_ended
+from fsm.wire.rig import (
+    BackgroundCall,
+    ClientFactory,
+    Outcome,
+    Rig,
+    ScenarioClient,
+    ScenarioResult,
+    Step,
+    open_rig,
+    run_scenario,
+    unless_ended,
+)
+from fsm.wire.server import StoreChoice
 
 __all__ = [
     "SCENARIOS",
@@ -65,6 +83,7 @@ __all__ = [
     "answer_conn_error",
     "answer_rejected",
     "happy",
+    "replay_everything",
     "replayed_cancel",
     "replayed_deadline",
     "resumed_or_ended",
@@ -164,6 +183,22 @@ async def replayed_cancel(
     return await replayed_deadline(rig, client, call, tg, "cancel")
 
 
+async def replay_everything(
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
+    """The question, delivered live, is replayed by a resume (run on a rig whose server
+    replays whole streams: :attr:`Scenario.event_store`)."""
+    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
+    post = await rig.tools_call()
+    await rig.user.wait_presented(1)
+    await rig.cut_while_away(post)
+    await settle(rig, client)
+    rig.user.answer_open()
+    await call.wait()
+    await settle(rig, client)
+    return None
+
+
 async def answer_conn_error(
     rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
 ) -> Outcome | None:
@@ -238,12 +273,26 @@ async def happy(
 class Scenario:
     """One wire scenario: its ``name``, the ``step`` that drives it, the ``fault`` it
     injects (a sentence) and the properties (names of :data:`fsm.properties.PROPERTIES`)
-    it exercises: what a client that mishandles the fault breaks."""
+    it exercises: what a client that mishandles the fault breaks. ``event_store``: the
+    server's (:func:`fsm.wire.server.build_app`)."""
 
     name: str
     step: Step
     fault: str
     exercises: tuple[str, ...]
+    event_store: StoreChoice = "scoped"
+
+    async def run(
+        self, client: ClientFactory, *, timeout: float = 30.0, rig: Rig | None = None
+    ) -> ScenarioResult:
+        """Run it with ``client`` on a fresh rig with its event store (or on ``rig``) and
+        return what was observed (:func:`fsm.wire.rig.run_scenario`; ``timeout`` as
+        there)."""
+        async with contextlib.AsyncExitStack() as stack:
+            if rig is None:
+                rig = await stack.enter_async_context(open_rig(event_store=self.event_store))
+            return await run_scenario(self.step, client, timeout=timeout, rig=rig, name=self.name)
+        raise AssertionError("unreachable")
 
 
 SCENARIOS: Mapping[str, Scenario] = {
@@ -262,6 +311,14 @@ SCENARIOS: Mapping[str, Scenario] = {
             "as seed, the deadline also emitting notifications/cancelled: the replay "
             "carries the question, then its cancellation",
             ("P1", "P2", "P7"),
+        ),
+        Scenario(
+            "replay_everything",
+            replay_everything,
+            "the server replays the whole stream on a resume, the question the client "
+            "already has included (same id, same event id)",
+            ("P2",),
+            event_store="replay_everything",
         ),
         Scenario(
             "answer_conn_error",

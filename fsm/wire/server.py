@@ -116,6 +116,7 @@ __all__ = [
     "ServerEvent",
     "SessionScopedEventStore",
     "SharedEventStore",
+    "StoreChoice",
     "build_app",
     "install_scoped_views",
     "running_server",
@@ -126,6 +127,8 @@ logger = logging.getLogger(__name__)
 DeadlineFlavour = Literal["silent", "cancel"]
 AfterDeadline = Literal["hold", "return"]
 StoreHook = Callable[[str | None, StreamId, EventId, JSONRPCMessage | None], None]
+StoreChoice = Literal["scoped", "replay_everything", "shared", "none"]
+"""The event stores :func:`build_app` builds by name (see there)."""
 
 EXCHANGE_HEADER = "x-fsm-exchange"
 AFTER_CUT_HEADER = "x-fsm-after-cut"
@@ -156,13 +159,18 @@ class _Log:
     def append(self, row: _Row) -> None:
         self.rows.append(row)
 
-    async def replay_after(self, last_event_id: EventId, send: EventCallback) -> StreamId | None:
+    async def replay_after(
+        self, last_event_id: EventId, send: EventCallback, everything: bool = False
+    ) -> StreamId | None:
+        """Send the rows of the cursor's stream after the cursor (``everything``: from the
+        start of the log, the cursor's own row and earlier ones too); ``None`` for an
+        unknown cursor."""
         rows = list(self.rows)
         index = next((i for i, row in enumerate(rows) if row.event_id == last_event_id), None)
         if index is None:
             return None
         stream_id = rows[index].stream_id
-        for later in rows[index + 1 :]:
+        for later in rows if everything else rows[index + 1 :]:
             if later.stream_id == stream_id and later.message is not None:
                 await send(EventMessage(later.message, later.event_id))
         return stream_id
@@ -184,7 +192,7 @@ class _ScopedView(EventStore):
         log = self._owner._logs.get(self.session_id)
         if log is None:
             return None
-        return await log.replay_after(last_event_id, send_callback)
+        return await log.replay_after(last_event_id, send_callback, self._owner.replay_everything)
 
 
 class SessionScopedEventStore(EventStore):
@@ -196,11 +204,18 @@ class SessionScopedEventStore(EventStore):
     the cursor's stream (priming rows excluded) and returns that stream id, or ``None`` for
     an unknown cursor.  Used directly (not through a view) it behaves as one anonymous
     session.  Each session keeps at most ``capacity_per_session`` rows (oldest evicted).
+    ``replay_everything``: a replay sends the cursor's whole stream from the start of the
+    session's rows, already delivered events (same ids) included, as some servers do.
     """
 
     def __init__(
-        self, capacity_per_session: int = 100_000, on_store: StoreHook | None = None
+        self,
+        capacity_per_session: int = 100_000,
+        on_store: StoreHook | None = None,
+        *,
+        replay_everything: bool = False,
     ) -> None:
+        self.replay_everything = replay_everything
         self._capacity = capacity_per_session
         self._logs: dict[str, _Log] = {}
         self._ids = itertools.count(1)
@@ -233,7 +248,9 @@ class SessionScopedEventStore(EventStore):
         self, last_event_id: EventId, send_callback: EventCallback
     ) -> StreamId | None:
         log = self._logs.get("")
-        return None if log is None else await log.replay_after(last_event_id, send_callback)
+        if log is None:
+            return None
+        return await log.replay_after(last_event_id, send_callback, self.replay_everything)
 
 
 class SharedEventStore(EventStore):
@@ -819,21 +836,24 @@ class _Proceed(BaseModel):
 def build_app(
     controller: ServerController,
     *,
-    event_store: Literal["scoped", "shared", "none"] | EventStore = "scoped",
+    event_store: StoreChoice | EventStore = "scoped",
     retry_interval_ms: int | None = 50,
     order_timeout: float = 5.0,
     session_idle_timeout: float | None = None,
 ) -> ASGIApp:
     """The harness ASGI app (Starlette app of the MCP server wrapped in the ordering middleware).
 
-    ``event_store``: ``"scoped"`` (a :class:`SessionScopedEventStore`, one view per session),
+    ``event_store``: ``"scoped"`` (a :class:`SessionScopedEventStore`, one view per session;
+    ``"replay_everything"``: the same, replaying whole streams),
     ``"shared"`` (a :class:`SharedEventStore`), ``"none"`` (no resumability) or any store
     instance (used as given, shared by all sessions).  ``retry_interval_ms`` is the SSE
     ``retry:`` the server advertises in priming events (the client's reconnect delay).
     """
     store: EventStore | None
-    if event_store == "scoped":
-        store = SessionScopedEventStore(on_store=controller._on_store)
+    if event_store in ("scoped", "replay_everything"):
+        store = SessionScopedEventStore(
+            on_store=controller._on_store, replay_everything=event_store == "replay_everything"
+        )
     elif event_store == "shared":
         store = SharedEventStore(on_store=controller._on_store)
     elif event_store == "none":
@@ -898,7 +918,7 @@ class RunningServer:
 @contextlib.asynccontextmanager
 async def running_server(
     *,
-    event_store: Literal["scoped", "shared", "none"] | EventStore = "scoped",
+    event_store: StoreChoice | EventStore = "scoped",
     retry_interval_ms: int | None = 50,
     order_timeout: float = 5.0,
     log_level: str = "warning",

@@ -16,7 +16,7 @@ import functools
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 from mcp import ClientSession
@@ -54,6 +54,7 @@ from fsm.wire.scenarios import (
     session_expired,
 )
 from fsm.wire.sdk import open_client_streams
+from fsm.wire.server import StoreChoice
 
 __all__ = [
     "CONFIRM",
@@ -91,7 +92,7 @@ __all__ = [
 @contextlib.asynccontextmanager
 async def open_rig(
     *,
-    event_store: Literal["scoped", "shared"] | EventStore = "scoped",
+    event_store: StoreChoice | EventStore = "scoped",
     retry_interval_ms: int = 50,
     gateway: Mapping[str, Any] | None = None,
     replicas: int = 1,
@@ -120,14 +121,12 @@ async def run_scenario(
     timeout: float = 30.0,
     rig: Rig | None = None,
 ) -> ScenarioResult:
-    """Run scenario ``name`` (a key of :data:`SCENARIOS`, or a :data:`Step` of the
-    caller's own, named by its function) with ``client_factory``, as
-    :func:`fsm.wire.rig.run_scenario` does."""
+    """Run scenario ``name`` (a key of :data:`SCENARIOS`, on a fresh rig with its event
+    store unless ``rig`` is given, or a :data:`Step` of the caller's own, named by its
+    function) with ``client_factory``, as :func:`fsm.wire.rig.run_scenario` does."""
     if isinstance(name, str):
-        step = SCENARIOS[name].step
-    else:
-        step, name = name, name.__name__
-    return await _rig.run_scenario(step, client_factory, timeout=timeout, rig=rig, name=name)
+        return await SCENARIOS[name].run(client_factory, timeout=timeout, rig=rig)
+    return await _rig.run_scenario(name, client_factory, timeout=timeout, rig=rig)
 
 
 # --------------------------------------------------------------------------- benchmark

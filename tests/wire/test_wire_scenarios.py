@@ -22,6 +22,7 @@ pytestmark = [
 PLAIN_BREAKS = {
     "seed": {"P2", "P7"},
     "replayed_cancel": {"P1", "P2", "P7"},
+    "replay_everything": {"P2"},
     "answer_conn_error": set(),
     "answer_rejected": {"P3"},
     "session_expired": {"P3"},
