@@ -68,6 +68,9 @@ seed:
 replayed_cancel:
   plain:   broke P1 P2 P7, presented 2, failed
   guarded: passed, presented 1, completed
+replay_everything:
+  plain:   broke P2, presented 2, completed
+  guarded: passed, presented 1, completed
 answer_conn_error:
   plain:   passed, presented 1, failed
   guarded: passed, presented 1, completed
