@@ -124,6 +124,9 @@ BENCH_ID_KEY = "bench-only key: signs the replicas' event ids"
 SESSIONS = env_int("GATEWAY_BENCH_SESSIONS", 40)
 EVENTS = env_int("GATEWAY_BENCH_EVENTS", 100)
 REPEATS = env_int("GATEWAY_BENCH_REPEATS", 3)
+METRICS = os.environ.get("GATEWAY_BENCH_METRICS", "1").strip() != "0"
+"""Replicas serve their Prometheus metrics (``--metrics 127.0.0.1:0``) as deployed ones
+would, unless ``GATEWAY_BENCH_METRICS=0``: the counters are part of what is measured."""
 PROBE_SESSIONS = 10
 SPLIT_SESSIONS = 100
 SPLIT_ROUNDS = 3
@@ -435,9 +438,12 @@ def replica_process(
 ) -> contextlib.AbstractContextManager[Child]:
     """One gateway replica in its own process: ``python -m fsm gateway`` in front of
     ``upstream``; ``python`` replaces the interpreter's part of the command (a profiler),
-    ``options`` are more of the command's options (``--loop asyncio``)."""
+    ``options`` are more of the command's options (``--loop asyncio``); metrics are
+    served as :data:`METRICS` says."""
     command = python or [sys.executable, "-m", "fsm"]
     args = ["gateway", "--upstream", upstream, "--listen", "127.0.0.1:0", "--store", store]
+    if METRICS:
+        args += ["--metrics", "127.0.0.1:0"]
     key = {"FSM_GATEWAY_ID_KEY": BENCH_ID_KEY}
     return child("gateway", command + args + (options or []), env=key)
 

@@ -99,6 +99,7 @@ from pydantic import BaseModel
 from bench.e2e_bench import _plain
 from bench.gateway_bench import (
     CONFIGS,
+    METRICS,
     ROOT,
     TARGET_CPU_RATIO,
     WARMUP_SESSIONS,
@@ -877,8 +878,10 @@ def render_cpu(got: Cpu) -> None:
          round(got.ratio(config), 3))
         for config in got.configs
     ]  # fmt: skip
+    metrics = "on" if METRICS else "off"
     table(rows, header=(f"cpu: {got.sessions} sessions x {got.events} events, "
-                        f"{got.repeats} rounds (medians)", *(f"{p} s" for p in parts),
+                        f"{got.repeats} rounds (medians), metrics {metrics}",
+                        *(f"{p} s" for p in parts),
                         "total s", "/ direct"))  # fmt: skip
     for config in got.configs[1:]:
         verdict = "meets" if got.ratio(config) <= TARGET_CPU_RATIO else "MISSES"
