@@ -16,7 +16,8 @@ P2        an interactive request key is presented a second time (idempotent ones
           delivered with ``interactive=False``, may be presented again), or a
           question the user answered is presented again under another key of its
           origin call (a re-ask under a new id: ``Delivered.question``,
-          :mod:`fsm.questions`)
+          :mod:`fsm.questions`); across a restart, a key shown but not answered
+          may be shown once more (``Reshown``), never an answered one, never twice
 P3        an interaction's stream is resumed after a terminal rejection of the
           answer to a request on it not already known cancelled (or after the
           session was gone); the origin-less GET stream stays resumable
@@ -24,7 +25,8 @@ P4        a submission carries an answer the user did not give for that key
 P5        an interaction ends twice, or (at quiescence) never ends
 P6        a presentation follows a replayed delivery without liveness
           assertion past the key's recorded deadline
-P7        a resume uses a cursor other than the newest event id seen on it
+P7        a resume uses a cursor other than the newest event id seen on it (by the
+          current process: a ``Restarted`` client resumes from what it stored)
 L1        (bounded form) more resumes without progress than the budget, or
           more submissions of one key than the budget
 ========  ==================================================================
@@ -145,6 +147,24 @@ class Presented:
 
 
 @dataclass(frozen=True, slots=True)
+class Reshown:
+    """After a restart, the client showed ``key`` again at time ``t``: it was shown
+    before the process ended and not answered. P1 and P6 judge it as a presentation; P2
+    allows it once per key, and never for a key the user answered."""
+
+    key: RequestKey
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class Restarted:
+    """The client's process ended and a new one started from its durable store. The
+    new process has seen no event id yet: P7 compares its resumes with what it sees from
+    now on (its first resume uses the cursor it stored, see docs/durability.md), and its
+    resumes without progress count afresh (the environment bounds the crashes)."""
+
+
+@dataclass(frozen=True, slots=True)
 class DeclaredDead:
     """The client itself judged ``key`` dead (stale rule, or its origin failed)."""
 
@@ -200,6 +220,8 @@ Observation = (
     | EventSeen
     | Answered
     | Presented
+    | Reshown
+    | Restarted
     | DeclaredDead
     | Submitted
     | Resumed
@@ -310,6 +332,8 @@ class MonitorState(NamedTuple):
     violated: frozenset[str] = frozenset()
     asks: FrozenMap[RequestKey, RequestKey] = _NO_FACTS
     """A re-ask's key -> the key that first asked its question (``Delivered.question``)."""
+    reshown: frozenset[RequestKey] = frozenset()
+    """The keys shown again after a restart (:class:`Reshown`)."""
 
 
 _EMPTY = MonitorState()
@@ -349,6 +373,7 @@ class Facts:
         "newest",
         "no_resume",
         "presented",
+        "reshown",
         "seen",
         "session_gone",
         "stale_delivery",
@@ -377,6 +402,7 @@ class Facts:
         self.ended: set[str] = set()
         self.violated: set[str] = set()
         self.asks: dict[RequestKey, RequestKey] = {}
+        self.reshown: set[RequestKey] = set()
         self._asked: set[RequestKey] = set()  # questions presented, by their first key
         self._keys_on: dict[str, set[RequestKey]] = {}
         self._fresh_keys: set[RequestKey] = set()
@@ -408,6 +434,16 @@ class Facts:
                         "without liveness assertion",
                     )
                 )
+        elif isinstance(obs, Reshown):
+            key = obs.key
+            if key in self.dead or self.session_gone:
+                bad.append(Violation("P1", f"{key!r} shown again after the client knew it dead"))
+            if key in self.reshown or key not in self.presented:
+                bad.append(Violation("P2", f"{key!r} shown again after a restart twice"))
+            elif key in self.answers or self.asks.get(key, key) in self.answers:
+                bad.append(Violation("P2", f"{key!r} shown again after it was answered"))
+            if key in self.stale_delivery:
+                bad.append(Violation("P6", f"{key!r} shown again past its deadline"))
         elif isinstance(obs, Submitted):
             given = self.answers.get(obs.key)
             if given is None and obs.key in self.asks:  # a re-ask: its question's answer
@@ -513,6 +549,13 @@ class Facts:
                     self._asked.add(self.asks.get(obs.key, obs.key))
                 self.presented.add(obs.key)
                 self.deadlines[obs.key] = obs.t + self.budgets.ttl
+        elif isinstance(obs, Reshown):
+            self.reshown.add(obs.key)
+        elif isinstance(obs, Restarted):  # the new process has seen no event id
+            self.newest.clear()
+            self.seen.clear()
+            self._seen_count = 0
+            self.stalls.clear()
         elif isinstance(obs, Submitted):
             if self.budgets.counters:
                 # Counters saturate one past the budget: a looping client's states stay
@@ -564,6 +607,7 @@ class Facts:
             self.answers.pop(key, None)
             self.submissions.pop(key, None)
             self.asks.pop(key, None)
+            self.reshown.discard(key)
             self._asked.discard(key)
             self._fresh_keys.discard(key)
         self.no_resume.discard(interaction)
@@ -595,6 +639,7 @@ class Facts:
             + len(self.answers)
             + len(self.submissions)
             + len(self.asks)
+            + len(self.reshown)
             + len(self._asked)
             + len(self.newest)
             + len(self.seen)
@@ -630,6 +675,7 @@ class Facts:
             _set(like.ended, self.ended),
             _set(like.violated, self.violated),
             _map(like.asks, self.asks),
+            _set(like.reshown, self.reshown),
         )
 
     @classmethod
@@ -662,6 +708,7 @@ class Facts:
         facts.ended = set(state.ended)
         facts.violated = set(state.violated)
         facts.asks = dict(state.asks)
+        facts.reshown = set(state.reshown)
         facts._asked = {state.asks.get(k, k) for k in state.presented if k not in state.idempotent}
         keys_on: dict[str, set[RequestKey]] = {}
         for key, stream in state.stream_of.items():
@@ -741,6 +788,7 @@ def rename_keys(state: MonitorState, keys: Mapping[RequestKey, RequestKey]) -> M
         stream_of=km(state.stream_of),
         answers=km(state.answers),
         submissions=km(state.submissions),
+        reshown=ks(state.reshown),
         asks=FrozenMap({keys.get(k, k): keys.get(v, v) for k, v in state.asks.items()}),
     )
 
