@@ -810,6 +810,8 @@ class Guard:
                 self._dropped.append(e.stream)
         self._evict_streams()
         self._streams[e.stream] = _Stream(e.stream, e.origin, _history(self.config, None))
+        if self._durable:  # known after a crash, to be resumed or ended once
+            self._dirty_streams.add(e.stream)
 
     def _on_sse(self, e: ev.SseEvent, batch_cancels: frozenset[RequestId] = frozenset()) -> None:
         st = self._streams.get(e.stream)

@@ -158,3 +158,13 @@ def test_forgotten_tombstones_leave_the_store() -> None:
         )
     assert len(c.stored.snapshot.requests) == 2
     assert c.stored.questions == ()
+
+
+def test_a_stream_cut_by_a_crash_before_any_event_id_ends_once() -> None:
+    c = Client()
+    c.feed(ev.SessionStarted("s1"))
+    c.feed(ev.StreamOpened("post:2", origin=2))  # stored: known after a crash
+    c, out = c.restart()
+    assert kinds(out) == ["Persist", "Fail"]
+    c, out = c.restart()
+    assert out == ()
