@@ -30,6 +30,11 @@ environment that is free, within bounds, to
   ``elicitation/create`` per attempt); the re-ask is a :class:`Reask` input, and its
   delivery names the request that first asked the question (P2 counts a question's
   presentations, P4 takes its answer: :mod:`fsm.questions`);
+* crash the client (``crashes`` times, before it ended its interaction): its process
+  ends, with its connections, timer and prompts; each answer POST in flight may or may
+  not have reached the server; the client then starts again from what it stored
+  (:class:`Restart`), in the same session. A client with a durable store may show a
+  prompt that was on screen once more (:class:`Reshow`, docs/durability.md);
 * after an abrupt cut, keep the old connection as a server does that never saw its client
   go (``hold``): it refuses every resume while it holds it (``held_answer``: the
   TypeScript SDK's 409, a 409 with ``Retry-After``, Render's 400 "session already
@@ -141,6 +146,8 @@ __all__ = [
     "Reaction",
     "Reask",
     "Replay",
+    "Reshow",
+    "Restart",
     "Resume",
     "ResumeConflict",
     "ResumeRefused",
@@ -321,6 +328,16 @@ class NewSession(
         return super().__new__(cls, "session", number)
 
 
+class Restart(base.Tagged, NamedTuple("Restart", [("op", Literal["restart"])])):
+    """Input: the client's process ended (``crashes``) and a new one started from what
+    the client stored, in the same session."""
+
+    __slots__ = ()
+
+    def __new__(cls) -> Restart:
+        return super().__new__(cls, "restart")
+
+
 Input = (
     Event
     | Reask
@@ -335,6 +352,7 @@ Input = (
     | GetOpened
     | GetCut
     | NewSession
+    | Restart
 )
 """What this world tells a client policy. Each is a tuple tagged by its first field
 (``Cut(False) == ("cut", False)``), the form older policies match on."""
@@ -388,12 +406,22 @@ class GetEnd(
         return super().__new__(cls, "get_end", generation, outcome)
 
 
-Output = Present | Withdraw | Submit | Wait | Resume | End | GetEnd
+class Reshow(base.Tagged, NamedTuple("Reshow", [("op", Literal["reshow"]), ("request", int)])):
+    """Output: after a restart, show the prompt of ``request`` again, marked as asked
+    again after a restart (it was on screen when the process ended, unanswered)."""
+
+    __slots__ = ()
+
+    def __new__(cls, request: int) -> Reshow:
+        return super().__new__(cls, "reshow", request)
+
+
+Output = Present | Withdraw | Submit | Wait | Resume | End | GetEnd | Reshow
 """What a client policy of this world does. :class:`End` ends the tool call's interaction,
 :class:`GetEnd` the standalone GET generation the client names. A policy may return the
 plain tuple spelling (``("present", 0)``); anything else raises :class:`OutputError`."""
 
-OUTPUTS = base.output_kinds(Present, Withdraw, Submit, Wait, Resume, End, GetEnd)
+OUTPUTS = base.output_kinds(Present, Withdraw, Submit, Wait, Resume, End, GetEnd, Reshow)
 
 
 class ClientPolicy(Protocol[C]):
@@ -451,6 +479,8 @@ class Bounds(base.WorldBounds):
     reasks: int = 0
     """Times the server, having received the answer to a request, loses it and asks the
     same question again under a new id (an id of ``0..requests-1`` not used yet)."""
+    crashes: int = 0
+    """Times the client's process may end before its interaction did, and restart."""
 
     def _check(self) -> None:
         if self.sessions > 1 and self.get_cuts > 0:
@@ -489,6 +519,7 @@ ENV_FIELDS = (
     "held",
     "conflict",
     "asks",
+    "crashes",
 )
 """The environment's fields, in the order of :attr:`Env.values`."""
 
@@ -516,6 +547,7 @@ ENV_FIELDS = (
     HELD,
     CONFLICT,
     ASKS,
+    CRASHES,
 ) = range(len(ENV_FIELDS))
 
 
@@ -574,6 +606,8 @@ class Env(base.EnvBase):
     asks: tuple[int, ...]
     """Per request id: the log index of the first ask of the question it asks again (a
     re-ask), or -1 (a question of its own)."""
+    crashes: int
+    """Client crashes left."""
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         super().__init__(values)
@@ -688,6 +722,7 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
             "fresh GET opens": self._get_open,
             "cut standalone GET": self._get_cut,
             "new session": self._new_session,
+            "client crashes": self._crash,
         }
 
     def _witnesses(self) -> list[Property[WorldState]]:
@@ -841,6 +876,7 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
             "held": 0,
             "conflict": "",
             "asks": (-1,) * b.requests,
+            "crashes": b.crashes,
         }
 
     def _edit(self, e: Env, m: Move) -> tuple[list[Any], Input | None, Hashable] | None:
@@ -899,6 +935,10 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
             moves.append(Move("clock passes deadlines"))
         if b.reaper and not e.reaped:
             moves.append(Move("server reaps session"))
+        if e.crashes > 0 and not e.ended:
+            moves.append(Move("client crashes", False))
+            if e.posts and not e.reaped:  # the POSTs in flight reached the server
+                moves.append(Move("client crashes", True))
         if e.get is not None and not e.reaped:
             if e.get == "closed":
                 moves.append(Move("fresh GET opens", e.get_gen + 1))
@@ -1044,6 +1084,21 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
         w[SESSION] += 1
         return NewSession(w[SESSION])
 
+    def _crash(self, w: list[Any], delivered: bool) -> Input:
+        """The client's process ends: its connection, timer, resume GET and prompts go;
+        its answer POSTs in flight reach the server first (``delivered``) or never."""
+        if delivered:
+            for r in sorted(w[POSTS]):
+                if w[SERVER][r] == "pending":
+                    w[SERVER] = _set(w[SERVER], r, "answered")
+            self._maybe_complete(w)
+        if w[CONN] is not None and self.bounds.hold != 0:
+            w[HELD] = self.bounds.hold  # the server never saw the client go
+        w[CONN], w[TIMER], w[RESUME] = None, False, None
+        w[POSTS], w[PROMPTS] = frozenset(), frozenset()
+        w[CRASHES] -= 1
+        return Restart()
+
     def _maybe_complete(self, w: list[Any]) -> None:
         server = w[SERVER]
         done = all(
@@ -1058,7 +1113,7 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
         end of the standalone GET's connection (whatever generation the client named)."""
         w = list(e.values)
         for out in outputs:
-            if isinstance(out, Present):
+            if isinstance(out, Present | Reshow):
                 w[PROMPTS] = w[PROMPTS] | {out.request}
             elif isinstance(out, Withdraw):
                 w[PROMPTS] = w[PROMPTS] - {out.request}
@@ -1118,6 +1173,8 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
             return [P.Answered(key(inp.request, session), dict(USER_ANSWER))]
         if isinstance(inp, NewSession):
             return [P.SessionBegan(session_name(session)), P.Began(stream)]
+        if isinstance(inp, Restart):
+            return [P.Restarted()]
         return []
 
     def _did(self, context: tuple[float, int], outputs: tuple[Output, ...]) -> list[P.Observation]:
@@ -1129,6 +1186,8 @@ class World(base.WorldBase[Env, Bounds, Input, Output], Generic[C]):
         for out in outputs:
             if isinstance(out, Present):
                 seen.append(P.Presented(key(out.request, session), t))
+            elif isinstance(out, Reshow):
+                seen.append(P.Reshown(key(out.request, session), t))
             elif isinstance(out, Withdraw):
                 seen.append(P.DeclaredDead(key(out.request, session)))
             elif isinstance(out, Submit):

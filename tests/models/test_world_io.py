@@ -96,7 +96,7 @@ def test_a_policy_may_return_the_plain_spelling() -> None:
             world.World(_Plain(SdkPolicy(), misspell=("present", "presnt")), SDK.bounds),
             "returned ('presnt', 0), not an output of this world; its outputs are present(request),"
             " withdraw(request), submit(request, answer), wait(), resume(cursor), end(outcome),"
-            " get_end(generation, outcome)",
+            " get_end(generation, outcome), reshow(request)",
         ),
         (
             world.World(_Plain(SdkPolicy(), shorten="resume"), SDK.bounds),
