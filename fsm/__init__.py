@@ -7,9 +7,10 @@ those before it: the vocabulary every part speaks (:mod:`fsm.errors`, :mod:`fsm.
 :class:`ObservedGuard`, which checks and logs it; :mod:`fsm.mrtr`); the worlds the checker
 explores (:mod:`fsm.worlds`); the model checker (:mod:`fsm.checker`, which imports nothing
 else of ``fsm``). The optional extras are :mod:`fsm.render` (diagrams),
-:mod:`fsm.adapters` (the official ``mcp`` SDK's clients), :mod:`fsm.gateway` and
-:mod:`fsm.demo` (what ``fsm demo`` runs: a real loopback server, proxy and the seed
-incident; not API); the conformance kit :mod:`fsm.testing` needs the ``testing`` extra
+:mod:`fsm.adapters` (the official ``mcp`` SDK's clients), :mod:`fsm.gateway`,
+:mod:`fsm.wire` (the wire scenarios: a real loopback server and fault proxy, run against
+any client and judged by P1-P7) and :mod:`fsm.demo` (what ``fsm demo`` runs; not API);
+the conformance kit :mod:`fsm.testing` needs the ``testing`` extra
 (``hypothesis``). The layout and its import rules: ``docs/architecture.md``.
 """
 
