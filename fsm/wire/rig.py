@@ -1,4 +1,4 @@
-"""The rig the demo's scenario runs on: a client behind a fault proxy, against the demo server.
+"""The rig the wire scenarios run on: a client behind a fault proxy, against the loopback server.
 
 A scenario (:data:`Step`) starts on a fresh :func:`open_rig`: a
 :func:`~fsm.wire.server.running_server`, a :class:`~fsm.wire.proxy.FaultProxy` in front of
@@ -6,7 +6,8 @@ it, an HTTP client and a scripted :class:`User`. It opens a client through a **c
 factory**, calls the destructive ``delete_files`` tool, drives faults by explicit command
 (cuts, held resumes, deadline fired now, failed answer POSTs, session expiry) and
 synchronises on observed traffic, never on sleeps.  :func:`run_scenario` runs one and
-returns a :class:`ScenarioResult`; the demo's scenario is :func:`fsm.wire.scenarios.seed`.
+returns a :class:`ScenarioResult`; the scenarios are :mod:`fsm.wire.scenarios`' (the
+demo's is :func:`fsm.wire.scenarios.seed`), judged by :mod:`fsm.wire.verdict`.
 
 The client seam (what a guarded client must implement to reuse every scenario)
 ------------------------------------------------------------------------------
@@ -36,8 +37,8 @@ session on exit (bounded time: the scenario wraps the exit in its timeout).  The
 object must provide ``await client.call_tool(name, arguments)``, returning the tool result
 (an object with ``content``/``isError`` like ``mcp.types.CallToolResult``, or a ``str``) or
 raising; the scenario records the result or the exception type, JSON-RPC code (``code``
-attribute, or ``error.code``) and message.  Optional: ``await client.list_tools()``, used by
-the test bed's ``session_expired`` scenario as a post-mortem probe.
+attribute, or ``error.code``) and message.  Optional: ``await client.list_tools()`` (no
+scenario needs it; the project's tests probe a session with it).
 
 Everything else (dedup, liveness, answer-outcome classification, resume policy) is the
 client's business: the scenario only observes the wire (proxy log), the user (presentations)
