@@ -5,7 +5,7 @@
   mode survives a process crash but may lose the last commits on power loss: the user
   would then be asked again, unmarked, for something already shown or answered.) Writes
   are rare (a question, an answer, an outcome, an end; never a progress event), so the
-  sync is affordable: see bench/bench_durable.py.
+  sync is affordable: see bench/durable_bench.py.
 * **One process per file**: the connection takes SQLite's exclusive lock at open
   (``locking_mode=EXCLUSIVE`` and ``BEGIN EXCLUSIVE``) and keeps it until
   :meth:`SqliteStore.close`; a second store on the same file, in this process or

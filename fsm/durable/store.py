@@ -38,7 +38,8 @@ class Store(Protocol):
 
 class MemoryStore:
     """A :class:`Store` in this process's memory: survives nothing, costs no disk write.
-    ``stored`` is the current content."""
+    ``stored`` is the current content. A write rebuilds it (O(records stored), bounded
+    as the guard's tombstones are): for tests, models and benchmarks."""
 
     def __init__(self, stored: SseStored = EMPTY) -> None:
         self.stored = stored

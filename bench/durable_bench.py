@@ -1,0 +1,138 @@
+"""What durability costs a client: per presentation and per progress event, with the
+SQLite store (``synchronous=FULL``, a synced WAL commit per write) against the in-memory
+store and against a guard that is not durable.
+
+(a) A new ``elicitation/create`` delivered, recorded and presented: ``feed`` plus the
+    ``Persist`` written to the store (the write-ahead before the prompt).
+(b) The user's answer recorded and submitted: ``feed(UserAnswered)`` plus its write.
+(c) A progress notification through ``Guard.on_event``: a durable guard asks for no
+    write (counted, not timed: the store's ``writes`` stays put), so it costs what a
+    guard without a store costs.
+
+Times are the median of several runs, each on a fresh guard and a fresh store file in a
+temporary directory (the disk the temporary directory is on).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.results import record, table
+from fsm import Guard, GuardConfig
+from fsm import events as ev
+from fsm.actions import Persist
+from fsm.durable import MemoryStore, SqliteStore, Store
+from fsm.sse.guard import SseDelta
+
+REPEATS = 5
+PRESENTATIONS = 200
+EVENTS = 20_000
+STREAM = "post:1"
+PROGRESS = {
+    "jsonrpc": "2.0",
+    "method": "notifications/progress",
+    "params": {"progressToken": "tok", "progress": 1, "total": 10},
+}
+
+
+def _elicit(rid: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "elicitation/create",
+        "params": {"message": f"Delete {rid} files?", "requestedSchema": {}},
+    }
+
+
+def _client(store: Store | None) -> Callable[[ev.Event], None]:
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=store is not None))
+
+    def feed(event: ev.Event) -> None:
+        for action in guard.feed(event):
+            if isinstance(action, Persist) and store is not None:
+                assert isinstance(action.delta, SseDelta)
+                store.write(action.delta)
+
+    feed(ev.SessionStarted("s"))
+    feed(ev.StreamOpened(STREAM, 1))
+    return feed
+
+
+def _per_op(kind: str, store: str, ops: int) -> float:
+    """Median seconds per operation of ``kind`` with ``store`` (none, memory, sqlite)."""
+    runs = []
+    for _ in range(REPEATS):
+        with tempfile.TemporaryDirectory() as tmp:
+            st: Store | None = None
+            if store == "memory":
+                st = MemoryStore()
+            elif store == "sqlite":
+                st = SqliteStore(Path(tmp) / "bench.sqlite3")
+            feed = _client(st)
+            if kind == "answer":
+                for rid in range(ops):
+                    feed(ev.SseEvent(STREAM, _elicit(rid), f"q{rid}"))
+            events: list[ev.Event]
+            if kind == "present":
+                events = [ev.SseEvent(STREAM, _elicit(r), f"e{r}") for r in range(ops)]
+            else:
+                events = [ev.UserAnswered(("s", r), {"action": "accept"}) for r in range(ops)]
+            start = time.perf_counter()
+            for event in events:
+                feed(event)
+            runs.append((time.perf_counter() - start) / ops)
+            if st is not None:
+                st.close()
+    return statistics.median(runs)
+
+
+def _progress(store: str) -> tuple[float, int]:
+    """Median seconds per progress event through ``on_event``, and the writes it made."""
+    runs, writes = [], 0
+    for _ in range(REPEATS):
+        with tempfile.TemporaryDirectory() as tmp:
+            st = SqliteStore(Path(tmp) / "bench.sqlite3") if store == "sqlite" else None
+            guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=st is not None))
+            for a in (*guard.feed(ev.SessionStarted("s")), *guard.feed(ev.StreamOpened(STREAM, 1))):
+                if isinstance(a, Persist) and st is not None:
+                    assert isinstance(a.delta, SseDelta)
+                    st.write(a.delta)
+            before = st.writes if st is not None else 0
+            ids = [f"p{i}" for i in range(EVENTS)]
+            start = time.perf_counter()
+            for i in ids:
+                for a in guard.on_event(STREAM, i, PROGRESS):
+                    if isinstance(a, Persist) and st is not None:
+                        assert isinstance(a.delta, SseDelta)
+                        st.write(a.delta)
+            runs.append((time.perf_counter() - start) / EVENTS)
+            if st is not None:
+                writes += st.writes - before
+                st.close()
+    return statistics.median(runs), writes
+
+
+def main() -> None:
+    rows = []
+    for kind, label in (("present", "presentation"), ("answer", "answer")):
+        for store in ("none", "memory", "sqlite"):
+            us = _per_op(kind, store, PRESENTATIONS) * 1e6
+            rows.append((label, store, us))
+            record(f"durable_{kind}_{store}_us", us, "us")
+    for store in ("none", "sqlite"):
+        seconds, writes = _progress(store)
+        rows.append(("progress event", store, seconds * 1e6))
+        record(f"durable_progress_{store}_us", seconds * 1e6, "us")
+        if store == "sqlite":
+            assert writes == 0, writes
+            record("durable_progress_sqlite_writes", writes, "writes")
+    table(rows, header=("operation", "store", "us per op"))
+
+
+if __name__ == "__main__":
+    main()
