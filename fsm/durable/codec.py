@@ -7,12 +7,14 @@ library does not define."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from fsm import errors
 from fsm.errors import InteractionFailed, RequestId, RequestKey, StoreCorruptError
 from fsm.machines.product import Cause
 from fsm.sse.guard import Question, RequestRecord, StreamRecord
+
+_T = TypeVar("_T")
 
 SCHEMA_VERSION = 1
 """The schema this library writes (``PRAGMA user_version``)."""
@@ -25,10 +27,10 @@ def dump_id(rid: RequestId) -> str:
 
 def load_id(text: str) -> RequestId:
     """A key column back as a request id."""
-    rid = _json(text)
-    if isinstance(rid, bool) or not isinstance(rid, (int, str)):
-        raise StoreCorruptError(f"not a request id: {text[:80]!r}")
-    return rid
+    try:
+        return _id(_json(text))
+    except ValueError as exc:
+        raise StoreCorruptError(f"not a request id: {text[:80]!r}") from exc
 
 
 def dump_stream(rec: StreamRecord) -> str:
@@ -43,15 +45,17 @@ def load_stream(text: str) -> StreamRecord:
         sid, origin, state, cursor, stalls, resumes, retry_ms, resumed, ended = v[:9]
         requests = tuple(_key(k) for k in v[10])
         held = None if v[11] is None else (float(v[11][0]), float(v[11][1]), int(v[11][2]))
+        if origin is not None:
+            origin = _id(origin)
         return StreamRecord(
             _str(sid),
             origin,
             _str(state),
-            cursor,
+            _opt(cursor, str),
             (),
             int(stalls),
             int(resumes),
-            retry_ms,
+            _opt(retry_ms, int),
             bool(resumed),
             bool(ended),
             _load_cause(v[9]),
@@ -79,7 +83,7 @@ def load_request(text: str) -> RequestRecord:
             int(digest),
             float(deadline),
             _str(state),
-            answer,
+            _answer(answer),
             int(attempts),
             None if at is None else float(at),
             bool(asserted),
@@ -116,15 +120,34 @@ def _load_cause(v: Any) -> Cause | None:
         _str(message),
         None if key is None else _key(key),
         tuple(map(_str, evidence)),
-        reason,
+        _opt(reason, str),
     )
 
 
 def _key(v: Any) -> RequestKey:
     session, rid = v
+    return (_str(session), _id(rid))
+
+
+def _id(rid: Any) -> RequestId:
     if isinstance(rid, bool) or not isinstance(rid, (int, str)):
         raise ValueError(f"not a request id: {rid!r}")
-    return (_str(session), rid)
+    return rid
+
+
+def _opt(v: Any, kind: type[_T]) -> _T | None:
+    if v is None or (isinstance(v, kind) and not isinstance(v, bool)):
+        return v
+    raise ValueError(f"not a {kind.__name__} or null: {v!r}")
+
+
+def _answer(v: Any) -> str | None:
+    """A stored answer: the canonical JSON of an object (the guard decodes it to submit)."""
+    if v is None:
+        return None
+    if not isinstance(v, str) or not isinstance(_json(v), dict):
+        raise ValueError("a stored answer is not a JSON object")
+    return v
 
 
 def _str(v: Any) -> str:

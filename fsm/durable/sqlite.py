@@ -217,5 +217,7 @@ class _errors:
         text = str(exc)
         if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
             raise StoreLockedError(f"{self.path} is in use: {text}", path=self.path) from exc
-        if isinstance(exc, sqlite3.DatabaseError):
+        if isinstance(exc, sqlite3.OperationalError):  # cannot open, read-only, disk full
+            raise StoreError(f"{self.path} cannot be used: {text}", path=self.path) from exc
+        if isinstance(exc, sqlite3.DatabaseError):  # not a database, malformed, truncated
             raise StoreCorruptError(f"{self.path} is not a store: {text}", path=self.path) from exc

@@ -3,6 +3,7 @@ process per file, and a bad file is a typed error, never a crash or a fresh star
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 from fsm import events as ev
 from fsm.actions import Persist, Present
 from fsm.durable import SCHEMA_VERSION, MemoryStore, SqliteStore, Store, profile_path
-from fsm.errors import StoreCorruptError, StoreLockedError, StoreVersionError
+from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
 from fsm.outcomes import SubmissionResult
 from fsm.sse.guard import Guard, GuardConfig, SseDelta
 
@@ -190,3 +191,36 @@ def test_one_file_per_profile() -> None:
     for bad in ("", "../etc", "a/b", ".hidden", "x" * 200):
         with pytest.raises(ValueError):
             profile_path("/x", bad)
+
+
+def test_a_file_that_cannot_be_opened_is_unusable_not_corrupt(tmp_path: Path) -> None:
+    with pytest.raises(StoreError) as info:
+        SqliteStore(tmp_path / "missing" / "a.sqlite3")
+    assert type(info.value) is StoreError
+
+
+@pytest.mark.parametrize(
+    ("table", "field", "value"),
+    [
+        ("requests", 6, "not an object"),  # the stored answer
+        ("requests", 6, "[1]"),
+        ("streams", 3, 7),  # the cursor
+        ("streams", 1, True),  # the origin
+        ("streams", 6, "soon"),  # retry_ms
+    ],
+)
+def test_a_field_of_the_wrong_kind_is_a_typed_error(
+    tmp_path: Path, table: str, field: int, value: object
+) -> None:
+    path = tmp_path / "a.sqlite3"
+    with SqliteStore(path) as store:
+        drive(store)
+    db = sqlite3.connect(path)
+    with db:
+        rowid, text = db.execute(f"SELECT rowid, record FROM {table} LIMIT 1").fetchone()
+        record = json.loads(text)
+        record[field] = value
+        db.execute(f"UPDATE {table} SET record = ? WHERE rowid = ?", (json.dumps(record), rowid))
+    db.close()
+    with SqliteStore(path) as store, pytest.raises(StoreCorruptError):
+        store.load()
