@@ -1,6 +1,6 @@
 """A server that still holds the old connection refuses resumes; the guarded client waits.
 
-Against the unmodified mcp 2.3.0 server, behind a relay (:mod:`support.held_stream`) that
+Against the unmodified mcp 2.3.0 server, behind a relay (:mod:`fsm.wire.held`) that
 keeps the server's side of the call's event stream open when the fault proxy cuts the
 client's side: the server holds the old, half-open connection, as one does that never saw
 its client go. Meanwhile every resume is refused as the servers that hold a stream refuse
@@ -34,9 +34,7 @@ from fsm import events as ev
 from fsm.adapters._transport.http import http_result
 from fsm.adapters.mcp2 import guarded_session
 from fsm.sse.guard import GuardConfig
-from fsm.wire.proxy import Exchange
-from fsm.wire.rig import open_rig
-from support.held_stream import (
+from fsm.wire.held import (
     CLAIMED_409,
     RENDER_400,
     TYPESCRIPT_409,
@@ -44,6 +42,8 @@ from support.held_stream import (
     Refusal,
     holding_tier,
 )
+from fsm.wire.proxy import Exchange
+from fsm.wire.rig import open_rig
 from support.scenarios import PresentationRequest, Rig, unless_ended
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(120)]
