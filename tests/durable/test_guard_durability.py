@@ -60,6 +60,7 @@ def test_a_question_is_recorded_before_it_is_shown() -> None:
     out = c.feed(ev.SseEvent("post:2", ASK, "e1"))
     assert kinds(out) == ["Persist", "Present"]
     delta = out[0].delta  # type: ignore[union-attr]
+    assert isinstance(delta, SseDelta)
     assert [q.key for q in delta.questions] == [KEY]
     assert [(r.key, r.state) for r in delta.requests] == [(KEY, "presented")]
 
