@@ -107,6 +107,13 @@ class HoldingRelay:
         """Whether the server's side of a stream whose client went is still held open."""
         return self.held_at is not None and self.released_after is None
 
+    def let_go(self) -> None:
+        """Let go of a held connection now (by command: its client gave up resuming)."""
+        if self.holding:
+            assert self.held_at is not None
+            self.released_after = time.monotonic() - self.held_at
+        self._let_go.set()
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             await lifespan(receive, send)

@@ -39,6 +39,13 @@ properties it exercises; :func:`fsm.wire.run` runs one against a client and judg
     is cut; the deadline ends the tool. Plain client: it ignores the rejection and
     resumes the stream of a dead interaction (P3); the tool's "confirmation expired"
     reaches it on the resumed stream.
+``half_open``
+    Elicitation delivered live; the call's stream is cut abruptly on the client's side
+    while the server keeps its side open (:mod:`fsm.wire.held`: a server that never saw
+    its client go); it refuses every resume with the TypeScript SDK's 409 until it has
+    refused three and held the old connection 1.5 s, then lets go; the user answers once
+    a resume attached. Plain client: two refused resumes, then it gives up: the call fails
+    with -32000 (no property broken; the guarded client waits the hold out and completes).
 ``session_expired``
     Elicitation delivered live, then the server expires the session; the user answers
     late; a probe call after. Plain client: two resume GETs get 404, the second after it
@@ -55,6 +62,7 @@ properties it exercises; :func:`fsm.wire.run` runs one against a client and judg
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -62,10 +70,12 @@ from typing import Literal
 import anyio
 from anyio.abc import TaskGroup
 
+from fsm.wire.held import TYPESCRIPT_409, holding_tier
 from fsm.wire.proxy import ConnectionFault, HttpFault, TrafficEvent
 from fsm.wire.rig import (
     BackgroundCall,
     ClientFactory,
+    MiddleTier,
     Outcome,
     Rig,
     ScenarioClient,
@@ -82,6 +92,7 @@ __all__ = [
     "Scenario",
     "answer_conn_error",
     "answer_rejected",
+    "half_open",
     "happy",
     "replay_everything",
     "replayed_cancel",
@@ -238,6 +249,39 @@ async def answer_rejected(
     return None
 
 
+async def half_open(
+    rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
+    """The call's stream is held half-open by the server, which refuses resumes (409)
+    until it lets go (run behind :func:`fsm.wire.held.holding_tier`:
+    :attr:`Scenario.middle`)."""
+    proxy = rig.proxy
+    tg.start_soon(call.run, client, "delete_files", {"deadline": "silent"})
+    post = await rig.tools_call()
+    await rig.user.wait_presented(1)
+    mark = proxy.last_seq
+    await proxy.cut(post, "abrupt")
+
+    def attached(e: TrafficEvent) -> bool:
+        ex = proxy.exchanges.get(e.exchange)
+        return e.kind == "sse_event" and e.data == "" and ex is not None and ex.is_resume
+
+    if await unless_ended(call.done, proxy.wait_for(attached, HOLD_TIMEOUT_S, mark)):
+        rig.user.answer_open()
+    else:  # the client gave up resuming: the server need not hold on (nor hold its pings)
+        rig.middle.relay.let_go()
+    await call.wait(HOLD_TIMEOUT_S)
+    await settle(rig, client)
+    return None
+
+
+HOLD_S = 1.5
+"""How long the server of ``half_open`` holds the old connection, at least."""
+
+HOLD_TIMEOUT_S = 30.0
+"""The safety timeout of ``half_open``'s waits (the hold, then the call)."""
+
+
 async def session_expired(
     rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
 ) -> Outcome | None:
@@ -281,6 +325,10 @@ class Scenario:
     fault: str
     exercises: tuple[str, ...]
     event_store: StoreChoice = "scoped"
+    retry_interval_ms: int = 50
+    """The ``retry:`` the server advertises (the client's reconnect delay)."""
+    middle: MiddleTier | None = None
+    """What runs between the fault proxy and the server (:data:`fsm.wire.rig.MiddleTier`)."""
 
     async def run(
         self, client: ClientFactory, *, timeout: float = 30.0, rig: Rig | None = None
@@ -290,7 +338,13 @@ class Scenario:
         there)."""
         async with contextlib.AsyncExitStack() as stack:
             if rig is None:
-                rig = await stack.enter_async_context(open_rig(event_store=self.event_store))
+                rig = await stack.enter_async_context(
+                    open_rig(
+                        event_store=self.event_store,
+                        retry_interval_ms=self.retry_interval_ms,
+                        middle=self.middle,
+                    )
+                )
             return await run_scenario(self.step, client, timeout=timeout, rig=rig, name=self.name)
         raise AssertionError("unreachable")
 
@@ -332,6 +386,15 @@ SCENARIOS: Mapping[str, Scenario] = {
             "the answer POST is rejected as terminal (HTTP 500, JSON-RPC 'no such pending "
             "request'), then the call's stream is cut",
             ("P1", "P3"),
+        ),
+        Scenario(
+            "half_open",
+            half_open,
+            "the server holds the call's old stream half-open after a cut and refuses "
+            "every resume with 409 until it lets go (at least 1.5 s)",
+            ("P3", "L1"),
+            retry_interval_ms=300,
+            middle=functools.partial(holding_tier, refusal=TYPESCRIPT_409, hold_s=HOLD_S),
         ),
         Scenario(
             "session_expired",

@@ -18,10 +18,12 @@ How the wire maps to observations:
   ``Delivered`` (``replayed`` on a resume; ``elicitation/create`` and
   ``sampling/createMessage`` are interactive), a relayed ``notifications/cancelled`` a
   ``Cancelled``; a resume GET is a ``Resumed`` with its cursor;
+- a resume that follows a refusal the resume table calls patient (a server still
+  holding the old connection) is ``held`` (it spends no budget of the bounded L1);
 - a presentation is a ``Presented``, the user's answer an ``Answered``, an answer POST
-  a ``Submitted``; a terminal answer outcome is a ``Rejected`` (``session`` for a
-  session-scoped row), a session-scoped terminal outcome of any other request of the
-  session a ``SessionGone``.
+  (a JSON-RPC result; an error reply answers nothing) a ``Submitted``; a terminal answer
+  outcome is a ``Rejected`` (``session`` for a session-scoped row), a session-scoped
+  terminal outcome of any other request of the session a ``SessionGone``.
 
 Limits: an event the proxy relayed counts as delivered even when an abrupt cut lost it
 before the client read it (the proxy cannot see the client's socket buffer); time is
@@ -167,6 +169,8 @@ class _Wire:
         self.session_of_exchange: dict[int, str] = {}
         self.answer_key: dict[int, tuple[str, str]] = {}
         self.resumes: set[int] = set()
+        self.resume_stream: dict[int, str] = {}
+        self.patient: set[str] = set()  # streams whose last resume was refused patiently
         self.status: dict[int, int] = {}
         self.body: dict[int, Any] = {}
         self.answers = Classifier()
@@ -198,7 +202,10 @@ class _Wire:
             stream = self.stream_of_event.get(cursor, f"get:{e.exchange}")
             self.stream_of_exchange[e.exchange] = stream
             self.resumes.add(e.exchange)
-            return (Resumed(stream, cursor),)
+            self.resume_stream[e.exchange] = stream
+            held = stream in self.patient
+            self.patient.discard(stream)
+            return (Resumed(stream, cursor, held),)
         if e.method != "POST":
             return ()
         if body.get("method") == "tools/call":
@@ -208,12 +215,11 @@ class _Wire:
                 self.call = interaction  # the scenario's, not judged for P5
                 return (Began(interaction),)
             return ()
-        if "method" not in body and "id" in body and ("result" in body or "error" in body):
+        if "method" not in body and "id" in body and isinstance(body.get("result"), Mapping):
             key = (sid or "", str(body["id"]))
             self.answer_key[e.exchange] = key
-            answer = body.get("result", body.get("error"))
-            return (Submitted(key, answer if isinstance(answer, Mapping) else {}),)
-        return ()
+            return (Submitted(key, body["result"]),)
+        return ()  # an error reply (a handler cancelled, a request refused) is no answer
 
     def _event(self, e: TrafficEvent) -> Sequence[Observation]:
         stream = self.stream_of_exchange.get(e.exchange, f"post:{e.exchange}")
@@ -240,7 +246,8 @@ class _Wire:
         if status is None:
             return ()
         body = self.body.get(e.exchange)
-        outcome = SubmissionResult(status, body if isinstance(body, Mapping) else None)
+        text = body if isinstance(body, str) else None
+        outcome = SubmissionResult(status, body if isinstance(body, Mapping) else None, text=text)
         key = self.answer_key.get(e.exchange)
         if key is not None:
             c = self.answers.classify(outcome)
@@ -249,6 +256,9 @@ class _Wire:
             return ()
         if e.exchange in self.session_of_exchange:
             c = self.others.classify(outcome)
+            stream = self.resume_stream.get(e.exchange)
+            if c.patient and stream is not None:
+                self.patient.add(stream)
             if c.outcome is OutcomeClass.TERMINAL and c.scope == "session":
                 return (SessionGone(),)
         return ()

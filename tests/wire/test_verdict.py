@@ -3,6 +3,7 @@ observation one event away from breaking a property or not (no server, no client
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -83,3 +84,42 @@ def test_a_call_that_never_ended_breaks_p5() -> None:
     result = _result(CALL, [3])
     result.outcome = Outcome("pending")
     assert list(judge(result).broken) == ["P5"]
+
+
+def test_an_error_reply_to_a_question_is_no_answer() -> None:
+    """A client whose handler was cancelled replies with a JSON-RPC error: no answer was
+    submitted, so no answer was made up (P4); a result nobody gave is one."""
+    error = {"jsonrpc": "2.0", "id": 1, "error": {"code": 0, "message": "Request cancelled"}}
+    made_up = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
+    replied = _event(5, "request", 2, "POST", json=error)
+    assert judge(_result([*CALL[:3], replied], [3])).passed
+    answered = _event(5, "request", 2, "POST", json=made_up)
+    assert list(judge(_result([*CALL[:3], answered], [3])).broken) == ["P4"]
+
+
+def _refused(seq: int, exchange: int) -> list[TrafficEvent]:
+    conflict = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": CONFLICT}}
+    return [
+        _event(seq, "request", exchange, headers={"last-event-id": "ev3"}),
+        _event(seq + 1, "response", exchange, status=409),
+        _event(seq + 2, "body", exchange, json=conflict),
+        _event(seq + 3, "end", exchange, detail="complete"),
+    ]
+
+
+CONFLICT = "Conflict: Stream already has an active connection"
+
+
+def test_resumes_after_a_server_still_holding_the_stream_spend_no_budget() -> None:
+    """Five resumes, the first four refused by a server that still holds the old
+    connection (the TypeScript SDK's 409): the four after a refusal are patient, the
+    bounded L1 (three resumes without progress) does not count them; refused plainly
+    (503), they break it."""
+    held = [e for n in range(4) for e in _refused(10 + 4 * n, 2 + n)]
+    last = _event(30, "request", 9, headers={"last-event-id": "ev3"})
+    assert judge(_result([*CALL, *held, last], [3])).passed
+    busy = [
+        dataclasses.replace(e, status=503, json=None) if e.kind in ("response", "body") else e
+        for e in held
+    ]
+    assert list(judge(_result([*CALL, *busy, last], [3])).broken) == ["L1"]

@@ -24,6 +24,7 @@ PLAIN_BREAKS = {
     "replay_everything": {"P2"},
     "answer_conn_error": set(),
     "answer_rejected": {"P3"},
+    "half_open": set(),
     "session_expired": {"P3"},
     "happy": set(),
 }
