@@ -77,6 +77,9 @@ answer_conn_error:
 answer_rejected:
   plain:   broke P3, presented 1, completed
   guarded: passed, presented 1, failed
+half_open:
+  plain:   passed, presented 1, failed
+  guarded: passed, presented 1, completed
 session_expired:
   plain:   broke P3, presented 1, failed
   guarded: passed, presented 1, failed
