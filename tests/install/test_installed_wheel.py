@@ -120,10 +120,12 @@ def _test_bed_in(sources: dict[str, str]) -> list[str]:
 
 def test_the_wheel_holds_no_test_bed_module(wheel: Path) -> None:
     """What only the tests and the benchmarks use (``tests/support``) stays out of the
-    wheel: ``fsm.demo`` holds what ``fsm demo`` runs, ``fsm.harness`` only shims."""
+    wheel: ``fsm.wire`` holds the wire scenarios, ``fsm.demo`` what ``fsm demo`` runs on
+    them, ``fsm.harness`` only shims."""
     with zipfile.ZipFile(wheel) as zf:
         sources = {n: zf.read(n).decode() for n in zf.namelist() if n.endswith(".py")}
     assert "fsm/demo/cli.py" in sources and "fsm/harness/server.py" in sources
+    assert "fsm/wire/scenarios.py" in sources
     assert _test_bed_in(sources) == []
 
 
