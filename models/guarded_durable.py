@@ -52,7 +52,7 @@ State = tuple[float, GuardSnapshot, SseStored | None]
 
 class DurablePolicy(GuardPolicy):
     """The durable guard as the world's client. State: ``(t, snapshot, stored)``, the
-    store beside the guard's memory; :class:`~fsm.worlds.sse.Restart` drops the memory
+    store beside the guard's memory; :class:`~fsm.worlds.common.Restart` drops the memory
     and starts from the store (``store=False``: from the session and the streams'
     cursors alone, what a transport's resumption token keeps)."""
 

@@ -227,6 +227,17 @@ class Tick(Tagged, NamedTuple("Tick", [("op", Literal["tick"])])):
         return super().__new__(cls, "tick")
 
 
+class Restart(Tagged, NamedTuple("Restart", [("op", Literal["restart"])])):
+    """Input: the client's process ended (a world's ``crashes`` bound) and a new one
+    started from what the client keeps across it (its store, its persisted session or
+    task id), in the same session."""
+
+    __slots__ = ()
+
+    def __new__(cls) -> Restart:
+        return super().__new__(cls, "restart")
+
+
 class Present(Tagged, NamedTuple("Present", [("op", Literal["present"]), ("request", int)])):
     """Output: show the user the prompt of ``request``."""
 

@@ -109,6 +109,7 @@ from fsm.worlds.common import (
     OutputError,
     Present,
     Reaction,
+    Restart,
     Tick,
     UserMode,
     Withdraw,
@@ -326,16 +327,6 @@ class NewSession(
 
     def __new__(cls, number: int) -> NewSession:
         return super().__new__(cls, "session", number)
-
-
-class Restart(base.Tagged, NamedTuple("Restart", [("op", Literal["restart"])])):
-    """Input: the client's process ended (``crashes``) and a new one started from what
-    the client stored, in the same session."""
-
-    __slots__ = ()
-
-    def __new__(cls) -> Restart:
-        return super().__new__(cls, "restart")
 
 
 Input = (

@@ -53,7 +53,17 @@ from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from fsm import properties as P
 from fsm.worlds import common as base
-from fsm.worlds.common import USER_ANSWER, Answer, End, Move, Present, Tick, UserMode, Withdraw
+from fsm.worlds.common import (
+    USER_ANSWER,
+    Answer,
+    End,
+    Move,
+    Present,
+    Restart,
+    Tick,
+    UserMode,
+    Withdraw,
+)
 
 __all__ = [
     "TASK",
@@ -146,15 +156,6 @@ class Acked(base.Tagged, NamedTuple("Acked", [("op", Literal["acked"])])):
 
     def __new__(cls) -> Acked:
         return super().__new__(cls, "acked")
-
-
-class Restart(base.Tagged, NamedTuple("Restart", [("op", Literal["restart"])])):
-    """Input: the client crashed and restarted with its persisted task id."""
-
-    __slots__ = ()
-
-    def __new__(cls) -> Restart:
-        return super().__new__(cls, "restart")
 
 
 Input = Status | Error | Acked | Answer | Tick | Restart
