@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from fsm import properties as P
+from fsm.tasks import observe
 from fsm.worlds import common as base
 from fsm.worlds.common import (
     USER_ANSWER,
@@ -514,34 +515,17 @@ class TasksWorld(base.WorldBase[Env, TasksBounds, Input, Output]):
         the user answered, if any) and a withdrawal of each key it
         no longer lists whose question was not taken; -32602 a terminal rejection of the
         answers the request carried (and, on a poll, the death of every key the client
-        knew listed)."""
-        t = context.t
+        knew listed): the one reading of :mod:`fsm.tasks.observe`."""
         if isinstance(inp, Status):
-            seen: list[P.Observation] = []
-            for k, q in inp.listed:
-                head = _answered(context.asked, q, monitor)
-                seen.append(
-                    P.Delivered(
-                        key(k),
-                        TASK,
-                        t,
-                        replayed=key(k) in monitor.presented,
-                        question=key(head) if head is not None and head != k else None,
-                    )
-                )
-            if inp.status in ("working", "input_required"):
-                now = {k for k, _ in inp.listed}
-                question = dict(context.asked)
-                seen += [
-                    P.Cancelled(key(k))
-                    for k in context.seen
-                    if k not in now and question[k] not in context.taken
-                ]
-            return seen
+            asked = [(key(k), q) for k, q in context.asked]
+            listed = [(key(k), q) for k, q in inp.listed]
+            seen = [key(k) for k in context.seen]
+            return observe.polled(
+                monitor, TASK, context.t, inp.status, listed, asked, seen, context.taken
+            )
         if isinstance(inp, Error) and inp.reason == "expired":
-            if inp.request == "update":
-                return [P.Rejected(key(k)) for k in sorted(context.carried)]
-            return [P.Cancelled(key(k)) for k in context.seen]
+            carried = [key(k) for k in sorted(context.carried)]
+            return observe.gone(inp.request, carried, [key(k) for k in context.seen])
         if isinstance(inp, Answer):
             return [P.Answered(key(inp.request), dict(USER_ANSWER))]
         return []
@@ -556,14 +540,7 @@ class TasksWorld(base.WorldBase[Env, TasksBounds, Input, Output]):
             elif isinstance(out, Withdraw):
                 seen.append(P.DeclaredDead(key(out.request)))
             elif isinstance(out, Update):
-                seen += [P.Submitted(key(k), dict(a)) for k, a in out.answers]
-                seen.append(P.Resumed(TASK, "update"))
+                seen += observe.updated(TASK, ((key(k), dict(a)) for k, a in out.answers))
             elif isinstance(out, End):
                 seen.append(P.Ended(TASK, out.outcome))
         return seen
-
-
-def _answered(asked: Listing, question: int, monitor: P.MonitorState) -> int | None:
-    """The first key of ``question`` the user answered (whose answer a re-ask of it takes),
-    or None: a question not answered yet is no re-ask, whatever key asked it before."""
-    return next((k for k, q in asked if q == question and key(k) in monitor.answers), None)
