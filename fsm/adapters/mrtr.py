@@ -77,8 +77,9 @@ _ERRORS = SdkErrorType(MCPError, types.ErrorData)
 """What a call raises is an ``MCPError`` too (:mod:`fsm.adapters.sdkerrors`)."""
 
 
-def _as_outcome(exc: BaseException) -> SubmissionResult:
-    """A failed round as the MRTR table reads it: a JSON-RPC error body (the SDK's
+def as_outcome(exc: BaseException) -> SubmissionResult:
+    """A failed request of an mcp 2.x session as the rules read it (an MRTR round, a
+    ``tasks/*`` request): a JSON-RPC error body (the SDK's
     ``MCPError`` does not carry the HTTP status, so none is claimed), or no response."""
     if isinstance(exc, MCPError):
         error: dict[str, Any] = {"code": exc.code, "message": exc.message}
@@ -128,7 +129,7 @@ async def guarded_call_tool(
             )
         except Exception as exc:  # every failed round goes to the table
             round_error[:] = [exc]
-            post(RoundFailed(_as_outcome(exc)))
+            post(RoundFailed(as_outcome(exc)))
             return
         round_error.clear()
         body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
