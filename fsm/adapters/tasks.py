@@ -1,0 +1,318 @@
+"""The task rules around mcp 2.3.0's ``Client`` (the tasks extension,
+``io.modelcontextprotocol/tasks``, protocol 2026-07-28).
+
+mcp 2.3.0 has no tasks client; it has the public seams to build one, and this module uses
+only those: a :class:`~mcp.client.extension.ClientExtension` whose
+:class:`~mcp.client.extension.ResultClaim` claims ``resultType: "task"`` on ``tools/call``
+(which also declares the extension to the server), ``ClientSession.send_request`` for
+``tasks/get``, ``tasks/update`` and ``tasks/cancel`` (the SDK sets ``Mcp-Name`` to the
+task id from :attr:`~mcp_types.Request.name_param`), and
+``ClientSession.dispatch_input_request`` to present each input request through the
+callbacks registered on the ``Client`` (``elicitation_callback``, ...). Two ways in::
+
+    async with Client(url, elicitation_callback=ask, extensions=[GuardedTasks()]) as client:
+        result = await client.call_tool("delete_files", {"count": 3})  # a task, resolved
+
+    handle = await client.session.call_tool(name, args, allow_claimed=True)  # a TaskHandle
+    result = await run_task(client.session, handle)
+
+:func:`run_task` drives one task by :class:`fsm.tasks.task.TaskCall`'s actions: it polls
+``tasks/get`` after the delay each :class:`~fsm.tasks.task.Poll` says (the task's
+``pollIntervalMs``, bounded), presents each key at most once (the callback's
+``context.request_id`` is the server's key), keeps polling while a prompt is up, takes a
+prompt down by cancelling its callback's scope when the rules withdraw it (the key was
+superseded, the task ended), sends each :class:`~fsm.tasks.task.Update` as
+``tasks/update`` and ticks the rules at the task's ``createdAt + ttlMs``. It returns the
+``CallToolResult`` the completed task carries (its ``result``) or raises exactly one
+:class:`~fsm.errors.InteractionFailed` subclass, which is an ``MCPError`` too (code
+-32000, ``error.data["reason"]`` its reason: :mod:`fsm.adapters.sdkerrors`):
+:class:`~fsm.errors.TaskFailedError`, :class:`~fsm.errors.TaskCancelledError`,
+:class:`~fsm.errors.TaskExpiredError` (-32602 or the TTL passed),
+:class:`~fsm.errors.MalformedTaskError` (a bad poll result, or a completed task without a
+``CallToolResult`` in ``result``), :class:`~fsm.errors.QuestionReaskedError`,
+:class:`~fsm.errors.SubmissionFailedError`, :class:`~fsm.errors.CallRejectedError`,
+:class:`~fsm.errors.TaskPollsExceededError`. The failing request's ``MCPError`` is its
+cause when one ended the call.
+
+A callback that returns ``ErrorData`` or raises ends the call
+(:class:`~fsm.errors.TaskCancelledError`, chained to what it raised) and the task is
+cancelled on the server (``tasks/cancel``, best effort). ``on_action`` sees every action
+the rules emit (logs, the demo). Limits: the rules keep nothing durable (a task resumed
+after a restart may present again what was answered before); ``clock`` is wall-clock
+seconds (``createdAt`` is an absolute time); one task per :func:`run_task`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from fsm._extras import missing_extra
+
+try:
+    import anyio
+    import pydantic
+    from mcp import types
+    from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+    from mcp.client.session import ClientRequestContext, ClientSession
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import Request, RequestParams, Result
+except ModuleNotFoundError as exc:
+    raise missing_extra("mcp", "fsm.adapters.tasks", exc) from exc
+
+from fsm import actions as act
+from fsm import events as ev
+from fsm.adapters.mrtr import as_outcome
+from fsm.adapters.sdkerrors import SdkErrorType
+from fsm.errors import InteractionFailed, MalformedTaskError, RequestKey, TaskCancelledError
+from fsm.tasks.task import (
+    Poll,
+    Polled,
+    PollFailed,
+    TaskAction,
+    TaskCall,
+    TaskCancelled,
+    TaskConfig,
+    TaskCreated,
+    TaskEvent,
+    Tick,
+    Update,
+    UpdateAcked,
+    UpdateFailed,
+)
+
+__all__ = [
+    "EXTENSION",
+    "CancelTaskRequest",
+    "GetTaskRequest",
+    "GuardedTasks",
+    "RawTaskResult",
+    "TaskHandle",
+    "TaskIdParams",
+    "UpdateTaskParams",
+    "UpdateTaskRequest",
+    "run_task",
+]
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+"""The extension's identifier."""
+
+_ERRORS = SdkErrorType(MCPError, types.ErrorData)
+_INPUT_REQUEST: pydantic.TypeAdapter[types.InputRequest] = pydantic.TypeAdapter(types.InputRequest)
+
+
+class TaskHandle(Result):
+    """The flat ``CreateTaskResult`` a ``tools/call`` answers with: ``resultType: "task"``
+    and the task's fields (kept as they came: the rules check them)."""
+
+    model_config = pydantic.ConfigDict(extra="allow", populate_by_name=True)
+    result_type: Literal["task"] = pydantic.Field(alias="resultType")
+    task_id: str = pydantic.Field(alias="taskId")
+
+
+class RawTaskResult(Result):
+    """A ``tasks/*`` result as it came (the rules judge its shape, not pydantic)."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+class TaskIdParams(RequestParams):
+    """``tasks/get`` and ``tasks/cancel`` params."""
+
+    task_id: str = pydantic.Field(alias="taskId")
+
+
+class UpdateTaskParams(RequestParams):
+    """``tasks/update`` params: the answers by ``inputRequests`` key."""
+
+    task_id: str = pydantic.Field(alias="taskId")
+    input_responses: dict[str, Any] = pydantic.Field(alias="inputResponses")
+
+
+class GetTaskRequest(Request[TaskIdParams, Literal["tasks/get"]]):
+    """``tasks/get`` (``Mcp-Name``: the task id)."""
+
+    method: Literal["tasks/get"] = "tasks/get"
+    name_param = "taskId"
+
+
+class UpdateTaskRequest(Request[UpdateTaskParams, Literal["tasks/update"]]):
+    """``tasks/update`` (``Mcp-Name``: the task id)."""
+
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param = "taskId"
+
+
+class CancelTaskRequest(Request[TaskIdParams, Literal["tasks/cancel"]]):
+    """``tasks/cancel`` (``Mcp-Name``: the task id)."""
+
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    name_param = "taskId"
+
+
+def _dump(model: pydantic.BaseModel) -> dict[str, Any]:
+    dumped: dict[str, Any] = model.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return dumped
+
+
+async def run_task(
+    session: ClientSession,
+    handle: TaskHandle,
+    *,
+    config: TaskConfig | None = None,
+    clock: Callable[[], float] = time.time,
+    on_action: Callable[[TaskAction], None] | None = None,
+) -> types.CallToolResult:
+    """Drive the task ``handle`` names to its end under the task rules; see the module
+    docstring."""
+    task_id = handle.task_id
+    call = TaskCall(task_id, clock=clock, config=config)
+    prompts: dict[RequestKey, anyio.CancelScope] = {}
+    inbox: list[TaskEvent] = []
+    wake = anyio.Event()
+    last: list[Any] = [None]  # the last tasks/get result
+    cause: list[BaseException] = []  # what ended the call: an SDK error, a callback's
+    failure: InteractionFailed | None = None
+    gave_up = False  # a callback refused or raised: the task is cancelled on the server
+    done = False
+
+    def post(event: TaskEvent) -> None:
+        inbox.append(event)
+        wake.set()
+
+    async def poll(delay: float) -> None:
+        await anyio.sleep(delay)
+        try:
+            result = await session.send_request(
+                GetTaskRequest(params=TaskIdParams(taskId=task_id)), RawTaskResult
+            )
+        except Exception as exc:  # every failed poll goes to the rules
+            cause[:] = [exc]
+            post(PollFailed(as_outcome(exc)))
+            return
+        last[0] = _dump(result)
+        post(Polled(last[0]))
+
+    async def update(responses: dict[str, Any]) -> None:
+        params = UpdateTaskParams(taskId=task_id, inputResponses=responses)
+        try:
+            await session.send_request(UpdateTaskRequest(params=params), RawTaskResult)
+        except Exception as exc:
+            cause[:] = [exc]
+            post(UpdateFailed(as_outcome(exc)))
+            return
+        post(UpdateAcked())
+
+    async def ask(key: RequestKey, method: str, params: Any) -> None:
+        nonlocal gave_up
+        with anyio.CancelScope() as scope:
+            prompts[key] = scope
+            try:
+                request = _INPUT_REQUEST.validate_python({"method": method, "params": params})
+                ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=None)
+                answer = await session.dispatch_input_request(ctx, request)
+            except Exception as exc:  # a callback bug (or a request it cannot take)
+                cause[:], gave_up = [exc], True
+                post(TaskCancelled(f"the callback for {key[1]!r} raised {type(exc).__name__}"))
+                return
+            finally:
+                prompts.pop(key, None)
+            if isinstance(answer, types.ErrorData):
+                gave_up = True
+                post(TaskCancelled(f"the callback refused {key[1]!r}: {answer.message}"))
+            else:
+                post(ev.UserAnswered(key, _dump(answer)))
+
+    async with anyio.create_task_group() as tg:
+        events: list[TaskEvent] = [TaskCreated(_dump(handle))]
+        while not done:
+            for event in events:
+                for action in call.feed(event):
+                    if on_action is not None:
+                        on_action(action)
+                    if isinstance(action, act.Present):
+                        tg.start_soon(ask, action.key, action.method, action.params)
+                    elif isinstance(action, act.Withdraw):
+                        scope = prompts.pop(action.key, None)
+                        if scope is not None:
+                            scope.cancel()
+                    elif isinstance(action, Poll):
+                        tg.start_soon(poll, action.delay_s)
+                    elif isinstance(action, Update):
+                        tg.start_soon(update, dict(action.input_responses))
+                    elif isinstance(action, act.Fail):
+                        failure, done = action.error, True
+                        if not isinstance(event, PollFailed | UpdateFailed | TaskCancelled):
+                            cause.clear()  # the rules' own verdict, not a request's error
+                    elif isinstance(action, act.Complete):
+                        done = True
+            if done:
+                break
+            if not inbox:
+                deadline = call.deadline()
+                if deadline is None:
+                    await wake.wait()
+                else:
+                    with anyio.move_on_after(max(0.0, deadline - clock())):
+                        await wake.wait()
+                wake = anyio.Event()
+            events, inbox[:] = list(inbox) or [Tick()], []
+        tg.cancel_scope.cancel()
+    if failure is not None:
+        if gave_up and isinstance(failure, TaskCancelledError):
+            await _cancel(session, task_id)
+        raise _ERRORS.wrap(failure) from (cause[0] if cause else None)
+    return _final(task_id, last[0])
+
+
+async def _cancel(session: ClientSession, task_id: str) -> None:
+    """``tasks/cancel``, best effort (the call fails anyway), bounded in time."""
+    with anyio.move_on_after(5.0):
+        try:
+            await session.send_request(
+                CancelTaskRequest(params=TaskIdParams(taskId=task_id)), RawTaskResult
+            )
+        except Exception:  # the call's own error is what the caller gets
+            return
+
+
+def _final(task_id: str, polled: Any) -> types.CallToolResult:
+    """The completed task's ``result`` as a ``CallToolResult``; a typed error if it has none."""
+    body = polled.get("result") if isinstance(polled, dict) else None
+    try:
+        return types.CallToolResult.model_validate(body, by_name=False)
+    except pydantic.ValidationError as exc:
+        raise _ERRORS.wrap(
+            MalformedTaskError(
+                f"{task_id}: the task completed without a CallToolResult in its result",
+                key=(task_id, "result"),
+                stream=task_id,
+                evidence=(f"result {str(body)[:200]}",),
+            )
+        ) from exc
+
+
+class GuardedTasks(ClientExtension):
+    """The tasks extension for ``Client(extensions=[GuardedTasks()])``: declares it, and
+    resolves every ``resultType: "task"`` of ``tools/call`` with :func:`run_task` (its
+    keywords given here), so ``client.call_tool`` returns the task's result."""
+
+    identifier = EXTENSION
+
+    def __init__(
+        self,
+        *,
+        config: TaskConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        on_action: Callable[[TaskAction], None] | None = None,
+    ) -> None:
+        self.config, self.clock, self.on_action = config, clock, on_action
+
+    def claims(self) -> Sequence[ResultClaim[Any]]:
+        return (ResultClaim(result_type="task", model=TaskHandle, resolve=self._resolve),)
+
+    async def _resolve(self, handle: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
+        return await run_task(
+            ctx.session, handle, config=self.config, clock=self.clock, on_action=self.on_action
+        )

@@ -1,0 +1,192 @@
+"""Tasks end to end: the real mcp 2.3.0 client against the real tasks server of the test
+bed (:mod:`fsm.wire.tasks_server`, the SDK's extension API, protocol 2026-07-28) on
+127.0.0.1: the plain requester (:class:`fsm.wire.tasks_plain.PlainTasks`, what an
+application on the raw SDK does) vs the guarded one (:class:`fsm.adapters.tasks.GuardedTasks`).
+Faults are the server's explicit commands, run by the user's callback while its prompt is
+up; a blocked user waits for the guard to take the prompt down (a cancel), never a timer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+from mcp import types
+from mcp.client.client import Client
+from mcp.shared.exceptions import MCPError
+
+from fsm import actions as act
+from fsm.adapters.tasks import GuardedTasks, TaskHandle, run_task
+from fsm.errors import InteractionFailed, TaskExpiredError, TaskFailedError
+from fsm.tasks.task import TaskAction
+from fsm.wire.tasks_plain import PlainTasks
+from fsm.wire.tasks_server import TasksServer, running_tasks_server
+
+pytestmark = pytest.mark.anyio
+
+ACCEPT = types.ElicitResult(action="accept", content={})
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[TasksServer]:
+    async with running_tasks_server(poll_interval_ms=100) as srv:
+        yield srv
+
+
+class User:
+    """The elicitation callback: records each prompt (the key, the message); on the first
+    one runs ``fault`` and, if ``block``, waits until the prompt is taken down."""
+
+    def __init__(
+        self, fault: Callable[[], Awaitable[None] | None] | None = None, block: bool = False
+    ) -> None:
+        self.prompts: list[tuple[str, str]] = []
+        self.withdrawn = 0
+        self.fault, self.block = fault, block
+
+    async def __call__(self, ctx: Any, params: Any) -> types.ElicitResult:
+        self.prompts.append((str(ctx.request_id), str(params.message)))
+        if len(self.prompts) == 1 and self.fault is not None:
+            pending = self.fault()
+            if pending is not None:
+                await pending
+            if self.block:
+                try:
+                    await anyio.Event().wait()
+                except anyio.get_cancelled_exc_class():
+                    self.withdrawn += 1
+                    raise
+        return ACCEPT
+
+
+async def _call(server: TasksServer, user: User, extension: Any) -> types.CallToolResult:
+    result = await _outcome(server, user, extension)
+    assert isinstance(result, types.CallToolResult), result
+    return result
+
+
+async def _outcome(
+    server: TasksServer, user: User, extension: Any
+) -> types.CallToolResult | Exception:
+    """The call's result, or what it raised (caught inside the ``Client`` block, whose
+    exit would wrap it in a group)."""
+    async with Client(server.url, elicitation_callback=user, extensions=[extension]) as client:
+        with anyio.fail_after(10):
+            try:
+                return await client.call_tool("delete_files", {"count": 3})
+            except Exception as exc:
+                return exc
+
+
+def _text(result: types.CallToolResult) -> str:
+    content = result.content[0]
+    assert isinstance(content, types.TextContent)
+    return content.text
+
+
+async def test_a_task_asks_is_answered_and_completes(server: TasksServer) -> None:
+    plain_user, guarded_user = User(), User()
+    actions: list[TaskAction] = []
+    plain = await _call(server, plain_user, PlainTasks())
+    guarded = await _call(server, guarded_user, GuardedTasks(on_action=actions.append))
+    assert _text(plain) == _text(guarded) == "Deleted 3 files"
+    assert plain_user.prompts == guarded_user.prompts == [("confirm-1", "Delete 3 files?")]
+    assert [a.key[1] for a in actions if isinstance(a, act.Present)] == ["confirm-1"]
+    assert server.log.created == ["task-1", "task-2"]
+    # every tasks/* request named its task in Mcp-Name (the SDK's name_param)
+    assert set(server.log.names["tasks/get"]) == {"task-1", "task-2"}
+    assert set(server.log.names["tasks/update"]) == {"task-1", "task-2"}
+
+
+async def test_without_the_extension_the_tool_answers_plainly(server: TasksServer) -> None:
+    async with Client(server.url) as client:
+        result = await client.call_tool("delete_files", {"count": 3})
+    assert _text(result) == "Deleted 3 files (no task)"
+    assert server.log.created == []
+
+
+async def test_a_superseded_prompt_is_withdrawn_and_the_new_key_presented(
+    server: TasksServer,
+) -> None:
+    def supersede() -> None:
+        server.supersede(server.latest().task_id)
+
+    user = User(supersede, block=True)
+    result = await _call(server, user, GuardedTasks())
+    assert _text(result) == "Deleted 3 files"
+    assert user.prompts == [
+        ("confirm-1", "Delete 3 files?"),
+        ("confirm-2", "Delete 3 files? (updated)"),
+    ]
+    assert user.withdrawn == 1  # the dead prompt was taken down, not answered
+    assert server.log.ignored == []
+
+
+async def test_plain_answers_a_superseded_prompt_into_the_void(server: TasksServer) -> None:
+    user = User(lambda: server.supersede(server.latest().task_id) and None)
+    result = await _call(server, user, PlainTasks())
+    assert _text(result) == "Deleted 3 files"
+    assert [key for key, _ in user.prompts] == ["confirm-1", "confirm-2"]
+    assert user.withdrawn == 0
+    assert server.log.ignored == [("task-1", "confirm-1")]  # acknowledged, then dropped
+
+
+async def test_a_failed_task_withdraws_its_prompt_and_fails_once(server: TasksServer) -> None:
+    user = User(lambda: server.fail(server.latest().task_id), block=True)
+    error = await _outcome(server, user, GuardedTasks())
+    assert isinstance(error, TaskFailedError)
+    assert isinstance(error, MCPError)  # one typed error, an MCPError too
+    assert error.reason == "task-failed"
+    assert any("the job crashed" in fact for fact in error.evidence)
+    assert user.withdrawn == 1
+    assert server.log.answers == server.log.ignored == []
+
+
+async def test_plain_answers_a_failed_task(server: TasksServer) -> None:
+    user = User(lambda: server.fail(server.latest().task_id))
+    error = await _outcome(server, user, PlainTasks())
+    assert isinstance(error, RuntimeError) and "failed" in str(error)
+    assert server.log.ignored == [("task-1", "confirm-1")]
+
+
+@pytest.mark.parametrize("fault", ["purge", "expire"])
+async def test_a_purged_or_expired_task_ends_with_one_typed_error(
+    server: TasksServer, fault: str
+) -> None:
+    user = User(lambda: getattr(server, fault)(server.latest().task_id), block=True)
+    error = await _outcome(server, user, GuardedTasks())
+    assert isinstance(error, TaskExpiredError) and isinstance(error, MCPError)
+    assert isinstance(error.__cause__, MCPError)  # the -32602 that ended it
+    assert error.__cause__.code == -32602
+    assert user.withdrawn == 1
+    plain_user = User(lambda: getattr(server, fault)(server.latest().task_id))
+    plain = await _outcome(server, plain_user, PlainTasks())
+    assert isinstance(plain, MCPError) and not isinstance(plain, InteractionFailed)
+    assert plain.code == -32602  # the SDK's raw error, after an answer sent into the void
+
+
+async def test_an_answered_question_reasked_under_a_new_key_is_answered_from_the_store(
+    server: TasksServer,
+) -> None:
+    server.reask_next(1)
+    guarded_user = User()
+    guarded = await _call(server, guarded_user, GuardedTasks())
+    assert _text(guarded) == "Deleted 3 files"
+    assert guarded_user.prompts == [("confirm-1", "Delete 3 files?")]  # asked once
+    assert [key for _, key, _ in server.log.answers] == ["confirm-1", "confirm-2"]
+    server.reask_next(1)
+    plain_user = User()
+    plain = await _call(server, plain_user, PlainTasks())
+    assert _text(plain) == "Deleted 3 files"
+    assert [key for key, _ in plain_user.prompts] == ["confirm-1", "confirm-2"]  # twice
+
+
+async def test_run_task_drives_a_handle_from_the_session(server: TasksServer) -> None:
+    user = User()
+    async with Client(server.url, elicitation_callback=user, extensions=[GuardedTasks()]) as c:
+        handle = await c.session.call_tool("delete_files", {"count": 2}, allow_claimed=True)
+        assert isinstance(handle, TaskHandle)
+        with anyio.fail_after(10):
+            result = await run_task(c.session, handle)
+    assert _text(result) == "Deleted 2 files"
