@@ -4,12 +4,22 @@ The guard stays sans-IO: configured ``durable``, it returns a
 :class:`~fsm.actions.Persist` first among its actions whenever something that must
 survive a crash changed; the embedder writes that delta to a :class:`Store` and waits
 for it before taking the next action (write-ahead). After a restart,
-:meth:`fsm.sse.guard.Guard.restart` takes what :meth:`Store.load` returns.
+:meth:`fsm.sse.guard.Guard.restart` takes what :meth:`Store.load` returns. An MRTR call
+or a task is made durable by :class:`DurableCall`, restarted from :meth:`Store.calls`.
 See docs/durability.md.
 """
 
+from fsm.durable.calls import CallRecord, DurableCall
 from fsm.durable.codec import SCHEMA_VERSION
 from fsm.durable.sqlite import SqliteStore, profile_path
 from fsm.durable.store import MemoryStore, Store
 
-__all__ = ["SCHEMA_VERSION", "MemoryStore", "SqliteStore", "Store", "profile_path"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "CallRecord",
+    "DurableCall",
+    "MemoryStore",
+    "SqliteStore",
+    "Store",
+    "profile_path",
+]

@@ -1,4 +1,5 @@
-"""Records as JSON text, and back: the SQLite schema's row format.
+"""Records as JSON text, and back: the SQLite schema's row format, for every era (the
+SSE guard's request, question and stream records; an MRTR call's or a task's record).
 
 A record reads back equal to the one written, or :class:`~fsm.errors.StoreCorruptError`
 is raised: a row that is not JSON, has the wrong shape, or names an error class this
@@ -10,13 +11,18 @@ import json
 from typing import Any, TypeVar
 
 from fsm import errors
+from fsm.durable.calls import CallRecord
 from fsm.errors import InteractionFailed, RequestId, RequestKey, StoreCorruptError
 from fsm.machines.product import Cause
+from fsm.mrtr.call import CallSnapshot
+from fsm.mrtr.call import QuestionRecord as MrtrQuestion
 from fsm.sse.guard import Question, RequestRecord, StreamRecord
+from fsm.tasks.task import KeyRecord, TaskSnapshot
+from fsm.tasks.task import QuestionRecord as TaskQuestion
 
 _T = TypeVar("_T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema this library writes (``PRAGMA user_version``)."""
 
 
@@ -168,3 +174,151 @@ def _fields(text: str, n: int) -> list[Any]:
     if not isinstance(v, list) or len(v) != n:
         raise StoreCorruptError(f"stored record is not a list of {n} fields")
     return v
+
+
+# ------------------------------------------------------------------ one-call records
+
+
+def dump_call(rec: CallRecord) -> str:
+    """An MRTR call's or a task's record as JSON."""
+    s = rec.snapshot
+    if isinstance(s, CallSnapshot):
+        snap: list[Any] = [
+            s.state,
+            _cause(s.cause),
+            [[*q[:7]] for q in s.questions],
+            [list(k) for k in s.round_keys],
+            *s[4:],
+        ]
+    else:
+        snap = [
+            s.task,
+            s.state,
+            _cause(s.cause),
+            s.status,
+            [_key_fields(k) for k in s.keys],
+            [[q.question, q.answer, q.prompt, q.reuses] for q in s.questions],
+            s.get_pending,
+            None if s.update is None else list(s.update),
+            s.polls,
+            s.poll_errors,
+            s.resends,
+            s.interval_s,
+            s.created,
+            s.deadline,
+            s.ended,
+        ]
+    return json.dumps(
+        [
+            rec.era,
+            rec.call,
+            snap,
+            [[list(q.key), q.method, q.params] for q in rec.questions],
+            [list(k) for k in rec.reshown],
+        ]
+    )
+
+
+def _key_fields(k: KeyRecord) -> list[Any]:
+    """A task key's record as a list of fields (its cause encoded)."""
+    return [k.key, k.question, k.method, k.state, k.listed, k.resubmits, k.answer, _cause(k.cause)]
+
+
+def load_call(text: str) -> CallRecord:
+    """A call's record back."""
+    v = _fields(text, 5)
+    try:
+        era, call, snap, questions, reshown = v
+        if era == "mrtr":
+            snapshot: CallSnapshot | TaskSnapshot = _load_mrtr(snap)
+        elif era == "tasks":
+            snapshot = _load_task(snap)
+        else:
+            raise ValueError(f"unknown era {era!r}")
+        return CallRecord(
+            _str(call),
+            snapshot,
+            tuple(Question(_key(k), _str(m), _opt(p, str)) for k, m, p in questions),
+            tuple(_key(k) for k in reshown),
+        )
+    except (TypeError, ValueError, IndexError) as exc:
+        raise StoreCorruptError(f"call record does not read back: {exc}") from exc
+
+
+def _load_mrtr(v: Any) -> CallSnapshot:
+    state, cause, questions, round_keys, rnd, request_state, polls, resends, ended = v
+    return CallSnapshot(
+        _str(state),
+        _load_cause(cause),
+        tuple(
+            MrtrQuestion(_str(i), _str(m), _opt(p, str), _str(st), _num(at), _answer(a), _int(n))
+            for i, m, p, st, at, a, n in questions
+        ),
+        tuple((_str(k), _str(q)) for k, q in round_keys),
+        _int(rnd),
+        _opt(request_state, str),
+        _int(polls),
+        _int(resends),
+        _bool(ended),
+    )
+
+
+def _load_task(v: Any) -> TaskSnapshot:
+    (task, state, cause, status, keys, questions, pending, update, polls, errs, resends,
+     interval, created, deadline, ended) = v  # fmt: skip
+    return TaskSnapshot(
+        _str(task),
+        _str(state),
+        _load_cause(cause),
+        _str(status),
+        tuple(
+            KeyRecord(
+                _str(k),
+                _str(q),
+                _str(m),
+                _str(st),
+                _bool(listed),
+                _int(n),
+                _answer(a),
+                _load_cause(c),
+            )
+            for k, q, m, st, listed, n, a, c in keys
+        ),
+        tuple(TaskQuestion(_str(q), _answer(a), _opt(p, str), _int(n)) for q, a, p, n in questions),
+        _bool(pending),
+        None if update is None else tuple(map(_str, update)),
+        _int(polls),
+        _int(errs),
+        _int(resends),
+        _real(interval),
+        _num(created),
+        _num(deadline),
+        _bool(ended),
+    )
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"not an integer: {v!r}")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"not a boolean: {v!r}")
+    return v
+
+
+def _real(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"not a number: {v!r}")
+    return float(v)
+
+
+def _num(v: Any) -> float | None:
+    """A number or null (a time, a deadline)."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"not a number: {v!r}")
+    return float(v)

@@ -20,7 +20,9 @@
   (which reads every row). Never a fresh start on its own: that could ask
   an answered question again; an application that accepts that moves the file aside.
 * **Keys**: requests and questions by (session, request id), streams by stream name;
-  the session id and whether it expired in ``meta``.
+  the session id and whether it expired in ``meta``; an MRTR call's or a task's record
+  (:class:`~fsm.durable.calls.CallRecord`) by call id in ``calls``, replaced by each
+  write, at most :data:`~fsm.durable.store.MAX_ENDED_CALLS` ended ones kept.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fsm.durable import codec
+from fsm.durable.calls import CallRecord
 from fsm.durable.codec import SCHEMA_VERSION
-from fsm.durable.store import EMPTY
+from fsm.durable.store import EMPTY, MAX_ENDED_CALLS, Delta
 from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
 from fsm.machines.resumption import LIVENESS
 from fsm.sse.guard import SseDelta, SseStored
@@ -48,6 +51,13 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE questions (
         session TEXT NOT NULL, rid TEXT NOT NULL, method TEXT NOT NULL, params TEXT,
         reshown INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (session, rid));
+    """,
+    # 1 -> 2: the MRTR calls' and tasks' records, one row per call, newest write last
+    """
+    CREATE TABLE calls (
+        call TEXT PRIMARY KEY, era TEXT NOT NULL, ended INTEGER NOT NULL,
+        seq INTEGER NOT NULL, record TEXT NOT NULL);
+    CREATE INDEX calls_ended ON calls (ended, seq);
     """,
 )
 """``MIGRATIONS[n]`` takes a file from version ``n`` to ``n + 1``."""
@@ -71,7 +81,7 @@ class SqliteStore:
     process there)."""
 
     def __init__(
-        self, path: str | Path, *, before_write: Callable[[SseDelta], None] | None = None
+        self, path: str | Path, *, before_write: Callable[[Delta], None] | None = None
     ) -> None:
         self.path = str(path)
         self._before_write = before_write
@@ -93,7 +103,7 @@ class SqliteStore:
         """The deltas written through this store."""
         return self._writes
 
-    def write(self, delta: SseDelta) -> None:
+    def write(self, delta: Delta) -> None:
         """Write ``delta`` in one transaction; returns once it is synced."""
         db = self._conn()
         if self._before_write is not None:
@@ -101,7 +111,10 @@ class SqliteStore:
         with _errors(self.path):
             db.execute("BEGIN")
             try:
-                _write(db, delta)
+                if isinstance(delta, CallRecord):
+                    _write_call(db, delta)
+                else:
+                    _write(db, delta)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -128,6 +141,18 @@ class SqliteStore:
             raise StoreCorruptError(f"{self.path}: meta does not read back", path=self.path)
         everything = SseDelta(session, expired == "1", streams, requests, questions, reshown)
         return EMPTY.apply(everything)
+
+    def calls(self) -> dict[str, CallRecord]:
+        """The MRTR calls' and tasks' records by call id
+        (:class:`~fsm.errors.StoreCorruptError` for a row that does not read back)."""
+        db = self._conn()
+        with _errors(self.path):
+            rows = list(db.execute("SELECT call, record FROM calls ORDER BY seq"))
+        records = {call: codec.load_call(text) for call, text in rows}
+        for call, rec in records.items():
+            if rec.call != call:
+                raise StoreCorruptError(f"{self.path}: call row {call!r} holds another call")
+        return records
 
     def close(self) -> None:
         """Close the file and release its lock (idempotent)."""
@@ -200,6 +225,20 @@ def _write(db: sqlite3.Connection, d: SseDelta) -> None:
         (r.key[0], codec.dump_id(r.key[1])) for r in d.requests if r.state in LIVENESS.terminal
     ]
     db.executemany("DELETE FROM questions WHERE session = ? AND rid = ?", ended)  # not asked again
+
+
+def _write_call(db: sqlite3.Connection, rec: CallRecord) -> None:
+    seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM calls").fetchone()[0]
+    db.execute(
+        "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)",
+        (rec.call, rec.era, int(rec.ended), seq, codec.dump_call(rec)),
+    )
+    if rec.ended:  # keep the newest ended records only: the store stays bounded
+        db.execute(
+            "DELETE FROM calls WHERE ended = 1 AND seq NOT IN "
+            "(SELECT seq FROM calls WHERE ended = 1 ORDER BY seq DESC LIMIT ?)",
+            (MAX_ENDED_CALLS,),
+        )
 
 
 class _errors:
