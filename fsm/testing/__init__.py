@@ -9,8 +9,9 @@ bounded L1 of :mod:`fsm.properties` after every step::
     class TestMyClient(ConformanceTests):
         client_factory = staticmethod(lambda clock: MyShim(clock))
 
-MRTR clients (protocol 2026-07-28) have their own machine:
-:func:`mrtr_conformance_machine`. See ``docs/testing.md``. Requires ``hypothesis`` (a
+MRTR clients (protocol 2026-07-28) have their own machine,
+:func:`mrtr_conformance_machine`, and so do clients of the tasks extension,
+:func:`tasks_conformance_machine`. See ``docs/testing.md``. Requires ``hypothesis`` (a
 test dependency, not a runtime one): install the ``testing`` extra; without it the import
 fails with a ``ModuleNotFoundError`` that says so.
 """
@@ -39,6 +40,12 @@ try:
         mrtr_conformance_machine,
     )
     from fsm.testing.reference import NoDedupGuard, Sdk230Client, guard_factory
+    from fsm.testing.tasks_kit import (
+        TasksClientFactory,
+        TasksClientUnderTest,
+        TasksConformanceMachine,
+        tasks_conformance_machine,
+    )
 except ModuleNotFoundError as exc:  # hypothesis, the testing extra
     raise missing_extra("testing", "fsm.testing", exc) from exc
 
@@ -57,9 +64,13 @@ __all__ = [
     "MrtrConformanceMachine",
     "NoDedupGuard",
     "Sdk230Client",
+    "TasksClientFactory",
+    "TasksClientUnderTest",
+    "TasksConformanceMachine",
     "conformance_machine",
     "guard_factory",
     "kit_settings",
     "mrtr_conformance_machine",
+    "tasks_conformance_machine",
     "use_profile",
 ]
