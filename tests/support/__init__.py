@@ -1,8 +1,8 @@
 """The test bed no user needs, imported as ``support.<module>`` (pytest's ``pythonpath``
 puts ``tests/`` on ``sys.path``; so does ``bench/__init__.py``).
 
-- :mod:`support.scenarios`: the demo's rig (:mod:`fsm.wire.rig`) with gateway replicas
-  as its middle tier, and every scenario by name (the seed incident and the others).
+- :mod:`support.scenarios`: the wire scenarios' rig (:mod:`fsm.wire.rig`) with gateway
+  replicas as its middle tier, and every scenario of :mod:`fsm.wire.scenarios` by name.
 - :mod:`support.gateway`: guarding gateway replicas on loopback.
 - :mod:`support.redis_server`: a throwaway ``redis-server`` on loopback.
 - :mod:`support.fastmcp_clients`: fastmcp's ``Client`` as scenario clients.
