@@ -22,6 +22,8 @@ Faults are explicit commands on :class:`TasksServer` (no sleeps, no timers):
 * :meth:`~TasksServer.reask`: after an answer, the task asks the same question again
   under a new key before it completes;
 * :meth:`~TasksServer.fail`: status ``failed`` with an ``error``;
+* :meth:`~TasksServer.refuse_updates`: the next updates fail with -32603;
+* :meth:`~TasksServer.complete_bare`: status ``completed`` without a ``result``;
 * :meth:`~TasksServer.purge` / :meth:`~TasksServer.expire`: the task is gone; its
   requests get JSON-RPC -32602 ``"Task not found"`` / ``"Task has expired"``.
 
@@ -71,6 +73,7 @@ TASK_TOOLS = frozenset({"delete_files"})
 """The tools that answer with a task when the client declared the extension."""
 
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 
 
 class TaskIdParams(RequestParams):
@@ -140,6 +143,7 @@ class TasksLog:
     answers: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    refused: int = 0
     names: dict[str, list[str | None]] = field(default_factory=dict)
 
 
@@ -187,6 +191,10 @@ class _Tasks(Extension):
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> Any:
         self._saw("tasks/update", ctx)
+        if self.handle._refuse_updates > 0:
+            self.handle._refuse_updates -= 1
+            self.handle.log.refused += 1
+            raise MCPError(code=INTERNAL_ERROR, message="Failed to store the input responses")
         self.handle.take(self.handle.task(params.task_id), params.input_responses)
         return {}
 
@@ -222,6 +230,7 @@ class TasksServer:
     tasks: OrderedDict[str, ServerTask] = field(default_factory=OrderedDict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _reask: int = 0
+    _refuse_updates: int = 0
 
     # -------------------------------------------------------------- the task's life
 
@@ -285,6 +294,16 @@ class TasksServer:
         old = list(task.requests.values())
         task.requests = {}
         return [task.ask(f"{req['params']['message']} (updated)") for req in old]
+
+    def refuse_updates(self, times: int = 1) -> None:
+        """The next ``times`` ``tasks/update`` requests fail with JSON-RPC -32603 (the
+        responses not stored)."""
+        self._refuse_updates = times
+
+    def complete_bare(self, task_id: str) -> None:
+        """The task completes with no ``result`` (a malformed completion)."""
+        task = self.task(task_id)
+        task.status, task.requests = "completed", {}
 
     def fail(self, task_id: str, message: str = "the job crashed") -> None:
         """The task fails: status ``failed`` with an ``error``."""

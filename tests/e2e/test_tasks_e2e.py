@@ -18,7 +18,14 @@ from mcp.shared.exceptions import MCPError
 
 from fsm import actions as act
 from fsm.adapters.tasks import GuardedTasks, TaskHandle, run_task
-from fsm.errors import InteractionFailed, TaskExpiredError, TaskFailedError
+from fsm.errors import (
+    CallRejectedError,
+    InteractionFailed,
+    MalformedTaskError,
+    TaskCancelledError,
+    TaskExpiredError,
+    TaskFailedError,
+)
 from fsm.tasks.task import TaskAction
 from fsm.wire.tasks_plain import PlainTasks
 from fsm.wire.tasks_server import TasksServer, running_tasks_server
@@ -190,3 +197,36 @@ async def test_run_task_drives_a_handle_from_the_session(server: TasksServer) ->
         with anyio.fail_after(10):
             result = await run_task(c.session, handle)
     assert _text(result) == "Deleted 2 files"
+
+
+async def test_a_refused_update_fails_once_where_plain_presents_again(
+    server: TasksServer,
+) -> None:
+    server.refuse_updates(1)
+    guarded_user = User()
+    error = await _outcome(server, guarded_user, GuardedTasks())
+    assert isinstance(error, CallRejectedError) and isinstance(error, MCPError)
+    assert isinstance(error.__cause__, MCPError) and error.__cause__.code == -32603
+    assert len(guarded_user.prompts) == 1  # never released to be asked again
+    server.refuse_updates(1)
+    plain_user = User()
+    plain = await _call(server, plain_user, PlainTasks())
+    assert _text(plain) == "Deleted 3 files"
+    assert [key for key, _ in plain_user.prompts] == ["confirm-1", "confirm-1"]  # twice
+
+
+async def test_a_completion_without_a_result_is_a_typed_error(server: TasksServer) -> None:
+    user = User(lambda: server.complete_bare(server.latest().task_id), block=True)
+    error = await _outcome(server, user, GuardedTasks())
+    assert isinstance(error, MalformedTaskError) and isinstance(error, MCPError)
+    assert user.withdrawn == 1
+
+
+async def test_a_callback_that_raises_cancels_the_task(server: TasksServer) -> None:
+    def broken() -> None:
+        raise ValueError("the UI crashed")
+
+    error = await _outcome(server, User(broken), GuardedTasks())
+    assert isinstance(error, TaskCancelledError) and isinstance(error, MCPError)
+    assert isinstance(error.__cause__, ValueError)
+    assert server.log.cancelled == ["task-1"]  # tasks/cancel sent
