@@ -95,11 +95,7 @@ class DurableCall:
             raise ValueError(f"record of {record.call!r} given to another call")
         if isinstance(decider, MrtrCall) != isinstance(record.snapshot, CallSnapshot):
             raise ValueError(f"record of era {record.era} given to another era's decider")
-        decider.restore(record.snapshot)  # type: ignore[arg-type]  # matched just above
-        self = cls(decider)
-        self._questions = {q.key: q for q in record.questions}
-        self._reshown = set(record.reshown)
-        self._last = self._view()
+        self = cls.resume(decider, record)
         if record.ended:
             return self, ()
         inflight = self._resend()
@@ -111,6 +107,18 @@ class DurableCall:
                 shown.append(Reshown(q.key, q.method, params))
         self._prune()
         return self, self._persisted((*shown, *inflight))
+
+    @classmethod
+    def resume(cls, decider: Decider, record: CallRecord) -> DurableCall:
+        """The durable call in the state ``record`` holds, as if it had never stopped (no
+        restart: nothing is re-shown or re-sent): what a model checker steps from. The
+        record must be of ``decider``'s era."""
+        decider.restore(record.snapshot)  # type: ignore[arg-type]  # the era is the caller's
+        self = cls(decider)
+        self._questions = {q.key: q for q in record.questions}
+        self._reshown = set(record.reshown)
+        self._last = self._view()
+        return self
 
     def feed(self, event: Any) -> tuple[Any, ...]:
         """Feed ``event`` to the decider; its actions, a ``Persist`` first when the call's
