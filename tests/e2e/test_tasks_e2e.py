@@ -230,3 +230,37 @@ async def test_a_callback_that_raises_cancels_the_task(server: TasksServer) -> N
     assert isinstance(error, TaskCancelledError) and isinstance(error, MCPError)
     assert isinstance(error.__cause__, ValueError)
     assert server.log.cancelled == ["task-1"]  # tasks/cancel sent
+
+
+async def test_the_demo_scene_shows_plain_and_guarded_side_by_side() -> None:
+    from fsm.demo import cli, tasks_scene
+
+    report = await tasks_scene.scene()
+    assert report["superseded"]["plain"]["dropped"] == 1
+    assert report["superseded"]["guarded"] == {
+        "prompts": ["confirm-1", "confirm-2"],
+        "withdrawn": 1,
+        "dropped": 0,
+        "outcome": "result: Deleted 3 files",
+    }
+    assert report["re-asked"]["plain"]["prompts"] == ["confirm-1", "confirm-2"]
+    assert report["re-asked"]["guarded"]["prompts"] == ["confirm-1"]
+    assert report["update refused"]["plain"]["prompts"] == ["confirm-1", "confirm-1"]
+    assert report["update refused"]["guarded"]["outcome"] == "CallRejectedError (jsonrpc-error)"
+    assert report["task failed"]["guarded"]["outcome"] == "TaskFailedError (task-failed)"
+    assert all(tasks_scene.mishandled(case, sides["plain"]) for case, sides in report.items())
+    assert tasks_scene.behaves(report)
+    text = tasks_scene.table(report)
+    assert max(map(len, text.splitlines())) <= 100
+    assert "guarded (fsm.adapters.tasks) *" in text
+    assert all(" ".join(f.split()) in " ".join(text.split()) for f in tasks_scene.FAULTS.values())
+    summary = " ".join(cli.summary({**_FIRST_SCENE, "tasks": report}).split())
+    assert "scene 3: of 4 cases, the plain requester" in summary
+    assert "dropped in 4, the guarded client in 0." in summary
+
+
+_SIDE = {"presentations": [], "answer_posts": [], "resumes": [], "seconds": 0.0}
+_FIRST_SCENE = {
+    side: {**_SIDE, "outcome": {"kind": "result", "text": "", "error_type": None, "code": None}}
+    for side in ("plain", "guarded")
+}
