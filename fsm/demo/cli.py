@@ -12,8 +12,10 @@ every resume with its ``Last-Event-ID`` cursor, and how the call ended.
 connection ended), ``outcome`` and ``seconds``; the guarded side also ``violations`` (of
 P1-P7, from its event log: empty). A second scene (:mod:`fsm.demo.mrtr_scene`, key
 ``"mrtr"``) runs protocol 2026-07-28's input rounds: a re-asking tool, a late answer into
-expired state and a restart between rounds, plain ``Client.call_tool`` vs guarded. The
-tables fit 100 columns, name the fault each scene injects and mark the client that
+expired state and a restart between rounds, plain ``Client.call_tool`` vs guarded. A third
+(:mod:`fsm.demo.tasks_scene`, key ``"tasks"``) runs the tasks extension: a superseded key,
+a re-asked question, a refused update and a failed task, the plain requester vs guarded.
+The tables fit 100 columns, name the fault each scene injects and mark the client that
 behaves; a summary closes them.
 
 Exit status: 0 when the guarded run behaves (one presentation, one outcome, no property
@@ -65,7 +67,7 @@ def _side(result: Any, violations: list[str] | None = None) -> dict[str, Any]:
 
 async def _run() -> dict[str, Any]:
     from fsm.adapters.mcp2 import GuardedSession
-    from fsm.demo import mrtr_scene
+    from fsm.demo import mrtr_scene, tasks_scene
     from fsm.wire.rig import capturing_guarded_client, plain_client, run_scenario
     from fsm.wire.scenarios import seed
 
@@ -74,7 +76,8 @@ async def _run() -> dict[str, Any]:
     guarded = await run_scenario(seed, capturing_guarded_client(sessions))
     found = [f"{v.name} at observation {n}: {v.why}" for n, _, v in sessions[0].violations]
     mrtr = await mrtr_scene.scene()
-    return {"plain": _side(plain), "guarded": _side(guarded, found), "mrtr": mrtr}
+    tasks = await tasks_scene.scene()
+    return {"plain": _side(plain), "guarded": _side(guarded, found), "mrtr": mrtr, "tasks": tasks}
 
 
 def _cell(side: dict[str, Any], what: str) -> list[str]:
@@ -163,6 +166,18 @@ def summary(report: dict[str, Any]) -> str:
             f"  scene 2: of {len(mrtr)} cases, the plain client asked a question twice in "
             f"{twice['plain']}, the guarded client in {twice['guarded']}."
         )
+    tasks = report.get("tasks") or {}
+    if tasks:
+        from fsm.demo.tasks_scene import mishandled
+
+        bad = {
+            side: sum(mishandled(case, c[side]) for case, c in tasks.items())
+            for side in ("plain", "guarded")
+        }
+        lines.append(
+            f"  scene 3: of {len(tasks)} cases, the plain requester showed a question again or "
+            f"had an answer dropped in {bad['plain']}, the guarded client in {bad['guarded']}."
+        )
     verdict = "behaves" if behaves(report) else "DOES NOT behave"
     lines.append(f"  the guarded client {verdict} (exit status {0 if behaves(report) else 1}).")
     return "\n".join(
@@ -174,7 +189,7 @@ def summary(report: dict[str, Any]) -> str:
 def behaves(report: dict[str, Any]) -> bool:
     """One presentation, one outcome, no property violation on the guarded side (and,
     in the MRTR scene, no question shown twice)."""
-    from fsm.demo import mrtr_scene
+    from fsm.demo import mrtr_scene, tasks_scene
 
     g = report["guarded"]
     return (
@@ -182,6 +197,7 @@ def behaves(report: dict[str, Any]) -> bool:
         and g["outcome"]["kind"] in ("result", "error")
         and not g.get("violations")
         and mrtr_scene.behaves(report.get("mrtr", {}))
+        and tasks_scene.behaves(report.get("tasks", {}))
     )
 
 
@@ -215,11 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        from fsm.demo import mrtr_scene
+        from fsm.demo import mrtr_scene, tasks_scene
 
         print(_table(report))
         print()
         print(mrtr_scene.table(report["mrtr"]))
+        print()
+        print(tasks_scene.table(report["tasks"]))
         print()
         print(summary(report))
     return 0 if behaves(report) else 1
