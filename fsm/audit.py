@@ -85,7 +85,9 @@ from typing import IO, Any
 from fsm import properties as P
 from fsm.errors import RequestKey
 from fsm.machines.resumption import LIVENESS, TRANSPORT
-from fsm.trace import TraceFormatError, loads, to_record
+from fsm.machines.spec import MachineSpec
+from fsm.machines.tasks import TASK_INPUT
+from fsm.trace import TraceFormatError, era_of, loads, to_record
 
 MACHINE = "M"
 DESCRIPTIONS: dict[str, str] = {
@@ -101,70 +103,115 @@ BLOCK = 1 << 16
 
 # ----------------------------------------------------------------- the declared machines
 
-# Transitions a log never shows: they may happen between any two records.
-_SILENT = ("accept", "retry", "complete")
-_TABLE: dict[tuple[str, str], str] = {(t.source, t.trigger): t.dest for t in LIVENESS.transitions}
 _States = frozenset[str]
-# Memo tables: keyed by a set of LIVENESS states, so they hold at most a few hundred entries.
-_STEPS: dict[tuple[_States, tuple[str, ...]], _States] = {}
-_CLOSURES: dict[_States, _States] = {}
-_EXPIRED: dict[_States, _States] = {}
 
 
-def _step_set(states: _States, triggers: tuple[str, ...]) -> _States:
-    """The LIVENESS states reached from ``states`` by one of ``triggers``."""
-    got = _STEPS.get((states, triggers))
-    if got is None:
-        got = frozenset(_TABLE[s, t] for s in states for t in triggers if (s, t) in _TABLE)
-        _STEPS[states, triggers] = got
-    return got
+class LifecycleMachine:
+    """One request's declared machine as the audit follows it: the transitions a log
+    never shows (``silent``, which may happen between any two records) and the triggers
+    that a cancellation, a rejection and the end of a session (or task) fire. Its memo
+    tables are keyed by sets of the machine's states, so they hold at most a few hundred
+    entries."""
+
+    def __init__(
+        self,
+        machine: MachineSpec,
+        *,
+        silent: tuple[str, ...],
+        cancel: tuple[str, ...],
+        reject: tuple[str, ...],
+        expire: tuple[str, ...],
+        reuse: tuple[str, ...] = (),
+    ) -> None:
+        self.name = machine.name
+        self.terminal: _States = frozenset(machine.terminal)
+        self.new: _States = frozenset({machine.initial})
+        self.silent, self.cancel, self.reject, self.expire = silent, cancel, reject, expire
+        self.reuse = reuse
+        """Fired by a delivery that re-asks a question the user answered (tasks)."""
+        self._table = {(t.source, t.trigger): t.dest for t in machine.transitions}
+        self._steps: dict[tuple[_States, tuple[str, ...]], _States] = {}
+        self._closures: dict[_States, _States] = {}
+        self._expired: dict[_States, _States] = {}
+
+    def step(self, states: _States, triggers: tuple[str, ...]) -> _States:
+        """The states reached from ``states`` by one of ``triggers``."""
+        got = self._steps.get((states, triggers))
+        if got is None:
+            table = self._table
+            got = frozenset(table[s, t] for s in states for t in triggers if (s, t) in table)
+            self._steps[states, triggers] = got
+        return got
+
+    def closure(self, states: _States) -> _States:
+        """``states`` and every state the silent transitions reach from them."""
+        got = self._closures.get(states)
+        if got is None:
+            seen, frontier = set(states), set(states)
+            while frontier:
+                new = self.step(frozenset(frontier), self.silent) - seen
+                seen |= new
+                frontier = set(new)
+            got = self._closures[states] = frozenset(seen)
+        return got
+
+    def expired(self, states: _States) -> _States:
+        """What the session's (or task's) end makes of a request in ``states``."""
+        got = self._expired.get(states)
+        if got is None:
+            now = self.closure(states)
+            got = self.step(now, self.expire) | (now & self.terminal)
+            self._expired[states] = got
+        return got
 
 
-def _closure(states: _States) -> _States:
-    """``states`` and every state the silent transitions reach from them."""
-    got = _CLOSURES.get(states)
-    if got is None:
-        seen, frontier = set(states), set(states)
-        while frontier:
-            new = _step_set(frozenset(frontier), _SILENT) - seen
-            seen |= new
-            frontier = set(new)
-        got = _CLOSURES[states] = frozenset(seen)
-    return got
+SSE_LIFECYCLE = LifecycleMachine(
+    LIVENESS,
+    silent=("accept", "retry", "complete"),
+    cancel=("cancel",),
+    reject=("reject",),
+    expire=("expire",),
+)
+"""The SSE and MRTR logs' request machine (:data:`fsm.machines.resumption.LIVENESS`)."""
 
+TASKS_LIFECYCLE = LifecycleMachine(
+    TASK_INPUT,
+    silent=("accept", "retry", "complete", "consume"),
+    cancel=("supersede", "orphan"),
+    reject=("reject", "orphan"),
+    expire=("orphan",),
+    reuse=("reuse",),
+)
+"""A task log's key machine (:data:`fsm.machines.tasks.TASK_INPUT`): an acknowledged
+answer is consumed silently, a key that left the listing was superseded (or orphaned by
+the task's end), a re-ask of an answered question is answered from the store."""
 
-def _expired(states: _States) -> _States:
-    """What the session's expiry makes of a request in ``states``."""
-    got = _EXPIRED.get(states)
-    if got is None:
-        now = _closure(states)
-        got = _EXPIRED[states] = _step_set(now, ("expire",)) | (now & LIVENESS.terminal)
-    return got
-
-
-_NEW = frozenset({LIVENESS.initial})
+LIFECYCLES = {"sse": SSE_LIFECYCLE, "tasks": TASKS_LIFECYCLE}
+"""The request machine of each era a log's header may name (:data:`fsm.trace.ERAS`)."""
 
 
 class Lifecycle:
-    """Possible machine states per request key and per stream, as far as the log shows.
+    """Possible machine states per request key (``machine``: the era's) and per stream,
+    as far as the log shows.
 
     Updated in place; a lost session costs only the requests whose states it changes
     (``_expirable``: those not already at the expiry's fixed point)."""
 
-    __slots__ = ("_expirable", "ended_streams", "idempotent", "requests")
+    __slots__ = ("_expirable", "ended_streams", "idempotent", "machine", "requests")
 
-    def __init__(self) -> None:
+    def __init__(self, machine: LifecycleMachine = SSE_LIFECYCLE) -> None:
+        self.machine = machine
         self.requests: dict[RequestKey, _States] = {}
         self.ended_streams: set[str] = set()
         self.idempotent: set[RequestKey] = set()
         self._expirable: set[RequestKey] = set()
 
     def _of(self, key: RequestKey) -> _States:
-        return _closure(self.requests.get(key, _NEW))
+        return self.machine.closure(self.requests.get(key, self.machine.new))
 
     def _set(self, key: RequestKey, states: _States) -> None:
         self.requests[key] = states
-        if _expired(states) != states:
+        if self.machine.expired(states) != states:
             self._expirable.add(key)
         else:
             self._expirable.discard(key)
@@ -176,36 +223,40 @@ class Lifecycle:
             self.idempotent.add(obs.key)
         if key in self.idempotent:
             return None  # idempotent requests are not tracked by the liveness machine
-        if isinstance(obs, P.Presented):
-            nxt = _step_set(self._of(obs.key), ("present",))
+        m = self.machine
+        if isinstance(obs, P.Delivered) and obs.question is not None and m.reuse:
+            now = self._of(obs.key)
+            self._set(obs.key, now | m.step(now, m.reuse))
+        elif isinstance(obs, P.Presented):
+            nxt = m.step(self._of(obs.key), ("present",))
             if not nxt:
                 was = sorted(self._of(obs.key))
-                return f"liveness of {obs.key!r}: 'present' impossible from {was}"
+                return f"{m.name} of {obs.key!r}: 'present' impossible from {was}"
             self._set(obs.key, nxt)
         elif isinstance(obs, P.Submitted):
-            nxt = _step_set(self._of(obs.key), ("submit", "resubmit"))
+            nxt = m.step(self._of(obs.key), ("submit", "resubmit"))
             if not nxt:
                 return (
-                    f"liveness of {obs.key!r}: a submission is impossible from "
+                    f"{m.name} of {obs.key!r}: a submission is impossible from "
                     f"{sorted(self._of(obs.key))}"
                 )
             self._set(obs.key, nxt)
         elif isinstance(obs, P.Answered):
             now = self._of(obs.key)
-            nxt = _step_set(now, ("answer",))
+            nxt = m.step(now, ("answer",))
             if nxt:
-                self._set(obs.key, nxt | (now & LIVENESS.terminal))
+                self._set(obs.key, nxt | (now & m.terminal))
         elif isinstance(obs, P.Rejected):
             if obs.session:
                 self._expire()
             else:
-                self._told(obs.key, "reject")
+                self._told(obs.key, m.reject)
         elif isinstance(obs, P.Cancelled):
-            self._told(obs.key, "cancel")
+            self._told(obs.key, m.cancel)
         elif isinstance(obs, P.DeclaredDead):
             now = self._of(obs.key)
-            live = frozenset({"dead"}) if now - LIVENESS.terminal else frozenset()
-            self._set(obs.key, (now & LIVENESS.terminal) | live)
+            live = frozenset({"dead"}) if now - m.terminal else frozenset()
+            self._set(obs.key, (now & m.terminal) | live)
         elif isinstance(obs, P.SessionGone):
             self._expire()
         elif isinstance(obs, P.Resumed):
@@ -230,16 +281,16 @@ class Lifecycle:
         """How many entries this lifecycle holds (what bounds its memory)."""
         return len(self.requests) + len(self.ended_streams) + len(self.idempotent)
 
-    def _told(self, key: RequestKey, trigger: str) -> None:
+    def _told(self, key: RequestKey, triggers: tuple[str, ...]) -> None:
         now = self._of(key)
-        nxt = _step_set(now, (trigger,))
+        nxt = self.machine.step(now, triggers)
         if nxt:
-            self._set(key, nxt | (now & LIVENESS.terminal))
+            self._set(key, nxt | (now & self.machine.terminal))
 
     def _expire(self) -> None:
         # Every other tracked request is already at the expiry's fixed point: unchanged.
         for key in list(self._expirable):
-            self._set(key, _expired(self.requests[key]))
+            self._set(key, self.machine.expired(self.requests[key]))
 
 
 # ----------------------------------------------------------------- the monitor
@@ -446,7 +497,20 @@ def audit_lines(
     monitor = AuditMonitor(budgets or P.Budgets(), retain=retain, on_forget=life.forget)
     count = 0
     last_line = 0
-    for line, obs, t in records(lines):
+
+    def watched(lines: Iterable[str]) -> Iterator[str]:
+        # A header naming its era, before any record, picks the requests' machine.
+        for number, raw in enumerate(lines, 1):
+            if count == 0:
+                try:
+                    era = era_of(raw)
+                except TraceFormatError as exc:
+                    raise TraceFormatError(number, exc.why) from None
+                if era is not None:
+                    life.machine = LIFECYCLES[era]
+            yield raw
+
+    for line, obs, t in records(watched(lines)):
         count += 1
         last_line = line
         bad = monitor.check(obs)

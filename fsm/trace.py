@@ -55,6 +55,16 @@ session closed around it. Its ``resumed`` records follow only its own ``event_se
 is P5, a ``resumed`` after its stream's ``ended`` (whatever the outcome) is ``M``, and
 ``--complete`` asks only the interactions that ``began`` to have ended.
 
+Eras: a log of a task of the tasks extension (``io.modelcontextprotocol/tasks``) names its
+era in the header, ``{"kind": "header", "schema": "dead-or-resumable/trace/3", "era":
+"tasks", ...}`` (:data:`ERA_SCHEMA`, :data:`ERAS`): its keys are ``[task id,
+inputRequests key]``, its interaction the task id, and it is read as ``docs/tasks.md``
+says (:mod:`fsm.tasks.observe`): a key's lifecycle is :data:`fsm.machines.tasks.TASK_INPUT`,
+not the SSE liveness machine. Schema 3 is schema 2 plus that header field; a log that
+names no era (SSE and MRTR logs) is written as schema 2, so readers of schema 2 read it
+unchanged, while one that knows only schema 2 refuses a task log instead of judging it
+by the wrong machine.
+
 Versions: a reader accepts the schemas in :data:`SCHEMAS`. Schema 1 (``trace/1``) had no
 ``wall``, no ``t`` in the header and no ``closed`` outcome; its logs read as before. The
 header may be missing (a hand-written log); a header naming another schema is a
@@ -79,8 +89,14 @@ from fsm import properties as P
 SCHEMA = "dead-or-resumable/trace/2"
 """The schema this module writes (the header's ``schema``)."""
 
-SCHEMAS = frozenset({"dead-or-resumable/trace/1", SCHEMA})
-"""The schemas :func:`loads` reads: this one and every earlier one."""
+ERA_SCHEMA = "dead-or-resumable/trace/3"
+"""The schema of a log whose header names its era (``era``, one of :data:`ERAS`)."""
+
+ERAS = frozenset({"sse", "tasks"})
+"""The eras a header may name; a header naming none is an ``sse`` log (MRTR logs too)."""
+
+SCHEMAS = frozenset({"dead-or-resumable/trace/1", SCHEMA, ERA_SCHEMA})
+"""The schemas :func:`loads` reads: these and every earlier one."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
@@ -161,18 +177,44 @@ class TraceFormatError(ValueError):
         self.line, self.why = line, why
 
 
-def header(timebase: Timebase | None = None) -> dict[str, Any]:
-    """The header record: the schema and, with ``timebase``, when the log began."""
-    record: dict[str, Any] = {"kind": "header", "schema": SCHEMA}
+def header(timebase: Timebase | None = None, era: str | None = None) -> dict[str, Any]:
+    """The header record: the schema and, with ``timebase``, when the log began; with
+    ``era`` (one of :data:`ERAS`, else ``ValueError``), schema 3 naming it."""
+    if era is not None and era not in ERAS:
+        raise ValueError(f"unknown era {era!r}: choose from {', '.join(sorted(ERAS))}")
+    record: dict[str, Any] = {"kind": "header", "schema": SCHEMA if era is None else ERA_SCHEMA}
+    if era is not None:
+        record["era"] = era
     if timebase is not None:
         record["t"] = timebase.t0
         record["wall"] = timebase.wall(timebase.t0)
     return record
 
 
-def header_line(timebase: Timebase | None = None) -> str:
+def header_line(timebase: Timebase | None = None, era: str | None = None) -> str:
     """The header as a log's first line (no line break), keys sorted."""
-    return json.dumps(header(timebase), sort_keys=True)
+    return json.dumps(header(timebase, era), sort_keys=True)
+
+
+def era_of(line: str) -> str | None:
+    """The era the log line ``line`` names if it is a schema-3 header (``None`` for any
+    other line: a record, a header of an earlier schema, a line that is not JSON, which
+    :func:`loads` reports). Raises :class:`TraceFormatError` (line 0) for a schema-3
+    header naming an unknown era."""
+    if '"header"' not in line:
+        return None
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, Mapping) or record.get("kind") != "header":
+        return None
+    if record.get("schema") != ERA_SCHEMA:
+        return None
+    era = record.get("era")
+    if not isinstance(era, str) or era not in ERAS:
+        raise TraceFormatError(0, f"unknown era {era!r}")
+    return era
 
 
 def to_record(
@@ -207,6 +249,9 @@ def from_record(record: object, line: int = 0) -> P.Observation | None:
         schema = record.get("schema")
         if not isinstance(schema, str) or schema not in SCHEMAS:
             raise TraceFormatError(line, f"unknown schema {schema!r}")
+        era = record.get("era")
+        if schema == ERA_SCHEMA and (not isinstance(era, str) or era not in ERAS):
+            raise TraceFormatError(line, f"unknown era {era!r}")
         return None
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
@@ -248,11 +293,13 @@ def _field(kind: str, name: str, value: object, line: int) -> Any:
 
 
 def dumps(
-    observations: Iterable[tuple[P.Observation, float]], timebase: Timebase | None = None
+    observations: Iterable[tuple[P.Observation, float]],
+    timebase: Timebase | None = None,
+    era: str | None = None,
 ) -> str:
-    """JSON Lines text (a header first) for ``(observation, t)`` pairs, in the order
-    given; every record carries ``wall`` when a ``timebase`` is given."""
-    lines = [header_line(timebase)]
+    """JSON Lines text (a header first, naming ``era`` if given) for ``(observation, t)``
+    pairs, in the order given; every record carries ``wall`` when a ``timebase`` is given."""
+    lines = [header_line(timebase, era)]
     lines += [record_line(o, t, timebase) for o, t in observations]
     return "\n".join(lines) + "\n"
 
