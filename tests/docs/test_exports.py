@@ -30,6 +30,7 @@ EXTRAS = {
     "fsm.testing": "hypothesis",
     "fsm.adapters.mcp2": "mcp",
     "fsm.adapters.mrtr": "mcp",
+    "fsm.adapters.tasks": "mcp",
     "fsm.wire": "mcp",
 }
 """A module that needs an extra, by the package the extra installs."""
