@@ -34,12 +34,14 @@ superseded, the task ended), sends each :class:`~fsm.tasks.task.Update` as
 :class:`~fsm.errors.TaskPollsExceededError`. The failing request's ``MCPError`` is its
 cause when one ended the call.
 
-A callback that returns ``ErrorData`` or raises ends the call
-(:class:`~fsm.errors.TaskCancelledError`, chained to what it raised) and the task is
-cancelled on the server (``tasks/cancel``, best effort). ``on_action`` sees every action
-the rules emit (logs, the demo). Limits: the rules keep nothing durable (a task resumed
-after a restart may present again what was answered before); ``clock`` is wall-clock
-seconds (``createdAt`` is an absolute time); one task per :func:`run_task`.
+A callback that returns ``ErrorData`` or raises, or an input request the SDK cannot parse
+into its model (an elicitation without a ``message``), ends the call
+(:class:`~fsm.errors.TaskCancelledError`, reason ``cancelled``, chained to what was raised)
+and the task is cancelled on the server (``tasks/cancel``, best effort). ``on_action``
+sees every action the rules emit (logs, the demo). Limits: the rules keep nothing
+durable (a task resumed after a restart may present again what was answered before);
+``clock`` is wall-clock seconds (``createdAt`` is an absolute time); one task per
+:func:`run_task`.
 """
 
 from __future__ import annotations
@@ -210,9 +212,15 @@ async def run_task(
             prompts[key] = scope
             try:
                 request = _INPUT_REQUEST.validate_python({"method": method, "params": params})
-                ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=None)
+            except pydantic.ValidationError as exc:  # the SDK cannot present it
+                cause[:], gave_up = [exc], True
+                post(TaskCancelled(f"the SDK cannot parse input request {key[1]!r}"))
+                prompts.pop(key, None)
+                return
+            ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=None)
+            try:
                 answer = await session.dispatch_input_request(ctx, request)
-            except Exception as exc:  # a callback bug (or a request it cannot take)
+            except Exception as exc:  # a callback bug
                 cause[:], gave_up = [exc], True
                 post(TaskCancelled(f"the callback for {key[1]!r} raised {type(exc).__name__}"))
                 return

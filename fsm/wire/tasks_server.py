@@ -24,6 +24,7 @@ Faults are explicit commands on :class:`TasksServer` (no sleeps, no timers):
 * :meth:`~TasksServer.fail`: status ``failed`` with an ``error``;
 * :meth:`~TasksServer.refuse_updates`: the next updates fail with -32603;
 * :meth:`~TasksServer.complete_bare`: status ``completed`` without a ``result``;
+* :meth:`~TasksServer.ask_malformed`: an elicitation without a ``message``;
 * :meth:`~TasksServer.purge` / :meth:`~TasksServer.expire`: the task is gone; its
   requests get JSON-RPC -32602 ``"Task not found"`` / ``"Task has expired"``.
 
@@ -299,6 +300,14 @@ class TasksServer:
         """The next ``times`` ``tasks/update`` requests fail with JSON-RPC -32603 (the
         responses not stored)."""
         self._refuse_updates = times
+
+    def ask_malformed(self, task_id: str) -> str:
+        """Replace the outstanding requests by an elicitation without a ``message``; its
+        key."""
+        task = self.task(task_id)
+        key = task.ask("")
+        task.requests = {key: {"method": "elicitation/create", "params": {"mode": "form"}}}
+        return key
 
     def complete_bare(self, task_id: str) -> None:
         """The task completes with no ``result`` (a malformed completion)."""

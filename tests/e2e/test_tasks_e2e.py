@@ -7,10 +7,12 @@ up; a blocked user waits for the guard to take the prompt down (a cancel), never
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
+import pydantic
 import pytest
 from mcp import types
 from mcp.client.client import Client
@@ -230,6 +232,30 @@ async def test_a_callback_that_raises_cancels_the_task(server: TasksServer) -> N
     assert isinstance(error, TaskCancelledError) and isinstance(error, MCPError)
     assert isinstance(error.__cause__, ValueError)
     assert server.log.cancelled == ["task-1"]  # tasks/cancel sent
+
+
+async def test_an_input_request_the_sdk_cannot_parse_cancels_the_task(
+    server: TasksServer,
+) -> None:
+    user = User(lambda: server.ask_malformed(server.latest().task_id) and None, block=True)
+    error = await _outcome(server, user, GuardedTasks())
+    assert isinstance(error, TaskCancelledError) and error.reason == "cancelled"
+    assert isinstance(error.__cause__, pydantic.ValidationError)
+    assert user.withdrawn == 1 and len(user.prompts) == 1  # the bad request never shown
+    assert server.log.cancelled == ["task-1"]
+
+
+async def test_the_ttl_passing_while_the_prompt_is_up_ends_the_call(server: TasksServer) -> None:
+    skew = [0.0]
+
+    def later() -> None:  # the user looks away for two minutes: the guard's clock moves
+        skew[0] = 120.0
+
+    user = User(later, block=True)
+    error = await _outcome(server, user, GuardedTasks(clock=lambda: time.time() + skew[0]))
+    assert isinstance(error, TaskExpiredError) and error.reason == "ttl-passed"
+    assert user.withdrawn == 1
+    assert server.log.answers == server.log.ignored == []  # no answer after the TTL
 
 
 async def test_the_demo_scene_shows_plain_and_guarded_side_by_side() -> None:
