@@ -4,10 +4,14 @@ database."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from fsm import actions as act
+from fsm.tasks.task import TaskAction, TaskEvent
 from fsm.testing import kit_settings
 from fsm.testing.kit import ConformanceFailure
 from fsm.testing.tasks_kit import TasksClientFactory, tasks_conformance_machine
@@ -67,3 +71,18 @@ def test_the_ext_tasks_requester_is_found_answering_past_the_ttl() -> None:
 def test_bad_bounds_are_refused() -> None:
     with pytest.raises(ValueError, match="questions"):
         tasks_conformance_machine(guarded_task, questions=0)
+
+
+class NeverEnds:
+    """The task rules with their outcome dropped: the task never ends."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.inner = guarded_task(clock)
+
+    def feed(self, event: TaskEvent) -> Sequence[TaskAction]:
+        return [a for a in self.inner.feed(event) if not isinstance(a, act.Complete | act.Fail)]
+
+
+def test_a_task_that_never_ends_is_found_by_the_drain() -> None:
+    err = failure_of(NeverEnds)
+    assert err.name == "P5"
