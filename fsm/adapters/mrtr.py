@@ -20,6 +20,18 @@ question's identity (method + canonical params), not the round-local key. So:
   -32000, ``error.data["reason"]`` its reason: :mod:`fsm.adapters.sdkerrors`), chained
   to the callback's exception or to the SDK's error of the round that ended the call.
 
+**Durable** (``store=``, with the application's ``call_id`` for the call): the call is a
+:class:`~fsm.durable.calls.DurableCall`; each ``Persist`` is written to the store in a
+worker thread (``anyio.to_thread``) and awaited before the next action, so a question is
+on disk before its callback runs and an answer before the retry that carries it. Called
+again after a crash with the same store file and ``call_id``, it restarts the call from
+its record: a question on screen at the crash goes to its callback once more, with
+``context.meta["fsm/reshown"]`` true (never twice, never an answered one); the retry in
+flight is sent again with the stored answers and ``requestState``; a call whose end was
+recorded raises its stored error, or :class:`~fsm.errors.InteractionFailed` (reason
+``ended-before-restart``) if it had completed (its result is not stored). The clock
+defaults to ``time.time`` then (a question's age must mean the same across processes).
+
 ``on_action`` sees every action the rules emit (for logs and the demo). What it relies
 on: ``Client.session``, ``ClientSession.call_tool(..., input_responses=, request_state=,
 allow_input_required=True)``, ``ClientSession.dispatch_input_request`` and
@@ -44,16 +56,20 @@ from fsm._extras import missing_extra
 
 try:
     import anyio
+    import anyio.to_thread
     from mcp import types
     from mcp.client.client import Client
     from mcp.client.session import ClientRequestContext
     from mcp.shared.exceptions import MCPError
+    from pydantic import TypeAdapter
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters.mrtr", exc) from exc
 
 from fsm import actions as act
 from fsm import events as ev
 from fsm.adapters.sdkerrors import SdkErrorType
+from fsm.durable.calls import CallRecord, DurableCall
+from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.mrtr.call import (
     CallCancelled,
@@ -69,12 +85,18 @@ from fsm.mrtr.call import (
 from fsm.outcomes import SubmissionResult
 from fsm.questions import question_id
 
-__all__ = ["guarded_call_tool"]
+__all__ = ["RESHOWN_META", "guarded_call_tool"]
 
 _CALLS = itertools.count(1)
 
 _ERRORS = SdkErrorType(MCPError, types.ErrorData)
 """What a call raises is an ``MCPError`` too (:mod:`fsm.adapters.sdkerrors`)."""
+
+RESHOWN_META = "fsm/reshown"
+"""The ``context.meta`` key that marks a question shown again after a restart."""
+
+_REQUEST: TypeAdapter[Any] = TypeAdapter(types.InputRequest)
+_RESPONSE: TypeAdapter[Any] = TypeAdapter(types.InputResponse)
 
 
 def as_outcome(exc: BaseException) -> SubmissionResult:
@@ -95,12 +117,28 @@ async def guarded_call_tool(
     arguments: Mapping[str, Any] | None = None,
     *,
     config: MrtrConfig | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] | None = None,
     on_action: Callable[[MrtrAction], None] | None = None,
+    store: Store | None = None,
+    call_id: str | None = None,
 ) -> types.CallToolResult:
-    """Call tool ``name`` under the MRTR rules; see the module docstring."""
+    """Call tool ``name`` under the MRTR rules; see the module docstring. ``store`` and
+    ``call_id`` come together (``ValueError`` otherwise, or for a stored record of a
+    task); ``clock`` defaults to ``time.monotonic``, ``time.time`` with a store."""
+    if (store is None) != (call_id is None):
+        raise ValueError("store and call_id come together")
+    if clock is None:
+        clock = time.monotonic if store is None else time.time
+    decider = MrtrCall(call_id or f"call:{next(_CALLS)}", clock=clock, config=config)
+    call: MrtrCall | DurableCall = decider if store is None else DurableCall(decider)
+    record: CallRecord | None = None
+    if store is not None and call_id is not None:
+        record = (await anyio.to_thread.run_sync(store.calls)).get(call_id)
+        if record is not None and record.era != "mrtr":
+            raise ValueError(f"{call_id!r} is stored as a {record.era} call")
+    if record is not None and record.ended:
+        raise _ERRORS.wrap(_ended(record))
     session = client.session
-    call = MrtrCall(f"call:{next(_CALLS)}", clock=clock, config=config)
     requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
     answers: dict[RequestKey, Any] = {}  # question -> the callback's InputResponse model
     broken: list[Exception] = []  # what callbacks raised
@@ -136,17 +174,24 @@ async def guarded_call_tool(
         if isinstance(result, types.InputRequiredResult):
             for server_key, req in (result.input_requests or {}).items():
                 params = body["inputRequests"][server_key].get("params")
-                requests[(call.call, question_id(req.method, params))] = req
+                requests[(decider.call, question_id(req.method, params))] = req
         else:
             final = result
         post(RoundResult(body))
 
-    async def ask(key: RequestKey) -> None:
+    async def ask(shown: act.Present) -> None:
+        key = shown.key
         with anyio.CancelScope() as scope:
             prompts[key] = scope
-            ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=None)
+            meta: Any = {RESHOWN_META: True} if isinstance(shown, act.Reshown) else None
+            ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=meta)
             try:
-                answer = await session.dispatch_input_request(ctx, requests[key])
+                request = requests.get(key)
+                if request is None:  # shown again after a restart: rebuilt from the store
+                    request = _REQUEST.validate_python(
+                        {"method": shown.method, "params": shown.params}
+                    )
+                answer = await session.dispatch_input_request(ctx, request)
             except Exception as exc:  # a callback bug ends the call, chained to its error
                 broken.append(exc)
                 post(CallCancelled(f"the callback for {key[1]} raised {type(exc).__name__}"))
@@ -162,7 +207,49 @@ async def guarded_call_tool(
     # The loop sends every request itself: while one is in flight nothing is showing (a
     # retry goes only once every question has its answer), so nothing else can happen.
     outgoing: tuple[dict[str, Any] | None, str | None, float] | None = (None, None, 0.0)
+    restarted: tuple[Any, ...] = ()
+    if record is not None:  # the process before this one ended mid-call: go on from it
+        call, restarted = DurableCall.restart(decider, record)
+        outgoing = None
+
+    async def take(action: Any, event: Any) -> None:
+        nonlocal outgoing, failure, cause
+        if isinstance(action, act.Persist):  # write-ahead: on disk before the next action
+            assert store is not None and isinstance(action.delta, CallRecord)
+            await anyio.to_thread.run_sync(store.write, action.delta)
+            return
+        if on_action is not None:
+            on_action(action)
+        if isinstance(action, act.Present):
+            tg.start_soon(ask, action)
+        elif isinstance(action, act.Withdraw):
+            scope = prompts.pop(action.key, None)
+            if scope is not None:
+                scope.cancel()
+        elif isinstance(action, Retry):
+            # The rules chose which stored answer goes under which key; send the
+            # callback's own object for it (not re-validated from JSON), or the stored
+            # answer after a restart.
+            chosen = None
+            if action.input_responses is not None:
+                chosen = {
+                    k: answers[q]
+                    if q in answers
+                    else _RESPONSE.validate_python(action.input_responses[k])
+                    for k, q in action.questions.items()
+                }
+            outgoing = (chosen, action.request_state, action.delay_s)
+        elif isinstance(action, act.Fail):
+            failure = action.error
+            if isinstance(event, RoundFailed) and round_error:
+                cause = round_error[0]  # the SDK's error that ended the call
+            done.set()
+        elif isinstance(action, act.Complete):
+            done.set()
+
     async with anyio.create_task_group() as tg:
+        for action in restarted:
+            await take(action, None)
         while not done.is_set():
             if outgoing is not None:
                 responses, state, delay = outgoing
@@ -171,7 +258,7 @@ async def guarded_call_tool(
                     await anyio.sleep(delay)
                 await send(responses, state)
             if not inbox:
-                deadline = call.deadline()
+                deadline = decider.deadline()
                 if deadline is None:
                     await wake.wait()
                 else:
@@ -181,30 +268,23 @@ async def guarded_call_tool(
             events, inbox[:] = list(inbox) or [Tick()], []
             for event in events:
                 for action in call.feed(event):
-                    if on_action is not None:
-                        on_action(action)
-                    if isinstance(action, act.Present):
-                        tg.start_soon(ask, action.key)
-                    elif isinstance(action, act.Withdraw):
-                        scope = prompts.pop(action.key, None)
-                        if scope is not None:
-                            scope.cancel()
-                    elif isinstance(action, Retry):
-                        # The rules chose which stored answer goes under which key; send
-                        # the callback's own object for it (not re-validated from JSON).
-                        chosen = None
-                        if action.input_responses is not None:
-                            chosen = {k: answers[action.questions[k]] for k in action.questions}
-                        outgoing = (chosen, action.request_state, action.delay_s)
-                    elif isinstance(action, act.Fail):
-                        failure = action.error
-                        if isinstance(event, RoundFailed) and round_error:
-                            cause = round_error[0]  # the SDK's error that ended the call
-                        done.set()
-                    elif isinstance(action, act.Complete):
-                        done.set()
+                    await take(action, event)
         tg.cancel_scope.cancel()
     if failure is not None:
         raise _ERRORS.wrap(failure) from (broken[0] if broken else cause)
     assert final is not None
     return final
+
+
+def _ended(record: CallRecord) -> InteractionFailed:
+    """What a call whose end was recorded before the restart raises: its stored error, or,
+    for a call that completed (its result is not stored), one typed error."""
+    cause = record.snapshot.cause
+    if cause is not None:
+        return cause.build(record.call)
+    return InteractionFailed(
+        f"{record.call} ended before the restart; its result is not stored",
+        stream=record.call,
+        reason="ended-before-restart",
+        evidence=(f"stored state {record.snapshot.state}",),
+    )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -78,7 +79,8 @@ class SqliteStore:
     """A :class:`~fsm.durable.store.Store` in one SQLite file (see the module docstring).
 
     ``before_write(delta)``, if given, is called before each write (crash tests stop the
-    process there)."""
+    process there). Its methods may be called from any thread (an asyncio embedder writes
+    from a worker thread), one at a time: a lock serialises them."""
 
     def __init__(
         self, path: str | Path, *, before_write: Callable[[Delta], None] | None = None
@@ -86,9 +88,12 @@ class SqliteStore:
         self.path = str(path)
         self._before_write = before_write
         self._writes = 0
+        self._lock = threading.Lock()  # one transaction at a time, from any thread
         self._db: sqlite3.Connection | None = None
         try:
-            db = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+            db = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}", path=self.path) from exc
         try:
@@ -105,6 +110,10 @@ class SqliteStore:
 
     def write(self, delta: Delta) -> None:
         """Write ``delta`` in one transaction; returns once it is synced."""
+        with self._lock:
+            self._write_locked(delta)
+
+    def _write_locked(self, delta: Delta) -> None:
         db = self._conn()
         if self._before_write is not None:
             self._before_write(delta)
@@ -124,6 +133,10 @@ class SqliteStore:
     def load(self) -> SseStored:
         """Everything stored (:class:`~fsm.errors.StoreCorruptError` for a row that does
         not read back)."""
+        with self._lock:
+            return self._load_locked()
+
+    def _load_locked(self) -> SseStored:
         db = self._conn()
         with _errors(self.path):
             meta = dict(db.execute("SELECT name, value FROM meta"))
@@ -145,9 +158,10 @@ class SqliteStore:
     def calls(self) -> dict[str, CallRecord]:
         """The MRTR calls' and tasks' records by call id
         (:class:`~fsm.errors.StoreCorruptError` for a row that does not read back)."""
-        db = self._conn()
-        with _errors(self.path):
-            rows = list(db.execute("SELECT call, record FROM calls ORDER BY seq"))
+        with self._lock:
+            db = self._conn()
+            with _errors(self.path):
+                rows = list(db.execute("SELECT call, record FROM calls ORDER BY seq"))
         records = {call: codec.load_call(text) for call, text in rows}
         for call, rec in records.items():
             if rec.call != call:
