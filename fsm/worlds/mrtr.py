@@ -45,11 +45,12 @@ properties are every era's (:mod:`fsm.worlds.common`).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from fsm import properties as P
+from fsm.errors import RequestKey
 from fsm.worlds import common as base
 from fsm.worlds.common import USER_ANSWER, Answer, End, Move, Present, Tick, UserMode, Withdraw
 
@@ -78,6 +79,10 @@ __all__ = [
     "UserMode",
     "Withdraw",
     "key",
+    "late_answer_sent",
+    "rejection_seen",
+    "retry_seen",
+    "round_seen",
 ]
 
 C = TypeVar("C")
@@ -94,6 +99,47 @@ with the next event."""
 def key(q: int) -> tuple[str, int]:
     """The request key of question ``q`` of the call."""
     return (CALL, q)
+
+
+# ------------------------------------------------------------------ the era's reading
+# How MRTR events read as the observations of fsm.properties: one mapping, used by this
+# world and by the wire verdict (fsm.wire.verdict), which reads the same events off HTTP.
+
+
+def round_seen(
+    call: str, token: str, questions: Iterable[RequestKey], t: float, asked: Container[RequestKey]
+) -> list[P.Observation]:
+    """An ``InputRequiredResult`` of ``call`` sealing state ``token``: an event whose id is
+    the token, and a delivery at ``t`` of each of its ``questions`` (a replay when the call
+    asked it before: ``asked``)."""
+    seen: list[P.Observation] = [P.EventSeen(call, token)]
+    seen += [P.Delivered(q, call, t, replayed=q in asked) for q in questions]
+    return seen
+
+
+def rejection_seen(carried: Iterable[RequestKey]) -> list[P.Observation]:
+    """A terminal rejection of a retry (``invalid_request_state``): a terminal rejection
+    of each answer it ``carried``."""
+    return [P.Rejected(q) for q in carried]
+
+
+def retry_seen(
+    call: str, token: str | int | None, answers: Iterable[tuple[RequestKey, Mapping[str, Any]]]
+) -> list[P.Observation]:
+    """A retry of ``call`` echoing state ``token`` (``None``: none yet) with ``answers``:
+    a submission of each answer, then a resume of the call with the token as cursor."""
+    seen: list[P.Observation] = [P.Submitted(q, dict(a)) for q, a in answers]
+    seen.append(P.Resumed(call, str(token)))
+    return seen
+
+
+def late_answer_sent(questions: Iterable[str]) -> str:
+    """Why P6 (restated for the era) is broken: a retry carried the answers to
+    ``questions``, each given after the question's client-side age passed."""
+    return (
+        f"a retry carried the answer to question {', '.join(questions)}, given"
+        " after the question's client-side age passed"
+    )
 
 
 # ------------------------------------------------------------------ inputs and outputs
@@ -292,10 +338,7 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
         if name != "P6" or prev is None or not last.env.void or prev.env.void:
             return None
         late = sorted(last.env.inflight[1] & last.env.late) if last.env.inflight else []
-        return (
-            f"a retry carried the answer to question {', '.join(map(str, late))}, given"
-            " after the question's client-side age passed"
-        )
+        return late_answer_sent(map(str, late))
 
     def _completed(self, s: State) -> bool:
         return s.env.ended == "completed"
@@ -438,12 +481,10 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
         rejection of the answers the request carried."""
         t, carried = context
         if isinstance(inp, InputRequired):
-            seen: list[P.Observation] = [P.EventSeen(CALL, str(inp.token))]
-            for q in inp.questions:
-                seen.append(P.Delivered(key(q), CALL, t, replayed=key(q) in monitor.presented))
-            return seen
+            questions = map(key, inp.questions)
+            return round_seen(CALL, str(inp.token), questions, t, monitor.presented)
         if isinstance(inp, Error) and inp.reason == "invalid_state":
-            return [P.Rejected(key(q)) for q in sorted(carried)]
+            return rejection_seen(map(key, sorted(carried)))
         if isinstance(inp, Answer):
             return [P.Answered(key(inp.request), dict(USER_ANSWER))]
         return []
@@ -461,8 +502,7 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
             elif isinstance(out, Withdraw):
                 seen.append(P.DeclaredDead(key(out.request)))
             elif isinstance(out, Retry):
-                seen += [P.Submitted(key(q), dict(a)) for q, a in out.answers]
-                seen.append(P.Resumed(CALL, str(out.token)))
+                seen += retry_seen(CALL, out.token, ((key(q), dict(a)) for q, a in out.answers))
             else:
                 seen.append(P.Ended(CALL, out.outcome))
         return seen
