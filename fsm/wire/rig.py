@@ -74,6 +74,8 @@ from fsm.wire.server import (
 __all__ = [
     "CONFIRM",
     "GUARDED_SCENARIO_CONFIG_KW",
+    "MRTR_PROTOCOL",
+    "SSE_PROTOCOL",
     "AnswerPost",
     "BackgroundCall",
     "ClientEnv",
@@ -91,6 +93,7 @@ __all__ = [
     "Tier",
     "User",
     "capturing_guarded_client",
+    "drive",
     "guarded_client",
     "open_rig",
     "plain_client",
@@ -128,14 +131,27 @@ CONFIRM = ElicitAnswer("accept", {"confirm": True})
 PresentFn = Callable[[PresentationRequest], Awaitable[ElicitAnswer]]
 
 
+SSE_PROTOCOL = "2025-11-25"
+"""The protocol of the SSE-era scenarios: ``ClientSession`` over the streamable-HTTP
+transport, server-to-client requests on SSE streams."""
+MRTR_PROTOCOL = "2026-07-28"
+"""The protocol of the MRTR scenarios (:mod:`fsm.wire.mrtr_rig`): ``Client(url)``,
+questions in ``InputRequiredResult`` rounds."""
+
+
 @dataclass(frozen=True)
 class ClientEnv:
-    """What a client factory receives (see the module docstring)."""
+    """What a client factory receives (see the module docstring). ``protocol``: the
+    scenario's (:data:`SSE_PROTOCOL` or :data:`MRTR_PROTOCOL`); ``clock``: the client's
+    clock in seconds (an MRTR scenario's moves on by explicit command: a guarded client
+    takes its question ages from it)."""
 
     url: str
     http_client: Any  # an hx.AsyncClient (httpx2 for mcp 2.x, httpx for 1.x)
     on_present: PresentFn
     session_id: Callable[[], str | None]
+    protocol: str = SSE_PROTOCOL
+    clock: Callable[[], float] = time.monotonic
 
 
 class ScenarioClient(Protocol):
@@ -180,8 +196,16 @@ async def plain_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
     ``streamable_http_client``.
 
     Its elicitation callback presents every ``elicitation/create`` it is handed (the SDK
-    dispatcher does not de-duplicate replays) and returns the user's answer.
+    dispatcher does not de-duplicate replays) and returns the user's answer. In an MRTR
+    scenario it is :func:`fsm.wire.mrtr_rig.plain_mrtr_client` (the same SDK's
+    ``Client(url)`` and ``call_tool``).
     """
+    if env.protocol == MRTR_PROTOCOL:
+        from fsm.wire.mrtr_rig import plain_mrtr_client
+
+        async with plain_mrtr_client(env) as client:
+            yield client
+        return
 
     on_elicit = _presenting_callback(env)
 
@@ -217,8 +241,16 @@ async def guarded_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
     (:func:`fsm.adapters.mcp2.guarded_session`, or :func:`fsm.adapters.mcp1.guarded_session`).
 
     The yielded object also has ``session`` (the :class:`~fsm.adapters.mcp2.GuardedSession`,
-    for its event log and violations).
+    for its event log and violations). In an MRTR scenario it is
+    :func:`fsm.wire.mrtr_rig.guarded_mrtr_client` (:func:`fsm.adapters.mrtr.guarded_call_tool`).
     """
+    if env.protocol == MRTR_PROTOCOL:
+        from fsm.wire.mrtr_rig import guarded_mrtr_client
+
+        async with guarded_mrtr_client(env) as client:
+            yield client
+        return
+
     from fsm.sse.guard import GuardConfig
 
     on_elicit = _presenting_callback(env)
@@ -262,6 +294,8 @@ class Presentation:
     told by then: :func:`fsm.wire.verdict.observations` orders the two by it)."""
     answered_seq: int | None = None
     """The same, when the user's answer was handed back to the client."""
+    answered_at: float | None = None
+    """The user's clock when the answer was handed back (as :attr:`at`)."""
     _decided: anyio.Event = field(default_factory=anyio.Event, repr=False)
     _given: ElicitAnswer | None = field(default=None, repr=False)
 
@@ -278,13 +312,18 @@ class User:
     """A scripted user: records presentations, answers only when told to.
 
     ``clock``: the sequence each presentation and answer is stamped with
-    (:attr:`Presentation.seq`; the rig's is the proxy log's last sequence number).
+    (:attr:`Presentation.seq`; the rig's is the proxy log's last sequence number);
+    ``now``: the time in seconds (:attr:`Presentation.at`, :attr:`Presentation.answered_at`;
+    by default the wall clock from the user's creation).
     """
 
-    def __init__(self, clock: Callable[[], int] = lambda: 0) -> None:
+    def __init__(
+        self, clock: Callable[[], int] = lambda: 0, now: Callable[[], float] | None = None
+    ) -> None:
         self.presentations: list[Presentation] = []
         self._changed = anyio.Event()
-        self._t0 = time.monotonic()
+        t0 = time.monotonic()
+        self._now = now if now is not None else lambda: time.monotonic() - t0
         self._clock = clock
 
     def _notify(self) -> None:
@@ -293,9 +332,7 @@ class User:
 
     async def present(self, request: PresentationRequest) -> ElicitAnswer:
         """The ``on_present`` hook: blocks until :meth:`answer` decides this presentation."""
-        item = Presentation(
-            len(self.presentations), request, time.monotonic() - self._t0, seq=self._clock()
-        )
+        item = Presentation(len(self.presentations), request, self._now(), seq=self._clock())
         self.presentations.append(item)
         self._notify()
         try:
@@ -307,6 +344,7 @@ class User:
         assert item._given is not None
         item.answer = item._given
         item.answered_seq = self._clock()
+        item.answered_at = self._now()
         self._notify()
         return item._given
 
@@ -417,6 +455,13 @@ class ScenarioResult:
     ended_seq: int | None = None
     """The proxy log's sequence number when the call under test ended (``None``: it
     never did)."""
+    protocol: str = SSE_PROTOCOL
+    """The scenario's protocol (:data:`SSE_PROTOCOL` or :data:`MRTR_PROTOCOL`): how the
+    verdict reads the traffic."""
+    question_age_s: float | None = None
+    """The client-side age of a question the scenario holds a client to (an MRTR
+    scenario's): an answer the user gave later than that after the presentation must
+    not be sent. ``None``: not judged."""
 
     @property
     def presentation_counts(self) -> dict[tuple[str | None, str], int]:
@@ -635,18 +680,43 @@ async def run_scenario(
     async with contextlib.AsyncExitStack() as stack:
         if rig is None:
             rig = await stack.enter_async_context(open_rig())
-        started = time.monotonic()
-        call = BackgroundCall(lambda: rig.proxy.last_seq)
-        probe: Outcome | None = None
-        with anyio.fail_after(timeout):
-            async with client_factory(rig.env()) as client, anyio.create_task_group() as tg:
-                probe = await step(rig, client, call, tg)
-                # whatever the user still has open is abandoned by closing the client
-        seconds = time.monotonic() - started
+        call, probe, seconds = await drive(step, client_factory, rig, timeout)
         result = _collect(name or step.__name__, rig, call.outcome, probe, seconds)
         result.ended_seq = call.ended_seq
         return result
     raise AssertionError("unreachable")
+
+
+class Driven(Protocol):
+    """What :func:`drive` needs of a rig: its proxy (whose log stamps the call's end)
+    and the environment it gives a client factory."""
+
+    @property
+    def proxy(self) -> FaultProxy: ...
+
+    def env(self) -> ClientEnv: ...
+
+
+R = TypeVar("R", bound=Driven)
+
+
+async def drive(
+    step: Callable[[R, ScenarioClient, BackgroundCall, TaskGroup], Awaitable[Outcome | None]],
+    client_factory: ClientFactory,
+    rig: R,
+    timeout: float,
+) -> tuple[BackgroundCall, Outcome | None, float]:
+    """Open a client through ``client_factory`` on ``rig`` and run ``step`` with it
+    within ``timeout`` seconds (``TimeoutError`` past it); returns the call under test,
+    the step's probe outcome and the seconds it took. What the user still has open is
+    abandoned by closing the client."""
+    started = time.monotonic()
+    call = BackgroundCall(lambda: rig.proxy.last_seq)
+    probe: Outcome | None = None
+    with anyio.fail_after(timeout):
+        async with client_factory(rig.env()) as client, anyio.create_task_group() as tg:
+            probe = await step(rig, client, call, tg)
+    return call, probe, time.monotonic() - started
 
 
 def _collect(

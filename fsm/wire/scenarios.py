@@ -55,6 +55,27 @@ properties it exercises; :func:`fsm.wire.run` runs one against a client and judg
     The user confirms in time: one presentation, one answer (202), result
     ``"Deleted 3 files: a.txt, b.txt, c.txt"``. Every client passes; a control.
 
+The MRTR scenarios (protocol 2026-07-28, on :mod:`fsm.wire.mrtr_rig`: the client's
+``Client(url)`` against :mod:`fsm.wire.mrtr_server`, whose tools ask "Delete 3 files?"
+in ``InputRequiredResult`` rounds, their state sealed by the SDK; mcp 2.x only):
+
+``mrtr_expiry``
+    The question is shown; while it is up the server's states expire and the client's
+    clock passes 541 s (the question's client-side age is 540 s); then the user answers.
+    mcp 2.3.0 plain client: it sends the late answer into the expired state (P6); the
+    retry gets HTTP 400, JSON-RPC -32602 "Invalid or expired requestState"; the call
+    fails with it. The guarded path sends nothing: it fails with
+    ``RequestStateExpiredError`` (aged-out).
+``mrtr_reask``
+    A re-asking tool (``reasking_delete``): the answered question comes back in the next
+    round under a fresh state. Plain client: shows it again (P2), the tool completes
+    after two answers; the guarded path resubmits the stored answer and completes.
+``mrtr_restart``
+    The server restarts with a fresh key while the question is shown; the user answers in
+    time. Plain client: the retry gets -32602 "Invalid or expired requestState" and the
+    call fails with it, no retry after (no property broken); the guarded path fails with
+    ``RequestStateExpiredError`` (invalid-request-state).
+
 :func:`replayed_deadline` is the replay scenario with either deadline; :func:`settle` and
 :func:`resumed_or_ended` are its synchronisation points, for scenarios of one's own.
 """
@@ -65,7 +86,7 @@ import contextlib
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import anyio
 from anyio.abc import TaskGroup
@@ -73,6 +94,8 @@ from anyio.abc import TaskGroup
 from fsm.wire.held import TYPESCRIPT_409, holding_tier
 from fsm.wire.proxy import ConnectionFault, HttpFault, TrafficEvent
 from fsm.wire.rig import (
+    MRTR_PROTOCOL,
+    SSE_PROTOCOL,
     BackgroundCall,
     ClientFactory,
     MiddleTier,
@@ -85,7 +108,11 @@ from fsm.wire.rig import (
     run_scenario,
     unless_ended,
 )
+from fsm.wire.sdk import MCP_MAJOR
 from fsm.wire.server import StoreChoice
+
+if TYPE_CHECKING:
+    from fsm.wire.mrtr_rig import MrtrRig, MrtrStep
 
 __all__ = [
     "SCENARIOS",
@@ -94,6 +121,9 @@ __all__ = [
     "answer_rejected",
     "half_open",
     "happy",
+    "mrtr_expiry",
+    "mrtr_reask",
+    "mrtr_restart",
     "replay_everything",
     "replayed_cancel",
     "replayed_deadline",
@@ -313,15 +343,61 @@ async def happy(
     return None
 
 
+async def mrtr_expiry(
+    rig: MrtrRig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
+    """The question's state expires, and its client-side age passes, while it is shown;
+    then the user answers."""
+    from fsm.wire.mrtr_rig import QUESTION_AGE_S
+
+    tg.start_soon(call.run, client, "delete_files", {"count": 3})
+    await rig.user.wait_presented(1)
+    rig.server.expire_states()
+    rig.clock.advance(QUESTION_AGE_S + 1.0)
+    rig.user.answer_open()
+    await call.wait()
+    return None
+
+
+async def mrtr_reask(
+    rig: MrtrRig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
+    """The tool asks the answered question again; the user answers whatever is shown
+    until the call ends."""
+    tg.start_soon(call.run, client, "reasking_delete", {"count": 3, "reasks": 1})
+    shown = 0
+    while await unless_ended(call.done, rig.user.wait_presented(shown + 1)) is not None:
+        shown += 1
+        rig.user.answer_open()
+    await call.wait()
+    return None
+
+
+async def mrtr_restart(
+    rig: MrtrRig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+) -> Outcome | None:
+    """The server restarts (a fresh key) while the question is shown; then the user
+    answers."""
+    tg.start_soon(call.run, client, "delete_files", {"count": 3})
+    await rig.user.wait_presented(1)
+    await rig.server.restart()
+    rig.user.answer_open()
+    await call.wait()
+    return None
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One wire scenario: its ``name``, the ``step`` that drives it, the ``fault`` it
     injects (a sentence) and the properties (names of :data:`fsm.properties.PROPERTIES`)
     it exercises: what a client that mishandles the fault breaks. ``event_store``: the
-    server's (:func:`fsm.wire.server.build_app`)."""
+    server's (:func:`fsm.wire.server.build_app`). ``protocol``: the era it runs in; an
+    MRTR scenario's ``step`` is an :data:`~fsm.wire.mrtr_rig.MrtrStep` and runs on an
+    :class:`~fsm.wire.mrtr_rig.MrtrRig` (``event_store``, ``retry_interval_ms`` and
+    ``middle`` are the SSE rig's and do not apply)."""
 
     name: str
-    step: Step
+    step: Step | MrtrStep
     fault: str
     exercises: tuple[str, ...]
     event_store: StoreChoice = "scoped"
@@ -329,13 +405,22 @@ class Scenario:
     """The ``retry:`` the server advertises (the client's reconnect delay)."""
     middle: MiddleTier | None = None
     """What runs between the fault proxy and the server (:data:`fsm.wire.rig.MiddleTier`)."""
+    protocol: str = SSE_PROTOCOL
 
     async def run(
         self, client: ClientFactory, *, timeout: float = 30.0, rig: Rig | None = None
     ) -> ScenarioResult:
         """Run it with ``client`` on a fresh rig with its event store (or on ``rig``) and
         return what was observed (:func:`fsm.wire.rig.run_scenario`; ``timeout`` as
-        there)."""
+        there). An MRTR scenario runs on a fresh :class:`~fsm.wire.mrtr_rig.MrtrRig`
+        (``rig`` must be ``None``: ``ValueError`` otherwise)."""
+        if self.protocol == MRTR_PROTOCOL:
+            from fsm.wire.mrtr_rig import run_mrtr_scenario
+
+            if rig is not None:
+                raise ValueError(f"{self.name} runs on an MRTR rig of its own")
+            step = cast("MrtrStep", self.step)
+            return await run_mrtr_scenario(step, client, timeout=timeout, name=self.name)
         async with contextlib.AsyncExitStack() as stack:
             if rig is None:
                 rig = await stack.enter_async_context(
@@ -345,9 +430,43 @@ class Scenario:
                         middle=self.middle,
                     )
                 )
-            return await run_scenario(self.step, client, timeout=timeout, rig=rig, name=self.name)
+            sse_step = cast(Step, self.step)
+            return await run_scenario(sse_step, client, timeout=timeout, rig=rig, name=self.name)
         raise AssertionError("unreachable")
 
+
+_MRTR_SCENARIOS = (
+    ()
+    if MCP_MAJOR < 2
+    else (
+        Scenario(
+            "mrtr_expiry",
+            mrtr_expiry,
+            "protocol 2026-07-28: the question's state expires while it is shown and the "
+            "user answers after its client-side age (541 s on the client's clock, age 540 s)",
+            ("P6",),
+            protocol=MRTR_PROTOCOL,
+        ),
+        Scenario(
+            "mrtr_reask",
+            mrtr_reask,
+            "protocol 2026-07-28: the tool asks the answered question again in the next "
+            "round (a fresh state, the same question)",
+            ("P2",),
+            protocol=MRTR_PROTOCOL,
+        ),
+        Scenario(
+            "mrtr_restart",
+            mrtr_restart,
+            "protocol 2026-07-28: the server restarts with a fresh key while the question "
+            "is shown (its state is unverifiable: -32602 invalid_request_state)",
+            ("P3",),
+            protocol=MRTR_PROTOCOL,
+        ),
+    )
+)
+"""The MRTR-era scenarios (mcp 2.x only: protocol 2026-07-28 needs its server and
+``Client``)."""
 
 SCENARIOS: Mapping[str, Scenario] = {
     s.name: s
@@ -409,6 +528,7 @@ SCENARIOS: Mapping[str, Scenario] = {
             "none: the user confirms in time (the control every client passes)",
             ("P5",),
         ),
+        *_MRTR_SCENARIOS,
     )
 }
 """Every scenario by name, in the order above (the module docstring tells what each

@@ -25,10 +25,25 @@ How the wire maps to observations:
   outcome is a ``Rejected`` (``session`` for a session-scoped row), a session-scoped
   terminal outcome of any other request of the session a ``SessionGone``.
 
+An MRTR scenario's traffic (:data:`~fsm.wire.rig.MRTR_PROTOCOL`) is read in MRTR terms,
+by the MRTR world's own mapping (:func:`fsm.worlds.mrtr.round_seen`, ``retry_seen``,
+``rejection_seen``): the first ``tools/call`` begins the call (``call:<rpc id>``); an
+``InputRequiredResult`` is an event whose id is its ``requestState`` and a delivery of
+each question, keyed ``(call, question identity)`` (:func:`fsm.questions.question_id`:
+method and canonical params, so a question re-asked under a new round-local key is one
+question); a ``tools/call`` echoing ``requestState`` or carrying ``inputResponses`` is a
+retry (a submission of each answer under its question's key, then a resume with the
+echoed state as cursor); an error reply to a retry that :data:`fsm.mrtr.outcomes.MRTR_CLASSIFIER`
+calls terminal is a rejection of the answers it carried. A presentation is matched to
+the question on the wire with its message. P6 as the era restates it is judged on the
+scenario's clock (:attr:`~fsm.wire.rig.ScenarioResult.question_age_s`): a retry that
+carries an answer the user gave later than that age after the question was shown
+breaks it (:func:`fsm.worlds.mrtr.late_answer_sent` says why).
+
 Limits: an event the proxy relayed counts as delivered even when an abrupt cut lost it
 before the client read it (the proxy cannot see the client's socket buffer); time is
-not on the wire, so P6 (the stale rule, which needs the client's recorded deadline) is
-not judged; keys are (session id, request id as a string).
+not on the wire, so in the SSE era P6 (the stale rule, which needs the client's
+recorded deadline) is not judged; keys are (session id, request id as a string).
 """
 
 from __future__ import annotations
@@ -38,6 +53,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fsm.errors import RequestKey
+from fsm.mrtr.outcomes import MRTR_CLASSIFIER
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult
 from fsm.properties import (
     PROPERTIES,
@@ -57,8 +74,10 @@ from fsm.properties import (
     Submitted,
     Violation,
 )
+from fsm.questions import question_id
 from fsm.wire.proxy import TrafficEvent
-from fsm.wire.rig import Outcome, ScenarioResult
+from fsm.wire.rig import MRTR_PROTOCOL, Outcome, ScenarioResult
+from fsm.worlds.mrtr import late_answer_sent, rejection_seen, retry_seen, round_seen
 
 __all__ = ["INTERACTIVE", "Verdict", "judge", "observations"]
 
@@ -117,10 +136,11 @@ def judge(result: ScenarioResult, budgets: Budgets | None = None) -> Verdict:
     ``budgets``: what the monitor assumes of the client (:class:`fsm.properties.Budgets`,
     its defaults when ``None``)."""
     monitor = Monitor(budgets if budgets is not None else Budgets())
-    for obs in observations(result):
+    read, late = _read(result)
+    for obs in read:
         monitor.observe(obs)
     monitor.finish()
-    found = tuple(v for _, _, v in monitor.violations)
+    found = tuple(v for _, _, v in monitor.violations) + tuple(late)
     broken: dict[str, tuple[str, ...]] = {}
     for v in found:
         broken[v.name] = (*broken.get(v.name, ()), v.why)
@@ -138,13 +158,19 @@ def judge(result: ScenarioResult, budgets: Budgets | None = None) -> Verdict:
 def observations(result: ScenarioResult) -> list[Observation]:
     """The observations of ``result``, in the order the proxy saw them (see the module
     docstring for the mapping)."""
+    return _read(result)[0]
+
+
+def _read(result: ScenarioResult) -> tuple[list[Observation], list[Violation]]:
+    """The observations of ``result`` and the violations of the MRTR era's P6 (which
+    no observation carries: it needs the scenario's clock)."""
+    wire: _Wire | _Rounds = _Rounds() if result.protocol == MRTR_PROTOCOL else _Wire()
     timed: list[tuple[float, int, Observation]] = []
-    wire = _Wire()
     for event in result.traffic:
         for obs in wire.read(event):
             timed.append((event.seq, len(timed), obs))
     for p in result.presentations:
-        key = (p.request.session_id or "", str(p.request.request_id))
+        key = wire.key_of(p.request.session_id, p.request.request_id, p.request.message)
         timed.append((p.seq + 0.5, len(timed), Presented(key, 0.0)))
         if p.answer is not None and p.answered_seq is not None:
             answer: dict[str, Any] = {"action": p.answer.action}
@@ -155,7 +181,19 @@ def observations(result: ScenarioResult) -> list[Observation]:
         ended = Ended(wire.call, "completed" if result.outcome.kind == "result" else "failed")
         at = result.ended_seq if result.ended_seq is not None else float("inf")
         timed.append((at + 0.5, len(timed), ended))
-    return [obs for _, _, obs in sorted(timed, key=lambda t: (t[0], t[1]))]
+    read = [obs for _, _, obs in sorted(timed, key=lambda t: (t[0], t[1]))]
+    late: list[Violation] = []
+    if isinstance(wire, _Rounds) and result.question_age_s is not None:
+        age = result.question_age_s
+        given_late = {
+            wire.key_of(None, p.request.request_id, p.request.message): p.request.message
+            for p in result.presentations
+            if p.answered_at is not None and p.answered_at - p.at > age
+        }
+        for carried in wire.retries:
+            if sent := [repr(given_late[q]) for q in carried if q in given_late]:
+                late.append(Violation("P6", late_answer_sent(sent)))
+    return read, late
 
 
 class _Wire:
@@ -175,6 +213,10 @@ class _Wire:
         self.body: dict[int, Any] = {}
         self.answers = Classifier()
         self.others = Classifier.for_resumes()
+
+    def key_of(self, session_id: str | None, request_id: str | int, message: str) -> RequestKey:
+        """The key of a presentation: (session id, request id)."""
+        return (session_id or "", str(request_id))
 
     def read(self, e: TrafficEvent) -> Sequence[Observation]:
         if e.kind == "request":
@@ -261,6 +303,86 @@ class _Wire:
                 self.patient.add(stream)
             if c.outcome is OutcomeClass.TERMINAL and c.scope == "session":
                 return (SessionGone(),)
+        return ()
+
+
+class _Rounds:
+    """Reads an MRTR scenario's proxy log event by event into observations (see the
+    module docstring; bounded by the log)."""
+
+    def __init__(self) -> None:
+        self.call: str | None = None
+        self.asked: set[RequestKey] = set()
+        self.local: dict[str, RequestKey] = {}  # round-local key of the last round -> question
+        self.by_message: dict[str, RequestKey] = {}
+        self.exchanges: set[int] = set()  # the call's requests
+        self.carried: dict[int, list[RequestKey]] = {}  # a retry's exchange -> its answers
+        self.retries: list[list[RequestKey]] = []  # the questions each retry answered
+        self.status: dict[int, int] = {}
+
+    def key_of(self, session_id: str | None, request_id: str | int, message: str) -> RequestKey:
+        """The key of a presentation: the question on the wire with its message."""
+        found = self.by_message.get(message)
+        return found if found is not None else (self.call or "", str(request_id))
+
+    def read(self, e: TrafficEvent) -> Sequence[Observation]:
+        if e.kind == "request" and e.method == "POST":
+            return self._request(e)
+        if e.kind == "response" and e.status is not None:
+            self.status[e.exchange] = e.status
+        elif e.exchange in self.exchanges and e.kind == "body" and isinstance(e.json, dict):
+            return self._reply(e.exchange, e.json)
+        elif e.exchange in self.exchanges and e.kind == "sse_event":
+            return self._reply(e.exchange, _json(e.data))
+        return ()
+
+    def _request(self, e: TrafficEvent) -> Sequence[Observation]:
+        body = e.json if isinstance(e.json, dict) else {}
+        params = body.get("params")
+        if body.get("method") != "tools/call" or not isinstance(params, dict):
+            return ()
+        state, responses = params.get("requestState"), params.get("inputResponses")
+        if self.call is None and state is None and responses is None:
+            self.call = f"call:{body.get('id')}"
+            self.exchanges.add(e.exchange)
+            return (Began(self.call),)
+        if self.call is None or (state is None and responses is None):
+            return ()  # a call of the scenario's own
+        self.exchanges.add(e.exchange)
+        call = self.call
+        given = responses if isinstance(responses, Mapping) else {}
+        answers = [
+            (self.local.get(str(k), (call, str(k))), a if isinstance(a, Mapping) else {})
+            for k, a in given.items()
+        ]
+        self.carried[e.exchange] = [q for q, _ in answers]
+        self.retries.append(self.carried[e.exchange])
+        return retry_seen(call, state if isinstance(state, str) else None, answers)
+
+    def _reply(self, exchange: int, message: Mapping[str, Any]) -> Sequence[Observation]:
+        assert self.call is not None
+        result = message.get("result")
+        if isinstance(result, Mapping) and result.get("resultType") == "input_required":
+            asked = result.get("inputRequests")
+            questions: list[RequestKey] = []
+            for local, request in (asked if isinstance(asked, Mapping) else {}).items():
+                if not isinstance(request, Mapping):
+                    continue
+                params = request.get("params")
+                params = params if isinstance(params, Mapping) else None
+                q = (self.call, question_id(str(request.get("method")), params))
+                self.local[str(local)] = q
+                if params is not None and isinstance(params.get("message"), str):
+                    self.by_message[params["message"]] = q
+                questions.append(q)
+            state = result.get("requestState")
+            seen = round_seen(self.call, str(state), questions, 0.0, self.asked)
+            self.asked.update(questions)
+            return seen
+        if "error" in message:
+            outcome = SubmissionResult(self.status.get(exchange), message)
+            if MRTR_CLASSIFIER.classify(outcome).outcome is OutcomeClass.TERMINAL:
+                return rejection_seen(self.carried.get(exchange, ()))
         return ()
 
 

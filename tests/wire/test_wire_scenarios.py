@@ -28,8 +28,10 @@ PLAIN_BREAKS = {
     "session_expired": {"P3"},
     "happy": set(),
 }
+if MCP_MAJOR >= 2:  # the MRTR scenarios need protocol 2026-07-28 (tests/wire/test_mrtr_scenarios)
+    PLAIN_BREAKS |= {"mrtr_expiry": {"P6"}, "mrtr_reask": {"P2"}, "mrtr_restart": set()}
 """What the mcp 2.3.0 plain client breaks in each scenario (``tests/e2e/test_plain_client``
-measures the wire behind each)."""
+and ``tests/e2e/test_mrtr_e2e`` measure the wire behind each)."""
 
 
 @pytest.fixture
