@@ -2,7 +2,8 @@
 
 fsm.wire runs each fault (the seed incident, a replayed cancellation, a server that
 replays everything, a failed or rejected answer, a stream held half-open, an expired
-session, and a control) against a real mcp server on
+session, and a control; in protocol 2026-07-28, a question's state that expires while it
+is shown, a re-asked question and a server restart) against a real mcp server on
 127.0.0.1 behind a fault proxy, with the client under test, and judges what the client
 did by P1-P7 from the wire and the user's side. Put your own client factory beside the
 two (see docs/testing.md, "On the wire") to see what it gets wrong.

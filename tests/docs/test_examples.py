@@ -86,6 +86,15 @@ session_expired:
 happy:
   plain:   passed, presented 1, completed
   guarded: passed, presented 1, completed
+mrtr_expiry:
+  plain:   broke P6, presented 1, failed
+  guarded: passed, presented 1, failed
+mrtr_reask:
+  plain:   broke P2, presented 2, completed
+  guarded: passed, presented 1, completed
+mrtr_restart:
+  plain:   passed, presented 1, failed
+  guarded: passed, presented 1, failed
 """,
 }
 """What each example program prints, exactly (state counts and path lengths included)."""
