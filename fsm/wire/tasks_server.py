@@ -272,6 +272,7 @@ class TasksServer:
                 text = f"{'Deleted' if accepted else 'Kept'} {task.count} files"
                 task.status, task.requests = "completed", {}
                 task.result = {
+                    "resultType": "complete",
                     "content": [{"type": "text", "text": text}],
                     "structuredContent": {"result": text},  # the tool's output schema
                     "isError": False,
