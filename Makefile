@@ -10,7 +10,7 @@ VENV1 ?= .venv-mcp1
 TEST_WORKERS ?= 2
 STAMP1 := $(VENV1)/.installed
 
-.PHONY: demo test need-redis test-mcp1 check render replay bench mutate lint typecheck install ts-client conformance clean
+.PHONY: demo test need-redis test-mcp1 check render replay bench mutate lint typecheck install ts-client conformance ext-tasks clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required (set PYTHON=...)")'
@@ -52,6 +52,19 @@ $(CONFORMANCE_STAMP): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.js
 
 conformance: $(CONFORMANCE_STAMP)
 
+# The official tasks requester (tests/ext_tasks: @modelcontextprotocol/ext-tasks on the v2
+# TypeScript client), from the committed lock.
+EXT_TASKS := tests/ext_tasks
+EXT_TASKS_STAMP := $(EXT_TASKS)/node_modules/.installed
+
+$(EXT_TASKS_STAMP): $(EXT_TASKS)/package.json $(EXT_TASKS)/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || \
+		{ echo "node and npm (Node.js 20+) are needed for the ext-tasks requester tests" >&2; exit 1; }
+	npm ci --prefix $(EXT_TASKS) --no-audit --no-fund --loglevel=error
+	@touch $(EXT_TASKS_STAMP)
+
+ext-tasks: $(EXT_TASKS_STAMP)
+
 ## The main job: model-check every model, render the diagrams, replay the incident.
 demo: check render replay
 
@@ -66,7 +79,7 @@ replay: $(STAMP)
 
 ## The whole test suite, linters and type checks included; then the mcp 1.x suite.
 ## The gateway's state-store tests run a loopback redis-server (Debian package redis-server).
-test: need-redis lint typecheck ts-client conformance
+test: need-redis lint typecheck ts-client conformance ext-tasks
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) test-mcp1
 
