@@ -1,97 +1,67 @@
 """The demo's second scene: protocol 2026-07-28, plain ``Client.call_tool`` vs
-:func:`fsm.adapters.mrtr.guarded_call_tool`, against a real mcp 2.3.0 server on
-127.0.0.1 (:mod:`fsm.wire.mrtr_server`). Three cases, each run once per side:
+:func:`fsm.adapters.mrtr.guarded_call_tool`, run as the MRTR wire scenarios
+(:data:`fsm.wire.SCENARIOS`, on :mod:`fsm.wire.mrtr_rig`: a real mcp 2.3.0 server on
+127.0.0.1). Three cases, each run once per side:
 
-* ``re-asking tool``: the tool asks the same question again after it was answered;
-* ``late answer``: the user answers after the state's TTL (the server's states expire
-  while the prompt is up; the guarded side's clock says the question is 541 s old);
-* ``restart``: the server restarts (fresh key) while the prompt is up.
+* ``re-asking tool`` (``mrtr_reask``): the tool asks the same question again after it
+  was answered;
+* ``late answer`` (``mrtr_expiry``): the user answers after the state's TTL (the server's
+  states expire while the prompt is up; the client's clock says the question is 541 s
+  old);
+* ``restart`` (``mrtr_restart``): the server restarts (fresh key) while the prompt is up.
 
-Each side reports how many prompts the user saw, how many were withdrawn, and how the
-call ended. :func:`scene` returns the report; :func:`table` renders it.
+Each side reports how many prompts the user saw, how many the guarded rules withdrew, and
+how the call ended. :func:`scene` returns the report; :func:`table` renders it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mcp import types
-from mcp.client.client import Client
-from mcp.client.session import ClientRequestContext
-
 from fsm import actions as act
-from fsm.adapters.mrtr import guarded_call_tool
+from fsm import errors
 from fsm.errors import InteractionFailed
 from fsm.mrtr.call import MrtrAction
-from fsm.wire.mrtr_server import MrtrServer, running_mrtr_server
+from fsm.wire import SCENARIOS, Outcome, plain_client
+from fsm.wire.mrtr_rig import capturing_guarded_mrtr_client
 
-CASES: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("re-asking tool", "reasking_delete", {"count": 3, "reasks": 1}),
-    ("late answer", "delete_files", {"count": 3}),
-    ("restart", "delete_files", {"count": 3}),
+CASES: tuple[tuple[str, str], ...] = (
+    ("re-asking tool", "mrtr_reask"),
+    ("late answer", "mrtr_expiry"),
+    ("restart", "mrtr_restart"),
 )
+"""Each case and the wire scenario that runs it."""
 
 
-def _fault(case: str, server: MrtrServer, now: list[float]) -> Callable[[], Awaitable[None]]:
-    async def fault() -> None:
-        if case == "late answer":
-            server.expire_states()
-            now[0] += 541.0
-        elif case == "restart":
-            await server.restart()
+def _ended(o: Outcome) -> str:
+    """How the call ended, in a few words: a typed error of ``fsm`` names its reason,
+    the SDK's its JSON-RPC code."""
+    if o.kind == "result":
+        return f"result: {o.text}" if o.text else "result"
+    kind = getattr(errors, o.error_type or "", None)
+    typed = isinstance(kind, type) and issubclass(kind, InteractionFailed)
+    detail = f" ({o.reason})" if typed and o.reason else f" {o.code}" if o.code is not None else ""
+    return f"{o.error_type}{detail}"
 
-    return fault
 
-
-async def _side(
-    server: MrtrServer, case: str, tool: str, args: dict[str, Any], guarded: bool
-) -> dict[str, Any]:
-    prompts: list[str] = []
-    withdrawn: list[MrtrAction] = []
-    now = [0.0]
-    fault = _fault(case, server, now)
-
-    async def user(
-        context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
-        prompts.append(str(params.message))
-        await fault()
-        return types.ElicitResult(action="accept", content={})
-
-    def seen(action: MrtrAction) -> None:
-        if isinstance(action, act.Withdraw):
-            withdrawn.append(action)
-
-    outcome: str
-    async with Client(server.url, elicitation_callback=user) as client:
-        try:
-            if guarded:
-                result = await guarded_call_tool(
-                    client, tool, args, clock=lambda: now[0], on_action=seen
-                )
-            else:
-                result = await client.call_tool(tool, args)
-            text = result.content[0]
-            outcome = f"result: {text.text}" if isinstance(text, types.TextContent) else "result"
-        except Exception as exc:  # a typed error names its reason, the SDK's its code
-            code = getattr(exc, "code", None)
-            reason = exc.reason if isinstance(exc, InteractionFailed) else None
-            detail = f" ({reason})" if reason else f" {code}" if code is not None else ""
-            outcome = f"{type(exc).__name__}{detail}"
-    return {"prompts": len(prompts), "withdrawn": len(withdrawn), "outcome": outcome}
+async def _side(scenario: str, guarded: bool) -> dict[str, Any]:
+    actions: list[MrtrAction] = []
+    client = capturing_guarded_mrtr_client(actions) if guarded else plain_client
+    result = await SCENARIOS[scenario].run(client)
+    withdrawn = sum(isinstance(a, act.Withdraw) for a in actions)
+    return {
+        "prompts": len(result.presentations),
+        "withdrawn": withdrawn,
+        "outcome": _ended(result.outcome),
+    }
 
 
 async def scene() -> dict[str, Any]:
     """Run every case on both sides; ``{case: {"plain": {...}, "guarded": {...}}}``."""
-    report: dict[str, Any] = {}
-    async with running_mrtr_server(ttl=30.0) as server:
-        for case, tool, args in CASES:
-            report[case] = {
-                side: await _side(server, case, tool, args, side == "guarded")
-                for side in ("plain", "guarded")
-            }
-    return report
+    return {
+        case: {side: await _side(scenario, side == "guarded") for side in ("plain", "guarded")}
+        for case, scenario in CASES
+    }
 
 
 FAULTS: dict[str, str] = {

@@ -33,7 +33,7 @@ from mcp import types
 from mcp.client.client import Client
 
 from fsm.adapters.mrtr import guarded_call_tool
-from fsm.mrtr.call import MrtrConfig
+from fsm.mrtr.call import MrtrAction, MrtrConfig
 from fsm.wire.mrtr_server import MrtrServer, running_mrtr_server
 from fsm.wire.proxy import FaultProxy
 from fsm.wire.rig import (
@@ -57,6 +57,7 @@ __all__ = [
     "MrtrRig",
     "MrtrStep",
     "ScenarioClock",
+    "capturing_guarded_mrtr_client",
     "guarded_mrtr_client",
     "open_mrtr_rig",
     "plain_mrtr_client",
@@ -190,12 +191,20 @@ class _PlainMrtr:
 
 
 class _GuardedMrtr:
-    def __init__(self, client: Client, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        client: Client,
+        clock: Callable[[], float],
+        on_action: Callable[[MrtrAction], None] | None = None,
+    ) -> None:
         self.client = client
         self.clock = clock
+        self.on_action = on_action
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        return await guarded_call_tool(self.client, name, arguments, clock=self.clock)
+        return await guarded_call_tool(
+            self.client, name, arguments, clock=self.clock, on_action=self.on_action
+        )
 
 
 @contextlib.asynccontextmanager
@@ -213,3 +222,15 @@ async def guarded_mrtr_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
     ``env.clock`` (the default rules: a question's age limit is :data:`QUESTION_AGE_S`)."""
     async with Client(env.url, elicitation_callback=_presenting(env)) as client:
         yield _GuardedMrtr(client, env.clock)
+
+
+def capturing_guarded_mrtr_client(actions: list[MrtrAction]) -> ClientFactory:
+    """:func:`guarded_mrtr_client`, also appending every action the rules emit to
+    ``actions`` (its ``on_action``: the withdrawals, the retries, the one outcome)."""
+
+    @contextlib.asynccontextmanager
+    async def capturing(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
+        async with Client(env.url, elicitation_callback=_presenting(env)) as client:
+            yield _GuardedMrtr(client, env.clock, actions.append)
+
+    return capturing
