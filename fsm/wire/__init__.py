@@ -13,6 +13,11 @@ from the wire and the user's side (:mod:`fsm.wire.verdict`)::
     verdict = run_sync("seed", plain_client)
     print(verdict.summary())  # seed: broke P2, P7 ...
 
+The ``mrtr_*`` scenarios do the same in protocol 2026-07-28 (mcp 2.x): the tool asks in
+``InputRequiredResult`` rounds on :mod:`fsm.wire.mrtr_rig`, whose client clock the
+scenario moves by command (``env.clock``), and the two ready factories below are there
+mcp's ``Client(url)`` and :func:`fsm.adapters.mrtr.guarded_call_tool`.
+
 The client under test
 ---------------------
 A :data:`ClientUnderTest` is a factory: called with a :class:`ClientEnv` (``url``: the
