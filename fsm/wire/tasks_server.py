@@ -23,6 +23,7 @@ Faults are explicit commands on :class:`TasksServer` (no sleeps, no timers):
   under a new key before it completes;
 * :meth:`~TasksServer.fail`: status ``failed`` with an ``error``;
 * :meth:`~TasksServer.refuse_updates`: the next updates fail with -32603;
+* :meth:`~TasksServer.lose_updates`: the next updates never reach the server (HTTP 502);
 * :meth:`~TasksServer.complete_bare`: status ``completed`` without a ``result``;
 * :meth:`~TasksServer.ask_malformed`: an elicitation without a ``message``;
 * :meth:`~TasksServer.purge` / :meth:`~TasksServer.expire`: the task is gone; its
@@ -44,7 +45,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import MCPServer
@@ -52,7 +52,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams, RequestParams
 from pydantic import Field
 
-from fsm.wire.serving import serving
+from fsm.wire.serving import serving, whole_body
 
 __all__ = [
     "EXTENSION",
@@ -145,6 +145,7 @@ class TasksLog:
     ignored: list[tuple[str, str]] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     refused: int = 0
+    lost: int = 0
     names: dict[str, list[str | None]] = field(default_factory=dict)
 
 
@@ -232,6 +233,7 @@ class TasksServer:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _reask: int = 0
     _refuse_updates: int = 0
+    _lose_updates: int = 0
 
     # -------------------------------------------------------------- the task's life
 
@@ -310,6 +312,11 @@ class TasksServer:
         task.requests = {key: {"method": "elicitation/create", "params": {"mode": "form"}}}
         return key
 
+    def lose_updates(self, times: int = 1) -> None:
+        """The next ``times`` ``tasks/update`` requests never reach the server: HTTP 502
+        with no JSON-RPC body (a proxy in front lost them)."""
+        self._lose_updates = times
+
     def complete_bare(self, task_id: str) -> None:
         """The task completes with no ``result`` (a malformed completion)."""
         task = self.task(task_id)
@@ -330,6 +337,26 @@ class TasksServer:
         self.task(task_id).gone = "Task has expired"
 
 
+class _LosingUpdates:
+    """The served app, except that an armed ``tasks/update`` POST (by its ``Mcp-Method``
+    header) is answered 502 without reaching it."""
+
+    def __init__(self, app: Any, handle: TasksServer) -> None:
+        self.app, self.handle = app, handle
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers") or ()) if scope["type"] == "http" else {}
+        if self.handle._lose_updates <= 0 or headers.get(b"mcp-method") != b"tasks/update":
+            await self.app(scope, receive, send)
+            return
+        self.handle._lose_updates -= 1
+        self.handle.log.lost += 1
+        await whole_body(receive)
+        start = {"type": "http.response.start", "status": 502}
+        await send({**start, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"upstream lost the request"})
+
+
 @contextlib.asynccontextmanager
 async def running_tasks_server(
     *, ttl_ms: int = 60_000, poll_interval_ms: int = 100
@@ -340,10 +367,8 @@ async def running_tasks_server(
     port = int(sock.getsockname()[1])
     handle = TasksServer(f"http://127.0.0.1:{port}/mcp", port, TasksLog(), ttl_ms, poll_interval_ms)
     try:
-        async with serving(
-            build_tasks_server(handle).streamable_http_app(), sock, shutdown_timeout=1
-        ):
+        app = _LosingUpdates(build_tasks_server(handle).streamable_http_app(), handle)
+        async with serving(app, sock, shutdown_timeout=1):
             yield handle
     finally:
         sock.close()
-    await anyio.lowlevel.checkpoint()

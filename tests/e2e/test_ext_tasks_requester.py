@@ -92,3 +92,15 @@ async def test_the_official_requester_answers_a_superseded_prompt_into_the_void(
     ]
     assert server.log.ignored == [("task-1", "confirm-1")]
     assert events[-1]["status"] == "completed"
+
+
+@pytest.mark.parametrize("fault", ["refuse_updates", "lose_updates"])
+async def test_a_failed_update_ends_the_official_requesters_execution(fault: str) -> None:
+    """It releases the key and rethrows: the execution fails, with one prompt (a second
+    would need a new execution, whose ledger starts empty)."""
+    async with running_tasks_server() as server:
+        getattr(server, fault)(1)
+        events = await _run(server)
+    assert len([e for e in events if e["event"] == "prompt"]) == 1
+    assert events[-1]["event"] == "outcome" and events[-1]["status"] == "failed"
+    assert server.log.answers == []

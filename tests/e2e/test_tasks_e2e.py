@@ -217,6 +217,22 @@ async def test_a_refused_update_fails_once_where_plain_presents_again(
     assert [key for key, _ in plain_user.prompts] == ["confirm-1", "confirm-1"]  # twice
 
 
+async def test_a_lost_update_fails_once_where_plain_presents_again(server: TasksServer) -> None:
+    """The update never reaches the server (HTTP 502). mcp 2.3.0 reports it as a JSON-RPC
+    -32603 (the HTTP status is not carried), so the rules judge it terminal: one typed
+    error, never a second prompt; the plain requester releases the key and asks again."""
+    server.lose_updates(1)
+    guarded_user = User()
+    error = await _outcome(server, guarded_user, GuardedTasks())
+    assert isinstance(error, CallRejectedError) and len(guarded_user.prompts) == 1
+    server.lose_updates(1)
+    plain_user = User()
+    plain = await _call(server, plain_user, PlainTasks())
+    assert _text(plain) == "Deleted 3 files"
+    assert [key for key, _ in plain_user.prompts] == ["confirm-1", "confirm-1"]
+    assert server.log.lost == 2
+
+
 async def test_a_completion_without_a_result_is_a_typed_error(server: TasksServer) -> None:
     user = User(lambda: server.complete_bare(server.latest().task_id), block=True)
     error = await _outcome(server, user, GuardedTasks())
