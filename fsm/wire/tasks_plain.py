@@ -3,12 +3,15 @@
 the demo, beside :class:`fsm.adapters.tasks.GuardedTasks`.
 
 :class:`PlainTasks` is a :class:`~mcp.client.extension.ClientExtension` whose claim
-resolves a task the way the first SDK requester does (``@modelcontextprotocol/ext-tasks``
-0.2.2, as measured): poll ``tasks/get`` every ``pollIntervalMs``; present each listed key
-its ledger does not hold, one at a time, through the client's callbacks; send the answer
-with ``tasks/update``; commit the key to the ledger once the update is acknowledged
-(release it if the update fails); return the ``result`` of ``completed``; raise
-``RuntimeError`` on ``failed`` or ``cancelled``; let an ``MCPError`` (-32602) through.
+resolves a task with the ledger of the first SDK requester
+(``@modelcontextprotocol/ext-tasks`` 0.2.2): poll ``tasks/get`` every ``pollIntervalMs``;
+present each listed key its ledger does not hold, one at a time, through the client's
+callbacks; send the answer with ``tasks/update``; commit the key to the ledger once the
+update is acknowledged; release it if the update fails and go on polling (so the next
+poll presents it again: where ext-tasks 0.2.2 releases the key too but ends its
+execution, ``tests/e2e/test_ext_tasks_requester.py``, this loop retries as a hand-written
+one would); return the ``result`` of ``completed``; raise ``RuntimeError`` on ``failed``
+or ``cancelled``; let an ``MCPError`` (-32602) through.
 What it does not do, by design (it is the baseline): withdraw a prompt whose key the
 server superseded (it is not polling while the user answers), recognise an answered
 question listed under a new key, or stop at the task's TTL. Bounded by ``max_polls`` only
