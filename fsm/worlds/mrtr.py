@@ -15,6 +15,9 @@ Within :class:`MrtrBounds` the environment is free to
   client's age limit is below the server TTL, so a state expires only once the
   questions shown with it aged out) or lose them all in a restart
   (``restarts``); lose a request in transit (``lost``);
+* crash the client (``crashes``) while no prompt is on screen: the request in flight is
+  lost with the process, and a new one starts (:class:`Restart`); what it knows of the
+  call is what it stored (a client without a store issues the call again);
 * let the user answer each shown prompt at any time, before or after the clock passes
   the presented questions' client-side age, or never (``user``); tell the client the
   clock passed (``tick="seen"``: its timer fired) or not (``"missed"``: it sees the
@@ -25,9 +28,10 @@ The client is a policy: ``step(state, t, input) -> (state, outputs)``. Inputs
 (``("result", "complete")``), :class:`InputRequired` (``("result", "ir", token,
 questions)``; ``questions`` empty: state only), :class:`Error` (``("error",
 "invalid_state" | "lost")``), :class:`Answer` (``("answer", q)``), :class:`Tick`
-(``("tick",)``). Outputs (:data:`Output`): :class:`Present`, :class:`Withdraw`,
-:class:`Retry` (``("retry", token, ((q, answer), ...))``), :class:`End` (``("end",
-"completed" | "failed")``); the plain tuple spellings are accepted too.
+(``("tick",)``), :class:`Restart` (``("restart",)``). Outputs (:data:`Output`):
+:class:`Present`, :class:`Withdraw`, :class:`Retry` (``("retry", token, ((q, answer),
+...))``), :class:`End` (``("end", "completed" | "failed")``); the plain tuple spellings
+are accepted too.
 
 Properties: the shared monitor (:mod:`fsm.properties`) judges the same observations as
 in the 2025 world, read in MRTR terms (``docs/mrtr.md``): a question is a request key
@@ -52,7 +56,17 @@ from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 from fsm import properties as P
 from fsm.errors import RequestKey
 from fsm.worlds import common as base
-from fsm.worlds.common import USER_ANSWER, Answer, End, Move, Present, Tick, UserMode, Withdraw
+from fsm.worlds.common import (
+    USER_ANSWER,
+    Answer,
+    End,
+    Move,
+    Present,
+    Restart,
+    Tick,
+    UserMode,
+    Withdraw,
+)
 
 __all__ = [
     "CALL",
@@ -72,6 +86,7 @@ __all__ = [
     "OnInvalid",
     "Output",
     "Present",
+    "Restart",
     "Retry",
     "State",
     "Tick",
@@ -191,7 +206,7 @@ class Error(
         return super().__new__(cls, "error", reason)
 
 
-Input = Complete | InputRequired | Error | Answer | Tick
+Input = Complete | InputRequired | Error | Answer | Tick | Restart
 """What this world tells a client policy (``Answer.request``: the question)."""
 
 
@@ -249,6 +264,7 @@ class MrtrBounds(base.WorldBounds):
     expiries: int = 1
     restarts: int = 0
     lost: int = 1
+    crashes: int = 0
     on_invalid: OnInvalid = "reject"
     user: UserMode = "answers"
     tick: TickMode = "seen"
@@ -272,6 +288,7 @@ class Env(base.EnvBase):
         "expiries",
         "restarts",
         "lost",
+        "crashes",
         "t",
         "asked",
         "shown",
@@ -291,6 +308,7 @@ class Env(base.EnvBase):
     expiries: int
     restarts: int
     lost: int
+    crashes: int
     t: float
     """The clock, in steps longer than a question's client-side age (and shorter than
     the server's TTL): a question shown at ``t`` has aged out at ``t + 1``."""
@@ -363,6 +381,7 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
             "expiries": b.expiries,
             "restarts": b.restarts,
             "lost": b.lost,
+            "crashes": b.crashes,
             "t": 0.0,
             "asked": empty,
             "shown": frozenset[tuple[int, float]](),
@@ -388,6 +407,8 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
             moves.append(Move("state expires"))
         if e.restarts > 0 and not e.ended:
             moves.append(Move("server restarts"))
+        if e.crashes > 0 and not e.ended and not e.prompts:
+            moves.append(Move("client crashes"))
         return tuple(moves)
 
     def _edit(self, e: Env, m: Move) -> tuple[tuple[Any, ...], Input | None, Hashable] | None:
@@ -412,6 +433,8 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
             e = e.replace(states=_invalidate(e.states, e.t), expiries=e.expiries - 1)
         elif m.name == "server restarts" and e.restarts > 0:
             e = e.replace(states=_invalidate(e.states, None), restarts=e.restarts - 1)
+        elif m.name == "client crashes" and e.crashes > 0:
+            e, inp = e.replace(inflight=None, crashes=e.crashes - 1), Restart()
         else:
             return None
         return e.values, inp, (e.t, carried)
@@ -487,6 +510,8 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
             return rejection_seen(map(key, sorted(carried)))
         if isinstance(inp, Answer):
             return [P.Answered(key(inp.request), dict(USER_ANSWER))]
+        if isinstance(inp, Restart):  # a new process: P7 compares what it sees from now on
+            return [P.Restarted()]
         return []
 
     def _did(
