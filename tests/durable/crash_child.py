@@ -13,13 +13,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from durable_script import drive
 
 from fsm.durable import SqliteStore
-from fsm.sse.guard import SseDelta
+from fsm.durable.store import Delta
 
 
 def main(path: str) -> None:
     count = 0
 
-    def before_write(delta: SseDelta) -> None:
+    def before_write(delta: Delta) -> None:
         nonlocal count
         count += 1
         print(f"write {count}", flush=True)

@@ -16,7 +16,7 @@ from durable_script import CONFIG, drive
 
 from fsm.actions import Present
 from fsm.durable import MemoryStore, SqliteStore
-from fsm.durable.store import EMPTY
+from fsm.durable.store import EMPTY, Delta
 from fsm.sse.guard import Guard, SseDelta, SseStored
 
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -30,7 +30,8 @@ class Recorder(MemoryStore):
         super().__init__()
         self.deltas: list[SseDelta] = []
 
-    def write(self, delta: SseDelta) -> None:
+    def write(self, delta: Delta) -> None:
+        assert isinstance(delta, SseDelta)  # the script drives the SSE guard alone
         super().write(delta)
         self.deltas.append(delta)
 
