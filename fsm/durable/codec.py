@@ -235,10 +235,12 @@ def load_call(text: str) -> CallRecord:
             snapshot = _load_task(snap)
         else:
             raise ValueError(f"unknown era {era!r}")
+        if isinstance(snapshot, TaskSnapshot) and snapshot.task != call:
+            raise ValueError(f"a record of {call!r} holds task {snapshot.task!r}")
         return CallRecord(
             _str(call),
             snapshot,
-            tuple(Question(_key(k), _str(m), _opt(p, str)) for k, m, p in questions),
+            tuple(Question(_key(k), _str(m), _params(p)) for k, m, p in questions),
             tuple(_key(k) for k in reshown),
         )
     except (TypeError, ValueError, IndexError) as exc:
@@ -251,7 +253,7 @@ def _load_mrtr(v: Any) -> CallSnapshot:
         _str(state),
         _load_cause(cause),
         tuple(
-            MrtrQuestion(_str(i), _str(m), _opt(p, str), _str(st), _num(at), _answer(a), _int(n))
+            MrtrQuestion(_str(i), _str(m), _params(p), _str(st), _num(at), _answer(a), _int(n))
             for i, m, p, st, at, a, n in questions
         ),
         tuple((_str(k), _str(q)) for k, q in round_keys),
@@ -295,6 +297,11 @@ def _load_task(v: Any) -> TaskSnapshot:
         _num(deadline),
         _bool(ended),
     )
+
+
+def _params(v: Any) -> str | None:
+    """A question's params: the canonical JSON of an object, or null (shown again from it)."""
+    return _answer(v)
 
 
 def _int(v: Any) -> int:

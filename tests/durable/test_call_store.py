@@ -92,6 +92,8 @@ def test_a_version_1_file_migrates_and_keeps_its_content(tmp_path: Path) -> None
         '["sse", "c1", [], [], []]',
         '["mrtr", "c1", ["sent", null, [], [], "1", null, 0, 0, false], [], []]',
         '["tasks", "c1", [], [], []]',
+        '["mrtr", "c1", ["presenting", null, [], [], 1, null, 0, 0, false],'
+        ' [[["c1", "q"], "elicitation/create", "{not json"]], []]',
     ],
 )
 def test_a_call_row_that_does_not_read_back_is_typed(tmp_path: Path, row: str) -> None:
