@@ -5,17 +5,21 @@
 * ``InputRequestLedger`` reserves each ``inputRequests`` key while its handler runs and
   commits it only once ``tasks/update`` succeeded; a key reserved or committed is skipped
   when a poll lists it again (l.6-32, l.176-191);
-* a failed ``tasks/update`` releases its keys (l.215-243): the next poll that still lists
-  them presents them again;
+* a failed ``tasks/update`` releases its keys and rethrows (l.215-243): the execution
+  fails (``execution.js`` l.147-175 turns the driver's error into a failed outcome), so
+  a released key is presented again only by a new execution, ``resumeTask``;
+* keys are deduplicated by key, not by question: an answered question the server asks
+  again under a new key is presented again;
 * ``resumeTask(reference)`` after a crash or hand-off starts with an empty ledger
   (``serializeReference()`` persists only the endpoint and the task handle);
 * it keeps no clock of its own and never withdraws a prompt; a terminal status or an error
   ends the execution.
 
-The checker must find P2 (a key presented a second time): with no crash, once an update
-fails (the released key is presented again on the next poll); with one crash, once a key
+The checker must find P2 (a question presented a second time): with no crash, once the
+server asks an answered question again under a new key; with one crash, once a key
 answered before it is still listed after the restart (the acknowledgement is eventually
-consistent, the ledger is gone).
+consistent, the ledger is gone). An update that fails ends the execution failed, once,
+with nothing presented twice: P2 holds there.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from typing import NamedTuple
 from fsm.worlds import tasks as world
 
 LEGEND = (
-    "ext-tasks-0.2.2[case]: the ext-tasks requester when an update fails, and when it "
-    "crashes and resumes the task by its persisted reference"
+    "ext-tasks-0.2.2[case]: the ext-tasks requester when the server asks an answered "
+    "question again under a new key (reask), when an update fails (update-fails), and "
+    "when it crashes and resumes the task by its persisted reference (crash)"
 )
 """What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
 
@@ -78,9 +83,7 @@ class ExtTasksRequester:
             done = frozenset(c.inflight)
             c = c._replace(reserved=c.reserved - done, committed=c.committed | done, inflight=())
             return c, (world.Poll(),)
-        if isinstance(inp, world.Error) and inp.reason == "lost":
-            return c._replace(reserved=c.reserved - set(c.inflight), inflight=()), (world.Poll(),)
-        if isinstance(inp, world.Error):
+        if isinstance(inp, world.Error):  # a failed update releases its keys and rethrows
             return c._replace(ended=True), (world.End("failed"),)
         return c, ()
 
@@ -90,9 +93,14 @@ REQUESTER = ExtTasksRequester()
 MODELS = [
     world.TasksWorld(
         REQUESTER,
+        world.TasksBounds(reasks=1),
+        name="ext-tasks-0.2.2[reask]",
+        expect=("P2",),
+    ),
+    world.TasksWorld(
+        REQUESTER,
         world.TasksBounds(lost=1),
         name="ext-tasks-0.2.2[update-fails]",
-        expect=("P2",),
     ),
     world.TasksWorld(
         REQUESTER,

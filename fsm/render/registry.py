@@ -133,11 +133,11 @@ def _model_diagrams() -> None:
         name = f"mcp-sdk-2.3.0-mrtr[{variant}]"
         producer = counterexample("mcp_sdk_2_3_mrtr", name, prop, mrtr_view)
         register(f"cex-mcp-sdk-2.3.0-mrtr-{variant}-{prop.lower()}", producer)
-    # The tasks era: the ext-tasks requester presenting an answered key again after a
-    # failed update and after a restart.
+    # The tasks era: the ext-tasks requester presenting an answered question again under
+    # a new key, and an answered key after a restart.
     from fsm.render.tasks_views import tasks_view
 
-    for variant in ("update-fails", "crash"):
+    for variant in ("reask", "crash"):
         name = f"ext-tasks-0.2.2[{variant}]"
         producer = counterexample("ext_tasks_0_2_2", name, "P2", tasks_view)
         register(f"cex-ext-tasks-0.2.2-{variant}-p2", producer)

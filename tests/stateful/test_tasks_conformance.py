@@ -15,7 +15,7 @@ from fsm.tasks.task import TaskAction, TaskEvent
 from fsm.testing import kit_settings
 from fsm.testing.kit import ConformanceFailure
 from fsm.testing.tasks_kit import TasksClientFactory, tasks_conformance_machine
-from support.tasks_clients import ExtTasks022Client, guarded_task
+from support.tasks_clients import ExtTasks022Client, RepollingRequester, guarded_task
 
 FIXED = settings(kit_settings("fsm-fast"), derandomize=True, database=None)
 FIRST_BUG = settings(
@@ -41,9 +41,9 @@ def test_the_ext_tasks_requester_is_found_presenting_a_question_twice() -> None:
 
 
 def test_a_key_released_by_a_failed_update_is_judged_presented_twice() -> None:
-    """The kit's judgement of the measured route, step by step: the update is lost, the
-    released key is listed again and presented again."""
-    kit = tasks_conformance_machine(ExtTasks022Client, questions=1)()
+    """The kit's judgement of a loop that polls on after a failed update, step by step:
+    the update is lost, the released key is listed again and presented again."""
+    kit = tasks_conformance_machine(RepollingRequester, questions=1)()
     kit.server_answers_poll()
     kit.user_answers(0)
     kit.server_answers_update("lose")
@@ -86,3 +86,14 @@ class NeverEnds:
 def test_a_task_that_never_ends_is_found_by_the_drain() -> None:
     err = failure_of(NeverEnds)
     assert err.name == "P5"
+
+
+def test_ext_tasks_ends_its_execution_when_an_update_fails() -> None:
+    """ext-tasks 0.2.2 releases the keys of a failed update and rethrows: one prompt,
+    one failed outcome, nothing presented again on those steps."""
+    kit = tasks_conformance_machine(ExtTasks022Client, questions=1)()
+    kit.server_answers_poll()
+    kit.user_answers(0)
+    kit.server_answers_update("lose")
+    kit.server_answers_poll()
+    kit.teardown()

@@ -4,10 +4,13 @@
 * :func:`guarded_task`: the library's :class:`~fsm.tasks.task.TaskCall`, unchanged.
 * :class:`ExtTasks022Client`: the requester of ``@modelcontextprotocol/ext-tasks`` 0.2.2 as
   measured (``models/ext_tasks_0_2_2.py`` has the sources): a ledger of the keys it
-  handled, reserved while their handlers run and committed once ``tasks/update``
-  succeeded; a failed update releases its keys, so the next poll that still lists them
-  presents them again (P2). No clock, no withdrawal; a terminal status or a JSON-RPC error
-  ends the execution.
+  handled (by key: a question asked again under a new key is presented again, P2),
+  reserved while their handlers run and committed once ``tasks/update`` succeeded; a
+  failed update releases its keys and rethrows, ending the execution. No clock, no
+  withdrawal; a terminal status or an error ends the execution.
+* :class:`RepollingRequester`: the same ledger in a hand-written loop that goes on
+  polling after a failed update (as :mod:`fsm.wire.tasks_plain` does): the released key,
+  still listed, is presented again (P2).
 """
 
 from __future__ import annotations
@@ -94,10 +97,20 @@ class ExtTasks022Client:
             self.committed |= set(self.inflight)
             self.inflight = ()
             return (Poll(TASK_ID, 1.0),)
-        if isinstance(event, UpdateFailed) and event.outcome.body is None:
-            self.reserved -= set(self.inflight)  # released: presented again if still listed
+        if isinstance(event, UpdateFailed):
+            self.reserved -= set(self.inflight)  # released, then the error is rethrown
             self.inflight = ()
-            return (Poll(TASK_ID, 1.0),)
-        if isinstance(event, UpdateFailed | PollFailed):
-            return self._end(act.Fail(TASK_ID, CallRejectedError("tasks request failed")))
+            return self._after_failed_update()
+        if isinstance(event, PollFailed):
+            return self._end(act.Fail(TASK_ID, CallRejectedError("tasks/get failed")))
         return ()
+
+    def _after_failed_update(self) -> tuple[TaskAction, ...]:
+        return self._end(act.Fail(TASK_ID, CallRejectedError("tasks/update failed")))
+
+
+class RepollingRequester(ExtTasks022Client):
+    """The ledger in a loop that polls on after a failed update (module docstring)."""
+
+    def _after_failed_update(self) -> tuple[TaskAction, ...]:
+        return (Poll(TASK_ID, 1.0),)
