@@ -76,7 +76,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from fsm import events as ev
 from fsm.actions import (
@@ -625,7 +625,20 @@ class Guard:
 
     def feed(self, event: ev.Event) -> tuple[Action, ...]:
         """Apply one event; return the actions the client must take, in order."""
-        handler = self._handlers.get(type(event))
+        kind = type(event)
+        if kind is ev.SseEvent:  # the hot path of a progress notification (on_event's)
+            sse = cast(ev.SseEvent, event)
+            data = sse.data
+            if (
+                sse.retry_ms is None
+                and sse.replayed is None
+                and type(data) is dict
+                and is_plain_notification(data)
+            ):
+                fast = self.on_plain_notification(sse.stream, sse.event_id)
+                if fast is not None:
+                    return fast
+        handler = self._handlers.get(kind)
         if handler is None:
             raise GuardUsageError(f"not a guard event: {event!r}")
         out: list[Action] = []
