@@ -4,6 +4,8 @@ decide like ``feed``."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import random
 import subprocess
@@ -119,6 +121,14 @@ def plain_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
     return guard.feed(event)
 
 
+def full_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
+    """``feed`` with every event's message as its JSON text: the guard decodes it and
+    decides through its handlers, never a hot path (the reference of the others)."""
+    if isinstance(event, ev.SseEvent) and isinstance(event.data, dict):
+        event = dataclasses.replace(event, data=json.dumps(event.data))
+    return guard.feed(event)
+
+
 def hot_path_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
     if (
         isinstance(event, ev.SseEvent)
@@ -214,7 +224,7 @@ def _agrees_with_feed(alternative: Any, first_seed: int, counted: Any) -> int:
         steps = scenario(first_seed + seed)
         a, clock_a = _new("tables")
         b, clock_b = _new("tables")
-        assert run(a, clock_a, steps, plain_feed) == run(b, clock_b, steps, alternative), seed
+        assert run(a, clock_a, steps, full_feed) == run(b, clock_b, steps, alternative), seed
         taken += sum(
             isinstance(e, ev.SseEvent) and e.retry_ms is None and bool(counted(e.data))
             for _, e in steps
@@ -228,6 +238,10 @@ def test_hot_path_decides_like_feed() -> None:
 
 def test_id_only_path_decides_like_feed() -> None:
     assert _agrees_with_feed(plain_notification_feed, 3000, is_plain_notification) > 150
+
+
+def test_feed_of_a_decoded_notification_decides_like_the_full_path() -> None:
+    assert _agrees_with_feed(plain_feed, 5000, is_plain_notification) > 150
 
 
 def test_no_interactive_key_is_presented_twice_on_random_sequences() -> None:
