@@ -56,7 +56,6 @@ from fsm._extras import missing_extra
 
 try:
     import anyio
-    import anyio.to_thread
     from mcp import types
     from mcp.client.client import Client
     from mcp.client.session import ClientRequestContext
@@ -67,6 +66,7 @@ except ModuleNotFoundError as exc:
 
 from fsm import actions as act
 from fsm import events as ev
+from fsm.adapters._stored import RESHOWN_META, ended, load_record, write_ahead
 from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.durable.calls import CallRecord, DurableCall
 from fsm.durable.store import Store
@@ -91,9 +91,6 @@ _CALLS = itertools.count(1)
 
 _ERRORS = SdkErrorType(MCPError, types.ErrorData)
 """What a call raises is an ``MCPError`` too (:mod:`fsm.adapters.sdkerrors`)."""
-
-RESHOWN_META = "fsm/reshown"
-"""The ``context.meta`` key that marks a question shown again after a restart."""
 
 _REQUEST: TypeAdapter[Any] = TypeAdapter(types.InputRequest)
 _RESPONSE: TypeAdapter[Any] = TypeAdapter(types.InputResponse)
@@ -133,11 +130,9 @@ async def guarded_call_tool(
     call: MrtrCall | DurableCall = decider if store is None else DurableCall(decider)
     record: CallRecord | None = None
     if store is not None and call_id is not None:
-        record = (await anyio.to_thread.run_sync(store.calls)).get(call_id)
-        if record is not None and record.era != "mrtr":
-            raise ValueError(f"{call_id!r} is stored as a {record.era} call")
+        record = await load_record(store, call_id, "mrtr")
     if record is not None and record.ended:
-        raise _ERRORS.wrap(_ended(record))
+        raise _ERRORS.wrap(ended(record))
     session = client.session
     requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
     answers: dict[RequestKey, Any] = {}  # question -> the callback's InputResponse model
@@ -214,9 +209,7 @@ async def guarded_call_tool(
 
     async def take(action: Any, event: Any) -> None:
         nonlocal outgoing, failure, cause
-        if isinstance(action, act.Persist):  # write-ahead: on disk before the next action
-            assert store is not None and isinstance(action.delta, CallRecord)
-            await anyio.to_thread.run_sync(store.write, action.delta)
+        if await write_ahead(store, action):  # on disk before the next action
             return
         if on_action is not None:
             on_action(action)
@@ -274,17 +267,3 @@ async def guarded_call_tool(
         raise _ERRORS.wrap(failure) from (broken[0] if broken else cause)
     assert final is not None
     return final
-
-
-def _ended(record: CallRecord) -> InteractionFailed:
-    """What a call whose end was recorded before the restart raises: its stored error, or,
-    for a call that completed (its result is not stored), one typed error."""
-    cause = record.snapshot.cause
-    if cause is not None:
-        return cause.build(record.call)
-    return InteractionFailed(
-        f"{record.call} ended before the restart; its result is not stored",
-        stream=record.call,
-        reason="ended-before-restart",
-        evidence=(f"stored state {record.snapshot.state}",),
-    )

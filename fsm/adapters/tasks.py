@@ -38,10 +38,28 @@ A callback that returns ``ErrorData`` or raises, or an input request the SDK can
 into its model (an elicitation without a ``message``), ends the call
 (:class:`~fsm.errors.TaskCancelledError`, reason ``cancelled``, chained to what was raised)
 and the task is cancelled on the server (``tasks/cancel``, best effort). ``on_action``
-sees every action the rules emit (logs, the demo). Limits: the rules keep nothing
-durable (a task resumed after a restart may present again what was answered before);
-``clock`` is wall-clock seconds (``createdAt`` is an absolute time); one task per
-:func:`run_task`.
+sees every action the rules emit (logs, the demo).
+
+**Durable** (``store=``; the task id is the call's key in the store): the rules are a
+:class:`~fsm.durable.calls.DurableCall`; each ``Persist`` is written to the store in a
+worker thread and awaited before the next action (the wiring the MRTR adapter uses), so a key's
+question is on disk before its callback runs and an answer before the ``tasks/update``
+that carries it. A process started again calls ``run_task(session, task_id, store=store)``
+with the persisted task id (the store's :meth:`~fsm.durable.store.Store.calls` lists them;
+an unended ``"tasks"`` record is a task to resume): the rules restart from the record
+(:meth:`~fsm.durable.calls.DurableCall.restart`) and polling goes on. An answered key or
+question is never presented again (its stored answer is sent again while the key is
+listed); a key on screen at the crash goes to its callback once more, with
+``context.meta["fsm/reshown"]`` true (:data:`RESHOWN_META`, as for
+MRTR), never twice; a task whose end was recorded raises its stored error, or
+:class:`~fsm.errors.InteractionFailed` (reason ``ended-before-restart``) if it had
+completed (its result is not stored). A task id with no record starts from
+:class:`~fsm.tasks.task.TaskResumed` (polled at once). A crash before the first write
+(the task created) leaves no record: the application calls the tool again.
+
+Limits: ``clock`` is wall-clock seconds (``createdAt`` is an absolute time); one task per
+:func:`run_task`; without a store a task resumed by its id after a restart may present
+again what was answered before.
 """
 
 from __future__ import annotations
@@ -65,8 +83,11 @@ except ModuleNotFoundError as exc:
 
 from fsm import actions as act
 from fsm import events as ev
+from fsm.adapters._stored import RESHOWN_META, ended, load_record, write_ahead
 from fsm.adapters.mrtr import as_outcome
 from fsm.adapters.sdkerrors import SdkErrorType
+from fsm.durable.calls import DurableCall
+from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, MalformedTaskError, RequestKey, TaskCancelledError
 from fsm.tasks.task import (
     Poll,
@@ -78,6 +99,7 @@ from fsm.tasks.task import (
     TaskConfig,
     TaskCreated,
     TaskEvent,
+    TaskResumed,
     Tick,
     Update,
     UpdateAcked,
@@ -86,6 +108,7 @@ from fsm.tasks.task import (
 
 __all__ = [
     "EXTENSION",
+    "RESHOWN_META",
     "CancelTaskRequest",
     "GetTaskRequest",
     "GuardedTasks",
@@ -160,16 +183,31 @@ def _dump(model: pydantic.BaseModel) -> dict[str, Any]:
 
 async def run_task(
     session: ClientSession,
-    handle: TaskHandle,
+    handle: TaskHandle | str,
     *,
     config: TaskConfig | None = None,
     clock: Callable[[], float] = time.time,
     on_action: Callable[[TaskAction], None] | None = None,
+    store: Store | None = None,
 ) -> types.CallToolResult:
-    """Drive the task ``handle`` names to its end under the task rules; see the module
-    docstring."""
-    task_id = handle.task_id
-    call = TaskCall(task_id, clock=clock, config=config)
+    """Drive the task ``handle`` names (or the task of that id, resumed after a restart)
+    to its end under the task rules; see the module docstring. With ``store``, a stored
+    record of the task is restarted from, whichever way it is named; ``ValueError`` if the
+    id is stored as an MRTR call."""
+    task_id = handle if isinstance(handle, str) else handle.task_id
+    decider = TaskCall(task_id, clock=clock, config=config)
+    call: TaskCall | DurableCall = decider if store is None else DurableCall(decider)
+    first: tuple[Any, ...] = ()  # what a restart from the store does first
+    start: list[TaskEvent] = [
+        TaskResumed() if isinstance(handle, str) else TaskCreated(_dump(handle))
+    ]
+    if store is not None:
+        record = await load_record(store, task_id, "tasks")
+        if record is not None and record.ended:
+            raise _ERRORS.wrap(ended(record))
+        if record is not None:
+            call, first = DurableCall.restart(decider, record)
+            start = []
     prompts: dict[RequestKey, anyio.CancelScope] = {}
     inbox: list[TaskEvent] = []
     wake = anyio.Event()
@@ -206,18 +244,22 @@ async def run_task(
             return
         post(UpdateAcked())
 
-    async def ask(key: RequestKey, method: str, params: Any) -> None:
+    async def ask(shown: act.Present) -> None:
         nonlocal gave_up
+        key = shown.key
         with anyio.CancelScope() as scope:
             prompts[key] = scope
             try:
-                request = _INPUT_REQUEST.validate_python({"method": method, "params": params})
+                request = _INPUT_REQUEST.validate_python(
+                    {"method": shown.method, "params": shown.params}
+                )
             except pydantic.ValidationError as exc:  # the SDK cannot present it
                 cause[:], gave_up = [exc], True
                 post(TaskCancelled(f"the SDK cannot parse input request {key[1]!r}"))
                 prompts.pop(key, None)
                 return
-            ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=None)
+            meta: Any = {RESHOWN_META: True} if isinstance(shown, act.Reshown) else None
+            ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=meta)
             try:
                 answer = await session.dispatch_input_request(ctx, request)
             except Exception as exc:  # a callback bug
@@ -232,33 +274,41 @@ async def run_task(
             else:
                 post(ev.UserAnswered(key, _dump(answer)))
 
+    async def take(action: Any, event: TaskEvent | None) -> None:
+        nonlocal failure, done
+        if await write_ahead(store, action):  # on disk before the next action
+            return
+        if on_action is not None:
+            on_action(action)
+        if isinstance(action, act.Present):
+            tg.start_soon(ask, action)
+        elif isinstance(action, act.Withdraw):
+            scope = prompts.pop(action.key, None)
+            if scope is not None:
+                scope.cancel()
+        elif isinstance(action, Poll):
+            tg.start_soon(poll, action.delay_s)
+        elif isinstance(action, Update):
+            tg.start_soon(update, dict(action.input_responses))
+        elif isinstance(action, act.Fail):
+            failure, done = action.error, True
+            if not isinstance(event, PollFailed | UpdateFailed | TaskCancelled):
+                cause.clear()  # the rules' own verdict, not a request's error
+        elif isinstance(action, act.Complete):
+            done = True
+
     async with anyio.create_task_group() as tg:
-        events: list[TaskEvent] = [TaskCreated(_dump(handle))]
+        for action in first:
+            await take(action, None)
+        events = start
         while not done:
             for event in events:
                 for action in call.feed(event):
-                    if on_action is not None:
-                        on_action(action)
-                    if isinstance(action, act.Present):
-                        tg.start_soon(ask, action.key, action.method, action.params)
-                    elif isinstance(action, act.Withdraw):
-                        scope = prompts.pop(action.key, None)
-                        if scope is not None:
-                            scope.cancel()
-                    elif isinstance(action, Poll):
-                        tg.start_soon(poll, action.delay_s)
-                    elif isinstance(action, Update):
-                        tg.start_soon(update, dict(action.input_responses))
-                    elif isinstance(action, act.Fail):
-                        failure, done = action.error, True
-                        if not isinstance(event, PollFailed | UpdateFailed | TaskCancelled):
-                            cause.clear()  # the rules' own verdict, not a request's error
-                    elif isinstance(action, act.Complete):
-                        done = True
+                    await take(action, event)
             if done:
                 break
             if not inbox:
-                deadline = call.deadline()
+                deadline = decider.deadline()
                 if deadline is None:
                     await wake.wait()
                 else:
@@ -304,7 +354,7 @@ def _final(task_id: str, polled: Any) -> types.CallToolResult:
 class GuardedTasks(ClientExtension):
     """The tasks extension for ``Client(extensions=[GuardedTasks()])``: declares it, and
     resolves every ``resultType: "task"`` of ``tools/call`` with :func:`run_task` (its
-    keywords given here), so ``client.call_tool`` returns the task's result."""
+    keywords given here, ``store`` included), so ``client.call_tool`` returns the task's result."""
 
     identifier = EXTENSION
 
@@ -314,13 +364,20 @@ class GuardedTasks(ClientExtension):
         config: TaskConfig | None = None,
         clock: Callable[[], float] = time.time,
         on_action: Callable[[TaskAction], None] | None = None,
+        store: Store | None = None,
     ) -> None:
         self.config, self.clock, self.on_action = config, clock, on_action
+        self.store = store
 
     def claims(self) -> Sequence[ResultClaim[Any]]:
         return (ResultClaim(result_type="task", model=TaskHandle, resolve=self._resolve),)
 
     async def _resolve(self, handle: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
         return await run_task(
-            ctx.session, handle, config=self.config, clock=self.clock, on_action=self.on_action
+            ctx.session,
+            handle,
+            config=self.config,
+            clock=self.clock,
+            on_action=self.on_action,
+            store=self.store,
         )
