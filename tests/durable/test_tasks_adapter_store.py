@@ -1,7 +1,8 @@
 """The tasks adapter with a store, in process, for what the SIGKILL harness does not
-reach: a task whose end was recorded fails once typed when resumed (no request, no
-prompt); an id stored as an MRTR call is refused; a task id with no record is resumed
-from ``TaskResumed`` (polled at once), and its decisions are written."""
+reach: the scenario's writes (pinned); a task whose end was recorded fails once typed
+when resumed (no request, no prompt); an id stored as an MRTR call is refused; a task id
+with no record is resumed from ``TaskResumed`` (polled at once), and its decisions are
+written."""
 
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ async def test_a_task_whose_end_was_recorded_fails_once_typed(
             assert text(result) == "Deleted 3 files"
             (record,) = store.calls().values()
             assert record.era == "tasks" and record.ended
+            # The task created with its question, the answer, the update acknowledged,
+            # the end: the writes the SIGKILL harness kills before (test_tasks_crash_kill).
+            assert store.writes == 4
             polls = server.log.polls
             with pytest.raises(InteractionFailed) as caught:
                 await run_task(client.session, record.call, store=store)
