@@ -16,7 +16,7 @@ from fsm.testing.tasks_kit import (
     TasksConformanceMachine,
     tasks_conformance_machine,
 )
-from support.tasks_clients import ExtTasks022Client, guarded_task
+from support.tasks_clients import RepollingRequester, guarded_task
 
 
 def kit(factory: TasksClientFactory) -> TasksConformanceMachine:
@@ -45,10 +45,10 @@ def guarded_run() -> TasksConformanceMachine:
     return k
 
 
-def ext_tasks_run() -> TasksConformanceMachine:
-    """The ext-tasks 0.2.2 requester: the update is lost, the key it released presented
-    again."""
-    k = kit(ExtTasks022Client)
+def repolling_run() -> TasksConformanceMachine:
+    """A requester with ext-tasks 0.2.2's ledger in a loop that polls on after a failed
+    update: the update is lost, the key it released presented again."""
+    k = kit(RepollingRequester)
     k.server_answers_poll()
     k.user_answers(0)
     k.server_answers_update("lose")
@@ -66,8 +66,8 @@ def test_a_guarded_task_run_conforms(tmp_path: Path) -> None:
 def test_a_key_presented_again_after_a_failed_update_is_p2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    log = tmp_path / "ext-tasks.jsonl"
-    log.write_text(trace.dumps(ext_tasks_run().log, era="tasks"), encoding="utf-8")
+    log = tmp_path / "repolling.jsonl"
+    log.write_text(trace.dumps(repolling_run().log, era="tasks"), encoding="utf-8")
     assert main([str(log), "--json"]) == 1
     finding = json.loads(capsys.readouterr().out)["violation"]
     assert finding["property"] == "P2"
