@@ -69,9 +69,11 @@ Contract of the requests: at most one ``tasks/get`` and one ``tasks/update`` are
 outstanding at a time. On :class:`Poll` the client sleeps ``delay_s``, sends ``tasks/get``
 and feeds :class:`Polled` or :class:`PollFailed`; on :class:`Update` it sends
 ``tasks/update`` at once and feeds :class:`UpdateAcked` or :class:`UpdateFailed`. After a
-restart with the persisted task id, feed :class:`TaskResumed` to a fresh ``TaskCall``
-(it keeps nothing durable yet: a key answered before the crash and still listed is
-presented again). ``clock`` returns wall-clock seconds since the epoch (``createdAt`` is
+restart with the persisted task id, feed :class:`TaskResumed` to a fresh ``TaskCall``:
+on its own it keeps nothing across the restart (a key answered before the crash and
+still listed is presented again); wrapped in :class:`fsm.durable.calls.DurableCall`
+with a store, it is restarted from its record and never asks an answered key again
+(docs/durability.md). ``clock`` returns wall-clock seconds since the epoch (``createdAt`` is
 an absolute time). Not thread-safe; one task is driven from one task.
 """
 
