@@ -3,8 +3,11 @@ the assertions every pinned model gets (state space, verdicts, shortest countere
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from fsm.checker import Report, check, load_models, replay, violated_at
 
@@ -48,3 +51,26 @@ class Shipped:
             assert (len(path.steps), path.loop_start) == (steps, loop_start), prop
             states = replay(model, path.names)
             assert violated_at(model, prop, states, path.loop_start)
+
+
+def pin_tests(
+    shipped: Shipped,
+    pinned: dict[str, tuple[int, int]],
+    models: Callable[[], list[Any]] | None = None,
+) -> tuple[Callable[[], None], Callable[[str], None]]:
+    """The two tests every file of pinned models runs: every model it ships (``models()``,
+    else ``shipped``'s) is pinned, and each one's state space is exactly as pinned. A test
+    file binds them to test names::
+
+        test_every_model_is_pinned, test_state_space_is_pinned = pin_tests(SHIPPED, PINNED)
+    """
+
+    def every_model_is_pinned() -> None:
+        found = models() if models is not None else shipped.models()
+        assert sorted(m.name for m in found) == sorted(pinned)
+
+    @pytest.mark.parametrize("name", sorted(pinned))
+    def state_space_is_pinned(name: str) -> None:
+        shipped.assert_pinned(name, pinned)
+
+    return every_model_is_pinned, state_space_is_pinned

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from shipped import Shipped
+from shipped import Shipped, pin_tests
 
 from fsm.checker import check, replay
 from fsm.worlds.sse import Bounds, BoundsError, World
@@ -46,13 +46,7 @@ SHORTEST: dict[str, dict[str, tuple[int, int | None]]] = {
 SHIPPED = Shipped(("guarded_held.py",))
 
 
-def test_every_held_model_is_pinned() -> None:
-    assert sorted(m.name for m in SHIPPED.models()) == sorted(PINNED)
-
-
-@pytest.mark.parametrize("name", sorted(PINNED))
-def test_state_space_is_pinned(name: str) -> None:
-    SHIPPED.assert_pinned(name, PINNED)
+test_every_held_model_is_pinned, test_state_space_is_pinned = pin_tests(SHIPPED, PINNED)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in PINNED if n not in SHORTEST))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shipped import Shipped
+from shipped import Shipped, pin_tests
 
 from fsm import trace
 from fsm.audit import audit_text
@@ -139,13 +139,9 @@ _all_models = SHIPPED.models
 _report = SHIPPED.report
 
 
-def test_every_shipped_model_is_pinned() -> None:
-    assert sorted(m.name for m in _all_models()) == sorted(PINNED)
-
-
-@pytest.mark.parametrize("name", sorted(PINNED))
-def test_state_space_is_pinned(name: str) -> None:
-    SHIPPED.assert_pinned(name, PINNED)
+test_every_shipped_model_is_pinned, test_state_space_is_pinned = pin_tests(
+    SHIPPED, PINNED, _all_models
+)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in PINNED if n.startswith("guarded")))

@@ -5,7 +5,7 @@ same rules restarted with nothing failing P2 with a pinned shortest counterexamp
 from __future__ import annotations
 
 import pytest
-from shipped import Shipped
+from shipped import Shipped, pin_tests
 
 from fsm.checker import replay
 from fsm.worlds.mrtr import MrtrBounds, Restart
@@ -31,13 +31,7 @@ def test_no_crashes_by_default() -> None:
     assert Restart() == ("restart",)
 
 
-def test_every_model_is_pinned() -> None:
-    assert sorted(m.name for m in SHIPPED.models()) == sorted(PINNED)
-
-
-@pytest.mark.parametrize("name", sorted(PINNED))
-def test_state_space_is_pinned(name: str) -> None:
-    SHIPPED.assert_pinned(name, PINNED)
+test_every_model_is_pinned, test_state_space_is_pinned = pin_tests(SHIPPED, PINNED)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in PINNED if n.startswith("guarded")))

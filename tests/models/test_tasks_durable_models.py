@@ -5,7 +5,7 @@ the same rules without a store (``guarded-tasks[answers,crash]``) violate P2."""
 from __future__ import annotations
 
 import pytest
-from shipped import Shipped
+from shipped import Shipped, pin_tests
 
 SHIPPED = Shipped(("guarded_tasks_durable.py",))
 WITHOUT = Shipped(("guarded_tasks.py",))
@@ -22,13 +22,7 @@ PINNED: dict[str, tuple[int, int]] = {
 }
 
 
-def test_every_model_is_pinned() -> None:
-    assert sorted(m.name for m in SHIPPED.models()) == sorted(PINNED)
-
-
-@pytest.mark.parametrize("name", sorted(PINNED))
-def test_state_space_is_pinned(name: str) -> None:
-    SHIPPED.assert_pinned(name, PINNED)
+test_every_model_is_pinned, test_state_space_is_pinned = pin_tests(SHIPPED, PINNED)
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))

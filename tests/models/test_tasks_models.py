@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import pytest
-from shipped import Shipped
+from shipped import Shipped, pin_tests
 
 from fsm.checker import check
 from fsm.worlds.common import BoundsError
@@ -87,13 +87,7 @@ SHIPPED = Shipped(MODEL_FILES)
 _report = SHIPPED.report
 
 
-def test_every_tasks_model_is_pinned() -> None:
-    assert sorted(m.name for m in SHIPPED.models()) == sorted(PINNED)
-
-
-@pytest.mark.parametrize("name", sorted(PINNED))
-def test_state_space_is_pinned(name: str) -> None:
-    SHIPPED.assert_pinned(name, PINNED)
+test_every_tasks_model_is_pinned, test_state_space_is_pinned = pin_tests(SHIPPED, PINNED)
 
 
 @pytest.mark.parametrize(
