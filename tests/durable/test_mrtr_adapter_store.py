@@ -59,9 +59,12 @@ class User:
         return types.ElicitResult(action="accept", content={})
 
 
-async def attempt(url: str, path: Path, user: User, die_at: int | None) -> Any:
+async def attempt(
+    url: str, path: Path, user: User, die_at: int | None, writes: list[int] | None = None
+) -> Any:
     """One process's try at the call: its result, or what it raised (caught inside the
-    ``Client``, which would wrap it in a group)."""
+    ``Client``, which would wrap it in a group); ``writes`` gets the number of store
+    writes it made."""
     written = 0
 
     def before_write(delta: Delta) -> None:
@@ -76,12 +79,16 @@ async def attempt(url: str, path: Path, user: User, die_at: int | None) -> Any:
                 return await guarded_call_tool(client, TOOL, ARGS, store=store, call_id="turn-1")
             except Exception as exc:
                 return exc
+            finally:
+                if writes is not None:
+                    writes.append(written)
 
 
 async def test_without_a_crash_it_writes_each_decision(server: MrtrServer, tmp_path: Path) -> None:
-    user = User()
-    result = await attempt(server.url, tmp_path / "p.sqlite3", user, None)
+    user, writes = User(), []
+    result = await attempt(server.url, tmp_path / "p.sqlite3", user, None, writes)
     assert text(result) == "Deleted 3 files after 2 answers"
+    assert writes == [WRITES]  # each is a crash point the next test kills before
     assert [shown for _, shown in user.prompts] == [False]
     with SqliteStore(tmp_path / "p.sqlite3") as store:
         assert store.calls()["turn-1"].ended

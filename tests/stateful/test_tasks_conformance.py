@@ -11,6 +11,7 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from fsm import actions as act
+from fsm import properties as P
 from fsm.tasks.task import TaskAction, TaskEvent
 from fsm.testing import kit_settings
 from fsm.testing.kit import ConformanceFailure
@@ -97,3 +98,5 @@ def test_ext_tasks_ends_its_execution_when_an_update_fails() -> None:
     kit.server_answers_update("lose")
     kit.server_answers_poll()
     kit.teardown()
+    presented = [obs for obs, _ in kit.log if isinstance(obs, P.Presented)]
+    assert len(presented) == 1 and kit.ended == 1 and not kit.violated

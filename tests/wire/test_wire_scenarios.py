@@ -58,7 +58,7 @@ async def test_the_plain_client_breaks_what_it_is_measured_to_break(name: str) -
 async def test_the_guarded_client_passes(name: str) -> None:
     verdict = await run(name, guarded_client)
     assert verdict.passed, verdict.summary()
-    assert all(n == 1 for n in verdict.presentations.values())
+    assert verdict.presentations and all(n == 1 for n in verdict.presentations.values())
     assert verdict.outcome.kind != "pending"
 
 
