@@ -178,26 +178,29 @@ async def guarded_call_tool(
         key = shown.key
         with anyio.CancelScope() as scope:
             prompts[key] = scope
-            meta: Any = {RESHOWN_META: True} if isinstance(shown, act.Reshown) else None
-            ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=meta)
             try:
-                request = requests.get(key)
-                if request is None:  # shown again after a restart: rebuilt from the store
-                    request = _REQUEST.validate_python(
-                        {"method": shown.method, "params": shown.params}
-                    )
-                answer = await session.dispatch_input_request(ctx, request)
-            except Exception as exc:  # a callback bug ends the call, chained to its error
-                broken.append(exc)
-                post(CallCancelled(f"the callback for {key[1]} raised {type(exc).__name__}"))
-                return
-            if isinstance(answer, types.ErrorData):
-                post(CallCancelled(f"the callback refused {key[1]}: {answer.message}"))
-            else:
-                answers[key] = answer
-                dumped = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
-                post(ev.UserAnswered(key, dumped))
-        prompts.pop(key, None)
+                await answer_of(shown, key)
+            finally:  # the prompt is down however its callback ended
+                prompts.pop(key, None)
+
+    async def answer_of(shown: act.Present, key: RequestKey) -> None:
+        meta: Any = {RESHOWN_META: True} if isinstance(shown, act.Reshown) else None
+        ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=meta)
+        try:
+            request = requests.get(key)
+            if request is None:  # shown again after a restart: rebuilt from the store
+                request = _REQUEST.validate_python({"method": shown.method, "params": shown.params})
+            answer = await session.dispatch_input_request(ctx, request)
+        except Exception as exc:  # a callback bug ends the call, chained to its error
+            broken.append(exc)
+            post(CallCancelled(f"the callback for {key[1]} raised {type(exc).__name__}"))
+            return
+        if isinstance(answer, types.ErrorData):
+            post(CallCancelled(f"the callback refused {key[1]}: {answer.message}"))
+        else:
+            answers[key] = answer
+            dumped = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
+            post(ev.UserAnswered(key, dumped))
 
     # The loop sends every request itself: while one is in flight nothing is showing (a
     # retry goes only once every question has its answer), so nothing else can happen.

@@ -81,7 +81,7 @@ class DurableCall:
 
     def __init__(self, decider: Decider) -> None:
         self.decider = decider
-        self._call = decider.call if isinstance(decider, MrtrCall) else decider.task
+        self._call = decider.call_id
         self._questions: dict[RequestKey, Question] = {}
         self._reshown: set[RequestKey] = set()
         self._last = self._view()
@@ -91,7 +91,7 @@ class DurableCall:
         """Start ``decider`` (fresh, same call id and config as the one that wrote
         ``record``) from the store; return it and the actions to take, in order.
         ``ValueError`` for a record of another call or era."""
-        if record.call != (decider.call if isinstance(decider, MrtrCall) else decider.task):
+        if record.call != decider.call_id:
             raise ValueError(f"record of {record.call!r} given to another call")
         if isinstance(decider, MrtrCall) != isinstance(record.snapshot, CallSnapshot):
             raise ValueError(f"record of era {record.era} given to another era's decider")

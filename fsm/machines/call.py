@@ -57,6 +57,11 @@ class CallDecider(Generic[Q, C]):
         """The call's name in the actions (``Complete``, ``Fail``) and errors."""
         raise NotImplementedError
 
+    @property
+    def call_id(self) -> str:
+        """The call's name (an MRTR call's id, a task's id)."""
+        return self._call_id()
+
     def _call_instance(self) -> C:
         """The call's own instance."""
         raise NotImplementedError

@@ -27,8 +27,6 @@ outcomes are retried within the decider's bounds; unmatched ones are retryable a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from fsm.errors import CallRejectedError, InteractionFailed, TaskExpiredError
 from fsm.outcomes import (
     _HTTP_404,
@@ -55,16 +53,10 @@ TASK_EXPIRED = SubmissionResult(
 with, as the table sees it."""
 
 
-def _code(result: SubmissionResult) -> object:
-    body = result.body
-    err = body.get("error") if isinstance(body, Mapping) else None
-    return err.get("code") if isinstance(err, Mapping) else None
-
-
 TASK_RULES: tuple[Rule, ...] = (
     Rule(
         "task-gone",
-        lambda r: _code(r) == TASK_GONE_CODE,
+        lambda r: (r.jsonrpc_error() or (None,))[0] == TASK_GONE_CODE,
         OutcomeClass.TERMINAL,
         doc="-32602: the task expired or is not found (purged): terminal for every key",
     ),

@@ -190,7 +190,7 @@ def _read(result: ScenarioResult) -> tuple[list[Observation], list[Violation]]:
             for p in result.presentations
             if p.answered_at is not None and p.answered_at - p.at > age
         }
-        for carried in wire.retries:
+        for carried in wire.carried.values():
             if sent := [repr(given_late[q]) for q in carried if q in given_late]:
                 late.append(Violation("P6", late_answer_sent(sent)))
     return read, late
@@ -317,7 +317,6 @@ class _Rounds:
         self.by_message: dict[str, RequestKey] = {}
         self.exchanges: set[int] = set()  # the call's requests
         self.carried: dict[int, list[RequestKey]] = {}  # a retry's exchange -> its answers
-        self.retries: list[list[RequestKey]] = []  # the questions each retry answered
         self.status: dict[int, int] = {}
 
     def key_of(self, session_id: str | None, request_id: str | int, message: str) -> RequestKey:
@@ -356,7 +355,6 @@ class _Rounds:
             for k, a in given.items()
         ]
         self.carried[e.exchange] = [q for q, _ in answers]
-        self.retries.append(self.carried[e.exchange])
         return retry_seen(call, state if isinstance(state, str) else None, answers)
 
     def _reply(self, exchange: int, message: Mapping[str, Any]) -> Sequence[Observation]:
