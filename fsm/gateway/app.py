@@ -107,7 +107,13 @@ from fsm.errors import InteractionFailed, RequestKey
 from fsm.gateway.edge import HostPolicy
 from fsm.gateway.ids import EventIdKeys, GatewayEventId, IdRewriter, parse_event_id
 from fsm.gateway.metrics import GatewayMetrics, TimedStore
-from fsm.gateway.standalone import StandaloneAhead, ahead_headers, is_initialized, opens_stream
+from fsm.gateway.standalone import (
+    StandaloneAhead,
+    ahead_headers,
+    claimant,
+    is_initialized,
+    opens_stream,
+)
 from fsm.gateway.store import (
     DEFAULT_LEASE_S,
     ClaimLapsedError,
@@ -719,7 +725,10 @@ class Gateway:
         """A client's fresh standalone ``GET``: the stream opened ahead for the session
         if its credentials are proven here (:mod:`fsm.gateway.standalone`), else sent
         upstream."""
-        held = await session.ahead.take() if session.trusts(request) else None
+        held = None
+        if session.trusts(request):
+            who = claimant(credentials_of(request.headers), request.url.query)
+            held = await session.ahead.take(who)
         if held is not None:
             return await session.transport.adopt_standalone(request, held)
         resp = await session.transport.handle_async_request(request)
@@ -754,7 +763,8 @@ class Gateway:
             return await http.send(get, stream=True)
 
         if not e.closing:
-            await session.ahead.open(send, e.spawn, hold_s)
+            owner = claimant(credentials_of(request.headers), request.url.query)
+            await session.ahead.open(send, e.spawn, hold_s, owner)
 
     async def _accept(self, session: _Session) -> None:
         """The upstream accepted a request of ``session``: hold it. A session that began

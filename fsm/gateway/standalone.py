@@ -19,7 +19,11 @@ own headers besides (``Accept``, ``Mcp-Session-Id``, ``MCP-Protocol-Version``); 
 client ``GET`` whose credentials the upstream accepted for the session takes it (any
 other is forwarded as it came). A response other than ``200`` with an event stream (a
 server without a standalone stream answers ``405``, one that authenticates by another
-header ``401``) is closed and the client's ``GET`` goes upstream as usual.
+header ``401``) is closed and the client's ``GET`` goes upstream as usual. And only the
+client that opened it takes it: a ``GET`` with the notification's credentials and the
+same query string (an upstream may authenticate by a key in the URL); a ``GET`` of
+anyone else the upstream accepted for the session goes upstream as it came, and the
+held stream stays for its opener.
 
 Bounds: the held response is not read until a client takes it: what the server sends
 meanwhile waits in the connection (about 128 KiB in the gateway's HTTP client, then the
@@ -34,12 +38,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any, Literal
 
 import anyio
 
-__all__ = ["HEAD_WAIT_S", "StandaloneAhead", "is_initialized", "opens_stream"]
+__all__ = ["HEAD_WAIT_S", "StandaloneAhead", "claimant", "is_initialized", "opens_stream"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +73,12 @@ def opens_stream(resp: Any) -> bool:
     return bool(resp.status_code == 200 and ctype == "text/event-stream")
 
 
+def claimant(credentials: Hashable, query: bytes) -> Hashable:
+    """Who a client request is, as far as the stream opened ahead goes: its credentials
+    (the gateway's ``credentials_of`` its headers) and the query string of its URL."""
+    return (credentials, query)
+
+
 def ahead_headers(headers: Mapping[str, str], credentials: Mapping[str, str]) -> dict[str, str]:
     """The ``GET``'s headers: ``Accept``, the session's headers of the client's request
     ``headers``, and ``credentials`` (those the upstream accepted with that request)."""
@@ -87,6 +97,7 @@ class StandaloneAhead:
 
     def __init__(self) -> None:
         self.state: State = "idle"
+        self._owner: Hashable = None
         self._resp: Any = None
         self._settled = anyio.Event()
         self._taken = anyio.Event()
@@ -101,14 +112,15 @@ class StandaloneAhead:
         send: Callable[[], Awaitable[Any]],
         spawn: Callable[[Callable[[Any], Awaitable[None]], Any], None],
         hold_s: float,
+        owner: Hashable,
     ) -> None:
         """Open the stream: ``send()`` sends the ``GET`` and returns its response (head
         read), in a task ``spawn`` starts in the session's work (cancelled with it); wait
         for the head at most :data:`HEAD_WAIT_S`. The response is held ``hold_s`` seconds
-        for a client to :meth:`take`, then closed."""
+        for the client ``owner`` names (:func:`claimant`) to :meth:`take`, then closed."""
         if self.state != "idle":
             return
-        self.state = "opening"
+        self.state, self._owner = "opening", owner
 
         async def run(_: Any) -> None:
             resp = None
@@ -140,12 +152,15 @@ class StandaloneAhead:
         with anyio.move_on_after(HEAD_WAIT_S):
             await self._settled.wait()
 
-    async def take(self) -> Any:
+    async def take(self, claimant: Hashable) -> Any:
         """For a client's fresh ``GET`` with credentials the upstream accepted for the
-        session: the held response (waiting for one being opened), or ``None`` (the
-        client's ``GET`` goes upstream itself; from then on nothing is opened ahead)."""
+        session: the held response (waiting for one being opened) if ``claimant`` is its
+        opener, else ``None`` (the client's ``GET`` goes upstream itself; from then on
+        nothing is opened ahead)."""
         if self.state == "idle":
             self.state = "over"
+            return None
+        if claimant != self._owner:
             return None
         if self.state == "opening":
             await self._settled.wait()

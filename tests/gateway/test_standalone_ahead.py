@@ -37,10 +37,12 @@ ASK = 900
 class DropsBeforeGet:
     """A session whose server sends request ``ASK`` on the standalone stream when a tool
     call arrives: delivered if a GET is attached, else dropped (counted). The call's
-    stream then waits for the answer POST and ends with its result. Only ``TOKEN`` is
-    accepted (``403`` for any other); a second GET while one is attached gets ``409``."""
+    stream then waits for the answer POST and ends with its result. Only ``accepted``
+    tokens (``TOKEN``) are accepted (``403`` for any other); a second GET while one is
+    attached gets ``409``."""
 
-    def __init__(self) -> None:
+    def __init__(self, accepted: frozenset[str] = frozenset({TOKEN})) -> None:
+        self.accepted = accepted
         self.attached: Any = None
         self.delivered = 0
         self.dropped = 0
@@ -69,7 +71,7 @@ class DropsBeforeGet:
     async def _serve(
         self, method: str, headers: dict[str, str], msg: Any, receive: Any, send: Any
     ) -> None:
-        if headers.get("authorization") != TOKEN:
+        if headers.get("authorization") not in self.accepted:
             await _reply(send, 403, b"forbidden")
             return
         if msg.get("method") == "initialize":
@@ -140,12 +142,26 @@ H = {**HEAD, "authorization": TOKEN, "mcp-session-id": SID, "mcp-protocol-versio
 GET = {"accept": "text/event-stream", **{k: v for k, v in H.items() if k not in HEAD}}
 
 
-async def _initialized(http: Any, url: str) -> None:
+class KeyInTheUrl(DropsBeforeGet):
+    """Authenticates by ``?key=K`` in the URL: a request carrying it counts as ``TOKEN``,
+    any other as no token at all (``403``)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = [(k, v) for k, v in scope["headers"] if k != b"authorization"]
+            if scope.get("query_string") == b"key=K":
+                headers.append((b"authorization", TOKEN.encode()))
+            scope = {**scope, "headers": headers}
+        await super().__call__(scope, receive, send)
+
+
+async def _initialized(http: Any, url: str, headers: dict[str, str] = H) -> None:
     begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-    init = await http.post(url, json=begin, headers={**HEAD, "authorization": TOKEN})
+    session_less = {k: v for k, v in headers.items() if k != "mcp-session-id"}
+    init = await http.post(url, json=begin, headers=session_less)
     assert init.status_code == 200
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert (await http.post(url, json=note, headers=H)).status_code == 202
+    assert (await http.post(url, json=note, headers=headers)).status_code == 202
 
 
 async def _first_event(resp: Any) -> dict[str, Any]:
@@ -245,3 +261,59 @@ async def test_replicas_on_a_shared_store_open_no_get_ahead_by_default(
             assert up.gets == []
     finally:
         await store.aclose()
+
+
+async def test_a_get_without_the_openers_url_key_does_not_take_the_held_stream() -> None:
+    """An upstream that authenticates by a key in the URL: a client with the session id
+    and no key is refused by the upstream (``403``) as it would be directly; the stream
+    opened with the key stays for the client that has it."""
+    up = KeyInTheUrl()
+    bare = {k: v for k, v in H.items() if k != "authorization"}
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
+        await _initialized(http, gw.url + "?key=K", bare)
+        assert len(up.gets) == 1
+        stranger = {k: v for k, v in GET.items() if k != "authorization"}
+        assert (await http.get(gw.url, headers=stranger)).status_code == 403
+        async with http.stream("GET", gw.url + "?key=K", headers=stranger) as own:
+            assert own.status_code == 200
+        assert len(up.gets) == 1  # the opener's GET took the one held
+
+
+async def test_another_principal_of_the_session_does_not_take_the_openers_stream() -> None:
+    """A second principal the upstream accepts for the session (its own token, proven by
+    a request of its own) gets what the upstream answers its own GET (``409``: a stream
+    is attached), never the stream opened with the first one's credentials."""
+    up = DropsBeforeGet(accepted=frozenset({TOKEN, OTHER}))
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
+        await _initialized(http, gw.url)
+        other = {**H, "authorization": OTHER}
+        ping = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}
+        assert (await http.post(gw.url, json=ping, headers=other)).status_code == 202
+        theirs = await http.get(gw.url, headers={**GET, "authorization": OTHER})
+        assert theirs.status_code == 409
+        async with http.stream("GET", gw.url, headers=GET) as own:
+            assert own.status_code == 200
+        assert len(up.gets) == 1
+
+
+async def test_only_the_first_initialized_opens_a_stream_ahead() -> None:
+    up = DropsBeforeGet()
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
+        await _initialized(http, gw.url)
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        for _ in range(5):
+            assert (await http.post(gw.url, json=note, headers=H)).status_code == 202
+        assert len(up.gets) == 1
+
+
+async def test_a_held_stream_is_closed_when_its_client_deletes_the_session() -> None:
+    up = DropsBeforeGet()
+    async with (
+        gateway_for(up, limits=GatewayLimits(standalone_hold_s=1000)) as gw,
+        httpx2.AsyncClient(timeout=20) as http,
+    ):
+        await _initialized(http, gw.url)
+        assert len(up.gets) == 1 and up.detached == 0
+        assert (await http.delete(gw.url, headers=H)).status_code == 202
+        with anyio.fail_after(10):
+            await up.wait_until(lambda u: u.detached == 1)
