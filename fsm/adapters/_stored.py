@@ -34,7 +34,7 @@ RESHOWN_META = "fsm/reshown"
 async def load_record(store: Store, call: str, era: str) -> CallRecord | None:
     """The stored record of ``call``, or ``None``; ``ValueError`` if it is stored as a call
     of another era (``"mrtr"``, ``"tasks"``)."""
-    record = (await anyio.to_thread.run_sync(store.calls)).get(call)
+    record = await anyio.to_thread.run_sync(store.call, call)
     if record is not None and record.era != era:
         raise ValueError(f"{call!r} is stored as a {record.era} call")
     return record

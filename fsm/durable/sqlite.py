@@ -162,11 +162,24 @@ class SqliteStore:
             db = self._conn()
             with _errors(self.path):
                 rows = list(db.execute("SELECT call, record FROM calls ORDER BY seq"))
-        records = {call: codec.load_call(text) for call, text in rows}
-        for call, rec in records.items():
-            if rec.call != call:
-                raise StoreCorruptError(f"{self.path}: call row {call!r} holds another call")
-        return records
+        return {call: self._load_call(call, text) for call, text in rows}
+
+    def call(self, call_id: str) -> CallRecord | None:
+        """The record of ``call_id`` alone (one row decoded), or ``None``
+        (:class:`~fsm.errors.StoreCorruptError` if that row does not read back)."""
+        with self._lock:
+            db = self._conn()
+            with _errors(self.path):
+                row = db.execute("SELECT record FROM calls WHERE call = ?", (call_id,)).fetchone()
+        return None if row is None else self._load_call(call_id, row[0])
+
+    def _load_call(self, call: str, text: str) -> CallRecord:
+        rec = codec.load_call(text)
+        if rec.call != call:
+            raise StoreCorruptError(
+                f"{self.path}: call row {call!r} holds another call", path=self.path
+            )
+        return rec
 
     def close(self) -> None:
         """Close the file and release its lock (idempotent)."""

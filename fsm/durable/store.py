@@ -47,6 +47,11 @@ class Store(Protocol):
         :meth:`fsm.durable.calls.DurableCall.restart`."""
         ...
 
+    def call(self, call_id: str) -> CallRecord | None:
+        """The record of call ``call_id`` alone, or ``None``: reads that one record, so
+        a record of another call that does not read back cannot fail this call's start."""
+        ...
+
     def close(self) -> None:
         """Release the store (and its file, for a file store). Idempotent."""
         ...
@@ -86,6 +91,10 @@ class MemoryStore:
     def calls(self) -> dict[str, CallRecord]:
         """The calls' current records."""
         return dict(self._calls)
+
+    def call(self, call_id: str) -> CallRecord | None:
+        """The current record of ``call_id``, or ``None``."""
+        return self._calls.get(call_id)
 
     def close(self) -> None:
         """Nothing to release."""
