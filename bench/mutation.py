@@ -3,8 +3,9 @@
 Runs mutmut 3 (the ``[tool.mutmut]`` table of ``pyproject.toml`` says which files and which
 tests) under ``nice -n 19``, then prints one row per file and writes the rows to
 ``bench/mutation.json``. ``python -m bench.mutation`` alone reports the last run again
-(from mutmut's results in ``mutants/``); mutant names given after ``run`` are passed to
-mutmut (``run 'fsm.sse.history*'`` tests one file's mutants).
+(from mutmut's results in ``mutants/``; without them it prints the table
+``bench/mutation.json`` holds and leaves the file as it is); mutant names given after
+``run`` are passed to mutmut (``run 'fsm.sse.history*'`` tests one file's mutants).
 
 Columns: every mutant of the file; killed (a test failed); timed out (a test hung until
 the harness stopped it: the change was noticed); survived (every selected test passed);
@@ -113,29 +114,60 @@ def summarise(path: str, argued: dict[str, str], at_import: dict[str, str]) -> d
     }
 
 
+def _key(column: str) -> str:
+    """A column's key in ``bench/mutation.json`` (``killed %`` -> ``killed_pct``)."""
+    return column.replace(" ", "_").replace("-", "_").replace("%", "pct")
+
+
+HEADER = ("file", "mutants", *COLUMNS, "killed %")
+
+
+def _print(rows: dict[str, dict[str, Any]]) -> None:
+    """Print one line per file of ``rows`` (a column missing from a row shows as ``-``)."""
+    table = [
+        (p, *("-" if r.get(_key(h)) is None else r[_key(h)] for h in HEADER[1:]))
+        for p, r in rows.items()
+    ]
+    results.table(table, header=HEADER)
+
+
+def _previous() -> dict[str, Any]:
+    """What ``bench/mutation.json`` holds now (empty if there is no such file)."""
+    if not OUT.exists():
+        return {}
+    data: dict[str, Any] = json.loads(OUT.read_text(encoding="utf-8"))
+    return data
+
+
 def report(seconds: tuple[float, float, int] | None = None) -> int:
     """Print the table, write ``bench/mutation.json``; exit 1 if a file misses 95% or an
     entry of ``bench/mutation_equivalent.toml`` names a mutant that did not survive (or
-    that the last run did not make: the code it argued about changed)."""
+    that the last run did not make: the code it argued about changed).
+
+    Only files with mutmut results in ``mutants/`` get a new row: a file the last run did
+    not reach keeps the row bench/mutation.json already has (and is listed as not
+    measured). With no results at all (no ``mutants/``, as after ``make clean``) the JSON
+    file is left untouched: its table is printed, and the exit code is 1."""
+    previous = _previous()
     argued, at_import = equivalents(), import_time()
     summary = {path: summarise(path, argued, at_import) for path in files()}
-    header = ("file", "mutants", *COLUMNS, "killed %")
-    rows = [(p, *("-" if f[h] is None else f[h] for h in header[1:])) for p, f in summary.items()]
-    results.table(rows, header=header)
+    measured = {p: f for p, f in summary.items() if f["mutants"]}
+    if not measured:
+        print(f"no mutmut results in {MUTANTS}: {OUT} is left as it is; its table:")
+        _print({p: previous[p] for p in files() if p in previous})
+        return 1
+    rows = {p: {_key(k): v for k, v in f.items() if k != "survivors"} for p, f in summary.items()}
+    _print(rows)
     out: dict[str, Any] = {
-        p: {
-            k.replace(" ", "_").replace("-", "_").replace("%", "pct"): v
-            for k, v in f.items()
-            if k != "survivors"
-        }
-        for p, f in summary.items()
+        p: rows[p] if p in measured else previous[p]
+        for p in files()
+        if p in measured or p in previous
     }
     if seconds is not None:
         wall, cpu, workers = seconds
         out["run"] = {"wall_s": round(wall), "cpu_s": round(cpu), "workers": workers}
         print(f"run: {wall:.0f} s wall-clock, {cpu:.0f} s CPU, {workers} worker(s)")
-    previous = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {}
-    if seconds is None and "run" in previous:
+    elif "run" in previous:
         out["run"] = previous["run"]
     if "tables" in previous:  # the row mutation of the tables (bench/table_mutation.py)
         out["tables"] = previous["tables"]
@@ -150,10 +182,10 @@ def report(seconds: tuple[float, float, int] | None = None) -> int:
     for f in summary.values():
         for name in f["survivors"]:
             print("survived:", name)
-    unmeasured = [p for p, f in summary.items() if f["killed %"] is None]
+    unmeasured = [p for p in summary if p not in measured]
     if unmeasured:
         print("not measured yet:", ", ".join(unmeasured))
-    low = [p for p, f in summary.items() if f["killed %"] is not None and f["killed %"] < 95.0]
+    low = [p for p, f in measured.items() if f["killed %"] is not None and f["killed %"] < 95.0]
     if low:
         print("below 95% killed:", ", ".join(low))
     return 1 if low or stale or unmeasured else 0
