@@ -1,7 +1,9 @@
-"""The store wiring the one-call adapters share (:mod:`fsm.adapters.mrtr`,
-:mod:`fsm.adapters.tasks`): read a call's record at the start, write each
-:class:`~fsm.actions.Persist` and wait for it before the next action, and what a call whose
-end was recorded raises when it is started again.
+"""What the one-call adapters share (:mod:`fsm.adapters.mrtr`, :mod:`fsm.adapters.tasks`):
+the store wiring (:func:`start`: a call's record read at the start and restarted from, or
+its recorded end raised; :func:`write_ahead`: each :class:`~fsm.actions.Persist` written
+and waited for before the next action), the actions both take alike (:func:`take_common`:
+a prompt started or taken down), a prompt's context (:func:`prompt_context`), and the
+loop's wait for the next events or the decider's deadline (:class:`Inbox`).
 
 Writes run in a worker thread (``anyio.to_thread``): a SQLite write with synchronous
 commits must not block the event loop, and the caller awaits it, so the decision is on
@@ -11,21 +13,38 @@ the request that carries it, the end before the result is returned).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, TypeVar
 
 from fsm._extras import missing_extra
 
 try:
+    import anyio
     import anyio.to_thread
+    from anyio.abc import TaskGroup
+    from mcp.client.session import ClientRequestContext, ClientSession
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters._stored", exc) from exc
 
 from fsm import actions as act
-from fsm.durable.calls import CallRecord
+from fsm.adapters.sdkerrors import SdkErrorType
+from fsm.durable.calls import CallRecord, Decider, DurableCall
 from fsm.durable.store import Store
-from fsm.errors import InteractionFailed
+from fsm.errors import InteractionFailed, RequestKey
 
-__all__ = ["RESHOWN_META", "ended", "load_record", "write_ahead"]
+__all__ = [
+    "RESHOWN_META",
+    "Inbox",
+    "ended",
+    "load_record",
+    "prompt_context",
+    "start",
+    "take_common",
+    "write_ahead",
+]
+
+_E = TypeVar("_E")
+_D = TypeVar("_D", bound=Decider)
 
 RESHOWN_META = "fsm/reshown"
 """The ``context.meta`` key that marks a question shown again after a restart."""
@@ -65,3 +84,81 @@ def ended(record: CallRecord) -> InteractionFailed:
         reason="ended-before-restart",
         evidence=(f"stored state {record.snapshot.state}",),
     )
+
+
+async def start(
+    decider: _D, store: Store | None, era: str, errors: SdkErrorType
+) -> tuple[_D | DurableCall, tuple[Any, ...] | None]:
+    """The call to feed and, when ``store`` holds an unended record of ``decider``'s call,
+    the actions its restart takes first (``None``: no record, the call starts afresh).
+    Without a store the decider itself; with one a :class:`DurableCall`. A recorded end
+    raises :func:`ended` as ``errors`` wraps it; a record of another era ``ValueError``."""
+    if store is None:
+        return decider, None
+    record = await load_record(store, decider.call_id, era)
+    if record is None:
+        return DurableCall(decider), None
+    if record.ended:
+        raise errors.wrap(ended(record))
+    return DurableCall.restart(decider, record)
+
+
+def prompt_context(session: ClientSession, shown: act.Present) -> ClientRequestContext:
+    """The context a question's callback gets: ``request_id`` the key's id, and
+    ``meta[RESHOWN_META]`` true for a question shown again after a restart."""
+    meta: Any = {RESHOWN_META: True} if isinstance(shown, act.Reshown) else None
+    return ClientRequestContext(session=session, request_id=str(shown.key[1]), meta=meta)
+
+
+async def take_common(
+    action: Any,
+    store: Store | None,
+    on_action: Callable[[Any], None] | None,
+    prompts: dict[RequestKey, anyio.CancelScope],
+    tg: TaskGroup,
+    ask: Callable[[act.Present], Coroutine[Any, Any, None]],
+) -> bool:
+    """Take what both adapters take alike: a ``Persist`` written ahead (nothing else is
+    done for it), then ``on_action`` told, a ``Present`` started as ``ask`` in ``tg``, a
+    ``Withdraw`` cancelling its prompt's scope in ``prompts``. ``True``: ``action`` needs
+    nothing more; ``False``: the adapter takes the rest of it."""
+    if await write_ahead(store, action):  # on disk before the next action
+        return True
+    if on_action is not None:
+        on_action(action)
+    if isinstance(action, act.Present):
+        tg.start_soon(ask, action)
+        return True
+    if isinstance(action, act.Withdraw):
+        scope = prompts.pop(action.key, None)
+        if scope is not None:
+            scope.cancel()
+        return True
+    return False
+
+
+class Inbox(Generic[_E]):
+    """The events a call's tasks post (a round's result, a poll, an answer), taken by the
+    call's loop in the order posted."""
+
+    def __init__(self) -> None:
+        self._events: list[_E] = []
+        self._wake = anyio.Event()
+
+    def post(self, event: _E) -> None:
+        """Queue ``event`` and wake the loop."""
+        self._events.append(event)
+        self._wake.set()
+
+    async def take(self, deadline: float | None, clock: Callable[[], float], tick: _E) -> list[_E]:
+        """The events posted, oldest first; when none is, wait for one until ``deadline``
+        (on ``clock``; ``None``: no deadline) and return ``[tick]`` if it passed first."""
+        if not self._events:
+            if deadline is None:
+                await self._wake.wait()
+            else:
+                with anyio.move_on_after(max(0.0, deadline - clock())):
+                    await self._wake.wait()
+        self._wake = anyio.Event()
+        events, self._events = self._events or [tick], []
+        return events

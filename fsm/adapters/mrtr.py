@@ -58,7 +58,6 @@ try:
     import anyio
     from mcp import types
     from mcp.client.client import Client
-    from mcp.client.session import ClientRequestContext
     from mcp.shared.exceptions import MCPError
     from pydantic import TypeAdapter
 except ModuleNotFoundError as exc:
@@ -66,9 +65,8 @@ except ModuleNotFoundError as exc:
 
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters._stored import RESHOWN_META, ended, load_record, write_ahead
+from fsm.adapters._stored import RESHOWN_META, Inbox, prompt_context, start, take_common
 from fsm.adapters.sdkerrors import SdkErrorType
-from fsm.durable.calls import CallRecord, DurableCall
 from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.mrtr.call import (
@@ -127,12 +125,7 @@ async def guarded_call_tool(
     if clock is None:
         clock = time.monotonic if store is None else time.time
     decider = MrtrCall(call_id or f"call:{next(_CALLS)}", clock=clock, config=config)
-    call: MrtrCall | DurableCall = decider if store is None else DurableCall(decider)
-    record: CallRecord | None = None
-    if store is not None and call_id is not None:
-        record = await load_record(store, call_id, "mrtr")
-    if record is not None and record.ended:
-        raise _ERRORS.wrap(ended(record))
+    call, restarted = await start(decider, store, "mrtr", _ERRORS)
     session = client.session
     requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
     answers: dict[RequestKey, Any] = {}  # question -> the callback's InputResponse model
@@ -143,12 +136,8 @@ async def guarded_call_tool(
     failure: InteractionFailed | None = None
     round_error: list[Exception] = []  # what the SDK raised for the round in flight
     cause: BaseException | None = None
-    inbox: list[MrtrEvent] = []
-    wake = anyio.Event()
-
-    def post(event: MrtrEvent) -> None:
-        inbox.append(event)
-        wake.set()
+    inbox: Inbox[MrtrEvent] = Inbox()
+    post = inbox.post
 
     async def send(responses: dict[str, Any] | None, state: str | None) -> None:
         nonlocal final
@@ -184,8 +173,7 @@ async def guarded_call_tool(
                 prompts.pop(key, None)
 
     async def answer_of(shown: act.Present, key: RequestKey) -> None:
-        meta: Any = {RESHOWN_META: True} if isinstance(shown, act.Reshown) else None
-        ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=meta)
+        ctx = prompt_context(session, shown)
         try:
             request = requests.get(key)
             if request is None:  # shown again after a restart: rebuilt from the store
@@ -204,25 +192,16 @@ async def guarded_call_tool(
 
     # The loop sends every request itself: while one is in flight nothing is showing (a
     # retry goes only once every question has its answer), so nothing else can happen.
-    outgoing: tuple[dict[str, Any] | None, str | None, float] | None = (None, None, 0.0)
-    restarted: tuple[Any, ...] = ()
-    if record is not None:  # the process before this one ended mid-call: go on from it
-        call, restarted = DurableCall.restart(decider, record)
-        outgoing = None
+    # A restart (the process before this one ended mid-call) sends what its actions say.
+    outgoing: tuple[dict[str, Any] | None, str | None, float] | None = (
+        (None, None, 0.0) if restarted is None else None
+    )
 
     async def take(action: Any, event: Any) -> None:
         nonlocal outgoing, failure, cause
-        if await write_ahead(store, action):  # on disk before the next action
+        if await take_common(action, store, on_action, prompts, tg, ask):
             return
-        if on_action is not None:
-            on_action(action)
-        if isinstance(action, act.Present):
-            tg.start_soon(ask, action)
-        elif isinstance(action, act.Withdraw):
-            scope = prompts.pop(action.key, None)
-            if scope is not None:
-                scope.cancel()
-        elif isinstance(action, Retry):
+        if isinstance(action, Retry):
             # The rules chose which stored answer goes under which key; send the
             # callback's own object for it (not re-validated from JSON), or the stored
             # answer after a restart.
@@ -244,7 +223,7 @@ async def guarded_call_tool(
             done.set()
 
     async with anyio.create_task_group() as tg:
-        for action in restarted:
+        for action in restarted or ():
             await take(action, None)
         while not done.is_set():
             if outgoing is not None:
@@ -253,16 +232,7 @@ async def guarded_call_tool(
                 if delay > 0:
                     await anyio.sleep(delay)
                 await send(responses, state)
-            if not inbox:
-                deadline = decider.deadline()
-                if deadline is None:
-                    await wake.wait()
-                else:
-                    with anyio.move_on_after(max(0.0, deadline - clock())):
-                        await wake.wait()
-                wake = anyio.Event()
-            events, inbox[:] = list(inbox) or [Tick()], []
-            for event in events:
+            for event in await inbox.take(decider.deadline(), clock, Tick()):
                 for action in call.feed(event):
                     await take(action, event)
         tg.cancel_scope.cancel()

@@ -75,7 +75,7 @@ try:
     import pydantic
     from mcp import types
     from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-    from mcp.client.session import ClientRequestContext, ClientSession
+    from mcp.client.session import ClientSession
     from mcp.shared.exceptions import MCPError
     from mcp_types import Request, RequestParams, Result
 except ModuleNotFoundError as exc:
@@ -83,10 +83,9 @@ except ModuleNotFoundError as exc:
 
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters._stored import RESHOWN_META, ended, load_record, write_ahead
+from fsm.adapters._stored import RESHOWN_META, Inbox, prompt_context, start, take_common
 from fsm.adapters.mrtr import as_outcome
 from fsm.adapters.sdkerrors import SdkErrorType
-from fsm.durable.calls import DurableCall
 from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, MalformedTaskError, RequestKey, TaskCancelledError
 from fsm.tasks.task import (
@@ -196,30 +195,18 @@ async def run_task(
     id is stored as an MRTR call."""
     task_id = handle if isinstance(handle, str) else handle.task_id
     decider = TaskCall(task_id, clock=clock, config=config)
-    call: TaskCall | DurableCall = decider if store is None else DurableCall(decider)
-    first: tuple[Any, ...] = ()  # what a restart from the store does first
-    start: list[TaskEvent] = [
-        TaskResumed() if isinstance(handle, str) else TaskCreated(_dump(handle))
-    ]
-    if store is not None:
-        record = await load_record(store, task_id, "tasks")
-        if record is not None and record.ended:
-            raise _ERRORS.wrap(ended(record))
-        if record is not None:
-            call, first = DurableCall.restart(decider, record)
-            start = []
+    call, first = await start(decider, store, "tasks", _ERRORS)
+    events: list[TaskEvent] = []  # a restart from the store goes on from its actions
+    if first is None:
+        events = [TaskResumed() if isinstance(handle, str) else TaskCreated(_dump(handle))]
     prompts: dict[RequestKey, anyio.CancelScope] = {}
-    inbox: list[TaskEvent] = []
-    wake = anyio.Event()
+    inbox: Inbox[TaskEvent] = Inbox()
+    post = inbox.post
     last: list[Any] = [None]  # the last tasks/get result
     cause: list[BaseException] = []  # what ended the call: an SDK error, a callback's
     failure: InteractionFailed | None = None
     gave_up = False  # a callback refused or raised: the task is cancelled on the server
     done = False
-
-    def post(event: TaskEvent) -> None:
-        inbox.append(event)
-        wake.set()
 
     async def poll(delay: float) -> None:
         await anyio.sleep(delay)
@@ -258,8 +245,7 @@ async def run_task(
                 post(TaskCancelled(f"the SDK cannot parse input request {key[1]!r}"))
                 prompts.pop(key, None)
                 return
-            meta: Any = {RESHOWN_META: True} if isinstance(shown, act.Reshown) else None
-            ctx = ClientRequestContext(session=session, request_id=str(key[1]), meta=meta)
+            ctx = prompt_context(session, shown)
             try:
                 answer = await session.dispatch_input_request(ctx, request)
             except Exception as exc:  # a callback bug
@@ -276,17 +262,9 @@ async def run_task(
 
     async def take(action: Any, event: TaskEvent | None) -> None:
         nonlocal failure, done
-        if await write_ahead(store, action):  # on disk before the next action
+        if await take_common(action, store, on_action, prompts, tg, ask):
             return
-        if on_action is not None:
-            on_action(action)
-        if isinstance(action, act.Present):
-            tg.start_soon(ask, action)
-        elif isinstance(action, act.Withdraw):
-            scope = prompts.pop(action.key, None)
-            if scope is not None:
-                scope.cancel()
-        elif isinstance(action, Poll):
+        if isinstance(action, Poll):
             tg.start_soon(poll, action.delay_s)
         elif isinstance(action, Update):
             tg.start_soon(update, dict(action.input_responses))
@@ -298,24 +276,15 @@ async def run_task(
             done = True
 
     async with anyio.create_task_group() as tg:
-        for action in first:
+        for action in first or ():
             await take(action, None)
-        events = start
         while not done:
             for event in events:
                 for action in call.feed(event):
                     await take(action, event)
             if done:
                 break
-            if not inbox:
-                deadline = decider.deadline()
-                if deadline is None:
-                    await wake.wait()
-                else:
-                    with anyio.move_on_after(max(0.0, deadline - clock())):
-                        await wake.wait()
-                wake = anyio.Event()
-            events, inbox[:] = list(inbox) or [Tick()], []
+            events = await inbox.take(decider.deadline(), clock, Tick())
         tg.cancel_scope.cancel()
     if failure is not None:
         if gave_up and isinstance(failure, TaskCancelledError):
