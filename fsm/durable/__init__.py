@@ -6,11 +6,14 @@ survive a crash changed; the embedder writes that delta to a :class:`Store` and 
 for it before taking the next action (write-ahead). After a restart,
 :meth:`fsm.sse.guard.Guard.restart` takes what :meth:`Store.load` returns. An MRTR call
 or a task is made durable by :class:`DurableCall`, restarted from :meth:`Store.calls`.
-See docs/durability.md.
+Stores: :class:`SqliteStore` (the embedded default, one file per client profile),
+:class:`RedisStore` (one profile per key prefix in Redis; the ``gateway`` extra),
+:class:`MemoryStore` (no durability). See docs/durability.md.
 """
 
 from fsm.durable.calls import CallRecord, DurableCall
 from fsm.durable.codec import SCHEMA_VERSION
+from fsm.durable.redis_store import RedisStore
 from fsm.durable.sqlite import SqliteStore, profile_path
 from fsm.durable.store import MemoryStore, Store
 
@@ -19,6 +22,7 @@ __all__ = [
     "CallRecord",
     "DurableCall",
     "MemoryStore",
+    "RedisStore",
     "SqliteStore",
     "Store",
     "profile_path",

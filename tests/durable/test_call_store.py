@@ -1,5 +1,5 @@
-"""One store for every era: MRTR calls' and tasks' records read back equal from SQLite and
-from memory, a version-1 file migrates with its SSE content kept, a bad call row is a
+"""One store for every era: MRTR calls' and tasks' records read back equal from SQLite,
+Redis and memory, a version-1 file migrates with its SSE content kept, a bad call row is a
 typed error, and ended calls' records stay bounded."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from test_call_durability import Run, drive
+from test_redis_store import OpenStore, aof_fixture, open_store_fixture  # noqa: F401
 
 from fsm.actions import Persist
 from fsm.durable import SCHEMA_VERSION, CallRecord, MemoryStore, SqliteStore
@@ -46,21 +47,21 @@ def failed_record() -> CallRecord:
 
 
 @pytest.mark.parametrize("era", ["mrtr", "tasks"])
-def test_every_record_reads_back_equal(tmp_path: Path, era: str) -> None:
+def test_every_record_reads_back_equal(open_store: OpenStore, era: str) -> None:
     records = every_record(era)
     assert records
-    with SqliteStore(tmp_path / "p.sqlite3") as store:
+    with open_store() as store:
         for rec in records:
             store.write(rec)
             assert store.calls()[rec.call] == rec
-    with SqliteStore(tmp_path / "p.sqlite3") as store:  # and after a reopen
+    with open_store() as store:  # and after a reopen
         assert list(store.calls().values()) == [records[-1]]
 
 
-def test_a_cause_reads_back(tmp_path: Path) -> None:
+def test_a_cause_reads_back(open_store: OpenStore) -> None:
     rec = failed_record()
     assert rec.snapshot.cause is not None and rec.ended
-    with SqliteStore(tmp_path / "p.sqlite3") as store:
+    with open_store() as store:
         store.write(rec)
         assert store.calls() == {"c9": rec}
 
@@ -117,11 +118,11 @@ def test_a_row_under_another_call_id_is_typed(tmp_path: Path) -> None:
         store.calls()
 
 
-def test_ended_records_stay_bounded_in_either_store(tmp_path: Path) -> None:
+def test_ended_records_stay_bounded_in_every_store(open_store: OpenStore) -> None:
     ended = failed_record()
-    with SqliteStore(tmp_path / "p.sqlite3") as sqlite_store:
+    with open_store() as durable_store:
         memory = MemoryStore()
-        for store in (sqlite_store, memory):
+        for store in (durable_store, memory):
             store.write(every_record("tasks")[0])  # live: kept
             for n in range(MAX_ENDED_CALLS + 3):
                 store.write(ended._replace(call=f"c{n}"))
@@ -130,8 +131,8 @@ def test_ended_records_stay_bounded_in_either_store(tmp_path: Path) -> None:
             assert "c0" not in calls and f"c{MAX_ENDED_CALLS + 2}" in calls
 
 
-def test_one_store_serves_the_sse_guard_and_the_calls(tmp_path: Path) -> None:
-    with SqliteStore(tmp_path / "p.sqlite3") as store:
+def test_one_store_serves_the_sse_guard_and_the_calls(open_store: OpenStore) -> None:
+    with open_store() as store:
         store.write(SseDelta("s1", False, (), (), (), ()))
         store.write(failed_record())
         assert store.load().snapshot == GuardSnapshot("s1", (), (), False)

@@ -1,5 +1,6 @@
 """The SQLite store: what is written reads back as the in-memory store holds it, one
-process per file, and a bad file is a typed error, never a crash or a fresh start."""
+process per file, and a bad file is a typed error, never a crash or a fresh start. The
+tests taking ``open_store`` are the store contract: they run on the Redis store too."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from durable_script import CONFIG, PROGRESS, drive
+from test_redis_store import OpenStore, aof_fixture, open_store_fixture  # noqa: F401
 
 from fsm import events as ev
 from fsm.actions import Persist, Present
@@ -19,12 +21,12 @@ from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVer
 from fsm.sse.guard import Guard
 
 
-def test_what_is_written_reads_back_as_memory_holds_it(tmp_path: Path) -> None:
+def test_what_is_written_reads_back_as_memory_holds_it(open_store: OpenStore) -> None:
     memory = MemoryStore()
-    with SqliteStore(tmp_path / "a.sqlite3") as store:
+    with open_store() as store:
         drive(memory, store)
         assert store.writes == memory.writes
-    with SqliteStore(tmp_path / "a.sqlite3") as again:  # a new process would open it so
+    with open_store() as again:  # a new process would open it so
         assert again.load() == memory.load()
         g1, g2 = (Guard(clock=lambda: 5.0, config=CONFIG) for _ in range(2))
         assert g1.restart(again.load()) == g2.restart(memory.load())
@@ -41,8 +43,8 @@ def test_the_file_is_wal_with_full_sync(tmp_path: Path) -> None:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
-def test_a_progress_event_writes_nothing_to_disk(tmp_path: Path) -> None:
-    with SqliteStore(tmp_path / "a.sqlite3") as store:
+def test_a_progress_event_writes_nothing_to_disk(open_store: OpenStore) -> None:
+    with open_store() as store:
         guard = drive(store)
         before = store.writes
         for i in range(200):
@@ -51,11 +53,10 @@ def test_a_progress_event_writes_nothing_to_disk(tmp_path: Path) -> None:
         assert store.writes == before
 
 
-def test_a_second_store_on_one_file_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "a.sqlite3"
-    with SqliteStore(path), pytest.raises(StoreLockedError):
-        SqliteStore(path)
-    SqliteStore(path).close()  # released on close
+def test_a_second_store_on_one_file_is_refused(open_store: OpenStore) -> None:
+    with open_store(), pytest.raises(StoreLockedError):
+        open_store()
+    open_store().close()  # released on close
 
 
 def test_another_process_is_refused_until_the_holder_dies(tmp_path: Path) -> None:
@@ -137,11 +138,10 @@ def test_a_row_that_does_not_read_back_is_a_typed_error(tmp_path: Path, sql: str
         store.load()
 
 
-def test_a_restart_from_the_file_never_asks_an_answered_question(tmp_path: Path) -> None:
-    path = tmp_path / "a.sqlite3"
-    with SqliteStore(path) as store:
+def test_a_restart_from_the_file_never_asks_an_answered_question(open_store: OpenStore) -> None:
+    with open_store() as store:
         drive(store)
-    with SqliteStore(path) as store:
+    with open_store() as store:
         guard = Guard(clock=lambda: 5.0, config=CONFIG)
         shown = [a.key for a in guard.restart(store.load()) if isinstance(a, Present)]
     assert ("s1", 1) not in shown
