@@ -14,11 +14,19 @@ its answer was rejected: the interaction cannot complete and must fail once).
 
 from __future__ import annotations
 
-from fsm.machines.spec import Broadcast, Coupling, MachineSpec, ProductSpec, Transition
+from fsm.machines.spec import (
+    Broadcast,
+    MachineSpec,
+    ProductSpec,
+    Transition,
+    each,
+    origin_couplings,
+)
 
 _T = Transition
 
-TRANSPORT_LIVE = frozenset({"open", "broken", "waiting", "resuming"})
+_STREAMING = ("open", "broken", "waiting", "resuming")
+TRANSPORT_LIVE = frozenset(_STREAMING)
 """The transport states in which a stream is not over (it may still deliver or resume)."""
 
 TRANSPORT = MachineSpec(
@@ -47,10 +55,7 @@ TRANSPORT = MachineSpec(
         ),
         _T("resume", "waiting", "resuming", doc="GET with Last-Event-ID = newest id seen"),
         _T("reopen", "resuming", "open", doc="resume accepted, events flow again"),
-        *(
-            _T("complete", s, "done", doc="the origin's response arrived")
-            for s in ("open", "broken", "waiting", "resuming")
-        ),
+        *each("complete", _STREAMING, "done", doc="the origin's response arrived"),
         _T(
             "give_up",
             "broken",
@@ -58,18 +63,9 @@ TRANSPORT = MachineSpec(
             guard="no cursor, budget spent, or not resumable",
             doc="stop resuming",
         ),
-        *(
-            _T("abort", s, "dead", doc="a request the origin needs is dead")
-            for s in ("open", "broken", "waiting", "resuming")
-        ),
-        *(
-            _T("expire", s, "dead", doc="session gone (HTTP 404)")
-            for s in ("open", "broken", "waiting", "resuming")
-        ),
-        *(
-            _T("abandon", s, "dead", doc="the application stopped following it")
-            for s in ("open", "broken", "waiting", "resuming")
-        ),
+        *each("abort", _STREAMING, "dead", doc="a request the origin needs is dead"),
+        *each("expire", _STREAMING, "dead", doc="session gone (HTTP 404)"),
+        *each("abandon", _STREAMING, "dead", doc="the application stopped following it"),
     ),
 )
 """Transport resumption: one instance per SSE stream (``Last-Event-ID`` resumes)."""
@@ -150,33 +146,28 @@ LIVENESS = MachineSpec(
             guard="redelivered with liveness assertion",
             doc="resubmit the stored answer; never ask the user again",
         ),
-        *(
-            _T("complete", s, "resolved", doc="origin completed after the answer was sent")
-            for s in ("submitting", "submitted")
+        *each(
+            "complete",
+            ("submitting", "submitted"),
+            "resolved",
+            doc="origin completed after the answer was sent",
         ),
-        *(
-            _T("complete", s, "dead", doc="origin completed before the answer was sent")
-            for s in ("new", "presented", "answered")
+        *each(
+            "complete",
+            ("new", "presented", "answered"),
+            "dead",
+            doc="origin completed before the answer was sent",
         ),
-        *(
-            _T("cancel", s, "cancelled", doc="notifications/cancelled")
-            for s in sorted(LIVENESS_LIVE)
+        *each("cancel", sorted(LIVENESS_LIVE), "cancelled", doc="notifications/cancelled"),
+        *each(
+            "stale",
+            ("new", "presented", "answered"),
+            "dead",
+            guard="replayed, no liveness assertion, past deadline",
+            doc="the stale rule",
         ),
-        *(
-            _T(
-                "stale",
-                s,
-                "dead",
-                guard="replayed, no liveness assertion, past deadline",
-                doc="the stale rule",
-            )
-            for s in ("new", "presented", "answered")
-        ),
-        *(
-            _T("orphan", s, "dead", doc="the origin's stream is dead")
-            for s in sorted(LIVENESS_LIVE)
-        ),
-        *(_T("expire", s, "dead", doc="session gone (HTTP 404)") for s in sorted(LIVENESS_LIVE)),
+        *each("orphan", sorted(LIVENESS_LIVE), "dead", doc="the origin's stream is dead"),
+        *each("expire", sorted(LIVENESS_LIVE), "dead", doc="session gone (HTTP 404)"),
     ),
 )
 """Session liveness: one instance per server-to-client request, keyed ``(session, id)``."""
@@ -199,24 +190,19 @@ PRODUCT = ProductSpec(
             doc="HTTP 404 on the session: every stream and request terminal",
         ),
     ),
-    couplings=(
-        Coupling(
+    couplings=origin_couplings(
+        TRANSPORT,
+        TRANSPORT_LIVE,
+        frozenset({"dead"}),
+        LIVENESS,
+        LIVENESS_LIVE,
+        aborts=(
             "dead_request_aborts_stream",
-            "liveness",
-            frozenset({"dead"}),
-            "transport",
-            TRANSPORT_LIVE,
-            "abort",
-            doc="a request the origin needs died: abort with one terminal error",
+            "a request the origin needs died: abort with one terminal error",
         ),
-        Coupling(
+        orphans=(
             "dead_stream_orphans_requests",
-            "transport",
-            frozenset({"dead"}),
-            "liveness",
-            LIVENESS_LIVE,
-            "orphan",
-            doc="nobody reads the outcome of a dead stream's requests",
+            "nobody reads the outcome of a dead stream's requests",
         ),
     ),
 )

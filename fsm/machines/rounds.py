@@ -38,11 +38,19 @@ once; a failed call orphans its questions. Its scope ``origin`` is the call.
 from __future__ import annotations
 
 from fsm.machines.resumption import LIVENESS, LIVENESS_LIVE
-from fsm.machines.spec import Broadcast, Coupling, MachineSpec, ProductSpec, Transition
+from fsm.machines.spec import (
+    Broadcast,
+    MachineSpec,
+    ProductSpec,
+    Transition,
+    each,
+    origin_couplings,
+)
 
 _T = Transition
 
-ROUNDS_LIVE = frozenset({"sent", "input_required", "answering", "retrying"})
+_ONGOING = ("sent", "input_required", "answering", "retrying")
+ROUNDS_LIVE = frozenset(_ONGOING)
 """The round states of an MRTR call that is not over."""
 
 ROUNDS = MachineSpec(
@@ -124,14 +132,8 @@ ROUNDS = MachineSpec(
             guard="re-ask budget spent",
             doc="the server keeps asking an answered question: fail naming the re-ask",
         ),
-        *(
-            _T("abort", s, "failed", doc="a question of the call died (aged out, rejected)")
-            for s in ("sent", "input_required", "answering", "retrying")
-        ),
-        *(
-            _T("cancel", s, "failed", doc="the application cancelled the call")
-            for s in ("sent", "input_required", "answering", "retrying")
-        ),
+        *each("abort", _ONGOING, "failed", doc="a question of the call died (aged out, rejected)"),
+        *each("cancel", _ONGOING, "failed", doc="the application cancelled the call"),
     ),
 )
 """The rounds of one MRTR call: sent, asked for input, answering, retrying, complete or failed."""
@@ -148,25 +150,17 @@ MRTR_PRODUCT = ProductSpec(
             doc="the final result: the call complete, its questions resolved or dead",
         ),
     ),
-    couplings=(
-        Coupling(
+    couplings=origin_couplings(
+        ROUNDS,
+        ROUNDS_LIVE,
+        frozenset({"failed"}),
+        LIVENESS,
+        LIVENESS_LIVE,
+        aborts=(
             "dead_question_fails_call",
-            "liveness",
-            frozenset({"dead"}),
-            "rounds",
-            ROUNDS_LIVE,
-            "abort",
-            doc="a question the call needs died: fail the call with one typed error",
+            "a question the call needs died: fail the call with one typed error",
         ),
-        Coupling(
-            "failed_call_orphans_questions",
-            "rounds",
-            frozenset({"failed"}),
-            "liveness",
-            LIVENESS_LIVE,
-            "orphan",
-            doc="nobody reads the answers of a failed call",
-        ),
+        orphans=("failed_call_orphans_questions", "nobody reads the answers of a failed call"),
     ),
 )
 """An MRTR call's rounds times each question's liveness, synchronised by declared rows."""

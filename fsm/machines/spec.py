@@ -47,6 +47,18 @@ class Transition:
     doc: str = ""
 
 
+def each(
+    trigger: str, sources: Iterable[str], dest: str, *, guard: str = "", doc: str = ""
+) -> tuple[Transition, ...]:
+    """The same row from each of ``sources``: one :class:`Transition` a source, in order.
+
+    A declaration spreads it (``*each("abort", LIVE, "dead", doc=...)``) where one event
+    ends a machine from any of several states; the rows are exactly those written one by
+    one, so the tables, the runtime and the diagrams see no difference.
+    """
+    return tuple(Transition(trigger, s, dest, guard=guard, doc=doc) for s in sources)
+
+
 @dataclass(frozen=True, slots=True)
 class MachineSpec:
     """A deterministic finite state machine, declared once.
@@ -162,6 +174,49 @@ class Coupling:
     then_trigger: str
     scope: Scope = "origin"
     doc: str = ""
+
+
+def origin_couplings(
+    origin: MachineSpec,
+    origin_live: frozenset[str],
+    origin_ended: frozenset[str],
+    question: MachineSpec,
+    question_live: frozenset[str],
+    *,
+    aborts: tuple[str, str],
+    orphans: tuple[str, str],
+) -> tuple[Coupling, Coupling]:
+    """The two couplings every era binds an origin (a stream, a call, a task) to its
+    questions with, in the ``origin`` scope, as ``(name, doc)`` pairs say them:
+
+    * ``aborts``: a question in ``dead`` fires ``abort`` on the origin while it is in
+      ``origin_live`` (the interaction fails once);
+    * ``orphans``: the origin in one of ``origin_ended`` fires ``orphan`` on every question
+      still in ``question_live`` (nobody reads their answers).
+
+    The machines must declare those triggers and states; :meth:`ProductSpec.validate`
+    rejects a product whose rows they do not fit.
+    """
+    return (
+        Coupling(
+            aborts[0],
+            question.name,
+            frozenset({"dead"}),
+            origin.name,
+            origin_live,
+            "abort",
+            doc=aborts[1],
+        ),
+        Coupling(
+            orphans[0],
+            origin.name,
+            origin_ended,
+            question.name,
+            question_live,
+            "orphan",
+            doc=orphans[1],
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)

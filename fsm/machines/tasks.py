@@ -22,11 +22,19 @@ cancelled or expired orphans every outstanding key. Its scope ``origin`` is the 
 
 from __future__ import annotations
 
-from fsm.machines.spec import Broadcast, Coupling, MachineSpec, ProductSpec, Transition
+from fsm.machines.spec import (
+    Broadcast,
+    MachineSpec,
+    ProductSpec,
+    Transition,
+    each,
+    origin_couplings,
+)
 
 _T = Transition
 
-TASK_LIVE = frozenset({"working", "input_required"})
+_RUNNING = ("working", "input_required")
+TASK_LIVE = frozenset(_RUNNING)
 """The task states of a call that is not over."""
 
 TASK = MachineSpec(
@@ -58,42 +66,26 @@ TASK = MachineSpec(
             "input_required",
             doc="a poll lists input requests again (new keys, or the same ones)",
         ),
-        *(
-            _T("complete", s, "completed", doc="status completed")
-            for s in ("working", "input_required")
+        *each("complete", _RUNNING, "completed", doc="status completed"),
+        *each(
+            "cancel", _RUNNING, "cancelled", doc="status cancelled, or the application cancelled"
         ),
-        *(
-            _T("cancel", s, "cancelled", doc="status cancelled, or the application cancelled")
-            for s in ("working", "input_required")
+        *each("fail", _RUNNING, "failed", doc="status failed (the server's error as evidence)"),
+        *each(
+            "expire",
+            _RUNNING,
+            "expired",
+            guard="-32602 expired/not found, or createdAt + ttlMs passed",
+            doc="the task is gone: every outstanding key ends with it",
         ),
-        *(
-            _T("fail", s, "failed", doc="status failed (the server's error as evidence)")
-            for s in ("working", "input_required")
+        *each(
+            "exhaust",
+            _RUNNING,
+            "failed",
+            guard="poll bound, resends, re-asks spent, or a malformed result",
+            doc="bounded: fail once instead of looping",
         ),
-        *(
-            _T(
-                "expire",
-                s,
-                "expired",
-                guard="-32602 expired/not found, or createdAt + ttlMs passed",
-                doc="the task is gone: every outstanding key ends with it",
-            )
-            for s in ("working", "input_required")
-        ),
-        *(
-            _T(
-                "exhaust",
-                s,
-                "failed",
-                guard="poll bound, resends, re-asks spent, or a malformed result",
-                doc="bounded: fail once instead of looping",
-            )
-            for s in ("working", "input_required")
-        ),
-        *(
-            _T("abort", s, "failed", doc="an answer the task needs was rejected")
-            for s in ("working", "input_required")
-        ),
+        *each("abort", _RUNNING, "failed", doc="an answer the task needs was rejected"),
     ),
 )
 """A task's lifecycle: working, input required, then completed, cancelled, failed or
@@ -172,26 +164,29 @@ TASK_INPUT = MachineSpec(
             "consumed",
             doc="a later poll no longer lists the key: the task moved on",
         ),
-        *(
-            _T(
-                "supersede",
-                s,
-                "withdrawn",
-                doc="the key left inputRequests before its answer was sent: withdraw it",
-            )
-            for s in ("presented", "answered")
+        *each(
+            "supersede",
+            ("presented", "answered"),
+            "withdrawn",
+            doc="the key left inputRequests before its answer was sent: withdraw it",
         ),
-        *(
-            _T("complete", s, "consumed", doc="the task completed after the answer was sent")
-            for s in ("submitting", "submitted")
+        *each(
+            "complete",
+            ("submitting", "submitted"),
+            "consumed",
+            doc="the task completed after the answer was sent",
         ),
-        *(
-            _T("complete", s, "dead", doc="the task completed before the answer was sent")
-            for s in ("presented", "answered")
+        *each(
+            "complete",
+            ("presented", "answered"),
+            "dead",
+            doc="the task completed before the answer was sent",
         ),
-        *(
-            _T("orphan", s, "dead", doc="the task failed, was cancelled or expired")
-            for s in sorted(TASK_INPUT_LIVE)
+        *each(
+            "orphan",
+            sorted(TASK_INPUT_LIVE),
+            "dead",
+            doc="the task failed, was cancelled or expired",
         ),
     ),
 )
@@ -209,24 +204,19 @@ TASKS_PRODUCT = ProductSpec(
             doc="status completed: the task complete, its keys consumed or dead",
         ),
     ),
-    couplings=(
-        Coupling(
+    couplings=origin_couplings(
+        TASK,
+        TASK_LIVE,
+        frozenset({"cancelled", "failed", "expired"}),
+        TASK_INPUT,
+        TASK_INPUT_LIVE,
+        aborts=(
             "rejected_answer_fails_task",
-            "task-input",
-            frozenset({"dead"}),
-            "task",
-            TASK_LIVE,
-            "abort",
-            doc="an answer the task needs was rejected: fail the call with one typed error",
+            "an answer the task needs was rejected: fail the call with one typed error",
         ),
-        Coupling(
+        orphans=(
             "ended_task_orphans_keys",
-            "task",
-            frozenset({"cancelled", "failed", "expired"}),
-            "task-input",
-            TASK_INPUT_LIVE,
-            "orphan",
-            doc="nobody reads the answers of a task that ended without completing",
+            "nobody reads the answers of a task that ended without completing",
         ),
     ),
 )
