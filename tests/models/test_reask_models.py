@@ -2,20 +2,17 @@
 answer asks the same question again under a new id. The world's ``reasks`` is proved by
 models that must fail (the mcp 2.3.0 client, the guard keyed by id alone: P2, the second
 prompt) and models that must pass (the guard resubmitting, failing once past its budget,
-failing at once with ``on_reask="fail"``). Pins and shortest counterexamples are in
-``test_models.py``, full spaces in ``test_symmetry.py``; this file checks what the
-counterexample and the guard's runs are."""
+failing at once with ``on_reask="fail"``). Pins, full spaces and shortest counterexamples
+are in ``pins.py``; this file checks what the counterexample and the guard's runs are."""
 
 from __future__ import annotations
 
 import pickle
 
+import pins
 import pytest
-from shipped import Shipped
 
 from fsm.worlds.sse import Bounds, Reask
-
-SHIPPED = Shipped(("guarded_reask.py",))
 
 
 def test_a_reask_is_its_tagged_tuple() -> None:
@@ -30,7 +27,7 @@ def test_no_reasks_by_default() -> None:
 
 @pytest.mark.parametrize("name", ["mcp-sdk-2.3.0[reask] x2", "keyed-by-id[reask] x2"])
 def test_the_counterexample_is_a_second_prompt_for_an_answered_question(name: str) -> None:
-    _, report = SHIPPED.report(name)
+    _, report = pins.report(name)
     path = report.assert_violated("P2")
     assert [str(s.action) for s in path.steps] == [
         "server sends elicitation 0",
@@ -46,7 +43,7 @@ def test_the_counterexample_is_a_second_prompt_for_an_answered_question(name: st
 def test_the_guard_resubmits_and_fails_once_past_its_budget() -> None:
     fired: set[str] = set()
     for name in ("guarded-reask[resubmit] x2", "guarded-reask[twice] x3"):
-        _, report = SHIPPED.report(name)
+        _, report = pins.report(name)
         report.assert_properties()
         fired |= set(report.coverage.fired)
     assert "liveness: new -reuse-> answered" in fired  # the stored answer, no prompt
@@ -55,7 +52,7 @@ def test_the_guard_resubmits_and_fails_once_past_its_budget() -> None:
 
 
 def test_on_reask_fail_fails_without_resubmitting() -> None:
-    _, report = SHIPPED.report("guarded-reask[fail] x2")
+    _, report = pins.report("guarded-reask[fail] x2")
     report.assert_properties()
     assert "liveness: new -reask-> dead" in report.coverage.fired
     assert "liveness: new -reuse-> answered" not in report.coverage.fired
