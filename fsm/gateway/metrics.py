@@ -35,11 +35,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from fsm.gateway.store import ClaimStatus, Cursor, RequestId, StateStore, StoreUnavailableError
+from fsm.gateway.store import (
+    ClaimStatus,
+    ClaimTerms,
+    Cursor,
+    RequestId,
+    StateStore,
+    StoreUnavailableError,
+)
 
 __all__ = ["STORE_OPS", "UPSTREAM_ERROR_KINDS", "GatewayMetrics", "TimedStore"]
 
@@ -179,20 +186,8 @@ class TimedStore:
     async def begin_session(self, session: str) -> None:
         await self._timed("begin_session", self.store.begin_session(session))
 
-    async def claim(
-        self,
-        session: str,
-        request_id: RequestId,
-        *,
-        stream: str | None = None,
-        cursor: Cursor | None = None,
-        owner: str = "",
-        lease_s: float | None = None,
-    ) -> bool:
-        call = self.store.claim(
-            session, request_id, stream=stream, cursor=cursor, owner=owner, lease_s=lease_s
-        )
-        return bool(await self._timed("claim", call))
+    async def claim(self, session: str, request_id: RequestId, **terms: Unpack[ClaimTerms]) -> bool:
+        return bool(await self._timed("claim", self.store.claim(session, request_id, **terms)))
 
     async def renew(self, session: str, request_id: RequestId, owner: str, lease_s: float) -> bool:
         return bool(

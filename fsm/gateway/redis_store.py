@@ -100,30 +100,33 @@ the error says); nothing at ``INFO`` or above.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
-from typing import Any
+from typing import Any, Unpack
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisClusterException, RedisError
-from redis.maint_notifications import MaintNotificationsConfig
 
+from fsm.durable import redis_link as link
+from fsm.durable.redis_link import (
+    CLUSTER_SCHEMES,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_TIMEOUT_S,
+    MAX_NAMESPACE,
+    check_lease,
+)
 from fsm.gateway.store import (
     DEFAULT_TTL_S,
     MAX_OPEN_CLAIMS,
     ClaimStatus,
+    ClaimTerms,
     Cursor,
     RequestId,
     StoreStateLostError,
     StoreUnavailableError,
-    check_lease,
-    claim_cursor,
+    claim_terms,
     request_key,
 )
 
@@ -137,16 +140,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_S = 1.0
-"""Seconds a Redis operation may take before it fails with ``StoreUnavailableError``."""
-DEFAULT_MAX_CONNECTIONS = 64
-"""Connections a store made by :meth:`RedisStore.from_url` opens at most; more operations
-at once wait for one (within their timeout)."""
-MAX_NAMESPACE = 64
-"""Characters a ``namespace`` may have at most."""
-
-
-_SCRIPT = """
+_SCRIPT = link.Script(
+    link.LEASE_LUA
+    + """
 local op, ttl = ARGV[1], ARGV[2]
 local function advance(key, position, event_id)
   local old = redis.call('GET', key)
@@ -174,7 +170,7 @@ elseif op == 'claim' then
     return 0
   end
   if lease > 0 then
-    redis.call('SET', KEYS[3], ARGV[4], 'PX', lease)
+    lease_hold(KEYS[3], ARGV[4], lease)
     if KEYS[5] then
       redis.call('RPUSH', KEYS[5], ARGV[7])
       redis.call('LTRIM', KEYS[5], -tonumber(ARGV[8]), -1)
@@ -186,10 +182,10 @@ elseif op == 'claim' then
   return 1
 elseif op == 'renew' then
   if redis.call('GET', KEYS[2]) ~= 'lease ' .. ARGV[4]
-      or redis.call('GET', KEYS[3]) ~= ARGV[4] then
+      or not lease_held(KEYS[3], ARGV[4]) then
     return 0
   end
-  redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[3])
+  lease_hold(KEYS[3], ARGV[4], ARGV[3])
   redis.call('PEXPIRE', KEYS[2], ttl)
   redis.call('PEXPIRE', KEYS[1], ttl)
   return 1
@@ -199,6 +195,7 @@ elseif op == 'status' then
 end
 return redis.error_reply('fsm store script: unknown operation')
 """
+)
 """Every write of the store that reads first, in one script (one SHA, loaded by
 :meth:`RedisStore.connect` in one round trip), chosen by ARGV[1]; ARGV[2] is the entries'
 TTL in milliseconds.
@@ -217,12 +214,13 @@ TTL in milliseconds.
   refresh the claim's and the session record's (KEYS[1]) TTLs: 1; else 0, nothing
   changed.
 * ``status``: the claim KEYS[1], whether the lease key KEYS[2] exists, the answer KEYS[3]
-  (read only)."""
+  (read only).
 
-CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
-"""URL schemes of a Redis Cluster (:meth:`RedisStore.from_url`)."""
+The lease key is kept by the Redis link's lease functions
+(:data:`fsm.durable.redis_link.LEASE_LUA`), as the durable store's owner lease is."""
 
-_SHA = hashlib.sha1(_SCRIPT.encode()).hexdigest()
+_SHA = _SCRIPT.sha
+"""The SHA-1 ``EVALSHA`` names the script by."""
 _LEASED = "lease "
 """How a claim won under a lease starts its value (the owner follows)."""
 _NO_SCRIPT = object()
@@ -232,34 +230,6 @@ def _request_id(key: str) -> RequestId:
     """A request id back from its :func:`~fsm.gateway.store.request_key`."""
     kind, _, value = key.partition(":")
     return int(value) if kind == "int" else value
-
-
-def _text(value: Any) -> str:
-    """A reply as text, whether the client decodes replies or not."""
-    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
-
-
-def _wire(arg: Any) -> Any:
-    """A command argument as Redis gets it: text as UTF-8 that lets lone surrogates pass
-    (any Python string is a key or value, as in ``MemoryStore``)."""
-    return arg.encode("utf-8", "surrogatepass") if isinstance(arg, str) else arg
-
-
-def _namespaced(prefix: str | None, namespace: str | None) -> str:
-    """The key prefix for ``prefix`` or ``namespace`` (``fsm:<namespace>:``; neither:
-    ``fsm:``); :class:`ValueError` for both, a bad namespace or a prefix with braces."""
-    if namespace is not None:
-        if prefix is not None:
-            raise ValueError("give a prefix or a namespace, not both")
-        if not namespace or len(namespace) > MAX_NAMESPACE:
-            raise ValueError(f"a namespace has 1 to {MAX_NAMESPACE} characters")
-        if any(c in "{}" or c.isspace() or not c.isprintable() for c in namespace):
-            raise ValueError("a namespace has no braces, whitespace or control characters")
-        return f"fsm:{namespace}:"
-    prefix = "fsm:" if prefix is None else prefix
-    if "{" in prefix or "}" in prefix:
-        raise ValueError(f"prefix {prefix!r} must not contain braces")
-    return prefix
 
 
 def _answer(raw: Any, op: str) -> dict[str, Any] | None:
@@ -309,23 +279,14 @@ class RedisStore:
         self.client = client
         self.ttl_s = ttl_s
         self.timeout_s = timeout_s
-        self.prefix = _namespaced(prefix, namespace)
+        self.prefix = link.namespaced(prefix, namespace)
         self.owns_client = owns_client
         self.round_trips = 0
         self._execute: Callable[..., Awaitable[Any]] = client.execute_command
-        self._ttl_ms = max(1, round(ttl_s * 1000))
+        self._ttl_ms = link.millis(ttl_s)
 
     def __repr__(self) -> str:
-        where = "?"
-        pool = getattr(self.client, "connection_pool", None)
-        kwargs = getattr(pool, "connection_kwargs", None)
-        if isinstance(self.client, RedisCluster):
-            where = "cluster " + ",".join(self.client.nodes_manager.startup_nodes)
-        elif isinstance(kwargs, Mapping):
-            if "path" in kwargs:
-                where = f"{kwargs['path']}/{kwargs.get('db', 0)}"
-            else:
-                where = f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+        where = link.where(self.client)
         return f"<RedisStore {where} prefix={self.prefix!r} ttl_s={self.ttl_s:g}>"
 
     @classmethod
@@ -358,43 +319,18 @@ class RedisStore:
         operation that finds them all busy wait for one (redis-py's
         ``BlockingConnectionPool``), so a burst of sessions queues instead of failing: with
         redis-py's default pool, the 101st operation in flight failed at once with
-        ``MaxConnectionsError``, and a session whose record it was failed closed."""
-        if max_connections < 1:
-            raise ValueError("max_connections must be >= 1")
-        tls: dict[str, Any] = {}
-        if ssl_ca_certs is not None:
-            if not url.startswith(("rediss://", "rediss+cluster://")):
-                raise ValueError("ssl_ca_certs needs a rediss:// URL")
-            tls["ssl_ca_certs"] = ssl_ca_certs
-        prefix = _namespaced(prefix, namespace)  # refused before a client is made
-        scheme, sep, rest = url.partition("://")
-        if sep and scheme in CLUSTER_SCHEMES:
-            try:
-                cluster = RedisCluster.from_url(
-                    f"{scheme.partition('+')[0]}://{rest}",
-                    max_connections=max_connections,
-                    socket_timeout=timeout_s,
-                    socket_connect_timeout=timeout_s,
-                    retry=Retry(NoBackoff(), 0),
-                    **tls,
-                )
-            except RedisClusterException as exc:  # no node given, a database other than 0
-                cause = str(exc).splitlines()[0]
-                raise ValueError(f"a {scheme}:// store URL: {cause}") from None
-            return cls(cluster, ttl_s=ttl_s, timeout_s=timeout_s, prefix=prefix, owns_client=True)
-        pool = BlockingConnectionPool.from_url(
+        ``MaxConnectionsError``, and a session whose record it was failed closed. The
+        client is made by :func:`fsm.durable.redis_link.open_client`, as the durable
+        store's is."""
+        prefix = link.namespaced(prefix, namespace)  # refused before a client is made
+        client = link.open_client(
             url,
+            asynchronous=True,
+            timeout_s=timeout_s,
             max_connections=max_connections,
-            timeout=timeout_s,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0),
-            # off, the pool checks an idle connection before use and replaces one that the
-            # server closed (a restarted Redis costs no failed call); "auto" skips the check
-            maint_notifications_config=MaintNotificationsConfig(enabled=False),
-            **tls,
+            ssl_ca_certs=ssl_ca_certs,
+            feature="fsm.gateway.redis_store",
         )
-        client = Redis.from_pool(pool)  # closing the client closes its pool
         return cls(client, ttl_s=ttl_s, timeout_s=timeout_s, prefix=prefix, owns_client=True)
 
     # ------------------------------------------------------------------ keys
@@ -403,7 +339,7 @@ class RedisStore:
         """The Redis key of one entry (``kind``: ``claim``, ``lease``, ``answer``,
         ``cursor``, ``ended`` or ``session``; ``item``: the request key or the stream), as
         the module docstring lays them out."""
-        base = f"{self.prefix}{{{len(session)}:{session}}}:{kind}"
+        base = f"{self.prefix}{link.hash_tag(session)}:{kind}"
         return base if item is None else f"{base}:{item}"
 
     # ------------------------------------------------------------------ IO
@@ -419,15 +355,13 @@ class RedisStore:
         self.round_trips += 1
         try:
             async with asyncio.timeout(self.timeout_s):
-                return await self._execute(args[0], *map(_wire, args[1:]), **route)
-        except NoScriptError as exc:
-            if no_script is not None:
-                return no_script
-            raise self._unavailable(op, f"{type(exc).__name__}: {exc}") from exc
+                return await self._execute(args[0], *map(link.wire, args[1:]), **route)
         except TimeoutError as exc:
             raise self._unavailable(op, str(exc) or f"no answer within {self.timeout_s} s") from exc
-        except (RedisError, RedisClusterException, OSError) as exc:
-            raise self._unavailable(op, f"{type(exc).__name__}: {exc}") from exc
+        except link.failures() as exc:
+            if no_script is not None and link.is_no_script(exc):
+                return no_script
+            raise self._unavailable(op, link.cause(exc)) from exc
 
     @staticmethod
     def _unavailable(op: str, cause: str) -> StoreUnavailableError:
@@ -439,10 +373,9 @@ class RedisStore:
         """Run the store's script (:data:`_SCRIPT`) for ``op`` (the script's operation is
         ``argv[0]``): ``EVALSHA``, and once more with ``EVAL`` when Redis does not know
         it (new or restarted)."""
-        args = (len(keys), *keys, *argv)
-        got = await self._send(op, "EVALSHA", _SHA, *args, no_script=_NO_SCRIPT)
+        got = await self._send(op, *_SCRIPT.evalsha(keys, *argv), no_script=_NO_SCRIPT)
         if got is _NO_SCRIPT:  # a new or restarted Redis: send the script itself once
-            got = await self._send(op, "EVAL", _SCRIPT, *args)
+            got = await self._send(op, *_SCRIPT.eval(keys, *argv))
         return got
 
     async def connect(self) -> None:
@@ -455,7 +388,7 @@ class RedisStore:
         route = {}
         if isinstance(self.client, RedisCluster):
             route["target_nodes"] = RedisCluster.PRIMARIES
-        await self._send("connect", "SCRIPT", "LOAD", _SCRIPT, **route)
+        await self._send("connect", "SCRIPT", "LOAD", _SCRIPT.source, **route)
 
     async def ping(self) -> None:
         """Check that Redis answers (one ``PING``); ``StoreUnavailableError`` when it does
@@ -470,24 +403,15 @@ class RedisStore:
 
     # ------------------------------------------------------------------ StateStore
 
-    async def claim(
-        self,
-        session: str,
-        request_id: RequestId,
-        *,
-        stream: str | None = None,
-        cursor: Cursor | None = None,
-        owner: str = "",
-        lease_s: float | None = None,
-    ) -> bool:
+    async def claim(self, session: str, request_id: RequestId, **terms: Unpack[ClaimTerms]) -> bool:
         """See :meth:`fsm.gateway.store.StateStore.claim`: one script (the session's record
         checked, the cursor advanced when given, the claim ``SET NX``, the lease key set
         with ``PX`` when won under a lease)."""
-        advance = claim_cursor(stream, cursor)
-        check_lease(owner, lease_s)
+        claim = claim_terms(terms)
+        advance, owner, lease_s = claim.advance, claim.owner, claim.lease_s
         rkey = request_key(request_id)
         keys = self._claim_keys(session, rkey)
-        lease_ms = 0 if lease_s is None else max(1, round(lease_s * 1000))
+        lease_ms = 0 if lease_s is None else link.millis(lease_s)
         argv: tuple[Any, ...] = ("claim", self._ttl_ms, lease_ms, owner)
         if advance is not None:
             keys.append(self.key(session, "cursor", advance[0]))
@@ -515,7 +439,7 @@ class RedisStore:
         and the lease key compared in Redis)."""
         check_lease(owner, lease_s)
         keys = self._claim_keys(session, request_key(request_id))
-        lease_ms = max(1, round(lease_s * 1000))
+        lease_ms = link.millis(lease_s)
         got = await self._script("renew", keys, "renew", self._ttl_ms, lease_ms, owner)
         return int(got) == 1
 
@@ -538,7 +462,7 @@ class RedisStore:
         answer = _answer(answer_raw, "claim_status")
         if held_raw is None:
             return ClaimStatus(claimed=False, owner=None, lapsed=False, answer=answer)
-        held = _text(held_raw)
+        held = link.text(held_raw)
         if not held.startswith(_LEASED):  # won without a lease: it never lapses
             return ClaimStatus(claimed=True, owner=None, lapsed=False, answer=answer)
         lapsed = answer is None and int(leased_raw) == 0
@@ -548,7 +472,7 @@ class RedisStore:
         """See :meth:`fsm.gateway.store.StateStore.open_claims`: one ``LRANGE``."""
         key = self.key(session, "open", stream)
         got = await self._send("open_claims", "LRANGE", key, 0, -1)
-        return [_request_id(_text(item)) for item in got or ()]
+        return [_request_id(link.text(item)) for item in got or ()]
 
     async def save_answer(
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]
@@ -580,7 +504,7 @@ class RedisStore:
         raw = await self._send("cursor_of", "GET", key)
         if raw is None:
             return None
-        position, _, event_id = _text(raw).partition(" ")
+        position, _, event_id = link.text(raw).partition(" ")
         try:
             return Cursor(int(position), event_id)
         except ValueError as exc:
@@ -596,11 +520,11 @@ class RedisStore:
     async def session_ended(self, session: str) -> str | None:
         """Why ``session`` ended, or ``None``."""
         raw = await self._send("session_ended", "GET", self.key(session, "ended"))
-        return None if raw is None else _text(raw)
+        return None if raw is None else link.text(raw)
 
     async def aclose(self) -> None:
         """Close the client if this store made it (:meth:`from_url`) or was given it with
         ``owns_client``; sends nothing to Redis and never raises for a Redis that is gone."""
         if self.owns_client:
-            with suppress(RedisError, OSError):
+            with suppress(*link.failures()):
                 await self.client.aclose()

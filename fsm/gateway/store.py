@@ -45,13 +45,13 @@ interaction fails with that typed error). :class:`MemoryStore` is for one replic
 
 from __future__ import annotations
 
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
+from fsm.durable.redis_link import check_lease
 from fsm.errors import InteractionFailed
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "MAX_OPEN_CLAIMS",
     "ClaimLapsedError",
     "ClaimStatus",
+    "ClaimTerms",
     "Cursor",
     "MemoryStore",
     "RequestId",
@@ -68,6 +69,7 @@ __all__ = [
     "StoreUnavailableError",
     "check_lease",
     "claim_cursor",
+    "claim_terms",
     "request_key",
 ]
 
@@ -228,15 +230,33 @@ class StateStore(Protocol):
         ...
 
 
-def check_lease(owner: str, lease_s: float | None) -> None:
-    """:class:`ValueError` unless ``lease_s`` is ``None`` or a finite number of seconds
-    > 0 given with a non-empty ``owner`` (a claim's or a renewal's lease)."""
-    if lease_s is None:
-        return
-    if not (0 < lease_s < math.inf):
-        raise ValueError(f"lease_s must be > 0 and finite, not {lease_s!r}")
-    if not owner:
-        raise ValueError("a lease needs an owner (the replica's id)")
+class ClaimTerms(TypedDict, total=False):
+    """The keywords of :meth:`StateStore.claim`, as its implementations take them
+    (``**terms``): see the method for what each means; :func:`claim_terms` checks them."""
+
+    stream: str | None
+    cursor: Cursor | None
+    owner: str
+    lease_s: float | None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim's checked terms (:func:`claim_terms`): the ``(stream, cursor)`` it also
+    records, or ``None``; the owner; the lease in seconds, or ``None``."""
+
+    advance: tuple[str, Cursor] | None
+    owner: str
+    lease_s: float | None
+
+
+def claim_terms(terms: ClaimTerms) -> Claim:
+    """``terms`` checked (:func:`claim_cursor`, :func:`check_lease`: ``ValueError`` when
+    they do not hold) before a store does any of the claim."""
+    advance = claim_cursor(terms.get("stream"), terms.get("cursor"))
+    owner, lease_s = terms.get("owner", ""), terms.get("lease_s")
+    check_lease(owner, lease_s)
+    return Claim(advance, owner, lease_s)
 
 
 def claim_cursor(stream: str | None, cursor: Cursor | None) -> tuple[str, Cursor] | None:
@@ -316,18 +336,9 @@ class MemoryStore:
                 break
             del entries[key]
 
-    async def claim(
-        self,
-        session: str,
-        request_id: RequestId,
-        *,
-        stream: str | None = None,
-        cursor: Cursor | None = None,
-        owner: str = "",
-        lease_s: float | None = None,
-    ) -> bool:
-        advance = claim_cursor(stream, cursor)
-        check_lease(owner, lease_s)
+    async def claim(self, session: str, request_id: RequestId, **terms: Unpack[ClaimTerms]) -> bool:
+        claim = claim_terms(terms)
+        advance, owner, lease_s = claim.advance, claim.owner, claim.lease_s
         began = ("session", session, "")
         if self._get(began) is None:
             raise StoreStateLostError(
