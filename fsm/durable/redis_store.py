@@ -148,6 +148,8 @@ elseif op == 'sse' then
   return 1
 elseif op == 'calls' then
   return {redis.call('ZRANGE', KEYS[3], 0, -1), redis.call('HGETALL', KEYS[2])}
+elseif op == 'one call' then
+  return {redis.call('HGET', KEYS[2], ARGV[4])}
 elseif op == 'call' then
   local call = ARGV[4]
   local seq = redis.call('INCR', KEYS[5])
@@ -180,9 +182,10 @@ the token, ARGV[3] the lease in milliseconds).
   reshown set; ``sse`` applies ARGV[4..] as steps of four (command, key index, field,
   value): ``set`` (HSET), ``hdel``, ``srem``, ``mark`` (SADD the field only when a question
   is stored under it); ``calls`` returns the call ids oldest write first and the calls
-  hash; ``call`` writes record ARGV[5] of call ARGV[4] with the next sequence number and,
-  when it ended (ARGV[6] ``1``), keeps the newest ARGV[7] ended ones. Keys of ``calls`` and
-  ``call``: :data:`_CALL_KEYS`."""
+  hash; ``one call`` returns (in a list) the record of call ARGV[4], or nil; ``call``
+  writes record ARGV[5] of call ARGV[4] with the next sequence number and, when it ended
+  (ARGV[6] ``1``), keeps the newest ARGV[7] ended ones. Keys of ``calls``, ``one call``
+  and ``call``: :data:`_CALL_KEYS`."""
 
 
 def _field(session: str, rid: Any) -> str:
@@ -451,21 +454,33 @@ class RedisStore:
         try:
             order = [link.text(c) for c in got[0]]
             rows = _pairs(got[1])
-            if set(order) != set(rows):
-                raise StoreCorruptError("the calls and their order disagree")
-            records = {call: codec.load_call(rows[call]) for call in order}
-        except StoreCorruptError as exc:
-            raise StoreCorruptError(f"{self.path}: {exc}", path=self.path) from exc
         except (TypeError, ValueError, IndexError) as exc:
             raise StoreCorruptError(
-                f"{self.path}: a call does not read back", path=self.path
+                f"{self.path}: the calls do not read back", path=self.path
             ) from exc
-        for call, rec in records.items():
-            if rec.call != call:
-                raise StoreCorruptError(
-                    f"{self.path}: call {call!r} holds another call", path=self.path
-                )
-        return records
+        if set(order) != set(rows):
+            raise StoreCorruptError(
+                f"{self.path}: the calls and their order disagree", path=self.path
+            )
+        return {call: self._load_call(call, rows[call]) for call in order}
+
+    def call(self, call_id: str) -> CallRecord | None:
+        """The record of ``call_id`` alone (one record decoded), or ``None``
+        (:class:`StoreCorruptError` if that record does not read back)."""
+        with self._lock:
+            got = self._fenced("one call", self._call_keys, call_id, label="call")
+        return None if got[0] is None else self._load_call(call_id, link.text(got[0]))
+
+    def _load_call(self, call: str, text: str) -> CallRecord:
+        try:
+            rec = codec.load_call(text)
+        except StoreCorruptError as exc:
+            raise StoreCorruptError(f"{self.path}: {exc}", path=self.path) from exc
+        if rec.call != call:
+            raise StoreCorruptError(
+                f"{self.path}: call {call!r} holds another call", path=self.path
+            )
+        return rec
 
     def close(self) -> None:
         """Stop renewing, release the owner lease (a restart opens the profile at once)

@@ -18,7 +18,7 @@ import pytest
 from durable_script import CONFIG, drive
 
 from fsm.actions import Present
-from fsm.durable import MemoryStore, SqliteStore, Store
+from fsm.durable import MemoryStore, SqliteStore, Store, codec
 from fsm.durable.redis_store import RedisStore
 from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
 from fsm.sse.guard import Guard, SseDelta
@@ -133,6 +133,26 @@ def test_a_call_that_does_not_read_back_is_a_typed_error(
         damage(raw(aof), store)
         with pytest.raises(StoreCorruptError):
             store.calls()
+
+
+def test_one_call_reads_alone_so_another_bad_record_fails_only_its_own(
+    aof: RedisServer, profile: str
+) -> None:
+    from test_call_store import failed_record
+
+    good = failed_record()
+    with RedisStore.from_url(aof.url, profile) as store:
+        store.write(good)
+        store.write(good._replace(call="bad"))
+        raw(aof).hset(store.key("calls"), "bad", "not json")
+        with pytest.raises(StoreCorruptError):
+            store.calls()
+        assert store.call("c9") == good and store.call("missing") is None
+        with pytest.raises(StoreCorruptError):
+            store.call("bad")
+        raw(aof).hset(store.key("calls"), "c9", codec.dump_call(good._replace(call="c8")))
+        with pytest.raises(StoreCorruptError, match="another call"):
+            store.call("c9")
 
 
 @pytest.mark.parametrize(
