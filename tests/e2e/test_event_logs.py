@@ -9,22 +9,17 @@ second presentation of the same request.
 
 from __future__ import annotations
 
-import io
 import json
-import time
 from datetime import datetime
 from typing import Any
 
-import anyio
-import httpx2
 import pytest
 
 from fsm import properties as P
 from fsm import trace
-from fsm.adapters.mcp2 import GuardedSession, guarded_session
+from fsm.adapters.mcp2 import GuardedSession
 from fsm.audit import audit_text
 from fsm.wire.rig import SSE_PROTOCOL
-from fsm.wire.server import running_server
 from support.scenarios import (
     SCENARIOS,
     ScenarioResult,
@@ -32,6 +27,7 @@ from support.scenarios import (
     plain_client,
     run_scenario,
 )
+from support.session_endings import close_with_the_get_stream_open
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -156,62 +152,26 @@ async def test_plain_seed_run_violates_p2_at_the_second_presentation() -> None:
 # ----------------------------------------------------------------- a session's close
 
 
-class SlowDelete(httpx2.AsyncBaseTransport):
-    """The application's HTTP transport, answering the session's DELETE only after a
-    pause: the server has ended the session's streams by then, so a guard that took the
-    end of its GET stream for a cut would record it before the session is gone."""
-
-    def __init__(self) -> None:
-        self.inner = httpx2.AsyncHTTPTransport()
-        self.deletes = 0
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self.inner.handle_async_request(request)
-        if request.method == "DELETE":
-            self.deletes += 1
-            await anyio.sleep(0.3)
-        return response
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 async def test_a_session_close_ends_the_get_stream_closed_and_the_log_is_in_time_order() -> None:
     """Leaving ``guarded_session`` ends the session (its DELETE): the standalone GET that
     was open ends ``closed`` (reason ``session-closed``), nothing is recorded failed, and
     the log, live and kept alike, has a wall-clock time on every record, in time order."""
-    live = io.StringIO()
-    slow = SlowDelete()
-    before = time.time()
-    async with (
-        running_server() as server,
-        httpx2.AsyncClient(transport=slow, timeout=30.0) as http,
-    ):
-        async with guarded_session(server.url, http_client=http, log=live) as session:
-            await session.call_tool("ping", {})
-            with anyio.fail_after(10):
-                while session.guard.guard.stream_state("get") != "open":
-                    await anyio.sleep(0.01)
-        after = time.time()
-        kept = session.event_log()
-        failures = session.failures
-        violations = session.violations
-    assert slow.deletes == 1
-    assert failures == {} and violations == []
-    assert live.getvalue() == kept
+    closed = await close_with_the_get_stream_open()
+    kept = closed.kept
+    assert closed.deletes == 1
+    assert closed.failures == {} and closed.violations == []
+    assert closed.live == kept
+    closed.assert_get_ended_closed()
 
     header, *records = [json.loads(line) for line in kept.splitlines()]
     assert header["schema"] == trace.SCHEMA == "dead-or-resumable/trace/2"
-    ended = [(r["interaction"], r["outcome"], r["reason"]) for r in records if r["kind"] == "ended"]
-    assert ("get", "closed", "session-closed") in ended
-    assert all(outcome != "failed" for _, outcome, _ in ended), ended
     assert records[-1]["interaction"] == "get"  # the last thing that happened
 
     stamps = [r["t"] for r in records]
     walls = [r["wall"] for r in records]
     assert stamps == sorted(stamps) and walls == sorted(walls)
     first, last = (datetime.fromisoformat(w.replace("Z", "+00:00")) for w in (walls[0], walls[-1]))
-    assert before - 1.0 <= first.timestamp() <= last.timestamp() <= after + 1.0
+    assert closed.before - 1.0 <= first.timestamp() <= last.timestamp() <= closed.after + 1.0
 
     audited = audit_text(kept, complete=True)
     assert audited.ok, audited.finding

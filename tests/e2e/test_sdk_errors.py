@@ -16,7 +16,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
-from fsm.adapters.mcp2 import BINDING, guarded_session
+from fsm.adapters.mcp2 import BINDING
 from fsm.adapters.mrtr import guarded_call_tool
 from fsm.errors import (
     InteractionFailed,
@@ -27,16 +27,10 @@ from fsm.errors import (
 )
 from fsm.wire.mrtr_server import running_mrtr_server
 from fsm.wire.proxy import HttpFault
-from fsm.wire.server import running_server
 from support.scenarios import Rig, guarded_client, run_scenario
+from support.session_endings import errors_after_expiry
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
-
-ACCEPT = types.ElicitResult(action="accept", content={"confirm": True})
-
-
-async def _accept(context: Any, params: Any) -> types.ElicitResult:
-    return ACCEPT
 
 
 def _is_the_sdks(err: BaseException, reason: str) -> None:
@@ -51,24 +45,11 @@ def _is_the_sdks(err: BaseException, reason: str) -> None:
 
 
 async def test_except_mcperror_catches_a_session_expired_error() -> None:
-    caught: list[MCPError] = []
-    async with (
-        running_server() as server,
-        guarded_session(server.url, elicitation_callback=_accept) as session,
-    ):
-        await session.call_tool("ping", {})
-        assert session.session_id is not None
-        await server.controller.expire_session(session.session_id)
-        for _ in range(2):  # the call that meets the 404, and every call after it
-            try:
-                with anyio.fail_after(10):
-                    await session.call_tool("ping", {})
-            except MCPError as err:
-                caught.append(err)
-        with pytest.raises(SessionExpiredError) as typed:  # the library's class still catches
-            await session.list_tools()
+    """The call that meets the 404, and every call after it, raise an ``MCPError``; the
+    library's class still catches."""
+    caught, typed = await errors_after_expiry()
     assert len(caught) == 2
-    for err in [*caught, typed.value]:
+    for err in [*caught, typed]:
         assert isinstance(err, SessionExpiredError)
         _is_the_sdks(err, "session-expired")
     assert caught[0] is not caught[1]
