@@ -17,7 +17,7 @@ from typing import Any
 
 from shipped import Family, Pin
 
-from fsm.checker import Report
+from fsm.checker import Path, Report
 
 FAMILIES: dict[str, Family] = {
     "sse": Family(
@@ -306,3 +306,9 @@ FAMILY_OF: dict[str, Family] = {name: f for f in FAMILIES.values() for name in f
 def report(name: str) -> tuple[Any, Report]:
     """The pinned model called ``name`` and its report, checked once per test session."""
     return FAMILY_OF[name].shipped.report(name)
+
+
+def counterexample(name: str, prop: str) -> Path:
+    """The shortest counterexample to ``prop`` of the pinned model ``name`` (an
+    ``AssertionError`` if ``prop`` holds); its ``names`` are the steps, in order."""
+    return report(name)[1].assert_violated(prop)

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import pins
 import pytest
+from faulty import FaultyClient
 
 from fsm.checker import check
 from fsm.mrtr.call import MrtrConfig
@@ -17,8 +18,7 @@ from models.guarded_mrtr import MrtrGuardPolicy
 
 
 def test_the_reasking_counterexample_is_a_second_prompt_for_an_answered_question() -> None:
-    _, report = pins.report("mcp-sdk-2.3.0-mrtr[reasking-tool]")
-    names = [str(s.action) for s in report.assert_violated("P2").steps]
+    names = pins.counterexample("mcp-sdk-2.3.0-mrtr[reasking-tool]", "P2").names
     assert names == ["server responds", "user answers 0", "server responds"]
 
 
@@ -59,21 +59,15 @@ class _Bad(NamedTuple):
     ended: bool = False
 
 
-class _BadClient:
+class _BadClient(FaultyClient[_Bad]):
     """Presents every question, then breaks one property on purpose: ``stale`` echoes
     the first state token ever seen (P7), ``resend`` retries after a rejection (P3),
     ``restart`` asks the rejected question again (P1, the documented restart),
     ``fabricate`` answers without asking (P4), ``twice`` ends the call twice (P5)."""
 
-    def __init__(self, fault: str) -> None:
-        self.fault = self.name = fault
+    start = _Bad()
 
-    def init(self) -> _Bad:
-        return _Bad()
-
-    def step(self, c: _Bad, t: float, inp: Input) -> tuple[_Bad, tuple[Output, ...]]:
-        if c.ended:
-            return c, ()
+    def react(self, c: _Bad, t: float, inp: Input) -> tuple[_Bad, tuple[Output, ...]]:
         if inp[:2] == ("result", "complete"):
             done: tuple[Output, ...] = (("end", "completed"),)
             return c._replace(ended=True), done * (2 if self.fault == "twice" else 1)
