@@ -154,7 +154,8 @@ class EdgeLimits:
 class _EdgeMixin:
     """What both protocol classes share: the header timer and the refusals.
 
-    A subclass calls :meth:`_edge_init` from ``__init__``, arms the timer when the
+    ``__init__`` takes uvicorn's protocol arguments and then calls :meth:`_edge_init`,
+    which a subclass extends with its own state. A subclass arms the timer when the
     connection starts waiting for a head and disarms it when a head is complete, and says
     whether the head it waits for has begun (:meth:`_edge_head_begun`)."""
 
@@ -169,6 +170,16 @@ class _EdgeMixin:
         cycle: Any
 
         def _unset_keepalive_if_required(self) -> None: ...
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)  # type: ignore[call-arg]
+        self._edge_init()
 
     def _edge_init(self) -> None:
         self._edge_timer: asyncio.TimerHandle | None = None
@@ -186,6 +197,31 @@ class _EdgeMixin:
 
     def _edge_head_begun(self) -> bool:
         """Whether any of the head the connection waits for has arrived."""
+        raise NotImplementedError
+
+    def data_received(self, data: bytes) -> None:
+        """Feed ``data`` to the parser in pieces no larger than the room the head being
+        read has left (the limit, for other data), refusing (431) a head with no room
+        left; stop once the connection is refused or closing."""
+        if self._edge_closing:
+            return
+        self._unset_keepalive_if_required()
+        limit = self.limits.max_header_bytes
+        while data:
+            room = self._edge_room(limit)
+            if room <= 0:
+                self._edge_refuse(431)
+                return
+            piece, data = data[:room], data[room:]
+            if not self._edge_feed(piece, limit):
+                return
+
+    def _edge_room(self, limit: int) -> int:
+        """Bytes the parser may take next (``limit``: the largest head)."""
+        raise NotImplementedError
+
+    def _edge_feed(self, piece: bytes, limit: int) -> bool:
+        """Feed ``piece`` to the parser; ``False`` when the connection stops reading."""
         raise NotImplementedError
 
     def _edge_busy(self) -> bool:
@@ -286,16 +322,9 @@ class EdgeH11Protocol(_EdgeMixin, H11Protocol):
 
     conn: _H11Connection
 
-    def __init__(
-        self,
-        config: Config,
-        server_state: ServerState,
-        app_state: dict[str, Any],
-        _loop: asyncio.AbstractEventLoop | None = None,
-    ) -> None:
-        super().__init__(config, server_state, app_state, _loop)
+    def _edge_init(self) -> None:
         self.conn = _H11Connection(self.limits)
-        self._edge_init()
+        super()._edge_init()
 
     def _waiting(self) -> bool:
         """Whether the connection waits for a request head (both sides idle)."""
@@ -304,26 +333,20 @@ class EdgeH11Protocol(_EdgeMixin, H11Protocol):
     def _edge_head_begun(self) -> bool:
         return bool(self.conn.trailing_data[0])
 
-    def data_received(self, data: bytes) -> None:
-        if self._edge_closing:
-            return
-        self._unset_keepalive_if_required()
-        limit = self.limits.max_header_bytes
-        while data:
-            # a head is fed to h11 up to the limit, then refused if still incomplete;
-            # other data in pieces of the limit (h11 bounds incomplete events by it)
-            room = limit - len(self.conn.trailing_data[0]) if self._waiting() else limit
-            if room <= 0:
-                self._edge_refuse(431)
-                return
-            piece, data = data[:room], data[room:]
-            self.conn.receive_data(piece)
-            self.handle_events()
-            if self._edge_closing or self.transport.is_closing():
-                return
-            if self._waiting() and len(self.conn.trailing_data[0]) >= limit:
-                self._edge_refuse(431)
-                return
+    def _edge_room(self, limit: int) -> int:
+        # a head is fed to h11 up to the limit, then refused if still incomplete;
+        # other data in pieces of the limit (h11 bounds incomplete events by it)
+        return limit - len(self.conn.trailing_data[0]) if self._waiting() else limit
+
+    def _edge_feed(self, piece: bytes, limit: int) -> bool:
+        self.conn.receive_data(piece)
+        self.handle_events()
+        if self._edge_closing or self.transport.is_closing():
+            return False
+        if self._waiting() and len(self.conn.trailing_data[0]) >= limit:
+            self._edge_refuse(431)
+            return False
+        return True
 
     def handle_events(self) -> None:
         super().handle_events()
@@ -353,15 +376,8 @@ if HAS_HTTPTOOLS:
         """uvicorn's httptools protocol with :attr:`limits` enforced (see the module
         docstring). Only with httptools installed."""
 
-        def __init__(
-            self,
-            config: Config,
-            server_state: ServerState,
-            app_state: dict[str, Any],
-            _loop: asyncio.AbstractEventLoop | None = None,
-        ) -> None:
-            super().__init__(config, server_state, app_state, _loop)
-            self._edge_init()
+        def _edge_init(self) -> None:
+            super()._edge_init()
             self._in_head = True
             """Between the end of a request (or the connection's start) and the end of
             the next head."""
@@ -375,45 +391,39 @@ if HAS_HTTPTOOLS:
         def _edge_head_begun(self) -> bool:
             return self._head_bytes > 0 or self._message_begun
 
-        def data_received(self, data: bytes) -> None:
-            if self._edge_closing:
-                return
-            self._unset_keepalive_if_required()
-            limit = self.limits.max_header_bytes
-            while data:
-                room = limit - self._head_bytes if self._in_head else limit
-                if room <= 0:
+        def _edge_room(self, limit: int) -> int:
+            return limit - self._head_bytes if self._in_head else limit
+
+        def _edge_feed(self, piece: bytes, limit: int) -> bool:
+            phase = self._phase
+            try:
+                self.parser.feed_data(piece)
+            except httptools.HttpParserUpgrade:
+                if self._should_upgrade():
+                    self.handle_websocket_upgrade()
+                else:
+                    self._unsupported_upgrade_warning()
+                return False
+            except httptools.HttpParserError:
+                if self._too_many:
                     self._edge_refuse(431)
-                    return
-                piece, data = data[:room], data[room:]
-                phase = self._phase
-                try:
-                    self.parser.feed_data(piece)
-                except httptools.HttpParserUpgrade:
-                    if self._should_upgrade():
-                        self.handle_websocket_upgrade()
-                    else:
-                        self._unsupported_upgrade_warning()
-                    return
-                except httptools.HttpParserError:
-                    if self._too_many:
-                        self._edge_refuse(431)
-                    else:
-                        msg = "Invalid HTTP request received."
-                        self.logger.warning(msg)
-                        self.send_400_response(msg)
-                    return
-                if self._edge_closing or self.transport.is_closing():
-                    return
-                if not self._in_head:
-                    self._head_bytes = 0
-                elif self._phase == phase:  # all of the piece belongs to this head
-                    self._head_bytes += len(piece)
-                else:  # this head began inside the piece: counted from the next one
-                    self._head_bytes = 0
-                if self._in_head and self._head_bytes >= limit:
-                    self._edge_refuse(431)
-                    return
+                else:
+                    msg = "Invalid HTTP request received."
+                    self.logger.warning(msg)
+                    self.send_400_response(msg)
+                return False
+            if self._edge_closing or self.transport.is_closing():
+                return False
+            if not self._in_head:
+                self._head_bytes = 0
+            elif self._phase == phase:  # all of the piece belongs to this head
+                self._head_bytes += len(piece)
+            else:  # this head began inside the piece: counted from the next one
+                self._head_bytes = 0
+            if self._in_head and self._head_bytes >= limit:
+                self._edge_refuse(431)
+                return False
+            return True
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
