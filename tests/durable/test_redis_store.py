@@ -22,6 +22,7 @@ from fsm.durable import MemoryStore, SqliteStore, Store, codec
 from fsm.durable.redis_store import RedisStore
 from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
 from fsm.sse.guard import Guard, SseDelta
+from support.redis_cluster import cluster_or_skip
 from support.redis_server import RedisServer, redis_server
 
 DEADLINE_S = 10.0
@@ -267,3 +268,23 @@ def test_an_unreachable_redis_is_a_typed_error_without_the_password(profile: str
 def test_importing_fsm_durable_does_not_import_redis() -> None:
     code = "import sys, fsm.durable, fsm.durable.redis_store; assert 'redis' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_without_redis_py_the_error_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, profile: str
+) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)  # as if redis-py were not installed
+    with pytest.raises(ModuleNotFoundError, match=r"dead-or-resumable\[gateway\]"):
+        RedisStore.from_url("redis://127.0.0.1:1/0", profile)
+
+
+def test_a_profile_on_a_redis_cluster_is_one_slot(profile: str) -> None:
+    memory = MemoryStore()
+    with cluster_or_skip() as cluster:
+        with RedisStore.from_url(cluster.url, profile) as store:
+            drive(memory, store)  # every script call: one slot, or Redis Cluster refuses it
+            assert store.load() == memory.load()
+            with pytest.raises(StoreLockedError):
+                RedisStore.from_url(cluster.url, profile)
+        with RedisStore.from_url(cluster.url, profile) as again:
+            assert again.load() == memory.load()
