@@ -7,17 +7,16 @@ the same row format (:mod:`fsm.durable.codec`), and reads it back equal (the con
 tests run on both). It stands on the gateway's Redis link (:mod:`fsm.durable.redis_link`:
 the client from a URL, the key naming and hash tags, the leases, the error mapping).
 
-* **Keys** (``P`` is the prefix: ``fsm:durable:`` by default, ``fsm:<namespace>:durable:``
-  with a namespace; ``T`` is the profile's hash tag ``{<len>:<profile>}``, so one profile's
-  keys sit in one Redis Cluster slot and no profile runs into another's):
-  ``P T:owner`` the owner lease (below), ``P T:schema`` the schema version, hashes
-  ``P T:meta`` (session, expired), ``P T:streams`` (stream name -> record),
-  ``P T:requests`` and ``P T:questions`` (``[session, request id]`` -> record; a
-  question's ``[method, params]``), the set ``P T:reshown``, the hash ``P T:calls``
-  (call id -> record), the sorted sets ``P T:order`` (every call by its write) and
-  ``P T:ended`` (the ended ones: the oldest beyond
-  :data:`~fsm.durable.store.MAX_ENDED_CALLS` leave) and the counter ``P T:seq``. No key
-  expires but the lease: what is stored stays as bounded as the guard's tombstones.
+* **Keys** (``P`` is :attr:`RedisStore.prefix`: ``fsm:durable:{<len>:<profile>}``, or
+  ``fsm:<namespace>:durable:{...}`` with a namespace; the braces are the profile's hash
+  tag, so one profile's keys sit in one Redis Cluster slot and no profile runs into
+  another's): ``P:owner`` the owner lease (below), ``P:schema`` the schema version, hashes
+  ``P:meta`` (session, expired), ``P:streams`` (stream name -> record), ``P:requests``
+  and ``P:questions`` (``[session, request id]`` -> record; a question's ``[method,
+  params]``), the set ``P:reshown``, the hash ``P:calls`` (call id -> record), the sorted
+  sets ``P:order`` (every call by its write) and ``P:ended`` (the ended ones: the oldest
+  beyond :data:`~fsm.durable.store.MAX_ENDED_CALLS` leave) and the counter ``P:seq``. No
+  key expires but the lease: what is stored stays as bounded as the guard's tombstones.
 * **Atomic writes**: each :meth:`RedisStore.write` is one Lua script call (``EVALSHA``,
   and once more with ``EVAL`` after a Redis restart emptied the script cache): Redis runs
   it whole or not at all, and ``write`` returns once Redis acknowledged it.
@@ -33,7 +32,7 @@ the client from a URL, the key naming and hash tags, the leases, the error mappi
   replicas hold it too, and raises :class:`~fsm.errors.StoreError` when fewer did within
   ``wait_timeout_s`` (the write is on the master; the embedder must not take the actions
   after it, so nothing is shown that a failover could forget).
-* **One process per profile**: opening takes the owner lease, the key ``P T:owner``
+* **One process per profile**: opening takes the owner lease, the key ``P:owner``
   holding a token (host, pid, random) with a Redis expiry of ``lease_s`` (``SET NX PX``,
   the gateway's lease mechanism); a second store on the profile, in this process or
   another, gets :class:`~fsm.errors.StoreLockedError` at once, naming the holder. A thread
@@ -44,7 +43,7 @@ the client from a URL, the key naming and hash tags, the leases, the error mappi
   whose lease lapsed (a process stalled past ``lease_s``) and was taken over gets
   :class:`~fsm.errors.StoreLockedError` and writes nothing, so two processes never both
   write one profile.
-* **Schema**: ``P T:schema`` holds :data:`~fsm.durable.codec.SCHEMA_VERSION`; a newer one
+* **Schema**: ``P:schema`` holds :data:`~fsm.durable.codec.SCHEMA_VERSION`; a newer one
   is :class:`~fsm.errors.StoreVersionError`; one that is not a number, or data without a
   schema key, is :class:`~fsm.errors.StoreCorruptError`.
 * **Bad values**: a record that does not read back, or a key of the wrong Redis type, is
