@@ -15,22 +15,12 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 
 from fsm.adapters.core import NOT_RACED, NOT_TAKEN
-from fsm.adapters.mcp2 import GuardedSession, guarded_connection, guarded_session
-from fsm.errors import ResumeBudgetSpentError
-from fsm.sse.guard import GuardConfig
-from support.guarded_surface import (
-    GuardedSurfaceTests,
-    assert_typed,
-    one_ending,
-    refuse_every_resume,
-)
-from support.scenarios import GUARDED_SCENARIO_CONFIG_KW, Rig
+from fsm.adapters.mcp2 import GuardedSession, guarded_session
+from support.guarded_surface import GuardedSurfaceTests
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -61,32 +51,3 @@ def test_every_exclusion_is_documented() -> None:
     text = DOCS.read_text(encoding="utf-8")
     undocumented = [name for name in (*NOT_RACED, *NOT_TAKEN) if f"`{name}`" not in text]
     assert undocumented == []
-
-
-async def test_a_framework_races_a_prompt_through_guarded_connection(rig: Rig) -> None:
-    """``GuardedConnection.call(..., method="prompts/get")`` gives a framework's prompt
-    (fastmcp 4.x ``Client.get_prompt``) the same one typed error."""
-    pytest.importorskip("fastmcp")
-    from fastmcp import Client
-    from fastmcp.client.transports import StreamableHttpTransport
-
-    config = GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)
-    async with guarded_connection(rig.proxy.url, http_client=rig.http, config=config) as conn:
-        factory: Any = conn.http_client
-        transport = StreamableHttpTransport(rig.proxy.url, httpx_client_factory=factory)
-        async with Client(transport, mode="legacy") as client, anyio.create_task_group() as tg:
-            ending: list[BaseException] = []
-
-            async def call() -> None:
-                prompt = conn.call(
-                    lambda: client.get_prompt("greeting", {"name": "Ada", "held": "yes"}),
-                    method="prompts/get",
-                )
-                ending.append(await one_ending(prompt))
-
-            tg.start_soon(call)
-            await refuse_every_resume(rig, "prompts/get")
-        [err] = ending
-        assert isinstance(err, ResumeBudgetSpentError)
-        assert_typed(err, {"ResumeBudgetSpentError": "resume-budget-spent"})
-        rig.controller.release_held()

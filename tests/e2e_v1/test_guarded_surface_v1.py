@@ -15,16 +15,11 @@ from typing import ClassVar
 import anyio
 import pytest
 
-from fsm.adapters.mcp1 import guarded_connection, guarded_session
+from fsm.adapters.mcp1 import guarded_session
 from fsm.errors import ResumeBudgetSpentError
 from fsm.sse.guard import GuardConfig
 from fsm.wire.proxy import HttpFault, is_resume_get
-from support.guarded_surface import (
-    GuardedSurfaceTests,
-    assert_typed,
-    one_ending,
-    refuse_every_resume,
-)
+from support.guarded_surface import GuardedSurfaceTests, one_ending
 from support.scenarios import GUARDED_SCENARIO_CONFIG_KW, open_rig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
@@ -39,40 +34,6 @@ class TestGuardedSession(GuardedSurfaceTests):
         "SessionExpiredError": "session-expired",
         "ResumeBudgetSpentError": "not-resumable",
     }
-
-
-async def test_a_framework_races_a_prompt_through_guarded_connection() -> None:
-    """fastmcp 3.x's ``Client.get_prompt`` through ``conn.call(..., method=
-    "prompts/get")``: fastmcp owns the SDK's write stream, so the call learns its typed
-    error from the ending error the guard puts on the stream."""
-    pytest.importorskip("fastmcp")
-    from fastmcp import Client
-    from fastmcp.client.transports import StreamableHttpTransport
-
-    async with open_rig() as rig:
-        config = GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)
-        async with (
-            guarded_connection(rig.proxy.url, http_client=rig.http, config=config) as conn,
-            Client(
-                StreamableHttpTransport(rig.proxy.url, httpx_client_factory=conn.http_client)
-            ) as client,
-        ):
-            ending: list[BaseException] = []
-            async with anyio.create_task_group() as tg:
-
-                async def call() -> None:
-                    prompt = conn.call(
-                        lambda: client.get_prompt("greeting", {"name": "Ada", "held": "yes"}),
-                        method="prompts/get",
-                    )
-                    ending.append(await one_ending(prompt))
-
-                tg.start_soon(call)
-                await refuse_every_resume(rig, "prompts/get")
-            [err] = ending
-            assert isinstance(err, ResumeBudgetSpentError)
-            assert_typed(err, {"ResumeBudgetSpentError": "resume-budget-spent"})
-            rig.controller.release_held()
 
 
 async def test_a_call_the_guard_failed_leaves_the_session_usable() -> None:

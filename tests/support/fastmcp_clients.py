@@ -30,9 +30,10 @@ from fsm.wire.rig import (
 )
 from fsm.wire.sdk import MCP_MAJOR, adapter, hx
 
-__all__ = ["guarded_fastmcp", "plain_fastmcp"]
+__all__ = ["CLIENT_MODE", "guarded_fastmcp", "plain_fastmcp"]
 
-_MODE: dict[str, Any] = {"mode": "legacy"} if MCP_MAJOR >= 2 else {}
+CLIENT_MODE: dict[str, Any] = {"mode": "legacy"} if MCP_MAJOR >= 2 else {}
+"""The keywords of a fastmcp ``Client`` that connects with the handshake protocol versions."""
 
 
 class _Fast:
@@ -77,7 +78,7 @@ async def plain_fastmcp(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
         return hx.AsyncClient(**kw)
 
     transport = StreamableHttpTransport(env.url, httpx_client_factory=cast(Any, factory))
-    async with Client(transport, elicitation_handler=_handler(env, None), **_MODE) as client:
+    async with Client(transport, elicitation_handler=_handler(env, None), **CLIENT_MODE) as client:
         yield _Fast(client, None)
 
 
@@ -90,5 +91,5 @@ async def guarded_fastmcp(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
     ) as conn:
         factory = cast(Any, conn.http_client)  # fastmcp types it for its own HTTP library
         transport = StreamableHttpTransport(env.url, httpx_client_factory=factory)
-        async with Client(transport, elicitation_handler=_handler(env, conn), **_MODE) as c:
+        async with Client(transport, elicitation_handler=_handler(env, conn), **CLIENT_MODE) as c:
             yield _Fast(c, conn)

@@ -306,3 +306,33 @@ class GuardedSurfaceTests:
             rig.controller.release_held()
             with anyio.fail_after(10):
                 assert (await session.send_ping()).model_dump(exclude_none=True) == {}
+
+    async def test_a_framework_races_a_prompt_through_guarded_connection(self) -> None:
+        """fastmcp's ``Client.get_prompt`` (4.x on mcp 2.x, 3.x on 1.x) through
+        ``conn.call(..., method="prompts/get")`` ends with the same one typed error. On
+        1.x fastmcp owns the SDK's write stream, so the call learns its typed error from
+        the ending error the guard puts on the stream."""
+        pytest.importorskip("fastmcp")
+        from fastmcp import Client
+        from fastmcp.client.transports import StreamableHttpTransport
+
+        from support.fastmcp_clients import CLIENT_MODE
+
+        config = GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)
+        async with (
+            open_rig() as rig,
+            adapter().guarded_connection(
+                rig.proxy.url, http_client=rig.http, config=config
+            ) as conn,
+        ):
+            factory: Any = conn.http_client
+            transport = StreamableHttpTransport(rig.proxy.url, httpx_client_factory=factory)
+            async with Client(transport, **CLIENT_MODE) as client:
+                prompt = conn.call(
+                    lambda: client.get_prompt("greeting", {"name": "Ada", "held": "yes"}),
+                    method="prompts/get",
+                )
+                err = await _ending_of(prompt, lambda: refuse_every_resume(rig, "prompts/get"))
+                assert isinstance(err, ResumeBudgetSpentError)
+                assert_typed(err, {"ResumeBudgetSpentError": "resume-budget-spent"})
+                rig.controller.release_held()
