@@ -11,7 +11,14 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from gateway_support import FAST, CursorLost, gateway_rig, serve_until, two_replica_resume
 
 from fsm.wire.proxy import ConnectionFault, FaultProxy, HttpFault, is_resume_get
-from support.scenarios import BackgroundCall, ClientEnv, User, plain_client, run_scenario
+from support.scenarios import (
+    EXHAUSTED,
+    BackgroundCall,
+    ClientEnv,
+    User,
+    plain_client,
+    run_scenario,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -28,9 +35,6 @@ async def test_seed_through_the_gateway_presents_once() -> None:
     assert first.cursor == second.cursor  # the SDK's stale cursor...
     assert not any(i.endswith(".ev4") for i in second.delivered)  # ...rewritten upstream
     assert r.outcome.kind == "error" and r.outcome.text == EXHAUSTED
-
-
-EXHAUSTED = "SSE stream ended and reconnection attempts were exhausted"
 
 
 async def test_replayed_cancel_through_the_gateway_presents_once() -> None:

@@ -32,6 +32,7 @@ from fsm.sse.guard import GuardConfig
 from fsm.wire.proxy import ConnectionFault, HttpFault, is_resume_get
 from support.scenarios import (
     CONFIRM,
+    EXHAUSTED,
     GUARDED_SCENARIO_CONFIG_KW,
     Rig,
     ScenarioResult,
@@ -42,7 +43,6 @@ from support.scenarios import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
-EXHAUSTED = "SSE stream ended and reconnection attempts were exhausted"
 EXPIRED_RESULT = "Kept 3 files: confirmation expired"
 DELETED = "Deleted 3 files: a.txt, b.txt, c.txt"
 ANSWER = {"action": "accept", "content": {"confirm": True}}

@@ -21,6 +21,7 @@ import pytest
 from fsm.wire.proxy import ConnectionFault, HttpFault
 from support.scenarios import (
     CONFIRM,
+    EXHAUSTED,
     ClientEnv,
     ElicitAnswer,
     PresentationRequest,
@@ -33,8 +34,6 @@ from support.scenarios import (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
-
-EXHAUSTED = "SSE stream ended and reconnection attempts were exhausted"
 
 
 def _only_key(result: ScenarioResult) -> tuple[str | None, str]:
@@ -159,17 +158,26 @@ async def test_happy_path() -> None:
 # --------------------------------------------------------------------------- harness checks
 
 
-async def test_http_fault_on_answer_is_ignored_by_plain_client(rig: Rig) -> None:
-    """A 500 wrapping "no such pending request" is swallowed; the call then hangs on."""
-    fault = HttpFault.jsonrpc_error(500, -32602, "no such pending request", 1)
+@contextlib.asynccontextmanager
+async def _presented(rig: Rig) -> AsyncIterator[list[object]]:
+    """The plain client's ``delete_files`` (deadline silent) running in the background,
+    its question presented: the list its result goes in once it returns (the block's
+    end waits for it)."""
     async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
-        results: list[object] = []
+        out: list[object] = []
 
         async def call() -> None:
-            results.append(await client.call_tool("delete_files", {"deadline": "silent"}))
+            out.append(await client.call_tool("delete_files", {"deadline": "silent"}))
 
         tg.start_soon(call)
         await rig.user.wait_presented(1)
+        yield out
+
+
+async def test_http_fault_on_answer_is_ignored_by_plain_client(rig: Rig) -> None:
+    """A 500 wrapping "no such pending request" is swallowed; the call then hangs on."""
+    fault = HttpFault.jsonrpc_error(500, -32602, "no such pending request", 1)
+    async with _presented(rig) as results:
         rule = rig.proxy.fail_next_answer(fault)
         rig.user.answer_open()
         ev = await rig.proxy.wait_for(lambda e: e.kind == "fault")
@@ -200,14 +208,7 @@ async def test_connection_reset_fault_and_retry_after_are_relayed(rig: Rig) -> N
 
 async def test_clean_cut_resumes_with_advanced_cursor(rig: Rig) -> None:
     """A clean end of the POST stream: the client resumes from the newest event id."""
-    async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
-        out: list[object] = []
-
-        async def call() -> None:
-            out.append(await client.call_tool("delete_files", {"deadline": "silent"}))
-
-        tg.start_soon(call)
-        await rig.user.wait_presented(1)
+    async with _presented(rig) as out:
         post = rig.proxy.current_sse()
         last_id = post.sse_event_ids[-1]
         await rig.proxy.cut(post, "clean")
@@ -281,14 +282,7 @@ async def test_scenarios_accept_another_client_factory() -> None:
 
 async def test_answer_delivered_but_reported_failed(rig: Rig) -> None:
     """``deliver=True``: the server gets the answer, the client is told 500 (and ignores it)."""
-    async with plain_client(rig.env()) as client, anyio.create_task_group() as tg:
-        out: list[object] = []
-
-        async def call() -> None:
-            out.append(await client.call_tool("delete_files", {"deadline": "silent"}))
-
-        tg.start_soon(call)
-        await rig.user.wait_presented(1)
+    async with _presented(rig) as out:
         rig.proxy.fail_next_answer(HttpFault(500, {"error": "lost"}, deliver=True))
         rig.user.answer_open()
     assert "Deleted 3 files" in str(out[0])

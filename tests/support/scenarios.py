@@ -58,6 +58,7 @@ from fsm.wire.server import StoreChoice
 
 __all__ = [
     "CONFIRM",
+    "EXHAUSTED",
     "GUARDED_SCENARIO_CONFIG_KW",
     "SCENARIOS",
     "AnswerPost",
@@ -87,6 +88,9 @@ __all__ = [
     "session_expired",
     "unless_ended",
 ]
+
+EXHAUSTED = "SSE stream ended and reconnection attempts were exhausted"
+"""The error text (code -32000) of the mcp 2.x client giving up on resuming a stream."""
 
 
 @contextlib.asynccontextmanager
