@@ -20,6 +20,7 @@ import anyio
 import anyio.lowlevel
 import httpx2
 import pytest
+from anyio.abc import TaskGroup
 from sse_bodies import ScriptedBody, sse_event
 
 from fsm import events as ev
@@ -92,14 +93,36 @@ class _Response:
         pass
 
 
+def _engine(observed: ObservedGuard, tg: TaskGroup, **kw: Any) -> SessionIO:
+    """A session's engine for ``observed`` (its tasks in ``tg``; ``kw``: SessionIO's
+    keywords) with the session started and :data:`STREAM` opened for :data:`ORIGIN`."""
+    engine = SessionIO(observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING, **kw)
+    engine.session = SESSION
+    engine.feed(ev.SessionStarted(SESSION))
+    engine.feed(ev.StreamOpened(STREAM, ORIGIN))
+    return engine
+
+
+async def _turns(tg: TaskGroup) -> list[int]:
+    """A task started in ``tg`` that takes a turn of the event loop whenever it can, for
+    ever: the list it adds a 1 to on each turn, once it is running."""
+    turns: list[int] = []
+
+    async def other() -> None:
+        while True:
+            turns.append(1)
+            await anyio.lowlevel.checkpoint()
+
+    tg.start_soon(other)
+    await anyio.lowlevel.checkpoint()  # the other task is running
+    return turns
+
+
 async def _run(chunks: list[bytes]) -> tuple[list[bytes], ObservedGuard]:
     assert b"".join(chunks) == WIRE
     observed = ObservedGuard(Guard(clock=lambda: 0.0))
     async with anyio.create_task_group() as tg:
-        engine = SessionIO(observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING)
-        engine.session = SESSION
-        engine.feed(ev.SessionStarted(SESSION))
-        engine.feed(ev.StreamOpened(STREAM, ORIGIN))
+        engine = _engine(observed, tg)
         tee = Tee()
         body = engine.bound.body(engine, STREAM, ORIGIN, None, _Response(chunks), tee)
         out = [piece async for piece in body]
@@ -219,24 +242,13 @@ async def test_a_large_event_hands_the_event_loop_back_between_its_steps() -> No
     wire = _event("e1", result)
     chunks = [wire[i : i + 65536] for i in range(0, len(wire), 65536)]
     observed = ObservedGuard(Guard(clock=lambda: 0.0))
-    turns: list[int] = []
     async with anyio.create_task_group() as tg:
-        engine = SessionIO(observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING)
-        engine.session = SESSION
-        engine.feed(ev.SessionStarted(SESSION))
-        engine.feed(ev.StreamOpened(STREAM, ORIGIN))
+        engine = _engine(observed, tg)
         body = engine.bound.body(engine, STREAM, ORIGIN, None, _Response.__new__(_Response), Tee())
         parser = sse.SseParser()
         for chunk in chunks[:-1]:
             assert await body._pass_on(parser, chunk) == []
-
-        async def other() -> None:
-            while True:
-                turns.append(1)
-                await anyio.lowlevel.checkpoint()
-
-        tg.start_soon(other)
-        await anyio.lowlevel.checkpoint()  # the other task is running
+        turns = await _turns(tg)
         before = len(turns)
         out = await body._pass_on(parser, chunks[-1])
         assert len(turns) - before >= 2  # before and after decoding it
@@ -253,13 +265,8 @@ async def test_each_live_answer_keeps_its_own_credentials() -> None:
     never those of another request (the gateway adds no authority)."""
     observed = ObservedGuard(Guard(clock=lambda: 0.0))
     async with anyio.create_task_group() as tg:
-        engine = SessionIO(
-            observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING, remembered=2
-        )
+        engine = _engine(observed, tg, remembered=2)
         engine.carried = ("authorization",)
-        engine.session = SESSION
-        engine.feed(ev.SessionStarted(SESSION))
-        engine.feed(ev.StreamOpened(STREAM, ORIGIN))
         keys = []
         for rid in range(10, 15):
             engine.feed(ev.SseEvent(STREAM, {**ELICIT, "id": rid}, f"e{rid}"))
@@ -284,21 +291,10 @@ async def test_a_stream_read_from_a_full_buffer_hands_the_loop_over() -> None:
     chunks = [event * per_chunk] * (8 * YIELD_EVERY // (len(event) * per_chunk))
     chunks.append(_event("e9", {"jsonrpc": "2.0", "id": ORIGIN, "result": {}}, crlf=False))
     observed = ObservedGuard(Guard(clock=lambda: 0.0))
-    turns: list[int] = []
     async with anyio.create_task_group() as tg:
-        engine = SessionIO(observed, httpx2.AsyncClient(), tg, "http://127.0.0.1:9/mcp", BINDING)
-        engine.session = SESSION
-        engine.feed(ev.SessionStarted(SESSION))
-        engine.feed(ev.StreamOpened(STREAM, ORIGIN))
+        engine = _engine(observed, tg)
         body = engine.bound.body(engine, STREAM, ORIGIN, None, _Response(chunks), Tee())
-
-        async def other() -> None:
-            while True:
-                turns.append(1)
-                await anyio.lowlevel.checkpoint()
-
-        tg.start_soon(other)
-        await anyio.lowlevel.checkpoint()  # the other task is running
+        turns = await _turns(tg)
         before = len(turns)
         read = sum([len(piece) async for piece in body])
         during = len(turns) - before
