@@ -45,26 +45,16 @@ class DurableMrtrPolicy(MrtrGuardPolicy):
         super().__init__(CONFIG)
         self.store = store
         self.name = "guarded-mrtr-durable" if store else "no-store-mrtr"
-        self._steps: dict[tuple[Any, ...], tuple[State, tuple[Output, ...], tuple[str, ...]]] = {}
 
     def init(self) -> State:
         self.decider.restore(self.initial)
         return (DurableCall(self.decider).record(), None)
 
     def step(self, state: State, t: float, inp: Input) -> tuple[State, tuple[Output, ...]]:
-        key = (state, t, inp)
-        memo = self._steps.get(key)
-        if memo is None:
-            memo = self._steps[key] = self._decide(state, t, inp)
-        self._last_fired = memo[2]
-        return memo[0], memo[1]
+        return self.decide_by(("durable", state, t, inp), t, lambda: self._decide(state, inp))
 
-    def _decide(
-        self, state: State, t: float, inp: Input
-    ) -> tuple[State, tuple[Output, ...], tuple[str, ...]]:
+    def _decide(self, state: State, inp: Input) -> tuple[State, tuple[Output, ...]]:
         live, stored = state
-        self._t = t
-        self._fired.clear()
         decider = self.decider
         actions: tuple[Any, ...]
         if isinstance(inp, Restart):
@@ -83,7 +73,7 @@ class DurableMrtrPolicy(MrtrGuardPolicy):
                 assert isinstance(a.delta, CallRecord)
                 stored = a.delta
         outputs += tuple(o for a in actions for o in _outputs(a))
-        return (call.record(), stored), outputs, tuple(self._fired)
+        return (call.record(), stored), outputs
 
 
 def _world(policy: DurableMrtrPolicy, faults: tuple[str, ...] = ()) -> MrtrWorld:

@@ -16,8 +16,6 @@ record.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fsm import actions as act
 from fsm.durable.calls import CallRecord, DurableCall
 from fsm.tasks import task as tasks
@@ -44,7 +42,6 @@ class DurableTasksPolicy(TasksGuardPolicy):
     def __init__(self) -> None:
         super().__init__(CONFIG)
         self.name = "guarded-tasks-durable"
-        self._steps: dict[tuple[Any, ...], tuple[State, tuple[Output, ...], tuple[str, ...]]] = {}
         call = DurableCall(TaskCall(TASK, clock=lambda: 0.0, config=CONFIG))
         stored: CallRecord | None = None
         for a in call.feed(tasks.TaskCreated({**_TASK, "status": "working"})):
@@ -58,19 +55,10 @@ class DurableTasksPolicy(TasksGuardPolicy):
         return self._start
 
     def step(self, state: State, t: float, inp: Input) -> tuple[State, tuple[Output, ...]]:
-        key = (state, t, inp)
-        memo = self._steps.get(key)
-        if memo is None:
-            memo = self._steps[key] = self._decide(state, t, inp)
-        self._last_fired = memo[2]
-        return memo[0], memo[1]
+        return self.decide_by(("durable", state, t, inp), t, lambda: self._decide(state, inp))
 
-    def _decide(
-        self, state: State, t: float, inp: Input
-    ) -> tuple[State, tuple[Output, ...], tuple[str, ...]]:
+    def _decide(self, state: State, inp: Input) -> tuple[State, tuple[Output, ...]]:
         live, stored = state
-        self._t = t
-        self._fired.clear()
         decider = self.decider
         if isinstance(inp, Restart):
             decider.restore(self.fresh)
@@ -83,7 +71,7 @@ class DurableTasksPolicy(TasksGuardPolicy):
                 assert isinstance(a.delta, CallRecord)
                 stored = a.delta
         outputs = tuple(o for a in actions for o in _outputs(a))
-        return (call.record(), stored), outputs, tuple(self._fired)
+        return (call.record(), stored), outputs
 
 
 def _world(faults: tuple[str, ...] = ()) -> TasksWorld:

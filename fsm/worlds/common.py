@@ -615,6 +615,28 @@ class Policy(Protocol):
         ...
 
 
+PC = TypeVar("PC")
+PI = TypeVar("PI", contravariant=True)
+PO = TypeVar("PO", covariant=True)
+
+
+class ClockedPolicy(Protocol[PC, PI, PO]):
+    """A client under test in a world that tells it the clock (the MRTR and tasks
+    worlds), as a pure function of its state ``PC``, the clock and one input ``PI``; it
+    answers with outputs ``PO``. Each era names its form (its ``Input`` and ``Output``)."""
+
+    name: str
+
+    def init(self) -> PC:
+        """The client's state when the interaction has just begun (its first request is in
+        flight)."""
+        ...
+
+    def step(self, state: PC, t: float, inp: PI) -> tuple[PC, tuple[PO, ...]]:
+        """React to ``inp`` at time ``t``; return the new state and the operations."""
+        ...
+
+
 # ------------------------------------------------------------------ the world
 
 
@@ -884,8 +906,9 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
         raise NotImplementedError
 
     def _completed(self, s: WorldState[E]) -> bool:
-        """Whether ``s`` is the interaction completed with the user's answers."""
-        raise NotImplementedError
+        """Whether ``s`` is the interaction completed with the user's answers: by default,
+        the client ended it ``"completed"``."""
+        return bool(s.env.ended == "completed")
 
     def _witnesses(self) -> list[Property[WorldState[E]]]:
         """The variant's own ``sometimes`` properties."""
@@ -1124,7 +1147,7 @@ class SnapshotPolicy(Generic[D, I, O]):
         self._fired: list[str] = []
         self._last_fired: tuple[str, ...] = ()
         self._labels: dict[tuple[str, str, str, str], str] = {}
-        self._memo: dict[tuple[Any, float, I], tuple[Any, tuple[O, ...], tuple[str, ...]]] = {}
+        self._memo: dict[Hashable, tuple[Any, tuple[O, ...], tuple[str, ...]]] = {}
         self._product = product
         self._to_events, self._to_outputs = to_events, to_outputs
         self._decider = decider(lambda: self._t, self._on_fire)
@@ -1165,6 +1188,23 @@ class SnapshotPolicy(Generic[D, I, O]):
     def fired(self) -> tuple[str, ...]:
         """The labels fired by the last decision."""
         return self._last_fired
+
+    def decide_by(
+        self, key: Hashable, t: float, compute: Callable[[], tuple[Any, tuple[O, ...]]]
+    ) -> tuple[Any, tuple[O, ...]]:
+        """A decision of a policy whose state is more than the decider's snapshot (a
+        durable policy's ``(live, stored)`` records), memoised by ``key`` as
+        :meth:`decide` memoises its own: on a miss the clock is set to ``t``, the fired
+        labels are cleared and ``compute()`` gives the new state and the outputs. ``key``
+        must not be shaped ``(snapshot, t, input)``, which are :meth:`decide`'s keys."""
+        memo = self._memo.get(key)
+        if memo is None:
+            self._t = t
+            self._fired.clear()
+            state, outputs = compute()
+            memo = self._memo[key] = (state, outputs, tuple(self._fired))
+        self._last_fired = memo[2]
+        return memo[0], memo[1]
 
     def decide(self, snap: Any, t: float, inp: I) -> tuple[Any, tuple[O, ...]]:
         """The decider's snapshot and the world outputs after ``inp`` at time ``t`` from

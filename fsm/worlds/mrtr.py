@@ -238,18 +238,9 @@ Output = Present | Withdraw | Retry | End
 OUTPUTS = base.output_kinds(Present, Withdraw, Retry, End)
 
 
-class MrtrPolicy(Protocol[C]):
-    """A client under test, as a pure function of its state, the clock and one input."""
-
-    name: str
-
-    def init(self) -> C:
-        """The client's state when the call's first request has just been sent."""
-        ...
-
-    def step(self, state: C, t: float, inp: Input) -> tuple[C, tuple[Output, ...]]:
-        """React to ``inp`` at time ``t``; return the new state and the operations."""
-        ...
+class MrtrPolicy(base.ClockedPolicy[C, Input, Output], Protocol[C]):
+    """A client under test, as a pure function of its state, the clock and one input;
+    ``init()`` is its state when the call's first request has just been sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,9 +348,6 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
             return None
         late = sorted(last.env.inflight[1] & last.env.late) if last.env.inflight else []
         return late_answer_sent(map(str, late))
-
-    def _completed(self, s: State) -> bool:
-        return s.env.ended == "completed"
 
     def format_state(self, s: State) -> str:
         e = s.env

@@ -196,18 +196,9 @@ Output = Present | Withdraw | Poll | Update | End
 OUTPUTS = base.output_kinds(Present, Withdraw, Poll, Update, End)
 
 
-class TasksPolicy(Protocol[C]):
-    """A client under test, as a pure function of its state, the clock and one input."""
-
-    name: str
-
-    def init(self) -> C:
-        """The client's state when the task was created and its first poll is in flight."""
-        ...
-
-    def step(self, state: C, t: float, inp: Input) -> tuple[C, tuple[Output, ...]]:
-        """React to ``inp`` at time ``t``; return the new state and the operations."""
-        ...
+class TasksPolicy(base.ClockedPolicy[C, Input, Output], Protocol[C]):
+    """A client under test, as a pure function of its state, the clock and one input;
+    ``init()`` is its state when the task was created and its first poll is in flight."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,9 +321,6 @@ class TasksWorld(base.WorldBase[Env, TasksBounds, Input, Output]):
     policy: TasksPolicy[Any]
 
     void_doc = "no answer is sent after the task's createdAt + ttlMs passed"
-
-    def _completed(self, s: State) -> bool:
-        return s.env.ended == "completed"
 
     def format_state(self, s: State) -> str:
         e = s.env
