@@ -19,7 +19,7 @@ This module holds the rule, not the state: :class:`fsm.sse.guard.Guard` and
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any, Literal
 
 from fsm.errors import RequestKey
@@ -37,6 +37,31 @@ def question_id(method: str, params: Mapping[str, Any] | None) -> str:
     (``_meta`` left out), e.g. ``"elicitation/create#0fed88c222563bba"``. Two requests of
     one origin call with equal identities are one question, whatever their keys."""
     return f"{method}#{params_digest(params):016x}"
+
+
+def input_requests_problem(
+    asked: object, limit: int, methods: Container[str], max_key_chars: int | None = None
+) -> str | None:
+    """What is wrong with an ``inputRequests`` map as a server sent it (an MRTR round, a
+    task's poll), or ``None`` when it is well formed: not a map, more than ``limit``
+    entries, a key that is not a string of at most ``max_key_chars`` (``None``: any
+    length), an entry that is not a ``{method, params}`` object, a method outside
+    ``methods`` (quoted up to 80 characters), or params that are not an object. The first
+    problem found is the one told."""
+    if not isinstance(asked, Mapping):
+        return f"inputRequests is {type(asked).__name__}, not a map"
+    if len(asked) > limit:
+        return f"{len(asked)} inputRequests (max_input_requests={limit})"
+    for key, req in asked.items():
+        if max_key_chars is not None and (not isinstance(key, str) or len(key) > max_key_chars):
+            return f"an inputRequests key longer than max_key_chars={max_key_chars}"
+        if not isinstance(req, Mapping) or not isinstance(req.get("method"), str):
+            return f"inputRequests[{key!r}] is not a {{method, params}} object"
+        if req["method"] not in methods:
+            return f"inputRequests[{key!r}] asks {req['method'][:80]!r}"
+        if req.get("params") is not None and not isinstance(req["params"], Mapping):
+            return f"inputRequests[{key!r}].params is not an object"
+    return None
 
 
 def canonical_json(value: Any) -> str:

@@ -23,10 +23,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
-from fsm.actions import Complete, Fail, Withdraw
-from fsm.errors import InteractionFailed, RequestKey
+from fsm.actions import Complete, Fail, Ignore, Withdraw
+from fsm.errors import InteractionFailed, QuestionReaskedError, RequestKey, SubmissionFailedError
 from fsm.machines.product import Cause, Instance, ProductRun
 from fsm.machines.spec import Scope
+from fsm.questions import OnReask, reask_refusal
 
 __all__ = ["CallDecider"]
 
@@ -97,6 +98,62 @@ class CallDecider(Generic[Q, C]):
         rows take its questions down with it)."""
         cause = Cause(error, message, key, evidence, reason)
         self._run.kill(self._call_instance(), trigger, cause)
+
+    def _flush(self) -> tuple[Any, ...]:
+        """The actions of the event just fed, the call's outcome (``Complete``, ``Fail``)
+        last, so prompts are taken down before the caller hears of it; ``_out`` is
+        emptied."""
+        out = sorted(self._out, key=lambda a: isinstance(a, Complete | Fail))
+        self._out = []
+        return tuple(out)
+
+    def _presented(self, key: RequestKey, state: str) -> bool:
+        """Whether a question in ``state`` awaits the user's answer; if not, the answer
+        to ``key`` is ignored (``not-presented``) and the call goes on."""
+        if state == "presented":
+            return True
+        name = self._call_id()
+        self._out.append(Ignore("not-presented", f"{key!r} is {state}", key=key, stream=name))
+        return False
+
+    def _fail_in_a_row(
+        self, what: str, failures: int, bound: str, evidence: tuple[str, ...]
+    ) -> None:
+        """End the call (``exhaust``, :class:`~fsm.errors.SubmissionFailedError`) as
+        ``what`` failed once more than the ``failures`` retries its ``bound`` (``name=value``)
+        allowed in a row."""
+        self._fail(
+            "exhaust",
+            SubmissionFailedError,
+            f"{self._call_id()}: {what} failed {failures + 1} times in a row",
+            (*evidence, bound),
+        )
+
+    def _reask_refused(
+        self,
+        reasks: int,
+        max_reasks: int,
+        on_reask: OnReask,
+        asked: str,
+        evidence: str,
+        key: RequestKey,
+    ) -> bool:
+        """Whether the call's re-ask budget (:func:`fsm.questions.reask_refusal`) refuses
+        one more re-ask of an answered question, after ``reasks``; if so the call ends
+        (``exhaust``, :class:`~fsm.errors.QuestionReaskedError` naming ``asked``, with
+        ``evidence`` and the refusal), and the user is never asked again."""
+        refusal = reask_refusal(reasks, max_reasks, on_reask)
+        if refusal is None:
+            return False
+        self._fail(
+            "exhaust",
+            QuestionReaskedError,
+            f"{self._call_id()}: the server asked {asked} after it was answered; "
+            "the user is not asked twice",
+            (evidence, refusal),
+            key=key,
+        )
+        return True
 
     # -- what the product's rows mean here (fsm.machines.product applies them)
 

@@ -68,10 +68,8 @@ from fsm.errors import (
     InputRoundsExceededError,
     InteractionFailed,
     MalformedInputRequiredError,
-    QuestionReaskedError,
     RequestKey,
     RequestStateExpiredError,
-    SubmissionFailedError,
 )
 from fsm.machines.call import CallDecider
 from fsm.machines.product import Cause, ProductRun
@@ -80,7 +78,13 @@ from fsm.machines.rounds import MRTR_PRODUCT, ROUNDS
 from fsm.machines.tables import EngineName
 from fsm.mrtr.outcomes import MRTR_CLASSIFIER, REJECTED_BY_THE_CLIENT, error_for, rejection
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
-from fsm.questions import OnReask, canonical_json, check_reask_policy, question_id, reask_refusal
+from fsm.questions import (
+    OnReask,
+    canonical_json,
+    check_reask_policy,
+    input_requests_problem,
+    question_id,
+)
 
 INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
 """The methods an ``InputRequiredResult`` may embed (protocol 2026-07-28)."""
@@ -304,10 +308,7 @@ class MrtrCall(CallDecider[_Question, _Rounds]):
             self._age_out()
         elif isinstance(event, CallCancelled):
             self._fail("cancel", InteractionFailed, event.reason, (), reason="cancelled")
-        # The outcome goes last: prompts are taken down before the caller hears of it.
-        out = sorted(self._out, key=lambda a: isinstance(a, Complete | Fail))
-        self._out = []
-        return tuple(out) or _NOTHING
+        return self._flush() or _NOTHING
 
     @property
     def state(self) -> str:
@@ -425,16 +426,15 @@ class MrtrCall(CallDecider[_Question, _Rounds]):
                 q = self._questions[qid] = _Question((self.call, qid), method, params)
                 fresh.append(q)
             elif q.state == "submitted" and q not in fresh:
-                spent = reask_refusal(q.reasks, self.config.max_reasks, self.config.on_reask)
-                if spent is not None:
-                    return self._fail(
-                        "exhaust",
-                        QuestionReaskedError,
-                        f"{self.call}: the server asked {method} {qid} again after it was "
-                        "answered; the user is not asked twice",
-                        (f"round {self._round}: key {server_key!r} re-asks {qid}", spent),
-                        key=q.key,
-                    )
+                if self._reask_refused(
+                    q.reasks,
+                    self.config.max_reasks,
+                    self.config.on_reask,
+                    f"{method} {qid} again",
+                    f"round {self._round}: key {server_key!r} re-asks {qid}",
+                    q.key,
+                ):
+                    return None
                 q.reasks += 1
         self._round_keys = keys
         if not fresh:
@@ -452,10 +452,7 @@ class MrtrCall(CallDecider[_Question, _Rounds]):
         if q is None:
             self._unknown(e.key)
             return
-        if q.state != "presented":
-            self._out.append(
-                Ignore("not-presented", f"{e.key!r} is {q.state}", key=e.key, stream=self.call)
-            )
+        if not self._presented(e.key, q.state):
             return
         if self._age_out():
             return
@@ -485,11 +482,11 @@ class MrtrCall(CallDecider[_Question, _Rounds]):
                 self._run.fire(q, "reject")
             return self._run.settle()
         if self._resends >= self.config.max_resends:
-            return self._fail(
-                "exhaust",
-                SubmissionFailedError,
-                f"{self.call}: round {self._round} failed {self._resends + 1} times in a row",
-                (*evidence, f"max_resends={self.config.max_resends}"),
+            return self._fail_in_a_row(
+                f"round {self._round}",
+                self._resends,
+                f"max_resends={self.config.max_resends}",
+                evidence,
             )
         delay = verdict.retry_after
         if delay is None:
@@ -563,20 +560,8 @@ class MrtrCall(CallDecider[_Question, _Rounds]):
             return f"requestState of {len(state)} chars (max_state_chars={limit})"
         if asked is None:
             return None
-        if not isinstance(asked, Mapping):
-            return f"inputRequests is {type(asked).__name__}, not a map"
-        if len(asked) > self.config.max_input_requests:
-            return (
-                f"{len(asked)} inputRequests (max_input_requests={self.config.max_input_requests})"
-            )
-        for server_key, req in asked.items():
-            if not isinstance(req, Mapping) or not isinstance(req.get("method"), str):
-                return f"inputRequests[{server_key!r}] is not a {{method, params}} object"
-            if req["method"] not in self.config.input_methods:
-                return f"inputRequests[{server_key!r}] asks {req['method']!r}"
-            if req.get("params") is not None and not isinstance(req["params"], Mapping):
-                return f"inputRequests[{server_key!r}].params is not an object"
-        return None
+        cfg = self.config
+        return input_requests_problem(asked, cfg.max_input_requests, cfg.input_methods)
 
     def _malformed(self, problem: str) -> None:
         self._fail(

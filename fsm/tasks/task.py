@@ -91,9 +91,7 @@ from fsm.actions import Complete, Fail, Ignore, Present, Withdraw
 from fsm.errors import (
     GuardUsageError,
     MalformedTaskError,
-    QuestionReaskedError,
     RequestKey,
-    SubmissionFailedError,
     TaskCancelledError,
     TaskExpiredError,
     TaskFailedError,
@@ -104,7 +102,13 @@ from fsm.machines.product import Cause, ProductRun
 from fsm.machines.tables import EngineName
 from fsm.machines.tasks import TASK, TASK_INPUT, TASK_INPUT_LIVE, TASKS_PRODUCT
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
-from fsm.questions import OnReask, canonical_json, check_reask_policy, question_id, reask_refusal
+from fsm.questions import (
+    OnReask,
+    canonical_json,
+    check_reask_policy,
+    input_requests_problem,
+    question_id,
+)
 from fsm.tasks.outcomes import TASK_CLASSIFIER, error_for
 
 STATUSES = frozenset({"working", "input_required", "completed", "cancelled", "failed"})
@@ -441,9 +445,7 @@ class TaskCall(CallDecider[_Key, _Task]):
                 self._on_update(event.outcome)
             elif isinstance(event, TaskCancelled):
                 self._fail("cancel", TaskCancelledError, event.reason, (), reason="cancelled")
-        out = sorted(self._out, key=lambda a: isinstance(a, Complete | Fail))
-        self._out = []
-        return tuple(out) or _NOTHING
+        return self._flush() or _NOTHING
 
     @property
     def state(self) -> str:
@@ -583,16 +585,14 @@ class TaskCall(CallDecider[_Key, _Task]):
         for k, params in fresh:
             q = self._questions.setdefault(k.qid, _Question())
             if q.answer is not None:
-                refusal = reask_refusal(q.reuses, cfg.max_reasks, cfg.on_reask)
-                if refusal is not None:
-                    self._fail(
-                        "exhaust",
-                        QuestionReaskedError,
-                        f"{self.task}: the server asked {k.method} {k.qid} again under key "
-                        f"{k.key!r} after it was answered; the user is not asked twice",
-                        (f"key {k.key!r} re-asks {k.qid}", refusal),
-                        key=k.request,
-                    )
+                if self._reask_refused(
+                    q.reuses,
+                    cfg.max_reasks,
+                    cfg.on_reask,
+                    f"{k.method} {k.qid} again under key {k.key!r}",
+                    f"key {k.key!r} re-asks {k.qid}",
+                    k.request,
+                ):
                     return False
                 q.reuses += 1
                 self._run.fire(k, "reuse")
@@ -623,10 +623,7 @@ class TaskCall(CallDecider[_Key, _Task]):
 
     def _on_answer(self, e: ev.UserAnswered) -> None:
         k = self._known(e.key)
-        if k.state != "presented":
-            self._out.append(
-                Ignore("not-presented", f"{e.key!r} is {k.state}", key=e.key, stream=self.task)
-            )
+        if not self._presented(e.key, k.state):
             return
         if self._expired():
             return
@@ -647,11 +644,11 @@ class TaskCall(CallDecider[_Key, _Task]):
         if verdict.outcome is not OutcomeClass.RETRYABLE:
             return self._gone(verdict.rule, "tasks/get", evidence)
         if self._poll_errors >= self.config.max_poll_errors:
-            return self._fail(
-                "exhaust",
-                SubmissionFailedError,
-                f"{self.task}: tasks/get failed {self._poll_errors + 1} times in a row",
-                (*evidence, f"max_poll_errors={self.config.max_poll_errors}"),
+            return self._fail_in_a_row(
+                "tasks/get",
+                self._poll_errors,
+                f"max_poll_errors={self.config.max_poll_errors}",
+                evidence,
             )
         self._poll_errors += 1
         self._poll(max(self._interval, self._backoff(self._poll_errors - 1, verdict.retry_after)))
@@ -685,11 +682,11 @@ class TaskCall(CallDecider[_Key, _Task]):
                     self._run.fire(k, "reject")
                 return self._run.settle()
             if self._resends >= self.config.max_resends:
-                return self._fail(
-                    "exhaust",
-                    SubmissionFailedError,
-                    f"{self.task}: tasks/update failed {self._resends + 1} times in a row",
-                    (*evidence, f"max_resends={self.config.max_resends}"),
+                return self._fail_in_a_row(
+                    "tasks/update",
+                    self._resends,
+                    f"max_resends={self.config.max_resends}",
+                    evidence,
                 )
             self._resends += 1
             for k in carried:  # kept, resent only while a poll still lists the key
@@ -810,20 +807,9 @@ class TaskCall(CallDecider[_Key, _Task]):
         asked = result.get("inputRequests")
         if status != "input_required":
             return None
-        if not isinstance(asked, Mapping):
-            return f"inputRequests is {type(asked).__name__}, not a map"
-        if len(asked) > cfg.max_input_requests:
-            return f"{len(asked)} inputRequests (max_input_requests={cfg.max_input_requests})"
-        for key, req in asked.items():
-            if not isinstance(key, str) or len(key) > cfg.max_key_chars:
-                return f"an inputRequests key longer than max_key_chars={cfg.max_key_chars}"
-            if not isinstance(req, Mapping) or not isinstance(req.get("method"), str):
-                return f"inputRequests[{key!r}] is not a {{method, params}} object"
-            if req["method"] not in cfg.input_methods:
-                return f"inputRequests[{key!r}] asks {req['method'][:80]!r}"
-            if req.get("params") is not None and not isinstance(req["params"], Mapping):
-                return f"inputRequests[{key!r}].params is not an object"
-        return None
+        return input_requests_problem(
+            asked, cfg.max_input_requests, cfg.input_methods, cfg.max_key_chars
+        )
 
     def _malformed(self, problem: str) -> None:
         self._fail(
