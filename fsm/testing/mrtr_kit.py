@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import precondition, rule
 
 from fsm import actions as act
 from fsm import events as ev
@@ -43,7 +43,7 @@ from fsm.errors import RequestKey
 from fsm.mrtr.call import MrtrAction, MrtrEvent, Retry, RoundFailed, RoundResult, Tick
 from fsm.mrtr.outcomes import STATE_REJECTED
 from fsm.outcomes import SubmissionResult
-from fsm.testing.kit import failure
+from fsm.testing.call_kit import OneCallMachine, bind
 
 CALL = "call"
 MALFORMED: tuple[Any, ...] = (
@@ -81,15 +81,15 @@ class _Server:
     restarted_before: float = -1.0
 
 
-class MrtrConformanceMachine(RuleBasedStateMachine):
+class MrtrConformanceMachine(OneCallMachine):
     """See the module docstring; build one with :func:`mrtr_conformance_machine`."""
 
+    subject = "call"
     client_factory: ClassVar[MrtrClientFactory]
     questions: ClassVar[int] = 2
     server_ttl_s: ClassVar[float] = 600.0
     drain_rounds: ClassVar[int] = 30
     budgets: ClassVar[P.Budgets] = P.Budgets(ttl=540.0, counters=False)
-    checked: ClassVar[frozenset[str]] = frozenset(P.PROPERTIES)
 
     def __init__(self) -> None:
         super().__init__()
@@ -101,23 +101,12 @@ class MrtrConformanceMachine(RuleBasedStateMachine):
         self.shown_at: dict[int, float] = {}
         self.keys: dict[RequestKey, int] = {}
         self.answered_at: dict[int, float] = {}
-        self.ended = 0
-        self.violated = False
-        self.monitor = P.MonitorState()
         self._observe(P.Began(CALL))
 
     # ------------------------------------------------------------ plumbing
 
-    def _violation(self, name: str, why: str) -> None:
-        """Fail the run if ``name`` is checked (the monitor tracks every property anyway)."""
-        if name in type(self).checked:
-            self.violated = True  # teardown must not drain a run that already failed
-            raise failure(name, why)
-
     def _observe(self, obs: P.Observation) -> None:
-        self.monitor, bad = P.step(self.monitor, obs, type(self).budgets)
-        for v in bad:
-            self._violation(v.name, v.why)
+        self._judge(obs, type(self).budgets)
 
     def _key(self, q: int) -> tuple[str, int]:
         return (CALL, q)
@@ -261,26 +250,13 @@ class MrtrConformanceMachine(RuleBasedStateMachine):
         self.now += 700.0 if big else 1.0
         self.feed(Tick())
 
-    @invariant()
-    def one_outcome(self) -> None:
-        if self.ended > 1:
-            self._violation("P5", f"the call ended {self.ended} times")
-
-    def teardown(self) -> None:
-        if self.violated:
-            return
-        for _ in range(type(self).drain_rounds):
-            if self.ended:
-                return
-            if self.showing:
-                self.user_answers(0)
-            elif self.inflight is not None:
-                self._respond(reask=False, poll=False, reject=True)
-            else:
-                self.clock_passes(False)
-        if not self.ended:
-            rounds = type(self).drain_rounds
-            self._violation("P5", f"the call did not end within {rounds} rounds")
+    def _drain(self, n: int) -> None:
+        if self.showing:
+            self.user_answers(0)
+        elif self.inflight is not None:
+            self._respond(reask=False, poll=False, reject=True)
+        else:
+            self.clock_passes(False)
 
 
 def _number(entry: Any) -> int:
@@ -298,13 +274,11 @@ def mrtr_conformance_machine(
     """A :class:`MrtrConformanceMachine` bound to ``client_factory``; run it with
     ``run_state_machine_as_test(M, settings=kit_settings())``. ``check``: the property
     names that fail a run (default all; narrowing silences, never changes, a verdict)."""
-    return type(
+    return bind(
+        MrtrConformanceMachine,
         "MrtrConformance",
-        (MrtrConformanceMachine,),
-        {
-            "client_factory": staticmethod(client_factory),
-            "questions": questions,
-            "server_ttl_s": server_ttl_s,
-            "checked": frozenset(P.PROPERTIES if check is None else check),
-        },
+        client_factory,
+        check,
+        questions=questions,
+        server_ttl_s=server_ttl_s,
     )

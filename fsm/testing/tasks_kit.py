@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Literal, Protocol
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import precondition, rule
 
 from fsm import actions as act
 from fsm import events as ev
@@ -65,7 +65,7 @@ from fsm.tasks.task import (
     UpdateAcked,
     UpdateFailed,
 )
-from fsm.testing.kit import failure
+from fsm.testing.call_kit import OneCallMachine, bind
 
 TASK_ID = "task"
 """The id of the kit's task (a request key is ``(TASK_ID, inputRequests key)``)."""
@@ -95,15 +95,15 @@ def task_question(q: int) -> dict[str, Any]:
     }
 
 
-class TasksConformanceMachine(RuleBasedStateMachine):
+class TasksConformanceMachine(OneCallMachine):
     """See the module docstring; build one with :func:`tasks_conformance_machine`."""
 
+    subject = "task"
     client_factory: ClassVar[TasksClientFactory]
     questions: ClassVar[int] = 2
     ttl_s: ClassVar[float] = 600.0
     poll_interval_ms: ClassVar[int] = 1000
     drain_rounds: ClassVar[int] = 40
-    checked: ClassVar[frozenset[str]] = frozenset(P.PROPERTIES)
 
     def __init__(self) -> None:
         super().__init__()
@@ -124,9 +124,6 @@ class TasksConformanceMachine(RuleBasedStateMachine):
         self.delay = 0.0
         # the client side
         self.showing: set[str] = set()
-        self.ended = 0
-        self.violated = False
-        self.monitor = P.MonitorState()
         self.log: list[tuple[P.Observation, float]] = []
         """Every observation the kit judged and when: an event log (:func:`fsm.trace.dumps`)."""
         self._observe(P.Began(TASK_ID))
@@ -134,17 +131,9 @@ class TasksConformanceMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ plumbing
 
-    def _violation(self, name: str, why: str) -> None:
-        """Fail the run if ``name`` is checked (the monitor tracks every property anyway)."""
-        if name in type(self).checked:
-            self.violated = True  # teardown must not drain a run that already failed
-            raise failure(name, why)
-
     def _observe(self, obs: P.Observation) -> None:
         self.log.append((obs, self.now))
-        self.monitor, bad = P.step(self.monitor, obs, self.budgets)
-        for v in bad:
-            self._violation(v.name, v.why)
+        self._judge(obs, self.budgets)
 
     def _observe_all(self, observations: Iterable[P.Observation]) -> None:
         for obs in observations:
@@ -321,36 +310,23 @@ class TasksConformanceMachine(RuleBasedStateMachine):
         if not self.ended:
             self.feed(Tick())
 
-    @invariant()
-    def one_outcome(self) -> None:
-        if self.ended > 1:
-            self._violation("P5", f"the task ended {self.ended} times")
-
-    def teardown(self) -> None:
-        if self.violated:
-            return
-        for n in range(type(self).drain_rounds):
-            if self.ended:
-                return
-            if self.showing:
-                self.user_answers(0)
-            elif self.update is not None:
-                self._answer_update("ack")
-            elif self.pending and self.status in observe.LIVE:
-                self._take(False)
-            elif self.status == "working" and len(self.taken) == type(self).questions:
-                self.status = "completed"
-            elif self.get and n < type(self).drain_rounds // 2:
+    def _drain(self, n: int) -> None:
+        if self.showing:
+            self.user_answers(0)
+        elif self.update is not None:
+            self._answer_update("ack")
+        elif self.pending and self.status in observe.LIVE:
+            self._take(False)
+        elif self.status == "working" and len(self.taken) == type(self).questions:
+            self.status = "completed"
+        elif self.get and n < type(self).drain_rounds // 2:
+            self._answer_poll()
+        else:  # a task still not done: its TTL is the backstop
+            if self.now < self._deadline():
+                self.now = self._deadline()
+            self.clock_passes(False)
+            if self.get:
                 self._answer_poll()
-            else:  # a task still not done: its TTL is the backstop
-                if self.now < self._deadline():
-                    self.now = self._deadline()
-                self.clock_passes(False)
-                if self.get:
-                    self._answer_poll()
-        if not self.ended:
-            rounds = type(self).drain_rounds
-            self._violation("P5", f"the task did not end within {rounds} rounds of draining")
 
 
 def tasks_conformance_machine(
@@ -367,13 +343,11 @@ def tasks_conformance_machine(
     verdict). Raises ``ValueError`` for bounds out of range."""
     if questions < 1 or not ttl_s > 0:
         raise ValueError(f"questions must be >= 1 and ttl_s > 0, got {questions}, {ttl_s}")
-    return type(
+    return bind(
+        TasksConformanceMachine,
         "TasksConformance",
-        (TasksConformanceMachine,),
-        {
-            "client_factory": staticmethod(client_factory),
-            "questions": questions,
-            "ttl_s": ttl_s,
-            "checked": frozenset(P.PROPERTIES if check is None else check),
-        },
+        client_factory,
+        check,
+        questions=questions,
+        ttl_s=ttl_s,
     )
