@@ -27,7 +27,6 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp import types
 
 from fsm import actions as act
 from fsm import events as ev
@@ -44,7 +43,7 @@ from fsm.wire.held import (
 )
 from fsm.wire.proxy import Exchange
 from fsm.wire.rig import open_rig
-from support.scenarios import PresentationRequest, Rig, unless_ended
+from support.scenarios import Rig, answer_once_resumed, elicit_to_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -83,7 +82,10 @@ async def held_call(rig: Rig) -> Held:
     done = anyio.Event()
     async with (
         guarded_session(
-            rig.proxy.url, http_client=rig.http, config=CONFIG, elicitation_callback=_elicit(rig)
+            rig.proxy.url,
+            http_client=rig.http,
+            config=CONFIG,
+            elicitation_callback=elicit_to_user(rig),
         ) as session,
         anyio.create_task_group() as tg,
     ):
@@ -110,37 +112,10 @@ async def held_call(rig: Rig) -> Held:
         await rig.user.wait_presented(1)
         mark = rig.proxy.last_seq
         await rig.proxy.cut(rig.proxy.current_sse(), "abrupt")
-        attached = await unless_ended(
-            done,
-            rig.proxy.wait_for(
-                lambda e: (
-                    e.kind == "sse_event"
-                    and e.data == ""
-                    and rig.proxy.exchanges[e.exchange].is_resume
-                ),
-                60.0,
-                mark,
-            ),
-        )
-        if attached is not None:
-            rig.user.answer_open()
-        with anyio.fail_after(60):
-            await done.wait()
+        await answer_once_resumed(rig, done, mark, 60.0)
         held.violations = list(session.violations)
     held.resumes = [ex for ex in rig.proxy.exchanges.values() if ex.is_resume]
     return held
-
-
-def _elicit(rig: Rig) -> Any:
-    """An elicitation callback that shows the request to the scripted user."""
-
-    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
-        answer = await rig.user.present(
-            PresentationRequest(rig.session_id(), context.request_id, params.message)
-        )
-        return types.ElicitResult(action=answer.action, content=answer.content)
-
-    return on_elicit
 
 
 def _assert_waited_out(rig: Rig, relay: HoldingRelay, held: Held, hold_s: float) -> None:

@@ -35,7 +35,7 @@ import anyio
 import anyio.lowlevel
 import httpx2
 import pytest
-from mcp import ClientSession, types
+from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.streamable_http import (
     EventCallback,
@@ -55,8 +55,9 @@ from fsm.sse.guard import GuardConfig
 from fsm.wire.proxy import Exchange, HttpFault, TrafficEvent, is_resume_get
 from support.scenarios import (
     GUARDED_SCENARIO_CONFIG_KW,
-    PresentationRequest,
     Rig,
+    answer_once_resumed,
+    elicit_to_user,
     open_rig,
     unless_ended,
 )
@@ -421,7 +422,7 @@ async def _spied_call(
             rig.proxy.url,
             http_client=rig.http,
             config=CONFIG,
-            elicitation_callback=_elicit(rig),
+            elicitation_callback=elicit_to_user(rig),
         ) as session,
         anyio.create_task_group() as tg,
     ):
@@ -442,36 +443,9 @@ async def _spied_call(
         mark = rig.proxy.last_seq
         rig.proxy.fail_next(fault, is_resume_get)
         await rig.proxy.cut(rig.proxy.current_sse(), "abrupt")
-        attached = await unless_ended(
-            run.done,
-            rig.proxy.wait_for(
-                lambda e: (
-                    e.kind == "sse_event"
-                    and e.data == ""
-                    and rig.proxy.exchanges[e.exchange].is_resume
-                ),
-                20.0,
-                mark,
-            ),
-        )
-        if attached is not None:
-            rig.user.answer_open()
-        with anyio.fail_after(20):
-            await run.done.wait()
+        await answer_once_resumed(rig, run.done, mark, 20.0)
         assert session.violations == []
     return run, refused, actions
-
-
-def _elicit(rig: Rig) -> Any:
-    """An elicitation callback that shows the request to the scripted user."""
-
-    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
-        answer = await rig.user.present(
-            PresentationRequest(rig.session_id(), context.request_id, params.message)
-        )
-        return types.ElicitResult(action=answer.action, content=answer.content)
-
-    return on_elicit
 
 
 async def test_resume_answered_429_is_retried_after_retry_after(rig: Rig) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.server.streamable_http import EventStore
 
 from fsm.wire import rig as _rig
@@ -77,7 +77,9 @@ __all__ = [
     "Step",
     "User",
     "answer_conn_error",
+    "answer_once_resumed",
     "capturing_guarded_client",
+    "elicit_to_user",
     "guarded_client",
     "happy",
     "open_rig",
@@ -181,3 +183,29 @@ async def run_progress_stream(count: int = 10_000, *, through_proxy: bool = True
             1 for e in rig.proxy.log if e.kind == "sse_event" and "notifications/progress" in e.data
         )
         return ProgressRun(count, received, relayed, seconds, Outcome.of_result(result).text)
+
+
+def elicit_to_user(rig: Rig) -> Any:
+    """An elicitation callback for an SDK session on ``rig``: show each request to the
+    rig's scripted user and return the answer."""
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        request = PresentationRequest(rig.session_id(), context.request_id, params.message)
+        answer = await rig.user.present(request)
+        return types.ElicitResult(action=answer.action, content=answer.content)
+
+    return on_elicit
+
+
+async def answer_once_resumed(rig: Rig, done: anyio.Event, after: int, timeout: float) -> None:
+    """After a cut (the proxy log's sequence ``after``): answer the user's open prompt
+    once a resume has attached (its priming event relayed), unless the call ended first
+    (``done``); then wait for the call to end. Each wait is given ``timeout`` seconds."""
+
+    def attached(e: Any) -> bool:
+        return e.kind == "sse_event" and e.data == "" and rig.proxy.exchanges[e.exchange].is_resume
+
+    if await unless_ended(done, rig.proxy.wait_for(attached, timeout, after)) is not None:
+        rig.user.answer_open()
+    with anyio.fail_after(timeout):
+        await done.wait()
