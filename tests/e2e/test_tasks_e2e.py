@@ -75,6 +75,13 @@ async def _call(server: TasksServer, user: User, extension: Any) -> types.CallTo
     return result
 
 
+async def _plain_keys(server: TasksServer) -> list[str]:
+    """The plain requester's call, which completes: the key of each prompt, in order."""
+    user = User()
+    assert _text(await _call(server, user, PlainTasks())) == "Deleted 3 files"
+    return [key for key, _ in user.prompts]
+
+
 async def _outcome(
     server: TasksServer, user: User, extension: Any
 ) -> types.CallToolResult | Exception:
@@ -185,10 +192,7 @@ async def test_an_answered_question_reasked_under_a_new_key_is_answered_from_the
     assert guarded_user.prompts == [("confirm-1", "Delete 3 files?")]  # asked once
     assert [key for _, key, _ in server.log.answers] == ["confirm-1", "confirm-2"]
     server.reask_next(1)
-    plain_user = User()
-    plain = await _call(server, plain_user, PlainTasks())
-    assert _text(plain) == "Deleted 3 files"
-    assert [key for key, _ in plain_user.prompts] == ["confirm-1", "confirm-2"]  # twice
+    assert await _plain_keys(server) == ["confirm-1", "confirm-2"]  # twice
 
 
 async def test_run_task_drives_a_handle_from_the_session(server: TasksServer) -> None:
@@ -211,10 +215,7 @@ async def test_a_refused_update_fails_once_where_plain_presents_again(
     assert isinstance(error.__cause__, MCPError) and error.__cause__.code == -32603
     assert len(guarded_user.prompts) == 1  # never released to be asked again
     server.refuse_updates(1)
-    plain_user = User()
-    plain = await _call(server, plain_user, PlainTasks())
-    assert _text(plain) == "Deleted 3 files"
-    assert [key for key, _ in plain_user.prompts] == ["confirm-1", "confirm-1"]  # twice
+    assert await _plain_keys(server) == ["confirm-1", "confirm-1"]  # twice
 
 
 async def test_a_lost_update_fails_once_where_plain_presents_again(server: TasksServer) -> None:
@@ -226,10 +227,7 @@ async def test_a_lost_update_fails_once_where_plain_presents_again(server: Tasks
     error = await _outcome(server, guarded_user, GuardedTasks())
     assert isinstance(error, CallRejectedError) and len(guarded_user.prompts) == 1
     server.lose_updates(1)
-    plain_user = User()
-    plain = await _call(server, plain_user, PlainTasks())
-    assert _text(plain) == "Deleted 3 files"
-    assert [key for key, _ in plain_user.prompts] == ["confirm-1", "confirm-1"]
+    assert await _plain_keys(server) == ["confirm-1", "confirm-1"]
     assert server.log.lost == 2
 
 
