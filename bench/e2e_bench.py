@@ -37,14 +37,13 @@ import contextlib
 import gc
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from bench.results import record, run_quietly, table
+from bench.results import child_json, record, run_quietly, table
 
 COUNT = 10_000
 REPEATS = 15
@@ -227,14 +226,14 @@ def _v1_times(repeats: int) -> dict[str, list[tuple[float, float]]] | None:
     if not V1_PYTHON.exists():
         print(f"mcp 1.x: no {V1_PYTHON.parent.parent.name} (make test-mcp1 makes it); skipped")
         return None
-    out = subprocess.run(
-        [str(V1_PYTHON), "-m", "bench.e2e_bench", "--progress-json", str(repeats)],
+    times: dict[str, list[tuple[float, float]]] = child_json(
+        "-m",
+        "bench.e2e_bench",
+        "--progress-json",
+        str(repeats),
+        python=str(V1_PYTHON),
         cwd=V1_PYTHON.parents[2],
-        capture_output=True,
-        text=True,
-        check=True,
     )
-    times: dict[str, list[tuple[float, float]]] = json.loads(out.stdout.splitlines()[-1])
     return times
 
 

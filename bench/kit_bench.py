@@ -31,12 +31,11 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench.results import env_int, record, table
+from bench.results import child_json, env_int, record, table
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -85,14 +84,7 @@ def one_run(name: str, profile: str = FAST) -> dict[str, object]:
 
 
 def _in_fresh_process(name: str, profile: str = FAST) -> dict[str, object]:
-    run = subprocess.run(
-        [sys.executable, "-m", "bench.kit_bench", "--run", name, profile],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result: dict[str, object] = json.loads(run.stdout.strip().splitlines()[-1])
+    result: dict[str, object] = child_json("-m", "bench.kit_bench", "--run", name, profile)
     return result
 
 

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
+ROOT = RESULTS.parents[1]
+"""The checkout: where a benchmark's child processes run."""
 
 recorded: dict[str, tuple[float, str]] = {}
 """The figures recorded by this process, in order (for the combined table)."""
@@ -84,6 +88,14 @@ def run_quietly(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         return anyio.run(fn, *args)
     finally:
         logging.disable(logging.NOTSET)
+
+
+def child_json(*args: str, python: str = sys.executable, cwd: Path = ROOT) -> Any:
+    """Run ``python *args`` in a fresh process in ``cwd`` and return the JSON its last line
+    of output holds (a run measured with nothing warm from an earlier one). A child that
+    fails raises :class:`subprocess.CalledProcessError`."""
+    done = subprocess.run([python, *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def env_int(name: str, default: int) -> int:

@@ -16,16 +16,11 @@ CPU time), ``checker_x4_verified_s`` (time to the verdict with 4 requests, reduc
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
-from bench.results import record, table
+from bench.results import child_json, record, table
 
-ROOT = Path(__file__).resolve().parents[1]
 VARIANT = "after,silent,rpc,answers"
 FULL_UP_TO = 3  # 4 requests in full is ~10 million states: not run
 
@@ -65,10 +60,7 @@ def _spawn(requests: int, symmetry: bool) -> dict[str, Any]:
         "import json, sys; from bench.symmetry_bench import run_one; "
         f"print(json.dumps(run_one({requests}, {symmetry})))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    result: dict[str, Any] = child_json("-c", code)
     return result
 
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench.results import env_int, record, table
+from bench.results import child_json, env_int, record, table
 
 ROOT = Path(__file__).resolve().parents[1]
 for path in (ROOT, ROOT / "tests"):
@@ -57,14 +56,7 @@ def one_run(name: str) -> dict[str, object]:
 
 
 def _in_fresh_process(name: str) -> dict[str, object]:
-    run = subprocess.run(
-        [sys.executable, "-m", "bench.tasks_kit_bench", "--run", name],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result: dict[str, object] = json.loads(run.stdout.strip().splitlines()[-1])
+    result: dict[str, object] = child_json("-m", "bench.tasks_kit_bench", "--run", name)
     return result
 
 
