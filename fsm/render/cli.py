@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from fsm.render.registry import PRODUCERS, Diagram
@@ -112,13 +113,26 @@ def _render_models(paths: list[str], out: Path, png: bool) -> int:
     except (ValueError, TypeError) as exc:  # a model the checker cannot take
         print(f"fsm render: {exc}", file=sys.stderr)
         return 2
+    return _write(
+        out,
+        lambda: write_diagrams(diagrams, out, svg=True, png=png),
+        f"rendered {len(diagrams)} diagram(s) of {', '.join(paths)} into {out}",
+    )
+
+
+def _write(out: Path, write: Callable[[], object], done: str) -> int:
+    """Run ``write`` (diagrams into ``out``) and print ``done``: exit code 0; 2 without the
+    render engine, 3 when ``out`` cannot be written (the reason printed)."""
     try:
-        write_diagrams(diagrams, out, svg=True, png=png)
+        write()
+    except RenderEngineMissing as exc:
+        print(f"fsm render: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         what = "exists and is not a directory" if out.is_file() else f"cannot be written: {exc}"
         print(f"fsm render: --out {out}: {what}", file=sys.stderr)
         return 3
-    print(f"rendered {len(diagrams)} diagram(s) of {', '.join(paths)} into {out}")
+    print(done)
     return 0
 
 
@@ -154,7 +168,8 @@ def main(argv: list[str]) -> int:
             return 1
         print(f"diagrams in {out} are up to date")
         return 0
-    try:
+
+    def write_builtin() -> None:
         require_engine()
         write_texts(out, names)
         for name in names:
@@ -162,12 +177,5 @@ def main(argv: list[str]) -> int:
             (out / f"{name}.svg").write_text(render_svg(dot), encoding="utf-8", newline="\n")
             if args.png:
                 (out / f"{name}.png").write_bytes(render_png(dot))
-    except RenderEngineMissing as exc:
-        print(f"fsm render: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        what = "exists and is not a directory" if out.is_file() else f"cannot be written: {exc}"
-        print(f"fsm render: --out {out}: {what}", file=sys.stderr)
-        return 3
-    print(f"rendered {len(names)} diagram(s) into {out}")
-    return 0
+
+    return _write(out, write_builtin, f"rendered {len(names)} diagram(s) into {out}")
