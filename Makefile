@@ -27,16 +27,22 @@ $(STAMP1): pyproject.toml
 
 install: $(STAMP)
 
+# npm ci of the Node package in $(1) from its committed lock, once the commands $(2) are found
+# ($(3): what needs them), then its stamp.
+define npm_install
+	@for c in $(2); do command -v $$c >/dev/null || \
+		{ echo "$$c not found; for $(3): $(2) (Node.js 20+)" >&2; exit 1; }; done
+	npm ci --prefix $(1) --no-audit --no-fund --loglevel=error
+	@touch $(1)/node_modules/.installed
+endef
+
 # The official TypeScript SDK client the end-to-end tests drive (tests/ts_client): needs node
 # and npm; installed from the committed lock when node_modules is missing or older than it.
 TS_CLIENT := tests/ts_client
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 
 $(TS_STAMP): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
-	@command -v node >/dev/null && command -v npm >/dev/null || \
-		{ echo "node and npm (Node.js 20+) are needed for the TypeScript client tests" >&2; exit 1; }
-	npm ci --prefix $(TS_CLIENT) --no-audit --no-fund --loglevel=error
-	@touch $(TS_STAMP)
+	$(call npm_install,$(TS_CLIENT),node npm,the TypeScript client tests)
 
 ts-client: $(TS_STAMP)
 
@@ -46,9 +52,7 @@ CONFORMANCE := tests/conformance
 CONFORMANCE_STAMP := $(CONFORMANCE)/node_modules/.installed
 
 $(CONFORMANCE_STAMP): $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.json
-	@command -v npm >/dev/null || { echo "npm is needed for the conformance suite" >&2; exit 1; }
-	npm ci --prefix $(CONFORMANCE) --no-audit --no-fund --loglevel=error
-	@touch $(CONFORMANCE_STAMP)
+	$(call npm_install,$(CONFORMANCE),npm,the conformance suite)
 
 conformance: $(CONFORMANCE_STAMP)
 
@@ -58,10 +62,7 @@ EXT_TASKS := tests/ext_tasks
 EXT_TASKS_STAMP := $(EXT_TASKS)/node_modules/.installed
 
 $(EXT_TASKS_STAMP): $(EXT_TASKS)/package.json $(EXT_TASKS)/package-lock.json
-	@command -v node >/dev/null && command -v npm >/dev/null || \
-		{ echo "node and npm (Node.js 20+) are needed for the ext-tasks requester tests" >&2; exit 1; }
-	npm ci --prefix $(EXT_TASKS) --no-audit --no-fund --loglevel=error
-	@touch $(EXT_TASKS_STAMP)
+	$(call npm_install,$(EXT_TASKS),node npm,the ext-tasks requester tests)
 
 ext-tasks: $(EXT_TASKS_STAMP)
 
