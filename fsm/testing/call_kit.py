@@ -5,7 +5,8 @@ input rounds) and the tasks kit (:mod:`fsm.testing.tasks_kit`, one task's polls)
 one), checks after each step that the client ended its call at most once, and at
 teardown drains a run that has not failed: each round the kit's :meth:`~OneCallMachine._drain`
 moves the environment one step on, and the call must end within ``drain_rounds`` of them
-(P5). :func:`bind` makes a kit's machine for one client factory.
+(P5). :func:`bind` makes a kit's machine for one client factory; :func:`question` is the
+question numbered ``q`` both kits' servers ask.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant
 from fsm import properties as P
 from fsm.testing.kit import failure
 
-__all__ = ["OneCallMachine", "bind"]
+__all__ = ["OneCallMachine", "bind", "question"]
+
+
+def question(q: int) -> dict[str, Any]:
+    """The kit's question number ``q`` as an ``inputRequests`` entry."""
+    return {
+        "method": "elicitation/create",
+        "params": {"message": f"Question {q}?", "requestedSchema": {"type": "object"}},
+    }
 
 
 class OneCallMachine(RuleBasedStateMachine):

@@ -43,7 +43,7 @@ from fsm.errors import RequestKey
 from fsm.mrtr.call import MrtrAction, MrtrEvent, Retry, RoundFailed, RoundResult, Tick
 from fsm.mrtr.outcomes import STATE_REJECTED
 from fsm.outcomes import SubmissionResult
-from fsm.testing.call_kit import OneCallMachine, bind
+from fsm.testing.call_kit import OneCallMachine, bind, question
 
 CALL = "call"
 MALFORMED: tuple[Any, ...] = (
@@ -64,14 +64,6 @@ class MrtrClientUnderTest(Protocol):
 
 MrtrClientFactory = Callable[[Callable[[], float]], MrtrClientUnderTest]
 """``factory(clock) -> client``: build a fresh MRTR client that reads time from ``clock``."""
-
-
-def question(q: int) -> dict[str, Any]:
-    """The kit's question number ``q`` as an ``inputRequests`` entry."""
-    return {
-        "method": "elicitation/create",
-        "params": {"message": f"Question {q}?", "requestedSchema": {"type": "object"}},
-    }
 
 
 @dataclass

@@ -65,7 +65,7 @@ from fsm.tasks.task import (
     UpdateAcked,
     UpdateFailed,
 )
-from fsm.testing.call_kit import OneCallMachine, bind
+from fsm.testing.call_kit import OneCallMachine, bind, question
 
 TASK_ID = "task"
 """The id of the kit's task (a request key is ``(TASK_ID, inputRequests key)``)."""
@@ -85,14 +85,6 @@ class TasksClientUnderTest(Protocol):
 TasksClientFactory = Callable[[Callable[[], float]], TasksClientUnderTest]
 """``factory(clock) -> client``: a fresh tasks client that reads wall-clock seconds from
 ``clock``."""
-
-
-def task_question(q: int) -> dict[str, Any]:
-    """The kit's question number ``q`` as an ``inputRequests`` entry."""
-    return {
-        "method": "elicitation/create",
-        "params": {"message": f"Question {q}?", "requestedSchema": {"type": "object"}},
-    }
 
 
 class TasksConformanceMachine(OneCallMachine):
@@ -224,7 +216,7 @@ class TasksConformanceMachine(OneCallMachine):
         self.seen = [k for k, _ in listed]
         result = self._task(self.status)
         if self.status == "input_required":
-            result["inputRequests"] = {k: task_question(q) for k, q in listed}
+            result["inputRequests"] = {k: question(q) for k, q in listed}
         elif self.status == "failed":
             result["error"] = {"code": -32603, "message": "the tool failed"}
         self.feed(Polled(result))
