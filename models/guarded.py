@@ -71,39 +71,24 @@ LEGEND = (
 ORIGIN = 100
 REQUESTS = 1
 
+
+def _rpc_error(status: int, code: int, message: str) -> SubmissionResult:
+    """HTTP ``status`` with a JSON-RPC error body."""
+    error = {"code": code, "message": message}
+    return SubmissionResult(status, {"jsonrpc": "2.0", "id": None, "error": error})
+
+
 _OUTCOMES: dict[str, SubmissionResult] = {
     "202": SubmissionResult(202),
-    "404": SubmissionResult(
-        404,
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}},
-    ),
-    "404rpc": SubmissionResult(
-        404,
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "Unknown request id"}},
-    ),
-    "rpc": SubmissionResult(
-        400,
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "Unknown request id"}},
-    ),
-    "500rpc": SubmissionResult(
-        500,
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "Request not found"}},
-    ),
+    "404": _rpc_error(404, -32600, "Session not found"),
+    "404rpc": _rpc_error(404, -32602, "Unknown request id"),
+    "rpc": _rpc_error(400, -32602, "Unknown request id"),
+    "500rpc": _rpc_error(500, -32603, "Request not found"),
     "neterr": SubmissionResult(None, error="ConnectError"),
 }
 
 _HELD: dict[HeldAnswer, SubmissionResult] = {
-    "409": SubmissionResult(
-        409,
-        {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {
-                "code": -32000,
-                "message": "Conflict: Stream already has an active connection",
-            },
-        },
-    ),
+    "409": _rpc_error(409, -32000, "Conflict: Stream already has an active connection"),
     "409-retry-after": SubmissionResult(409, retry_after=30.0),
     "400-exists": SubmissionResult(400, text="Session registration failed: session already exists"),
 }
