@@ -43,7 +43,7 @@ from fsm.wire.held import (
 )
 from fsm.wire.proxy import Exchange
 from fsm.wire.rig import open_rig
-from support.scenarios import Rig, answer_once_resumed, elicit_to_user
+from support.scenarios import Rig, answer_once_resumed, elicit_to_user, through_proxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -81,11 +81,8 @@ async def held_call(rig: Rig) -> Held:
     held = Held()
     done = anyio.Event()
     async with (
-        guarded_session(
-            rig.proxy.url,
-            http_client=rig.http,
-            config=CONFIG,
-            elicitation_callback=elicit_to_user(rig),
+        through_proxy(
+            rig, guarded_session, CONFIG, elicitation_callback=elicit_to_user(rig)
         ) as session,
         anyio.create_task_group() as tg,
     ):

@@ -59,6 +59,7 @@ from support.scenarios import (
     answer_once_resumed,
     elicit_to_user,
     open_rig,
+    through_proxy,
     unless_ended,
 )
 
@@ -195,7 +196,7 @@ Client = Callable[[Rig, Run], contextlib.AbstractAsyncContextManager[Any]]
 
 @contextlib.asynccontextmanager
 async def guarded(rig: Rig, run: Run) -> AsyncIterator[Any]:
-    async with guarded_session(rig.proxy.url, http_client=rig.http, config=CONFIG) as session:
+    async with through_proxy(rig, guarded_session, CONFIG) as session:
         run.session = session
         yield session
 
@@ -418,11 +419,8 @@ async def _spied_call(
     actions: list[act.Action] = []
     run = Run()
     async with (
-        guarded_session(
-            rig.proxy.url,
-            http_client=rig.http,
-            config=CONFIG,
-            elicitation_callback=elicit_to_user(rig),
+        through_proxy(
+            rig, guarded_session, CONFIG, elicitation_callback=elicit_to_user(rig)
         ) as session,
         anyio.create_task_group() as tg,
     ):

@@ -17,10 +17,9 @@ import pytest
 
 from fsm.adapters.mcp1 import guarded_session
 from fsm.errors import ResumeBudgetSpentError
-from fsm.sse.guard import GuardConfig
 from fsm.wire.proxy import HttpFault, is_resume_get
 from support.guarded_surface import GuardedSurfaceTests, one_ending
-from support.scenarios import GUARDED_SCENARIO_CONFIG_KW, open_rig
+from support.scenarios import open_rig, through_proxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -41,25 +40,21 @@ async def test_a_call_the_guard_failed_leaves_the_session_usable() -> None:
     error at once, and the SDK's own request is not cancelled while the guard's ending
     error is delivered to it (1.x's receive loop would close on that, and the session
     with it): the next call works."""
-    async with open_rig() as rig:
-        config = GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)
-        async with guarded_session(rig.proxy.url, http_client=rig.http, config=config) as session:
-            ending: list[BaseException] = []
-            async with anyio.create_task_group() as tg:
+    async with open_rig() as rig, through_proxy(rig, guarded_session) as session:
+        ending: list[BaseException] = []
+        async with anyio.create_task_group() as tg:
 
-                async def call() -> None:
-                    ending.append(
-                        await one_ending(session.call_tool("delete_files", {"gated": True}))
-                    )
+            async def call() -> None:
+                ending.append(await one_ending(session.call_tool("delete_files", {"gated": True})))
 
-                tg.start_soon(call)
-                post = await rig.tools_call()
-                await rig.controller.wait_pending(state="gated")
-                rig.proxy.fail_next(HttpFault(503, b"unavailable"), is_resume_get, times=10)
-                await rig.proxy.cut(post, "abrupt")
-            [err] = ending
-            assert isinstance(err, ResumeBudgetSpentError)
-            with anyio.fail_after(10):
-                result = await session.call_tool("ping", {})
-            assert result.content[0].text == "pong"  # type: ignore[union-attr]
-            assert session.violations == []
+            tg.start_soon(call)
+            post = await rig.tools_call()
+            await rig.controller.wait_pending(state="gated")
+            rig.proxy.fail_next(HttpFault(503, b"unavailable"), is_resume_get, times=10)
+            await rig.proxy.cut(post, "abrupt")
+        [err] = ending
+        assert isinstance(err, ResumeBudgetSpentError)
+        with anyio.fail_after(10):
+            result = await session.call_tool("ping", {})
+        assert result.content[0].text == "pong"  # type: ignore[union-attr]
+        assert session.violations == []

@@ -20,12 +20,11 @@ from mcp.client.streamable_http import streamable_http_client
 
 from fsm.adapters.core import RACED_METHODS
 from fsm.errors import ResumeBudgetSpentError, SessionExpiredError
-from fsm.sse.guard import GuardConfig
 from fsm.wire.proxy import HttpFault, is_resume_get
 from fsm.wire.rig import Rig
 from fsm.wire.sdk import MCP_MAJOR, McpError, adapter, hx, open_client_streams
 from fsm.wire.server import DEPRECATION, running_server
-from support.scenarios import GUARDED_SCENARIO_CONFIG_KW, open_rig
+from support.scenarios import open_rig, through_proxy
 from support.surface import offered, parameters_not_taken, signature_mismatches, unclassified
 
 __all__ = [
@@ -286,12 +285,9 @@ class GuardedSurfaceTests:
         """The held request's stream is cut and every resume refused (503): the guard
         gives up after its budget, and the call raises ``ResumeBudgetSpentError`` (an SDK
         error) once; the session goes on."""
-        config = GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)
         async with (
             open_rig() as rig,
-            adapter().guarded_session(
-                rig.proxy.url, http_client=rig.http, config=config
-            ) as session,
+            through_proxy(rig, adapter().guarded_session) as session,
         ):
             cut: list[Any] = []
 
@@ -318,12 +314,9 @@ class GuardedSurfaceTests:
 
         from support.fastmcp_clients import CLIENT_MODE
 
-        config = GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)
         async with (
             open_rig() as rig,
-            adapter().guarded_connection(
-                rig.proxy.url, http_client=rig.http, config=config
-            ) as conn,
+            through_proxy(rig, adapter().guarded_connection) as conn,
         ):
             factory: Any = conn.http_client
             transport = StreamableHttpTransport(rig.proxy.url, httpx_client_factory=factory)

@@ -14,14 +14,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from mcp import ClientSession, types
 from mcp.server.streamable_http import EventStore
 
+from fsm.sse.guard import GuardConfig
 from fsm.wire import rig as _rig
 from fsm.wire.rig import (
     CONFIRM,
@@ -88,6 +89,7 @@ __all__ = [
     "run_progress_stream",
     "run_scenario",
     "session_expired",
+    "through_proxy",
     "unless_ended",
 ]
 
@@ -209,3 +211,16 @@ async def answer_once_resumed(rig: Rig, done: anyio.Event, after: int, timeout: 
         rig.user.answer_open()
     with anyio.fail_after(timeout):
         await done.wait()
+
+
+T = TypeVar("T")
+
+
+def through_proxy(
+    rig: Rig, opener: Callable[..., T], config: GuardConfig | None = None, **kw: Any
+) -> T:
+    """``opener`` (a line's ``guarded_session`` or ``guarded_connection``) to the rig's
+    fault proxy over the rig's HTTP client, with ``config`` (by default the scenarios'
+    :data:`GUARDED_SCENARIO_CONFIG_KW`) and ``kw``."""
+    config = config if config is not None else GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)
+    return opener(rig.proxy.url, http_client=rig.http, config=config, **kw)
