@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from fsm import errors
 from fsm.durable.calls import CallRecord
+from fsm.durable.store import MAX_SSE_CALLS, SessionRecord, SseCall
 from fsm.errors import InteractionFailed, RequestId, RequestKey, StoreCorruptError
 from fsm.machines.product import Cause
 from fsm.mrtr.call import CallSnapshot
@@ -329,3 +330,27 @@ def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"not a number: {v!r}")
     return float(v)
+
+
+# ------------------------------------------------------------------ the SSE session
+
+
+def dump_session(rec: SessionRecord) -> str:
+    """An SSE adapter's session record as JSON."""
+    return json.dumps([rec.session, rec.initialize, [list(c) for c in rec.calls]])
+
+
+def load_session(text: str) -> SessionRecord:
+    """A session record back."""
+    v = _fields(text, 3)
+    try:
+        session, initialize, calls = v
+        if not isinstance(calls, list) or len(calls) > MAX_SSE_CALLS:
+            raise ValueError("calls is not a bounded list")
+        return SessionRecord(
+            _str(session),
+            _str(initialize),
+            tuple(SseCall(_str(s), _str(m), _params(p)) for s, m, p in calls),
+        )
+    except (TypeError, ValueError) as exc:
+        raise StoreCorruptError(f"session record does not read back: {exc}") from exc

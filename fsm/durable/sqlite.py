@@ -20,9 +20,11 @@
   (which reads every row). Never a fresh start on its own: that could ask
   an answered question again; an application that accepts that moves the file aside.
 * **Keys**: requests and questions by (session, request id), streams by stream name;
-  the session id and whether it expired in ``meta``; an MRTR call's or a task's record
-  (:class:`~fsm.durable.calls.CallRecord`) by call id in ``calls``, replaced by each
-  write, at most :data:`~fsm.durable.store.MAX_ENDED_CALLS` ended ones kept.
+  the session id and whether it expired in ``meta``, and the SSE adapter's
+  :class:`~fsm.durable.store.SessionRecord` there too (name ``rejoin``); an MRTR call's
+  or a task's record (:class:`~fsm.durable.calls.CallRecord`) by call id in ``calls``,
+  replaced by each write, at most :data:`~fsm.durable.store.MAX_ENDED_CALLS` ended ones
+  kept.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from pathlib import Path
 from fsm.durable import codec
 from fsm.durable.calls import CallRecord
 from fsm.durable.codec import SCHEMA_VERSION
-from fsm.durable.store import EMPTY, MAX_ENDED_CALLS, Delta
+from fsm.durable.store import EMPTY, MAX_ENDED_CALLS, Delta, SessionRecord, Written
 from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
 from fsm.machines.resumption import LIVENESS
 from fsm.sse.guard import SseDelta, SseStored
@@ -83,7 +85,10 @@ class SqliteStore:
     from a worker thread), one at a time: a lock serialises them."""
 
     def __init__(
-        self, path: str | Path, *, before_write: Callable[[Delta], None] | None = None
+        self,
+        path: str | Path,
+        *,
+        before_write: Callable[[Written], None] | None = None,
     ) -> None:
         self.path = str(path)
         self._before_write = before_write
@@ -113,14 +118,24 @@ class SqliteStore:
         with self._lock:
             self._write_locked(delta)
 
-    def _write_locked(self, delta: Delta) -> None:
+    def write_session(self, record: SessionRecord) -> None:
+        """Replace the SSE adapter's session record in one transaction (synced)."""
+        with self._lock:
+            self._write_locked(record)
+
+    def _write_locked(self, delta: Written) -> None:
         db = self._conn()
         if self._before_write is not None:
             self._before_write(delta)
         with _errors(self.path):
             db.execute("BEGIN")
             try:
-                if isinstance(delta, CallRecord):
+                if isinstance(delta, SessionRecord):
+                    db.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('rejoin', ?)",
+                        (codec.dump_session(delta),),
+                    )
+                elif isinstance(delta, CallRecord):
                     _write_call(db, delta)
                 else:
                     _write(db, delta)
@@ -172,6 +187,15 @@ class SqliteStore:
             with _errors(self.path):
                 row = db.execute("SELECT record FROM calls WHERE call = ?", (call_id,)).fetchone()
         return None if row is None else self._load_call(call_id, row[0])
+
+    def session(self) -> SessionRecord | None:
+        """The SSE adapter's session record (in ``meta``, name ``rejoin``), or ``None``
+        (:class:`~fsm.errors.StoreCorruptError` if it does not read back)."""
+        with self._lock:
+            db = self._conn()
+            with _errors(self.path):
+                row = db.execute("SELECT value FROM meta WHERE name = 'rejoin'").fetchone()
+        return None if row is None else codec.load_session(row[0])
 
     def _load_call(self, call: str, text: str) -> CallRecord:
         rec = codec.load_call(text)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from fsm.durable.calls import CallRecord
 from fsm.sse.guard import GuardSnapshot, SseDelta, SseStored
@@ -10,9 +10,39 @@ from fsm.sse.guard import GuardSnapshot, SseDelta, SseStored
 EMPTY = SseStored(GuardSnapshot("", (), (), False))
 """What an empty store holds."""
 
+MAX_SSE_CALLS = 64
+"""Calls a :class:`SessionRecord` lists at most (the newest): an SSE adapter drops a call
+from it once the call's stream ended, so this bounds only calls sent and not yet ended."""
+
+
+class SseCall(NamedTuple):
+    """A request an SSE adapter sent on the session whose response stream a restart may
+    resume: the stream's name (``post:<request id>``), the JSON-RPC method, and its
+    params as canonical JSON (``None``: none)."""
+
+    stream: str
+    method: str
+    params: str | None
+
+
+class SessionRecord(NamedTuple):
+    """What an SSE adapter keeps to rejoin its session after a restart, written whole
+    (each write replaces the last): the session id, the ``InitializeResult`` the server
+    answered (JSON, adopted again without a new ``initialize``), and the calls sent and
+    not known ended, oldest first (at most :data:`MAX_SSE_CALLS`). Written before a call's
+    request is sent, so a call whose stream is stored is listed."""
+
+    session: str
+    initialize: str
+    calls: tuple[SseCall, ...] = ()
+
+
 Delta = SseDelta | CallRecord
 """What one ``Persist`` carries: the SSE guard's delta, or an MRTR call's or a task's
 whole record (which replaces the one stored under its call id)."""
+
+Written = Delta | SessionRecord
+"""Anything a store writes (what a file store's ``before_write`` hook is given)."""
 
 MAX_ENDED_CALLS = 256
 """Ended calls' records a store keeps (their tombstones: an ended call is not run again);
@@ -25,8 +55,10 @@ class Store(Protocol):
     ``write`` returns once the delta is durable (the embedder takes the actions after a
     ``Persist`` only then); ``load`` returns every delta written, applied in order
     (:meth:`fsm.sse.guard.SseStored.apply`); ``writes`` counts the writes made through
-    this object; ``calls`` returns the stored MRTR calls' and tasks' records. Neither is
-    called for a progress event: the guard asks for no write. One store serves every era.
+    this object; ``calls`` returns the stored MRTR calls' and tasks' records, ``call`` one
+    of them; ``write_session`` and ``session`` write and read the SSE adapter's
+    :class:`SessionRecord`. Nothing is written for
+    a progress event: the guard asks for no write. One store serves every era.
     """
 
     @property
@@ -52,6 +84,15 @@ class Store(Protocol):
         a record of another call that does not read back cannot fail this call's start."""
         ...
 
+    def write_session(self, record: SessionRecord) -> None:
+        """Make ``record`` durable, replacing the session record stored (one atomic write,
+        counted in ``writes``)."""
+        ...
+
+    def session(self) -> SessionRecord | None:
+        """The SSE adapter's :class:`SessionRecord` last written, or ``None``."""
+        ...
+
     def close(self) -> None:
         """Release the store (and its file, for a file store). Idempotent."""
         ...
@@ -65,6 +106,7 @@ class MemoryStore:
     def __init__(self, stored: SseStored = EMPTY) -> None:
         self.stored = stored
         self._calls: dict[str, CallRecord] = {}
+        self._session: SessionRecord | None = None
         self._writes = 0
 
     @property
@@ -95,6 +137,15 @@ class MemoryStore:
     def call(self, call_id: str) -> CallRecord | None:
         """The current record of ``call_id``, or ``None``."""
         return self._calls.get(call_id)
+
+    def write_session(self, record: SessionRecord) -> None:
+        """Replace the session record."""
+        self._session = record
+        self._writes += 1
+
+    def session(self) -> SessionRecord | None:
+        """The session record last written."""
+        return self._session
 
     def close(self) -> None:
         """Nothing to release."""

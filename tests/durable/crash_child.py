@@ -13,13 +13,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from durable_script import drive
 
 from fsm.durable import SqliteStore
-from fsm.durable.store import Delta
+from fsm.durable.store import Written
 
 
 def main(path: str) -> None:
     count = 0
 
-    def before_write(delta: Delta) -> None:
+    def before_write(delta: Written) -> None:
         nonlocal count
         count += 1
         print(f"write {count}", flush=True)

@@ -18,7 +18,7 @@ from mcp.client.session import ClientRequestContext
 
 from fsm.adapters.mrtr import RESHOWN_META, guarded_call_tool
 from fsm.durable import SqliteStore
-from fsm.durable.store import Delta
+from fsm.durable.store import Written
 from fsm.errors import InteractionFailed
 from fsm.wire.mrtr_server import MrtrServer, running_mrtr_server
 
@@ -67,7 +67,7 @@ async def attempt(
     writes it made."""
     written = 0
 
-    def before_write(delta: Delta) -> None:
+    def before_write(delta: Written) -> None:
         nonlocal written
         if written == die_at:
             raise Died
