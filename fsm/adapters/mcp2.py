@@ -39,18 +39,25 @@ from fsm._extras import missing_extra
 try:
     import httpx2
     from mcp import ClientSession, types
+    from mcp.client.session import ClientRequestContext
     from mcp.shared.exceptions import MCPError
+    from mcp.shared.message import ClientMessageMetadata
+    from pydantic import TypeAdapter
     from typing_extensions import deprecated
 
     from fsm.adapters import core
+    from fsm.adapters._stored import RESHOWN_META
+    from fsm.adapters._transport.rejoin import params_of
     from fsm.adapters._transport.session import SameOnBothLines
     from fsm.adapters.core import GuardedConnection, GuardedTransport
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters.mcp2", exc) from exc
 
+from fsm import actions as act
 from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
+from fsm.durable.store import SseCall, Store
 from fsm.sse.guard import GuardConfig
 
 if TYPE_CHECKING:  # the SDK's parameter types, named where 2.3.0 defines them
@@ -63,8 +70,6 @@ if TYPE_CHECKING:  # the SDK's parameter types, named where 2.3.0 defines them
         SamplingFnT,
     )
     from mcp.shared.dispatcher import ProgressFnT
-    from mcp.shared.message import ClientMessageMetadata
-    from pydantic import TypeAdapter
 
     from fsm.adapters.core import LogTarget
 
@@ -91,6 +96,53 @@ def check_sdk_version(strict: bool = True) -> str:
     return _check(SUPPORTED_SDK, others=(MCP1,), strict=strict)
 
 
+_RESUMED: dict[str, tuple[Any, Any]] = {
+    "tools/call": (types.CallToolRequest, types.CallToolResult),
+    "prompts/get": (types.GetPromptRequest, types.GetPromptResult),
+    "resources/read": (types.ReadResourceRequest, types.ReadResourceResult),
+}
+"""What a stored call of each resumable method is sent as, and what it returns."""
+
+_ELICIT: TypeAdapter[Any] = TypeAdapter(types.ElicitRequestParams)
+
+
+class Rejoin:
+    """How an mcp 2.x session rejoins a stored session (:mod:`fsm.adapters._transport.rejoin`):
+    ``ClientSession.adopt`` of the stored ``InitializeResult`` (no wire traffic), and a
+    stored call sent again as ``send_request(..., metadata=ClientMessageMetadata(
+    resumption_token=...))``, which the SDK sends as a ``GET`` with ``Last-Event-ID`` and
+    whose replayed response it maps onto the new request id. A question is shown again
+    through the elicitation callback with ``context.meta["fsm/reshown"]`` true."""
+
+    def dump_initialize(self, result: Any) -> str:
+        """``InitializeResult`` as JSON."""
+        return str(result.model_dump_json(by_alias=True, exclude_none=True))
+
+    def adopt(self, session: Any, initialize: str) -> None:
+        """``session.adopt`` of the stored result."""
+        session.adopt(types.InitializeResult.model_validate_json(initialize, by_name=False))
+
+    async def resume(self, session: Any, call: SseCall, token: str) -> Any:
+        """``call`` resumed by the SDK's resumption, with ``token`` as its cursor."""
+        request_type, result_type = _RESUMED[call.method]
+        request = request_type.model_validate(
+            {"method": call.method, "params": params_of(call)}, by_name=False
+        )
+        metadata = ClientMessageMetadata(resumption_token=token)
+        return await session.send_request(request, result_type, metadata=metadata)
+
+    async def reshow(self, session: Any, callback: Any, shown: act.Reshown) -> Any:
+        """The elicitation ``shown`` through ``callback``, marked; its answer as JSON."""
+        if callback is None or shown.method != "elicitation/create":
+            return None
+        meta: Any = {RESHOWN_META: True}
+        ctx = ClientRequestContext(session=session, request_id=shown.key[1], meta=meta)
+        result = await callback(ctx, _ELICIT.validate_python(shown.params, by_name=False))
+        if isinstance(result, types.ErrorData):
+            return None
+        return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
 BINDING = core.SdkBinding(
     name="mcp 2.x",
     hx=httpx2,
@@ -100,6 +152,7 @@ BINDING = core.SdkBinding(
     session_class=ClientSession,
     cancel_result=lambda: types.ElicitResult(action="cancel"),
     errors=SdkErrorType(MCPError, types.ErrorData),
+    rejoin=Rejoin(),
 )
 """The mcp 2.x line as the core sees it."""
 
@@ -444,9 +497,10 @@ def guarded_session(
     terminate_on_close: bool = True,
     max_sse_event_size: int | None = 1048576,
     config: GuardConfig | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] | None = None,
     log: LogTarget | None = None,
     strict_sdk: bool = True,
+    store: Store | None = None,
 ) -> AbstractAsyncContextManager[GuardedSession]:
     """Open an initialized, guarded mcp 2.x session on ``url`` (streamable HTTP): enter
     the returned context manager for the :class:`GuardedSession`.
@@ -458,10 +512,14 @@ def guarded_session(
     and timeouts apply, it is not closed here; default a client with a 30 s timeout and
     300 s to read), ``terminate_on_close``, ``max_sse_event_size``. Keywords left at
     their defaults are not passed on (a 2.x release without one works). The guard's:
-    ``config`` (its policy), ``clock`` (its time source, monotonic seconds), ``log`` (a
-    path or text stream that receives the event log as JSON Lines while it happens),
-    ``strict_sdk`` (``RuntimeError`` on entering for an SDK release outside
-    :data:`SUPPORTED_SDK`, unless ``False``).
+    ``config`` (its policy), ``clock`` (its time source in seconds: ``time.monotonic``,
+    or ``time.time`` with a store, whose deadlines must mean the same in the next
+    process), ``log`` (a path or text stream that receives the event log as JSON Lines
+    while it happens), ``strict_sdk`` (``RuntimeError`` on entering for an SDK release
+    outside :data:`SUPPORTED_SDK`, unless ``False``), ``store`` (the guard is durable and
+    writes ahead to it; a store holding a session the process before this one left with
+    calls in flight rejoins it: :attr:`GuardedSession.restored_calls`,
+    :meth:`GuardedSession.resume_call`, docs/durability.md).
 
     The signature is checked at the call: a misspelled keyword is a ``TypeError`` here,
     before any connection.
@@ -494,11 +552,12 @@ def guarded_session(
             elicitation_callback=elicitation_callback,
             http_client=http_client,
             config=config,
-            clock=clock,
+            clock=clock or (time.monotonic if store is None else time.time),
             log=log,
             strict_sdk=strict_sdk,
             session_type=GuardedSession,
             transport_options=transport_options,
+            store=store,
             **session_options,
         ),
     )

@@ -7,6 +7,7 @@ session races against the guard (:data:`RACED_METHODS`, :data:`NOT_RACED`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import logging
@@ -23,9 +24,11 @@ import anyio.lowlevel
 from fsm.adapters._transport.body import NotingWriter
 from fsm.adapters._transport.handles import CURRENT_CALL, CallSlot
 from fsm.adapters._transport.http import HttpLib
+from fsm.adapters._transport.rejoin import SdkRejoin, record_session, reshow, restart, resume_call
 from fsm.adapters._transport.session_io import SessionIO
 from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.adapters.sdkversion import SdkRange, check_sdk_version
+from fsm.durable.store import SseCall, Store
 from fsm.errors import (
     InteractionFailed,
     RequestKey,
@@ -164,7 +167,9 @@ class SdkBinding:
     variables (2.x); when not (1.x), the core notes which call sent each request id on the
     SDK's write stream instead. ``errors``: the SDK's JSON-RPC error type; every typed
     error the session raises is an instance of it too (:mod:`fsm.adapters.sdkerrors`).
-    ``None``: plain library errors.
+    ``None``: plain library errors. ``rejoin``: how the line adopts a stored session and
+    resumes a stored call (:mod:`fsm.adapters._transport.rejoin`); ``None``: a guarded
+    session of this line takes no store.
     """
 
     name: str
@@ -177,6 +182,7 @@ class SdkBinding:
     errors_as_responses: bool = False
     context_follows_sends: bool = True
     errors: SdkErrorType | None = None
+    rejoin: SdkRejoin | None = None
 
 
 class GuardedConnection:
@@ -354,6 +360,25 @@ class GuardedSession(GuardedConnection):
         given = non_default(own, arguments) if callable(own) else dict(arguments)
         return await self.call(lambda: send(**given), method=RACED_METHODS[name])
 
+    @property
+    def restored_calls(self) -> tuple[SseCall, ...]:
+        """The calls in flight when the process before this one ended, from the store
+        (empty unless this session was rejoined from a store): give each to
+        :meth:`resume_call`. Its ``method`` and ``params`` say what it was."""
+        return self._e.restored
+
+    async def resume_call(self, call: SseCall) -> Any:
+        """Resume ``call`` (one of :attr:`restored_calls`) to exactly one outcome: the
+        result the SDK returns for its method (a ``CallToolResult`` for ``tools/call``),
+        or one typed error (also the SDK's error type): the guard's, or reason
+        ``ended-before-restart`` (its end was recorded before the crash, its result not
+        stored) or ``not-resumable`` (no stream of it was stored). See
+        ``docs/durability.md``."""
+        rejoin = self._e.binding.rejoin
+        if rejoin is None:
+            raise ValueError(f"{self._e.binding.name} sessions cannot resume a stored call")
+        return await resume_call(self, rejoin, call)
+
 
 class SameOnBothLines(GuardedSession):
     """The typed request methods whose ``ClientSession`` signature is the same on both SDK
@@ -465,9 +490,11 @@ async def open_guarded_connection(
     clock: Callable[[], float] = time.monotonic,
     log: LogTarget | None = None,
     strict_sdk: bool = True,
+    store: Store | None = None,
 ) -> AsyncIterator[GuardedConnection]:
     """The guard for one MCP session on ``url``, for a client that opens the SDK session
-    itself (see :class:`GuardedConnection`); arguments as :func:`open_guarded_session`.
+    itself (see :class:`GuardedConnection`); arguments as :func:`open_guarded_session`
+    (``store``: the guard is durable, its writes go there).
     When this exits (and before the client's DELETE ends the session, if it sends one),
     every stream still open ends, recorded with outcome ``closed`` (not a failure:
     :meth:`SessionIO.end_session`); then its background IO (submissions, resumes) ends."""
@@ -483,9 +510,12 @@ async def open_guarded_connection(
             sink = stack.enter_context(open(log, "w", encoding="utf-8"))  # noqa: SIM115
         elif log is not None:
             sink = log
+        if store is not None:
+            config = dataclasses.replace(config or GuardConfig(), durable=True)
         observed = ObservedGuard(Guard(clock=clock, config=config), sink=sink)
         tg = await stack.enter_async_context(anyio.create_task_group())
         engine = SessionIO(observed, http_client, tg, url, binding)
+        engine.store = store
         engine.ends_on_delete = True
         stack.callback(_close, engine)
         yield GuardedConnection(engine)
@@ -504,6 +534,7 @@ async def open_guarded_session(
     strict_sdk: bool = True,
     session_type: type[GuardedSession] = GuardedSession,
     transport_options: Mapping[str, Any] | None = None,
+    store: Store | None = None,
     **session_kwargs: Any,
 ) -> AsyncIterator[GuardedSession]:
     """Open an initialized, guarded MCP session on ``url`` (legacy streamable HTTP).
@@ -517,7 +548,17 @@ async def open_guarded_session(
     (``binding.connect``), extra keyword arguments to ``ClientSession``. Raises
     ``RuntimeError`` for an unsupported SDK version when ``strict_sdk``. ``binding`` says
     which SDK line. The adapters' ``guarded_session`` is this with a typed signature.
+
+    ``store``: the guard is durable and writes ahead to it; if the store holds a session
+    to rejoin (the process before this one ended with calls in flight), the session is
+    rejoined instead of initialized (:mod:`fsm.adapters._transport.rejoin`): its
+    questions on screen at the crash go to ``elicitation_callback`` once more, marked,
+    and :attr:`GuardedSession.restored_calls` lists what to :meth:`~GuardedSession.resume_call`.
+    ``ValueError`` for a line without ``binding.rejoin``.
     """
+    rejoin = binding.rejoin
+    if store is not None and rejoin is None:
+        raise ValueError(f"a {binding.name} guarded session takes no store")
     async with (
         open_guarded_connection(
             binding,
@@ -527,6 +568,7 @@ async def open_guarded_session(
             clock=clock,
             log=log,
             strict_sdk=strict_sdk,
+            store=store,
         ) as conn,
         conn.http_client(headers=conn._e.http.headers) as outer,
         binding.connect(url, outer, **(transport_options or {})) as (read, write),
@@ -537,5 +579,14 @@ async def open_guarded_session(
             **session_kwargs,
         ) as session,
     ):
-        await session.initialize()
-        yield session_type(session, conn._e)
+        e = conn._e
+        shows = restart(e, store) if store is not None else ()
+        if rejoin is not None and e.rejoin is not None and e.rejoined:
+            rejoin.adopt(session, e.rejoin.initialize)
+            for shown in shows:
+                e.spawn(lambda a: reshow(e, rejoin, session, elicitation_callback, a), shown)
+        else:
+            result = await session.initialize()
+            if store is not None and rejoin is not None:
+                await record_session(e, store, rejoin.dump_initialize(result))
+        yield session_type(session, e)

@@ -28,6 +28,7 @@ from fsm.adapters._transport.http import (
 )
 from fsm.adapters._transport.sse import LARGE_EVENT, plain_notification
 from fsm.adapters._transport.transport import bind
+from fsm.durable.store import SessionRecord, SseCall, Store
 from fsm.errors import (
     InteractionFailed,
     RequestId,
@@ -37,6 +38,7 @@ from fsm.errors import (
 from fsm.messages import is_plain_notification
 from fsm.outcomes import SubmissionResult
 from fsm.properties import EventSeen
+from fsm.sse.guard import SseDelta
 from fsm.sse.observe import ObservedGuard
 
 if TYPE_CHECKING:
@@ -147,6 +149,18 @@ class SessionIO:
         """The credentials of each answer's POST, kept while its request is live (never
         evicted while live: a submission must carry its own answer's credentials)."""
         self._creds_pruned_at = CREDENTIALS_PRUNED_AT
+        self.store: Store | None = None
+        """Where the durable guard's writes go (:mod:`fsm.adapters._transport.rejoin`);
+        ``None``: the guard is not durable."""
+        self.rejoin: SessionRecord | None = None
+        """What the store keeps to rejoin this session (once it is initialized)."""
+        self.rejoined = False
+        """Whether this session was rejoined from the store (no ``initialize`` sent): its
+        requests carry the stored session id, which the SDK never saw."""
+        self.restored: tuple[SseCall, ...] = ()
+        """The calls the store listed as in flight when this session was rejoined."""
+        self.resuming: dict[str, str] = {}
+        """Restored streams being resumed by the SDK, by the resumption token it sends."""
         self.ends_on_delete = False
         """Whether a DELETE sent through the transport is this client closing its own
         session (an SDK adapter), so :meth:`end_session` runs before it is sent. A gateway
@@ -242,7 +256,11 @@ class SessionIO:
     def perform(self, actions: tuple[act.Action, ...]) -> None:
         """Actions that concern more than the stream being read."""
         for a in actions:
-            if isinstance(a, act.Submit):
+            if isinstance(a, act.Persist):  # first: on disk before anything else happens
+                if self.store is None or not isinstance(a.delta, SseDelta):
+                    raise ValueError("a Persist reached a session without a store")
+                self.store.write(a.delta)
+            elif isinstance(a, act.Submit):
                 self.spawn(self._submit, a)
             elif isinstance(a, act.Withdraw):
                 self.withdrawn[a.key] = None

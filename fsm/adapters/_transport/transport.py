@@ -20,11 +20,13 @@ from fsm.adapters._transport.http import (
     body_method,
     json_body,
     local_response,
+    origin_of,
     post_failed,
     stream_name,
     too_many_streams,
     wrap_response,
 )
+from fsm.adapters._transport.rejoin import record_call
 from fsm.errors import (
     RequestKey,
 )
@@ -56,6 +58,8 @@ class GuardedTransport:
         e = self.e
         if e.expired is not None:
             return local_response(self.e.hx, request, 404, SESSION_GONE_BODY)
+        if e.rejoined and e.session and "mcp-session-id" not in request.headers:
+            request.headers["mcp-session-id"] = e.session  # rejoined: the SDK never saw it
         method = request.method
         if method == "POST":
             body = json_body(request)
@@ -81,7 +85,13 @@ class GuardedTransport:
                 return post_failed(e.hx, request, body, f"request POST answered HTTP {status}")
             return resp
         if method == "GET":
-            if request.headers.get("last-event-id") is not None:
+            token = request.headers.get("last-event-id")
+            if token is not None:
+                restored = e.resuming.pop(token, None)
+                if restored is not None:  # a call rejoined after a restart, from the store
+                    resumed = self.reconnect(request, restored, origin_of(restored))
+                    if resumed is not None:
+                        return resumed
                 # the SDK resuming on its own: only after the guard ended that body
                 return local_response(self.e.hx, request, 405, b"")
             if e.session and not e.room_for_stream(None):
@@ -165,6 +175,8 @@ class GuardedTransport:
             stream = stream_name(origin)
             if e.session and not e.room_for_stream(stream):  # refused before it is sent
                 return local_response(e.hx, request, 503, too_many_streams(request))
+            if e.store is not None:  # what a restart needs to resume it, written ahead
+                await record_call(e, stream, body)
             return await self._open_stream(request, stream, origin)
         return await self._send(request)
 
