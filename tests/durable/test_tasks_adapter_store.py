@@ -60,7 +60,7 @@ async def test_a_task_whose_end_was_recorded_fails_once_typed(
             (record,) = store.calls().values()
             assert record.era == "tasks" and record.ended
             # The task created with its question, the answer, the update acknowledged,
-            # the end: the writes the SIGKILL harness kills before (test_tasks_crash_kill).
+            # the end: the writes the SIGKILL harness kills before (test_crash_harness).
             assert store.writes == 4
             polls = server.log.polls
             with pytest.raises(InteractionFailed) as caught:
