@@ -2,8 +2,9 @@
 (``test_crash_harness.py``) does not show by itself: the write-ahead order (the question
 on disk before the callback shows it, the answer on disk before the server takes it), the
 session record a rejoin reads (the initialize result, the call's method and params, ended
-calls dropped), the writes of the seed call (pinned: the harness kills before each), and
-a line that cannot rejoin refusing a store."""
+calls dropped), the writes of the seed call (pinned: the harness kills before each), a
+write that fails (nothing shown, the call fails), and a line that cannot rejoin refusing a
+store."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 from mcp import types
 from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
 
 from fsm.adapters import mcp2
 from fsm.adapters.core import open_guarded_session
 from fsm.adapters.mcp2 import guarded_session
 from fsm.durable import MemoryStore
 from fsm.durable.store import Delta, SessionRecord
+from fsm.errors import StoreError
 from fsm.sse.guard import SseDelta
 from fsm.wire.server import RunningServer, running_server
 
@@ -100,3 +104,25 @@ async def test_a_line_that_cannot_rejoin_takes_no_store(server: RunningServer) -
     with pytest.raises(ValueError, match="takes no store"):
         async with open_guarded_session(binding, server.url, store=MemoryStore()):
             pass
+
+
+class Full(MemoryStore):
+    """A store whose disk fills when the question is to be written."""
+
+    def write(self, delta: Delta) -> None:
+        if isinstance(delta, SseDelta) and any(r.state == "presented" for r in delta.requests):
+            raise StoreError("disk full", path="full")
+        super().write(delta)
+
+
+async def test_a_failed_write_shows_nothing_and_fails_the_call(server: RunningServer) -> None:
+    shown: list[Any] = []
+
+    async def user(context: ClientRequestContext, params: Any) -> types.ElicitResult:
+        shown.append(context.request_id)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with guarded_session(server.url, elicitation_callback=user, store=Full()) as session:
+        with anyio.fail_after(20), pytest.raises(MCPError):
+            await session.call_tool("delete_files", {})
+    assert shown == []  # not on disk, so never shown
