@@ -36,11 +36,16 @@ __all__ = [
     "Upstream",
     "elicit",
     "gateway_for",
+    "json_reply",
     "peak_rss",
+    "read_request",
     "reset_peak_rss",
     "result",
     "rss",
     "sse",
+    "sse_end",
+    "sse_piece",
+    "sse_start",
 ]
 
 SID = "hostile-session"
@@ -153,7 +158,7 @@ class Flood:
 
     async def write(self, send: Any) -> None:
         head = b"" if self.event_id is None else f"id: {self.event_id}\n".encode()
-        await _body(send, head + b"data: ")
+        await sse_piece(send, head + b"data: ")
         piece = b"a" * self.chunk
         while self.written < self.size:  # bounded: size / chunk writes
             if self.pause_at is not None and self.written >= self.pause_at:
@@ -162,14 +167,14 @@ class Flood:
                     await self.resume.wait()
                 self.pause_at = None
             n = min(self.chunk, self.size - self.written)
-            await _body(send, piece[:n])
+            await sse_piece(send, piece[:n])
             self.written += n
             self.rss_max = max(self.rss_max, rss())
             # uvicorn's send returns at once, with no checkpoint, once the reader left:
             # yield, so that the upstream notices the reader left
             await anyio.lowlevel.checkpoint()
         if self.end:
-            await _body(send, b"\n\n")
+            await sse_piece(send, b"\n\n")
 
 
 Piece = bytes | anyio.Event | Flood
@@ -330,7 +335,7 @@ class Upstream:
                 elif isinstance(piece, Flood):
                     await piece.write(send)
                 else:
-                    await _body(send, piece)
+                    await sse_piece(send, piece)
             if self.hold is not None and method == "POST":
                 await self.hold.wait()
             if open_until_left:
@@ -352,8 +357,33 @@ class Upstream:
         return finished
 
 
-async def _body(send: Any, data: bytes) -> None:
+async def read_request(scope: Any, receive: Any) -> tuple[dict[str, str], Any]:
+    """An HTTP request's headers (decoded) and its JSON body (``{}`` when it has none)."""
+    headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+    body = await whole_body(receive)
+    return headers, json.loads(body) if body else {}
+
+
+async def sse_start(send: Any) -> None:
+    """Start a ``200`` SSE response."""
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+
+async def sse_piece(send: Any, data: bytes) -> None:
+    """Send ``data`` as the next piece of a response, more to come."""
     await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def sse_end(send: Any) -> None:
+    """End a response sent in pieces."""
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def json_reply(send: Any, status: int, body: bytes, extra: Any = ()) -> None:
+    """A whole ``application/json`` response of ``status`` with ``body`` and the ``extra``
+    headers."""
+    await _reply(send, status, body, [(b"content-type", b"application/json"), *extra])
 
 
 async def _reply(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:

@@ -21,10 +21,22 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import HEAD, SID, gateway_for, parse, result, sse  # noqa: E402
+from scripted_upstream import (  # noqa: E402
+    HEAD,
+    SID,
+    gateway_for,
+    json_reply,
+    parse,
+    read_request,
+    result,
+    sse,
+    sse_end,
+    sse_piece,
+    sse_start,
+)
 
 from fsm.gateway.app import GATEWAY_GUARD  # noqa: E402
-from fsm.wire.serving import lifespan, whole_body  # noqa: E402
+from fsm.wire.serving import lifespan  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -39,6 +51,8 @@ REFUSALS: dict[str, tuple[int, bytes, tuple[tuple[bytes, bytes], ...]]] = {
     "429-retry-after": (429, b"slow down", ((b"retry-after", b"0"),)),
     "503-retry-after": (503, b"busy", ((b"retry-after", b"0"),)),
 }
+
+SESSION = ((b"mcp-session-id", SID.encode()),)
 
 
 class HoldsTheOldConnection:
@@ -56,14 +70,12 @@ class HoldsTheOldConnection:
         if scope["type"] == "lifespan":
             await lifespan(receive, send)
             return
-        body = await whole_body(receive)
-        msg = json.loads(body) if body else {}
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        headers, msg = await read_request(scope, receive)
         if msg.get("method") == "initialize":
-            await _reply(send, 200, json.dumps(result(msg["id"])).encode(), SID)
+            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), SESSION)
         elif msg.get("method") == "tools/call":
-            await _start(send)
-            await _piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
+            await sse_start(send)
+            await sse_piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
             while (await receive())["type"] != "http.disconnect":
                 pass
         elif scope["method"] == "GET" and "last-event-id" in headers:
@@ -72,32 +84,13 @@ class HoldsTheOldConnection:
                 self.left = None if self.left is None else self.left - 1
                 self.refused += 1
                 status, text, extra = self.refusal
-                await _reply(send, status, text, None, extra)
+                await json_reply(send, status, text, extra)
                 return
-            await _start(send)
-            await _piece(send, sse("e2", result(7)))
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await sse_start(send)
+            await sse_piece(send, sse("e2", result(7)))
+            await sse_end(send)
         else:
-            await _reply(send, 202, b"")
-
-
-async def _start(send: Any) -> None:
-    headers = [(b"content-type", b"text/event-stream")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-
-
-async def _piece(send: Any, data: bytes) -> None:
-    await send({"type": "http.response.body", "body": data, "more_body": True})
-
-
-async def _reply(
-    send: Any, status: int, body: bytes, sid: str | None = None, extra: Any = ()
-) -> None:
-    headers = [(b"content-type", b"application/json"), *extra]
-    if sid is not None:
-        headers.append((b"mcp-session-id", sid.encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+            await json_reply(send, 202, b"")
 
 
 def _config(patience_s: float) -> Any:

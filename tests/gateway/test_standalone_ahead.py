@@ -20,11 +20,23 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import HEAD, SID, elicit, gateway_for, parse, result  # noqa: E402
+from scripted_upstream import (  # noqa: E402
+    HEAD,
+    SID,
+    elicit,
+    gateway_for,
+    json_reply,
+    parse,
+    read_request,
+    result,
+    sse_end,
+    sse_piece,
+    sse_start,
+)
 
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.gateway.redis_store import RedisStore  # noqa: E402
-from fsm.wire.serving import lifespan, whole_body  # noqa: E402
+from fsm.wire.serving import lifespan  # noqa: E402
 from support.redis_server import RedisServer  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -60,9 +72,7 @@ class DropsBeforeGet:
         if scope["type"] == "lifespan":
             await lifespan(receive, send)
             return
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        body = await whole_body(receive)
-        msg = json.loads(body) if body else {}
+        headers, msg = await read_request(scope, receive)
         try:
             await self._serve(scope["method"], headers, msg, receive, send)
         finally:
@@ -72,11 +82,11 @@ class DropsBeforeGet:
         self, method: str, headers: dict[str, str], msg: Any, receive: Any, send: Any
     ) -> None:
         if headers.get("authorization") not in self.accepted:
-            await _reply(send, 403, b"forbidden")
+            await json_reply(send, 403, b"forbidden")
             return
         if msg.get("method") == "initialize":
             head = [(b"mcp-session-id", SID.encode())]
-            await _reply(send, 200, json.dumps(result(msg["id"])).encode(), head)
+            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), head)
         elif method == "GET":
             await self._standalone(headers, receive, send)
         elif msg.get("method") == "tools/call":
@@ -86,31 +96,33 @@ class DropsBeforeGet:
             else:
                 self.dropped += 1
             self._changed.set()
-            await _start(send)
+            await sse_start(send)
             await self.answered.wait()
-            await _piece(send, b"id: c1\ndata: " + json.dumps(result(msg["id"])).encode() + b"\n\n")
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await sse_piece(
+                send, b"id: c1\ndata: " + json.dumps(result(msg["id"])).encode() + b"\n\n"
+            )
+            await sse_end(send)
         else:  # the answer, or a notification
             if "method" not in msg:
                 self.answered.set()
-            await _reply(send, 202, b"")
+            await json_reply(send, 202, b"")
 
     async def _standalone(self, headers: dict[str, str], receive: Any, send: Any) -> None:
         if self.attached is not None:
-            await _reply(send, 409, b"Conflict: only one SSE stream is allowed per session")
+            await json_reply(send, 409, b"Conflict: only one SSE stream is allowed per session")
             return
         self.gets.append(headers)
         out, pending = anyio.create_memory_object_stream[Any](16)
         self.attached = out
         self._changed.set()
-        await _start(send)
+        await sse_start(send)
 
         async def pump() -> None:
             n = 0
             async for message in pending:
                 n += 1
                 event = f"id: g{n}\ndata: {json.dumps(message)}\n\n".encode()
-                await _piece(send, event)
+                await sse_piece(send, event)
 
         try:
             async with anyio.create_task_group() as tg:
@@ -121,21 +133,6 @@ class DropsBeforeGet:
         finally:
             self.attached = None
             self.detached += 1
-
-
-async def _start(send: Any) -> None:
-    headers = [(b"content-type", b"text/event-stream")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-
-
-async def _piece(send: Any, data: bytes) -> None:
-    await send({"type": "http.response.body", "body": data, "more_body": True})
-
-
-async def _reply(send: Any, status: int, body: bytes, extra: Any = ()) -> None:
-    headers = [(b"content-type", b"application/json"), *extra]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 H = {**HEAD, "authorization": TOKEN, "mcp-session-id": SID, "mcp-protocol-version": "2025-06-18"}

@@ -19,12 +19,26 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import HEAD, SID, gateway_for, parse, result, sse  # noqa: E402
+from scripted_upstream import (  # noqa: E402
+    HEAD,
+    SID,
+    gateway_for,
+    json_reply,
+    parse,
+    read_request,
+    result,
+    sse,
+    sse_end,
+    sse_piece,
+    sse_start,
+)
 
 from fsm.sse.guard import GuardConfig  # noqa: E402
-from fsm.wire.serving import lifespan, whole_body  # noqa: E402
+from fsm.wire.serving import lifespan  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+SESSION = ((b"mcp-session-id", SID.encode()),)
 
 
 class OneReader:
@@ -40,44 +54,27 @@ class OneReader:
         if scope["type"] == "lifespan":
             await lifespan(receive, send)
             return
-        body = await whole_body(receive)
-        msg = json.loads(body) if body else {}
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        headers, msg = await read_request(scope, receive)
         if msg.get("method") == "initialize":
-            await _json(send, 200, result(msg["id"]), [(b"mcp-session-id", SID.encode())])
+            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), SESSION)
         elif msg.get("method") == "tools/call":
             self.held = True
-            await _start(send)
-            await _piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
+            await sse_start(send)
+            await sse_piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
             while (await receive())["type"] != "http.disconnect":
                 pass  # held until its connection goes
             self.held = False
         elif scope["method"] == "GET" and "last-event-id" in headers:
             if self.held:
                 self.refused += 1
-                await _json(send, 409, {"error": "the stream already has a reader"})
+                await json_reply(send, 409, b'{"error": "the stream already has a reader"}')
                 return
-            await _start(send)
-            await _piece(send, sse("e2", result(7)))
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await sse_start(send)
+            await sse_piece(send, sse("e2", result(7)))
+            await sse_end(send)
         else:
-            await _json(send, 200, {"jsonrpc": "2.0", "id": msg.get("id"), "result": {}})
-
-
-async def _start(send: Any) -> None:
-    headers = [(b"content-type", b"text/event-stream")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-
-
-async def _piece(send: Any, data: bytes) -> None:
-    await send({"type": "http.response.body", "body": data, "more_body": True})
-
-
-async def _json(send: Any, status: int, payload: Any, extra: Any = ()) -> None:
-    data = json.dumps(payload).encode()
-    headers = [(b"content-type", b"application/json"), *extra]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": data, "more_body": False})
+            empty = {"jsonrpc": "2.0", "id": msg.get("id"), "result": {}}
+            await json_reply(send, 200, json.dumps(empty).encode())
 
 
 async def test_a_resume_while_the_old_connection_is_half_open_completes_the_call() -> None:
