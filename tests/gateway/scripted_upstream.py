@@ -22,13 +22,16 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import pytest
 
 from fsm.gateway.app import GATEWAY_GUARD
+from fsm.gateway.edge import HAS_HTTPTOOLS
 from fsm.wire.serving import lifespan, serving, whole_body
 from support.gateway import RunningGateway, running_gateway
 
 __all__ = [
     "HEAD",
+    "PARSERS",
     "SID",
     "UNKNOWN_SESSION_BODY",
     "Flood",
@@ -47,6 +50,19 @@ __all__ = [
     "sse_piece",
     "sse_start",
 ]
+
+PARSERS = pytest.mark.parametrize(
+    "http",
+    [
+        "h11",
+        pytest.param(
+            "httptools",
+            marks=pytest.mark.skipif(not HAS_HTTPTOOLS, reason="httptools not installed"),
+        ),
+    ],
+)
+"""Runs a test on each HTTP parser the gateway's edge can use (``http``: uvicorn's
+``h11`` and ``httptools``; httptools skipped where it is not installed)."""
 
 SID = "hostile-session"
 """The session id the upstream gives every ``initialize`` (unless it issues its own)."""

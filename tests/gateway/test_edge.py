@@ -20,6 +20,7 @@ import anyio
 import pytest
 import uvicorn
 from anyio.abc import SocketStream
+from scripted_upstream import PARSERS
 from uvicorn.server import ServerState
 
 from fsm.gateway import edge as edge_module
@@ -34,17 +35,6 @@ from fsm.gateway.edge import (
 from fsm.wire.serving import serving, whole_body
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
-
-PARSERS = pytest.mark.parametrize(
-    "http",
-    [
-        "h11",
-        pytest.param(
-            "httptools",
-            marks=pytest.mark.skipif(not HAS_HTTPTOOLS, reason="httptools not installed"),
-        ),
-    ],
-)
 
 GUARD = 30.0
 """Hang guard of one wait (seconds): it only elapses when the awaited event never comes."""

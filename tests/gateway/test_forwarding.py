@@ -24,9 +24,8 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import HEAD, SID, Upstream, parse, result, sse  # noqa: E402
+from scripted_upstream import HEAD, PARSERS, SID, Upstream, parse, result, sse  # noqa: E402
 
-from fsm.gateway.edge import HAS_HTTPTOOLS  # noqa: E402
 from fsm.wire.serving import lifespan, serving, whole_body  # noqa: E402
 from support.gateway import running_gateway  # noqa: E402
 
@@ -34,17 +33,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 GUARD = 30.0
 """Hang guard of one wait (seconds): it only elapses when the awaited event never comes."""
-
-PARSERS = pytest.mark.parametrize(
-    "http",
-    [
-        "h11",
-        pytest.param(
-            "httptools",
-            marks=pytest.mark.skipif(not HAS_HTTPTOOLS, reason="httptools not installed"),
-        ),
-    ],
-)
 
 UPSTREAM_DATE = b"Mon, 01 Jan 2001 00:00:00 GMT"
 PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
