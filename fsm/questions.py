@@ -25,6 +25,10 @@ from typing import Any, Literal
 from fsm.errors import RequestKey
 from fsm.messages import params_digest
 
+INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
+"""The methods an ``inputRequests`` entry may ask (an MRTR round of protocol 2026-07-28, a
+task of the tasks extension): the default of both eras' ``input_methods``."""
+
 OnReask = Literal["resubmit", "fail"]
 """What a re-ask of an answered question does: resubmit the stored answer (bounded by
 ``max_reasks``) or fail the call at once."""

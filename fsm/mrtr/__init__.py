@@ -6,7 +6,6 @@ let expire, and the decider that keeps a person from being asked twice.
 """
 
 from fsm.mrtr.call import (
-    INPUT_METHODS,
     CallCancelled,
     CallSnapshot,
     MrtrAction,
@@ -19,7 +18,7 @@ from fsm.mrtr.call import (
     RoundResult,
     Tick,
 )
-from fsm.questions import question_id
+from fsm.questions import INPUT_METHODS, question_id
 
 __all__ = [
     "INPUT_METHODS",

@@ -79,15 +79,13 @@ from fsm.machines.tables import EngineName
 from fsm.mrtr.outcomes import MRTR_CLASSIFIER, REJECTED_BY_THE_CLIENT, error_for, rejection
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
 from fsm.questions import (
+    INPUT_METHODS,
     OnReask,
     canonical_json,
     check_reask_policy,
     input_requests_problem,
     question_id,
 )
-
-INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
-"""The methods an ``InputRequiredResult`` may embed (protocol 2026-07-28)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,8 @@ purge, and the decider that keeps a person from being asked twice.
 * :mod:`~fsm.tasks.outcomes`: how a failed ``tasks/get`` or ``tasks/update`` is classified.
 """
 
+from fsm.questions import INPUT_METHODS
 from fsm.tasks.task import (
-    INPUT_METHODS,
     STATUSES,
     KeyRecord,
     Poll,

@@ -103,6 +103,7 @@ from fsm.machines.tables import EngineName
 from fsm.machines.tasks import TASK, TASK_INPUT, TASK_INPUT_LIVE, TASKS_PRODUCT
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
 from fsm.questions import (
+    INPUT_METHODS,
     OnReask,
     canonical_json,
     check_reask_policy,
@@ -113,9 +114,6 @@ from fsm.tasks.outcomes import TASK_CLASSIFIER, error_for
 
 STATUSES = frozenset({"working", "input_required", "completed", "cancelled", "failed"})
 """The task statuses of the extension."""
-
-INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
-"""The methods a task's ``inputRequests`` may embed."""
 
 
 @dataclass(frozen=True, slots=True)
