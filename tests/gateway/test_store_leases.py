@@ -311,42 +311,43 @@ async def test_redis_lease_keys_carry_the_lease_and_renewal_refreshes_ttls(
         await store.aclose()
 
 
-async def test_redis_lease_operations_are_one_round_trip(server: RedisServer) -> None:
+@pytest.fixture
+async def store(server: RedisServer) -> AsyncIterator[RedisStore]:
+    """A store on the module's Redis, under a key prefix of its own, session ``s`` begun."""
     store = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
     try:
         await store.begin_session("s")
-        await store.client.script_flush()
-        await store.connect()  # one script serves every operation
-        calls: list[Callable[[], Awaitable[object]]] = [
-            lambda: store.claim("s", 1, owner="a", lease_s=LEASE_S),
-            lambda: store.claim("s", 2, stream="g", cursor=Cursor(1, "e"), owner="a", lease_s=1),
-            lambda: store.renew("s", 1, "a", LEASE_S),
-            lambda: store.renew("s", 1, "b", LEASE_S),
-            lambda: store.claim_status("s", 1),
-            lambda: store.open_claims("s", "g"),
-        ]
-        for call in calls:
-            before = store.round_trips
-            await call()
-            assert store.round_trips - before == 1
-        await store.client.script_flush()  # as after a Redis restart: EVALSHA, then EVAL
+        yield store
+    finally:
+        await store.aclose()
+
+
+async def test_redis_lease_operations_are_one_round_trip(store: RedisStore) -> None:
+    await store.client.script_flush()
+    await store.connect()  # one script serves every operation
+    calls: list[Callable[[], Awaitable[object]]] = [
+        lambda: store.claim("s", 1, owner="a", lease_s=LEASE_S),
+        lambda: store.claim("s", 2, stream="g", cursor=Cursor(1, "e"), owner="a", lease_s=1),
+        lambda: store.renew("s", 1, "a", LEASE_S),
+        lambda: store.renew("s", 1, "b", LEASE_S),
+        lambda: store.claim_status("s", 1),
+        lambda: store.open_claims("s", "g"),
+    ]
+    for call in calls:
         before = store.round_trips
-        assert (await store.claim_status("s", 1)).owner == "a"
-        assert store.round_trips - before == 2
-    finally:
-        await store.aclose()
+        await call()
+        assert store.round_trips - before == 1
+    await store.client.script_flush()  # as after a Redis restart: EVALSHA, then EVAL
+    before = store.round_trips
+    assert (await store.claim_status("s", 1)).owner == "a"
+    assert store.round_trips - before == 2
 
 
-async def test_a_status_with_an_answer_that_is_not_ours_fails_closed(server: RedisServer) -> None:
-    store = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
-    try:
-        await store.begin_session("s")
-        assert await store.claim("s", 1, owner="a", lease_s=LEASE_S) is True
-        await store.client.set(store.key("s", "answer", "int:1"), b"[1]")
-        with pytest.raises(StoreUnavailableError, match="not a JSON object"):
-            await store.claim_status("s", 1)
-    finally:
-        await store.aclose()
+async def test_a_status_with_an_answer_that_is_not_ours_fails_closed(store: RedisStore) -> None:
+    assert await store.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    await store.client.set(store.key("s", "answer", "int:1"), b"[1]")
+    with pytest.raises(StoreUnavailableError, match="not a JSON object"):
+        await store.claim_status("s", 1)
 
 
 @pytest.mark.parametrize("fault", ["stopped", "frozen"])

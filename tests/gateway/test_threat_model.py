@@ -228,6 +228,30 @@ class Alice:
         )
         return proxy.exchanges[req.exchange]
 
+    async def away(self) -> tuple[Exchange, Any, Any]:
+        """A's call started (the server holds it, gated), then its stream cut abruptly
+        before its prompt is sent, A's resume held at the proxy: the call's POST, the
+        server's pending call and the hold."""
+        self.start(gated=True)
+        post = await self.tools_call()
+        pending = await self.bed.upstream.controller.wait_pending(state="gated", timeout=STEP)
+        hold = self.bed.proxy.hold_next(is_resume_get)
+        await self.bed.proxy.cut(post, "abrupt")
+        await hold.wait_arrived(STEP)
+        return post, pending, hold
+
+    async def prompt_stored(self, pending: Any) -> None:
+        """The server lets the ``pending`` call go on; wait until it stored the prompt
+        (A is away: it is not sent)."""
+        controller = self.bed.upstream.controller
+        mark = controller.log[-1].seq
+        controller.release(pending)
+        await controller.wait_for(
+            lambda e: e.kind == "stored" and e.detail.get("what") == "elicitation/create",
+            STEP,
+            after=mark,
+        )
+
     async def fate(self) -> Fate:
         """A answers its prompt (when it has one, open), its call ends, it lists its tools
         through its client and through every target."""
@@ -514,20 +538,8 @@ async def test_a_forged_event_id_does_not_take_the_prompt_while_a_reconnects(via
     knows no such id and sends nothing; the gateway answers 400. A's own resume brings A
     its prompt."""
     async with open_bed(via) as bed, alice(bed) as a:
-        controller = bed.upstream.controller
-        a.start(gated=True)
-        post = await a.tools_call()
-        pending = await controller.wait_pending(state="gated", timeout=STEP)
-        hold = bed.proxy.hold_next(is_resume_get)
-        await bed.proxy.cut(post, "abrupt")
-        await hold.wait_arrived(STEP)
-        mark = controller.log[-1].seq
-        controller.release(pending)
-        await controller.wait_for(
-            lambda e: e.kind == "stored" and e.detail.get("what") == "elicitation/create",
-            STEP,
-            after=mark,
-        )
+        post, pending, hold = await a.away()
+        await a.prompt_stored(pending)
         forged = forged_id(call_stream(post), 1, "ev1")
         headers = rpc_headers(a.sid, ALICE_OTHER, **{"last-event-id": forged})
         b = await b_get(bed, bed.target(0), headers, read=True)
@@ -557,24 +569,12 @@ async def test_a_forged_event_id_on_another_replica_stores_no_cursor(via: Via) -
     principal) sends a forged event id far ahead for A's stream to a second replica; A's
     resume lands on a third one, which reads the shared store. A gets its prompt."""
     async with open_bed(via, replicas=3) as bed, alice(bed) as a:
-        controller = bed.upstream.controller
-        a.start(gated=True)
-        post = await a.tools_call()
-        pending = await controller.wait_pending(state="gated", timeout=STEP)
-        hold = bed.proxy.hold_next(is_resume_get)
-        await bed.proxy.cut(post, "abrupt")
-        await hold.wait_arrived(STEP)
+        post, pending, hold = await a.away()
         far = 10**9
         forged = forged_id(call_stream(post), far, "ev999999")
         headers = rpc_headers(a.sid, ALICE_OTHER, **{"last-event-id": forged})
         b = await b_get(bed, bed.target(1), headers, read=False)
-        mark = controller.log[-1].seq
-        controller.release(pending)
-        await controller.wait_for(
-            lambda e: e.kind == "stored" and e.detail.get("what") == "elicitation/create",
-            STEP,
-            after=mark,
-        )
+        await a.prompt_stored(pending)
         bed.proxy.retarget(bed.target(2))
         hold.release()
         fate = await a.fate()
