@@ -208,6 +208,20 @@ def test_a_metrics_address_in_use_exits_1_before_the_line(
 
 
 @asynccontextmanager
+async def _draining_gateway(
+    up: Upstream, seconds: str
+) -> AsyncIterator[tuple[Any, httpx2.AsyncClient]]:
+    """A gateway process with ``--drain-seconds seconds`` in front of ``up``, and an HTTP
+    client for it."""
+    async with (
+        upstream_served(up) as upstream,
+        gateway_process(upstream, "--drain-seconds", seconds) as child,
+        httpx2.AsyncClient(timeout=GUARD) as http,
+    ):
+        yield child, http
+
+
+@asynccontextmanager
 async def _a_call_under_way(
     child: Any, http: httpx2.AsyncClient
 ) -> AsyncIterator[tuple[str, AsyncIterator[bytes], list[tuple[str | None, str]]]]:
@@ -228,11 +242,7 @@ async def test_sigterm_lets_a_stream_finish_within_the_drain() -> None:
     (its result arrives when the upstream sends it), then the process exits 0."""
     finish = anyio.Event()
     up = Upstream(call=[sse("e1", PROGRESS), finish, sse("e2", result(7))])
-    async with (
-        upstream_served(up) as upstream,
-        gateway_process(upstream, "--drain-seconds", "60") as child,
-        httpx2.AsyncClient(timeout=GUARD) as http,
-    ):
+    async with _draining_gateway(up, "60") as (child, http):
         async with _a_call_under_way(child, http) as (url, pieces, got):
             child.process.send_signal(signal.SIGTERM)
             await child.stderr_until("draining")
@@ -250,11 +260,7 @@ async def test_sigterm_ends_a_stream_that_outlasts_the_drain_and_exits_0() -> No
     client resumes elsewhere from there), and the process exits 0."""
     hold = anyio.Event()  # never set
     up = Upstream(call=[sse("e1", PROGRESS)], hold=hold)
-    async with (
-        upstream_served(up) as upstream,
-        gateway_process(upstream, "--drain-seconds", "1") as child,
-        httpx2.AsyncClient(timeout=GUARD) as http,
-    ):
+    async with _draining_gateway(up, "1") as (child, http):
         async with _a_call_under_way(child, http) as (_url, pieces, got):
             child.process.send_signal(signal.SIGTERM)
             with anyio.fail_after(GUARD):
