@@ -54,6 +54,15 @@ def present_one(guard: Guard, rid: object = 1, stream: str = POST, eid: str = "e
     assert [type(a) for a in acts] == [Present]
 
 
+def presented_with_ttl(engine: str) -> tuple[Guard, FakeClock]:
+    """A guard whose requests live 1 s (``request_ttl_s``) on a fake clock, and the clock;
+    request 1 presented on the POST stream."""
+    clock = FakeClock()
+    guard = make_guard(engine, clock, request_ttl_s=1.0)
+    present_one(guard)
+    return guard, clock
+
+
 def submitted(guard: Guard, key: tuple[str, object] = KEY1) -> None:
     """Answer ``key`` and have the transport accept it."""
     acts = guard.feed(ev.UserAnswered(key, ANSWER))  # type: ignore[arg-type]
@@ -110,9 +119,7 @@ def test_duplicate_delivery_within_deadline_is_ignored(engine: str) -> None:
 
 def test_fresh_duplicate_past_deadline_is_live_not_presented(engine: str) -> None:
     """A fresh (non-replayed) delivery asserts liveness (rule 5): not dead, not shown again."""
-    clock = FakeClock()
-    guard = make_guard(engine, clock, request_ttl_s=1.0)
-    present_one(guard)
+    guard, clock = presented_with_ttl(engine)
     clock.advance(100)
     acts = guard.feed(sse(elicit(1), "e2", replayed=False))
     assert [a.reason for a in of(acts, Ignore)] == ["duplicate-delivery"]
@@ -149,9 +156,7 @@ def test_stale_replay_is_withdrawn_and_fails_with_evidence(engine: str, stream: 
 
 
 def test_stale_request_on_post_stream_kills_the_stream_no_resume(engine: str) -> None:
-    clock = FakeClock()
-    guard = make_guard(engine, clock, request_ttl_s=1.0)
-    present_one(guard)
+    guard, clock = presented_with_ttl(engine)
     clock.advance(2)
     guard.feed(replay(elicit(1), "e1"))
     assert guard.stream_state(POST) == "dead"
@@ -181,9 +186,7 @@ def test_replay_past_deadline_with_live_marker_is_not_dead(engine: str) -> None:
 
 
 def test_liveness_asserted_event_keeps_a_replayed_request_alive(engine: str) -> None:
-    clock = FakeClock()
-    guard = make_guard(engine, clock, request_ttl_s=1.0)
-    present_one(guard)
+    guard, clock = presented_with_ttl(engine)
     assert guard.feed(ev.LivenessAsserted(KEY1)) == ()
     clock.advance(50)
     acts = guard.feed(replay(elicit(1), "e1"))
@@ -241,9 +244,7 @@ def test_one_stale_request_in_a_batch_does_not_drop_the_others(engine: str) -> N
 def test_submitted_and_replayed_without_assertion_is_neither_dead_nor_resubmitted(
     engine: str,
 ) -> None:
-    clock = FakeClock()
-    guard = make_guard(engine, clock, request_ttl_s=1.0)
-    present_one(guard)
+    guard, clock = presented_with_ttl(engine)
     submitted(guard)
     clock.advance(100)
     acts = guard.feed(replay(elicit(1), "e1"))
@@ -253,9 +254,7 @@ def test_submitted_and_replayed_without_assertion_is_neither_dead_nor_resubmitte
 
 
 def test_submitted_and_redelivered_with_assertion_resubmits_stored_answer(engine: str) -> None:
-    clock = FakeClock()
-    guard = make_guard(engine, clock, request_ttl_s=1.0)
-    present_one(guard)
+    guard, clock = presented_with_ttl(engine)
     submitted(guard)
     clock.advance(100)
     assert guard.feed(ev.LivenessAsserted(KEY1)) == ()
@@ -585,9 +584,7 @@ def test_answer_for_unknown_key_raises_usage_error_state_unchanged(engine: str) 
 
 
 def test_snapshot_restore_round_trip_decides_identically(engine: str) -> None:
-    clock = FakeClock()
-    guard = make_guard(engine, clock, request_ttl_s=1.0)
-    present_one(guard)
+    guard, clock = presented_with_ttl(engine)
     present_one(guard, rid=2, eid="e2")
     submitted(guard, (SESSION, 2))
     twin = Guard(clock=clock, config=guard.config, engine=engine)  # type: ignore[arg-type]
@@ -613,9 +610,7 @@ def test_cursor_never_moves_back_even_after_its_id_left_the_seen_window(engine: 
 
 
 def test_live_marker_added_on_replay_only_is_honoured(engine: str) -> None:
-    clock = FakeClock()
-    guard = make_guard(engine, clock, request_ttl_s=1.0)
-    present_one(guard)
+    guard, clock = presented_with_ttl(engine)
     clock.advance(50)
     acts = guard.feed(replay(elicit(1, meta={LIVE_MARKER: True}), "e1"))
     assert [a.reason for a in of(acts, Ignore)] == ["duplicate-delivery"]
