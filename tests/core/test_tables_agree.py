@@ -157,6 +157,13 @@ def _product(
     return ProductSpec("p", (TRANSPORT, LIVENESS), broadcasts, couplings)
 
 
+def _coupling(
+    *, machine: str = "liveness", when: str = "dead", then: str = "open", trigger: str = "abort"
+) -> Coupling:
+    """Coupling ``c``: ``machine`` in ``when`` makes the transport ``trigger`` in ``then``."""
+    return Coupling("c", machine, frozenset({when}), "transport", frozenset({then}), trigger)
+
+
 def test_declared_product_is_valid_and_couplings_target_terminal_states() -> None:
     again = _product(broadcasts=PRODUCT.broadcasts, couplings=PRODUCT.couplings)
     assert again.machine("transport") is TRANSPORT
@@ -172,60 +179,12 @@ def test_declared_product_is_valid_and_couplings_target_terminal_states() -> Non
     ("kwargs", "needle"),
     [
         (
-            {
-                "couplings": (
-                    Coupling(
-                        "c",
-                        "liveness",
-                        frozenset({"dead"}),
-                        "transport",
-                        frozenset({"open"}),
-                        "lose",
-                    ),
-                )
-            },
+            {"couplings": (_coupling(trigger="lose"),)},
             "coupling c: target 'broken' is not terminal",
         ),
-        (
-            {
-                "couplings": (
-                    Coupling(
-                        "c",
-                        "liveness",
-                        frozenset({"dead"}),
-                        "transport",
-                        frozenset({"done"}),
-                        "abort",
-                    ),
-                )
-            },
-            "coupling c: transport cannot abort in done",
-        ),
-        (
-            {
-                "couplings": (
-                    Coupling(
-                        "c",
-                        "liveness",
-                        frozenset({"gone"}),
-                        "transport",
-                        frozenset({"open"}),
-                        "abort",
-                    ),
-                )
-            },
-            "coupling c: 'gone' not a state of liveness",
-        ),
-        (
-            {
-                "couplings": (
-                    Coupling(
-                        "c", "nope", frozenset({"dead"}), "transport", frozenset({"open"}), "abort"
-                    ),
-                )
-            },
-            "coupling c: unknown machine",
-        ),
+        ({"couplings": (_coupling(then="done"),)}, "coupling c: transport cannot abort in done"),
+        ({"couplings": (_coupling(when="gone"),)}, "coupling c: 'gone' not a state of liveness"),
+        ({"couplings": (_coupling(machine="nope"),)}, "coupling c: unknown machine"),
         (
             {"broadcasts": (Broadcast("b", "origin", (("transport", "explode"),)),)},
             "broadcast b: transport has no trigger 'explode'",
