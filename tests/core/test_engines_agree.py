@@ -129,24 +129,19 @@ def full_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
     return guard.feed(event)
 
 
+def _plain_sse(event: Any) -> bool:
+    """An SSE event a hot path may take: no ``retry:`` field, no replay flag."""
+    return isinstance(event, ev.SseEvent) and event.retry_ms is None and event.replayed is None
+
+
 def hot_path_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
-    if (
-        isinstance(event, ev.SseEvent)
-        and event.retry_ms is None
-        and event.replayed is None
-        and isinstance(event.data, dict)
-    ):
+    if _plain_sse(event) and isinstance(event.data, dict):
         return guard.on_event(event.stream, event.event_id, event.data)
     return guard.feed(event)
 
 
 def plain_notification_feed(guard: Guard, event: Any) -> tuple[Any, ...]:
-    if (
-        isinstance(event, ev.SseEvent)
-        and event.retry_ms is None
-        and event.replayed is None
-        and is_plain_notification(event.data)
-    ):
+    if _plain_sse(event) and is_plain_notification(event.data):
         actions = guard.on_plain_notification(event.stream, event.event_id)
         if actions is not None:
             return actions
