@@ -28,18 +28,11 @@ from fsm.testing import (
     kit_settings,
 )
 from fsm.testing.kit import ClientFactory
-
-FIXED = settings(kit_settings("fsm-fast"), derandomize=True, database=None)
-FIRST_BUG = settings(
-    FIXED, report_multiple_bugs=False, phases=[p for p in Phase if p is not Phase.explain]
-)
+from support.kit_runs import FIRST_BUG, FIXED, first_failure
 
 
 def failure_of(factory: ClientFactory, **kwargs: object) -> ConformanceFailure:
-    machine = conformance_machine(factory, **kwargs)  # type: ignore[arg-type]
-    with pytest.raises(ConformanceFailure) as info:
-        run_state_machine_as_test(machine, settings=FIRST_BUG)
-    return info.value
+    return first_failure(conformance_machine(factory, **kwargs))  # type: ignore[arg-type]
 
 
 def test_guard_conforms_transitions_engine() -> None:

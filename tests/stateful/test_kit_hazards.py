@@ -10,7 +10,6 @@ version); how often a random run finds each bug, and how fast, is measured by
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from fsm.testing import FAST, ConformanceFailure, conformance_machine, kit_settings
@@ -22,8 +21,8 @@ from support.kit_clients import (
     RetriesNotFoundClient,
     correct_client,
 )
+from support.kit_runs import FIXED
 
-FIXED = settings(kit_settings(FAST), derandomize=True, database=None)
 ELICIT = "elicitation/create"
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import pytest
-from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from fsm import actions as act
@@ -22,14 +20,9 @@ from fsm.mrtr.call import (
     RoundFailed,
     RoundResult,
 )
-from fsm.testing import kit_settings
 from fsm.testing.kit import ConformanceFailure
 from fsm.testing.mrtr_kit import MrtrClientFactory, mrtr_conformance_machine
-
-FIXED = settings(kit_settings("fsm-fast"), derandomize=True, database=None)
-FIRST_BUG = settings(
-    FIXED, report_multiple_bugs=False, phases=[p for p in Phase if p is not Phase.explain]
-)
+from support.kit_runs import FIXED, first_failure
 
 
 def rules(config: MrtrConfig | None = None) -> MrtrClientFactory:
@@ -83,10 +76,7 @@ class SdkLikeDriver:
 
 
 def failure_of(factory: MrtrClientFactory, check: set[str] | None = None) -> ConformanceFailure:
-    machine = mrtr_conformance_machine(factory, check=check)
-    with pytest.raises(ConformanceFailure) as info:
-        run_state_machine_as_test(machine, settings=FIRST_BUG)
-    return info.value
+    return first_failure(mrtr_conformance_machine(factory, check=check))
 
 
 def test_the_mrtr_rules_conform() -> None:

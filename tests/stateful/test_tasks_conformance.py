@@ -7,28 +7,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pytest
-from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from fsm import actions as act
 from fsm import properties as P
 from fsm.tasks.task import TaskAction, TaskEvent
-from fsm.testing import kit_settings
 from fsm.testing.kit import ConformanceFailure
 from fsm.testing.tasks_kit import TasksClientFactory, tasks_conformance_machine
+from support.kit_runs import FIXED, first_failure
 from support.tasks_clients import ExtTasks022Client, RepollingRequester, guarded_task
-
-FIXED = settings(kit_settings("fsm-fast"), derandomize=True, database=None)
-FIRST_BUG = settings(
-    FIXED, report_multiple_bugs=False, phases=[p for p in Phase if p is not Phase.explain]
-)
 
 
 def failure_of(factory: TasksClientFactory, check: set[str] | None = None) -> ConformanceFailure:
-    machine = tasks_conformance_machine(factory, check=check)
-    with pytest.raises(ConformanceFailure) as info:
-        run_state_machine_as_test(machine, settings=FIRST_BUG)
-    return info.value
+    return first_failure(tasks_conformance_machine(factory, check=check))
 
 
 def test_the_task_rules_conform() -> None:
