@@ -1,0 +1,319 @@
+"""The task rules' exact outputs (``fsm/tasks/task.py``), pinned where ``make mutate`` found
+them unpinned: every ending's typed error in full (class, reason, message, key, stream,
+evidence), the ignored inputs, the backoff and ``Retry-After`` pacing, the TTL deadline
+from ``createdAt`` (or from when the client first saw the task), which keys one update
+carries, and what a snapshot holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tasks_support import (
+    ASK,
+    CREATED,
+    LOST,
+    OTHER,
+    T0,
+    YES,
+    answer,
+    asked,
+    started,
+    status,
+)
+
+from fsm import events as ev
+from fsm.actions import Fail, Ignore
+from fsm.errors import GuardUsageError
+from fsm.outcomes import SubmissionResult
+from fsm.tasks.outcomes import TASK_EXPIRED
+from fsm.tasks.task import (
+    Poll,
+    Polled,
+    PollFailed,
+    TaskCall,
+    TaskCreated,
+    Tick,
+    Update,
+    UpdateAcked,
+    UpdateFailed,
+)
+
+REFUSED = SubmissionResult(
+    None, {"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "no"}}
+)
+
+
+def error_of(actions: tuple[Any, ...]) -> dict[str, Any]:
+    """The whole error of the call's one ``Fail``, the last action."""
+    fail = actions[-1]
+    assert isinstance(fail, Fail) and fail.interaction == "t", actions
+    summary: dict[str, Any] = fail.error.to_json()
+    return summary
+
+
+def test_a_failed_task_carries_its_error_and_status_message_as_evidence() -> None:
+    task, _ = started()
+    said = "x" * 300
+    result = status("failed", error={"code": 1, "data": {2, 1}}, statusMessage=said)
+    assert error_of(task.feed(Polled(result))) == {
+        "error": "TaskFailedError",
+        "reason": "task-failed",
+        "message": "t: the task reported status failed",
+        "key": None,
+        "stream": "t",
+        # a value JSON cannot encode is carried as its repr; each is cut at 200 characters
+        "evidence": [
+            "status failed",
+            'error {"code": 1, "data": "{1, 2}"}',
+            f'statusMessage "{said[:199]}',
+        ],
+    }
+    assert task.state == "failed"
+
+
+def test_a_cancelled_task_without_details_has_only_its_status_as_evidence() -> None:
+    task, _ = started()
+    assert error_of(task.feed(Polled(status("cancelled")))) == {
+        "error": "TaskCancelledError",
+        "reason": "task-cancelled",
+        "message": "t: the task reported status cancelled",
+        "key": None,
+        "stream": "t",
+        "evidence": ["status cancelled"],
+    }
+    assert task.state == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected", "state"),
+    [
+        (
+            TASK_EXPIRED,
+            {
+                "error": "TaskExpiredError",
+                "reason": "task-expired",
+                "message": "t: the task is gone (tasks/get answered -32602)",
+                "evidence": [
+                    "tasks/get no response (None) JSON-RPC -32602 "
+                    "'Failed to retrieve task: Task has expired'",
+                    "rule task-gone",
+                ],
+            },
+            "expired",
+        ),
+        (
+            REFUSED,
+            {
+                "error": "CallRejectedError",
+                "reason": "jsonrpc-error",
+                "message": "t: the server rejected tasks/get (jsonrpc-error)",
+                "evidence": [
+                    "tasks/get no response (None) JSON-RPC -32000 'no'",
+                    "rule jsonrpc-error",
+                ],
+            },
+            "failed",
+        ),
+    ],
+)
+def test_a_terminal_poll_failure_ends_the_call_with_its_rule(
+    outcome: SubmissionResult, expected: dict[str, Any], state: str
+) -> None:
+    task, _ = started()
+    assert error_of(task.feed(PollFailed(outcome))) == {**expected, "key": None, "stream": "t"}
+    assert task.state == state
+
+
+def test_a_terminal_update_failure_names_tasks_update() -> None:
+    task, _ = started()
+    asked(task, {"k": ASK})
+    answer(task, "k")
+    error = error_of(task.feed(UpdateFailed(TASK_EXPIRED)))
+    assert (error["error"], error["reason"]) == ("TaskExpiredError", "task-expired")
+    assert error["message"] == "t: the task is gone (tasks/update answered -32602)"
+    assert task.state == "expired"
+
+
+def test_a_rejected_answer_fails_the_call_with_that_key_and_rule() -> None:
+    task, _ = started()
+    asked(task, {"k": ASK})
+    answer(task, "k")
+    assert error_of(task.feed(UpdateFailed(REFUSED))) == {
+        "error": "CallRejectedError",
+        "reason": "jsonrpc-error",
+        "message": "t: the server rejected the answer to 'k'",
+        "key": ["t", "k"],
+        "stream": "t",
+        "evidence": ["tasks/update no response (None) JSON-RPC -32000 'no'", "rule jsonrpc-error"],
+    }
+
+
+def test_failed_polls_back_off_then_fail_counting_every_failure() -> None:
+    task, _ = started(backoff_initial_s=2.0)
+    delays = [task.feed(PollFailed(LOST)) for _ in range(3)]
+    assert delays == [(Poll("t", 2.0),), (Poll("t", 4.0),), (Poll("t", 8.0),)]
+    assert error_of(task.feed(PollFailed(LOST))) == {
+        "error": "SubmissionFailedError",
+        "reason": "submission-failed",
+        "message": "t: tasks/get failed 4 times in a row",
+        "key": None,
+        "stream": "t",
+        "evidence": [
+            "tasks/get no response (ConnectError)",
+            "rule transport-error",
+            "max_poll_errors=3",
+        ],
+    }
+
+
+def test_retry_after_paces_the_next_poll_up_to_the_longest_wait() -> None:
+    task, _ = started()
+    assert task.feed(PollFailed(SubmissionResult(429, retry_after=3.0))) == (Poll("t", 3.0),)
+    assert task.feed(PollFailed(SubmissionResult(429, retry_after=300.0))) == (Poll("t", 60.0),)
+
+
+def test_failed_updates_back_off_the_next_poll_and_an_ack_resets_the_count() -> None:
+    task, _ = started(backoff_initial_s=2.0, max_resends=2)
+    asked(task, {"k": ASK})
+    answer(task, "k")
+    listed = Polled(status("input_required", {"k": ASK}))
+    assert task.feed(listed) == ()  # an update is in flight: no poll until it settles
+    assert task.feed(UpdateFailed(LOST)) == (Poll("t", 2.0),)
+    update = task.feed(listed)
+    assert [type(a) for a in update] == [Update]
+    assert task.feed(UpdateFailed(LOST)) == (Poll("t", 4.0),)
+    assert [type(a) for a in task.feed(listed)] == [Update]
+    assert task.feed(UpdateAcked()) == (Poll("t", 0.5),)  # acked: the interval, no backoff
+    asked(task, {"k": ASK, "j": OTHER})
+    answer(task, "j")
+    task.feed(Polled(status("input_required", {"j": OTHER})))
+    for delay in (2.0, 4.0):  # the ack reset the count: two failures again before the third
+        assert task.feed(UpdateFailed(LOST)) == (Poll("t", delay),)
+        task.feed(Polled(status("input_required", {"j": OTHER})))
+    assert error_of(task.feed(UpdateFailed(LOST)))["message"] == (
+        "t: tasks/update failed 3 times in a row"
+    )
+
+
+def test_inputs_nothing_waits_for_are_ignored_by_name() -> None:
+    task, _ = started()
+    assert task.feed(UpdateAcked()) == (
+        Ignore("not-awaiting", "no tasks/update in flight", stream="t"),
+    )
+    asked(task, {"k": ASK})
+    answer(task, "k")
+    assert answer(task, "k") == (
+        Ignore("not-presented", "('t', 'k') is submitting", key=("t", "k"), stream="t"),
+    )
+    assert task.feed(Polled(status("input_required", {"k": ASK}))) == ()  # update in flight
+    assert task.feed(PollFailed(LOST)) == (
+        Ignore("not-awaiting", "no tasks/get in flight", stream="t"),
+    )
+
+
+def test_a_key_is_known_only_under_this_task() -> None:
+    task, _ = started()
+    asked(task, {"k": ASK})
+    assert task.state_of(("t", "k")) == "presented"
+    assert task.state_of(("u", "k")) is None
+    assert task.state_of(("t", "never")) is None
+    with pytest.raises(GuardUsageError, match=r"^t: \('u', 'k'\) was never listed by this task$"):
+        task.feed(ev.UserAnswered(("u", "k"), YES))
+
+
+def test_one_update_at_a_time_carries_every_answered_listed_key() -> None:
+    task, _ = started()
+    asked(task, {"a": ASK, "b": OTHER, "c": {**ASK, "params": {"message": "Sure?"}}})
+    assert answer(task, "b") == (Update("t", {"b": YES}, {"b": ("t", "b")}),)  # "a" unanswered
+    assert answer(task, "a") == ()  # one update at a time
+    assert task.feed(UpdateAcked()) == (Update("t", {"a": YES}, {"a": ("t", "a")}),)
+    task.feed(UpdateAcked())
+    # "a" and "b" were acknowledged before "c", listed after them, is answered
+    assert answer(task, "c") == (Update("t", {"c": YES}, {"c": ("t", "c")}),)
+
+
+def test_an_acknowledged_answer_is_resent_at_most_max_resubmits_times() -> None:
+    task, _ = started(max_resubmits=2)
+    listed = Polled(status("input_required", {"k": ASK}))
+    asked(task, {"k": ASK})
+    answer(task, "k")
+    sent = []
+    for _ in range(4):
+        task.feed(UpdateAcked())
+        sent.append(any(isinstance(a, Update) for a in task.feed(listed)))
+    assert sent == [True, True, False, False]
+
+
+@pytest.mark.parametrize(
+    ("created", "deadline"),
+    [
+        (CREATED, T0 + 60),  # createdAt, not the clock, starts the TTL
+        ("2023-11-14T22:13:20", T0 + 60),  # no zone: UTC
+        ("2023-11-14T22:13:20." + "0" * 38 + "+00:00", T0 + 60),  # 64 characters: read
+        ("2023-11-14T22:13:20." + "0" * 39 + "+00:00", T0 + 70),  # 65: from first seen
+        (1_700_000_000, T0 + 70),  # not a string: from first seen
+        ("yesterday", T0 + 70),
+    ],
+)
+def test_the_ttl_runs_from_created_at_or_from_when_the_client_first_saw_it(
+    created: Any, deadline: float
+) -> None:
+    now = [T0 + 10.0]
+    task = TaskCall("t", clock=lambda: now[0])
+    task.feed(TaskCreated(status(createdAt=created)))
+    assert task.deadline() == deadline
+    now[0] += 20.0
+    task.feed(Polled(status(createdAt=created)))
+    assert task.deadline() == deadline  # a later poll does not move it
+    assert task.snapshot().created == deadline - 60
+    now[0] = deadline
+    assert error_of(task.feed(Tick())) == {
+        "error": "TaskExpiredError",
+        "reason": "ttl-passed",
+        "message": "t: the task's createdAt + ttlMs passed",
+        "key": None,
+        "stream": "t",
+        "evidence": [f"deadline t={deadline:.3f}", f"checked at t={deadline:.3f}"],
+    }
+
+
+def test_polls_exceeded_names_the_bound_and_the_last_status() -> None:
+    task, _ = started(max_polls=1)
+    assert error_of(task.feed(Polled(status()))) == {
+        "error": "TaskPollsExceededError",
+        "reason": "polls-exceeded",
+        "message": "t: polled 1 times without the task ending",
+        "key": None,
+        "stream": "t",
+        "evidence": ["max_polls=1", "last status working"],
+    }
+
+
+def test_a_snapshot_holds_the_answers_the_cause_and_the_ttl() -> None:
+    task, _ = started()
+    asked(task, {"k": ASK})
+    answer(task, "k")
+    snap = task.snapshot()
+    (key,) = snap.keys
+    (question,) = snap.questions
+    assert key.answer == question.answer == '{"action": "accept", "content": {"ok": true}}'
+    assert question.prompt == "k"
+    assert (snap.created, snap.deadline) == (T0, T0 + 60)
+    task.feed(UpdateFailed(REFUSED))
+    snap = task.snapshot()
+    assert snap.cause is not None and snap.cause.reason == "jsonrpc-error"
+    assert snap.keys[0].cause is not None and snap.keys[0].cause.key == ("t", "k")
+    again = TaskCall("t", clock=lambda: T0)
+    again.restore(snap)
+    assert again.snapshot() == snap
+
+
+def test_a_restored_task_sends_answers_under_its_own_keys() -> None:
+    task, _ = started()
+    asked(task, {"k": ASK})
+    again = TaskCall("t", clock=lambda: T0)
+    again.restore(task.snapshot())
+    assert again.feed(ev.UserAnswered(("t", "k"), YES)) == (
+        Update("t", {"k": YES}, {"k": ("t", "k")}),
+    )
