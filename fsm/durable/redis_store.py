@@ -11,7 +11,8 @@ the client from a URL, the key naming and hash tags, the leases, the error mappi
   ``fsm:<namespace>:durable:{...}`` with a namespace; the braces are the profile's hash
   tag, so one profile's keys sit in one Redis Cluster slot and no profile runs into
   another's): ``P:owner`` the owner lease (below), ``P:schema`` the schema version, hashes
-  ``P:meta`` (session, expired), ``P:streams`` (stream name -> record), ``P:requests``
+  ``P:meta`` (session, expired; ``rejoin``: the SSE adapter's session record),
+  ``P:streams`` (stream name -> record), ``P:requests``
   and ``P:questions`` (``[session, request id]`` -> record; a question's ``[method,
   params]``), the set ``P:reshown``, the hash ``P:calls`` (call id -> record), the sorted
   sets ``P:order`` (every call by its write) and ``P:ended`` (the ended ones: the oldest
@@ -76,7 +77,7 @@ from fsm.durable import codec
 from fsm.durable import redis_link as link
 from fsm.durable.calls import CallRecord
 from fsm.durable.codec import SCHEMA_VERSION
-from fsm.durable.store import EMPTY, MAX_ENDED_CALLS, Delta
+from fsm.durable.store import EMPTY, MAX_ENDED_CALLS, Delta, SessionRecord, Written
 from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
 from fsm.machines.resumption import LIVENESS
 from fsm.sse.guard import SseDelta, SseStored
@@ -147,6 +148,8 @@ elseif op == 'sse' then
   return 1
 elseif op == 'calls' then
   return {redis.call('ZRANGE', KEYS[3], 0, -1), redis.call('HGETALL', KEYS[2])}
+elseif op == 'rejoin' then
+  return {redis.call('HGET', KEYS[3], 'rejoin')}
 elseif op == 'one call' then
   return {redis.call('HGET', KEYS[2], ARGV[4])}
 elseif op == 'call' then
@@ -181,7 +184,8 @@ the token, ARGV[3] the lease in milliseconds).
   reshown set; ``sse`` applies ARGV[4..] as steps of four (command, key index, field,
   value): ``set`` (HSET), ``hdel``, ``srem``, ``mark`` (SADD the field only when a question
   is stored under it); ``calls`` returns the call ids oldest write first and the calls
-  hash; ``one call`` returns (in a list) the record of call ARGV[4], or nil; ``call``
+  hash; ``one call`` returns (in a list) the record of call ARGV[4], or nil; ``rejoin``
+  the SSE adapter's session record (meta's field ``rejoin``), or nil; ``call``
   writes record ARGV[5] of call ARGV[4] with the next sequence number and, when it ended
   (ARGV[6] ``1``), keeps the newest ARGV[7] ended ones. Keys of ``calls``, ``one call``
   and ``call``: :data:`_CALL_KEYS`."""
@@ -218,7 +222,7 @@ class RedisStore:
         wait_replicas: int = 0,
         wait_timeout_s: float = 1.0,
         owns_client: bool = False,
-        before_write: Callable[[Delta], None] | None = None,
+        before_write: Callable[[Written], None] | None = None,
     ) -> None:
         if not profile or len(profile) > MAX_PROFILE:
             raise ValueError(f"a profile name has 1 to {MAX_PROFILE} characters")
@@ -272,7 +276,7 @@ class RedisStore:
         lease_s: float = DEFAULT_OWNER_LEASE_S,
         wait_replicas: int = 0,
         wait_timeout_s: float = 1.0,
-        before_write: Callable[[Delta], None] | None = None,
+        before_write: Callable[[Written], None] | None = None,
     ) -> RedisStore:
         """A store of ``profile`` on a new client for ``url`` (the URLs, timeouts and TLS
         of :func:`~fsm.durable.redis_link.open_client`: ``redis://``, ``rediss://``,
@@ -390,19 +394,23 @@ class RedisStore:
     def write(self, delta: Delta) -> None:
         """Write ``delta`` in one script call; returns once Redis acknowledged it (and
         ``wait_replicas`` replicas did, when asked)."""
+        if isinstance(delta, CallRecord):
+            ended = "1" if delta.ended else "0"
+            argv = (delta.call, codec.dump_call(delta), ended, MAX_ENDED_CALLS)
+            self._write(delta, "call", self._call_keys, *argv)
+        else:
+            self._write(delta, "sse", self._keys, *_steps(delta))
+
+    def write_session(self, record: SessionRecord) -> None:
+        """Replace the SSE adapter's session record (in ``P:meta``, field ``rejoin``) in
+        one script call, acknowledged as :meth:`write` is; counted in ``writes``."""
+        self._write(record, "sse", self._keys, "set", _META, "rejoin", codec.dump_session(record))
+
+    def _write(self, written: Written, op: str, keys: list[str], *argv: Any) -> None:
         with self._lock:
             if self._before_write is not None:
-                self._before_write(delta)
-            if isinstance(delta, CallRecord):
-                argv: tuple[Any, ...] = (
-                    delta.call,
-                    codec.dump_call(delta),
-                    "1" if delta.ended else "0",
-                    MAX_ENDED_CALLS,
-                )
-                self._fenced("call", self._call_keys, *argv, label="write")
-            else:
-                self._fenced("sse", self._keys, *_steps(delta), label="write")
+                self._before_write(written)
+            self._fenced(op, keys, *argv, label="write")
             self._writes += 1
             if self.wait_replicas:
                 acked = int(self._send("write", "WAIT", self.wait_replicas, self._wait_ms))
@@ -412,6 +420,18 @@ class RedisStore:
                         " replicas in time",
                         path=self.path,
                     )
+
+    def session(self) -> SessionRecord | None:
+        """The SSE adapter's session record last written, or ``None``
+        (:class:`StoreCorruptError` if it does not read back)."""
+        with self._lock:
+            got = self._fenced("rejoin", self._keys, label="session")
+        if got[0] is None:
+            return None
+        try:
+            return codec.load_session(link.text(got[0]))
+        except StoreCorruptError as exc:
+            raise StoreCorruptError(f"{self.path}: {exc}", path=self.path) from exc
 
     def load(self) -> SseStored:
         """Everything stored (:class:`StoreCorruptError` for a value that does not read

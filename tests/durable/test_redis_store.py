@@ -288,3 +288,23 @@ def test_a_profile_on_a_redis_cluster_is_one_slot(profile: str) -> None:
                 RedisStore.from_url(cluster.url, profile)
         with RedisStore.from_url(cluster.url, profile) as again:
             assert again.load() == memory.load()
+
+
+def test_the_session_record_reads_back_and_a_bad_one_is_typed(
+    aof: RedisServer, profile: str
+) -> None:
+    from test_store_session import RECORD
+
+    with RedisStore.from_url(aof.url, profile) as store:
+        assert store.session() is None
+        store.write(SseDelta("s1", False, (), (), (), ()))
+        store.write_session(RECORD)
+        assert store.writes == 2
+    with RedisStore.from_url(aof.url, profile) as store:
+        assert store.session() == RECORD
+        assert store.load().snapshot.session == "s1"  # the guard's meta is untouched
+        store.write_session(RECORD._replace(calls=()))
+        assert store.session() == RECORD._replace(calls=())
+        raw(aof).hset(store.key("meta"), "rejoin", '["s1", 2, []]')
+        with pytest.raises(StoreCorruptError):
+            store.session()
