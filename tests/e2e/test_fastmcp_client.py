@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("fastmcp")
 
 from support.fastmcp_clients import guarded_fastmcp, plain_fastmcp
-from support.scenarios import run_scenario
+from support.scenarios import cancel_withdraws_the_prompt, run_scenario, seed_ends_once
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -24,20 +24,11 @@ async def test_plain_fastmcp_presents_the_dead_elicitation_twice() -> None:
 
 
 async def test_guarded_fastmcp_presents_once_and_ends_once() -> None:
-    r = await run_scenario("seed", guarded_fastmcp)
-    assert list(r.presentation_counts.values()) == [1]
-    for before, after in zip(r.resumes, r.resumes[1:], strict=False):
-        if before.delivered:
-            assert after.cursor == before.delivered[-1]
-    assert r.outcome.kind == "result"
-    assert r.outcome.text == "Kept 3 files: confirmation expired"
+    await seed_ends_once(guarded_fastmcp)
 
 
 async def test_guarded_fastmcp_withdraws_a_cancelled_prompt() -> None:
-    r = await run_scenario("replayed_cancel", guarded_fastmcp)
-    assert list(r.presentation_counts.values()) == [1]
-    assert [p.cancelled for p in r.presentations] == [True]
-    assert r.answers == []
+    await cancel_withdraws_the_prompt(guarded_fastmcp)
 
 
 async def test_guarded_fastmcp_fails_a_call_with_the_typed_error() -> None:

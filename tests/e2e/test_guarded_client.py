@@ -33,9 +33,11 @@ from fsm.wire.proxy import ConnectionFault, HttpFault, is_resume_get
 from support.scenarios import (
     CONFIRM,
     EXHAUSTED,
+    EXPIRED_RESULT,
     GUARDED_SCENARIO_CONFIG_KW,
     Rig,
     ScenarioResult,
+    cursors_never_go_back,
     guarded_client,
     plain_client,
     run_scenario,
@@ -43,20 +45,12 @@ from support.scenarios import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
-EXPIRED_RESULT = "Kept 3 files: confirmation expired"
 DELETED = "Deleted 3 files: a.txt, b.txt, c.txt"
 ANSWER = {"action": "accept", "content": {"confirm": True}}
 
 
 async def _both(name: str) -> tuple[ScenarioResult, ScenarioResult]:
     return await run_scenario(name, plain_client), await run_scenario(name, guarded_client)
-
-
-def _cursors_never_go_back(r: ScenarioResult) -> None:
-    """Each resume starts from the newest event id the previous connection delivered."""
-    for before, after in zip(r.resumes, r.resumes[1:], strict=False):
-        if before.delivered:
-            assert after.cursor == before.delivered[-1], (before, after)
 
 
 async def test_seed_presented_once_and_the_server_decides() -> None:
@@ -74,7 +68,7 @@ async def test_seed_presented_once_and_the_server_decides() -> None:
     assert [p.cancelled for p in guarded.presentations] == [False]
     assert len(guarded.resumes) == 3
     assert len({x.cursor for x in guarded.resumes}) == 3
-    _cursors_never_go_back(guarded)
+    cursors_never_go_back(guarded)
     assert [x.status for x in guarded.resumes] == [200, 200, 200]
     # the late answer is submitted once, and (as the server does) accepted then dropped
     assert [(a.request_id, a.status) for a in guarded.answers] == [(1, 202)]
@@ -96,7 +90,7 @@ async def test_replayed_cancel_is_never_presented() -> None:
     assert [p.cancelled for p in guarded.presentations] == [True]
     assert guarded.presentations[0].answer is None
     assert guarded.answers == []
-    _cursors_never_go_back(guarded)
+    cursors_never_go_back(guarded)
     replay = guarded.resumes[1]
     datas = [
         e.data for e in guarded.traffic if e.kind == "sse_event" and e.exchange == replay.exchange

@@ -35,6 +35,7 @@ from fsm.sse.guard import GuardConfig
 from fsm.wire.proxy import ConnectionFault
 from support.scenarios import (
     CONFIRM,
+    EXPIRED_RESULT,
     GUARDED_SCENARIO_CONFIG_KW,
     Rig,
     ScenarioResult,
@@ -53,7 +54,6 @@ from support.ts_client import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 
-EXPIRED = "Kept 3 files: confirmation expired"
 REQUEST_TIMEOUT_MS = 2000
 """The SDK's per-request timeout where a call can end no other way (its default is 60 s)."""
 
@@ -149,7 +149,7 @@ async def test_seed_presents_once_resuming_from_the_newest_event_id(sdk: SdkLine
     assert "deadline_fired" in kinds and "elicit_answered" not in kinds
 
     assert r.outcome.kind == "result" and not r.outcome.is_error
-    assert r.outcome.text == EXPIRED
+    assert r.outcome.text == EXPIRED_RESULT
 
 
 async def test_replayed_cancel_withdraws_the_presentation(sdk: SdkLine) -> None:
@@ -165,7 +165,7 @@ async def test_replayed_cancel_withdraws_the_presentation(sdk: SdkLine) -> None:
     ]
     assert r.answers == []
     assert len(r.resumes) == 3
-    assert r.outcome.kind == "result" and r.outcome.text == EXPIRED
+    assert r.outcome.kind == "result" and r.outcome.text == EXPIRED_RESULT
 
 
 async def test_failed_answer_post_is_not_retried_and_the_call_waits_for_its_timeout(
@@ -270,7 +270,7 @@ async def test_request_dead_before_its_replay_is_presented(
         controller.finish(pending)
         outcome = await ts.wait_outcome(call)
 
-    assert outcome["result"]["content"][0]["text"] == EXPIRED
+    assert outcome["result"]["content"][0]["text"] == EXPIRED_RESULT
     assert len(ts.presented) == 1
     assert "elicit_answered" not in [e.kind for e in controller.log]
 
@@ -353,7 +353,7 @@ async def test_seed_through_the_gateway(sdk: SdkLine) -> None:
         run = await ts_seed_run(rig, sdk=sdk)
     assert (run.presentations, run.resume_gets) == (1, 3)
     assert [a.status for a in run.result.answers] == [202]
-    assert run.outcome.kind == "result" and run.outcome.text == EXPIRED
+    assert run.outcome.kind == "result" and run.outcome.text == EXPIRED_RESULT
     assert all(x.cursor not in ("ev3", "ev5", "ev6") for x in run.result.resumes)
 
 

@@ -14,25 +14,19 @@ from conftest import needs_primed_replays
 pytest.importorskip("fastmcp")
 
 from support.fastmcp_clients import guarded_fastmcp
-from support.scenarios import open_rig, run_scenario
+from support.scenarios import cancel_withdraws_the_prompt, open_rig, seed_ends_once
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(90)]
 
 
 @needs_primed_replays()
 async def test_guarded_fastmcp3_presents_once_and_ends_once() -> None:
-    r = await run_scenario("seed", guarded_fastmcp)
-    assert list(r.presentation_counts.values()) == [1]
-    assert r.outcome.kind == "result"
-    assert r.outcome.text == "Kept 3 files: confirmation expired"
+    await seed_ends_once(guarded_fastmcp)
 
 
 @needs_primed_replays()
 async def test_guarded_fastmcp3_withdraws_a_cancelled_prompt() -> None:
-    r = await run_scenario("replayed_cancel", guarded_fastmcp)
-    assert list(r.presentation_counts.values()) == [1]
-    assert [p.cancelled for p in r.presentations] == [True]
-    assert r.answers == []
+    await cancel_withdraws_the_prompt(guarded_fastmcp)
 
 
 async def test_guarded_fastmcp3_fails_a_call_with_the_typed_error() -> None:

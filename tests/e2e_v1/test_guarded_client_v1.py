@@ -11,37 +11,28 @@ from conftest import needs_primed_replays
 from v1_support import answer_rejected
 
 from fsm.wire.proxy import HttpFault
-from support.scenarios import ScenarioResult, guarded_client, run_scenario
+from support.scenarios import (
+    EXPIRED_RESULT,
+    cancel_withdraws_the_prompt,
+    guarded_client,
+    run_scenario,
+    seed_ends_once,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
-
-EXPIRED_RESULT = "Kept 3 files: confirmation expired"
-
-
-def _cursors_never_go_back(r: ScenarioResult) -> None:
-    for before, after in zip(r.resumes, r.resumes[1:], strict=False):
-        if before.delivered:
-            assert after.cursor == before.delivered[-1], (before, after)
 
 
 @needs_primed_replays()
 async def test_seed_presented_once_and_ends_once() -> None:
-    r = await run_scenario("seed", guarded_client)
-    assert list(r.presentation_counts.values()) == [1]
-    _cursors_never_go_back(r)
+    r = await seed_ends_once(guarded_client)
     assert len({x.cursor for x in r.resumes}) == len(r.resumes)  # every resume advanced
-    assert r.outcome.text == EXPIRED_RESULT and r.outcome.kind == "result"
 
 
 @needs_primed_replays()
 async def test_cancel_withdraws_the_prompt_while_the_sdk_loop_is_blocked() -> None:
     """1.x reads nothing while its callback waits; the replayed cancellation is seen on
     the wire all the same and the open prompt is withdrawn (no answer is sent)."""
-    r = await run_scenario("replayed_cancel", guarded_client)
-    assert list(r.presentation_counts.values()) == [1]
-    assert [p.cancelled for p in r.presentations] == [True]
-    assert r.answers == []
-    _cursors_never_go_back(r)
+    r = await cancel_withdraws_the_prompt(guarded_client)
     assert r.outcome.text == EXPIRED_RESULT
 
 

@@ -60,6 +60,7 @@ from fsm.wire.server import StoreChoice
 __all__ = [
     "CONFIRM",
     "EXHAUSTED",
+    "EXPIRED_RESULT",
     "GUARDED_SCENARIO_CONFIG_KW",
     "SCENARIOS",
     "AnswerPost",
@@ -79,7 +80,9 @@ __all__ = [
     "User",
     "answer_conn_error",
     "answer_once_resumed",
+    "cancel_withdraws_the_prompt",
     "capturing_guarded_client",
+    "cursors_never_go_back",
     "elicit_to_user",
     "guarded_client",
     "happy",
@@ -88,6 +91,7 @@ __all__ = [
     "replayed_cancel",
     "run_progress_stream",
     "run_scenario",
+    "seed_ends_once",
     "session_expired",
     "through_proxy",
     "unless_ended",
@@ -95,6 +99,9 @@ __all__ = [
 
 EXHAUSTED = "SSE stream ended and reconnection attempts were exhausted"
 """The error text (code -32000) of the mcp 2.x client giving up on resuming a stream."""
+
+EXPIRED_RESULT = "Kept 3 files: confirmation expired"
+"""The harness tool's own result once its confirmation's deadline passed."""
 
 
 @contextlib.asynccontextmanager
@@ -224,3 +231,33 @@ def through_proxy(
     :data:`GUARDED_SCENARIO_CONFIG_KW`) and ``kw``."""
     config = config if config is not None else GuardConfig(**GUARDED_SCENARIO_CONFIG_KW)
     return opener(rig.proxy.url, http_client=rig.http, config=config, **kw)
+
+
+def cursors_never_go_back(r: ScenarioResult) -> None:
+    """Each resume starts from the newest event id the previous connection delivered."""
+    for before, after in zip(r.resumes, r.resumes[1:], strict=False):
+        if before.delivered:
+            assert after.cursor == before.delivered[-1], (before, after)
+
+
+async def seed_ends_once(factory: ClientFactory) -> ScenarioResult:
+    """The seed incident with a guarding client ``factory``: the request presented once,
+    every resume from the newest id delivered, and the call ending once, with the tool's
+    own expired result."""
+    r = await run_scenario("seed", factory)
+    assert list(r.presentation_counts.values()) == [1]
+    cursors_never_go_back(r)
+    assert r.outcome.kind == "result" and r.outcome.text == EXPIRED_RESULT
+    return r
+
+
+async def cancel_withdraws_the_prompt(factory: ClientFactory) -> ScenarioResult:
+    """``replayed_cancel`` with a guarding client ``factory``: the request presented once,
+    its prompt withdrawn by the replayed cancellation, no answer ever sent, every resume
+    from the newest id delivered."""
+    r = await run_scenario("replayed_cancel", factory)
+    assert list(r.presentation_counts.values()) == [1]
+    assert [p.cancelled for p in r.presentations] == [True]
+    assert r.answers == []
+    cursors_never_go_back(r)
+    return r
