@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import builtins
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +13,21 @@ for path in (REPO, Path(__file__).resolve().parent):
         sys.path.insert(0, str(path))
 
 from fsm.render.graph import GraphEdge, GraphNode, StateGraph, Trace  # noqa: E402
+
+
+@pytest.fixture
+def without_pygraphviz(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test runs as if pygraphviz (the ``diagrams`` extra's engine) were not installed:
+    importing it raises ``ImportError``."""
+    real = builtins.__import__
+
+    def fake(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "pygraphviz" or name.startswith("pygraphviz."):
+            raise ImportError("No module named 'pygraphviz'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "pygraphviz", raising=False)
+    monkeypatch.setattr(builtins, "__import__", fake)
 
 
 @pytest.fixture

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import builtins
 import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -51,22 +49,10 @@ def test_check_writes_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def _without_pygraphviz(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = builtins.__import__
-
-    def fake(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "pygraphviz" or name.startswith("pygraphviz."):
-            raise ImportError("No module named 'pygraphviz'")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.delitem(sys.modules, "pygraphviz", raising=False)
-    monkeypatch.setattr(builtins, "__import__", fake)
-
-
+@pytest.mark.usefixtures("without_pygraphviz")
 def test_missing_engine_is_one_line_and_exit_2(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _without_pygraphviz(monkeypatch)
     with pytest.raises(RenderEngineMissing, match="dead-or-resumable\\[diagrams\\]"):
         render_svg("digraph { a -> b }")
     assert cli.main(["--out", str(tmp_path / "d")]) == 2
@@ -77,8 +63,8 @@ def test_missing_engine_is_one_line_and_exit_2(
     assert not (tmp_path / "d").exists()
 
 
-def test_check_works_without_the_engine(monkeypatch: pytest.MonkeyPatch, repo: Path) -> None:
-    _without_pygraphviz(monkeypatch)
+@pytest.mark.usefixtures("without_pygraphviz")
+def test_check_works_without_the_engine(repo: Path) -> None:
     assert cli.main(["--check", "--out", str(repo / "diagrams")]) == 0
 
 

@@ -4,11 +4,8 @@ the engine missing, and bad input as one line and an exit status."""
 
 from __future__ import annotations
 
-import builtins
 import re
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -33,18 +30,6 @@ def my_client(tmp_path: Path) -> Path:
     path = tmp_path / "my_client.py"
     path.write_text(EXAMPLE, encoding="utf-8")
     return path
-
-
-def _without_pygraphviz(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = builtins.__import__
-
-    def fake(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "pygraphviz" or name.startswith("pygraphviz."):
-            raise ImportError("No module named 'pygraphviz'")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.delitem(sys.modules, "pygraphviz", raising=False)
-    monkeypatch.setattr(builtins, "__import__", fake)
 
 
 def _names(directory: Path) -> set[str]:
@@ -77,13 +62,10 @@ def test_check_draws_each_counterexample_with_its_bounds(
     assert f"wrote {cex}" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("without_pygraphviz")
 def test_without_the_engine_check_writes_dot_and_render_writes_nothing(
-    my_client: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    my_client: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _without_pygraphviz(monkeypatch)
     drawn = tmp_path / "drawn"
     assert fsm_main(["check", str(my_client), "-q", "--diagrams", str(drawn)]) == 0
     assert _names(drawn) == {"show-everything-reachable.dot", "show-once-reachable.dot"}
