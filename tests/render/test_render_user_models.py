@@ -4,7 +4,6 @@ the engine missing, and bad input as one line and an exit status."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -14,14 +13,7 @@ from fsm.checker import load_models
 from fsm.checker.loader import builtin_model_file
 from fsm.render import cli
 from fsm.render.user import model_diagrams
-
-ROOT = Path(__file__).resolve().parents[2]
-DOC = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
-EXAMPLE = next(
-    block
-    for block in re.findall(r"^```python\n(.*?)^```", DOC, re.S | re.M)
-    if block.startswith('"""My client against the 2025 transport')
-)
+from support.models_doc import EXAMPLE
 
 
 @pytest.fixture
