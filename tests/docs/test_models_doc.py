@@ -17,15 +17,10 @@ from pathlib import Path
 import pytest
 
 from fsm.worlds import mrtr, sse
+from support.models_doc import DOC, EXAMPLE, fenced
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
-EXAMPLE = next(
-    block
-    for block in re.findall(r"^```python\n(.*?)^```", DOC, re.S | re.M)
-    if block.startswith('"""My client against the 2025 transport')
-)
-CONSOLE = re.findall(r"^```console\n(.*?)^```", DOC, re.S | re.M)
+CONSOLE = fenced(DOC, "console")
 
 SHOWN_ONCE = (
     "        return s._replace(shown=s.shown | {request}), (Present(request),)\n",
