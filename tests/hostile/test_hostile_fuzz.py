@@ -181,6 +181,23 @@ ops = st.one_of(
 )
 
 
+ON_A_STREAM: dict[str, Any] = {
+    "lost": ev.StreamLost,
+    "timer": lambda stream, _: ev.TimerFired(stream),
+    "resumed": lambda stream, _: ev.StreamResumed(stream),
+    "refused": lambda stream, payload: ev.ResumeRefused(stream, *payload),
+    "origin": lambda stream, _: ev.OriginResponse(stream),
+}
+"""The event of each op kind that names a stream, from the stream picked and the payload."""
+
+ON_A_KEY: dict[str, Any] = {
+    "answer": ev.UserAnswered,
+    "outcome": ev.SubmissionOutcome,
+    "assert": lambda key, _: ev.LivenessAsserted(key),
+}
+"""The event of each op kind that names a request key, from the key picked and the payload."""
+
+
 class Run:
     """Drive one sequence and check every invariant after every event."""
 
@@ -228,22 +245,10 @@ class Run:
             name = f"post:{self.opened}" if op.payload is not None else f"get:{self.opened}"
             self.streams.append(name)
             return ev.StreamOpened(name, op.payload)
-        if k == "lost":
-            return ev.StreamLost(self.stream(op.pick), op.payload)
-        if k == "timer":
-            return ev.TimerFired(self.stream(op.pick))
-        if k == "resumed":
-            return ev.StreamResumed(self.stream(op.pick))
-        if k == "refused":
-            return ev.ResumeRefused(self.stream(op.pick), *op.payload)
-        if k == "answer":
-            return ev.UserAnswered(self.key(op.pick), op.payload)
-        if k == "outcome":
-            return ev.SubmissionOutcome(self.key(op.pick), op.payload)
-        if k == "origin":
-            return ev.OriginResponse(self.stream(op.pick))
-        if k == "assert":
-            return ev.LivenessAsserted(self.key(op.pick))
+        if k in ON_A_STREAM:
+            return ON_A_STREAM[k](self.stream(op.pick), op.payload)
+        if k in ON_A_KEY:
+            return ON_A_KEY[k](self.key(op.pick), op.payload)
         if k == "expired":
             return ev.SessionExpired()
         assert k == "clock"
