@@ -35,7 +35,9 @@ __all__ = [
     "SID",
     "UNKNOWN_SESSION_BODY",
     "Flood",
+    "HeldCallStream",
     "Piece",
+    "Refusal",
     "Upstream",
     "elicit",
     "gateway_for",
@@ -405,6 +407,59 @@ async def json_reply(send: Any, status: int, body: bytes, extra: Any = ()) -> No
 async def _reply(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+Refusal = tuple[int, bytes, Sequence[tuple[bytes, bytes]]]
+"""A resume refused: its status, body and extra headers (the body is sent as JSON)."""
+
+
+class HeldCallStream:
+    """An upstream whose call stream sends one event (``e1``) and is then held until its
+    reader goes (``held`` meanwhile); a resume ``GET`` (its ``Last-Event-ID`` recorded in
+    ``resumed_from``) gets :meth:`refusal`'s reply when it gives one (counted in
+    ``refused``), else the call's result as ``e2``. ``initialize`` gets the session
+    :data:`SID`; any other request :meth:`other`'s reply."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.refused = 0
+        self.resumed_from: list[str] = []
+
+    def refusal(self) -> Refusal | None:
+        """How this resume is refused, or ``None`` to let it through."""
+        return None
+
+    def other(self, msg: Any) -> tuple[int, bytes]:
+        """The status and JSON body for a request other than those above: ``202``."""
+        return 202, b""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        headers, msg = await read_request(scope, receive)
+        if msg.get("method") == "initialize":
+            session = [(b"mcp-session-id", SID.encode())]
+            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
+        elif msg.get("method") == "tools/call":
+            self.held = True
+            await sse_start(send)
+            await sse_piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
+            while (await receive())["type"] != "http.disconnect":
+                pass  # held until its connection goes
+            self.held = False
+        elif scope["method"] == "GET" and "last-event-id" in headers:
+            self.resumed_from.append(headers["last-event-id"])
+            refused = self.refusal()
+            if refused is not None:
+                self.refused += 1
+                await json_reply(send, *refused)
+                return
+            await sse_start(send)
+            await sse_piece(send, sse("e2", result(7)))
+            await sse_end(send)
+        else:
+            await json_reply(send, *self.other(msg))
 
 
 @contextlib.asynccontextmanager

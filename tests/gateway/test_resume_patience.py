@@ -21,22 +21,9 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import (  # noqa: E402
-    HEAD,
-    SID,
-    gateway_for,
-    json_reply,
-    parse,
-    read_request,
-    result,
-    sse,
-    sse_end,
-    sse_piece,
-    sse_start,
-)
+from scripted_upstream import HEAD, SID, HeldCallStream, Refusal, gateway_for, parse, result  # noqa: E402
 
 from fsm.gateway.app import GATEWAY_GUARD  # noqa: E402
-from fsm.wire.serving import lifespan  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -52,45 +39,24 @@ REFUSALS: dict[str, tuple[int, bytes, tuple[tuple[bytes, bytes], ...]]] = {
     "503-retry-after": (503, b"busy", ((b"retry-after", b"0"),)),
 }
 
-SESSION = ((b"mcp-session-id", SID.encode()),)
 
-
-class HoldsTheOldConnection:
+class HoldsTheOldConnection(HeldCallStream):
     """A call stream that sends one event and stays open until its reader goes; a resume
     ``GET`` is refused (``refusal``) ``refuse`` times (``None``: always), then gets the
     call's result."""
 
     def __init__(self, refusal: str, refuse: int | None) -> None:
-        self.refusal = REFUSALS[refusal]
+        super().__init__()
+        self.refusal_reply = REFUSALS[refusal]
         self.left = refuse
-        self.refused = 0
-        self.resumed_from: list[str] = []
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-            return
-        headers, msg = await read_request(scope, receive)
-        if msg.get("method") == "initialize":
-            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), SESSION)
-        elif msg.get("method") == "tools/call":
-            await sse_start(send)
-            await sse_piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
-            while (await receive())["type"] != "http.disconnect":
-                pass
-        elif scope["method"] == "GET" and "last-event-id" in headers:
-            self.resumed_from.append(headers["last-event-id"])
-            if self.left is None or self.left > 0:
-                self.left = None if self.left is None else self.left - 1
-                self.refused += 1
-                status, text, extra = self.refusal
-                await json_reply(send, status, text, extra)
-                return
-            await sse_start(send)
-            await sse_piece(send, sse("e2", result(7)))
-            await sse_end(send)
-        else:
-            await json_reply(send, 202, b"")
+    def refusal(self) -> Refusal | None:
+        if self.left is None:
+            return self.refusal_reply
+        if self.left > 0:
+            self.left -= 1
+            return self.refusal_reply
+        return None
 
 
 def _config(patience_s: float) -> Any:

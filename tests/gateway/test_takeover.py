@@ -19,62 +19,23 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import (  # noqa: E402
-    HEAD,
-    SID,
-    gateway_for,
-    json_reply,
-    parse,
-    read_request,
-    result,
-    sse,
-    sse_end,
-    sse_piece,
-    sse_start,
-)
+from scripted_upstream import HEAD, SID, HeldCallStream, Refusal, gateway_for, parse, result  # noqa: E402
 
 from fsm.sse.guard import GuardConfig  # noqa: E402
-from fsm.wire.serving import lifespan  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
-SESSION = ((b"mcp-session-id", SID.encode()),)
 
-
-class OneReader:
+class OneReader(HeldCallStream):
     """An upstream that serves one reader per call stream: the call's POST streams one
     event and is held (waiting for an answer, say) until its connection goes; a resume
     ``GET`` meanwhile gets ``409``; after it, the result. Counts the refusals."""
 
-    def __init__(self) -> None:
-        self.held = False
-        self.refused = 0
+    def refusal(self) -> Refusal | None:
+        return (409, b'{"error": "the stream already has a reader"}', ()) if self.held else None
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-            return
-        headers, msg = await read_request(scope, receive)
-        if msg.get("method") == "initialize":
-            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), SESSION)
-        elif msg.get("method") == "tools/call":
-            self.held = True
-            await sse_start(send)
-            await sse_piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
-            while (await receive())["type"] != "http.disconnect":
-                pass  # held until its connection goes
-            self.held = False
-        elif scope["method"] == "GET" and "last-event-id" in headers:
-            if self.held:
-                self.refused += 1
-                await json_reply(send, 409, b'{"error": "the stream already has a reader"}')
-                return
-            await sse_start(send)
-            await sse_piece(send, sse("e2", result(7)))
-            await sse_end(send)
-        else:
-            empty = {"jsonrpc": "2.0", "id": msg.get("id"), "result": {}}
-            await json_reply(send, 200, json.dumps(empty).encode())
+    def other(self, msg: Any) -> tuple[int, bytes]:
+        return 200, json.dumps({"jsonrpc": "2.0", "id": msg.get("id"), "result": {}}).encode()
 
 
 async def test_a_resume_while_the_old_connection_is_half_open_completes_the_call() -> None:
