@@ -9,15 +9,17 @@
   store holds an unended task, that task resumed by its persisted id.
 
 Server URL ``argv[2]``, ``SqliteStore`` at ``argv[3]``. Before each store write it prints
-``write N`` (from 0), and (``sse``) at each event the guard is fed ``event N KIND``, and
-waits for a line on stdin (the parent answers ``go``, or kills it with SIGKILL there);
-each question that reaches the callback prints ``prompt ID RESHOWN``; the end prints
-``result TEXT`` or ``error REASON``."""
+``write LABEL#N``, and (``sse``) at each event the guard is fed ``event LABEL#N``
+(:func:`handshake`), and waits for a line on stdin (the parent answers ``go``, or kills
+it with SIGKILL there); each question that reaches the callback prints
+``prompt ID RESHOWN``; the end prints ``result TEXT`` or ``error REASON``."""
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
+from collections import Counter
 from typing import Any
 
 import anyio
@@ -29,7 +31,8 @@ from fsm.adapters.mcp2 import guarded_session
 from fsm.adapters.mrtr import RESHOWN_META, guarded_call_tool
 from fsm.adapters.tasks import GuardedTasks, run_task
 from fsm.durable import SqliteStore
-from fsm.durable.store import Store, Written
+from fsm.durable.calls import CallRecord
+from fsm.durable.store import SessionRecord, Store, Written
 from fsm.errors import InteractionFailed
 
 EVENTS = frozenset({"began", "delivered", "answered", "submitted", "ended", "resumed"})
@@ -38,24 +41,46 @@ took on one): a stream opened, a request delivered, an answer, its submission's 
 a stream's end, a resume. A kill point each."""
 
 
-def handshake(line: str) -> None:
-    print(line, flush=True)
-    sys.stdin.readline()
+SEEN: Counter[str] = Counter()
+ONE_AT_A_TIME = threading.Lock()
+
+
+def handshake(kind: str, label: str) -> None:
+    """Print the kill point ``KIND LABEL#N`` (``N``: how many before it had that label)
+    and wait for the parent's answer. A label names the step itself (what is written, the
+    event and its stream or request), not its place, so a kill point means the same step
+    in every run although two steps race (the standalone GET's opening and the call's
+    record; the answer's outcome and the call's result)."""
+    with ONE_AT_A_TIME:  # writes run on the loop and in worker threads: one line each
+        point = f"{kind} {label}#{SEEN[kind + label]}"
+        SEEN[kind + label] += 1
+        sys.stdout.write(point + "\n")
+        sys.stdout.flush()
+        sys.stdin.readline()
+
+
+def label_of(delta: Written) -> str:
+    """What a store write is, as a label without spaces."""
+    if isinstance(delta, SessionRecord):
+        return "calls:" + ",".join(c.stream for c in delta.calls) if delta.calls else "session"
+    if isinstance(delta, CallRecord):
+        return "call"
+    streams = [f"{s.id}={s.state}" for s in delta.streams]
+    requests = [f"{r.key[1]}={r.state}" for r in delta.requests]
+    return ",".join(streams + requests) or "session-started"
 
 
 class EventHook:
     """The guarded session's event log (``log=``): a handshake at each record of
     :data:`EVENTS`, before the guard's decision on it is taken."""
 
-    def __init__(self) -> None:
-        self.count = 0
-
     def write(self, text: str) -> int:
         for line in text.splitlines():
-            kind = json.loads(line).get("kind")
-            if kind in EVENTS:
-                handshake(f"event {self.count} {kind}")
-                self.count += 1
+            record = json.loads(line)
+            if record.get("kind") in EVENTS:
+                key = record.get("key")
+                what = record.get("interaction") or (key[1] if key else "")
+                handshake("event", f"{record['kind']}:{what}")
         return len(text)
 
     def flush(self) -> None:
@@ -112,12 +137,8 @@ ERAS = {"sse": sse, "mrtr": mrtr, "tasks": tasks}
 
 
 async def main(era: str, url: str, path: str) -> None:
-    writes = 0
-
     def before_write(delta: Written) -> None:
-        nonlocal writes
-        handshake(f"write {writes}")
-        writes += 1
+        handshake("write", label_of(delta))
 
     async def user(
         context: ClientRequestContext, params: types.ElicitRequestParams

@@ -1,14 +1,17 @@
-"""The parent side of the SIGKILL crash harness (``test_crash_harness.py``): run
-``call_crash_child.py`` for an era against a loopback server, SIGKILL it at a kill point
-(about to make a store write, or at an event fed to the guard), start it again on the same
-file, and read what the two processes printed.
+"""The parent side of the SIGKILL crash harness (``test_crash_harness.py``): run a client
+process of an era (``call_crash_child.py``, forked by ``crash_zygote.py``) against a
+loopback server, SIGKILL it at a kill point (about to make a store write, or at an event
+fed to the guard), start another on the same file, and read what the two printed.
 
 Every kill is driven by an explicit handshake: the child prints its kill point and waits
 for a line on stdin; the parent answers ``go`` or kills it there. Nothing sleeps."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
+import select
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -19,7 +22,7 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
 
-CHILD = Path(__file__).with_name("call_crash_child.py")
+ZYGOTE = Path(__file__).with_name("crash_zygote.py")
 ROOT = Path(__file__).resolve().parents[2]
 KILL_POINTS = ("write ", "event ")
 """The prefixes of the lines a child stops at (``write N``, ``event N KIND``)."""
@@ -36,37 +39,125 @@ async def lines(proc: Process) -> AsyncIterator[str]:
 
 
 def point_of(line: str) -> str | None:
-    """The kill point a child's line names (``write 3``, ``event 2``), or ``None``."""
+    """The kill point a child's line names (``write call#0``, ``event began:post:2#0``),
+    or ``None``."""
     return " ".join(line.split()[:2]) if line.startswith(KILL_POINTS) else None
 
 
-async def run_child(era: str, url: str, path: Path, kill_at: str | None) -> list[str]:
-    """One client process of ``era``; SIGKILLed at the kill point ``kill_at`` (``None``: it
-    runs to its end). Returns what it printed, its kill points included, and ``killed``
-    last if it was killed (a run may end before it reaches ``kill_at``: the caller
-    counts that kill point as not covered)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out: list[str] = []
-    async with await anyio.open_process(
-        [sys.executable, str(CHILD), era, url, str(path)], env=env, stderr=None
-    ) as proc:
-        assert proc.stdin is not None
-        with anyio.fail_after(30):
-            async for line in lines(proc):
-                out.append(line)
-                point = point_of(line)
-                if point is not None and point == kill_at:
-                    proc.send_signal(signal.SIGKILL)
-                    out.append("killed")
-                    break
-                if point is not None:
-                    await proc.stdin.send(b"go\n")
-            await proc.wait()
-    if out[-1:] == ["killed"]:
-        assert proc.returncode == -signal.SIGKILL, (kill_at, out)
-    else:
-        assert proc.returncode == 0, (kill_at, out)
-    return out
+class Children:
+    """The client processes of one test: forked by ``crash_zygote.py`` (started once, its
+    imports done once), each talking to the harness over two named pipes in ``tmp``."""
+
+    def __init__(self, zygote: Process, tmp: Path) -> None:
+        self.zygote, self.tmp = zygote, tmp
+        self._count = itertools.count()
+        self._send = anyio.Lock()
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def start(cls, tmp: Path) -> AsyncIterator[Children]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        async with await anyio.open_process(
+            [sys.executable, str(ZYGOTE)], env=env, stderr=None
+        ) as zygote:
+            with anyio.fail_after(60):
+                async for line in lines(zygote):
+                    if line == "ready":
+                        break
+            try:
+                yield cls(zygote, tmp)
+            finally:
+                assert zygote.stdin is not None
+                await zygote.stdin.aclose()  # the zygote ends with its input
+                with anyio.fail_after(10):
+                    await zygote.wait()
+
+    async def run(self, era: str, url: str, path: Path, kill_at: str | None) -> list[str]:
+        """One client process of ``era``; SIGKILLed at the kill point ``kill_at`` (``None``:
+        it runs to its end). Returns what it printed, its kill points included, and
+        ``killed`` last if it was killed (a run may end before it reaches ``kill_at``: the
+        caller counts that kill point as not covered). Returns once the process is gone
+        (its file lock with it)."""
+        n = next(self._count)
+        fifo_in, fifo_out = self.tmp / f"in-{n}", self.tmp / f"out-{n}"
+        os.mkfifo(fifo_in)
+        os.mkfifo(fifo_out)
+        # Both ends opened here first, never blocking (a FIFO opened read-write): a child
+        # that dies early cannot leave the harness waiting on an open.
+        fds = [os.open(f, os.O_RDWR | os.O_NONBLOCK) for f in (fifo_out, fifo_in)]
+        reader, writer = fds
+        assert self.zygote.stdin is not None
+        async with self._send:
+            command = f"{era} {url} {path} {fifo_in} {fifo_out}\n"
+            await self.zygote.stdin.send(command.encode())
+        out: list[str] = []
+        code: int | None = None
+        pidfd: int | None = None
+        pid: int | None = None
+        try:
+            with anyio.move_on_after(30) as timer:
+                pid = int((await _line(reader, None)).split()[1])
+                pidfd = os.pidfd_open(pid)
+                while (line := await _line(reader, pidfd)) != "":
+                    if line.startswith("exit "):
+                        code = int(line.split()[1])
+                        continue
+                    out.append(line)
+                    point = point_of(line)
+                    if point is not None and point == kill_at:
+                        os.kill(pid, signal.SIGKILL)
+                        out.append("killed")
+                        break
+                    if point is not None:
+                        os.write(writer, b"go\n")
+                await anyio.wait_readable(pidfd)  # the process is gone
+            if timer.cancelled_caught and pid is not None:
+                os.kill(pid, signal.SIGKILL)
+            assert not timer.cancelled_caught, ("hung", kill_at, out)
+        finally:
+            _PENDING.pop(reader, None)
+            for fd in (*fds, *(() if pidfd is None else (pidfd,))):
+                os.close(fd)
+        assert out[-1:] == ["killed"] or code == 0, (kill_at, code, out)
+        return out
+
+
+_PENDING: dict[int, bytes] = {}
+
+
+async def _line(fd: int, pidfd: int | None) -> str:
+    """The next line the child wrote to ``fd`` (without its end), or ``""`` once the
+    process ``pidfd`` names is gone and nothing is left to read."""
+    while b"\n" not in _PENDING.get(fd, b""):
+        if pidfd is not None and _gone(pidfd):
+            chunk = _read(fd)
+            if not chunk:
+                return _PENDING.pop(fd, b"").decode()
+        else:
+            async with anyio.create_task_group() as tg:
+                for watched in (fd,) if pidfd is None else (fd, pidfd):
+                    tg.start_soon(_wake, watched, tg.cancel_scope)
+            chunk = _read(fd)
+        _PENDING[fd] = _PENDING.get(fd, b"") + chunk
+    line, _, rest = _PENDING[fd].partition(b"\n")
+    _PENDING[fd] = rest
+    return line.decode()
+
+
+async def _wake(fd: int, scope: anyio.CancelScope) -> None:
+    await anyio.wait_readable(fd)
+    scope.cancel()
+
+
+def _gone(pidfd: int) -> bool:
+    return bool(select.select([pidfd], [], [], 0)[0])
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return b""
 
 
 @dataclass(frozen=True)
@@ -97,13 +188,13 @@ class Crash:
         return [x for x in self.lines if x.startswith(("result ", "error "))]
 
 
-async def crash(era: str, url: str, path: Path, point: str) -> Crash:
+async def crash(children: Children, era: str, url: str, path: Path, point: str) -> Crash:
     """Kill a child of ``era`` at ``point``, then run one to its end on the same file
     (none if the first was not killed)."""
-    killed = await run_child(era, url, path, point)
+    killed = await children.run(era, url, path, point)
     if killed[-1:] != ["killed"]:
         return Crash(point, killed, [])
-    return Crash(point, killed, await run_child(era, url, path, None))
+    return Crash(point, killed, await children.run(era, url, path, None))
 
 
 def kill_points(clean: list[str]) -> list[str]:
