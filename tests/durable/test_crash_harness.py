@@ -101,10 +101,10 @@ ERAS = [
         "sse",
         running_server,
         SEED_RESULT,
-        ((13, 10), (14, 10)),
+        ((14, 10), (15, 10)),
         check_sse,
         errors=(
-            ("ended-before-restart", range(6, 7)),
+            ("ended-before-restart", range(7, 8)),
             ("no-cursor", range(2, 3)),
             ("not-resumable", range(2, 3)),
         ),

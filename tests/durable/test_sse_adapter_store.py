@@ -30,8 +30,9 @@ from fsm.wire.server import RunningServer, running_server
 
 pytestmark = pytest.mark.anyio
 
-WRITES = (13, 14)
-"""The seed call's writes (the harness's kill points before a write): the answer's
+WRITES = (14, 15)
+"""The seed call's writes, the cleared session record at the close included (the
+harness's kill points before a write): the answer's
 submission outcome is written on its own when its 202 comes before the call's result on
 the stream, and rides with the end when the result comes first (the two race on the
 wire)."""
@@ -82,7 +83,8 @@ async def test_the_seed_call_writes_ahead(server: RunningServer) -> None:
     assert shown == [(1, [1])]
     assert store.answers_written == 1
     assert store.writes in WRITES
-    first, call = store.sessions  # initialized, then the call listed before its POST
+    first, call, left = store.sessions  # initialized, the call listed before its POST, left
+    assert left == SessionRecord("", "", ())
     assert first.calls == () and json.loads(first.initialize)["protocolVersion"]
     assert first.session == call.session == session.session_id
     (listed,) = call.calls
@@ -95,7 +97,7 @@ async def test_a_call_is_listed_until_a_later_call_finds_it_ended(server: Runnin
     async with guarded_session(server.url, store=store) as session:
         await session.call_tool("ping", {})
         await session.call_tool("ping", {})
-    *_, last = store.sessions
+    *_, last, _left = store.sessions
     assert [c.stream for c in last.calls] == ["post:4"]  # post:2 ended (post:3 lists tools)
 
 
@@ -126,3 +128,15 @@ async def test_a_failed_write_shows_nothing_and_fails_the_call(server: RunningSe
         with anyio.fail_after(20), pytest.raises(MCPError):
             await session.call_tool("delete_files", {})
     assert shown == []  # not on disk, so never shown
+
+
+async def test_a_session_left_on_purpose_is_not_rejoined(server: RunningServer) -> None:
+    store = MemoryStore()
+    async with guarded_session(server.url, store=store) as first:
+        await first.call_tool("ping", {})
+        ended = first.session_id
+    assert store.session() == SessionRecord("", "", ())  # left: nothing to rejoin
+    async with guarded_session(server.url, store=store) as second:
+        assert second.restored_calls == () and second.session_id != ended
+        result = await second.call_tool("ping", {})  # a fresh session, not the deleted one
+    assert not result.is_error

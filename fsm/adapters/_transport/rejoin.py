@@ -11,7 +11,9 @@ call that was in flight.
 * **What a rejoin needs** (:class:`~fsm.durable.store.SessionRecord`, written whole):
   the session id and the ``InitializeResult`` once the session is initialized, and each
   call's method and params (:data:`RESUMABLE` methods) before its request is sent.
-* **Restart** (:func:`restart`, when the store holds a live session of this URL): the
+* **Leaving** (the guarded session closes: :func:`forget_session`) clears the record: the
+  next process starts a fresh session.
+* **Restart** (:func:`restart`, when the store holds a session to rejoin): the
   guard starts from the store (:meth:`fsm.sse.guard.Guard.restart`), the SDK session
   adopts the stored ``InitializeResult`` (no ``initialize`` is sent) and every request
   carries the stored session id. The calls in flight at the crash are
@@ -48,6 +50,7 @@ __all__ = [
     "REJOIN_TOKEN",
     "RESUMABLE",
     "SdkRejoin",
+    "forget_session",
     "record_call",
     "record_session",
     "reshow",
@@ -112,6 +115,15 @@ async def record_session(e: SessionIO, store: Store, initialize: str) -> None:
         return
     e.rejoin = SessionRecord(e.session, initialize, ())
     await anyio.to_thread.run_sync(store.write_session, e.rejoin)
+
+
+def forget_session(e: SessionIO) -> None:
+    """The application left the session (the guarded session closed, not a crash): its
+    record is cleared, so the next process starts a fresh session instead of rejoining
+    one its client ended (the SDK's ``DELETE``) or abandoned."""
+    if e.store is not None and e.rejoin is not None:
+        e.rejoin = None
+        e.store.write_session(SessionRecord("", "", ()))
 
 
 async def record_call(e: SessionIO, stream: str, body: Mapping[str, Any]) -> None:

@@ -24,7 +24,14 @@ import anyio.lowlevel
 from fsm.adapters._transport.body import NotingWriter
 from fsm.adapters._transport.handles import CURRENT_CALL, CallSlot
 from fsm.adapters._transport.http import HttpLib
-from fsm.adapters._transport.rejoin import SdkRejoin, record_session, reshow, restart, resume_call
+from fsm.adapters._transport.rejoin import (
+    SdkRejoin,
+    forget_session,
+    record_session,
+    reshow,
+    restart,
+    resume_call,
+)
 from fsm.adapters._transport.session_io import SessionIO
 from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.adapters.sdkversion import SdkRange, check_sdk_version
@@ -474,10 +481,12 @@ text stream (written, not flushed or closed)."""
 def _close(engine: SessionIO) -> None:
     """The guarded connection ends: coalesced event ids are recorded, every stream still
     open ends as closed with the session (:meth:`SessionIO.end_session`), and the
-    background IO stops."""
+    background IO stops. With a store, the session left on purpose is not one to rejoin
+    (:func:`~fsm.adapters._transport.rejoin.forget_session`)."""
     engine.flush()
     engine.end_session()
     engine.close()
+    forget_session(engine)
 
 
 @contextlib.asynccontextmanager
