@@ -26,10 +26,23 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from fsm.actions import Complete, Fail, Ignore, Withdraw
 from fsm.errors import InteractionFailed, QuestionReaskedError, RequestKey, SubmissionFailedError
 from fsm.machines.product import Cause, Instance, ProductRun
-from fsm.machines.spec import Scope
+from fsm.machines.spec import MachineSpec, Scope
 from fsm.questions import OnReask, reask_refusal
 
-__all__ = ["CallDecider"]
+__all__ = ["CallDecider", "CallInstance"]
+
+
+class CallInstance:
+    """The call's own instance of ``spec`` (an MRTR call's rounds, a task): its state,
+    from ``spec.initial``, and the cause it died of."""
+
+    __slots__ = ("cause", "machine", "state")
+
+    def __init__(self, spec: MachineSpec) -> None:
+        self.machine = spec.name
+        self.state = spec.initial
+        self.cause: Cause | None = None
+
 
 Q = TypeVar("Q", bound=Instance)
 C = TypeVar("C", bound=Instance)

@@ -71,7 +71,7 @@ from fsm.errors import (
     RequestKey,
     RequestStateExpiredError,
 )
-from fsm.machines.call import CallDecider
+from fsm.machines.call import CallDecider, CallInstance
 from fsm.machines.product import Cause, ProductRun
 from fsm.machines.resumption import LIVENESS
 from fsm.machines.rounds import MRTR_PRODUCT, ROUNDS
@@ -240,21 +240,10 @@ class _Question:
         self.cause: Cause | None = None
 
 
-class _Rounds:
-    """The call's rounds: the one instance of :data:`~fsm.machines.rounds.ROUNDS`."""
-
-    __slots__ = ("cause", "state")
-    machine = ROUNDS.name
-
-    def __init__(self) -> None:
-        self.state = "sent"
-        self.cause: Cause | None = None
-
-
 _NOTHING: tuple[MrtrAction, ...] = ()
 
 
-class MrtrCall(CallDecider[_Question, _Rounds]):
+class MrtrCall(CallDecider[_Question, CallInstance]):
     """The rules of one MRTR call. See the module docstring.
 
     ``clock`` returns seconds (monotonic); ``on_fire(machine, source, trigger, dest)`` is
@@ -277,7 +266,7 @@ class MrtrCall(CallDecider[_Question, _Rounds]):
         self.config = config or MrtrConfig()
         self._clock = clock
         self._run = ProductRun(MRTR_PRODUCT, engine, self._members, self._on_terminal, on_fire)
-        self._rounds = _Rounds()
+        self._rounds = CallInstance(ROUNDS)
         self._questions: dict[str, _Question] = {}
         self._round_keys: dict[str, str] = {}  # inputRequests key -> question id
         self._round = 0
@@ -356,7 +345,7 @@ class MrtrCall(CallDecider[_Question, _Rounds]):
         """Return to a state :meth:`snapshot` took (of a call with the same id), or the
         same value as plain tuples (read back from its repr)."""
         snap = CallSnapshot._make(snap)
-        self._rounds = _Rounds()
+        self._rounds = CallInstance(ROUNDS)
         self._rounds.state, self._rounds.cause = snap.state, snap.cause
         self._questions = {}
         for record in snap.questions:
@@ -577,7 +566,7 @@ class MrtrCall(CallDecider[_Question, _Rounds]):
     def _call_id(self) -> str:
         return self.call
 
-    def _call_instance(self) -> _Rounds:
+    def _call_instance(self) -> CallInstance:
         return self._rounds
 
     def _question_instances(self) -> Iterable[_Question]:

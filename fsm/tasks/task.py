@@ -97,7 +97,7 @@ from fsm.errors import (
     TaskFailedError,
     TaskPollsExceededError,
 )
-from fsm.machines.call import CallDecider
+from fsm.machines.call import CallDecider, CallInstance
 from fsm.machines.product import Cause, ProductRun
 from fsm.machines.tables import EngineName
 from fsm.machines.tasks import TASK, TASK_INPUT, TASK_INPUT_LIVE, TASKS_PRODUCT
@@ -356,22 +356,11 @@ class _Question:
         self.reuses = 0
 
 
-class _Task:
-    """The task: the one :data:`~fsm.machines.tasks.TASK` instance."""
-
-    __slots__ = ("cause", "state")
-    machine = TASK.name
-
-    def __init__(self) -> None:
-        self.state = "working"
-        self.cause: Cause | None = None
-
-
 _NOTHING: tuple[TaskAction, ...] = ()
 _ENDED_STATUS = {"completed": "complete", "cancelled": "cancel", "failed": "fail"}
 
 
-class TaskCall(CallDecider[_Key, _Task]):
+class TaskCall(CallDecider[_Key, CallInstance]):
     """The rules of one task. See the module docstring.
 
     ``clock`` returns wall-clock seconds since the epoch; ``on_fire(machine, source,
@@ -397,7 +386,7 @@ class TaskCall(CallDecider[_Key, _Task]):
         self._reset()
 
     def _reset(self) -> None:
-        self._task = _Task()
+        self._task = CallInstance(TASK)
         self._status = "working"
         self._keys: dict[str, _Key] = {}
         self._listed: dict[str, Any] = {}  # the keys the last poll listed, and their requests
@@ -828,7 +817,7 @@ class TaskCall(CallDecider[_Key, _Task]):
     def _call_id(self) -> str:
         return self.task
 
-    def _call_instance(self) -> _Task:
+    def _call_instance(self) -> CallInstance:
         return self._task
 
     def _question_instances(self) -> Iterable[_Key]:
