@@ -13,6 +13,13 @@ things, and the answers are the same in every era:
   it); the call's own instance ending ends the call, once, with ``Complete`` when it
   ended in :attr:`CallDecider.complete_state` and ``Fail`` with its cause otherwise.
 
+Both eras also end a call alike, and take these from here: the actions of an event with
+the outcome last (:meth:`CallDecider._flush`), an answer to a question not showing
+ignored (:meth:`CallDecider._presented`), a request that failed once more than its
+bound allows in a row (:meth:`CallDecider._fail_in_a_row`), a re-ask past its budget
+(:meth:`CallDecider._reask_refused`), and the call's own instance
+(:class:`CallInstance`).
+
 A decider names its parts (:meth:`CallDecider._call_instance`,
 :meth:`CallDecider._question_instances`, ...) and keeps every decision; like the
 runtime, this class assigns no state.
