@@ -6,7 +6,7 @@
   rejoined and the call resumed (:meth:`~fsm.adapters.mcp2.GuardedSession.resume_call`);
 * ``mrtr``: one guarded ``tools/call`` of the re-asking tool (call id ``turn-1``);
 * ``tasks``: the task tool under :class:`~fsm.adapters.tasks.GuardedTasks`, or, when the
-  store holds an unended task, that task resumed by its persisted id.
+  store holds a task, that task resumed by its persisted id (ended: its one typed error).
 
 Server URL ``argv[2]``, ``SqliteStore`` at ``argv[3]``. Before each store write it prints
 ``write LABEL#N``, and (``sse``) at each event the guard is fed ``event LABEL#N``
@@ -34,6 +34,7 @@ from fsm.durable import SqliteStore
 from fsm.durable.calls import CallRecord
 from fsm.durable.store import SessionRecord, Store, Written
 from fsm.errors import InteractionFailed
+from fsm.tasks.task import Poll
 
 EVENTS = frozenset({"began", "delivered", "answered", "submitted", "ended", "resumed"})
 """The event-log records that mark an event fed to the SSE guard (or the decision it
@@ -108,13 +109,25 @@ async def sse(url: str, store: Store, user: Any) -> str:
             return outcome(exc)
 
 
+def on_action(action: Any) -> None:
+    """The one-call adapters' actions (after their writes): a kill point each, but the
+    task polls (as many as the server's pacing makes)."""
+    if not isinstance(action, Poll):
+        handshake("action", type(action).__name__)
+
+
 async def mrtr(url: str, store: Store, user: Any) -> str:
     async with Client(url, elicitation_callback=user) as client:
         args = {"count": 3, "reasks": 1}
         try:
             return outcome(
                 await guarded_call_tool(
-                    client, "reasking_delete", args, store=store, call_id="turn-1"
+                    client,
+                    "reasking_delete",
+                    args,
+                    store=store,
+                    call_id="turn-1",
+                    on_action=on_action,
                 )
             )
         except InteractionFailed as exc:
@@ -122,12 +135,13 @@ async def mrtr(url: str, store: Store, user: Any) -> str:
 
 
 async def tasks(url: str, store: Store, user: Any) -> str:
-    ext = GuardedTasks(store=store)
+    ext = GuardedTasks(store=store, on_action=on_action)
     async with Client(url, elicitation_callback=user, extensions=[ext]) as client:
-        live = [r.call for r in store.calls().values() if r.era == "tasks" and not r.ended]
+        stored = [r.call for r in store.calls().values() if r.era == "tasks"]
         try:
-            if live:  # the process before this one died mid-task: resume it by its id
-                return outcome(await run_task(client.session, live[0], store=store))
+            if stored:  # the process before this one died with a task: go on with it
+                task = await run_task(client.session, stored[0], store=store, on_action=on_action)
+                return outcome(task)
             return outcome(await client.call_tool("delete_files", {"count": 3}))
         except InteractionFailed as exc:
             return outcome(exc)

@@ -24,7 +24,7 @@ from anyio.streams.text import TextReceiveStream
 
 ZYGOTE = Path(__file__).with_name("crash_zygote.py")
 ROOT = Path(__file__).resolve().parents[2]
-KILL_POINTS = ("write ", "event ")
+KILL_POINTS = ("write ", "event ", "action ")
 """The prefixes of the lines a child stops at (``write N``, ``event N KIND``)."""
 
 
