@@ -13,6 +13,7 @@ from fsm.actions import Fail, Ignore, Persist, Reshown
 from fsm.durable import DurableCall
 from fsm.mrtr.call import MrtrCall, RoundResult
 from fsm.outcomes import SubmissionResult
+from fsm.sse.guard import Question
 from fsm.tasks.task import (
     Poll,
     Polled,
@@ -49,6 +50,7 @@ def task_with_update_in_flight(config: TaskConfig | None = None) -> DurableCall:
 
 def test_a_task_restart_reshows_a_question_without_params_and_keeps_the_answer() -> None:
     record = task_with_update_in_flight().record()
+    assert record.questions == (Question(("t1", "r"), "roots/list", None),)  # k is answered
     call, actions = DurableCall.restart(TaskCall("t1", clock=clock), record)
     assert kinds(actions) == [Persist, Reshown, Poll]
     assert actions[1] == Reshown(("t1", "r"), "roots/list", None)

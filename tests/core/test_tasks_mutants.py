@@ -6,6 +6,7 @@ carries, and what a snapshot holds."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from tasks_support import (
 )
 
 from fsm import events as ev
-from fsm.actions import Fail, Ignore
+from fsm.actions import Fail, Ignore, Present
 from fsm.errors import GuardUsageError
 from fsm.outcomes import SubmissionResult
 from fsm.tasks.outcomes import TASK_EXPIRED
@@ -32,7 +33,10 @@ from fsm.tasks.task import (
     Polled,
     PollFailed,
     TaskCall,
+    TaskCancelled,
+    TaskConfig,
     TaskCreated,
+    TaskResumed,
     Tick,
     Update,
     UpdateAcked,
@@ -191,9 +195,9 @@ def test_failed_updates_back_off_the_next_poll_and_an_ack_resets_the_count() -> 
     for delay in (2.0, 4.0):  # the ack reset the count: two failures again before the third
         assert task.feed(UpdateFailed(LOST)) == (Poll("t", delay),)
         task.feed(Polled(status("input_required", {"j": OTHER})))
-    assert error_of(task.feed(UpdateFailed(LOST)))["message"] == (
-        "t: tasks/update failed 3 times in a row"
-    )
+    error = error_of(task.feed(UpdateFailed(LOST)))
+    assert error["message"] == "t: tasks/update failed 3 times in a row"
+    assert error["evidence"][-1] == "max_resends=2"
 
 
 def test_inputs_nothing_waits_for_are_ignored_by_name() -> None:
@@ -317,3 +321,107 @@ def test_a_restored_task_sends_answers_under_its_own_keys() -> None:
     assert again.feed(ev.UserAnswered(("t", "k"), YES)) == (
         Update("t", {"k": YES}, {"k": ("t", "k")}),
     )
+
+
+def test_an_ended_task_ignores_everything_by_name() -> None:
+    task, _ = started()
+    asked(task, {"k": ASK})
+    task.feed(Polled(status("completed")))
+    assert task.snapshot().get_pending is False  # an ended call waits for nothing
+    ended = (Ignore("task-ended", "t already ended", stream="t"),)
+    assert task.feed(ev.UserAnswered(("t", "k"), YES)) == ended
+    assert task.feed(Tick()) == ended
+
+
+def test_a_second_start_and_a_result_nothing_waits_for_are_ignored() -> None:
+    task, _ = started()
+    started_already = (Ignore("started", "the task is polled already", stream="t"),)
+    assert task.feed(TaskResumed()) == started_already
+    assert task.feed(TaskCreated(status())) == started_already
+    task.feed(Polled(status()))
+    asked(task, {"k": ASK})
+    answer(task, "k")
+    task.feed(Polled(status("input_required", {"k": ASK})))  # the update is in flight
+    assert task.feed(Polled(status("input_required", {"k": ASK}))) == (
+        Ignore("not-awaiting", "no tasks/get in flight", stream="t"),
+    )
+
+
+def test_the_application_cancelling_fails_the_call_with_its_reason() -> None:
+    task, _ = started()
+    error = error_of(task.feed(TaskCancelled("the user closed the window")))
+    assert (error["error"], error["reason"]) == ("TaskCancelledError", "cancelled")
+    assert error["message"] == "the user closed the window"
+
+
+def test_a_successful_poll_resets_the_poll_failures() -> None:
+    task, _ = started(backoff_initial_s=2.0)
+    assert task.feed(PollFailed(LOST)) == (Poll("t", 2.0),)
+    assert task.feed(Polled(status())) == (Poll("t", 0.5),)
+    assert task.feed(PollFailed(LOST)) == (Poll("t", 2.0),)  # counted from the start again
+
+
+def test_the_task_machine_follows_the_status_and_the_keys_their_listing() -> None:
+    task, _ = started()
+    assert task.snapshot().status == "working"
+    asked(task, {"k": ASK})
+    assert task.state == "input_required"
+    assert [(k.key, k.listed) for k in task.snapshot().keys] == [("k", True)]
+    assert task.snapshot().questions[0].prompt is None  # not answered yet
+    task.feed(Polled(status()))
+    assert task.state == "working"
+    assert [(k.key, k.listed, k.state) for k in task.snapshot().keys] == [("k", False, "withdrawn")]
+    assert task.feed(Polled(status("input_required", {"k": ASK}))) == (
+        Ignore("key-ended", "'k' is withdrawn", ("t", "k"), "t"),
+        Poll("t", 0.5),
+    )
+    assert [(k.key, k.listed) for k in task.snapshot().keys] == [("k", True)]
+
+
+def test_a_key_listed_again_does_not_hide_the_new_keys_after_it() -> None:
+    task, _ = started()
+    asked(task, {"a": ASK})
+    shown = asked(task, {"a": ASK, "b": OTHER})
+    assert [a.key for a in shown if isinstance(a, Present)] == [("t", "b")]
+
+
+def test_the_same_params_under_another_method_are_another_question() -> None:
+    task, _ = started()
+    asked(task, {"a": ASK})
+    answer(task, "a")
+    task.feed(UpdateAcked())
+    sampled = {"method": "sampling/createMessage", "params": ASK["params"]}
+    shown = task.feed(Polled(status("input_required", {"b": sampled})))
+    assert [type(a).__name__ for a in shown] == ["Present", "Poll"]
+
+
+def test_a_malformed_result_quotes_at_most_80_characters_of_the_value() -> None:
+    long = "x" * 100
+    for field, quoted in (
+        ("taskId", f"taskId {long[:80]!r} is not this call's task 't'"),
+        ("status", f"unknown status {long[:80]!r}"),
+    ):
+        task, _ = started()
+        error = error_of(task.feed(Polled({**status(), field: long})))
+        assert error["message"] == f"t: malformed tasks/get result: {quoted}"
+
+
+def test_a_resumed_task_that_may_not_poll_fails_with_the_initial_status() -> None:
+    task = TaskCall("t", clock=lambda: T0, config=TaskConfig(max_polls=0))
+    assert error_of(task.feed(TaskResumed()))["evidence"] == ["max_polls=0", "last status working"]
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Tokyo", "America/New_York"])
+def test_created_at_is_read_in_its_own_zone_whatever_the_machines(
+    zone: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        for created in ("2023-11-14T22:13:20", "2023-11-15T07:13:20+09:00"):
+            task = TaskCall("t", clock=lambda: T0)
+            task.feed(TaskCreated(status(createdAt=created)))
+            assert task.deadline() == T0 + 60, created
+    finally:
+        monkeypatch.undo()
+        time.tzset()
