@@ -108,7 +108,8 @@ _ELICIT: TypeAdapter[Any] = TypeAdapter(types.ElicitRequestParams)
 
 class Rejoin:
     """How an mcp 2.x session rejoins a stored session (:mod:`fsm.adapters._transport.rejoin`):
-    ``ClientSession.adopt`` of the stored ``InitializeResult`` (no wire traffic), and a
+    ``ClientSession.adopt`` of the stored ``InitializeResult`` (no wire traffic), request
+    ids numbered past the stored ones, and a
     stored call sent again as ``send_request(..., metadata=ClientMessageMetadata(
     resumption_token=...))``, which the SDK sends as a ``GET`` with ``Last-Event-ID`` and
     whose replayed response it maps onto the new request id. A question is shown again
@@ -118,9 +119,14 @@ class Rejoin:
         """``InitializeResult`` as JSON."""
         return str(result.model_dump_json(by_alias=True, exclude_none=True))
 
-    def adopt(self, session: Any, initialize: str) -> None:
-        """``session.adopt`` of the stored result."""
+    def adopt(self, session: Any, initialize: str, next_id: int) -> None:
+        """``session.adopt`` of the stored result; the SDK's request counter moved to
+        ``next_id`` (a private seam: ``ClientSession._dispatcher._next_id``, the last id
+        used; left alone on a release without it, where ids start again at 1)."""
         session.adopt(types.InitializeResult.model_validate_json(initialize, by_name=False))
+        dispatcher: Any = getattr(session, "_dispatcher", None)
+        if isinstance(getattr(dispatcher, "_next_id", None), int):
+            dispatcher._next_id = max(dispatcher._next_id, next_id - 1)
 
     async def resume(self, session: Any, call: SseCall, token: str) -> Any:
         """``call`` resumed by the SDK's resumption, with ``token`` as its cursor."""

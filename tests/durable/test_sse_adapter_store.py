@@ -3,8 +3,9 @@
 on disk before the callback shows it, the answer on disk before the server takes it), the
 session record a rejoin reads (the initialize result, the call's method and params, ended
 calls dropped), the writes of the seed call (pinned: the harness kills before each), a
-write that fails (nothing shown, the call fails), and a line that cannot rejoin refusing a
-store."""
+write that fails (nothing shown, the call fails), a session left on purpose not
+rejoined, a rejoined session's request ids past the stored ones, and a line that cannot
+rejoin refusing a store."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import types
 from mcp.client.session import ClientRequestContext
@@ -140,3 +142,35 @@ async def test_a_session_left_on_purpose_is_not_rejoined(server: RunningServer) 
         assert second.restored_calls == () and second.session_id != ended
         result = await second.call_tool("ping", {})  # a fresh session, not the deleted one
     assert not result.is_error
+
+
+async def test_a_rejoined_session_numbers_its_requests_past_the_stored_ones(
+    server: RunningServer,
+) -> None:
+    store = MemoryStore()
+    sent: list[Any] = []  # the JSON-RPC ids the rejoining process sends
+
+    async def note(request: httpx2.Request) -> None:
+        body = json.loads(request.content or b"{}")
+        if isinstance(body, dict) and "method" in body and "id" in body:
+            sent.append(body["id"])
+
+    async def user(context: ClientRequestContext, params: Any) -> types.ElicitResult:
+        # The process "crashes" here, the question on screen: another one rejoins from
+        # what the store holds now, while the session lives.
+        crashed = MemoryStore(store.load())
+        record = store.session()
+        assert record is not None
+        crashed.write_session(record)
+        async with (
+            httpx2.AsyncClient(event_hooks={"request": [note]}) as http,
+            guarded_session(server.url, store=crashed, http_client=http) as again,
+        ):
+            assert again.session_id == record.session
+            assert [c.method for c in again.restored_calls] == ["tools/call"]
+            await again.send_ping()
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with guarded_session(server.url, elicitation_callback=user, store=store) as first:
+        await first.call_tool("delete_files", {})
+    assert sent and min(sent) > 2  # past initialize (1) and the call (2): never reused

@@ -15,8 +15,9 @@ call that was in flight.
   next process starts a fresh session.
 * **Restart** (:func:`restart`, when the store holds a session to rejoin): the
   guard starts from the store (:meth:`fsm.sse.guard.Guard.restart`), the SDK session
-  adopts the stored ``InitializeResult`` (no ``initialize`` is sent) and every request
-  carries the stored session id. The calls in flight at the crash are
+  adopts the stored ``InitializeResult`` (no ``initialize`` is sent) and numbers its
+  requests past the ids the store names (:data:`ID_MARGIN`), and every request carries
+  the stored session id. The calls in flight at the crash are
   :attr:`SessionIO.restored`; :func:`resume_call` resumes one through the SDK's own
   resumption (a ``GET`` with ``Last-Event-ID``, which the transport turns into the
   guard's resume from the stored cursor), so the server replays what the stream carried
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from fsm.adapters._transport.session_io import SessionIO
 
 __all__ = [
+    "ID_MARGIN",
     "REJOIN_TOKEN",
     "RESUMABLE",
     "SdkRejoin",
@@ -62,6 +64,11 @@ RESUMABLE = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The requests whose method and params are recorded before they are sent, so a restart
 can resume their streams: those a server answers after asking the user."""
 
+ID_MARGIN = 1024
+"""How far past the highest request id the store names a rejoined session's SDK starts
+numbering: requests the old process sent after its last write (answered as plain JSON,
+or not tracked) are not stored, and an id must not be used twice in a session."""
+
 REJOIN_TOKEN = "fsm-rejoin:"
 """The prefix of the resumption token :func:`resume_call` gives the SDK: the transport
 knows its ``GET`` by it and resumes the named stream from the guard's stored cursor."""
@@ -75,8 +82,9 @@ class SdkRejoin(Protocol):
         """The ``InitializeResult`` ``initialize()`` returned, as JSON."""
         ...
 
-    def adopt(self, session: Any, initialize: str) -> None:
-        """Install the stored ``InitializeResult`` on a fresh SDK session (no traffic)."""
+    def adopt(self, session: Any, initialize: str, next_id: int) -> None:
+        """Install the stored ``InitializeResult`` on a fresh SDK session (no traffic), and
+        have it number its requests from ``next_id`` (ids are unique in a session)."""
         ...
 
     def resume(self, session: Any, call: SseCall, token: str) -> Awaitable[Any]:
@@ -104,6 +112,9 @@ def restart(e: SessionIO, store: Store) -> tuple[act.Reshown, ...]:
         return ()
     e.session, e.rejoin, e.rejoined = record.session, record, True
     e.restored = tuple(record.calls)
+    origins = [s.origin for s in snap.streams] + [origin_of(c.stream) for c in record.calls]
+    used = [o for o in origins if isinstance(o, int) and not isinstance(o, bool)]
+    e.next_id = max(used, default=0) + ID_MARGIN
     actions = e.guard.restart(stored)
     e.perform(actions)
     return tuple(a for a in actions if isinstance(a, act.Reshown))

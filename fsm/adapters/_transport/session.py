@@ -591,7 +591,7 @@ async def open_guarded_session(
         e = conn._e
         shows = restart(e, store) if store is not None else ()
         if rejoin is not None and e.rejoin is not None and e.rejoined:
-            rejoin.adopt(session, e.rejoin.initialize)
+            rejoin.adopt(session, e.rejoin.initialize, e.next_id)
             for shown in shows:
                 e.spawn(lambda a: reshow(e, rejoin, session, elicitation_callback, a), shown)
         else:

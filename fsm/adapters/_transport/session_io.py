@@ -157,6 +157,8 @@ class SessionIO:
         self.rejoined = False
         """Whether this session was rejoined from the store (no ``initialize`` sent): its
         requests carry the stored session id, which the SDK never saw."""
+        self.next_id = 1
+        """The first request id a rejoined session's SDK uses (past the stored ones)."""
         self.restored: tuple[SseCall, ...] = ()
         """The calls the store listed as in flight when this session was rejoined."""
         self.resuming: dict[str, str] = {}
