@@ -425,3 +425,11 @@ def test_created_at_is_read_in_its_own_zone_whatever_the_machines(
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_a_key_listed_again_after_a_gap_does_not_hide_the_new_keys_after_it() -> None:
+    task, _ = started()
+    asked(task, {"a": ASK})
+    task.feed(Polled(status()))  # "a" no longer listed: withdrawn
+    shown = asked(task, {"a": ASK, "b": OTHER})
+    assert [a.key for a in shown if isinstance(a, Present)] == [("t", "b")]
