@@ -240,6 +240,9 @@ class ClaimTerms(TypedDict, total=False):
     lease_s: float | None
 
 
+_CLAIM_KEYWORDS = ClaimTerms.__required_keys__ | ClaimTerms.__optional_keys__
+
+
 @dataclass(frozen=True)
 class Claim:
     """A claim's checked terms (:func:`claim_terms`): the ``(stream, cursor)`` it also
@@ -252,7 +255,13 @@ class Claim:
 
 def claim_terms(terms: ClaimTerms) -> Claim:
     """``terms`` checked (:func:`claim_cursor`, :func:`check_lease`: ``ValueError`` when
-    they do not hold) before a store does any of the claim."""
+    they do not hold) before a store does any of the claim. A keyword that is not one of
+    :class:`ClaimTerms` is a :class:`TypeError`, as for any function: ``**terms`` takes
+    every keyword, so a misspelt one (``lease=`` for ``lease_s=``) would otherwise win a
+    claim without the lease it meant."""
+    unknown = terms.keys() - _CLAIM_KEYWORDS
+    if unknown:
+        raise TypeError(f"claim() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
     advance = claim_cursor(terms.get("stream"), terms.get("cursor"))
     owner, lease_s = terms.get("owner", ""), terms.get("lease_s")
     check_lease(owner, lease_s)

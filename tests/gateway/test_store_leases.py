@@ -399,3 +399,16 @@ async def test_a_streams_open_claims_are_the_leased_claims_won_on_it(shared: Sha
         await one.claim("s", rid, stream="get", cursor=at, owner="a", lease_s=LEASE_S)
     kept = await two.open_claims("s", "get")
     assert kept == list(range(10, 10 + MAX_OPEN_CLAIMS))
+
+
+async def test_a_misspelt_claim_keyword_is_a_type_error_before_any_io(shared: Shared) -> None:
+    """``**terms`` takes any keyword: one that is not a claim term (``lease=`` for
+    ``lease_s=``) is refused, not dropped (a claim won without the lease it meant would
+    never lapse)."""
+    store = shared.replica()
+    await store.begin_session("s")
+    bad: Any = {"owner": "a", "lease": 0.01}
+    with pytest.raises(TypeError, match="lease"):
+        await store.claim("s", 1, **bad)
+    assert await store.claim_status("s", 1) == status(claimed=False, owner=None)
+    assert await store.claim("s", 1, owner="a", lease_s=LEASE_S) is True
