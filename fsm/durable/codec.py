@@ -2,7 +2,8 @@
 SSE guard's request, question and stream records; an MRTR call's or a task's record).
 
 A record reads back equal to the one written, or :class:`~fsm.errors.StoreCorruptError`
-is raised: a row that is not JSON, has the wrong shape, or names an error class this
+is raised: a row that is not JSON (or nests deeper than Python's parser recurses), is
+longer than :data:`MAX_VALUE_BYTES`, has the wrong shape, or names an error class this
 library does not define."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, TypeVar
 
 from fsm import errors
 from fsm.durable.calls import CallRecord
-from fsm.durable.store import MAX_SSE_CALLS, SessionRecord, SseCall
+from fsm.durable.store import MAX_SSE_CALLS, RESUMABLE, SessionRecord, SseCall
 from fsm.errors import InteractionFailed, RequestId, RequestKey, StoreCorruptError
 from fsm.machines.product import Cause
 from fsm.mrtr.call import CallSnapshot
@@ -25,6 +26,11 @@ _T = TypeVar("_T")
 
 SCHEMA_VERSION = 2
 """The schema this library writes (``PRAGMA user_version``)."""
+
+MAX_VALUE_BYTES = 8 << 20
+"""The longest stored value (one record, a question's params; UTF-8 bytes) a load reads:
+a longer one is :class:`~fsm.errors.StoreCorruptError`, so what a load holds stays
+bounded. A call whose params are longer is written but cannot be rejoined."""
 
 
 def dump_id(rid: RequestId) -> str:
@@ -47,7 +53,7 @@ def dump_stream(rec: StreamRecord) -> str:
 
 def load_stream(text: str) -> StreamRecord:
     """A stream record back (its history ``()``)."""
-    v = _fields(text, 12)
+    v = fields(text, 12)
     try:
         sid, origin, state, cursor, stalls, resumes, retry_ms, resumed, ended = v[:9]
         requests = tuple(_key(k) for k in v[10])
@@ -80,7 +86,7 @@ def dump_request(rec: RequestRecord) -> str:
 
 def load_request(text: str) -> RequestRecord:
     """A request record back."""
-    v = _fields(text, 13)
+    v = fields(text, 13)
     try:
         key, stream, method, digest, deadline, state, answer, attempts, at, asserted, ended = v[:11]
         return RequestRecord(
@@ -106,6 +112,8 @@ def load_question(session: str, rid: str, method: str, params: str | None) -> Qu
     """A question row back."""
     if not isinstance(method, str) or not (params is None or isinstance(params, str)):
         raise StoreCorruptError("question row does not read back")
+    if params is not None:
+        bounded(params)
     return Question((session, load_id(rid)), method, params)
 
 
@@ -163,14 +171,26 @@ def _str(v: Any) -> str:
     return v
 
 
+def bounded(text: str) -> str:
+    """``text``, a stored value, if it is at most :data:`MAX_VALUE_BYTES` long;
+    otherwise :class:`~fsm.errors.StoreCorruptError`."""
+    if not isinstance(text, str):
+        raise StoreCorruptError("a stored value is not text")
+    if len(text) * 4 > MAX_VALUE_BYTES and len(text.encode("utf-8", "replace")) > MAX_VALUE_BYTES:
+        raise StoreCorruptError(f"a stored value is longer than {MAX_VALUE_BYTES} bytes")
+    return text
+
+
 def _json(text: str) -> Any:
     try:
-        return json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise StoreCorruptError(f"stored value is not JSON: {exc}") from exc
+        return json.loads(bounded(text))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StoreCorruptError(f"stored value is not JSON: {type(exc).__name__}") from exc
 
 
-def _fields(text: str, n: int) -> list[Any]:
+def fields(text: str, n: int) -> list[Any]:
+    """A stored value that must be a JSON list of ``n`` fields, decoded
+    (:class:`~fsm.errors.StoreCorruptError` otherwise: not JSON, too long or too deep)."""
     v = _json(text)
     if not isinstance(v, list) or len(v) != n:
         raise StoreCorruptError(f"stored record is not a list of {n} fields")
@@ -197,7 +217,7 @@ def dump_call(rec: CallRecord) -> str:
             s.state,
             _cause(s.cause),
             s.status,
-            [_key_fields(k) for k in s.keys],
+            [_keyfields(k) for k in s.keys],
             [[q.question, q.answer, q.prompt, q.reuses] for q in s.questions],
             s.get_pending,
             None if s.update is None else list(s.update),
@@ -220,14 +240,14 @@ def dump_call(rec: CallRecord) -> str:
     )
 
 
-def _key_fields(k: KeyRecord) -> list[Any]:
+def _keyfields(k: KeyRecord) -> list[Any]:
     """A task key's record as a list of fields (its cause encoded)."""
     return [k.key, k.question, k.method, k.state, k.listed, k.resubmits, k.answer, _cause(k.cause)]
 
 
 def load_call(text: str) -> CallRecord:
     """A call's record back."""
-    v = _fields(text, 5)
+    v = fields(text, 5)
     try:
         era, call, snap, questions, reshown = v
         if era == "mrtr":
@@ -337,20 +357,31 @@ def _num(v: Any) -> float | None:
 
 def dump_session(rec: SessionRecord) -> str:
     """An SSE adapter's session record as JSON."""
-    return json.dumps([rec.session, rec.initialize, [list(c) for c in rec.calls]])
+    return json.dumps([rec.session, rec.initialize, [list(c) for c in rec.calls], rec.url])
 
 
 def load_session(text: str) -> SessionRecord:
-    """A session record back."""
-    v = _fields(text, 3)
+    """A session record back: a record written without the URL (three fields) reads back
+    with ``url`` ``""``, which no session is rejoined from (a fresh start). A call whose
+    method is not :data:`~fsm.durable.store.RESUMABLE` does not read back."""
+    v = _json(text)
+    if not isinstance(v, list) or len(v) not in (3, 4):
+        raise StoreCorruptError("stored session record is not a list of 3 or 4 fields")
     try:
-        session, initialize, calls = v
+        session, initialize, calls, url = v if len(v) == 4 else [*v, ""]
         if not isinstance(calls, list) or len(calls) > MAX_SSE_CALLS:
             raise ValueError("calls is not a bounded list")
         return SessionRecord(
             _str(session),
             _str(initialize),
-            tuple(SseCall(_str(s), _str(m), _params(p)) for s, m, p in calls),
+            tuple(SseCall(_str(s), _method(m), _params(p)) for s, m, p in calls),
+            _str(url),
         )
     except (TypeError, ValueError) as exc:
         raise StoreCorruptError(f"session record does not read back: {exc}") from exc
+
+
+def _method(v: Any) -> str:
+    if v not in RESUMABLE:
+        raise ValueError(f"not a resumable method: {v!r}")
+    return _str(v)

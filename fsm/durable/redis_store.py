@@ -447,7 +447,7 @@ class RedisStore:
             asked = []
             for field, value in questions.items():
                 sess, rid = _key_field(field)
-                method, params = _list(value, 2)
+                method, params = codec.fields(value, 2)
                 asked.append((codec.load_question(sess, rid, method, params), field))
             everything = SseDelta(
                 session,
@@ -564,19 +564,9 @@ def _pairs(flat: Any) -> dict[str, str]:
     return dict(zip(items[::2], items[1::2], strict=True))
 
 
-def _list(text: str, n: int) -> list[Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise StoreCorruptError(f"a stored value is not JSON: {exc}") from exc
-    if not isinstance(value, list) or len(value) != n:
-        raise StoreCorruptError(f"a stored value is not a list of {n}")
-    return value
-
-
 def _key_field(field: str) -> tuple[str, str]:
     """A hash field back as ``(session, request id as dump_id wrote it)``."""
-    session, rid = _list(field, 2)
+    session, rid = codec.fields(field, 2)
     if not isinstance(session, str) or not isinstance(rid, str):
         raise StoreCorruptError("a request's field does not read back")
     return session, rid

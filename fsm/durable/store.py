@@ -15,6 +15,12 @@ MAX_SSE_CALLS = 64
 from it once the call's stream ended, so this bounds only calls sent and not yet ended."""
 
 
+RESUMABLE = frozenset({"tools/call", "prompts/get", "resources/read"})
+"""The requests whose method and params an SSE adapter records before they are sent, so
+a restart can resume their streams: those a server answers after asking the user. A
+stored call of any other method does not read back."""
+
+
 class SseCall(NamedTuple):
     """A request an SSE adapter sent on the session whose response stream a restart may
     resume: the stream's name (``post:<request id>``), the JSON-RPC method, and its
@@ -29,12 +35,15 @@ class SessionRecord(NamedTuple):
     """What an SSE adapter keeps to rejoin its session after a restart, written whole
     (each write replaces the last): the session id, the ``InitializeResult`` the server
     answered (JSON, adopted again without a new ``initialize``), and the calls sent and
-    not known ended, oldest first (at most :data:`MAX_SSE_CALLS`). Written before a call's
-    request is sent, so a call whose stream is stored is listed."""
+    not known ended, oldest first (at most :data:`MAX_SSE_CALLS`), and the server's URL
+    the session was opened on (scheme, host, port and path only: never credentials, a
+    query or a fragment; ``""`` in a record written without it, which is never rejoined).
+    Written before a call's request is sent, so a call whose stream is stored is listed."""
 
     session: str
     initialize: str
     calls: tuple[SseCall, ...] = ()
+    url: str = ""
 
 
 Delta = SseDelta | CallRecord

@@ -1,6 +1,7 @@
 """The SSE adapter's session record: written whole, read back equal (SQLite and memory),
-replaced by the next write, kept apart from the guard's deltas; a row that does not read
-back is ``StoreCorruptError``."""
+replaced by the next write, kept apart from the guard's deltas; a record without the
+server's URL reads back with none; a row that does not read back (a call of a method that
+is not resumable among them) is ``StoreCorruptError``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ from fsm.sse.guard import SseDelta
 RECORD = SessionRecord(
     "s1",
     '{"protocolVersion": "2025-11-25"}',
-    (SseCall("post:1", "tools/call", '{"name":"delete_files"}'), SseCall("post:2", "ping", None)),
+    (
+        SseCall("post:1", "tools/call", '{"name":"delete_files"}'),
+        SseCall("post:2", "prompts/get", None),
+    ),
+    "http://127.0.0.1:1/mcp",
 )
 
 
@@ -40,7 +45,15 @@ def test_the_record_reads_back_and_is_replaced(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["not json", '["s1", 2, []]', '["s1", "{}", [["post:1", "tools/call"]]]', '["s1", "{}"]'],
+    [
+        "not json",
+        '["s1", 2, []]',
+        '["s1", "{}", [["post:1", "tools/call"]]]',
+        '["s1", "{}"]',
+        '["s1", "{}", [["post:1", "ping", null]], "http://a/"]',
+        '["s1", "{}", [["post:1", "tools/callx", null]]]',
+        '["s1", "{}", [], 7]',
+    ],
 )
 def test_a_record_that_does_not_read_back_is_corrupt(tmp_path: Path, value: str) -> None:
     path = tmp_path / "p.sqlite3"
@@ -55,8 +68,19 @@ def test_a_record_that_does_not_read_back_is_corrupt(tmp_path: Path, value: str)
 
 def test_an_unbounded_list_of_calls_is_corrupt(tmp_path: Path) -> None:
     path = tmp_path / "p.sqlite3"
-    calls = tuple(SseCall(f"post:{n}", "ping", None) for n in range(MAX_SSE_CALLS + 1))
+    calls = tuple(SseCall(f"post:{n}", "tools/call", None) for n in range(MAX_SSE_CALLS + 1))
     with SqliteStore(path) as store:
         store.write_session(RECORD._replace(calls=calls))
         with pytest.raises(StoreCorruptError):
             store.session()
+
+
+def test_a_record_without_the_url_reads_back_with_none(tmp_path: Path) -> None:
+    path = tmp_path / "p.sqlite3"
+    SqliteStore(path).close()
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("INSERT INTO meta VALUES ('rejoin', ?)", ('["s1", "{}", []]',))
+    db.close()
+    with SqliteStore(path) as store:
+        assert store.session() == SessionRecord("s1", "{}", (), "")
