@@ -6,8 +6,9 @@
   against the system's authorities or a CA file), ``redis+cluster://`` and
   ``rediss+cluster://`` (a Redis Cluster seeded with one node); connect and read timeouts,
   no retries (a failure is reported, not hidden), a pool that makes an operation wait for a
-  free connection within the timeout. :func:`where` describes the server for a ``repr`` or
-  an error: host, port and database, never a password.
+  free connection within the timeout. :func:`where` (of a client) and :func:`where_url`
+  (of a URL) describe the server for a ``repr`` or an error: host, port and database,
+  never a password.
 * **Key naming** (:func:`namespaced`, :func:`hash_tag`): every key starts with a prefix
   (``fsm:`` or ``fsm:<namespace>:``) and holds the hash tag ``{<len>:<name>}`` of the one
   session or profile it belongs to, so no name runs into another's keys and every key of
@@ -37,6 +38,7 @@ import math
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from fsm._extras import missing_extra
 
@@ -57,6 +59,7 @@ __all__ = [
     "open_client",
     "text",
     "where",
+    "where_url",
     "wire",
 ]
 
@@ -204,13 +207,19 @@ def open_client(
     read timeouts of ``timeout_s``, no retries; at most ``max_connections`` connections
     (per master on a cluster), an operation that finds them all busy waits for one within
     ``timeout_s`` (a cluster client fails at once instead: redis-py's has no blocking
-    pool). Connects lazily: no IO here. Closing the client closes its pool.
+    pool). Closing the client closes its pool.
+
+    Connects lazily (no IO here), except the blocking cluster client: redis-py's asks a
+    node for the cluster's layout as it is made, so a cluster that cannot be reached or
+    used raises one of :func:`failures` here (the caller makes its typed error of it, as of
+    any failed operation).
 
     TLS verifies the server's certificate and host name against the system's authorities,
     or the CA file ``ssl_ca_certs`` (the URL's ``?ssl_ca_certs=PATH`` does the same).
     :class:`ValueError` for ``ssl_ca_certs`` without a ``rediss`` URL, ``max_connections``
-    below 1, a cluster URL with no node or a database other than 0; ``ModuleNotFoundError``
-    naming the ``gateway`` extra (for ``feature``) without redis-py."""
+    below 1, a cluster URL with no node or a database other than 0 (found before any IO);
+    ``ModuleNotFoundError`` naming the ``gateway`` extra (for ``feature``) without
+    redis-py."""
     if max_connections < 1:
         raise ValueError("max_connections must be >= 1")
     tls: dict[str, Any] = {}
@@ -224,16 +233,19 @@ def open_client(
     retry = retry_kind(redis.backoff.NoBackoff(), 0)
     scheme, sep, rest = url.partition("://")
     if sep and scheme in CLUSTER_SCHEMES:
-        cluster_kind = redis.asyncio.cluster.RedisCluster if asynchronous else redis.RedisCluster
-        try:
-            return cluster_kind.from_url(
-                f"{scheme.partition('+')[0]}://{rest}",
-                max_connections=max_connections,
-                socket_timeout=timeout_s,
-                socket_connect_timeout=timeout_s,
-                retry=retry,
-                **tls,
-            )
+        nodes_url = f"{scheme.partition('+')[0]}://{rest}"
+        options: dict[str, Any] = {
+            "max_connections": max_connections,
+            "socket_timeout": timeout_s,
+            "socket_connect_timeout": timeout_s,
+            "retry": retry,
+            **tls,
+        }
+        if not asynchronous:  # redis-py's blocking client connects as it is made
+            _check_cluster_url(redis, scheme, nodes_url)
+            return redis.RedisCluster.from_url(nodes_url, **options)
+        try:  # makes no connection: what it refuses is the URL
+            return redis.asyncio.cluster.RedisCluster.from_url(nodes_url, **options)
         except redis.exceptions.RedisClusterException as exc:  # no node, a database > 0
             first = str(exc).splitlines()[0]
             raise ValueError(f"a {scheme}:// store URL: {first}") from None
@@ -252,6 +264,32 @@ def open_client(
         **tls,
     )
     return kind.Redis.from_pool(pool)
+
+
+def _check_cluster_url(redis: Any, scheme: str, url: str) -> None:
+    """What the asyncio cluster client refuses in ``url`` as it is made, with no IO,
+    checked before the blocking one is made (which connects): :class:`ValueError`, in the
+    asyncio client's words, for a URL with no node or a database other than 0."""
+    options = redis.connection.parse_url(url)
+    if not options.get("host"):
+        fault = "RedisCluster requires at least one node to discover the cluster"
+    elif options.get("db", 0) != 0:
+        fault = "Argument 'db' must be 0 or None"
+    else:
+        return
+    raise ValueError(f"a {scheme}:// store URL: {fault}")
+
+
+def where_url(url: str) -> str:
+    """Where the Redis of a URL :func:`open_client` takes is, as :func:`where` states it
+    of the client (for an error raised before there is one): ``host:port/db`` or
+    ``cluster host:port``; never a password."""
+    scheme, _, _ = url.partition("://")
+    split = urlsplit(url)
+    node = f"{split.hostname}:{split.port or 6379}"
+    if scheme in CLUSTER_SCHEMES:
+        return f"cluster {node}"
+    return f"{node}/{split.path.strip('/') or 0}"
 
 
 def where(client: Any) -> str:

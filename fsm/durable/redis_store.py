@@ -281,16 +281,22 @@ class RedisStore:
         """A store of ``profile`` on a new client for ``url`` (the URLs, timeouts and TLS
         of :func:`~fsm.durable.redis_link.open_client`: ``redis://``, ``rediss://``,
         ``redis+cluster://``), opened now (one round trip); :meth:`close` closes the
-        client. ``ModuleNotFoundError`` naming the ``gateway`` extra without redis-py."""
+        client. A server or cluster that cannot be used is :class:`StoreError` (never
+        naming a password); a URL or an argument that cannot be is :class:`ValueError`;
+        ``ModuleNotFoundError`` naming the ``gateway`` extra without redis-py."""
         link.namespaced(prefix, namespace)  # refused before a client is made
-        client = link.open_client(
-            url,
-            asynchronous=False,
-            timeout_s=timeout_s,
-            max_connections=4,  # the caller's thread and the renewing thread
-            ssl_ca_certs=ssl_ca_certs,
-            feature="fsm.durable.RedisStore",
-        )
+        try:
+            client = link.open_client(
+                url,
+                asynchronous=False,
+                timeout_s=timeout_s,
+                max_connections=4,  # the caller's thread and the renewing thread
+                ssl_ca_certs=ssl_ca_certs,
+                feature="fsm.durable.RedisStore",
+            )
+        except link.failures() as exc:  # a cluster client connects as it is made
+            where = f"redis {link.where_url(url)}"
+            raise StoreError(f"{where}: connect failed: {link.cause(exc)}", path=where) from exc
         return cls(
             client,
             profile,

@@ -308,3 +308,22 @@ def test_the_session_record_reads_back_and_a_bad_one_is_typed(
         raw(aof).hset(store.key("meta"), "rejoin", '["s1", 2, []]')
         with pytest.raises(StoreCorruptError):
             store.session()
+
+
+def test_an_unreachable_cluster_is_a_typed_error_and_a_bad_cluster_url_a_value_error(
+    profile: str,
+) -> None:
+    """The blocking cluster client connects as it is made: a cluster no one listens for is
+    :class:`StoreError` (not the URL's fault), never naming the password; a URL with no
+    node or a database other than 0 is :class:`ValueError`, found before any IO."""
+    from support.redis_server import _free_port
+
+    port = _free_port()  # bound, then closed: nothing listens on it
+    with pytest.raises(StoreError) as info:
+        RedisStore.from_url(f"redis+cluster://:sekrit-word@127.0.0.1:{port}", profile)
+    assert type(info.value) is StoreError and "sekrit" not in str(info.value)
+    assert info.value.path == f"redis cluster 127.0.0.1:{port}"
+    for url, says in [("redis+cluster://:sekrit-word@", "node"), ("redis+cluster://h:1/1", "db")]:
+        with pytest.raises(ValueError, match=says) as bad:
+            RedisStore.from_url(url, profile)
+        assert "sekrit" not in str(bad.value)
