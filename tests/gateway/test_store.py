@@ -695,3 +695,20 @@ def test_the_command_line_refuses_to_start_on_an_unreachable_redis() -> None:
     )
     assert done.returncode == 1, done
     assert "redis store: connect failed" in done.stderr
+
+
+async def test_an_unreachable_cluster_is_the_typed_error_without_the_password() -> None:
+    """The asyncio cluster client connects on first use, not when it is made: a cluster no
+    one listens for fails that first operation with :class:`StoreUnavailableError`, whose
+    message does not name the URL's password."""
+    from support.redis_server import _free_port
+
+    port = _free_port()  # bound, then closed: nothing listens on it
+    store = RedisStore.from_url(f"redis+cluster://:sekrit-word@127.0.0.1:{port}", timeout_s=1)
+    try:
+        assert "sekrit" not in repr(store)
+        with anyio.fail_after(20), pytest.raises(StoreUnavailableError) as got:
+            await store.begin_session("s")
+        assert "sekrit" not in str(got.value) and "begin_session failed" in str(got.value)
+    finally:
+        await store.aclose()
