@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import os
 import shutil
 import statistics
 import tempfile
@@ -157,6 +158,9 @@ def main() -> None:
             if store != "none":
                 assert writes == 0, writes
                 record(f"durable_progress_{store}_writes", writes, "writes")
+    load = os.getloadavg()[0]
+    record("durable_bench_loadavg_1min", round(load, 2), "load")
+    print(f"load average (1 min) at the end: {load:.2f}")
     table(rows, header=("operation", "store", "us per op"))
 
 
