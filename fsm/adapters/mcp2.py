@@ -42,7 +42,7 @@ try:
     from mcp.client.session import ClientRequestContext
     from mcp.shared.exceptions import MCPError
     from mcp.shared.message import ClientMessageMetadata
-    from pydantic import TypeAdapter
+    from pydantic import TypeAdapter, ValidationError
     from typing_extensions import deprecated
 
     from fsm.adapters import core
@@ -58,6 +58,7 @@ from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
 from fsm.durable.store import SseCall, Store
+from fsm.errors import StoreCorruptError
 from fsm.sse.guard import GuardConfig
 
 if TYPE_CHECKING:  # the SDK's parameter types, named where 2.3.0 defines them
@@ -122,18 +123,32 @@ class Rejoin:
     def adopt(self, session: Any, initialize: str, next_id: int) -> None:
         """``session.adopt`` of the stored result; the SDK's request counter moved to
         ``next_id`` (a private seam: ``ClientSession._dispatcher._next_id``, the last id
-        used; left alone on a release without it, where ids start again at 1)."""
-        session.adopt(types.InitializeResult.model_validate_json(initialize, by_name=False))
+        used; left alone on a release without it, where ids start again at 1). A stored
+        result that is not an ``InitializeResult``: :class:`~fsm.errors.StoreCorruptError`."""
+        try:
+            result = types.InitializeResult.model_validate_json(initialize, by_name=False)
+        except ValidationError as exc:
+            raise StoreCorruptError(
+                f"the stored InitializeResult does not read back ({exc.error_count()} errors)"
+            ) from exc
+        session.adopt(result)
         dispatcher: Any = getattr(session, "_dispatcher", None)
         if isinstance(getattr(dispatcher, "_next_id", None), int):
             dispatcher._next_id = max(dispatcher._next_id, next_id - 1)
 
     async def resume(self, session: Any, call: SseCall, token: str) -> Any:
-        """``call`` resumed by the SDK's resumption, with ``token`` as its cursor."""
+        """``call`` resumed by the SDK's resumption, with ``token`` as its cursor
+        (:class:`~fsm.errors.StoreCorruptError` for stored params that are not the
+        method's)."""
         request_type, result_type = _RESUMED[call.method]
-        request = request_type.model_validate(
-            {"method": call.method, "params": params_of(call)}, by_name=False
-        )
+        try:
+            request = request_type.model_validate(
+                {"method": call.method, "params": params_of(call)}, by_name=False
+            )
+        except ValidationError as exc:
+            raise StoreCorruptError(
+                f"the stored {call.method} does not read back ({exc.error_count()} errors)"
+            ) from exc
         metadata = ClientMessageMetadata(resumption_token=token)
         return await session.send_request(request, result_type, metadata=metadata)
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import anyio.to_thread
@@ -39,9 +40,11 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm.adapters._transport.handles import CURRENT_CALL
 from fsm.adapters._transport.http import origin_of
-from fsm.durable.store import MAX_SSE_CALLS, SessionRecord, SseCall, Store
-from fsm.errors import InteractionFailed
+from fsm.durable.store import MAX_SSE_CALLS, RESUMABLE, SessionRecord, SseCall, Store
+from fsm.errors import GuardUsageError, InteractionFailed, StoreCorruptError
+from fsm.machines.resumption import LIVENESS
 from fsm.questions import canonical_json
+from fsm.sse.guard import SseStored
 
 if TYPE_CHECKING:
     from fsm.adapters._transport.session import GuardedSession
@@ -58,11 +61,8 @@ __all__ = [
     "reshow",
     "restart",
     "resume_call",
+    "session_url",
 ]
-
-RESUMABLE = frozenset({"tools/call", "prompts/get", "resources/read"})
-"""The requests whose method and params are recorded before they are sent, so a restart
-can resume their streams: those a server answers after asking the user."""
 
 ID_MARGIN = 1024
 """How far past the highest request id the store names a rejoined session's SDK starts
@@ -99,17 +99,38 @@ class SdkRejoin(Protocol):
         ...
 
 
+def session_url(url: str) -> str:
+    """What a session record keeps of the server's URL: scheme, host, port and path as
+    the application gave them (no user name or password, query or fragment). ``""`` for a
+    URL that does not parse (never rejoined)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None else f"{host}:{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def restart(e: SessionIO, store: Store) -> tuple[act.Reshown, ...]:
     """Start ``e``'s (fresh, durable) guard from ``store`` if it holds a session to rejoin
-    (a session record whose session the guard's store names, not expired); take the
-    restart's actions (writes, ends, resubmissions) and return its re-shows, for
-    :func:`reshow` once the SDK session exists. Nothing stored: ``()``, and the session
-    starts afresh."""
+    (a session record opened on this URL (:func:`session_url`) whose session the guard's
+    store names, not expired); take the restart's actions (writes, ends, resubmissions)
+    and return its re-shows, for :func:`reshow` once the SDK session exists. Nothing to
+    rejoin: ``()``, and the session starts afresh. A stored state beyond the guard's own
+    limits (``max_streams``, ``max_live_requests``, ``max_tombstones``) is refused with
+    :class:`~fsm.errors.StoreCorruptError`, not loaded."""
     record = store.session()
+    if record is None or not record.session or record.url != session_url(e.url):
+        return ()
     stored = store.load()
     snap = stored.snapshot
-    if record is None or not record.session or snap.session != record.session or snap.expired:
+    if snap.session != record.session or snap.expired:
         return ()
+    _check_bounds(e, stored)
     e.session, e.rejoin, e.rejoined = record.session, record, True
     e.restored = tuple(record.calls)
     origins = [s.origin for s in snap.streams] + [origin_of(c.stream) for c in record.calls]
@@ -120,11 +141,32 @@ def restart(e: SessionIO, store: Store) -> tuple[act.Reshown, ...]:
     return tuple(a for a in actions if isinstance(a, act.Reshown))
 
 
+def _check_bounds(e: SessionIO, stored: SseStored) -> None:
+    """Refuse (:class:`~fsm.errors.StoreCorruptError`) a stored state the guard could not
+    have written under its own limits."""
+    cfg = e.guard.config
+    snap = stored.snapshot
+    ended = sum(1 for r in snap.requests if r.state in LIVENESS.terminal)
+    live = len(snap.requests) - ended
+    over = [
+        f"{name}={limit} ({held} stored)"
+        for name, limit, held in (
+            ("max_streams", cfg.max_streams, len(snap.streams)),
+            ("max_live_requests", cfg.max_live_requests, live),
+            ("max_tombstones", cfg.max_tombstones, ended),
+        )
+        if held > limit
+    ]
+    if over:
+        raise StoreCorruptError(f"the stored state is beyond this guard's limits: {over}")
+
+
 async def record_session(e: SessionIO, store: Store, initialize: str) -> None:
-    """The session is initialized: write what a restart needs to rejoin it."""
+    """The session is initialized: write what a restart needs to rejoin it (with the
+    server's URL as :func:`session_url` keeps it)."""
     if not e.session:
         return
-    e.rejoin = SessionRecord(e.session, initialize, ())
+    e.rejoin = SessionRecord(e.session, initialize, (), session_url(e.url))
     await anyio.to_thread.run_sync(store.write_session, e.rejoin)
 
 
@@ -178,7 +220,24 @@ async def resume_call(conn: GuardedSession, rejoin: SdkRejoin, call: SseCall) ->
     no cursor stored), or :class:`~fsm.errors.InteractionFailed` with reason
     ``ended-before-restart`` (its end was recorded before the crash: its result is not
     stored) or ``not-resumable`` (no stream of it was stored: whether the server ran it
-    is not known; the application decides whether to send it again)."""
+    is not known; the application decides whether to send it again).
+    :class:`~fsm.errors.GuardUsageError` for a call not in :attr:`SessionIO.restored`
+    or one already being resumed."""
+    e = conn._e
+    stream = call.stream
+    if call not in e.restored:
+        raise GuardUsageError(f"{stream} is not a call this session restored")
+    if stream in e.resume_calls:
+        raise GuardUsageError(f"{stream} is already being resumed")
+    e.resume_calls.add(stream)
+    try:
+        return await _resume(conn, rejoin, call)
+    finally:
+        e.resume_calls.discard(stream)
+
+
+async def _resume(conn: GuardedSession, rejoin: SdkRejoin, call: SseCall) -> Any:
+    """:func:`resume_call` of a call checked to be restored and not being resumed."""
     e = conn._e
     stream = call.stream
     state = e.guard.stream_state(stream)

@@ -39,6 +39,7 @@ from fsm.durable.store import SseCall, Store
 from fsm.errors import (
     InteractionFailed,
     RequestKey,
+    StoreError,
 )
 from fsm.properties import Observation, Violation
 from fsm.sse.guard import Guard, GuardConfig
@@ -530,6 +531,22 @@ async def open_guarded_connection(
         yield GuardedConnection(engine)
 
 
+def _store_error(group: BaseExceptionGroup[BaseException]) -> StoreError | None:
+    """The one :class:`~fsm.errors.StoreError` a session's opening failed with (the
+    task groups it runs in wrap it), so the application catches it as itself."""
+    leaves: list[BaseException] = []
+    todo: list[BaseException] = [group]
+    while todo:
+        exc = todo.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            todo.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    errors = [x for x in leaves if isinstance(x, StoreError)]
+    rest = [x for x in leaves if not isinstance(x, (StoreError, anyio.get_cancelled_exc_class()))]
+    return errors[0] if len(errors) == 1 and not rest else None
+
+
 @contextlib.asynccontextmanager
 async def open_guarded_session(
     binding: SdkBinding,
@@ -563,39 +580,49 @@ async def open_guarded_session(
     rejoined instead of initialized (:mod:`fsm.adapters._transport.rejoin`): its
     questions on screen at the crash go to ``elicitation_callback`` once more, marked,
     and :attr:`GuardedSession.restored_calls` lists what to :meth:`~GuardedSession.resume_call`.
-    ``ValueError`` for a line without ``binding.rejoin``.
+    ``ValueError`` for a line without ``binding.rejoin``; a stored session that does not
+    read back (or is beyond the guard's limits) fails the opening with that
+    :class:`~fsm.errors.StoreError` itself.
     """
     rejoin = binding.rejoin
     if store is not None and rejoin is None:
         raise ValueError(f"a {binding.name} guarded session takes no store")
-    async with (
-        open_guarded_connection(
-            binding,
-            url,
-            http_client=http_client,
-            config=config,
-            clock=clock,
-            log=log,
-            strict_sdk=strict_sdk,
-            store=store,
-        ) as conn,
-        conn.http_client(headers=conn._e.http.headers) as outer,
-        binding.connect(url, outer, **(transport_options or {})) as (read, write),
-        binding.session_class(
-            read,
-            write if binding.context_follows_sends else NotingWriter(write, conn._e),
-            elicitation_callback=conn.wrap_callback(elicitation_callback),
-            **session_kwargs,
-        ) as session,
-    ):
-        e = conn._e
-        shows = restart(e, store) if store is not None else ()
-        if rejoin is not None and e.rejoin is not None and e.rejoined:
-            rejoin.adopt(session, e.rejoin.initialize, e.next_id)
-            for shown in shows:
-                e.spawn(lambda a: reshow(e, rejoin, session, elicitation_callback, a), shown)
-        else:
-            result = await session.initialize()
-            if store is not None and rejoin is not None:
-                await record_session(e, store, rejoin.dump_initialize(result))
-        yield session_type(session, e)
+    opened = False
+    try:
+        async with (
+            open_guarded_connection(
+                binding,
+                url,
+                http_client=http_client,
+                config=config,
+                clock=clock,
+                log=log,
+                strict_sdk=strict_sdk,
+                store=store,
+            ) as conn,
+            conn.http_client(headers=conn._e.http.headers) as outer,
+            binding.connect(url, outer, **(transport_options or {})) as (read, write),
+            binding.session_class(
+                read,
+                write if binding.context_follows_sends else NotingWriter(write, conn._e),
+                elicitation_callback=conn.wrap_callback(elicitation_callback),
+                **session_kwargs,
+            ) as session,
+        ):
+            e = conn._e
+            shows = restart(e, store) if store is not None else ()
+            if rejoin is not None and e.rejoin is not None and e.rejoined:
+                rejoin.adopt(session, e.rejoin.initialize, e.next_id)
+                for shown in shows:
+                    e.spawn(lambda a: reshow(e, rejoin, session, elicitation_callback, a), shown)
+            else:
+                result = await session.initialize()
+                if store is not None and rejoin is not None:
+                    await record_session(e, store, rejoin.dump_initialize(result))
+            opened = True
+            yield session_type(session, e)
+    except BaseExceptionGroup as group:
+        failure = None if opened else _store_error(group)
+        if failure is None:
+            raise
+        raise failure from group

@@ -163,6 +163,8 @@ class SessionIO:
         """The calls the store listed as in flight when this session was rejoined."""
         self.resuming: dict[str, str] = {}
         """Restored streams being resumed by the SDK, by the resumption token it sends."""
+        self.resume_calls: set[str] = set()
+        """Restored streams a ``resume_call`` is running for (one at a time each)."""
         self.ends_on_delete = False
         """Whether a DELETE sent through the transport is this client closing its own
         session (an SDK adapter), so :meth:`end_session` runs before it is sent. A gateway
