@@ -31,7 +31,7 @@ from fsm.adapters._transport.rejoin import REJOIN_TOKEN, session_url
 from fsm.adapters.core import open_guarded_session
 from fsm.adapters.mcp2 import guarded_session
 from fsm.durable import MemoryStore
-from fsm.durable.store import Delta, SessionRecord
+from fsm.durable.store import Delta, SessionRecord, SseCall
 from fsm.errors import GuardUsageError, StoreCorruptError, StoreError
 from fsm.sse.guard import GuardConfig, RequestRecord, SseDelta, StreamRecord
 from fsm.wire.server import RunningServer, running_server
@@ -356,3 +356,16 @@ def test_a_session_record_keeps_no_credentials_query_or_fragment() -> None:
     )
     assert session_url("http://[::1]:9/mcp") == "http://[::1]:9/mcp"
     assert session_url("http://h:notaport/mcp") == ""
+
+
+async def test_a_restored_call_whose_params_do_not_validate_is_corrupt(
+    server: RunningServer,
+) -> None:
+    call = SseCall("post:1", "tools/call", '{"name": 7}')
+    live = StreamRecord("post:1", 1, "open", "e1", (), 0, 0, None, False, False, None, ())
+    store = stored(server.url, streams=(live,))
+    store.write_session(SessionRecord("s1", INIT, (call,), session_url(server.url)))
+    async with guarded_session(server.url, store=store) as session:
+        assert session.restored_calls == (call,)
+        with anyio.fail_after(10), pytest.raises(StoreCorruptError):
+            await session.resume_call(call)
