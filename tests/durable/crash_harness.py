@@ -57,20 +57,31 @@ class Children:
     @contextlib.asynccontextmanager
     async def start(cls, tmp: Path) -> AsyncIterator[Children]:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        async with await anyio.open_process(
-            [sys.executable, str(ZYGOTE)], env=env, stderr=None
-        ) as zygote:
-            with anyio.fail_after(60):
-                async for line in lines(zygote):
-                    if line == "ready":
-                        break
-            try:
-                yield cls(zygote, tmp)
-            finally:
-                assert zygote.stdin is not None
-                await zygote.stdin.aclose()  # the zygote ends with its input
-                with anyio.fail_after(10):
-                    await zygote.wait()
+        # Its stderr (and its children's tracebacks) goes to a file, never a pipe nobody
+        # reads; echoed to ours at the end, where pytest shows it with a failure.
+        log = tmp / "zygote.stderr"
+        with log.open("wb") as err:
+            async with await anyio.open_process(
+                [sys.executable, str(ZYGOTE)], env=env, stderr=err
+            ) as zygote:
+                ready = False
+                with anyio.move_on_after(60):
+                    async for line in lines(zygote):
+                        if line == "ready":
+                            ready = True
+                            break
+                try:
+                    if not ready:  # it died on import, or hung in it
+                        with contextlib.suppress(ProcessLookupError):
+                            zygote.kill()
+                    assert ready, ("the crash zygote never said ready", log.read_text())
+                    yield cls(zygote, tmp)
+                finally:
+                    assert zygote.stdin is not None
+                    await zygote.stdin.aclose()  # the zygote ends with its input
+                    with anyio.fail_after(10):
+                        await zygote.wait()
+                    sys.stderr.write(log.read_text())
 
     async def run(self, era: str, url: str, path: Path, kill_at: str | None) -> list[str]:
         """One client process of ``era``; SIGKILLed at the kill point ``kill_at`` (``None``:
