@@ -16,8 +16,10 @@ SIGKILLed at every kill point, and a new process starts on the same file:
 Across the two processes of every crash: a question is presented fresh at most once and
 re-shown (marked) once exactly when the kill fell after its record and before its
 answer's (for the first time, marked, if the kill fell before its prompt); never an
-answered question again; exactly one outcome; the server took the
-answer exactly once, or (SSE, a kill before the call's stream had a cursor on disk) the
+answered question again; exactly one outcome; every kill point fires (but, SSE, one
+write that races); the server took the answer exactly once (MRTR: each round's, and
+once more the round whose retry was sent and its outcome not yet written,
+:data:`MRTR_RESENT`), or (SSE, a kill before the call's stream had a cursor on disk) the
 call ended once with a typed error and the server took no answer, or (SSE, a kill after
 the call's end was written and before its result was returned) the server took the answer
 once and the call ends once with ``ended-before-restart`` (a result is not stored).
@@ -70,12 +72,22 @@ def check_sse(run: Crash, server: Any) -> None:
         assert [a.detail["content"] for a in answers] == [{"confirm": True}], run  # once
 
 
+MRTR_RESENT = {"write call#2": 1, "write call#3": 2}
+"""The MRTR kill points after a retry was sent and before its outcome was written, and
+the round that retry was (its answer's): the restart sends it again, the answer in it, and
+the server (which keeps nothing between rounds) takes that answer again, and ends the tool
+again if that was the last round. Every other kill point: the two answers taken once."""
+
+
 def check_mrtr(run: Crash, server: Any) -> None:
     (end,) = run.outcomes()
     # killed after the end's write, before the result was returned: the result is not
     # stored, the call ends once typed
     assert end.startswith("result Deleted 3 files") or end == ENDED, run
-    assert server.log.answers, run  # no answer lost
+    resent = MRTR_RESENT.get(run.point)
+    answers = [a[0] for a in server.log.answers]
+    assert answers == ["reasking_delete"] * (2 + (resent is not None)), run  # none lost
+    assert len(server.log.completed) == 1 + (resent == 2), run
 
 
 def check_tasks(run: Crash, server: Any) -> None:
@@ -99,6 +111,9 @@ class Era:
     races the call's result on the wire, so its outcome is written on its own or with
     the end: one write more or less, and a kill point that a crash run may not reach)."""
     check: Callable[[Crash, Any], None]
+    uncovered: int = 0
+    """How many kill points a crash run may not reach (each a write: the SSE race above);
+    every other kill point fires in every run."""
     errors: tuple[tuple[str, range], ...] = ()
     """How many kill points end the call with a typed error, by reason (pinned)."""
 
@@ -110,6 +125,7 @@ ERAS = [
         SEED_RESULT,
         ((14, 10), (15, 10)),
         check_sse,
+        uncovered=1,
         errors=(
             ("ended-before-restart", range(7, 8)),
             ("no-cursor", range(2, 3)),
@@ -174,11 +190,13 @@ async def crash_everywhere(era: Era, children: Children, tmp_path: Path) -> None
     async with anyio.create_task_group() as tg:
         for point in points:
             tg.start_soon(one, point)
+    missed = [point for point, r in runs.items() if not r.covered]
+    assert len(missed) <= era.uncovered, missed  # every kill point but a raced one
+    assert all(point.startswith("write ") for point in missed), missed  # a write raced
     covered = [r for r in runs.values() if r.covered]
-    assert len(covered) >= len(points) - 1, runs  # every kill point but a raced one
     reasons = Counter(r.outcomes()[0].split()[1] for r in covered)
     reasons.pop("Deleted", None)
     assert sorted(reasons) == [reason for reason, _ in era.errors], reasons
     for reason, count in era.errors:
         assert reasons[reason] in count, [r for r in covered if reason in r.outcomes()[0]]
-    print(f"{era.name}: {len(covered)} crash points covered of {len(points)}", reasons)
+    print(f"{era.name}: {len(covered)} crash points covered of {len(points)}", missed, reasons)
