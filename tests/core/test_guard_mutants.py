@@ -1,14 +1,19 @@
 """The SSE guard's exact outputs (``fsm/sse/guard.py``), pinned where ``make mutate`` found
 them unpinned: an abandoned stream's failure and the abandonment of one already ended,
-and a renaming that renames a failure's key everywhere it is named."""
+a renaming that renames a failure's key everywhere it is named, and a restarted stream's
+wait (its own retry) and cursor."""
 
 from __future__ import annotations
 
+import pytest
+
 from fsm import events as ev
-from fsm.actions import Fail, Ignore
+from fsm.actions import Fail, Ignore, Persist, Reshown, Resume, Wait
 from fsm.errors import StaleRequestError, StreamAbandonedError
 from fsm.machines.product import Cause
-from fsm.sse.guard import Guard, KeyRenaming
+from fsm.sse.guard import Guard, GuardConfig, GuardSnapshot, KeyRenaming, SseDelta, SseStored
+
+ASK = {"jsonrpc": "2.0", "id": 1, "method": "elicitation/create", "params": {"message": "Go?"}}
 
 
 def test_an_abandoned_stream_fails_once_then_is_ignored_by_name() -> None:
@@ -33,3 +38,35 @@ def test_a_renaming_renames_a_causes_key_message_and_evidence() -> None:
     unkeyed = Cause(StaleRequestError, "the stream died", None, ())
     assert renaming.cause(unkeyed) == unkeyed
     assert renaming.cause(None) is None
+
+
+def _durable_guard_asked(*, lost: bool) -> tuple[Guard, SseStored]:
+    """A durable guard whose stream post:2 (retry 3 s) showed one question, its store."""
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True))
+    stored = SseStored(GuardSnapshot("", (), (), False))
+    events: list[ev.Event] = [
+        ev.SessionStarted("s1"),
+        ev.StreamOpened("post:2", origin=2),
+        ev.SseEvent("post:2", ASK, "e1", retry_ms=3000),
+    ]
+    if lost:
+        events.append(ev.StreamLost("post:2", False))
+    for event in events:
+        for action in guard.feed(event):
+            if isinstance(action, Persist):
+                assert isinstance(action.delta, SseDelta)
+                stored = stored.apply(action.delta)
+    return Guard(clock=lambda: 0.0, config=GuardConfig(durable=True)), stored
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["open", "waiting"])
+def test_a_live_stream_restarts_waiting_its_retry_then_resumes_from_its_cursor(
+    lost: bool,
+) -> None:
+    fresh, stored = _durable_guard_asked(lost=lost)
+    actions = fresh.restart(stored)
+    assert actions[1:] == (
+        Wait("post:2", 3.0),
+        Reshown(("s1", 1), "elicitation/create", {"message": "Go?"}),
+    )
+    assert fresh.feed(ev.TimerFired("post:2")) == (Resume("post:2", "e1"),)
