@@ -234,10 +234,13 @@ def through_proxy(
 
 
 def cursors_never_go_back(r: ScenarioResult) -> None:
-    """Each resume starts from the newest event id the previous connection delivered."""
-    for before, after in zip(r.resumes, r.resumes[1:], strict=False):
-        if before.delivered:
-            assert after.cursor == before.delivered[-1], (before, after)
+    """Each resume starts from the newest event id the previous connection delivered;
+    for a scenario that resumes after a resume that delivered events (a run with no such
+    pair fails: the check would hold of nothing)."""
+    pairs = [(a, b) for a, b in zip(r.resumes, r.resumes[1:], strict=False) if a.delivered]
+    assert pairs, ("no resume followed one that delivered events", r.resumes)
+    for before, after in pairs:
+        assert after.cursor == before.delivered[-1], (before, after)
 
 
 async def seed_ends_once(factory: ClientFactory) -> ScenarioResult:
@@ -246,6 +249,7 @@ async def seed_ends_once(factory: ClientFactory) -> ScenarioResult:
     own expired result."""
     r = await run_scenario("seed", factory)
     assert list(r.presentation_counts.values()) == [1]
+    assert len(r.resumes) >= 1, "the seed's cut stream was never resumed"
     cursors_never_go_back(r)
     assert r.outcome.kind == "result" and r.outcome.text == EXPIRED_RESULT
     return r
