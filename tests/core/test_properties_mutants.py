@@ -40,3 +40,74 @@ def test_retained_counts_every_entry_of_the_facts_and_the_window(
         monitor.observe(obs)
         assert monitor.facts.retained() == _entries(monitor.facts), obs
         assert monitor.retained() == monitor.facts.retained() + len(monitor._ended)
+
+
+K1, K2 = ("s1", 1), ("s1", 2)
+ACCEPT = {"action": "accept"}
+
+
+def test_forgetting_an_interaction_drops_its_re_asks_and_reshown_prompts() -> None:
+    monitor = P.Monitor(retain=0)
+    for obs in (
+        P.Began("post:1"),
+        P.Delivered(K1, "post:1", 0.0),
+        P.Answered(K1, ACCEPT),
+        P.Delivered(K2, "post:1", 0.0, question=K1),
+        P.Presented(K2, 0.0),
+        P.Reshown(K2, 1.0),
+    ):
+        monitor.observe(obs)
+    assert monitor.facts.asks == {K2: K1} and monitor.facts.reshown == {K2}
+    monitor.observe(P.Ended("post:1", "completed"))
+    assert monitor.facts.asks == {} and monitor.facts.reshown == set()
+    assert monitor.retained() == 0
+
+
+def test_a_question_answered_unseen_then_shown_under_a_re_ask_is_not_shown_again() -> None:
+    """P2 counts a question's presentations under any of its keys: the first key shown
+    after its re-ask was shown is a second presentation of the same question."""
+    monitor = P.Monitor()
+    for obs in (
+        P.Delivered(K1, "post:1", 0.0),
+        P.Answered(K1, ACCEPT),
+        P.Delivered(K2, "post:2", 0.0, question=K1),
+        P.Presented(K2, 0.0),
+    ):
+        assert monitor.observe(obs) == ()
+    assert monitor.observe(P.Presented(K1, 1.0)) == (
+        P.Violation("P2", f"{K1!r} presented: it asks again what {K1!r} asked"),
+    )
+
+
+def _state(*observations: P.Observation) -> P.MonitorState:
+    state = P.MonitorState()
+    for obs in observations:
+        state = P.step(state, obs, P.Budgets())[0]
+    return state
+
+
+REASKED = (
+    P.Delivered(K1, "post:1", 0.0),
+    P.Answered(K1, ACCEPT),
+    P.Delivered(K2, "post:2", 0.0, question=K1),
+    P.Presented(K2, 0.0),
+)
+
+
+def test_the_pure_step_remembers_which_question_a_shown_re_ask_asked() -> None:
+    """The state the checker keeps holds no set of asked questions: thawing it finds the
+    question a shown re-ask asked again."""
+    _, bad = P.step(_state(*REASKED), P.Presented(K1, 1.0), P.Budgets())
+    assert [v.name for v in bad] == ["P2"]
+
+
+def test_renaming_keys_renames_re_asks_and_reshown_prompts() -> None:
+    """Either key of a re-ask may be renamed alone; a key not renamed keeps its name."""
+    state = _state(*REASKED, P.Reshown(K2, 1.0))
+    new1, new2 = ("s2", 1), ("s2", 2)
+    both = P.rename_keys(state, {K1: new1, K2: new2})
+    assert dict(both.asks) == {new2: new1} and set(both.reshown) == {new2}
+    first = P.rename_keys(state, {K1: new1})
+    assert dict(first.asks) == {K2: new1} and set(first.reshown) == {K2}
+    second = P.rename_keys(state, {K2: new2})
+    assert dict(second.asks) == {new2: K1} and set(second.reshown) == {new2}
