@@ -55,11 +55,14 @@ def test_forgetting_an_interaction_drops_its_re_asks_and_reshown_prompts() -> No
         P.Delivered(K2, "post:1", 0.0, question=K1),
         P.Presented(K2, 0.0),
         P.Reshown(K2, 1.0),
+        P.Delivered(K2, "post:1", 1e9, replayed=True),  # past its deadline
     ):
         monitor.observe(obs)
-    assert monitor.facts.asks == {K2: K1} and monitor.facts.reshown == {K2}
+    facts = monitor.facts
+    assert facts.asks == {K2: K1} and facts.reshown == {K2} and facts.stale_delivery == {K2}
+    assert facts.retained() == _entries(facts)
     monitor.observe(P.Ended("post:1", "completed"))
-    assert monitor.facts.asks == {} and monitor.facts.reshown == set()
+    assert facts.asks == {} and facts.reshown == set() and facts.stale_delivery == set()
     assert monitor.retained() == 0
 
 
