@@ -70,3 +70,24 @@ def test_a_live_stream_restarts_waiting_its_retry_then_resumes_from_its_cursor(
         Reshown(("s1", 1), "elicitation/create", {"message": "Go?"}),
     )
     assert fresh.feed(ev.TimerFired("post:2")) == (Resume("post:2", "e1"),)
+
+
+def test_the_config_refuses_a_negative_window_or_patience_by_name() -> None:
+    GuardConfig(max_ended_streams=0)  # keep no ended stream: allowed
+    with pytest.raises(ValueError, match=r"^max_ended_streams must be None or >= 0$"):
+        GuardConfig(max_ended_streams=-1)
+    with pytest.raises(ValueError, match=r"^resume_patience_s must be a number >= 0$"):
+        GuardConfig(resume_patience_s=float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("draw", "delay"),
+    [(0.0, 0.5), (0.5, 0.75), (1.0, 1.0), (1.5, 1.0), (-0.1, 1.0), (float("nan"), 1.0)],
+    ids=["none", "half", "all", "above-1", "below-0", "nan"],
+)
+def test_a_patient_delay_spreads_half_its_step_by_the_draw_else_takes_it_whole(
+    draw: float, delay: float
+) -> None:
+    """Equal jitter over a 1 s step: a draw outside [0, 1] (or NaN) gives the whole step."""
+    config = GuardConfig(resume_jitter=lambda: draw)
+    assert config.patient_delay(0, None, None) == delay
