@@ -11,7 +11,17 @@ from fsm import events as ev
 from fsm.actions import Fail, Ignore, Persist, Reshown, Resume, Wait
 from fsm.errors import StaleRequestError, StreamAbandonedError
 from fsm.machines.product import Cause
-from fsm.sse.guard import Guard, GuardConfig, GuardSnapshot, KeyRenaming, SseDelta, SseStored
+from fsm.sse.guard import (
+    Guard,
+    GuardConfig,
+    GuardSnapshot,
+    KeyRenaming,
+    Question,
+    RequestRecord,
+    SseDelta,
+    SseStored,
+    StreamRecord,
+)
 
 ASK = {"jsonrpc": "2.0", "id": 1, "method": "elicitation/create", "params": {"message": "Go?"}}
 
@@ -91,3 +101,32 @@ def test_a_patient_delay_spreads_half_its_step_by_the_draw_else_takes_it_whole(
     """Equal jitter over a 1 s step: a draw outside [0, 1] (or NaN) gives the whole step."""
     config = GuardConfig(resume_jitter=lambda: draw)
     assert config.patient_delay(0, None, None) == delay
+
+
+def _req(key: tuple[str, int | str]) -> RequestRecord:
+    return RequestRecord(key, "post:1", "elicitation/create", 0, 10.0, "presented", None, 0,
+                         0.0, False, False, None)  # fmt: skip
+
+
+def _stream(name: str) -> StreamRecord:
+    return StreamRecord(name, 1, "open", None, (), 0, 0, None, False, False, None, ())
+
+
+def test_a_stored_delta_drops_and_forgets_by_name_even_what_is_not_stored() -> None:
+    """Dropped streams and forgotten keys go, absent ones are no error; records and open
+    questions come back in key order, numeric ids before string ids."""
+    num, text = ("s1", 2), ("s1", "a")
+    stored = SseStored(GuardSnapshot("s1", (_stream("a"), _stream("b")), (_req(num),), False))
+    delta = SseDelta(
+        "s1",
+        False,
+        (),
+        (_req(text), _req(num)),
+        questions=(Question(text, "elicitation/create", None), Question(num, "m", None)),
+        forgotten=(("s1", 99),),
+        dropped=("a", "gone"),
+    )
+    after = stored.apply(delta)
+    assert [s.id for s in after.snapshot.streams] == ["b"]
+    assert [r.key for r in after.snapshot.requests] == [num, text]
+    assert [q.key for q in after.questions] == [num, text]
