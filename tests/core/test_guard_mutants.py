@@ -130,3 +130,28 @@ def test_a_stored_delta_drops_and_forgets_by_name_even_what_is_not_stored() -> N
     assert [s.id for s in after.snapshot.streams] == ["b"]
     assert [r.key for r in after.snapshot.requests] == [num, text]
     assert [q.key for q in after.questions] == [num, text]
+
+
+def test_a_stream_record_keeps_its_resume_end_and_cause_and_a_delta_no_history() -> None:
+    """The snapshot's record of a resumed then abandoned stream says so, with its history;
+    the record a durable guard persists has the cursor alone."""
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True))
+    persisted: list[StreamRecord] = []
+    for event in (
+        ev.SessionStarted("s1"),
+        ev.StreamOpened("post:1", origin=1),
+        ev.SseEvent("post:1", ASK, "e1"),
+        ev.StreamLost("post:1", False),
+        ev.TimerFired("post:1"),
+        ev.StreamResumed("post:1"),
+        ev.StreamAbandoned("post:1"),
+    ):
+        for action in guard.feed(event):
+            if isinstance(action, Persist):
+                assert isinstance(action.delta, SseDelta)
+                persisted += action.delta.streams
+    (record,) = guard.snapshot().streams
+    assert (record.state, record.cursor, record.resumed, record.ended) == ("dead", "e1", True, True)
+    assert record.cause is not None and record.cause.reason == "abandoned"
+    assert record.history and all(r.history == () for r in persisted)
+    assert persisted[-1] == record._replace(history=())
