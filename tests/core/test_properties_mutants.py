@@ -80,6 +80,11 @@ def test_a_question_answered_unseen_then_shown_under_a_re_ask_is_not_shown_again
     assert monitor.observe(P.Presented(K1, 1.0)) == (
         P.Violation("P2", f"{K1!r} presented: it asks again what {K1!r} asked"),
     )
+    k3 = ("s1", 3)
+    assert monitor.observe(P.Delivered(k3, "post:3", 2.0, question=K2)) == ()
+    assert monitor.observe(P.Presented(k3, 2.0)) == (
+        P.Violation("P2", f"{k3!r} presented: it asks again what {K1!r} asked"),
+    )
 
 
 def _state(*observations: P.Observation) -> P.MonitorState:
@@ -101,6 +106,14 @@ def test_the_pure_step_remembers_which_question_a_shown_re_ask_asked() -> None:
     """The state the checker keeps holds no set of asked questions: thawing it finds the
     question a shown re-ask asked again."""
     _, bad = P.step(_state(*REASKED), P.Presented(K1, 1.0), P.Budgets())
+    assert [v.name for v in bad] == ["P2"]
+    shown_first = _state(
+        P.Delivered(K1, "post:1", 0.0),
+        P.Presented(K1, 0.0),
+        P.Answered(K1, ACCEPT),
+        P.Delivered(K2, "post:2", 0.0, question=K1),
+    )
+    _, bad = P.step(shown_first, P.Presented(K2, 1.0), P.Budgets())
     assert [v.name for v in bad] == ["P2"]
 
 
