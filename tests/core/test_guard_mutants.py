@@ -155,3 +155,17 @@ def test_a_stream_record_keeps_its_resume_end_and_cause_and_a_delta_no_history()
     assert record.cause is not None and record.cause.reason == "abandoned"
     assert record.history and all(r.history == () for r in persisted)
     assert persisted[-1] == record._replace(history=())
+
+
+def test_a_restarted_stream_knows_its_cursor_event_as_seen() -> None:
+    """The store keeps no history, only the cursor: the server's replay of the cursor's
+    own event after the resume is a duplicate, the next one is new."""
+    fresh, stored = _durable_guard_asked(lost=False)
+    fresh.restart(stored)
+    assert fresh.feed(ev.TimerFired("post:2")) == (Resume("post:2", "e1"),)
+    assert fresh.feed(ev.StreamResumed("post:2")) == ()
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}
+    assert fresh.feed(ev.SseEvent("post:2", progress, "e1")) == (
+        Ignore("duplicate-event", "e1", stream="post:2"),
+    )
+    assert fresh.feed(ev.SseEvent("post:2", progress, "e2")) == ()
