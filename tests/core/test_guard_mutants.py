@@ -169,3 +169,17 @@ def test_a_restarted_stream_knows_its_cursor_event_as_seen() -> None:
         Ignore("duplicate-event", "e1", stream="post:2"),
     )
     assert fresh.feed(ev.SseEvent("post:2", progress, "e2")) == ()
+
+
+def test_a_notification_marked_replayed_is_checked_against_the_whole_history() -> None:
+    """Past the live window only an event marked ``replayed`` is checked against every
+    id the stream carried (feed's shortcut for a notification would check the window)."""
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}
+    duplicate = (Ignore("duplicate-event", "e1", stream="get"),)
+    for replayed, expected in ((True, duplicate), (None, ())):
+        guard = Guard(clock=lambda: 0.0, config=GuardConfig(max_seen_event_ids=2))
+        guard.feed(ev.SessionStarted("s1"))
+        guard.feed(ev.StreamOpened("get"))
+        for n in range(1, 6):
+            guard.feed(ev.SseEvent("get", progress, f"e{n}"))
+        assert guard.feed(ev.SseEvent("get", progress, "e1", replayed=replayed)) == expected
