@@ -183,3 +183,11 @@ def test_a_notification_marked_replayed_is_checked_against_the_whole_history() -
         for n in range(1, 6):
             guard.feed(ev.SseEvent("get", progress, f"e{n}"))
         assert guard.feed(ev.SseEvent("get", progress, "e1", replayed=replayed)) == expected
+
+
+def test_a_durable_guard_persists_a_change_to_a_stream_alone() -> None:
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True))
+    guard.feed(ev.SessionStarted("s1"))
+    (persist,) = guard.feed(ev.StreamOpened("get"))
+    assert isinstance(persist, Persist) and isinstance(persist.delta, SseDelta)
+    assert [s.id for s in persist.delta.streams] == ["get"] and persist.delta.requests == ()
