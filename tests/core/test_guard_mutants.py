@@ -191,3 +191,21 @@ def test_a_durable_guard_persists_a_change_to_a_stream_alone() -> None:
     (persist,) = guard.feed(ev.StreamOpened("get"))
     assert isinstance(persist, Persist) and isinstance(persist.delta, SseDelta)
     assert [s.id for s in persist.delta.streams] == ["get"] and persist.delta.requests == ()
+
+
+def _ask(rid: int | str) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": {"n": rid}}
+
+
+def test_an_expired_session_persists_every_request_ended_in_key_order() -> None:
+    """One delta: the session expired, each request ended, numeric ids before strings."""
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True))
+    guard.feed(ev.SessionStarted("s1"))
+    guard.feed(ev.StreamOpened("get"))
+    guard.feed(ev.SseEvent("get", _ask("a"), "e1"))
+    guard.feed(ev.SseEvent("get", _ask(2), "e2"))
+    persist = guard.feed(ev.SessionExpired())[0]
+    assert isinstance(persist, Persist) and isinstance(persist.delta, SseDelta)
+    assert persist.delta.expired is True
+    assert [r.key for r in persist.delta.requests] == [("s1", 2), ("s1", "a")]
+    assert all(r.ended is True and r.state == "dead" for r in persist.delta.requests)
