@@ -185,9 +185,9 @@ def test_a_notification_marked_replayed_is_checked_against_the_whole_history() -
         assert guard.feed(ev.SseEvent("get", progress, "e1", replayed=replayed)) == expected
 
 
-def test_a_durable_guard_persists_a_change_to_a_stream_alone() -> None:
+def test_a_durable_guard_persists_a_new_session_and_a_change_to_a_stream_alone() -> None:
     guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True))
-    guard.feed(ev.SessionStarted("s1"))
+    assert guard.feed(ev.SessionStarted("s1")) == (Persist(SseDelta("s1", False, (), ())),)
     (persist,) = guard.feed(ev.StreamOpened("get"))
     assert isinstance(persist, Persist) and isinstance(persist.delta, SseDelta)
     assert [s.id for s in persist.delta.streams] == ["get"] and persist.delta.requests == ()
