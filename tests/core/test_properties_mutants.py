@@ -130,3 +130,32 @@ def test_renaming_keys_renames_re_asks_and_reshown_prompts() -> None:
     assert dict(first.asks) == {K2: new1} and set(first.reshown) == {K2}
     second = P.rename_keys(state, {K2: new2})
     assert dict(second.asks) == {new2: K1} and set(second.reshown) == {new2}
+
+
+def test_a_reshown_prompt_is_judged_by_name_for_each_rule_it_breaks() -> None:
+    """A prompt shown again after a restart: of a re-ask whose question was answered
+    (P2), a second time (P2), of a request known dead (P1), past its deadline (P6)."""
+    k3, k4 = ("s1", 3), ("s1", 4)
+    monitor = P.Monitor()
+    for obs in (
+        P.Delivered(K1, "post:1", 0.0),
+        P.Presented(K1, 0.0),
+        P.Answered(K1, ACCEPT),
+        P.Delivered(K2, "post:2", 0.0, question=K1),
+        P.Presented(K2, 0.0),  # P2: a re-ask shown
+        P.Delivered(k3, "post:3", 0.0),
+        P.Presented(k3, 0.0),
+        P.Cancelled(k3),
+        P.Delivered(k4, "post:4", 0.0),
+        P.Presented(k4, 0.0),
+        P.Delivered(k4, "post:4", 1e9, replayed=True),
+    ):
+        monitor.observe(obs)
+    judged = {
+        P.Reshown(K2, 1.0): ("P2", f"{K2!r} shown again after it was answered"),
+        P.Reshown(K2, 2.0): ("P2", f"{K2!r} shown again after a restart twice"),
+        P.Reshown(k3, 1.0): ("P1", f"{k3!r} shown again after the client knew it dead"),
+        P.Reshown(k4, 1e9): ("P6", f"{k4!r} shown again past its deadline"),
+    }
+    for obs, (name, why) in judged.items():
+        assert monitor.observe(obs) == (P.Violation(name, why),), obs
