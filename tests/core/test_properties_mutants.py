@@ -159,3 +159,10 @@ def test_a_reshown_prompt_is_judged_by_name_for_each_rule_it_breaks() -> None:
     }
     for obs, (name, why) in judged.items():
         assert monitor.observe(obs) == (P.Violation(name, why),), obs
+
+
+def test_a_restart_forgets_every_event_id_seen_and_counts_none() -> None:
+    monitor = P.Monitor()
+    for obs in (P.EventSeen("get", "e1"), P.EventSeen("get", "e2"), P.Restarted()):
+        monitor.observe(obs)
+    assert monitor.facts.seen == {} and monitor.facts.retained() == _entries(monitor.facts)
