@@ -157,8 +157,8 @@ def test_a_reshown_prompt_is_judged_by_name_for_each_rule_it_breaks() -> None:
         P.Reshown(k3, 1.0): ("P1", f"{k3!r} shown again after the client knew it dead"),
         P.Reshown(k4, 1e9): ("P6", f"{k4!r} shown again past its deadline"),
     }
-    for obs, (name, why) in judged.items():
-        assert monitor.observe(obs) == (P.Violation(name, why),), obs
+    for shown, (name, why) in judged.items():
+        assert monitor.observe(shown) == (P.Violation(name, why),), shown
 
 
 def test_a_restart_forgets_every_event_id_seen_and_counts_none() -> None:
