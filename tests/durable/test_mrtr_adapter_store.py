@@ -10,13 +10,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import types
 from mcp.client.client import Client
-from mcp.client.session import ClientRequestContext
+from recording_user import User
 
-from fsm.adapters.mrtr import RESHOWN_META, guarded_call_tool
+from fsm.adapters.mrtr import guarded_call_tool
 from fsm.durable import SqliteStore
 from fsm.durable.store import Written
 from fsm.errors import InteractionFailed
@@ -44,19 +43,6 @@ def text(result: Any) -> str:
 async def server() -> AsyncIterator[MrtrServer]:
     async with running_mrtr_server(ttl=30.0) as srv:
         yield srv
-
-
-class User:
-    def __init__(self) -> None:
-        self.prompts: list[tuple[str, bool]] = []
-
-    async def __call__(
-        self, context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        meta = context.meta or {}
-        self.prompts.append((str(context.request_id), bool(meta.get(RESHOWN_META))))
-        await anyio.sleep(0)
-        return types.ElicitResult(action="accept", content={})
 
 
 async def attempt(

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from mcp import types
 from mcp.client.client import Client
-from mcp.client.session import ClientRequestContext
+from recording_user import User
 
-from fsm.adapters.tasks import RESHOWN_META, GuardedTasks, TaskHandle, run_task
+from fsm.adapters.tasks import GuardedTasks, TaskHandle, run_task
 from fsm.durable import SqliteStore
 from fsm.durable.calls import DurableCall
 from fsm.errors import InteractionFailed
@@ -28,18 +28,6 @@ pytestmark = pytest.mark.anyio
 async def server() -> AsyncIterator[TasksServer]:
     async with running_tasks_server(poll_interval_ms=50) as srv:
         yield srv
-
-
-class User:
-    def __init__(self) -> None:
-        self.prompts: list[tuple[str, bool]] = []
-
-    async def __call__(
-        self, context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        meta = context.meta or {}
-        self.prompts.append((str(context.request_id), bool(meta.get(RESHOWN_META))))
-        return types.ElicitResult(action="accept", content={})
 
 
 def text(result: types.CallToolResult) -> str:
