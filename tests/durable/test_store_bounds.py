@@ -59,17 +59,6 @@ def test_sqlite_a_deep_or_long_value_is_corrupt(tmp_path: Path, damage: SqliteDa
         store.load()
 
 
-def test_sqlite_a_deep_session_record_is_corrupt(tmp_path: Path) -> None:
-    path = tmp_path / "p.sqlite3"
-    SqliteStore(path).close()
-    db = sqlite3.connect(path)
-    with db:
-        db.execute("INSERT INTO meta VALUES ('rejoin', ?)", (DEEP,))
-    db.close()
-    with SqliteStore(path) as store, pytest.raises(StoreCorruptError):
-        store.session()
-
-
 RedisDamage = Callable[[Any, RedisStore], Any]
 
 

@@ -43,6 +43,17 @@ def test_the_record_reads_back_and_is_replaced(tmp_path: Path) -> None:
     assert memory.session() == RECORD and memory.writes == 1
 
 
+def _with_raw_record(tmp_path: Path, value: str) -> Path:
+    """A store file whose session record is ``value``, written past the codec."""
+    path = tmp_path / "p.sqlite3"
+    SqliteStore(path).close()
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("INSERT INTO meta VALUES ('rejoin', ?)", (value,))
+    db.close()
+    return path
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -53,15 +64,11 @@ def test_the_record_reads_back_and_is_replaced(tmp_path: Path) -> None:
         '["s1", "{}", [["post:1", "ping", null]], "http://a/"]',
         '["s1", "{}", [["post:1", "tools/callx", null]]]',
         '["s1", "{}", [], 7]',
+        "[" * 200_000 + "]" * 200_000,  # nested deeper than the decoder recurses
     ],
 )
 def test_a_record_that_does_not_read_back_is_corrupt(tmp_path: Path, value: str) -> None:
-    path = tmp_path / "p.sqlite3"
-    SqliteStore(path).close()
-    db = sqlite3.connect(path)
-    with db:
-        db.execute("INSERT INTO meta VALUES ('rejoin', ?)", (value,))
-    db.close()
+    path = _with_raw_record(tmp_path, value)
     with SqliteStore(path) as store, pytest.raises(StoreCorruptError):
         store.session()
 
@@ -76,11 +83,6 @@ def test_an_unbounded_list_of_calls_is_corrupt(tmp_path: Path) -> None:
 
 
 def test_a_record_without_the_url_reads_back_with_none(tmp_path: Path) -> None:
-    path = tmp_path / "p.sqlite3"
-    SqliteStore(path).close()
-    db = sqlite3.connect(path)
-    with db:
-        db.execute("INSERT INTO meta VALUES ('rejoin', ?)", ('["s1", "{}", []]',))
-    db.close()
+    path = _with_raw_record(tmp_path, '["s1", "{}", []]')
     with SqliteStore(path) as store:
         assert store.session() == SessionRecord("s1", "{}", (), "")
