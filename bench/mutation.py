@@ -100,11 +100,12 @@ COLUMNS = ("killed", "timed out", "survived", "equivalent", "import-time", "not 
 
 def summarise(path: str, argued: dict[str, str], at_import: dict[str, str]) -> dict[str, Any]:
     """One file's counts (``COLUMNS``, ``mutants``, ``killed %``: ``None`` before any run
-    of it) and its unexplained survivors (``survivors``)."""
+    of it) and its unexplained survivors (``survivors``). ``killed %`` is over the mutants
+    checked: not those the run did not reach, nor the equivalent and import-time ones."""
     status = outcomes(path)
     columns = {n: _column(n, s, argued, at_import) for n, s in status.items()}
     count = Counter(c if c in COLUMNS else "not checked" for c in columns.values())
-    judged = len(status) - count["equivalent"] - count["import-time"]
+    judged = len(status) - count["equivalent"] - count["import-time"] - count["not checked"]
     detected = count["killed"] + count["timed out"]
     return {
         "mutants": len(status),
@@ -144,14 +145,17 @@ def report(seconds: tuple[float, float, int] | None = None) -> int:
     entry of ``bench/mutation_equivalent.toml`` names a mutant that did not survive (or
     that the last run did not make: the code it argued about changed).
 
-    Only files with mutmut results in ``mutants/`` get a new row: a file the last run did
-    not reach keeps the row bench/mutation.json already has (and is listed as not
-    measured). With no results at all (no ``mutants/``, as after ``make clean``) the JSON
-    file is left untouched: its table is printed, and the exit code is 1."""
+    Only files with a mutant checked in ``mutants/`` get a new row: a file the last run
+    did not reach (no results, or mutants made and none checked) keeps the row
+    bench/mutation.json already has (and is listed as not measured). With no results at
+    all (no ``mutants/``, as after ``make clean``) the JSON file is left untouched: its
+    table is printed, and the exit code is 1."""
     previous = _previous()
     argued, at_import = equivalents(), import_time()
     summary = {path: summarise(path, argued, at_import) for path in files()}
-    measured = {p: f for p, f in summary.items() if f["mutants"]}
+    # a file is measured once the run checked any of its mutants: one whose mutants were
+    # only made (a run of other files' mutants) keeps its row
+    measured = {p: f for p, f in summary.items() if f["mutants"] > f["not checked"]}
     if not measured:
         print(f"no mutmut results in {MUTANTS}: {OUT} is left as it is; its table:")
         _print({p: previous[p] for p in files() if p in previous})

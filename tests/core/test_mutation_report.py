@@ -120,3 +120,26 @@ def test_an_equivalent_entry_whose_mutant_is_now_killed_is_stale(
     assert "stale: fsm.a.x_f__mutmut_3 is listed as equivalent but killed" in (
         capsys.readouterr().out
     )
+
+
+def test_a_file_whose_mutants_were_made_and_none_checked_keeps_its_row(project: Path) -> None:
+    _meta(project, "fsm/a.py", {"fsm.a.x_f__mutmut_1": 1})
+    _meta(project, "fsm/b.py", {"fsm.b.x_g__mutmut_1": None, "fsm.b.x_g__mutmut_2": None})
+    mutation.report()
+    assert _written(project)["fsm/b.py"] == EARLIER["fsm/b.py"]
+
+
+def test_the_score_is_over_the_mutants_checked(project: Path) -> None:
+    _meta(
+        project,
+        "fsm/a.py",
+        {
+            "fsm.a.x_f__mutmut_1": 1,  # killed
+            "fsm.a.x_f__mutmut_2": 0,  # survived
+            "fsm.a.x_f__mutmut_4": None,  # not reached by the run
+            "fsm.a.x_f__mutmut_6": None,
+        },
+    )
+    mutation.report()
+    row = _written(project)["fsm/a.py"]
+    assert (row["mutants"], row["not_checked"], row["killed_pct"]) == (4, 2, 50.0)
