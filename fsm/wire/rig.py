@@ -60,6 +60,7 @@ from anyio.abc import TaskGroup
 from mcp import ClientSession, types
 from mcp.server.streamable_http import EventStore
 
+from fsm.wire.changes import Changes
 from fsm.wire.proxy import Exchange, FaultProxy, TrafficEvent, is_resume_get
 from fsm.wire.sdk import adapter, hx, open_client_streams
 from fsm.wire.server import (
@@ -321,31 +322,27 @@ class User:
         self, clock: Callable[[], int] = lambda: 0, now: Callable[[], float] | None = None
     ) -> None:
         self.presentations: list[Presentation] = []
-        self._changed = anyio.Event()
+        self._changes = Changes()
         t0 = time.monotonic()
         self._now = now if now is not None else lambda: time.monotonic() - t0
         self._clock = clock
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
 
     async def present(self, request: PresentationRequest) -> ElicitAnswer:
         """The ``on_present`` hook: blocks until :meth:`answer` decides this presentation."""
         item = Presentation(len(self.presentations), request, self._now(), seq=self._clock())
         self.presentations.append(item)
-        self._notify()
+        self._changes.notify()
         try:
             await item._decided.wait()
         except anyio.get_cancelled_exc_class():
             item.cancelled = True
-            self._notify()
+            self._changes.notify()
             raise
         assert item._given is not None
         item.answer = item._given
         item.answered_seq = self._clock()
         item.answered_at = self._now()
-        self._notify()
+        self._changes.notify()
         return item._given
 
     def answer(self, index: int, answer: ElicitAnswer = CONFIRM) -> None:
@@ -361,9 +358,9 @@ class User:
         return indices
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-        with anyio.fail_after(timeout):
-            while not predicate():
-                await self._changed.wait()
+        """Wait until ``predicate()`` holds (re-checked on every presentation, answer and
+        cancellation); ``TimeoutError`` after ``timeout`` seconds."""
+        await self._changes.wait_until(predicate, timeout)
 
     async def wait_presented(self, count: int, timeout: float = 10.0) -> Presentation:
         """Wait until ``count`` presentations happened; returns the ``count``-th."""

@@ -94,6 +94,7 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from fsm.wire.changes import Changes
 from fsm.wire.sdk import MCP_MAJOR, request_headers, server_class
 from fsm.wire.serving import serving
 
@@ -334,7 +335,7 @@ class ServerController:
         self.pending: list[PendingElicitation] = []
         self.log: deque[ServerEvent] = deque(maxlen=log_capacity)
         self._seq = itertools.count(1)
-        self._changed = anyio.Event()
+        self._changes = Changes()
         self._inflight: dict[str, anyio.Event] = {}
         self.manager: StreamableHTTPSessionManager | None = None
         self.store: EventStore | None = None
@@ -350,18 +351,12 @@ class ServerController:
     ) -> ServerEvent:
         event = ServerEvent(next(self._seq), kind, session_id, request_id, dict(detail))
         self.log.append(event)
-        self._notify()
+        self._changes.notify()
         return event
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         """Wait until ``predicate()`` holds (re-checked on every controller change)."""
-        with anyio.fail_after(timeout):
-            while not predicate():
-                await self._changed.wait()
+        await self._changes.wait_until(predicate, timeout)
 
     async def wait_for(
         self, predicate: Callable[[ServerEvent], bool], timeout: float = 10.0, after: int = 0
@@ -629,7 +624,7 @@ def build_server(
             )
         finally:
             p._settled.set()
-            controller._notify()
+            controller._changes.notify()
 
     @tool
     async def ping() -> str:
