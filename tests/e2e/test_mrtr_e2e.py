@@ -5,11 +5,11 @@ command, the guard's clock is moved by the test."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from answering_user import User
 from mcp import types
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
@@ -22,37 +22,11 @@ from fsm.wire.mrtr_server import MrtrServer, running_mrtr_server
 
 pytestmark = pytest.mark.anyio
 
-ACCEPT = types.ElicitResult(action="accept", content={})
-
 
 @pytest.fixture
 async def server() -> AsyncIterator[MrtrServer]:
     async with running_mrtr_server(ttl=30.0) as srv:
         yield srv
-
-
-class User:
-    """The elicitation callback: records every prompt, runs ``before_answer`` first."""
-
-    def __init__(self, before_answer: Callable[[], Any] | None = None) -> None:
-        self.prompts: list[tuple[str, str]] = []
-        self.cancelled = 0
-        self.before_answer = before_answer
-        self.block = False
-
-    async def __call__(self, ctx: Any, params: Any) -> types.ElicitResult:
-        self.prompts.append((str(ctx.request_id), params.message))
-        try:
-            if self.block:
-                await anyio.Event().wait()
-            if self.before_answer is not None:
-                result = self.before_answer()
-                if result is not None:
-                    await result
-        except anyio.get_cancelled_exc_class():
-            self.cancelled += 1
-            raise
-        return ACCEPT
 
 
 async def test_the_protocol_is_2026_07_28(server: MrtrServer) -> None:
@@ -105,7 +79,7 @@ async def test_a_tool_that_keeps_reasking_fails_once_naming_the_reask(server: Mr
 async def test_expired_state_loses_the_answer_plain_and_fails_typed_guarded(
     server: MrtrServer,
 ) -> None:
-    user = User(before_answer=server.expire_states)
+    user = User(server.expire_states, every=True)
     async with Client(server.url, elicitation_callback=user) as client:
         with pytest.raises(MCPError) as plain:
             await client.call_tool("delete_files", {"count": 3})
@@ -119,12 +93,11 @@ async def test_expired_state_loses_the_answer_plain_and_fails_typed_guarded(
 
 
 async def test_a_restart_between_rounds_is_terminal_not_a_reprompt(server: MrtrServer) -> None:
-    user = User(before_answer=server.restart)
+    user = User(server.restart)
     async with Client(server.url, elicitation_callback=user) as client:
         with pytest.raises(RequestStateExpiredError):
             await guarded_call_tool(client, "delete_files", {"count": 3})
     assert server.restarts == 1 and len(user.prompts) == 1
-    user.before_answer = None
     async with Client(server.url, elicitation_callback=user) as client:  # the new server works
         result = await guarded_call_tool(client, "delete_files", {"count": 3})
     assert isinstance(result.content[0], types.TextContent)
@@ -136,7 +109,7 @@ async def test_a_late_answer_is_withdrawn_not_sent(server: MrtrServer) -> None:
     def late() -> None:
         now[0] += 541.0  # the user took longer than the client-side age limit
 
-    user = User(before_answer=late)
+    user = User(late)
     actions: list[MrtrAction] = []
     async with Client(server.url, elicitation_callback=user) as client:
         with pytest.raises(RequestStateExpiredError) as info:
@@ -149,14 +122,13 @@ async def test_a_late_answer_is_withdrawn_not_sent(server: MrtrServer) -> None:
 
 
 async def test_a_prompt_nobody_answers_is_cancelled_when_it_ages_out(server: MrtrServer) -> None:
-    user = User()
-    user.block = True
+    user = User(block=True)
     async with Client(server.url, elicitation_callback=user) as client:
         with pytest.raises(RequestStateExpiredError):
             await guarded_call_tool(
                 client, "delete_files", {"count": 3}, config=MrtrConfig(question_ttl_s=0.2)
             )
-    assert user.cancelled == 1
+    assert user.withdrawn == 1
 
 
 async def test_state_only_rounds_back_off_and_complete(server: MrtrServer) -> None:
@@ -191,7 +163,7 @@ async def test_the_sdk_servers_own_ttl_gives_the_same_rejection() -> None:
     """The expiry switch stands in for the wall clock; here the real TTL lapses (0.5 s,
     the answer comes 0.6 s later: certain, not a race) and the rejection is the same."""
     async with running_mrtr_server(ttl=0.5) as srv:
-        user = User(before_answer=lambda: anyio.sleep(0.6))
+        user = User(lambda: anyio.sleep(0.6))
         async with Client(srv.url, elicitation_callback=user) as client:
             with pytest.raises(RequestStateExpiredError) as info:
                 await guarded_call_tool(client, "delete_files", {"count": 3})
@@ -203,7 +175,7 @@ async def test_a_callback_that_raises_ends_the_call_once_chained(server: MrtrSer
     def broken() -> None:
         raise ValueError("the UI crashed")
 
-    user = User(before_answer=broken)
+    user = User(broken)
     async with Client(server.url, elicitation_callback=user) as client:
         with pytest.raises(InteractionFailed) as info:
             await guarded_call_tool(client, "delete_files", {"count": 3})

@@ -8,12 +8,13 @@ up; a blocked user waits for the guard to take the prompt down (a cancel), never
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pydantic
 import pytest
+from answering_user import User
 from mcp import types
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
@@ -34,39 +35,11 @@ from fsm.wire.tasks_server import TasksServer, running_tasks_server
 
 pytestmark = pytest.mark.anyio
 
-ACCEPT = types.ElicitResult(action="accept", content={})
-
 
 @pytest.fixture
 async def server() -> AsyncIterator[TasksServer]:
     async with running_tasks_server(poll_interval_ms=100) as srv:
         yield srv
-
-
-class User:
-    """The elicitation callback: records each prompt (the key, the message); on the first
-    one runs ``fault`` and, if ``block``, waits until the prompt is taken down."""
-
-    def __init__(
-        self, fault: Callable[[], Awaitable[None] | None] | None = None, block: bool = False
-    ) -> None:
-        self.prompts: list[tuple[str, str]] = []
-        self.withdrawn = 0
-        self.fault, self.block = fault, block
-
-    async def __call__(self, ctx: Any, params: Any) -> types.ElicitResult:
-        self.prompts.append((str(ctx.request_id), str(params.message)))
-        if len(self.prompts) == 1 and self.fault is not None:
-            pending = self.fault()
-            if pending is not None:
-                await pending
-            if self.block:
-                try:
-                    await anyio.Event().wait()
-                except anyio.get_cancelled_exc_class():
-                    self.withdrawn += 1
-                    raise
-        return ACCEPT
 
 
 async def _call(server: TasksServer, user: User, extension: Any) -> types.CallToolResult:
