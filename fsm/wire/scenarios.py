@@ -191,9 +191,10 @@ async def replayed_deadline(
 
 async def resumed_or_ended(
     rig: Rig, call: BackgroundCall, after: int, timeout: float = 10.0
-) -> None:
+) -> bool:
     """Wait until a resume GET sent after ``after`` has attached (its priming event was
-    relayed), or the call already ended (a client that stopped resuming).
+    relayed), or the call already ended (a client that stopped resuming); whether a
+    resume attached. ``TimeoutError`` if neither happens within ``timeout`` seconds.
 
     The mcp 2.3.0 server attaches a resume's live tail only after the replay and its
     priming event; a result produced inside that window is stored but not sent on the
@@ -207,7 +208,7 @@ async def resumed_or_ended(
         return e.kind == "sse_event" and e.data == "" and ex is not None and ex.is_resume
 
     with anyio.fail_after(timeout):
-        await unless_ended(call.done, proxy.wait_for(attached, timeout, after))
+        return await unless_ended(call.done, proxy.wait_for(attached, timeout, after)) is not None
 
 
 async def seed(
@@ -291,12 +292,7 @@ async def half_open(
     await rig.user.wait_presented(1)
     mark = proxy.last_seq
     await proxy.cut(post, "abrupt")
-
-    def attached(e: TrafficEvent) -> bool:
-        ex = proxy.exchanges.get(e.exchange)
-        return e.kind == "sse_event" and e.data == "" and ex is not None and ex.is_resume
-
-    if await unless_ended(call.done, proxy.wait_for(attached, HOLD_TIMEOUT_S, mark)):
+    if await resumed_or_ended(rig, call, mark, HOLD_TIMEOUT_S):
         rig.user.answer_open()
     else:  # the client gave up resuming: the server need not hold on (nor hold its pings)
         rig.middle.relay.let_go()
