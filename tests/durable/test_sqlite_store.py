@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from durable_script import CONFIG, PROGRESS, drive
+from sqlite_damage import assert_corrupt_after
 from test_redis_store import OpenStore, aof_fixture, open_store_fixture  # noqa: F401
 
 from fsm import events as ev
@@ -127,15 +128,10 @@ def test_an_empty_database_of_version_0_is_migrated(tmp_path: Path) -> None:
     ],
 )
 def test_a_row_that_does_not_read_back_is_a_typed_error(tmp_path: Path, sql: str) -> None:
-    path = tmp_path / "a.sqlite3"
-    with SqliteStore(path) as store:
-        drive(store)
-    db = sqlite3.connect(path)
-    with db:
+    def damage(db: sqlite3.Connection) -> None:
         assert db.execute(sql).rowcount > 0
-    db.close()
-    with SqliteStore(path) as store, pytest.raises(StoreCorruptError):
-        store.load()
+
+    assert_corrupt_after(tmp_path / "a.sqlite3", damage)
 
 
 def test_a_restart_from_the_file_never_asks_an_answered_question(open_store: OpenStore) -> None:
@@ -173,15 +169,10 @@ def test_a_file_that_cannot_be_opened_is_unusable_not_corrupt(tmp_path: Path) ->
 def test_a_field_of_the_wrong_kind_is_a_typed_error(
     tmp_path: Path, table: str, field: int, value: object
 ) -> None:
-    path = tmp_path / "a.sqlite3"
-    with SqliteStore(path) as store:
-        drive(store)
-    db = sqlite3.connect(path)
-    with db:
+    def damage(db: sqlite3.Connection) -> None:
         rowid, text = db.execute(f"SELECT rowid, record FROM {table} LIMIT 1").fetchone()
         record = json.loads(text)
         record[field] = value
         db.execute(f"UPDATE {table} SET record = ? WHERE rowid = ?", (json.dumps(record), rowid))
-    db.close()
-    with SqliteStore(path) as store, pytest.raises(StoreCorruptError):
-        store.load()
+
+    assert_corrupt_after(tmp_path / "a.sqlite3", damage)

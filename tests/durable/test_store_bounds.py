@@ -6,16 +6,14 @@ an unbounded read."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_script import drive
+from sqlite_damage import Damage, assert_corrupt_after
 from test_redis_store import aof_fixture, profile, raw, written
 
-from fsm.durable import SqliteStore
 from fsm.durable.codec import MAX_VALUE_BYTES
 from fsm.durable.redis_store import RedisStore
 from fsm.errors import StoreCorruptError
@@ -35,9 +33,6 @@ def _padded(text: str) -> str:
     return text + " " * MAX_VALUE_BYTES
 
 
-SqliteDamage = Callable[[sqlite3.Connection], Any]
-
-
 @pytest.mark.parametrize(
     "damage",
     [
@@ -47,16 +42,8 @@ SqliteDamage = Callable[[sqlite3.Connection], Any]
     ],
     ids=["deep", "long-record", "long-params"],
 )
-def test_sqlite_a_deep_or_long_value_is_corrupt(tmp_path: Path, damage: SqliteDamage) -> None:
-    path = tmp_path / "p.sqlite3"
-    with SqliteStore(path) as store:
-        drive(store)
-    db = sqlite3.connect(path)
-    with db:
-        damage(db)
-    db.close()
-    with SqliteStore(path) as store, pytest.raises(StoreCorruptError):
-        store.load()
+def test_sqlite_a_deep_or_long_value_is_corrupt(tmp_path: Path, damage: Damage) -> None:
+    assert_corrupt_after(tmp_path / "p.sqlite3", damage)
 
 
 RedisDamage = Callable[[Any, RedisStore], Any]
