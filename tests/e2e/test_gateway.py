@@ -4,6 +4,9 @@ gateway (between the client and the gateway), by explicit command."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import anyio
 import httpx2
 import pytest
@@ -21,6 +24,20 @@ from support.scenarios import (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+@contextlib.asynccontextmanager
+async def calling(
+    url: str, http: httpx2.AsyncClient, call: BackgroundCall, arguments: dict[str, object]
+) -> AsyncIterator[User]:
+    """The unmodified client through ``url`` runs ``delete_files`` with ``arguments`` as
+    ``call``, in the background, presenting to a new user (yielded); on leaving, the call
+    has ended."""
+    user = User()
+    env = ClientEnv(url, http, user.present, lambda: None)
+    async with plain_client(env) as client, anyio.create_task_group() as tg:
+        tg.start_soon(call.run, client, "delete_files", arguments)
+        yield user
 
 
 async def test_seed_through_the_gateway_presents_once() -> None:
@@ -153,11 +170,8 @@ async def test_the_command_line_gateway_serves_a_plain_client(options: list[str]
             assert line.startswith("http://127.0.0.1:") and line.endswith("/mcp\n"), line
             url = line.strip()  # the one line on stdout: the URL alone
             async with FaultProxy(url) as proxy, httpx2.AsyncClient() as http:
-                user = User()
-                env = ClientEnv(proxy.url, http, user.present, lambda: None)
                 call = BackgroundCall()
-                async with plain_client(env) as client, anyio.create_task_group() as tg:
-                    tg.start_soon(call.run, client, "delete_files", {})
+                async with calling(proxy.url, http, call, {}) as user:
                     await user.wait_presented(1)
                     user.answer_open()
             assert call.outcome.text.startswith("Deleted 3 files")
@@ -239,10 +253,7 @@ async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404()
             FaultProxy(gw.url) as proxy,
             httpx2.AsyncClient() as http,
         ):
-            user = User()
-            env = ClientEnv(proxy.url, http, user.present, lambda: None)
-            async with plain_client(env) as client, anyio.create_task_group() as tg:
-                tg.start_soon(call.run, client, "delete_files", {"gated": True})
+            async with calling(proxy.url, http, call, {"gated": True}) as user:
                 await server.controller.wait_pending(state="gated")
                 # the server stops (its sessions are gone); the gateway's resume is held
                 # until the new server is up (a restart within the resume budget)
@@ -279,14 +290,11 @@ async def test_an_upstream_that_stays_down_ends_the_call_with_resume_budget_spen
         async with (
             running_gateway(server.url, config=GuardConfig(**FAST)) as gw,
             httpx2.AsyncClient() as http,
+            calling(gw.url, http, call, {"gated": True}),
         ):
-            user = User()
-            env = ClientEnv(gw.url, http, user.present, lambda: None)
-            async with plain_client(env) as client, anyio.create_task_group() as tg:
-                tg.start_soon(call.run, client, "delete_files", {"gated": True})
-                await server.controller.wait_pending(state="gated")
-                stop.set()
-                await stopped.wait()
-                await call.wait(20)  # ends by the guard's budget, not a timer here
+            await server.controller.wait_pending(state="gated")
+            stop.set()
+            await stopped.wait()
+            await call.wait(20)  # ends by the guard's budget, not a timer here
     assert (call.outcome.error_type, call.outcome.code) == ("MCPError", -32000)
     assert call.outcome.reason == "resume-budget-spent"
