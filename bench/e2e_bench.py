@@ -74,25 +74,12 @@ async def _guarded(url: str, http: Any) -> AsyncIterator[Any]:
 
 
 async def stream_progress(session: Any, count: int) -> None:
-    """Call the harness tool ``stream_progress`` with a progress callback (without one the
-    server sends no progress at all) and return once the result and all ``count``
-    callbacks are in (callbacks may trail the result)."""
-    import anyio
+    """Call the harness tool ``stream_progress`` and return once the result and all
+    ``count`` progress callbacks are in (:func:`fsm.wire.server.call_stream_progress`);
+    both checked."""
+    from fsm.wire.server import call_stream_progress
 
-    received = 0
-    done = anyio.Event()
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        nonlocal received
-        received += 1
-        if received >= count:
-            done.set()
-
-    result = await session.call_tool(
-        "stream_progress", {"count": count}, progress_callback=on_progress
-    )
-    with anyio.fail_after(60):
-        await done.wait()
+    result, received = await call_stream_progress(session, count, timeout=60)
     text = "".join(getattr(c, "text", "") for c in result.content)
     assert text == f"streamed {count}", text
     assert received == count, received

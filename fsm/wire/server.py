@@ -20,7 +20,8 @@ What it offers (protocol 2025-11-25 over the legacy, session-ful streamable HTTP
   :meth:`ServerController.finish` (or the session ends), ``"return"`` returns at once.
 - Tool ``ping()``: returns ``"pong"``; a full round trip, used as a barrier.
 - Tool ``stream_progress(count)``: emits ``count`` ``notifications/progress`` on the call's
-  stream (needs a progress token from the client) and returns ``"streamed <count>"``.
+  stream (needs a progress token from the client) and returns ``"streamed <count>"``;
+  :func:`call_stream_progress` calls it and waits for every progress callback.
 - Tool ``work(count)``: asks the client once (``elicitation/create``, "Proceed?", a boolean
   ``proceed``), then emits ``count`` ``notifications/progress`` on the call's stream, each
   with ``message`` the server's ``time.perf_counter()`` when it sent it (as ``repr`` of a
@@ -119,6 +120,7 @@ __all__ = [
     "SharedEventStore",
     "StoreChoice",
     "build_app",
+    "call_stream_progress",
     "install_scoped_views",
     "running_server",
 ]
@@ -944,3 +946,26 @@ async def running_server(
             yield RunningServer(f"http://127.0.0.1:{port}/mcp", "127.0.0.1", port, controller)
     finally:
         sock.close()
+
+
+async def call_stream_progress(session: Any, count: int, timeout: float) -> tuple[Any, int]:
+    """The client's side of the ``stream_progress`` tool: call it on ``session`` (an SDK
+    ``ClientSession``, or any object with its ``call_tool``) with a progress callback
+    (without one the server sends no progress at all) and return ``(result, received)``
+    once the result is in and ``count`` callbacks ran (they may trail the result);
+    ``TimeoutError`` if they have not all run ``timeout`` seconds after the result."""
+    received = 0
+    all_received = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        nonlocal received
+        received += 1
+        if received >= count:
+            all_received.set()
+
+    result = await session.call_tool(
+        "stream_progress", {"count": count}, progress_callback=on_progress
+    )
+    with anyio.fail_after(timeout):
+        await all_received.wait()
+    return result, received

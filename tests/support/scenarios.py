@@ -55,7 +55,7 @@ from fsm.wire.scenarios import (
     session_expired,
 )
 from fsm.wire.sdk import open_client_streams
-from fsm.wire.server import StoreChoice
+from fsm.wire.server import StoreChoice, call_stream_progress
 
 __all__ = [
     "CONFIRM",
@@ -166,27 +166,13 @@ async def run_progress_stream(count: int = 10_000, *, through_proxy: bool = True
     """
     async with open_rig() as rig:
         url = rig.proxy.url if through_proxy else rig.server.url
-        received = 0
-        all_received = anyio.Event()
-
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            nonlocal received
-            received += 1
-            if received >= count:
-                all_received.set()
-
         async with (
             open_client_streams(url, rig.http) as (read, write),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
             started = time.monotonic()
-            result = await session.call_tool(
-                "stream_progress", {"count": count}, progress_callback=on_progress
-            )
-            # progress callbacks run as their own tasks and may trail the result
-            with anyio.fail_after(30):
-                await all_received.wait()
+            result, received = await call_stream_progress(session, count, timeout=30)
             seconds = time.monotonic() - started
         relayed = sum(
             1 for e in rig.proxy.log if e.kind == "sse_event" and "notifications/progress" in e.data
