@@ -331,14 +331,21 @@ async def test_a_connection_that_sends_nothing_is_closed_unanswered(http: str) -
         assert await read_to_eof(stream) == b""
 
 
-@PARSERS
-async def test_a_next_head_stalled_on_a_kept_connection_gets_408(http: str) -> None:
-    limits = EdgeLimits(header_timeout_s=0.3, keep_alive_s=GUARD)
+async def kept_then(http: str, limits: EdgeLimits, then: bytes) -> tuple[bytes, bytes]:
+    """On one kept connection: the response to a first request, then what the server
+    sends until it closes after ``then`` (nothing: the connection left idle)."""
     async with served(http, limits) as port, await anyio.connect_tcp("127.0.0.1", port) as stream:
         await stream.send(head(close=False))
         first = await read_response(stream)
-        await stream.send(b"GET / HTTP/1.1\r\nHost: localh")
-        second = await read_to_eof(stream)
+        if then:
+            await stream.send(then)
+        return first, await read_to_eof(stream)
+
+
+@PARSERS
+async def test_a_next_head_stalled_on_a_kept_connection_gets_408(http: str) -> None:
+    limits = EdgeLimits(header_timeout_s=0.3, keep_alive_s=GUARD)
+    first, second = await kept_then(http, limits, b"GET / HTTP/1.1\r\nHost: localh")
     assert status(first) == 200
     assert status(second) == 408
 
@@ -346,10 +353,7 @@ async def test_a_next_head_stalled_on_a_kept_connection_gets_408(http: str) -> N
 @PARSERS
 async def test_an_idle_kept_connection_is_closed_after_keep_alive(http: str) -> None:
     limits = EdgeLimits(keep_alive_s=0.3, header_timeout_s=GUARD)
-    async with served(http, limits) as port, await anyio.connect_tcp("127.0.0.1", port) as stream:
-        await stream.send(head(close=False))
-        first = await read_response(stream)
-        rest = await read_to_eof(stream)
+    first, rest = await kept_then(http, limits, b"")
     assert status(first) == 200
     assert rest == b""
 
