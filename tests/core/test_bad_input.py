@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from core_support import (
-    ENGINES,
     GET,
     ORIGIN,
     POST,
@@ -28,11 +27,6 @@ from fsm import events as ev
 from fsm.actions import Complete, Fail, Ignore, Present, Refuse, Withdraw
 from fsm.errors import CapacityError
 from fsm.messages import MAX_MESSAGE_BYTES
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def reasons(actions: tuple[Any, ...]) -> list[str]:

@@ -131,11 +131,6 @@ def test_describe_carries_the_evidence() -> None:
 # ------------------------------------------------------------ the guard's reaction
 
 
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def answered(engine: str, stream: str = POST, **config: Any) -> Guard:
     guard = make_guard(engine, **config)
     guard.feed(ev.SseEvent(stream, progress(), "c1"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from core_support import (
-    ENGINES,
     GET,
     ORIGIN,
     POST,
@@ -32,11 +31,6 @@ from fsm.errors import (
 
 KEY1 = (SESSION, 1)
 ANSWER = {"action": "accept", "content": {"confirm": False, "note": "only the logs"}}
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def sse(
