@@ -189,6 +189,10 @@ class GuardedSession(SameOnBothLines):
     session expired: at once for every call after that), or what the SDK raises
     otherwise. Keywords left at their defaults are not passed on, so a 2.x release
     without one works while it is not used. The SDK's deprecations hold (the SDK warns).
+    ``call_tool``, ``get_prompt`` and ``read_resource`` repeat the SDK's overloads: the
+    result type follows ``allow_input_required`` (and ``allow_claimed``), which a type
+    checker sees only through overloads (a signature taken from the SDK's method by a
+    ``ParamSpec`` keeps its first overload alone).
     ``session`` is the raw ``ClientSession``: what is not here
     (:data:`~fsm.adapters.core.NOT_RACED`, ``server_capabilities`` and the other
     attributes that send nothing) is there.
