@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -34,7 +33,8 @@ from support.conformance_suite import (
     run_server_suite,
 )
 from support.gateway import gateway_tier, running_gateway
-from support.redis_server import RedisServer, redis_server
+from support.redis_fixtures import redis_fixture  # noqa: F401
+from support.redis_server import RedisServer
 
 pytestmark = [
     pytest.mark.e2e,
@@ -69,12 +69,6 @@ def expected_failures() -> dict[str, dict[str, str]]:
     server: dict[str, dict[str, str]] = data["server"]
     assert all(reason.strip() for checks in server.values() for reason in checks.values())
     return server
-
-
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as running:
-        yield running
 
 
 async def test_the_gateway_is_transparent_to_the_conformance_suite(redis: RedisServer) -> None:

@@ -13,23 +13,11 @@ import pytest
 from gateway_support import gateway_rig, two_replica_resume
 
 from fsm.gateway.redis_store import DEFAULT_TIMEOUT_S, RedisStore
-from support.redis_cluster import RedisClusterServers, cluster_or_skip
+from support.redis_fixtures import cluster_fixture, redis_fixture  # noqa: F401
 from support.redis_server import RedisServer, redis_server
 from support.scenarios import BackgroundCall, plain_client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
-
-
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[RedisClusterServers]:
-    with cluster_or_skip() as running:
-        yield running
 
 
 @pytest.fixture(params=["redis", "cluster"])

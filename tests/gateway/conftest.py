@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from support.redis_cluster import RedisClusterServers, cluster_or_skip
-from support.redis_server import RedisServer, redis_server
+from support.redis_fixtures import cluster_fixture, redis_fixture  # noqa: F401
+from support.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -16,15 +14,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RedisServer]:
-    """One loopback Redis per test module; each test has its own key prefix."""
-    with redis_server() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[RedisClusterServers]:
-    """One loopback Redis Cluster (three masters) per test module; skipped, saying why,
-    only when ``redis-server`` or ``redis-cli`` is not installed."""
-    with cluster_or_skip() as running:
-        yield running
+def server(redis: RedisServer) -> RedisServer:
+    """The module's Redis (:func:`support.redis_fixtures.redis_fixture`), by the name the
+    store tests give it."""
+    return redis
