@@ -43,7 +43,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from bench.results import child_json, record, run_quietly, table
+from bench.results import alternating, child_json, record, run_quietly, table
 
 COUNT = 10_000
 REPEATS = 15
@@ -112,10 +112,8 @@ async def _measure(repeats: int) -> dict[str, list[tuple[float, float]]]:
     async with running_server() as server:
         await _one("plain", server.url)  # warm-up: imports, first connections
         await _one("guarded", server.url)
-        for i in range(repeats):
-            order = ("plain", "guarded") if i % 2 == 0 else ("guarded", "plain")
-            for kind in order:
-                times[kind].append(await _one(kind, server.url))
+        for kind in alternating(("plain", "guarded"), repeats):
+            times[kind].append(await _one(kind, server.url))
     return times
 
 

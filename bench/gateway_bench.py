@@ -115,7 +115,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.e2e_bench import _plain
-from bench.results import env_int, record, run_quietly, table
+from bench.results import alternating, env_int, record, run_quietly, table
 
 BENCH_ID_KEY = "bench-only key: signs the replicas' event ids"
 """The event-id key the benchmark's replicas share (replicas on one store must)."""
@@ -634,10 +634,9 @@ def split_probe(sessions: int, events: int, rounds: int) -> Split:
     runs: dict[int, list[dict[str, float]]] = {0: [], events: []}
     with deployment("gateway") as d:
         run_quietly(many_sessions, d.urls, WARMUP_SESSIONS, 10)
-        for i in range(rounds):
-            for n in (0, events) if i % 2 == 0 else (events, 0):
-                gc.collect()
-                runs[n].append(spent_on(d.urls, sessions, n, d.cpu).cpu)
+        for n in alternating((0, events), rounds):
+            gc.collect()
+            runs[n].append(spent_on(d.urls, sessions, n, d.cpu).cpu)
     med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in runs.items()}
     per_session = {k: v / sessions for k, v in med[0].items()}
     per_event = {k: (med[events][k] - med[0][k]) / (sessions * events) for k in med[0]}
@@ -652,10 +651,9 @@ def light_latency(events: int, repeats: int) -> dict[str, list[float]]:
     with deployment("gateway") as d:
         urls = {"direct": d.server.url, "gateway": d.urls[0]}
         run_quietly(many_sessions, list(urls.values()), 2, 10)
-        for i in range(repeats):
-            for config in ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct"):
-                (result,) = run_quietly(many_sessions, [urls[config]], 1, events)
-                out[config].extend(result.latencies)
+        for config in alternating(("direct", "gateway"), repeats):
+            (result,) = run_quietly(many_sessions, [urls[config]], 1, events)
+            out[config].extend(result.latencies)
     return out
 
 
@@ -803,9 +801,8 @@ def measure(sessions: int = SESSIONS, events: int = EVENTS, repeats: int = REPEA
     runs: list[Run] = []
     with _redis() as (redis, why):
         configs = [c for c in CONFIGS if c != "redis" or redis is not None]
-        for i in range(repeats):
-            for config in configs if i % 2 == 0 else configs[::-1]:
-                runs.append(timed_run(config, sessions, events, redis))
+        for config in alternating(configs, repeats):
+            runs.append(timed_run(config, sessions, events, redis))
         url = str(redis.url) if redis is not None else None
         trips, memory = run_quietly(_probes, url, sessions, events)
     light = light_latency(events, LIGHT_REPEATS)

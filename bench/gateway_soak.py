@@ -113,7 +113,7 @@ from bench.gateway_bench import (
     replica_process,
     timed_run,
 )
-from bench.results import env_float, env_int, record, run_quietly, table
+from bench.results import alternating, env_float, env_int, record, run_quietly, table
 
 SESSIONS = env_int("GATEWAY_SOAK_SESSIONS", 500)
 SECONDS = env_float("GATEWAY_SOAK_SECONDS", 60.0)
@@ -862,9 +862,8 @@ def cpu(sessions: int = CPU_SESSIONS, events: int = CPU_EVENTS, repeats: int = C
     with contextlib.ExitStack() as stack:
         redis = None if isinstance(parts, str) else stack.enter_context(parts[1]())
         configs = [c for c in CONFIGS if c != "redis" or redis is not None]
-        for i in range(repeats):
-            for config in configs if i % 2 == 0 else configs[::-1]:
-                runs.append(timed_run(config, sessions, events, redis))
+        for config in alternating(configs, repeats):
+            runs.append(timed_run(config, sessions, events, redis))
     for run in runs:
         assert run.presented == [1] * sessions, (run.config, Counter(run.presented))
         assert len(run.latencies) == sessions * events, run.config

@@ -23,7 +23,7 @@ import time
 import timeit
 from typing import Any
 
-from bench.results import record, run_quietly, table
+from bench.results import alternating, record, run_quietly, table
 from fsm import actions as act
 from fsm import events as ev
 from fsm.mrtr.call import MrtrCall, RoundResult
@@ -110,9 +110,8 @@ async def _e2e(repeats: int) -> dict[str, list[tuple[float, float]]]:
 
         await sample("plain")  # warm-up
         await sample("guarded")
-        for i in range(repeats):
-            for kind in ("plain", "guarded") if i % 2 == 0 else ("guarded", "plain"):
-                times[kind].append(await sample(kind))
+        for kind in alternating(("plain", "guarded"), repeats):
+            times[kind].append(await sample(kind))
     return times
 
 

@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -88,6 +88,14 @@ def run_quietly(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         return anyio.run(fn, *args)
     finally:
         logging.disable(logging.NOTSET)
+
+
+def alternating(kinds: Sequence[T], rounds: int) -> Iterator[T]:
+    """Each of ``kinds`` once a round for ``rounds`` rounds: in their order on even rounds,
+    reversed on odd ones, so that the machine's drift over a run (and whatever going
+    first costs) falls on every kind alike."""
+    for i in range(rounds):
+        yield from kinds if i % 2 == 0 else kinds[::-1]
 
 
 def child_json(*args: str, python: str = sys.executable, cwd: Path = ROOT) -> Any:
