@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from checker_models import Counter, GraphModel
+from python_runner import Run
 
 from fsm.checker import (
     ModelLoadError,
@@ -22,8 +21,6 @@ from fsm.checker import (
     violated_at,
 )
 from fsm.checker.cli import main
-
-Run = Callable[[list[str], Path], subprocess.CompletedProcess[str]]
 
 MODEL_FILE = textwrap.dedent(
     '''

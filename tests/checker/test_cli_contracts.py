@@ -7,10 +7,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from python_runner import Run
 
 from fsm.__main__ import PIPE_CLOSED, SUBCOMMANDS
 from fsm.__main__ import main as fsm_main
@@ -139,9 +139,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     assert first.startswith(b"guarded[") and err == ""
 
 
-def test_bad_bounds_in_a_model_file_are_exit_2(
-    tmp_path: Path, python: Callable[[list[str], Path], subprocess.CompletedProcess[str]]
-) -> None:
+def test_bad_bounds_in_a_model_file_are_exit_2(tmp_path: Path, python: Run) -> None:
     file = tmp_path / "bad.py"
     file.write_text(
         "from fsm.worlds.sse import Bounds\n"

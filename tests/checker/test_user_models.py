@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
+from python_runner import Run
 
 from fsm.checker import BaseModel, Checker, Property, check
 from fsm.checker import explore as explore_module
@@ -24,8 +25,6 @@ from fsm.checker.loader import (
     load_model,
     model_files,
 )
-
-Run = Callable[[list[str], Path], subprocess.CompletedProcess[str]]
 
 COUNTER = textwrap.dedent(
     '''

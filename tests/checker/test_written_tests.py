@@ -8,14 +8,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from python_runner import Run
 
 from fsm.checker.cli import NOT_WRITTEN, main
-
-Run = Callable[[list[str], Path], subprocess.CompletedProcess[str]]
 
 CLIENT = textwrap.dedent(
     '''
