@@ -63,11 +63,6 @@ B_RESULT = "Deleted 1 files: b-only.txt"
 STEP_TIMEOUT = 10.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Run:
     """What one run of the steps produced, from the wire, the users and the server."""

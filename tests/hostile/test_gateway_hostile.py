@@ -35,11 +35,6 @@ from tests.gateway.scripted_upstream import (  # noqa: E402
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def initialize(http: Any, url: str) -> None:
     body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
     r = await http.post(url, json=body, headers=HEAD)
