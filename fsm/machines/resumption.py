@@ -14,14 +14,7 @@ its answer was rejected: the interaction cannot complete and must fail once).
 
 from __future__ import annotations
 
-from fsm.machines.spec import (
-    Broadcast,
-    MachineSpec,
-    ProductSpec,
-    Transition,
-    each,
-    origin_couplings,
-)
+from fsm.machines.spec import Broadcast, MachineSpec, Transition, each, origin_product
 
 _T = Transition
 
@@ -29,13 +22,10 @@ _STREAMING = ("open", "broken", "waiting", "resuming")
 TRANSPORT_LIVE = frozenset(_STREAMING)
 """The transport states in which a stream is not over (it may still deliver or resume)."""
 
-TRANSPORT = MachineSpec(
-    name="transport",
+TRANSPORT = MachineSpec.documented(
+    "transport",
     doc="Transport resumption of one SSE stream (Last-Event-ID).",
-    states=("open", "broken", "waiting", "resuming", "done", "dead"),
-    initial="open",
-    terminal=frozenset({"done", "dead"}),
-    state_docs=(
+    states=(
         ("open", "connection up, events flowing"),
         ("broken", "connection lost, clean or abrupt"),
         ("waiting", "backing off before a resume (honours retry:)"),
@@ -43,6 +33,8 @@ TRANSPORT = MachineSpec(
         ("done", "the origin's response arrived"),
         ("dead", "must not be resumed"),
     ),
+    initial="open",
+    terminal=frozenset({"done", "dead"}),
     transitions=(
         _T("lose", "open", "broken", doc="connection lost, clean or abrupt"),
         _T("lose", "resuming", "broken", doc="resume GET failed or was cut"),
@@ -75,22 +67,10 @@ LIVENESS_LIVE = frozenset({"new", "presented", "answered", "submitting", "submit
 LIVENESS_DEAD = frozenset({"cancelled", "dead"})
 """The liveness states of a server request that ended without its answer counting."""
 
-LIVENESS = MachineSpec(
-    name="liveness",
+LIVENESS = MachineSpec.documented(
+    "liveness",
     doc="Session liveness of one server-to-client request, keyed by (session, request id).",
     states=(
-        "new",
-        "presented",
-        "answered",
-        "submitting",
-        "submitted",
-        "resolved",
-        "cancelled",
-        "dead",
-    ),
-    initial="new",
-    terminal=frozenset({"resolved", "cancelled", "dead"}),
-    state_docs=(
         ("new", "delivered, not yet shown"),
         ("presented", "handed to the user or handler, exactly once"),
         ("answered", "the user's answer is stored"),
@@ -100,6 +80,8 @@ LIVENESS = MachineSpec(
         ("cancelled", "the server cancelled it explicitly"),
         ("dead", "died unannounced or its answer was rejected: the interaction fails"),
     ),
+    initial="new",
+    terminal=frozenset({"resolved", "cancelled", "dead"}),
     transitions=(
         _T(
             "present",
@@ -172,37 +154,32 @@ LIVENESS = MachineSpec(
 )
 """Session liveness: one instance per server-to-client request, keyed ``(session, id)``."""
 
-PRODUCT = ProductSpec(
-    name="product",
-    doc="Transport resumption x session liveness, synchronised by the rows below.",
-    machines=(TRANSPORT, LIVENESS),
+PRODUCT = origin_product(
+    "product",
+    "Transport resumption x session liveness, synchronised by the rows below.",
+    TRANSPORT,
+    TRANSPORT_LIVE,
+    frozenset({"dead"}),
+    LIVENESS,
+    LIVENESS_LIVE,
+    completes=(
+        "origin_response",
+        "the origin's response: stream done, its requests resolved or dead",
+    ),
+    aborts=(
+        "dead_request_aborts_stream",
+        "a request the origin needs died: abort with one terminal error",
+    ),
+    orphans=(
+        "dead_stream_orphans_requests",
+        "nobody reads the outcome of a dead stream's requests",
+    ),
     broadcasts=(
-        Broadcast(
-            "origin_response",
-            "origin",
-            (("transport", "complete"), ("liveness", "complete")),
-            doc="the origin's response: stream done, its requests resolved or dead",
-        ),
         Broadcast(
             "session_expired",
             "session",
             (("transport", "expire"), ("liveness", "expire")),
             doc="HTTP 404 on the session: every stream and request terminal",
-        ),
-    ),
-    couplings=origin_couplings(
-        TRANSPORT,
-        TRANSPORT_LIVE,
-        frozenset({"dead"}),
-        LIVENESS,
-        LIVENESS_LIVE,
-        aborts=(
-            "dead_request_aborts_stream",
-            "a request the origin needs died: abort with one terminal error",
-        ),
-        orphans=(
-            "dead_stream_orphans_requests",
-            "nobody reads the outcome of a dead stream's requests",
         ),
     ),
 )

@@ -38,14 +38,7 @@ once; a failed call orphans its questions. Its scope ``origin`` is the call.
 from __future__ import annotations
 
 from fsm.machines.resumption import LIVENESS, LIVENESS_LIVE
-from fsm.machines.spec import (
-    Broadcast,
-    MachineSpec,
-    ProductSpec,
-    Transition,
-    each,
-    origin_couplings,
-)
+from fsm.machines.spec import MachineSpec, Transition, each, origin_product
 
 _T = Transition
 
@@ -53,13 +46,10 @@ _ONGOING = ("sent", "input_required", "answering", "retrying")
 ROUNDS_LIVE = frozenset(_ONGOING)
 """The round states of an MRTR call that is not over."""
 
-ROUNDS = MachineSpec(
-    name="rounds",
+ROUNDS = MachineSpec.documented(
+    "rounds",
     doc="The rounds of one MRTR call (InputRequiredResult, requestState).",
-    states=("sent", "input_required", "answering", "retrying", "complete", "failed"),
-    initial="sent",
-    terminal=frozenset({"complete", "failed"}),
-    state_docs=(
+    states=(
         ("sent", "the request (or a retry under a new id) is in flight"),
         ("input_required", "an InputRequiredResult arrived: its questions are being sorted"),
         ("answering", "new questions are shown, waiting for the user"),
@@ -67,6 +57,8 @@ ROUNDS = MachineSpec(
         ("complete", "the final result arrived"),
         ("failed", "one typed error, no retry that could re-prompt"),
     ),
+    initial="sent",
+    terminal=frozenset({"complete", "failed"}),
     transitions=(
         _T("complete", "sent", "complete", doc="a result with resultType complete (or none)"),
         _T(
@@ -138,29 +130,22 @@ ROUNDS = MachineSpec(
 )
 """The rounds of one MRTR call: sent, asked for input, answering, retrying, complete or failed."""
 
-MRTR_PRODUCT = ProductSpec(
-    name="mrtr-product",
-    doc="MRTR call rounds x question liveness, synchronised by the rows below.",
-    machines=(ROUNDS, LIVENESS),
-    broadcasts=(
-        Broadcast(
-            "call_result",
-            "origin",
-            (("rounds", "complete"), ("liveness", "complete")),
-            doc="the final result: the call complete, its questions resolved or dead",
-        ),
+MRTR_PRODUCT = origin_product(
+    "mrtr-product",
+    "MRTR call rounds x question liveness, synchronised by the rows below.",
+    ROUNDS,
+    ROUNDS_LIVE,
+    frozenset({"failed"}),
+    LIVENESS,
+    LIVENESS_LIVE,
+    completes=(
+        "call_result",
+        "the final result: the call complete, its questions resolved or dead",
     ),
-    couplings=origin_couplings(
-        ROUNDS,
-        ROUNDS_LIVE,
-        frozenset({"failed"}),
-        LIVENESS,
-        LIVENESS_LIVE,
-        aborts=(
-            "dead_question_fails_call",
-            "a question the call needs died: fail the call with one typed error",
-        ),
-        orphans=("failed_call_orphans_questions", "nobody reads the answers of a failed call"),
+    aborts=(
+        "dead_question_fails_call",
+        "a question the call needs died: fail the call with one typed error",
     ),
+    orphans=("failed_call_orphans_questions", "nobody reads the answers of a failed call"),
 )
 """An MRTR call's rounds times each question's liveness, synchronised by declared rows."""

@@ -12,6 +12,9 @@ spirit of h11's state module: event-triggered :class:`Broadcast` rules (one even
 out to related machines) and state-triggered :class:`Coupling` rules (a joint
 configuration forces an event), applied to a fixed point. Every synchronisation of the
 product is one of these rows, so the runtime, the checker and the diagrams all see it.
+Every era binds an origin (a stream, a call, a task) to its questions by the same three
+rows, declared by :func:`origin_product`; :meth:`MachineSpec.documented` declares each
+state with its description.
 
 Machines are deterministic: at most one transition per ``(state, trigger)``. Guards are
 *labels* (shown on diagrams, documented here); the policy evaluates them before it
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Self
 
 
 class SpecError(ValueError):
@@ -77,6 +80,25 @@ class MachineSpec:
 
     def __post_init__(self) -> None:
         self.validate()
+
+    @classmethod
+    def documented(
+        cls,
+        name: str,
+        *,
+        doc: str,
+        states: Iterable[tuple[str, str]],
+        initial: str,
+        terminal: frozenset[str],
+        transitions: tuple[Transition, ...],
+    ) -> Self:
+        """The machine whose ``states`` are declared each with its one-line description,
+        ``(state, doc)`` in order: one list gives both :attr:`states` and
+        :attr:`state_docs`, so every state has its description and every description a
+        state."""
+        described = tuple(states)
+        names = tuple(state for state, _ in described)
+        return cls(name, names, initial, terminal, transitions, doc, described)
 
     @property
     def triggers(self) -> tuple[str, ...]:
@@ -176,49 +198,6 @@ class Coupling:
     doc: str = ""
 
 
-def origin_couplings(
-    origin: MachineSpec,
-    origin_live: frozenset[str],
-    origin_ended: frozenset[str],
-    question: MachineSpec,
-    question_live: frozenset[str],
-    *,
-    aborts: tuple[str, str],
-    orphans: tuple[str, str],
-) -> tuple[Coupling, Coupling]:
-    """The two couplings every era binds an origin (a stream, a call, a task) to its
-    questions with, in the ``origin`` scope, as ``(name, doc)`` pairs say them:
-
-    * ``aborts``: a question in ``dead`` fires ``abort`` on the origin while it is in
-      ``origin_live`` (the interaction fails once);
-    * ``orphans``: the origin in one of ``origin_ended`` fires ``orphan`` on every question
-      still in ``question_live`` (nobody reads their answers).
-
-    The machines must declare those triggers and states; :meth:`ProductSpec.validate`
-    rejects a product whose rows they do not fit.
-    """
-    return (
-        Coupling(
-            aborts[0],
-            question.name,
-            frozenset({"dead"}),
-            origin.name,
-            origin_live,
-            "abort",
-            doc=aborts[1],
-        ),
-        Coupling(
-            orphans[0],
-            origin.name,
-            origin_ended,
-            question.name,
-            question_live,
-            "orphan",
-            doc=orphans[1],
-        ),
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class ProductSpec:
     """Machines composed by declared synchronisations."""
@@ -276,3 +255,60 @@ class ProductSpec:
                     problems.append(f"coupling {c.name}: target {row.dest!r} is not terminal")
         if problems:
             raise SpecError(f"product {self.name!r}: " + "; ".join(problems))
+
+
+def origin_product(
+    name: str,
+    doc: str,
+    origin: MachineSpec,
+    origin_live: frozenset[str],
+    origin_ended: frozenset[str],
+    question: MachineSpec,
+    question_live: frozenset[str],
+    *,
+    completes: tuple[str, str],
+    aborts: tuple[str, str],
+    orphans: tuple[str, str],
+    broadcasts: tuple[Broadcast, ...] = (),
+) -> ProductSpec:
+    """An era's product: an ``origin`` machine (a stream, a call, a task) and the machine
+    of its questions, bound by the three rows every era declares, in the ``origin`` scope,
+    as ``(name, doc)`` pairs say them:
+
+    * ``completes``: a broadcast that fires ``complete`` on the origin and on each of its
+      questions (the origin's result arrived);
+    * ``aborts``: a coupling by which a question in ``dead`` fires ``abort`` on the origin
+      while it is in ``origin_live`` (the interaction fails once);
+    * ``orphans``: a coupling by which the origin in one of ``origin_ended`` fires
+      ``orphan`` on every question still in ``question_live`` (nobody reads their answers).
+
+    ``broadcasts`` are the era's further broadcast rows, declared after the completion.
+    The machines must declare those triggers and states; :meth:`ProductSpec.validate`
+    rejects a product whose rows they do not fit.
+    """
+    event, says = completes
+    completion = Broadcast(
+        event, "origin", ((origin.name, "complete"), (question.name, "complete")), doc=says
+    )
+    (abort_name, abort_doc), (orphan_name, orphan_doc) = aborts, orphans
+    dead = frozenset({"dead"})
+    return ProductSpec(
+        name=name,
+        doc=doc,
+        machines=(origin, question),
+        broadcasts=(completion, *broadcasts),
+        couplings=(
+            Coupling(
+                abort_name, question.name, dead, origin.name, origin_live, "abort", doc=abort_doc
+            ),
+            Coupling(
+                orphan_name,
+                origin.name,
+                origin_ended,
+                question.name,
+                question_live,
+                "orphan",
+                doc=orphan_doc,
+            ),
+        ),
+    )

@@ -22,14 +22,7 @@ cancelled or expired orphans every outstanding key. Its scope ``origin`` is the 
 
 from __future__ import annotations
 
-from fsm.machines.spec import (
-    Broadcast,
-    MachineSpec,
-    ProductSpec,
-    Transition,
-    each,
-    origin_couplings,
-)
+from fsm.machines.spec import MachineSpec, Transition, each, origin_product
 
 _T = Transition
 
@@ -37,13 +30,10 @@ _RUNNING = ("working", "input_required")
 TASK_LIVE = frozenset(_RUNNING)
 """The task states of a call that is not over."""
 
-TASK = MachineSpec(
-    name="task",
+TASK = MachineSpec.documented(
+    "task",
     doc="One task of the tasks extension, as its client knows it from tasks/get.",
-    states=("working", "input_required", "completed", "cancelled", "failed", "expired"),
-    initial="working",
-    terminal=frozenset({"completed", "cancelled", "failed", "expired"}),
-    state_docs=(
+    states=(
         ("working", "the task runs; the client polls tasks/get"),
         ("input_required", "the last poll listed input requests"),
         ("completed", "the task's result is in: one Complete"),
@@ -51,6 +41,8 @@ TASK = MachineSpec(
         ("failed", "the task failed, or the client failed the call: one typed error"),
         ("expired", "purged (-32602) or past createdAt + ttlMs: one typed error"),
     ),
+    initial="working",
+    terminal=frozenset({"completed", "cancelled", "failed", "expired"}),
     transitions=(
         _T("work", "working", "working", doc="a poll: still working"),
         _T(
@@ -94,22 +86,10 @@ expired."""
 TASK_INPUT_LIVE = frozenset({"new", "presented", "answered", "submitting", "submitted"})
 """The states of an input request key that may still be answered."""
 
-TASK_INPUT = MachineSpec(
-    name="task-input",
+TASK_INPUT = MachineSpec.documented(
+    "task-input",
     doc="One inputRequests key of a task, unique over the task's life.",
     states=(
-        "new",
-        "presented",
-        "answered",
-        "submitting",
-        "submitted",
-        "consumed",
-        "withdrawn",
-        "dead",
-    ),
-    initial="new",
-    terminal=frozenset({"consumed", "withdrawn", "dead"}),
-    state_docs=(
         ("new", "listed by a poll for the first time (sorted in the same step)"),
         ("presented", "shown to the user, exactly once over the task's life"),
         ("answered", "the answer is stored, not yet sent"),
@@ -119,6 +99,8 @@ TASK_INPUT = MachineSpec(
         ("withdrawn", "the key left inputRequests before its answer was sent: dead"),
         ("dead", "the task ended first, or the answer was rejected"),
     ),
+    initial="new",
+    terminal=frozenset({"consumed", "withdrawn", "dead"}),
     transitions=(
         _T(
             "present",
@@ -192,32 +174,25 @@ TASK_INPUT = MachineSpec(
 )
 """The liveness of one ``inputRequests`` key of a task."""
 
-TASKS_PRODUCT = ProductSpec(
-    name="tasks-product",
-    doc="A task's lifecycle x the liveness of each input request key, by the rows below.",
-    machines=(TASK, TASK_INPUT),
-    broadcasts=(
-        Broadcast(
-            "task_completed",
-            "origin",
-            (("task", "complete"), ("task-input", "complete")),
-            doc="status completed: the task complete, its keys consumed or dead",
-        ),
+TASKS_PRODUCT = origin_product(
+    "tasks-product",
+    "A task's lifecycle x the liveness of each input request key, by the rows below.",
+    TASK,
+    TASK_LIVE,
+    frozenset({"cancelled", "failed", "expired"}),
+    TASK_INPUT,
+    TASK_INPUT_LIVE,
+    completes=(
+        "task_completed",
+        "status completed: the task complete, its keys consumed or dead",
     ),
-    couplings=origin_couplings(
-        TASK,
-        TASK_LIVE,
-        frozenset({"cancelled", "failed", "expired"}),
-        TASK_INPUT,
-        TASK_INPUT_LIVE,
-        aborts=(
-            "rejected_answer_fails_task",
-            "an answer the task needs was rejected: fail the call with one typed error",
-        ),
-        orphans=(
-            "ended_task_orphans_keys",
-            "nobody reads the answers of a task that ended without completing",
-        ),
+    aborts=(
+        "rejected_answer_fails_task",
+        "an answer the task needs was rejected: fail the call with one typed error",
+    ),
+    orphans=(
+        "ended_task_orphans_keys",
+        "nobody reads the answers of a task that ended without completing",
     ),
 )
 """A task's lifecycle times each input request key's liveness, synchronised by declared
