@@ -345,11 +345,7 @@ def _real(v: Any) -> float:
 
 def _num(v: Any) -> float | None:
     """A number or null (a time, a deadline)."""
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"not a number: {v!r}")
-    return float(v)
+    return None if v is None else _real(v)
 
 
 # ------------------------------------------------------------------ the SSE session
