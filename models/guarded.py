@@ -24,6 +24,7 @@ from fsm.events import standalone_generation, standalone_stream
 from fsm.sse.guard import rename_snapshot
 from fsm.worlds.sse import (
     STREAM,
+    USER_ANSWER,
     Answer,
     Bounds,
     Cut,
@@ -193,7 +194,7 @@ def _events(inp: Input, session_id: str, get_name: Callable[[int], str]) -> tupl
             ev.ResumeRefused(stream, held.status, None, held.body, held.retry_after, held.text),
         )
     if isinstance(inp, Answer):
-        return (ev.UserAnswered(key(inp.request, session), {"action": "accept"}),)
+        return (ev.UserAnswered(key(inp.request, session), dict(USER_ANSWER)),)
     assert isinstance(inp, PostOutcome), inp
     return (ev.SubmissionOutcome(key(inp.request, session), _OUTCOMES[inp.outcome]),)
 

@@ -31,8 +31,10 @@ from fsm.mrtr.call import (
 from fsm.mrtr.outcomes import STATE_REJECTED
 from fsm.outcomes import SubmissionResult
 from fsm.questions import question_id
+from fsm.worlds.common import QUESTIONS
 from fsm.worlds.mrtr import (
     CALL,
+    USER_ANSWER,
     Answer,
     Complete,
     End,
@@ -59,10 +61,6 @@ LEGEND = (
 )
 """What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
 
-QUESTIONS: tuple[dict[str, Any], ...] = tuple(
-    {"method": "elicitation/create", "params": {"message": f"Delete {n + 3} files?"}}
-    for n in range(3)
-)
 _KEYS = tuple((CALL, question_id(q["method"], q["params"])) for q in QUESTIONS)
 _QID = {qid: n for n, (_, qid) in enumerate(_KEYS)}
 _LOST = SubmissionResult(None, error="ReadTimeout")
@@ -95,7 +93,7 @@ def _event(inp: Input) -> MrtrEvent:
     if isinstance(inp, Error):
         return RoundFailed(STATE_REJECTED if inp.reason == "invalid_state" else _LOST)
     if isinstance(inp, Answer):
-        return ev.UserAnswered(_KEYS[inp.request], {"action": "accept"})
+        return ev.UserAnswered(_KEYS[inp.request], dict(USER_ANSWER))
     return mrtr.Tick()
 
 

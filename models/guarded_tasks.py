@@ -24,8 +24,10 @@ from fsm.outcomes import SubmissionResult
 from fsm.tasks import task as tasks
 from fsm.tasks.outcomes import TASK_EXPIRED
 from fsm.tasks.task import TaskAction, TaskCall, TaskConfig, TaskEvent
+from fsm.worlds.common import QUESTIONS
 from fsm.worlds.tasks import (
     TASK,
+    USER_ANSWER,
     Acked,
     Answer,
     End,
@@ -51,10 +53,6 @@ LEGEND = (
 )
 """What the fields of this file's model names mean (``fsm check --overview`` prints it)."""
 
-QUESTIONS: tuple[dict[str, Any], ...] = tuple(
-    {"method": "elicitation/create", "params": {"message": f"Delete {n + 3} files?"}}
-    for n in range(3)
-)
 _TASK = {"taskId": TASK, "ttlMs": 1000, "createdAt": "1970-01-01T00:00:00Z", "pollIntervalMs": 100}
 _LOST = SubmissionResult(None, error="ReadTimeout")
 
@@ -72,7 +70,7 @@ def _event(inp: Input, call: TaskCall) -> tuple[TaskEvent, ...]:
     if isinstance(inp, Acked):
         return (tasks.UpdateAcked(),)
     if isinstance(inp, Answer):
-        return (ev.UserAnswered((TASK, f"k{inp.request}"), {"action": "accept"}),)
+        return (ev.UserAnswered((TASK, f"k{inp.request}"), dict(USER_ANSWER)),)
     if isinstance(inp, Restart):
         return (tasks.TaskResumed(),)
     return (tasks.Tick(),)

@@ -1110,6 +1110,15 @@ class Decider(Protocol):
 D = TypeVar("D", bound=Decider)
 OnFire = Callable[[str, str, str, str], None]
 
+QUESTIONS: tuple[dict[str, Any], ...] = tuple(
+    {"method": "elicitation/create", "params": {"message": f"Delete {n + 3} files?"}}
+    for n in range(3)
+)
+"""What question ``n`` of a world asks on the wire when a one-call decider (an MRTR call,
+a task) is its client: an ``elicitation/create`` with params of its own, so each has a
+question id of its own (:func:`fsm.questions.question_id`). Worlds of up to three
+questions."""
+
 
 class SnapshotPolicy(Generic[D, I, O]):
     """Any :class:`Decider` as a world's client: the shipped decision code is what the
