@@ -1,6 +1,6 @@
 """The module-scoped Redis fixtures of the suites that share one Redis per test module
-(each test keeps to its own key prefix): import them into a test module or a
-``conftest.py`` to use them."""
+(each test keeps to its own key prefix): import them into a test module, or into a
+folder's conftest, to use them."""
 
 from __future__ import annotations
 
