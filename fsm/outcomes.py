@@ -239,6 +239,14 @@ _HTTP_404 = Rule(
     "404 on a request carrying the session id: the session is gone",
 )
 _HTTP_410 = Rule("http-410", _status_in(410), OutcomeClass.TERMINAL, doc="gone for good")
+_JSONRPC_ANSWERED = Rule(
+    "jsonrpc-error",
+    lambda r: r.jsonrpc_error() is not None,
+    OutcomeClass.TERMINAL,
+    doc="any other JSON-RPC error: the server answered, a resend cannot change it",
+)
+"""A one-call era's catch-all for JSON-RPC errors its own rules did not match (the MRTR
+and tasks tables place it after their specific codes)."""
 _RETRYABLE_TAIL = (
     Rule("http-429", _status_in(429), OutcomeClass.RETRYABLE, doc="rate limited"),
     Rule("http-5xx", _status_range(500, 599), OutcomeClass.RETRYABLE, doc="server error"),

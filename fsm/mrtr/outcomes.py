@@ -51,6 +51,7 @@ from fsm.errors import (
 from fsm.outcomes import (
     _HTTP_404,
     _HTTP_410,
+    _JSONRPC_ANSWERED,
     _RETRYABLE_TAIL,
     Classifier,
     OutcomeClass,
@@ -114,12 +115,7 @@ MRTR_RULES: tuple[Rule, ...] = (
     _code(-32020),
     _code(-32021),
     _code(-32022),
-    Rule(
-        "jsonrpc-error",
-        lambda r: _rpc_error(r) is not None,
-        OutcomeClass.TERMINAL,
-        doc="any other JSON-RPC error: the server answered, a resend cannot change it",
-    ),
+    _JSONRPC_ANSWERED,
     _HTTP_404,
     _HTTP_410,
     Rule(

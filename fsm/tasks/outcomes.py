@@ -31,6 +31,7 @@ from fsm.errors import CallRejectedError, InteractionFailed, TaskExpiredError
 from fsm.outcomes import (
     _HTTP_404,
     _HTTP_410,
+    _JSONRPC_ANSWERED,
     _RETRYABLE_TAIL,
     Classifier,
     OutcomeClass,
@@ -60,12 +61,7 @@ TASK_RULES: tuple[Rule, ...] = (
         OutcomeClass.TERMINAL,
         doc="-32602: the task expired or is not found (purged): terminal for every key",
     ),
-    Rule(
-        "jsonrpc-error",
-        lambda r: r.jsonrpc_error() is not None,
-        OutcomeClass.TERMINAL,
-        doc="any other JSON-RPC error: the server answered, a resend cannot change it",
-    ),
+    _JSONRPC_ANSWERED,
     _HTTP_404,
     _HTTP_410,
     *_RETRYABLE_TAIL,
