@@ -21,12 +21,12 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import anyio
 import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
+from shared_state import Shared
 
 from fsm.gateway.redis_store import RedisStore
 from fsm.gateway.store import (
@@ -40,31 +40,6 @@ from support.redis_cluster import RedisClusterServers
 from support.redis_server import RedisServer, RedisServerError, redis_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-
-
-class Shared:
-    """Replicas of one shared state. In memory that is one :class:`MemoryStore` (one
-    process); in Redis each replica is its own :class:`RedisStore` (its own client and
-    connections) on one server under one prefix."""
-
-    def __init__(self, url: str | None, **options: Any) -> None:
-        self.url = url
-        self.options = options
-        self.prefix = f"t{uuid.uuid4().hex[:8]}:"
-        self.memory = MemoryStore(**options) if url is None else None
-        self.made: list[RedisStore] = []
-
-    def replica(self) -> StateStore:
-        if self.memory is not None:
-            return self.memory
-        assert self.url is not None
-        store = RedisStore.from_url(self.url, prefix=self.prefix, **self.options)
-        self.made.append(store)
-        return store
-
-    async def aclose(self) -> None:
-        for store in self.made:
-            await store.aclose()
 
 
 @pytest.fixture(params=["memory", "redis", "cluster"])

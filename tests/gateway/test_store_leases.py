@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
+from shared_state import Clock, Shared
 
 from fsm.gateway.redis_store import RedisStore
 from fsm.gateway.store import (
@@ -29,7 +30,6 @@ from fsm.gateway.store import (
     ClaimStatus,
     Cursor,
     MemoryStore,
-    StateStore,
     StoreUnavailableError,
 )
 from support.redis_server import RedisServer, redis_server
@@ -38,54 +38,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 LEASE_S = 10.0
 """The lease of the conformance tests: time moves in whole seconds around it."""
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Shared:
-    """Replicas of one shared state, and a way to let time pass for it: the injected
-    clock of the one :class:`MemoryStore`, or every key's TTL shortened in Redis."""
-
-    def __init__(self, url: str | None) -> None:
-        self.clock = Clock()
-        self.memory = MemoryStore(clock=self.clock) if url is None else None
-        self.url = url
-        self.prefix = f"t{uuid.uuid4().hex[:8]}:"
-        self.made: list[RedisStore] = []
-
-    def replica(self) -> StateStore:
-        if self.memory is not None:
-            return self.memory
-        assert self.url is not None
-        store = RedisStore.from_url(self.url, prefix=self.prefix)
-        self.made.append(store)
-        return store
-
-    async def advance(self, seconds: float) -> None:
-        """As if ``seconds`` had passed: for Redis, every key of this state lives that
-        much less (a key with less left is deleted, as Redis would have expired it)."""
-        if self.memory is not None:
-            self.clock.now += seconds
-            return
-        client = self.made[0].client
-        for key in await client.keys(f"{self.prefix}*"):
-            left = await client.pttl(key)
-            if left < 0:
-                continue
-            if left <= seconds * 1000:
-                await client.delete(key)
-            else:
-                await client.pexpire(key, left - round(seconds * 1000))
-
-    async def aclose(self) -> None:
-        for store in self.made:
-            await store.aclose()
 
 
 @pytest.fixture(params=["memory", "redis"])
