@@ -31,7 +31,13 @@ from collections.abc import Iterable
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from fsm.actions import Complete, Fail, Ignore, Withdraw
-from fsm.errors import InteractionFailed, QuestionReaskedError, RequestKey, SubmissionFailedError
+from fsm.errors import (
+    GuardUsageError,
+    InteractionFailed,
+    QuestionReaskedError,
+    RequestKey,
+    SubmissionFailedError,
+)
 from fsm.machines.product import Cause, Instance, ProductRun
 from fsm.machines.spec import MachineSpec, Scope
 from fsm.questions import OnReask, reask_refusal
@@ -59,9 +65,10 @@ class CallDecider(Generic[Q, C]):
     """The part of a one-call decider the product runtime calls back (see the module
     docstring). ``Q`` is the decider's question instance type, ``C`` its call's.
 
-    A subclass sets :attr:`call_machine` and :attr:`complete_state`, gives ``_run``,
+    A subclass sets :attr:`call_machine`, :attr:`complete_state` and
+    :attr:`never_asked`, gives ``_run``,
     ``_out`` (the actions of the event being fed) and ``_ended`` (whether the call's
-    outcome was emitted), and names its parts by overriding the four methods that raise
+    outcome was emitted), and names its parts by overriding the five methods that raise
     ``NotImplementedError``; it may refine :meth:`_withdraw_reason` and
     :meth:`_call_ended`."""
 
@@ -69,6 +76,9 @@ class CallDecider(Generic[Q, C]):
     """The name of the call's own machine in the product."""
     complete_state: ClassVar[str]
     """The state of the call's machine in which the call ended with its result."""
+    never_asked: ClassVar[str]
+    """How the call's error for an answer to a key it never asked ends, e.g. ``"was never
+    presented by this call"``."""
 
     _run: ProductRun[Q | C]
     _out: list[Any]
@@ -86,6 +96,28 @@ class CallDecider(Generic[Q, C]):
     def _call_instance(self) -> C:
         """The call's own instance."""
         raise NotImplementedError
+
+    def _question(self, qid: str) -> Q | None:
+        """The question instance asked under ``qid``, or ``None``."""
+        raise NotImplementedError
+
+    @property
+    def state(self) -> str:
+        """The state of the call's own machine (an MRTR call's rounds, a task)."""
+        return self._call_instance().state
+
+    def state_of(self, key: RequestKey) -> str | None:
+        """The liveness state of question ``key`` (``None`` if this call never asked it)."""
+        question = self._question(str(key[1])) if key[0] == self._call_id() else None
+        return question.state if question is not None else None
+
+    def _known(self, key: RequestKey) -> Q:
+        """The question asked under ``key``; :class:`~fsm.errors.GuardUsageError` if
+        this call never asked it (an answer to it is the application's mistake)."""
+        question = self._question(str(key[1])) if key[0] == self._call_id() else None
+        if question is None:
+            raise GuardUsageError(f"{self._call_id()}: {key!r} {self.never_asked}")
+        return question
 
     def _question_instances(self) -> Iterable[Q]:
         """Every question instance of the call, ended ones included."""

@@ -64,7 +64,6 @@ from typing import Any, NamedTuple
 from fsm import events as ev
 from fsm.actions import Complete, Fail, Ignore, Present, Withdraw
 from fsm.errors import (
-    GuardUsageError,
     InputRoundsExceededError,
     InteractionFailed,
     MalformedInputRequiredError,
@@ -252,6 +251,7 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
 
     call_machine = ROUNDS.name
     complete_state = "complete"
+    never_asked = "was never presented by this call"
 
     def __init__(
         self,
@@ -281,8 +281,8 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
     def feed(self, event: MrtrEvent) -> tuple[MrtrAction, ...]:
         """Apply ``event``; return the actions to perform, in order."""
         if self._ended:
-            if isinstance(event, ev.UserAnswered) and event.key[1] not in self._questions:
-                self._unknown(event.key)
+            if isinstance(event, ev.UserAnswered):
+                self._known(event.key)
             return (Ignore("call-ended", f"{self.call} already ended", stream=self.call),)
         self._out = []
         if isinstance(event, RoundResult):
@@ -298,19 +298,9 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
         return self._flush() or _NOTHING
 
     @property
-    def state(self) -> str:
-        """The rounds machine's state."""
-        return self._rounds.state
-
-    @property
     def round(self) -> int:
         """``InputRequiredResult`` rounds so far."""
         return self._round
-
-    def state_of(self, key: RequestKey) -> str | None:
-        """The liveness state of question ``key`` (``None`` if unknown)."""
-        q = self._questions.get(str(key[1])) if key[0] == self.call else None
-        return q.state if q is not None else None
 
     def deadline(self) -> float | None:
         """When the oldest presented, unanswered question ages out (feed a :class:`Tick`
@@ -435,10 +425,7 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
             self._out.append(Present(q.key, q.method, q.params))
 
     def _on_answer(self, e: ev.UserAnswered) -> None:
-        q = self._questions.get(str(e.key[1])) if e.key[0] == self.call else None
-        if q is None:
-            self._unknown(e.key)
-            return
+        q = self._known(e.key)
         if not self._presented(e.key, q.state):
             return
         if self._age_out():
@@ -558,9 +545,6 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
             (f"round {self._round + 1}", problem),
         )
 
-    def _unknown(self, key: RequestKey) -> None:
-        raise GuardUsageError(f"{self.call}: {key!r} was never presented by this call")
-
     # -- the call's parts, as the product runtime's callbacks name them (fsm.machines.call)
 
     def _call_id(self) -> str:
@@ -568,6 +552,9 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
 
     def _call_instance(self) -> CallInstance:
         return self._rounds
+
+    def _question(self, qid: str) -> _Question | None:
+        return self._questions.get(qid)
 
     def _question_instances(self) -> Iterable[_Question]:
         return self._questions.values()

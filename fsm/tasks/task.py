@@ -89,7 +89,6 @@ from typing import Any
 from fsm import events as ev
 from fsm.actions import Complete, Fail, Ignore, Present, Withdraw
 from fsm.errors import (
-    GuardUsageError,
     MalformedTaskError,
     RequestKey,
     TaskCancelledError,
@@ -369,6 +368,7 @@ class TaskCall(CallDecider[_Key, CallInstance]):
 
     call_machine = TASK.name
     complete_state = "completed"
+    never_asked = "was never listed by this task"
 
     def __init__(
         self,
@@ -433,16 +433,6 @@ class TaskCall(CallDecider[_Key, CallInstance]):
             elif isinstance(event, TaskCancelled):
                 self._fail("cancel", TaskCancelledError, event.reason, (), reason="cancelled")
         return self._flush() or _NOTHING
-
-    @property
-    def state(self) -> str:
-        """The task machine's state."""
-        return self._task.state
-
-    def state_of(self, key: RequestKey) -> str | None:
-        """The liveness state of input request ``key`` (``None`` if unknown)."""
-        k = self._keys.get(str(key[1])) if key[0] == self.task else None
-        return k.state if k is not None else None
 
     def deadline(self) -> float | None:
         """When ``createdAt + ttlMs`` passes (feed a :class:`Tick` then), or ``None``."""
@@ -806,12 +796,6 @@ class TaskCall(CallDecider[_Key, CallInstance]):
             (f"poll {self._polls}", problem),
         )
 
-    def _known(self, key: RequestKey) -> _Key:
-        k = self._keys.get(str(key[1])) if key[0] == self.task else None
-        if k is None:
-            raise GuardUsageError(f"{self.task}: {key!r} was never listed by this task")
-        return k
-
     # -- the task's parts, as the product runtime's callbacks name them (fsm.machines.call)
 
     def _call_id(self) -> str:
@@ -819,6 +803,9 @@ class TaskCall(CallDecider[_Key, CallInstance]):
 
     def _call_instance(self) -> CallInstance:
         return self._task
+
+    def _question(self, qid: str) -> _Key | None:
+        return self._keys.get(qid)
 
     def _question_instances(self) -> Iterable[_Key]:
         return self._keys.values()

@@ -116,6 +116,10 @@ def test_after_the_outcome_answers_are_ignored_but_unknown_keys_still_raise() ->
     )
     with pytest.raises(GuardUsageError, match="'nope'"):
         call.feed(ev.UserAnswered(("c", "nope"), YES))
+    with pytest.raises(
+        GuardUsageError, match=r"^c: .+'other-call'.+ was never presented by this call$"
+    ):
+        call.feed(ev.UserAnswered(("other-call", shown.key[1]), YES))  # another call's key
 
 
 def test_state_of_knows_only_this_calls_questions() -> None:
