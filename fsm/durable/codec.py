@@ -4,7 +4,9 @@ SSE guard's request, question and stream records; an MRTR call's or a task's rec
 A record reads back equal to the one written, or :class:`~fsm.errors.StoreCorruptError`
 is raised: a row that is not JSON (or nests deeper than Python's parser recurses), is
 longer than :data:`MAX_VALUE_BYTES`, has the wrong shape, or names an error class this
-library does not define."""
+library does not define. A record is refused before it is written
+(:class:`~fsm.errors.StoreError`, nothing written) when its JSON is longer than
+:data:`MAX_VALUE_BYTES`: a store never holds a value its next load would refuse."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any, TypeVar
 from fsm import errors
 from fsm.durable.calls import CallRecord
 from fsm.durable.store import MAX_SSE_CALLS, RESUMABLE, SessionRecord, SseCall
-from fsm.errors import InteractionFailed, RequestId, RequestKey, StoreCorruptError
+from fsm.errors import InteractionFailed, RequestId, RequestKey, StoreCorruptError, StoreError
 from fsm.machines.product import Cause
 from fsm.mrtr.call import CallSnapshot
 from fsm.mrtr.call import QuestionRecord as MrtrQuestion
@@ -48,7 +50,7 @@ def load_id(text: str) -> RequestId:
 
 def dump_stream(rec: StreamRecord) -> str:
     """A stream record (without history) as JSON."""
-    return json.dumps([*rec[:4], *rec[5:10], _cause(rec.cause), rec.requests, rec.held])
+    return storable(json.dumps([*rec[:4], *rec[5:10], _cause(rec.cause), rec.requests, rec.held]))
 
 
 def load_stream(text: str) -> StreamRecord:
@@ -81,7 +83,7 @@ def load_stream(text: str) -> StreamRecord:
 
 def dump_request(rec: RequestRecord) -> str:
     """A request record as JSON."""
-    return json.dumps([*rec[:11], _cause(rec.cause), rec.reasks])
+    return storable(json.dumps([*rec[:11], _cause(rec.cause), rec.reasks]))
 
 
 def load_request(text: str) -> RequestRecord:
@@ -171,13 +173,33 @@ def _str(v: Any) -> str:
     return v
 
 
+def _too_long(text: str) -> bool:
+    """Whether ``text`` is longer than :data:`MAX_VALUE_BYTES` in UTF-8 (counted only
+    when it could be)."""
+    return (
+        len(text) * 4 > MAX_VALUE_BYTES and len(text.encode("utf-8", "replace")) > MAX_VALUE_BYTES
+    )
+
+
 def bounded(text: str) -> str:
     """``text``, a stored value, if it is at most :data:`MAX_VALUE_BYTES` long;
     otherwise :class:`~fsm.errors.StoreCorruptError`."""
     if not isinstance(text, str):
         raise StoreCorruptError("a stored value is not text")
-    if len(text) * 4 > MAX_VALUE_BYTES and len(text.encode("utf-8", "replace")) > MAX_VALUE_BYTES:
+    if _too_long(text):
         raise StoreCorruptError(f"a stored value is longer than {MAX_VALUE_BYTES} bytes")
+    return text
+
+
+def storable(text: str) -> str:
+    """``text``, a value about to be written, if a load will read it back (at most
+    :data:`MAX_VALUE_BYTES` long); otherwise :class:`~fsm.errors.StoreError` before
+    anything is written."""
+    if _too_long(text):
+        raise StoreError(
+            f"a record of {len(text.encode('utf-8', 'replace'))} bytes is longer than "
+            f"{MAX_VALUE_BYTES}: not written"
+        )
     return text
 
 
@@ -229,14 +251,16 @@ def dump_call(rec: CallRecord) -> str:
             s.deadline,
             s.ended,
         ]
-    return json.dumps(
-        [
-            rec.era,
-            rec.call,
-            snap,
-            [[list(q.key), q.method, q.params] for q in rec.questions],
-            [list(k) for k in rec.reshown],
-        ]
+    return storable(
+        json.dumps(
+            [
+                rec.era,
+                rec.call,
+                snap,
+                [[list(q.key), q.method, q.params] for q in rec.questions],
+                [list(k) for k in rec.reshown],
+            ]
+        )
     )
 
 
@@ -353,7 +377,9 @@ def _num(v: Any) -> float | None:
 
 def dump_session(rec: SessionRecord) -> str:
     """An SSE adapter's session record as JSON."""
-    return json.dumps([rec.session, rec.initialize, [list(c) for c in rec.calls], rec.url])
+    return storable(
+        json.dumps([rec.session, rec.initialize, [list(c) for c in rec.calls], rec.url])
+    )
 
 
 def load_session(text: str) -> SessionRecord:

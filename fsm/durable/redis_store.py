@@ -552,7 +552,7 @@ def _steps(d: SseDelta) -> list[Any]:
         step("set", _REQUESTS, _field(*r.key), codec.dump_request(r))
     for q in d.questions:  # shown anew: not re-shown yet
         field = _field(*q.key)
-        step("set", _QUESTIONS, field, json.dumps([q.method, q.params]))
+        step("set", _QUESTIONS, field, codec.storable(json.dumps([q.method, q.params])))
         step("srem", _RESHOWN, field)
     for key in d.reshown:
         step("mark", _RESHOWN, _field(*key))

@@ -266,7 +266,15 @@ def _write(db: sqlite3.Connection, d: SseDelta) -> None:
     )
     db.executemany(
         "INSERT OR REPLACE INTO questions (session, rid, method, params) VALUES (?, ?, ?, ?)",
-        ((q.key[0], codec.dump_id(q.key[1]), q.method, q.params) for q in d.questions),
+        (
+            (
+                q.key[0],
+                codec.dump_id(q.key[1]),
+                q.method,
+                None if q.params is None else codec.storable(q.params),
+            )
+            for q in d.questions
+        ),
     )
     db.executemany(
         "UPDATE questions SET reshown = 1 WHERE session = ? AND rid = ?",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,7 +31,8 @@ from fsm.adapters import mcp2
 from fsm.adapters._transport.rejoin import REJOIN_TOKEN, session_url
 from fsm.adapters.core import open_guarded_session
 from fsm.adapters.mcp2 import guarded_session
-from fsm.durable import MemoryStore
+from fsm.durable import MemoryStore, SqliteStore
+from fsm.durable.codec import MAX_VALUE_BYTES
 from fsm.durable.store import Delta, SessionRecord, SseCall
 from fsm.errors import GuardUsageError, StoreCorruptError, StoreError
 from fsm.sse.guard import GuardConfig, RequestRecord, SseDelta, StreamRecord
@@ -136,6 +138,25 @@ async def test_a_failed_write_shows_nothing_and_fails_the_call(server: RunningSe
         with anyio.fail_after(20), pytest.raises(MCPError):
             await session.call_tool("delete_files", {})
     assert shown == []  # not on disk, so never shown
+
+
+async def test_a_call_too_long_to_store_is_refused_and_the_next_is_listed(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    """A call whose params a load would refuse (longer than ``MAX_VALUE_BYTES``) is not
+    sent: its listing's write is refused (``StoreError``), and the call alone fails, with
+    the store's reason; the record keeps what was written, so the session goes on and the
+    next call is listed."""
+    with SqliteStore(tmp_path / "p.sqlite3") as store:
+        async with guarded_session(server.url, store=store) as session:
+            with (
+                anyio.fail_after(20),
+                pytest.raises(MCPError, match=r"store-unusable: .+ not written"),
+            ):
+                await session.call_tool("ping", {"pad": "x" * MAX_VALUE_BYTES})
+            await session.call_tool("ping", {})
+            record = store.session()
+            assert record is not None and [c.stream for c in record.calls] == ["post:3"]
 
 
 async def test_a_session_left_on_purpose_is_not_rejoined(server: RunningServer) -> None:

@@ -1,7 +1,8 @@
 """What a store load reads is bounded and typed (SQLite and Redis): a value nested deeper
 than the JSON parser recurses, or longer than :data:`~fsm.durable.codec.MAX_VALUE_BYTES`
 (a record, a question's params), is ``StoreCorruptError``, never a ``RecursionError`` or
-an unbounded read."""
+an unbounded read. A value that long is refused at its write too (``StoreError``,
+nothing written), so a store never holds what its next load would refuse."""
 
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ from typing import Any
 
 import pytest
 from sqlite_damage import Damage, assert_corrupt_after
-from test_redis_store import aof_fixture, profile, raw, written
+from test_redis_store import OpenStore, aof_fixture, open_store_fixture, profile, raw, written
 
 from fsm.durable.codec import MAX_VALUE_BYTES
 from fsm.durable.redis_store import RedisStore
-from fsm.errors import StoreCorruptError
+from fsm.durable.store import SessionRecord, SseCall
+from fsm.errors import StoreCorruptError, StoreError
+from fsm.sse.guard import Question, SseDelta
 from support.redis_server import RedisServer
 
-__all__ = ["aof_fixture", "profile"]
+__all__ = ["aof_fixture", "open_store_fixture", "profile"]
 
 DEEP = "[" * 200_000 + "]" * 200_000
 """Valid JSON nested past the parser's recursion limit."""
@@ -73,3 +76,27 @@ def test_redis_a_deep_or_long_value_is_corrupt(
     damage(raw(aof), store)
     with RedisStore.from_url(aof.url, profile) as again, pytest.raises(StoreCorruptError):
         again.load()
+
+
+def test_a_value_a_load_would_refuse_is_not_written(open_store: OpenStore) -> None:
+    """A session record whose call's params, or a question whose params, are longer than a
+    load reads: ``StoreError`` at the write (not ``StoreCorruptError``: the store is
+    sound), nothing of that write stored, and the store still loads and takes writes."""
+    record = SessionRecord("s1", "{}", (SseCall("post:1", "tools/call", "{}"),), "http://h/mcp")
+    asked = SseDelta("s1", False, (), (), (Question(("s1", 1), "elicitation/create", "{}"),), ())
+    with open_store() as store:
+        store.write(asked)
+        store.write_session(record)
+        stored = store.load()
+        long_call = record._replace(calls=(SseCall("post:2", "tools/call", LONG_PARAMS),))
+        with pytest.raises(StoreError, match="not written") as refused:
+            store.write_session(long_call)
+        assert not isinstance(refused.value, StoreCorruptError)
+        long_question = Question(("s1", 2), "elicitation/create", LONG_PARAMS)
+        with pytest.raises(StoreError, match="not written"):
+            store.write(asked._replace(questions=(long_question,)))
+        assert store.writes == 2
+    with open_store() as again:
+        assert again.session() == record
+        assert again.load() == stored
+        again.write_session(record._replace(calls=()))

@@ -192,13 +192,19 @@ ENDED_CODE = -32000
 """The JSON-RPC error code of the response that ends an interaction the guard failed."""
 
 
-def too_many_streams(request: HttpRequest) -> bytes:
-    """The JSON-RPC error for a request whose stream would pass the session's cap."""
+def refusal(request: HttpRequest, message: str, reason: str) -> bytes:
+    """The JSON-RPC error (code :data:`ENDED_CODE`, ``data.reason`` ``reason``) for a
+    request refused here, before it was sent."""
     body = json_body(request)
     rid = body.get("id") if isinstance(body, dict) else None
-    message = "too many open streams in this session; close one and retry"
-    error = {"code": ENDED_CODE, "message": message, "data": {"reason": "too-many-streams"}}
+    error = {"code": ENDED_CODE, "message": message, "data": {"reason": reason}}
     return json.dumps({"jsonrpc": "2.0", "id": rid, "error": error}).encode()
+
+
+def too_many_streams(request: HttpRequest) -> bytes:
+    """The JSON-RPC error for a request whose stream would pass the session's cap."""
+    message = "too many open streams in this session; close one and retry"
+    return refusal(request, message, "too-many-streams")
 
 
 def ending_error(origin: Any, err: InteractionFailed | None) -> dict[str, Any]:

@@ -191,8 +191,9 @@ async def record_call(e: SessionIO, stream: str, body: Mapping[str, Any]) -> Non
     state = e.guard.stream_state
     kept = [c for c in record.calls if c.stream != stream and state(c.stream) not in _ENDED]
     call = SseCall(stream, str(method), None if params is None else canonical_json(params))
-    e.rejoin = record._replace(calls=(*kept, call)[-MAX_SSE_CALLS:])
-    await anyio.to_thread.run_sync(store.write_session, e.rejoin)
+    updated = record._replace(calls=(*kept, call)[-MAX_SSE_CALLS:])
+    await anyio.to_thread.run_sync(store.write_session, updated)
+    e.rejoin = updated  # only once written: a refused record is not written again
 
 
 _ENDED = ("done", "dead")

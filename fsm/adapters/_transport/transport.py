@@ -22,14 +22,13 @@ from fsm.adapters._transport.http import (
     local_response,
     origin_of,
     post_failed,
+    refusal,
     stream_name,
     too_many_streams,
     wrap_response,
 )
 from fsm.adapters._transport.rejoin import record_call
-from fsm.errors import (
-    RequestKey,
-)
+from fsm.errors import RequestKey, StoreError
 from fsm.events import standalone_stream
 from fsm.outcomes import SubmissionResult
 
@@ -176,7 +175,11 @@ class GuardedTransport:
             if e.session and not e.room_for_stream(stream):  # refused before it is sent
                 return local_response(e.hx, request, 503, too_many_streams(request))
             if e.store is not None:  # what a restart needs to resume it, written ahead
-                await record_call(e, stream, body)
+                try:
+                    await record_call(e, stream, body)
+                except StoreError as exc:  # not sent: a call a restart could not resume
+                    refused = refusal(request, f"{exc.reason}: {exc}", exc.reason)
+                    return local_response(e.hx, request, 503, refused)
             return await self._open_stream(request, stream, origin)
         return await self._send(request)
 
