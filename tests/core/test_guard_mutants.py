@@ -1,14 +1,18 @@
 """The SSE guard's exact outputs (``fsm/sse/guard.py``), pinned where ``make mutate`` found
 them unpinned: an abandoned stream's failure and the abandonment of one already ended,
-a renaming that renames a failure's key everywhere it is named, and a restarted stream's
-wait (its own retry) and cursor."""
+a renaming that renames a failure's key everywhere it is named, a restarted stream's
+wait (its own retry) and cursor, whatever state it was in, or its end without a cursor;
+a question without params reshown, an answer lost to the restart; the patience's last
+wait under a second and the refusals it counts."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from fsm import events as ev
-from fsm.actions import Fail, Ignore, Persist, Reshown, Resume, Wait
+from fsm.actions import Action, Fail, Ignore, Persist, Reshown, Resume, Wait
 from fsm.errors import StaleRequestError, StreamAbandonedError
 from fsm.machines.product import Cause
 from fsm.sse.guard import (
@@ -209,3 +213,91 @@ def test_an_expired_session_persists_every_request_ended_in_key_order() -> None:
     assert persist.delta.expired is True
     assert [r.key for r in persist.delta.requests] == [("s1", 2), ("s1", "a")]
     assert all(r.ended is True and r.state == "dead" for r in persist.delta.requests)
+
+
+def _restarted(events: list[ev.Event], **config: Any) -> tuple[Guard, tuple[Action, ...]]:
+    """A fresh guard restarted from the whole snapshot of one fed ``events`` (session
+    s1, stream post:2 opened first), and what the restart returned."""
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(**config))
+    for event in [ev.SessionStarted("s1"), ev.StreamOpened("post:2", origin=2), *events]:
+        guard.feed(event)
+    fresh = Guard(clock=lambda: 0.0, config=GuardConfig(**config))
+    return fresh, fresh.restart(SseStored(guard.snapshot()))
+
+
+LOST = [ev.SseEvent("post:2", ASK, "e1", retry_ms=3000), ev.StreamLost("post:2", False)]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        LOST,
+        [*LOST, ev.TimerFired("post:2")],
+        [*LOST, ev.TimerFired("post:2"), ev.StreamResumed("post:2")],
+    ],
+    ids=["waiting", "resuming", "resumed"],
+)
+def test_a_stream_live_in_any_state_restarts_waiting_its_retry_on_no_resumed_connection(
+    events: list[ev.Event],
+) -> None:
+    fresh, actions = _restarted(events)
+    assert actions == (Wait("post:2", 3.0),)
+    assert fresh.connection_resumed("post:2") is False
+
+
+def test_a_stream_without_a_cursor_ends_at_a_restart_saying_so() -> None:
+    _, actions = _restarted([])
+    (fail,) = actions
+    assert isinstance(fail, Fail)
+    assert str(fail.error) == (
+        "post:2 lost (client restart) before any event id: nothing to resume from"
+    )
+    assert fail.error.evidence == ("client restart", "no event id seen")
+
+
+def test_a_question_without_params_is_reshown_without_params() -> None:
+    bare = {"jsonrpc": "2.0", "id": 1, "method": "elicitation/create"}
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True))
+    stored = SseStored(GuardSnapshot("", (), (), False))
+    for event in (ev.SessionStarted("s1"), ev.StreamOpened("post:2", origin=2)):
+        guard.feed(event)
+    for action in guard.feed(ev.SseEvent("post:2", bare, "e1")):
+        if isinstance(action, Persist):
+            assert isinstance(action.delta, SseDelta)
+            stored = stored.apply(action.delta)
+    actions = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True)).restart(stored)
+    assert Reshown(("s1", 1), "elicitation/create", None) in actions
+
+
+def test_an_answer_in_flight_at_a_restart_fails_as_lost_to_the_restart() -> None:
+    answer = ev.UserAnswered(("s1", 1), {"action": "accept"})
+    _, actions = _restarted([ev.SseEvent("post:2", ASK, "e1"), answer], max_submit_attempts=1)
+    (fail,) = [a for a in actions if isinstance(a, Fail)]
+    assert str(fail.error) == (
+        "answer for ('s1', 1) failed 1 times (last: no response (client-restart)"
+        " -> transport-error (retryable))"
+    )
+
+
+def _refused(patience: float) -> tuple[Action, ...]:
+    """What a guard with ``patience`` answers the first refusal of a server that still
+    holds the connection it lost (stream post:2, cursor e1)."""
+    config = GuardConfig(resume_patience_s=patience, resume_jitter=lambda: 1.0)
+    guard = Guard(clock=lambda: 0.0, config=config)
+    for event in [ev.SessionStarted("s1"), ev.StreamOpened("post:2", origin=2), *LOST]:
+        guard.feed(event)
+    assert guard.feed(ev.TimerFired("post:2")) == (Resume("post:2", "e1"),)
+    return guard.feed(ev.ResumeRefused("post:2", 409))
+
+
+def test_patience_under_a_second_still_waits_what_is_left() -> None:
+    assert _refused(0.5) == (Wait("post:2", 0.5),)
+
+
+def test_spent_patience_counts_the_refusals_in_its_evidence() -> None:
+    fail = _refused(0.0)[0]  # then the question it carried is withdrawn
+    assert isinstance(fail, Fail)
+    assert fail.error.evidence[1:] == (
+        "1 refusals of a server holding the old connection",
+        "cursor e1",
+    )
