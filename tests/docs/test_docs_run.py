@@ -1,7 +1,8 @@
 """The documentation is true where a test can tell: every Python block of README.md and
 docs/*.md runs as written (a fresh interpreter, an empty directory); the conformance kit's
 example finds what docs/testing.md says it finds; no docstring cites a file that is
-neither in the repository nor in the installed mcp SDK."""
+neither in the repository nor in the installed mcp SDK; every relative link of the
+Markdown docs points at a file that is there."""
 
 from __future__ import annotations
 
@@ -104,3 +105,18 @@ def test_no_docstring_cites_a_missing_file() -> None:
     ]
     assert not missing, missing
     assert _exists("fsm/sse/guard.py", ROOT) and not _exists("DESIGN.md", ROOT)
+
+
+MARKDOWN = [*DOCS, *(ROOT / name for name in ("CHANGELOG.md", "CONTRIBUTING.md"))]
+LINK = re.compile(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)")
+"""A Markdown link's target with no scheme (``](../fsm/mrtr/call.py)``), anchor dropped."""
+
+
+def test_every_relative_link_of_the_docs_resolves() -> None:
+    broken = [
+        f"{doc.relative_to(ROOT)}: {target}"
+        for doc in MARKDOWN
+        for target in LINK.findall(doc.read_text(encoding="utf-8"))
+        if not (doc.parent / target).exists()
+    ]
+    assert not broken, broken
