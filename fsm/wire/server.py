@@ -78,7 +78,7 @@ import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 import anyio
 from mcp import types
@@ -119,6 +119,7 @@ __all__ = [
     "SessionScopedEventStore",
     "SharedEventStore",
     "StoreChoice",
+    "ToolCaller",
     "build_app",
     "call_stream_progress",
     "install_scoped_views",
@@ -948,14 +949,29 @@ async def running_server(
         sock.close()
 
 
-async def call_stream_progress(session: Any, count: int, timeout: float) -> tuple[Any, int]:
-    """The client's side of the ``stream_progress`` tool: call it on ``session`` (an SDK
-    ``ClientSession``, or any object with its ``call_tool``) with a progress callback
-    (without one the server sends no progress at all) and return ``(result, received)``
-    once the result is in and ``count`` callbacks ran (they may trail the result);
-    ``TimeoutError`` if they have not all run ``timeout`` seconds after the result."""
+class ToolCaller(Protocol):
+    """What :func:`call_stream_progress` calls: an SDK ``ClientSession`` (1.x or 2.x), a
+    guarded session, or any object with their ``call_tool``."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, progress_callback: Any
+    ) -> types.CallToolResult:
+        """Call tool ``name`` with ``arguments``, reporting progress to the callback."""
+        ...
+
+
+async def call_stream_progress(
+    session: ToolCaller, count: int, timeout: float
+) -> tuple[types.CallToolResult, int]:
+    """The client's side of the ``stream_progress`` tool: call it on ``session`` with a
+    progress callback (without one the server sends no progress at all) and return
+    ``(result, received)`` once the result is in and ``count`` callbacks ran (they may
+    trail the result; a ``count`` of 0 or less waits for none); ``TimeoutError`` if they
+    have not all run ``timeout`` seconds after the result."""
     received = 0
     all_received = anyio.Event()
+    if count <= 0:
+        all_received.set()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         nonlocal received

@@ -224,6 +224,11 @@ async def test_clean_cut_resumes_with_advanced_cursor(rig: Rig) -> None:
     assert len(rig.user.presentations) == 1
 
 
+async def test_a_progress_stream_of_no_events_waits_for_none() -> None:
+    run = await run_progress_stream(0)
+    assert (run.result_text, run.received, run.relayed_events) == ("streamed 0", 0, 0)
+
+
 @pytest.mark.timeout(300)  # a hang guard: 10,000 events on a loaded machine may take minutes
 async def test_progress_stream_10k() -> None:
     """Benchmark: 10,000 progress notifications relayed incrementally by the proxy."""
