@@ -3,7 +3,8 @@ them unpinned: an abandoned stream's failure and the abandonment of one already 
 a renaming that renames a failure's key everywhere it is named, a restarted stream's
 wait (its own retry) and cursor, whatever state it was in, or its end without a cursor;
 a question without params reshown, an answer lost to the restart; the patience's last
-wait under a second and the refusals it counts."""
+wait under a second and the refusals it counts; the re-asks a question is resubmitted
+for, and the failure after them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Any
 import pytest
 
 from fsm import events as ev
-from fsm.actions import Action, Fail, Ignore, Persist, Reshown, Resume, Wait
-from fsm.errors import StaleRequestError, StreamAbandonedError
+from fsm.actions import Action, Fail, Ignore, Persist, Reshown, Resume, Submit, Wait
+from fsm.errors import QuestionReaskedError, StaleRequestError, StreamAbandonedError
 from fsm.machines.product import Cause
 from fsm.sse.guard import (
     Guard,
@@ -301,3 +302,23 @@ def test_spent_patience_counts_the_refusals_in_its_evidence() -> None:
         "1 refusals of a server holding the old connection",
         "cursor e1",
     )
+
+
+def test_a_question_is_resubmitted_max_reasks_times_then_fails_the_call_once() -> None:
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(max_reasks=2))
+    guard.feed(ev.SessionStarted("s1"))
+    guard.feed(ev.StreamOpened("post:2", origin=2))
+    guard.feed(ev.SseEvent("post:2", ASK, "e1"))
+    guard.feed(ev.UserAnswered(("s1", 1), {"action": "accept"}))
+    for rid in (2, 3):  # the stored answer, never a second prompt
+        assert guard.feed(ev.SseEvent("post:2", {**ASK, "id": rid}, f"e{rid}")) == (
+            Submit(("s1", rid), {"action": "accept"}, 1, 0.0),
+        )
+    (fail,) = guard.feed(ev.SseEvent("post:2", {**ASK, "id": 4}, "e4"))
+    assert isinstance(fail, Fail) and isinstance(fail.error, QuestionReaskedError)
+    qid = str(fail.error).split()[3]
+    assert str(fail.error) == (
+        f"the server asked {qid} again under ('s1', 4) after ('s1', 1) was answered;"
+        " the user is not asked twice"
+    )
+    assert fail.error.evidence[1] == "resubmitted 2 time(s), max_reasks=2, on_reask=resubmit"
