@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fsm.checker import BaseModel, Property
+from fsm.checker import BaseModel, Property, Symmetry
 
 Edges = Mapping[int, Sequence[tuple[str, int]]]
 
@@ -133,3 +133,27 @@ class Grid(BaseModel[tuple[int, int], str]):
 
     def properties(self) -> Sequence[Property[tuple[int, int]]]:
         return [Property.always("in range", lambda s: s[0] < self.n and s[1] < self.n)]
+
+
+class Ring(BaseModel[int, str]):
+    """A token on a ring of ``n`` places, passed on forever; symmetry: rotations. The one
+    representative has a self-loop, each concrete state does not: the concrete lasso
+    needs ``n`` laps of the representative's loop."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def init_states(self) -> Sequence[int]:
+        return [0]
+
+    def actions(self, state: int) -> Iterable[str]:
+        return [f"pass {state}"]
+
+    def next_state(self, state: int, action: str) -> int | None:
+        return (state + 1) % self.n
+
+    def properties(self) -> Sequence[Property[int]]:
+        return [Property.terminates()]
+
+    def symmetry(self) -> Symmetry[int]:
+        return Symmetry(lambda s: 0, lambda s: self.n)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from math import factorial
 
 import pytest
-from checker_models import GraphModel, chain
+from checker_models import GraphModel, Ring, chain
 
 from fsm.checker import (
     BaseModel,
@@ -107,30 +107,6 @@ def test_a_lasso_found_among_representatives_is_a_concrete_lasso() -> None:
     states = replay(model, lasso.names, init=lasso.init_index)
     assert violated_at(model, "L1", states, loop_start=lasso.loop_start)
     assert check(model, symmetry=False).result("L1").verdict is reduced.result("L1").verdict
-
-
-class Ring(BaseModel[int, str]):
-    """A token on a ring of ``n`` places, passed on forever; symmetry: rotations. The one
-    representative has a self-loop, each concrete state does not: the concrete lasso
-    needs ``n`` laps of the representative's loop."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def init_states(self) -> Sequence[int]:
-        return [0]
-
-    def actions(self, state: int) -> Iterable[str]:
-        return [f"pass {state}"]
-
-    def next_state(self, state: int, action: str) -> int | None:
-        return (state + 1) % self.n
-
-    def properties(self) -> Sequence[Property[int]]:
-        return [Property.terminates()]
-
-    def symmetry(self) -> Symmetry[int]:
-        return Symmetry(lambda s: 0, lambda s: self.n)
 
 
 def test_a_loop_round_an_orbit_is_rebuilt_by_going_round_again() -> None:

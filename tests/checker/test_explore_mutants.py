@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from itertools import count
 
 import pytest
-from checker_models import GraphModel, chain
+from checker_models import GraphModel, Ring, chain
 from test_checker_system_lasso import Steering
 
-from fsm.checker import BaseModel, Lasso, ModelError, Property, Symmetry, check
+from fsm.checker import BaseModel, Lasso, ModelError, Property, check
 from fsm.checker import explore as explore_module
 from fsm.checker.explore import MemoryUseWarning
 
@@ -98,29 +98,13 @@ def test_a_system_state_that_is_no_projection_is_named_with_the_path_to_it() -> 
     assert caught.value.action is None
 
 
-@dataclass
-class Ring(BaseModel[int, str]):
-    """A token passed round a ring of ``n`` places; symmetry: rotations, so one
-    representative stands for every place and the concrete loop takes ``n`` laps.
-    ``system_state`` keeps every state it is given."""
+class RecordingRing(Ring):
+    """:class:`~checker_models.Ring` of 4 places whose ``system_state`` keeps every state
+    it is given."""
 
-    n: int = 4
-    given: list[object] = field(default_factory=list)
-
-    def init_states(self) -> Sequence[int]:
-        return [0]
-
-    def actions(self, state: int) -> Iterable[str]:
-        return [f"pass {state}"]
-
-    def next_state(self, state: int, action: str) -> int | None:
-        return (state + 1) % self.n
-
-    def properties(self) -> Sequence[Property[int]]:
-        return [Property.terminates()]
-
-    def symmetry(self) -> Symmetry[int]:
-        return Symmetry(lambda s: 0, lambda s: self.n)
+    def __init__(self) -> None:
+        super().__init__(4)
+        self.given: list[object] = []
 
     def system_state(self, state: int) -> Hashable:
         self.given.append(state)
@@ -128,7 +112,7 @@ class Ring(BaseModel[int, str]):
 
 
 def test_a_loop_rebuilt_in_laps_gives_system_state_only_states_of_the_model() -> None:
-    model = Ring()
+    model = RecordingRing()
     lasso = check(model).assert_violated("L1")
     assert (lasso.names, lasso.loop_start) == ([f"pass {i}" for i in range(4)], 0)
     assert model.given and set(model.given) <= set(range(4))
