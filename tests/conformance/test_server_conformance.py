@@ -2,7 +2,8 @@
 (:mod:`support.conformance_server`) three ways at once: directly, through one
 ``fsm gateway`` replica, and through two replicas sharing a loopback Redis behind a
 balancer. The gateway must be transparent to the suite: the three results are identical
-check by check (the status of every check of every scenario, in order), and the direct
+check by check (the status of every check of every scenario, the verdicts in order and the
+``INFO`` log entries counted: :func:`support.conformance_suite.differences`), and the direct
 run fails exactly the checks ``expected-failures.json`` lists.
 
 The two replicas (:func:`alternate`): a balancer without session affinity sends each
