@@ -433,3 +433,29 @@ def test_a_key_listed_again_after_a_gap_does_not_hide_the_new_keys_after_it() ->
     task.feed(Polled(status()))  # "a" no longer listed: withdrawn
     shown = asked(task, {"a": ASK, "b": OTHER})
     assert [a.key for a in shown if isinstance(a, Present)] == [("t", "b")]
+
+
+def test_a_reask_counts_each_reuse_and_its_failure_names_the_key_and_question() -> None:
+    task, _ = started(max_reasks=2)
+    asked(task, {"k1": ASK})
+    answer(task, "k1")
+    task.feed(UpdateAcked())
+    asked(task, {"k2": ASK})  # the stored answer, once
+    assert [q.reuses for q in task.snapshot().questions] == [1]
+    task.feed(UpdateAcked())
+    asked(task, {"k3": ASK})  # and twice
+    assert [q.reuses for q in task.snapshot().questions] == [2]
+    task.feed(UpdateAcked())
+    error = error_of(asked(task, {"k4": ASK}))  # past the budget
+    (question,) = task.snapshot().questions
+    assert f"key 'k4' re-asks {question.question}" in error["evidence"]
+
+
+def test_a_fresh_task_snapshot_waits_for_no_poll() -> None:
+    assert TaskCall("t", clock=lambda: T0).snapshot().get_pending is False
+
+
+def test_a_value_that_is_no_number_is_quoted_up_to_forty_characters() -> None:
+    task, _ = started()
+    error = error_of(task.feed(Polled(status("working", ttlMs="x" * 60))))
+    assert error["message"].endswith(f"ttlMs is {'x' * 40!r}, not a number >= 0")
