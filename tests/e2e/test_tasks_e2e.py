@@ -178,30 +178,24 @@ async def test_run_task_drives_a_handle_from_the_session(server: TasksServer) ->
     assert _text(result) == "Deleted 2 files"
 
 
-async def test_a_refused_update_fails_once_where_plain_presents_again(
-    server: TasksServer,
+@pytest.mark.parametrize("fault", ["refused", "lost"])
+async def test_a_refused_or_lost_update_fails_once_where_plain_presents_again(
+    server: TasksServer, fault: str
 ) -> None:
-    server.refuse_updates(1)
+    """The update is refused (a JSON-RPC -32603) or never reaches the server (HTTP 502,
+    which mcp 2.3.0 reports as a JSON-RPC -32603: the HTTP status is not carried), so the
+    rules judge it terminal: one typed error, never a second prompt; the plain requester
+    releases the key and asks again."""
+    spoil = server.refuse_updates if fault == "refused" else server.lose_updates
+    spoil(1)
     guarded_user = User()
     error = await _outcome(server, guarded_user, GuardedTasks())
     assert isinstance(error, CallRejectedError) and isinstance(error, MCPError)
     assert isinstance(error.__cause__, MCPError) and error.__cause__.code == -32603
     assert len(guarded_user.prompts) == 1  # never released to be asked again
-    server.refuse_updates(1)
+    spoil(1)
     assert await _plain_keys(server) == ["confirm-1", "confirm-1"]  # twice
-
-
-async def test_a_lost_update_fails_once_where_plain_presents_again(server: TasksServer) -> None:
-    """The update never reaches the server (HTTP 502). mcp 2.3.0 reports it as a JSON-RPC
-    -32603 (the HTTP status is not carried), so the rules judge it terminal: one typed
-    error, never a second prompt; the plain requester releases the key and asks again."""
-    server.lose_updates(1)
-    guarded_user = User()
-    error = await _outcome(server, guarded_user, GuardedTasks())
-    assert isinstance(error, CallRejectedError) and len(guarded_user.prompts) == 1
-    server.lose_updates(1)
-    assert await _plain_keys(server) == ["confirm-1", "confirm-1"]
-    assert server.log.lost == 2
+    assert getattr(server.log, fault) == 2
 
 
 async def test_a_completion_without_a_result_is_a_typed_error(server: TasksServer) -> None:
