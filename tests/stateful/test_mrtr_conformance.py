@@ -10,23 +10,15 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from fsm import actions as act
 from fsm import events as ev
+from fsm import mrtr
 from fsm.errors import CallRejectedError, InputRoundsExceededError, RequestKey
-from fsm.mrtr.call import (
-    MrtrAction,
-    MrtrCall,
-    MrtrConfig,
-    MrtrEvent,
-    Retry,
-    RoundFailed,
-    RoundResult,
-)
 from fsm.testing.kit import ConformanceFailure
 from fsm.testing.mrtr_kit import MrtrClientFactory, mrtr_conformance_machine
 from support.kit_runs import FIXED, first_failure
 
 
-def rules(config: MrtrConfig | None = None) -> MrtrClientFactory:
-    return lambda clock: MrtrCall("call", clock=clock, config=config)
+def rules(config: mrtr.MrtrConfig | None = None) -> MrtrClientFactory:
+    return lambda clock: mrtr.MrtrCall("call", clock=clock, config=config)
 
 
 class SdkLikeDriver:
@@ -41,16 +33,16 @@ class SdkLikeDriver:
         self.answers: dict[str, Mapping[str, Any]] = {}
         self.ended = False
 
-    def _end(self, outcome: MrtrAction) -> tuple[MrtrAction, ...]:
+    def _end(self, outcome: mrtr.MrtrAction) -> tuple[mrtr.MrtrAction, ...]:
         self.ended = True
         return (outcome,)
 
-    def feed(self, event: MrtrEvent) -> Sequence[MrtrAction]:
+    def feed(self, event: mrtr.MrtrEvent) -> Sequence[mrtr.MrtrAction]:
         if self.ended:
             return ()
-        if isinstance(event, RoundFailed):
+        if isinstance(event, mrtr.RoundFailed):
             return self._end(act.Fail("call", CallRejectedError("MCPError")))
-        if isinstance(event, RoundResult):
+        if isinstance(event, mrtr.RoundResult):
             result = event.result
             if not isinstance(result, dict) or result.get("resultType") != "input_required":
                 return self._end(act.Complete("call"))
@@ -62,7 +54,7 @@ class SdkLikeDriver:
             self.waiting = {k: ("call", f"{k}@{self.rounds}") for k in asks}
             self.answers = {}
             if not asks:
-                return (Retry("call", None, self.state, self.rounds),)
+                return (mrtr.Retry("call", None, self.state, self.rounds),)
             return tuple(
                 act.Present(self.waiting[k], v["method"], v.get("params")) for k, v in asks.items()
             )
@@ -71,7 +63,9 @@ class SdkLikeDriver:
             self.answers[server_key] = event.answer
             if set(self.answers) == set(self.waiting):
                 questions = dict(self.waiting)
-                return (Retry("call", dict(self.answers), self.state, self.rounds, 0.0, questions),)
+                return (
+                    mrtr.Retry("call", dict(self.answers), self.state, self.rounds, 0.0, questions),
+                )
         return ()
 
 
@@ -94,5 +88,5 @@ def test_the_sdk_driver_is_found_answering_into_expired_state() -> None:
 
 
 def test_an_age_limit_past_the_server_ttl_is_found_answering_into_expired_state() -> None:
-    err = failure_of(rules(MrtrConfig(question_ttl_s=10_000.0)))
+    err = failure_of(rules(mrtr.MrtrConfig(question_ttl_s=10_000.0)))
     assert err.name == "P6"
