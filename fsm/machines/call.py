@@ -20,15 +20,14 @@ bound allows in a row (:meth:`CallDecider._fail_in_a_row`), a re-ask past its bu
 (:meth:`CallDecider._reask_refused`), and the call's own instance
 (:class:`CallInstance`).
 
-A decider names its parts (:meth:`CallDecider._call_instance`,
-:meth:`CallDecider._question_instances`, ...) and keeps every decision; like the
-runtime, this class assigns no state.
+A decider holds its parts (the call's own instance, its questions by id: each
+question an :class:`AskedQuestion`) and keeps every decision; like the runtime, this
+class assigns no state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, ClassVar, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from fsm.actions import Complete, Fail, Ignore, Withdraw
 from fsm.errors import (
@@ -42,7 +41,7 @@ from fsm.machines.product import Cause, Instance, ProductRun
 from fsm.machines.spec import MachineSpec, Scope
 from fsm.questions import OnReask, reask_refusal
 
-__all__ = ["CallDecider", "CallInstance"]
+__all__ = ["AskedQuestion", "CallDecider", "CallInstance"]
 
 
 class CallInstance:
@@ -57,7 +56,14 @@ class CallInstance:
         self.cause: Cause | None = None
 
 
-Q = TypeVar("Q", bound=Instance)
+class AskedQuestion(Instance, Protocol):
+    """A question instance as :class:`CallDecider` sees it: an :class:`Instance` with
+    the key its prompt is presented under."""
+
+    key: RequestKey
+
+
+Q = TypeVar("Q", bound=AskedQuestion)
 C = TypeVar("C", bound=Instance)
 
 
@@ -66,11 +72,10 @@ class CallDecider(Generic[Q, C]):
     docstring). ``Q`` is the decider's question instance type, ``C`` its call's.
 
     A subclass sets :attr:`call_machine`, :attr:`complete_state` and
-    :attr:`never_asked`, gives ``_run``,
-    ``_out`` (the actions of the event being fed) and ``_ended`` (whether the call's
-    outcome was emitted), and names its parts by overriding the five methods that raise
-    ``NotImplementedError``; it may refine :meth:`_withdraw_reason` and
-    :meth:`_call_ended`."""
+    :attr:`never_asked`, gives ``_own`` (the call's own instance), ``_asked`` (its
+    questions by id), ``_run``, ``_out`` (the actions of the event being fed) and
+    ``_ended`` (whether the call's outcome was emitted), and names the call by overriding
+    :meth:`_call_id`; it may refine :meth:`_withdraw_reason` and :meth:`_call_ended`."""
 
     call_machine: ClassVar[str]
     """The name of the call's own machine in the product."""
@@ -80,6 +85,10 @@ class CallDecider(Generic[Q, C]):
     """How the call's error for an answer to a key it never asked ends, e.g. ``"was never
     presented by this call"``."""
 
+    _own: C
+    """The call's own instance (an MRTR call's rounds, a task)."""
+    _asked: dict[str, Q]
+    """Every question instance of the call by its id, ended ones included."""
     _run: ProductRun[Q | C]
     _out: list[Any]
     _ended: bool
@@ -93,39 +102,23 @@ class CallDecider(Generic[Q, C]):
         """The call's name (an MRTR call's id, a task's id)."""
         return self._call_id()
 
-    def _call_instance(self) -> C:
-        """The call's own instance."""
-        raise NotImplementedError
-
-    def _question(self, qid: str) -> Q | None:
-        """The question instance asked under ``qid``, or ``None``."""
-        raise NotImplementedError
-
     @property
     def state(self) -> str:
         """The state of the call's own machine (an MRTR call's rounds, a task)."""
-        return self._call_instance().state
+        return self._own.state
 
     def state_of(self, key: RequestKey) -> str | None:
         """The liveness state of question ``key`` (``None`` if this call never asked it)."""
-        question = self._question(str(key[1])) if key[0] == self._call_id() else None
+        question = self._asked.get(str(key[1])) if key[0] == self._call_id() else None
         return question.state if question is not None else None
 
     def _known(self, key: RequestKey) -> Q:
         """The question asked under ``key``; :class:`~fsm.errors.GuardUsageError` if
         this call never asked it (an answer to it is the application's mistake)."""
-        question = self._question(str(key[1])) if key[0] == self._call_id() else None
+        question = self._asked.get(str(key[1])) if key[0] == self._call_id() else None
         if question is None:
             raise GuardUsageError(f"{self._call_id()}: {key!r} {self.never_asked}")
         return question
-
-    def _question_instances(self) -> Iterable[Q]:
-        """Every question instance of the call, ended ones included."""
-        raise NotImplementedError
-
-    def _question_key(self, question: Q) -> RequestKey:
-        """The key a question's prompt was presented under."""
-        raise NotImplementedError
 
     def _withdraw_reason(self, why: str, trigger: str) -> str:
         """The reason a presented question's prompt is withdrawn with: ``why`` (its
@@ -149,7 +142,7 @@ class CallDecider(Generic[Q, C]):
         """Kill the call's own instance by ``trigger`` with this cause (the product's
         rows take its questions down with it)."""
         cause = Cause(error, message, key, evidence, reason)
-        self._run.kill(self._call_instance(), trigger, cause)
+        self._run.kill(self._own, trigger, cause)
 
     def _flush(self) -> tuple[Any, ...]:
         """The actions of the event just fed, the call's outcome (``Complete``, ``Fail``)
@@ -213,17 +206,17 @@ class CallDecider(Generic[Q, C]):
         """The instances of ``machine`` in this call (the product's ``origin`` scope is
         the call, and one call has no wider scope)."""
         if machine == self.call_machine:
-            return [self._call_instance()]
-        return list(self._question_instances())
+            return [self._own]
+        return list(self._asked.values())
 
     def _on_terminal(self, inst: Q | C, old: str, trigger: str) -> None:
         """An instance ended: take a presented question's prompt down; end the call once."""
-        call = self._call_instance()
+        call = self._own
         if inst is not call:
             if old == "presented":
                 cause = inst.cause or call.cause
                 why = (cause.reason or cause.error.reason) if cause is not None else trigger
-                key = self._question_key(cast(Q, inst))
+                key = cast(Q, inst).key
                 self._out.append(Withdraw(key, self._withdraw_reason(why, trigger)))
         elif not self._ended:
             self._ended = True

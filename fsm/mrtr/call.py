@@ -57,7 +57,7 @@ thread-safe; one call is driven from one task.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -266,8 +266,8 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
         self.config = config or MrtrConfig()
         self._clock = clock
         self._run = ProductRun(MRTR_PRODUCT, engine, self._members, self._on_terminal, on_fire)
-        self._rounds = CallInstance(ROUNDS)
-        self._questions: dict[str, _Question] = {}
+        self._own = CallInstance(ROUNDS)
+        self._asked: dict[str, _Question] = {}
         self._round_keys: dict[str, str] = {}  # inputRequests key -> question id
         self._round = 0
         self._state: str | None = None
@@ -307,7 +307,7 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
         then), or ``None``."""
         times = [
             q.shown_at + self.config.ttl(q.method)
-            for q in self._questions.values()
+            for q in self._asked.values()
             if q.state == "presented" and q.shown_at is not None
         ]
         return min(times) if times else None
@@ -315,13 +315,13 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
     def snapshot(self) -> CallSnapshot:
         """The call's whole state as a hashable value (for model checking)."""
         return CallSnapshot(
-            self._rounds.state,
-            self._rounds.cause,
+            self._own.state,
+            self._own.cause,
             tuple(
                 QuestionRecord(
                     qid, q.method, _freeze(q.params), q.state, q.shown_at, q.answer_text, q.reasks
                 )
-                for qid, q in self._questions.items()
+                for qid, q in self._asked.items()
             ),
             tuple(self._round_keys.items()),
             self._round,
@@ -335,13 +335,13 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
         """Return to a state :meth:`snapshot` took (of a call with the same id), or the
         same value as plain tuples (read back from its repr)."""
         snap = CallSnapshot._make(snap)
-        self._rounds = CallInstance(ROUNDS)
-        self._rounds.state, self._rounds.cause = snap.state, snap.cause
-        self._questions = {}
+        self._own = CallInstance(ROUNDS)
+        self._own.state, self._own.cause = snap.state, snap.cause
+        self._asked = {}
         for record in snap.questions:
             rec = QuestionRecord._make(record)
             params = None if rec.params is None else json.loads(rec.params)
-            q = self._questions[rec.id] = _Question((self.call, rec.id), rec.method, params)
+            q = self._asked[rec.id] = _Question((self.call, rec.id), rec.method, params)
             q.state, q.shown_at = rec.state, rec.shown_at
             q.answer_text, q.reasks = rec.answer, rec.reasks
         self._round_keys = dict(snap.round_keys)
@@ -351,7 +351,7 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
     # ------------------------------------------------------------------ handlers
 
     def _on_result(self, result: Any) -> None:
-        if self._rounds.state != "sent":
+        if self._own.state != "sent":
             self._out.append(Ignore("not-awaiting", "no request in flight", stream=self.call))
             return
         if not isinstance(result, Mapping):
@@ -375,7 +375,7 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
                 f"{self.call}: more than {self.config.max_rounds} input rounds",
                 (f"round {self._round}", f"max_rounds={self.config.max_rounds}"),
             )
-        for q in self._questions.values():
+        for q in self._asked.values():
             if q.state == "submitting":
                 self._run.fire(q, "accept")
         self._state = state
@@ -383,13 +383,13 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
             delay = self.config.backoff(self._polls)
             self._polls += 1
             self._round_keys = {}
-            self._run.fire(self._rounds, "poll")
+            self._run.fire(self._own, "poll")
             return self._send(delay)
         self._polls = 0
         self._on_questions(asked)
 
     def _on_questions(self, asked: Mapping[str, Mapping[str, Any]]) -> None:
-        self._run.fire(self._rounds, "ask")
+        self._run.fire(self._own, "ask")
         keys: dict[str, str] = {}
         fresh: list[_Question] = []
         for server_key, req in asked.items():
@@ -398,9 +398,9 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
             if method in self.config.idempotent_methods:
                 qid += f"@{self._round}"
             keys[server_key] = qid
-            q = self._questions.get(qid)
+            q = self._asked.get(qid)
             if q is None:
-                q = self._questions[qid] = _Question((self.call, qid), method, params)
+                q = self._asked[qid] = _Question((self.call, qid), method, params)
                 fresh.append(q)
             elif q.state == "submitted" and q not in fresh:
                 if self._reask_refused(
@@ -415,9 +415,9 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
                 q.reasks += 1
         self._round_keys = keys
         if not fresh:
-            self._run.fire(self._rounds, "reuse")
+            self._run.fire(self._own, "reuse")
             return self._send(0.0)
-        self._run.fire(self._rounds, "present")
+        self._run.fire(self._own, "present")
         now = self._clock()
         for q in fresh:
             q.shown_at = now
@@ -432,16 +432,16 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
             return
         q.answer_text = canonical_json(dict(e.answer))
         self._run.fire(q, "answer")
-        if all(self._questions[qid].state == "answered" for qid in self._round_keys.values()):
-            self._run.fire(self._rounds, "answered")
+        if all(self._asked[qid].state == "answered" for qid in self._round_keys.values()):
+            self._run.fire(self._own, "answered")
             self._send(0.0)
 
     def _on_failed(self, outcome: SubmissionResult) -> None:
-        if self._rounds.state != "sent":
+        if self._own.state != "sent":
             self._out.append(Ignore("not-awaiting", "no request in flight", stream=self.call))
             return
         verdict = self.config.classifier.classify(outcome)
-        carried = [q for q in self._questions.values() if q.state == "submitting"]
+        carried = [q for q in self._asked.values() if q.state == "submitting"]
         what = _describe(outcome)
         if verdict.rule in REJECTED_BY_THE_CLIENT:
             what = f"a result the client's SDK refused ({outcome.error})"
@@ -468,7 +468,7 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
         self._resends += 1
         for q in carried:
             self._run.fire(q, "retry")
-        self._run.fire(self._rounds, "lose")
+        self._run.fire(self._own, "lose")
         self._send(delay)
 
     # ------------------------------------------------------------------ helpers
@@ -478,13 +478,13 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
         responses: dict[str, Mapping[str, Any]] = {}
         questions: dict[str, RequestKey] = {}
         for server_key, qid in self._round_keys.items():
-            q = self._questions[qid]
+            q = self._asked[qid]
             if q.state in ("answered", "submitted"):
                 self._run.fire(q, "submit" if q.state == "answered" else "resubmit")
             if q.answer_text is not None:
                 responses[server_key] = json.loads(q.answer_text)
                 questions[server_key] = q.key
-        self._run.fire(self._rounds, "send")
+        self._run.fire(self._own, "send")
         self._out.append(
             Retry(
                 self.call,
@@ -501,7 +501,7 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
         now = self._clock()
         old = [
             q
-            for q in self._questions.values()
+            for q in self._asked.values()
             if q.state == "presented"
             and q.shown_at is not None
             and now - q.shown_at >= self.config.ttl(q.method)
@@ -549,18 +549,6 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
 
     def _call_id(self) -> str:
         return self.call
-
-    def _call_instance(self) -> CallInstance:
-        return self._rounds
-
-    def _question(self, qid: str) -> _Question | None:
-        return self._questions.get(qid)
-
-    def _question_instances(self) -> Iterable[_Question]:
-        return self._questions.values()
-
-    def _question_key(self, question: _Question) -> RequestKey:
-        return question.key
 
 
 def _describe(outcome: SubmissionResult) -> str:

@@ -82,7 +82,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,16 +329,16 @@ class _Key:
         "key",
         "listed",
         "method",
+        "name",
         "qid",
-        "request",
         "resubmits",
         "state",
     )
     machine = TASK_INPUT.name
 
     def __init__(self, task: str, key: str, qid: str, method: str) -> None:
-        self.key, self.qid, self.method = key, qid, method
-        self.request: RequestKey = (task, key)
+        self.name, self.qid, self.method = key, qid, method
+        self.key: RequestKey = (task, key)
         self.state = "new"
         self.listed = True
         self.resubmits = 0
@@ -386,9 +386,9 @@ class TaskCall(CallDecider[_Key, CallInstance]):
         self._reset()
 
     def _reset(self) -> None:
-        self._task = CallInstance(TASK)
+        self._own = CallInstance(TASK)
         self._status = "working"
-        self._keys: dict[str, _Key] = {}
+        self._asked: dict[str, _Key] = {}
         self._listed: dict[str, Any] = {}  # the keys the last poll listed, and their requests
         self._unsettled: set[str] = set()  # unlisted while their update was in flight
         self._questions: dict[str, _Question] = {}
@@ -442,12 +442,14 @@ class TaskCall(CallDecider[_Key, CallInstance]):
         """The task's whole state as a typed, hashable value."""
         return TaskSnapshot(
             self.task,
-            self._task.state,
-            self._task.cause,
+            self._own.state,
+            self._own.cause,
             self._status,
             tuple(
-                KeyRecord(k.key, k.qid, k.method, k.state, k.listed, k.resubmits, k.answer, k.cause)
-                for k in self._keys.values()
+                KeyRecord(
+                    k.name, k.qid, k.method, k.state, k.listed, k.resubmits, k.answer, k.cause
+                )
+                for k in self._asked.values()
             ),
             tuple(
                 QuestionRecord(qid, q.answer, q.prompt, q.reuses)
@@ -467,10 +469,10 @@ class TaskCall(CallDecider[_Key, CallInstance]):
     def restore(self, snap: TaskSnapshot) -> None:
         """Return to a state :meth:`snapshot` took of a task with the same id."""
         self._reset()
-        self._task.state, self._task.cause = snap.state, snap.cause
+        self._own.state, self._own.cause = snap.state, snap.cause
         self._status = snap.status
         for r in snap.keys:
-            k = self._keys[r.key] = _Key(self.task, r.key, r.question, r.method)
+            k = self._asked[r.key] = _Key(self.task, r.key, r.question, r.method)
             k.state, k.listed, k.resubmits = r.state, r.listed, r.resubmits
             if r.listed:
                 self._listed[r.key] = None
@@ -512,7 +514,7 @@ class TaskCall(CallDecider[_Key, CallInstance]):
         )
         if not self._on_listing(asked):
             return
-        self._run.fire(self._task, "ask" if status == "input_required" else "work")
+        self._run.fire(self._own, "ask" if status == "input_required" else "work")
         self._send(resubmit=True)
         if self._update is None:
             self._poll(self._interval)
@@ -523,7 +525,7 @@ class TaskCall(CallDecider[_Key, CallInstance]):
         fresh: list[tuple[_Key, Mapping[str, Any] | None]] = []
         before = self._listed
         for server_key, req in asked.items():
-            k = self._keys.get(server_key)
+            k = self._asked.get(server_key)
             if k is not None and before.get(server_key) == req:
                 continue  # listed last time with the same request: nothing to check again
             method, params = req["method"], req.get("params")
@@ -538,22 +540,22 @@ class TaskCall(CallDecider[_Key, CallInstance]):
                 k.listed = True
                 if k.state in TASK_INPUT.terminal:  # unique keys: an ended key stays ended
                     self._out.append(
-                        Ignore("key-ended", f"{server_key!r} is {k.state}", k.request, self.task)
+                        Ignore("key-ended", f"{server_key!r} is {k.state}", k.key, self.task)
                     )
                 continue
-            if len(self._keys) >= cfg.max_keys:
+            if len(self._asked) >= cfg.max_keys:
                 self._malformed(f"more than max_keys={cfg.max_keys} keys over the task's life")
                 return False
             if method in cfg.idempotent_methods:
                 qid += f"@{server_key}"
-            k = self._keys[server_key] = _Key(self.task, server_key, qid, method)
+            k = self._asked[server_key] = _Key(self.task, server_key, qid, method)
             fresh.append((k, params))
         self._listed = dict(asked)
         unsettled, self._unsettled = self._unsettled, set()
         for server_key in (*before, *unsettled):
             if server_key in asked:
                 continue
-            k = self._keys[server_key]
+            k = self._asked[server_key]
             k.listed = False
             if k.state in ("presented", "answered", "submitted"):
                 self._run.fire(k, "consume" if k.state == "submitted" else "supersede")
@@ -566,16 +568,16 @@ class TaskCall(CallDecider[_Key, CallInstance]):
                     q.reuses,
                     cfg.max_reasks,
                     cfg.on_reask,
-                    f"{k.method} {k.qid} again under key {k.key!r}",
-                    f"key {k.key!r} re-asks {k.qid}",
-                    k.request,
+                    f"{k.method} {k.qid} again under key {k.name!r}",
+                    f"key {k.name!r} re-asks {k.qid}",
+                    k.key,
                 ):
                     return False
                 q.reuses += 1
                 self._run.fire(k, "reuse")
             else:
                 self._run.fire(k, "present")
-                self._out.append(Present(k.request, k.method, params))
+                self._out.append(Present(k.key, k.method, params))
         self._run.settle()
         return not self._ended
 
@@ -607,7 +609,7 @@ class TaskCall(CallDecider[_Key, CallInstance]):
         k.answer = canonical_json(dict(e.answer))
         q = self._questions[k.qid]
         if q.answer is None:  # the question's answer, for a re-ask under a new key
-            q.answer, q.prompt = k.answer, k.key
+            q.answer, q.prompt = k.answer, k.name
         self._run.fire(k, "answer")
         self._send(resubmit=False)
 
@@ -634,7 +636,7 @@ class TaskCall(CallDecider[_Key, CallInstance]):
         if self._update is None:
             self._out.append(Ignore("not-awaiting", "no tasks/update in flight", stream=self.task))
             return
-        carried = [self._keys[key] for key in self._update if key in self._keys]
+        carried = [self._asked[key] for key in self._update if key in self._asked]
         carried = [k for k in carried if k.state == "submitting"]
         self._update = None
         if outcome is None:
@@ -651,8 +653,8 @@ class TaskCall(CallDecider[_Key, CallInstance]):
                 for k in carried:  # the task cannot take these answers: it fails once
                     k.cause = Cause(
                         error_for(verdict.rule),
-                        f"{self.task}: the server rejected the answer to {k.key!r}",
-                        k.request,
+                        f"{self.task}: the server rejected the answer to {k.name!r}",
+                        k.key,
                         evidence,
                         verdict.rule,
                     )
@@ -685,7 +687,7 @@ class TaskCall(CallDecider[_Key, CallInstance]):
         responses: dict[str, Mapping[str, Any]] = {}
         questions: dict[str, RequestKey] = {}
         for server_key in self._listed:
-            k = self._keys[server_key]
+            k = self._asked[server_key]
             if k.state not in ("answered", "submitted"):
                 continue
             if k.state == "submitted":
@@ -697,11 +699,11 @@ class TaskCall(CallDecider[_Key, CallInstance]):
                 self._run.fire(k, "submit")
             q = self._questions[k.qid]
             if k.answer is not None:  # the user's answer to this key's prompt
-                responses[k.key], questions[k.key] = json.loads(k.answer), k.request
+                responses[k.name], questions[k.name] = json.loads(k.answer), k.key
             else:  # a re-ask, answered from the store
                 assert q.answer is not None and q.prompt is not None
-                responses[k.key] = json.loads(q.answer)
-                questions[k.key] = (self.task, q.prompt)
+                responses[k.name] = json.loads(q.answer)
+                questions[k.name] = (self.task, q.prompt)
         if responses:
             self._update = tuple(responses)
             self._out.append(Update(self.task, responses, questions))
@@ -800,18 +802,6 @@ class TaskCall(CallDecider[_Key, CallInstance]):
 
     def _call_id(self) -> str:
         return self.task
-
-    def _call_instance(self) -> CallInstance:
-        return self._task
-
-    def _question(self, qid: str) -> _Key | None:
-        return self._keys.get(qid)
-
-    def _question_instances(self) -> Iterable[_Key]:
-        return self._keys.values()
-
-    def _question_key(self, question: _Key) -> RequestKey:
-        return question.request
 
     def _withdraw_reason(self, why: str, trigger: str) -> str:
         return "superseded" if trigger == "supersede" else why

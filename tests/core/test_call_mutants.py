@@ -14,7 +14,7 @@ from fsm.mrtr.call import MrtrCall
 
 def test_a_call_ended_without_a_cause_fails_naming_the_call_and_its_trigger() -> None:
     call = MrtrCall("c", clock=lambda: 0.0)
-    call._run.kill(call._call_instance(), "reject", None)
+    call._run.kill(call._own, "reject", None)
     (fail,) = call._flush()
     assert isinstance(fail, Fail) and fail.interaction == "c"
     assert type(fail.error) is InteractionFailed
