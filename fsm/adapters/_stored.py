@@ -2,8 +2,11 @@
 the store wiring (:func:`start`: a call's record read at the start and restarted from, or
 its recorded end raised; :func:`write_ahead`: each :class:`~fsm.actions.Persist` written
 and waited for before the next action), the actions both take alike (:func:`take_common`:
-a prompt started or taken down), a prompt's context (:func:`prompt_context`), and the
-loop's wait for the next events or the decider's deadline (:class:`Inbox`).
+a prompt started or taken down), a prompt's scope and context (:func:`prompt_scope`,
+:func:`prompt_context`), the loop's wait for the next events or the decider's deadline
+(:class:`Inbox`), and how mcp 2.x's errors meet the rules: a failed request read as an
+outcome (:func:`as_outcome`), a typed error raised as an ``MCPError`` too (:data:`ERRORS`,
+the error type of :data:`fsm.adapters.mcp2.BINDING` as well).
 
 Writes run in a worker thread (``anyio.to_thread``): a SQLite write with synchronous
 commits must not block the event loop, and the caller awaits it, so the decision is on
@@ -13,7 +16,8 @@ the request that carries it, the end before the result is returned).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Generic, TypeVar
 
 from fsm._extras import missing_extra
@@ -22,7 +26,9 @@ try:
     import anyio
     import anyio.to_thread
     from anyio.abc import TaskGroup
+    from mcp import types
     from mcp.client.session import ClientRequestContext, ClientSession
+    from mcp.shared.exceptions import MCPError
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters._stored", exc) from exc
 
@@ -31,13 +37,17 @@ from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.durable.calls import CallRecord, Decider, DurableCall
 from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, RequestKey
+from fsm.outcomes import SubmissionResult
 
 __all__ = [
+    "ERRORS",
     "RESHOWN_META",
     "Inbox",
+    "as_outcome",
     "ended",
     "load_record",
     "prompt_context",
+    "prompt_scope",
     "start",
     "take_common",
     "write_ahead",
@@ -48,6 +58,21 @@ _D = TypeVar("_D", bound=Decider)
 
 RESHOWN_META = "fsm/reshown"
 """The ``context.meta`` key that marks a question shown again after a restart."""
+
+ERRORS = SdkErrorType(MCPError, types.ErrorData)
+"""What an mcp 2.x adapter raises is an ``MCPError`` too (:mod:`fsm.adapters.sdkerrors`)."""
+
+
+def as_outcome(exc: BaseException) -> SubmissionResult:
+    """A failed request of an mcp 2.x session as the rules read it (an MRTR round, a
+    ``tasks/*`` request): a JSON-RPC error body (the SDK's
+    ``MCPError`` does not carry the HTTP status, so none is claimed), or no response."""
+    if isinstance(exc, MCPError):
+        error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+        if exc.data is not None:
+            error["data"] = exc.data
+        return SubmissionResult(None, {"jsonrpc": "2.0", "id": None, "error": error})
+    return SubmissionResult(None, error=type(exc).__name__)
 
 
 async def load_record(store: Store, call: str, era: str) -> CallRecord | None:
@@ -87,20 +112,35 @@ def ended(record: CallRecord) -> InteractionFailed:
 
 
 async def start(
-    decider: _D, store: Store | None, era: str, errors: SdkErrorType
+    decider: _D, store: Store | None, era: str
 ) -> tuple[_D | DurableCall, tuple[Any, ...] | None]:
     """The call to feed and, when ``store`` holds an unended record of ``decider``'s call,
     the actions its restart takes first (``None``: no record, the call starts afresh).
     Without a store the decider itself; with one a :class:`DurableCall`. A recorded end
-    raises :func:`ended` as ``errors`` wraps it; a record of another era ``ValueError``."""
+    raises :func:`ended` as :data:`ERRORS` wraps it; a record of another era ``ValueError``."""
     if store is None:
         return decider, None
     record = await load_record(store, decider.call_id, era)
     if record is None:
         return DurableCall(decider), None
     if record.ended:
-        raise errors.wrap(ended(record))
+        raise ERRORS.wrap(ended(record))
     return DurableCall.restart(decider, record)
+
+
+@contextlib.contextmanager
+def prompt_scope(
+    prompts: dict[RequestKey, anyio.CancelScope], key: RequestKey
+) -> Iterator[anyio.CancelScope]:
+    """The scope a question's prompt runs in, held in ``prompts`` under ``key`` while it
+    runs (a ``Withdraw`` cancels it there: :func:`take_common`) and dropped from there
+    however the prompt ends."""
+    with anyio.CancelScope() as scope:
+        prompts[key] = scope
+        try:
+            yield scope
+        finally:
+            prompts.pop(key, None)
 
 
 def prompt_context(session: ClientSession, shown: act.Present) -> ClientRequestContext:

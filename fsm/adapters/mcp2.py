@@ -40,13 +40,12 @@ try:
     import httpx2
     from mcp import ClientSession, types
     from mcp.client.session import ClientRequestContext
-    from mcp.shared.exceptions import MCPError
     from mcp.shared.message import ClientMessageMetadata
     from pydantic import TypeAdapter, ValidationError
     from typing_extensions import deprecated
 
     from fsm.adapters import core
-    from fsm.adapters._stored import RESHOWN_META
+    from fsm.adapters._stored import ERRORS, RESHOWN_META
     from fsm.adapters._transport.rejoin import params_of
     from fsm.adapters._transport.session import SameOnBothLines
     from fsm.adapters.core import GuardedConnection, GuardedTransport
@@ -54,7 +53,6 @@ except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters.mcp2", exc) from exc
 
 from fsm import actions as act
-from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.adapters.sdkversion import MCP1, MCP2
 from fsm.adapters.sdkversion import check_sdk_version as _check
 from fsm.durable.store import SseCall, Store
@@ -172,7 +170,7 @@ BINDING = core.SdkBinding(
     connect=core.sdk_streams,
     session_class=ClientSession,
     cancel_result=lambda: types.ElicitResult(action="cancel"),
-    errors=SdkErrorType(MCPError, types.ErrorData),
+    errors=ERRORS,
     rejoin=Rejoin(),
 )
 """The mcp 2.x line as the core sees it."""

@@ -58,15 +58,14 @@ try:
     import anyio
     from mcp import types
     from mcp.client.client import Client
-    from mcp.shared.exceptions import MCPError
     from pydantic import TypeAdapter
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters.mrtr", exc) from exc
 
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters._stored import RESHOWN_META, Inbox, prompt_context, start, take_common
-from fsm.adapters.sdkerrors import SdkErrorType
+from fsm.adapters import _stored
+from fsm.adapters._stored import RESHOWN_META
 from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.mrtr.call import (
@@ -80,30 +79,14 @@ from fsm.mrtr.call import (
     RoundResult,
     Tick,
 )
-from fsm.outcomes import SubmissionResult
 from fsm.questions import question_id
 
 __all__ = ["RESHOWN_META", "guarded_call_tool"]
 
 _CALLS = itertools.count(1)
 
-_ERRORS = SdkErrorType(MCPError, types.ErrorData)
-"""What a call raises is an ``MCPError`` too (:mod:`fsm.adapters.sdkerrors`)."""
-
 _REQUEST: TypeAdapter[Any] = TypeAdapter(types.InputRequest)
 _RESPONSE: TypeAdapter[Any] = TypeAdapter(types.InputResponse)
-
-
-def as_outcome(exc: BaseException) -> SubmissionResult:
-    """A failed request of an mcp 2.x session as the rules read it (an MRTR round, a
-    ``tasks/*`` request): a JSON-RPC error body (the SDK's
-    ``MCPError`` does not carry the HTTP status, so none is claimed), or no response."""
-    if isinstance(exc, MCPError):
-        error: dict[str, Any] = {"code": exc.code, "message": exc.message}
-        if exc.data is not None:
-            error["data"] = exc.data
-        return SubmissionResult(None, {"jsonrpc": "2.0", "id": None, "error": error})
-    return SubmissionResult(None, error=type(exc).__name__)
 
 
 async def guarded_call_tool(
@@ -125,7 +108,7 @@ async def guarded_call_tool(
     if clock is None:
         clock = time.monotonic if store is None else time.time
     decider = MrtrCall(call_id or f"call:{next(_CALLS)}", clock=clock, config=config)
-    call, restarted = await start(decider, store, "mrtr", _ERRORS)
+    call, restarted = await _stored.start(decider, store, "mrtr")
     session = client.session
     requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
     answers: dict[RequestKey, Any] = {}  # question -> the callback's InputResponse model
@@ -136,7 +119,7 @@ async def guarded_call_tool(
     failure: InteractionFailed | None = None
     round_error: list[Exception] = []  # what the SDK raised for the round in flight
     cause: BaseException | None = None
-    inbox: Inbox[MrtrEvent] = Inbox()
+    inbox: _stored.Inbox[MrtrEvent] = _stored.Inbox()
     post = inbox.post
 
     async def send(responses: dict[str, Any] | None, state: str | None) -> None:
@@ -151,7 +134,7 @@ async def guarded_call_tool(
             )
         except Exception as exc:  # every failed round goes to the table
             round_error[:] = [exc]
-            post(RoundFailed(as_outcome(exc)))
+            post(RoundFailed(_stored.as_outcome(exc)))
             return
         round_error.clear()
         body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -164,16 +147,11 @@ async def guarded_call_tool(
         post(RoundResult(body))
 
     async def ask(shown: act.Present) -> None:
-        key = shown.key
-        with anyio.CancelScope() as scope:
-            prompts[key] = scope
-            try:
-                await answer_of(shown, key)
-            finally:  # the prompt is down however its callback ended
-                prompts.pop(key, None)
+        with _stored.prompt_scope(prompts, shown.key):  # down however its callback ends
+            await answer_of(shown, shown.key)
 
     async def answer_of(shown: act.Present, key: RequestKey) -> None:
-        ctx = prompt_context(session, shown)
+        ctx = _stored.prompt_context(session, shown)
         try:
             request = requests.get(key)
             if request is None:  # shown again after a restart: rebuilt from the store
@@ -199,7 +177,7 @@ async def guarded_call_tool(
 
     async def take(action: Any, event: Any) -> None:
         nonlocal outgoing, failure, cause
-        if await take_common(action, store, on_action, prompts, tg, ask):
+        if await _stored.take_common(action, store, on_action, prompts, tg, ask):
             return
         if isinstance(action, Retry):
             # The rules chose which stored answer goes under which key; send the
@@ -237,6 +215,6 @@ async def guarded_call_tool(
                     await take(action, event)
         tg.cancel_scope.cancel()
     if failure is not None:
-        raise _ERRORS.wrap(failure) from (broken[0] if broken else cause)
+        raise _stored.ERRORS.wrap(failure) from (broken[0] if broken else cause)
     assert final is not None
     return final

@@ -76,16 +76,14 @@ try:
     from mcp import types
     from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
     from mcp.client.session import ClientSession
-    from mcp.shared.exceptions import MCPError
     from mcp_types import Request, RequestParams, Result
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters.tasks", exc) from exc
 
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters._stored import RESHOWN_META, Inbox, prompt_context, start, take_common
-from fsm.adapters.mrtr import as_outcome
-from fsm.adapters.sdkerrors import SdkErrorType
+from fsm.adapters import _stored
+from fsm.adapters._stored import RESHOWN_META
 from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, MalformedTaskError, RequestKey, TaskCancelledError
 from fsm.tasks.task import (
@@ -122,7 +120,6 @@ __all__ = [
 EXTENSION = "io.modelcontextprotocol/tasks"
 """The extension's identifier."""
 
-_ERRORS = SdkErrorType(MCPError, types.ErrorData)
 _INPUT_REQUEST: pydantic.TypeAdapter[types.InputRequest] = pydantic.TypeAdapter(types.InputRequest)
 
 
@@ -195,12 +192,12 @@ async def run_task(
     id is stored as an MRTR call."""
     task_id = handle if isinstance(handle, str) else handle.task_id
     decider = TaskCall(task_id, clock=clock, config=config)
-    call, first = await start(decider, store, "tasks", _ERRORS)
+    call, first = await _stored.start(decider, store, "tasks")
     events: list[TaskEvent] = []  # a restart from the store goes on from its actions
     if first is None:
         events = [TaskResumed() if isinstance(handle, str) else TaskCreated(_dump(handle))]
     prompts: dict[RequestKey, anyio.CancelScope] = {}
-    inbox: Inbox[TaskEvent] = Inbox()
+    inbox: _stored.Inbox[TaskEvent] = _stored.Inbox()
     post = inbox.post
     last: list[Any] = [None]  # the last tasks/get result
     cause: list[BaseException] = []  # what ended the call: an SDK error, a callback's
@@ -216,7 +213,7 @@ async def run_task(
             )
         except Exception as exc:  # every failed poll goes to the rules
             cause[:] = [exc]
-            post(PollFailed(as_outcome(exc)))
+            post(PollFailed(_stored.as_outcome(exc)))
             return
         last[0] = _dump(result)
         post(Polled(last[0]))
@@ -227,15 +224,14 @@ async def run_task(
             await session.send_request(UpdateTaskRequest(params=params), RawTaskResult)
         except Exception as exc:
             cause[:] = [exc]
-            post(UpdateFailed(as_outcome(exc)))
+            post(UpdateFailed(_stored.as_outcome(exc)))
             return
         post(UpdateAcked())
 
     async def ask(shown: act.Present) -> None:
         nonlocal gave_up
         key = shown.key
-        with anyio.CancelScope() as scope:
-            prompts[key] = scope
+        with _stored.prompt_scope(prompts, key):
             try:
                 request = _INPUT_REQUEST.validate_python(
                     {"method": shown.method, "params": shown.params}
@@ -243,17 +239,14 @@ async def run_task(
             except pydantic.ValidationError as exc:  # the SDK cannot present it
                 cause[:], gave_up = [exc], True
                 post(TaskCancelled(f"the SDK cannot parse input request {key[1]!r}"))
-                prompts.pop(key, None)
                 return
-            ctx = prompt_context(session, shown)
+            ctx = _stored.prompt_context(session, shown)
             try:
                 answer = await session.dispatch_input_request(ctx, request)
             except Exception as exc:  # a callback bug
                 cause[:], gave_up = [exc], True
                 post(TaskCancelled(f"the callback for {key[1]!r} raised {type(exc).__name__}"))
                 return
-            finally:
-                prompts.pop(key, None)
             if isinstance(answer, types.ErrorData):
                 gave_up = True
                 post(TaskCancelled(f"the callback refused {key[1]!r}: {answer.message}"))
@@ -262,7 +255,7 @@ async def run_task(
 
     async def take(action: Any, event: TaskEvent | None) -> None:
         nonlocal failure, done
-        if await take_common(action, store, on_action, prompts, tg, ask):
+        if await _stored.take_common(action, store, on_action, prompts, tg, ask):
             return
         if isinstance(action, Poll):
             tg.start_soon(poll, action.delay_s)
@@ -289,7 +282,7 @@ async def run_task(
     if failure is not None:
         if gave_up and isinstance(failure, TaskCancelledError):
             await _cancel(session, task_id)
-        raise _ERRORS.wrap(failure) from (cause[0] if cause else None)
+        raise _stored.ERRORS.wrap(failure) from (cause[0] if cause else None)
     return _final(task_id, last[0])
 
 
@@ -310,7 +303,7 @@ def _final(task_id: str, polled: Any) -> types.CallToolResult:
     try:
         return types.CallToolResult.model_validate(body, by_name=False)
     except pydantic.ValidationError as exc:
-        raise _ERRORS.wrap(
+        raise _stored.ERRORS.wrap(
             MalformedTaskError(
                 f"{task_id}: the task completed without a CallToolResult in its result",
                 key=(task_id, "result"),
