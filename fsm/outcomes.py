@@ -245,8 +245,8 @@ _JSONRPC_ANSWERED = Rule(
     OutcomeClass.TERMINAL,
     doc="any other JSON-RPC error: the server answered, a resend cannot change it",
 )
-"""A one-call era's catch-all for JSON-RPC errors its own rules did not match (the MRTR
-and tasks tables place it after their specific codes)."""
+"""A one-call era's catch-all for JSON-RPC errors its own rules did not match
+(:func:`one_call_rules` places it after the era's specific codes)."""
 _RETRYABLE_TAIL = (
     Rule("http-429", _status_in(429), OutcomeClass.RETRYABLE, doc="rate limited"),
     Rule("http-5xx", _status_range(500, 599), OutcomeClass.RETRYABLE, doc="server error"),
@@ -263,6 +263,16 @@ _RETRYABLE_TAIL = (
         doc="any other client error: retrying cannot help",
     ),
 )
+
+
+def one_call_rules(*own: Rule, before_transport: tuple[Rule, ...] = ()) -> tuple[Rule, ...]:
+    """A one-call era's table (MRTR rounds, task requests): its ``own`` rules first, then
+    every other JSON-RPC error terminal (the server answered: a resend cannot change it),
+    404 and 410 terminal, the ``before_transport`` rules (e.g. a response the client's
+    SDK could not parse), and the transport tail every table shares (429 and 5xx
+    retryable, no response retryable, any other 4xx terminal). First match wins."""
+    return (*own, _JSONRPC_ANSWERED, _HTTP_404, _HTTP_410, *before_transport, *_RETRYABLE_TAIL)
+
 
 DEFAULT_RULES: tuple[Rule, ...] = (
     _SESSION_GONE_RULE,

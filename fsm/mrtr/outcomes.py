@@ -48,16 +48,7 @@ from fsm.errors import (
     MalformedInputRequiredError,
     RequestStateExpiredError,
 )
-from fsm.outcomes import (
-    _HTTP_404,
-    _HTTP_410,
-    _JSONRPC_ANSWERED,
-    _RETRYABLE_TAIL,
-    Classifier,
-    OutcomeClass,
-    Rule,
-    SubmissionResult,
-)
+from fsm.outcomes import Classifier, OutcomeClass, Rule, SubmissionResult, one_call_rules
 
 INVALID_REQUEST_STATE = "invalid_request_state"
 """``data.reason`` of the official servers' rejection of an echoed ``requestState``."""
@@ -105,7 +96,7 @@ def _code(code: int) -> Rule:
     )
 
 
-MRTR_RULES: tuple[Rule, ...] = (
+MRTR_RULES: tuple[Rule, ...] = one_call_rules(
     Rule(
         "invalid-request-state",
         _invalid_state,
@@ -115,16 +106,14 @@ MRTR_RULES: tuple[Rule, ...] = (
     _code(-32020),
     _code(-32021),
     _code(-32022),
-    _JSONRPC_ANSWERED,
-    _HTTP_404,
-    _HTTP_410,
-    Rule(
-        "unparseable-result",
-        lambda r: r.status is None and r.error == "ValidationError",
-        OutcomeClass.TERMINAL,
-        doc="the client's SDK refused the result's shape: a resend gets the same",
+    before_transport=(
+        Rule(
+            "unparseable-result",
+            lambda r: r.status is None and r.error == "ValidationError",
+            OutcomeClass.TERMINAL,
+            doc="the client's SDK refused the result's shape: a resend gets the same",
+        ),
     ),
-    *_RETRYABLE_TAIL,
 )
 """How a failed MRTR round is judged (the table in the module docstring)."""
 

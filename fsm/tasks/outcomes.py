@@ -28,16 +28,7 @@ outcomes are retried within the decider's bounds; unmatched ones are retryable a
 from __future__ import annotations
 
 from fsm.errors import CallRejectedError, InteractionFailed, TaskExpiredError
-from fsm.outcomes import (
-    _HTTP_404,
-    _HTTP_410,
-    _JSONRPC_ANSWERED,
-    _RETRYABLE_TAIL,
-    Classifier,
-    OutcomeClass,
-    Rule,
-    SubmissionResult,
-)
+from fsm.outcomes import Classifier, OutcomeClass, Rule, SubmissionResult, one_call_rules
 
 TASK_GONE_CODE = -32602
 """The JSON-RPC code a tasks server answers for a task it no longer has."""
@@ -54,17 +45,13 @@ TASK_EXPIRED = SubmissionResult(
 with, as the table sees it."""
 
 
-TASK_RULES: tuple[Rule, ...] = (
+TASK_RULES: tuple[Rule, ...] = one_call_rules(
     Rule(
         "task-gone",
         lambda r: (r.jsonrpc_error() or (None,))[0] == TASK_GONE_CODE,
         OutcomeClass.TERMINAL,
         doc="-32602: the task expired or is not found (purged): terminal for every key",
     ),
-    _JSONRPC_ANSWERED,
-    _HTTP_404,
-    _HTTP_410,
-    *_RETRYABLE_TAIL,
 )
 """How a failed ``tasks/get`` or ``tasks/update`` is judged (the table above)."""
 
