@@ -87,10 +87,10 @@ def verify_symmetry(model: Model[S, Any], *, max_states: int | None = None) -> S
             got = memo[c] = frozenset(canon(t) for t in nxt if t is not None)
         return got
 
-    reps: set[Any] = set()
+    canonical = [canon(s) for s in states]  # once per state, not once per edge into it
+    reps = set(canonical)
     for i, s in enumerate(states):
-        c = canon(s)
-        reps.add(c)
+        c = canonical[i]
         if canon(c) != c:
             problem(f"representative is not idempotent at {fmt(s)}")
         for p in predicates:
@@ -103,7 +103,7 @@ def verify_symmetry(model: Model[S, Any], *, max_states: int | None = None) -> S
         if inside is not None and inside(s) != inside(c):
             problem(f"within_boundary differs between {fmt(s)} and {fmt(c)}")
         if inside is None or inside(s):
-            mine = frozenset(canon(states[j]) for j in edges[offsets[i] : offsets[i + 1]])
+            mine = frozenset(canonical[j] for j in edges[offsets[i] : offsets[i + 1]])
             if mine != successors_of(c):
                 problem(f"successors differ up to symmetry between {fmt(s)} and {fmt(c)}")
     if set(reduced_run.states) != reps:
