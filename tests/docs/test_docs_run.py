@@ -120,3 +120,22 @@ def test_every_relative_link_of_the_docs_resolves() -> None:
         if not (doc.parent / target).exists()
     ]
     assert not broken, broken
+
+
+NAMED_LINK = re.compile(
+    r"\[`?((?:fsm|models|tests|bench|examples|docs)/[\w./-]+)`?\]\(([^)#\s]+)\)"
+)
+"""A link whose text is a repository path (``[`fsm/sse/guard.py`](../fsm/sse/guard.py)``)."""
+
+
+def test_a_link_named_by_a_path_points_at_that_path() -> None:
+    """A link's text that names a file is the file it opens, not a deprecated path's shim
+    (a folder's text may open the folder's ``__init__.py``)."""
+    wrong = [
+        f"{doc.relative_to(ROOT)}: [{text}]({target})"
+        for doc in MARKDOWN
+        for text, target in NAMED_LINK.findall(doc.read_text(encoding="utf-8"))
+        if (doc.parent / target).resolve()
+        not in {(ROOT / text).resolve(), (ROOT / text / "__init__.py").resolve()}
+    ]
+    assert not wrong, wrong
