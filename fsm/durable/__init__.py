@@ -15,12 +15,13 @@ from fsm.durable.calls import CallRecord, DurableCall
 from fsm.durable.codec import SCHEMA_VERSION
 from fsm.durable.redis_store import RedisStore
 from fsm.durable.sqlite import SqliteStore, profile_path
-from fsm.durable.store import MemoryStore, Store
+from fsm.durable.store import LoadLimits, MemoryStore, Store
 
 __all__ = [
     "SCHEMA_VERSION",
     "CallRecord",
     "DurableCall",
+    "LoadLimits",
     "MemoryStore",
     "RedisStore",
     "SqliteStore",

@@ -77,7 +77,14 @@ from fsm.durable import codec
 from fsm.durable import redis_link as link
 from fsm.durable.calls import CallRecord
 from fsm.durable.codec import SCHEMA_VERSION
-from fsm.durable.store import EMPTY, MAX_ENDED_CALLS, Delta, SessionRecord, Written
+from fsm.durable.store import (
+    EMPTY,
+    MAX_ENDED_CALLS,
+    Delta,
+    LoadLimits,
+    SessionRecord,
+    Written,
+)
 from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
 from fsm.machines.resumption import LIVENESS
 from fsm.sse.guard import SseDelta, SseStored
@@ -127,6 +134,14 @@ lease_hold(KEYS[1], token, lease)
 if op == 'renew' then
   return 1
 elseif op == 'load' then
+  local counts = {redis.call('HLEN', KEYS[4]), redis.call('HLEN', KEYS[5]),
+                  math.max(redis.call('HLEN', KEYS[6]), redis.call('SCARD', KEYS[7]))}
+  for i = 1, 3 do
+    local limit = tonumber(ARGV[3 + i])
+    if limit >= 0 and counts[i] > limit then
+      return {'over', counts[1], counts[2], counts[3]}
+    end
+  end
   return {redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[4]),
           redis.call('HGETALL', KEYS[5]), redis.call('HGETALL', KEYS[6]),
           redis.call('SMEMBERS', KEYS[7])}
@@ -439,11 +454,15 @@ class RedisStore:
         except StoreCorruptError as exc:
             raise StoreCorruptError(f"{self.path}: {exc}", path=self.path) from exc
 
-    def load(self) -> SseStored:
+    def load(self, limits: LoadLimits | None = None) -> SseStored:
         """Everything stored (:class:`StoreCorruptError` for a value that does not read
-        back)."""
+        back, or, with ``limits``, for more records of a kind than they allow, counted in
+        the same script before any record is read)."""
+        argv = limits if limits is not None else (-1, -1, -1)
         with self._lock:
-            got = self._fenced("load", self._keys)
+            got = self._fenced("load", self._keys, *argv)
+        if limits is not None and not isinstance(got[0], list):  # "over", and the counts
+            limits.check(self.path, LoadLimits(*(int(n) for n in got[1:])))
         try:
             meta, streams, requests, questions = (_pairs(part) for part in got[:4])
             reshown_fields = {link.text(f) for f in got[4]}

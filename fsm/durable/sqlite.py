@@ -38,10 +38,24 @@ from pathlib import Path
 from fsm.durable import codec
 from fsm.durable.calls import CallRecord
 from fsm.durable.codec import SCHEMA_VERSION
-from fsm.durable.store import EMPTY, MAX_ENDED_CALLS, Delta, SessionRecord, Written
+from fsm.durable.store import (
+    EMPTY,
+    MAX_ENDED_CALLS,
+    Delta,
+    LoadLimits,
+    SessionRecord,
+    Written,
+)
 from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
 from fsm.machines.resumption import LIVENESS
 from fsm.sse.guard import SseDelta, SseStored
+
+_COUNTS = (
+    "SELECT (SELECT COUNT(*) FROM streams), (SELECT COUNT(*) FROM requests),"
+    " (SELECT COUNT(*) FROM questions)"
+)
+"""The rows :meth:`SqliteStore.load` would read of each kind, as :class:`LoadLimits`
+counts them (a re-shown question is a flag on its row)."""
 
 MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1
@@ -145,15 +159,18 @@ class SqliteStore:
             db.execute("COMMIT")
         self._writes += 1
 
-    def load(self) -> SseStored:
+    def load(self, limits: LoadLimits | None = None) -> SseStored:
         """Everything stored (:class:`~fsm.errors.StoreCorruptError` for a row that does
-        not read back)."""
+        not read back, or, with ``limits``, for more rows of a kind than they allow,
+        counted before any row is read)."""
         with self._lock:
-            return self._load_locked()
+            return self._load_locked(limits)
 
-    def _load_locked(self) -> SseStored:
+    def _load_locked(self, limits: LoadLimits | None) -> SseStored:
         db = self._conn()
         with _errors(self.path):
+            if limits is not None:
+                limits.check(self.path, LoadLimits(*db.execute(_COUNTS).fetchone()))
             meta = dict(db.execute("SELECT name, value FROM meta"))
             streams = tuple(
                 codec.load_stream(r) for (r,) in db.execute("SELECT record FROM streams")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import NamedTuple, Protocol
 
 from fsm.durable.calls import CallRecord
-from fsm.sse.guard import GuardSnapshot, SseDelta, SseStored
+from fsm.errors import StoreCorruptError
+from fsm.sse.guard import GuardConfig, GuardSnapshot, SseDelta, SseStored
 
 EMPTY = SseStored(GuardSnapshot("", (), (), False))
 """What an empty store holds."""
@@ -46,6 +47,40 @@ class SessionRecord(NamedTuple):
     url: str = ""
 
 
+class LoadLimits(NamedTuple):
+    """The most records of each kind a :meth:`Store.load` reads: a store holding more is
+    refused (:class:`~fsm.errors.StoreCorruptError`, naming the kind, its count and its
+    limit) before any of its records is read, so a load stays as bounded as the guard
+    that wrote it (each record is bounded too: ``codec.MAX_VALUE_BYTES``)."""
+
+    streams: int
+    requests: int
+    questions: int
+    """Questions, and question keys re-shown (one per question at most)."""
+
+    @classmethod
+    def of(cls, config: GuardConfig) -> LoadLimits:
+        """What a guard configured by ``config`` can have written: ``max_streams``
+        streams, and ``max_live_requests + max_tombstones`` requests and questions."""
+        requests = config.max_live_requests + config.max_tombstones
+        return cls(config.max_streams, requests, requests)
+
+    def check(self, where: str, counts: LoadLimits) -> None:
+        """:class:`~fsm.errors.StoreCorruptError` if ``counts`` (the records a store holds
+        of each kind) exceed these limits; ``where`` names the store."""
+        over = [
+            f"{name}: {held} stored, limit {limit}"
+            for name, held, limit in zip(self._fields, counts, self, strict=True)
+            if held > limit
+        ]
+        if over:
+            raise StoreCorruptError(
+                f"{where}: more records than this guard's limits allow ({'; '.join(over)})"
+                ": not loaded",
+                path=where,
+            )
+
+
 Delta = SseDelta | CallRecord
 """What one ``Persist`` carries: the SSE guard's delta, or an MRTR call's or a task's
 whole record (which replaces the one stored under its call id)."""
@@ -79,8 +114,10 @@ class Store(Protocol):
         """Make ``delta`` durable (one atomic write)."""
         ...
 
-    def load(self) -> SseStored:
-        """What is stored: start a guard from it with ``Guard.restart``."""
+    def load(self, limits: LoadLimits | None = None) -> SseStored:
+        """What is stored: start a guard from it with ``Guard.restart``. With ``limits``
+        (:meth:`LoadLimits.of` the guard's config), a store holding more records of a kind
+        is :class:`~fsm.errors.StoreCorruptError` before any record is read."""
         ...
 
     def calls(self) -> dict[str, CallRecord]:
@@ -105,6 +142,14 @@ class Store(Protocol):
     def close(self) -> None:
         """Release the store (and its file, for a file store). Idempotent."""
         ...
+
+
+def counts(stored: SseStored) -> LoadLimits:
+    """The records of each kind ``stored`` holds, as :meth:`LoadLimits.check` reads them
+    (re-shown keys count as questions: the larger of the two)."""
+    snap = stored.snapshot
+    questions = max(len(stored.questions), len(stored.reshown))
+    return LoadLimits(len(snap.streams), len(snap.requests), questions)
 
 
 class MemoryStore:
@@ -135,8 +180,10 @@ class MemoryStore:
             self.stored = self.stored.apply(delta)
         self._writes += 1
 
-    def load(self) -> SseStored:
-        """The current content."""
+    def load(self, limits: LoadLimits | None = None) -> SseStored:
+        """The current content (checked against ``limits``, as every store's load is)."""
+        if limits is not None:
+            limits.check("memory store", counts(self.stored))
         return self.stored
 
     def calls(self) -> dict[str, CallRecord]:

@@ -7,19 +7,22 @@ nothing written), so a store never holds what its next load would refuse."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from durable_script import drive
 from sqlite_damage import Damage, assert_corrupt_after
 from test_redis_store import OpenStore, aof_fixture, open_store_fixture, profile, raw, written
 
+from fsm.durable import MemoryStore, SqliteStore
 from fsm.durable.codec import MAX_VALUE_BYTES
 from fsm.durable.redis_store import RedisStore
-from fsm.durable.store import SessionRecord, SseCall
+from fsm.durable.store import LoadLimits, SessionRecord, SseCall, counts
 from fsm.errors import StoreCorruptError, StoreError
-from fsm.sse.guard import Question, SseDelta
+from fsm.sse.guard import GuardConfig, Question, SseDelta
 from support.redis_server import RedisServer
 
 __all__ = ["aof_fixture", "open_store_fixture", "profile"]
@@ -100,3 +103,70 @@ def test_a_value_a_load_would_refuse_is_not_written(open_store: OpenStore) -> No
         assert again.session() == record
         assert again.load() == stored
         again.write_session(record._replace(calls=()))
+
+
+def test_a_load_reads_up_to_its_limits_and_refuses_one_record_more(
+    open_store: OpenStore,
+) -> None:
+    """With :class:`LoadLimits`, a store holding exactly as many records of each kind
+    loads; one fewer allowed of any kind is ``StoreCorruptError`` naming that kind."""
+    with open_store() as store:
+        drive(store)
+        stored = store.load()
+        held = counts(stored)
+        assert min(held) >= 1, held
+        assert store.load(held) == stored
+        for kind, n in zip(LoadLimits._fields, held, strict=True):
+            tight = held._replace(**{kind: n - 1})
+            with pytest.raises(StoreCorruptError, match=rf"{kind}: {n} stored, limit {n - 1}"):
+                store.load(tight)
+
+
+def test_a_sqlite_load_counts_its_rows_before_it_reads_one(tmp_path: Path) -> None:
+    """The count comes first: rows past the limit that would not read back are refused
+    for their number, not parsed (an unbounded read would parse them all first)."""
+    path = tmp_path / "p.sqlite3"
+    with SqliteStore(path) as store:
+        drive(store)
+        held = counts(store.load())
+    db = sqlite3.connect(path)
+    with db:
+        db.executemany(
+            "INSERT INTO streams (id, record) VALUES (?, ?)",
+            ((f"extra-{i}", DEEP) for i in range(3)),
+        )
+    db.close()
+    with SqliteStore(path) as store:
+        with pytest.raises(StoreCorruptError, match=rf"streams: {held.streams + 3} stored"):
+            store.load(held)
+        with pytest.raises(StoreCorruptError, match="not JSON"):
+            store.load()
+
+
+def test_a_redis_load_counts_its_records_before_it_reads_one(
+    aof: RedisServer, profile: str
+) -> None:
+    store = written(aof, profile)
+    with RedisStore.from_url(aof.url, profile) as again:
+        held = counts(again.load())
+    client = raw(aof)
+    client.hset(store.key("requests"), mapping={f'["s9", "{i}"]': DEEP for i in range(3)})
+    with RedisStore.from_url(aof.url, profile) as again:
+        with pytest.raises(StoreCorruptError, match=rf"requests: {held.requests + 3} stored"):
+            again.load(held)
+        with pytest.raises(StoreCorruptError, match="not JSON"):
+            again.load()
+
+
+def test_the_memory_store_checks_the_same_limits() -> None:
+    store = MemoryStore()
+    drive(store)
+    held = counts(store.load())
+    assert store.load(held) == store.stored
+    with pytest.raises(StoreCorruptError, match=rf"questions: {held.questions} stored"):
+        store.load(held._replace(questions=0))
+
+
+def test_the_limits_of_a_guard_are_what_it_can_write() -> None:
+    config = GuardConfig(max_streams=5, max_live_requests=7, max_tombstones=11)
+    assert LoadLimits.of(config) == LoadLimits(5, 18, 18)

@@ -40,7 +40,14 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm.adapters._transport.handles import CURRENT_CALL
 from fsm.adapters._transport.http import origin_of
-from fsm.durable.store import MAX_SSE_CALLS, RESUMABLE, SessionRecord, SseCall, Store
+from fsm.durable.store import (
+    MAX_SSE_CALLS,
+    RESUMABLE,
+    LoadLimits,
+    SessionRecord,
+    SseCall,
+    Store,
+)
 from fsm.errors import GuardUsageError, InteractionFailed, StoreCorruptError
 from fsm.machines.resumption import LIVENESS
 from fsm.questions import canonical_json
@@ -121,12 +128,13 @@ def restart(e: SessionIO, store: Store) -> tuple[act.Reshown, ...]:
     store names, not expired); take the restart's actions (writes, ends, resubmissions)
     and return its re-shows, for :func:`reshow` once the SDK session exists. Nothing to
     rejoin: ``()``, and the session starts afresh. A stored state beyond the guard's own
-    limits (``max_streams``, ``max_live_requests``, ``max_tombstones``) is refused with
-    :class:`~fsm.errors.StoreCorruptError`, not loaded."""
+    limits is refused with :class:`~fsm.errors.StoreCorruptError`: more streams, requests
+    or questions than :meth:`LoadLimits.of` its config before any is read, then more live
+    requests or tombstones than ``max_live_requests`` or ``max_tombstones``."""
     record = store.session()
     if record is None or not record.session or record.url != session_url(e.url):
         return ()
-    stored = store.load()
+    stored = store.load(LoadLimits.of(e.guard.config))
     snap = stored.snapshot
     if snap.session != record.session or snap.expired:
         return ()
@@ -143,7 +151,9 @@ def restart(e: SessionIO, store: Store) -> tuple[act.Reshown, ...]:
 
 def _check_bounds(e: SessionIO, stored: SseStored) -> None:
     """Refuse (:class:`~fsm.errors.StoreCorruptError`) a stored state the guard could not
-    have written under its own limits."""
+    have written under its own limits: more live requests or more tombstones than it
+    keeps (the load itself refused more streams or requests in all than
+    :class:`~fsm.durable.store.LoadLimits` allow, before reading them)."""
     cfg = e.guard.config
     snap = stored.snapshot
     ended = sum(1 for r in snap.requests if r.state in LIVENESS.terminal)
@@ -151,7 +161,6 @@ def _check_bounds(e: SessionIO, stored: SseStored) -> None:
     over = [
         f"{name}={limit} ({held} stored)"
         for name, limit, held in (
-            ("max_streams", cfg.max_streams, len(snap.streams)),
             ("max_live_requests", cfg.max_live_requests, live),
             ("max_tombstones", cfg.max_tombstones, ended),
         )
