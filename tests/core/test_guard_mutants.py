@@ -4,7 +4,10 @@ a renaming that renames a failure's key everywhere it is named, a restarted stre
 wait (its own retry) and cursor, whatever state it was in, or its end without a cursor;
 a question without params reshown, an answer lost to the restart; the patience's last
 wait under a second and the refusals it counts; the re-asks a question is resubmitted
-for, and the failure after them."""
+for, and the failure after them, naming the question; what a snapshot and a delta keep
+(an expired session, when a request was shown and whether it was asserted, a question
+without params, the streams dropped), a durable guard's writes (an expiry with nothing
+live, none for an event that changes nothing), and a session expiry over ended requests."""
 
 from __future__ import annotations
 
@@ -14,8 +17,14 @@ import pytest
 
 from fsm import events as ev
 from fsm.actions import Action, Fail, Ignore, Persist, Reshown, Resume, Submit, Wait
-from fsm.errors import QuestionReaskedError, StaleRequestError, StreamAbandonedError
+from fsm.errors import (
+    QuestionReaskedError,
+    SessionExpiredError,
+    StaleRequestError,
+    StreamAbandonedError,
+)
 from fsm.machines.product import Cause
+from fsm.questions import question_id
 from fsm.sse.guard import (
     Guard,
     GuardConfig,
@@ -316,9 +325,94 @@ def test_a_question_is_resubmitted_max_reasks_times_then_fails_the_call_once() -
         )
     (fail,) = guard.feed(ev.SseEvent("post:2", {**ASK, "id": 4}, "e4"))
     assert isinstance(fail, Fail) and isinstance(fail.error, QuestionReaskedError)
-    qid = str(fail.error).split()[3]
+    qid = question_id("elicitation/create", {"message": "Go?"})  # method and params
     assert str(fail.error) == (
         f"the server asked {qid} again under ('s1', 4) after ('s1', 1) was answered;"
         " the user is not asked twice"
     )
     assert fail.error.evidence[1] == "resubmitted 2 time(s), max_reasks=2, on_reask=resubmit"
+
+
+def _persisted(actions: tuple[Action, ...]) -> SseDelta:
+    persist = actions[0]
+    assert isinstance(persist, Persist) and isinstance(persist.delta, SseDelta), actions
+    return persist.delta
+
+
+def test_a_snapshot_keeps_that_the_session_expired() -> None:
+    guard = Guard(clock=lambda: 0.0)
+    guard.feed(ev.SessionStarted("s1"))
+    guard.feed(ev.SessionExpired())
+    snap = guard.snapshot()
+    assert snap.expired is True
+    restored = Guard(clock=lambda: 0.0)
+    restored.restore(snap)
+    assert restored.feed(ev.StreamOpened("get")) == ()
+    assert restored.feed(ev.SseEvent("get", ASK, "e1")) == (
+        Ignore("session-expired", "('s1', 1) arrived after the session expired", key=("s1", 1)),
+    )
+
+
+def test_a_request_record_keeps_when_it_was_shown_and_whether_it_was_asserted() -> None:
+    guard = Guard(clock=lambda: 5.0)
+    guard.feed(ev.SessionStarted("s1"))
+    guard.feed(ev.StreamOpened("get"))
+    guard.feed(ev.SseEvent("get", ASK, "e1"))
+    (before,) = guard.snapshot().requests
+    assert (before.presented_at, before.asserted) == (5.0, False)
+    guard.feed(ev.LivenessAsserted(("s1", 1)))
+    (after,) = guard.snapshot().requests
+    assert (after.presented_at, after.asserted) == (5.0, True)
+
+
+def test_a_question_without_params_is_stored_without_params() -> None:
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True))
+    guard.feed(ev.SessionStarted("s1"))
+    guard.feed(ev.StreamOpened("get"))
+    bare = {"jsonrpc": "2.0", "id": 1, "method": "elicitation/create"}
+    delta = _persisted(guard.feed(ev.SseEvent("get", bare, "e1")))
+    assert delta.questions == (Question(("s1", 1), "elicitation/create", None),)
+
+
+def test_a_delta_names_the_streams_dropped_to_make_room_or_opened_again() -> None:
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True, max_streams=1))
+    guard.feed(ev.SessionStarted("s1"))
+    guard.feed(ev.StreamOpened("post:1", origin=1))
+    guard.feed(ev.OriginResponse("post:1"))  # done: room for one more
+    assert _persisted(guard.feed(ev.StreamOpened("post:2", origin=2))).dropped == ("post:1",)
+    guard.feed(ev.StreamAbandoned("post:2"))
+    assert _persisted(guard.feed(ev.StreamOpened("post:2", origin=2))).dropped == ("post:2",)
+
+
+def test_an_expiry_with_nothing_live_is_written() -> None:
+    guard = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True))
+    guard.feed(ev.SessionStarted("s1"))
+    assert guard.feed(ev.SessionExpired()) == (Persist(SseDelta("s1", True, (), ())),)
+
+
+def test_a_durable_guard_writes_nothing_for_an_event_that_changes_nothing() -> None:
+    """Neither first nor after a restart: nothing is dirty until something changes."""
+    unknown = ev.SseEvent("nowhere", ASK, "e1")
+    ignored = (Ignore("unknown-stream", "event on unknown stream 'nowhere'", stream="nowhere"),)
+    fresh = Guard(clock=lambda: 0.0, config=GuardConfig(durable=True))
+    assert fresh.feed(unknown) == ignored
+    restarted, stored = _durable_guard_asked(lost=True)
+    restarted.restart(stored)
+    assert restarted.feed(unknown) == ignored
+
+
+def test_a_session_expiry_passes_over_requests_already_ended() -> None:
+    """A tombstone (a cancelled request) is terminal: the expiry fires on the live only."""
+    cancel = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "timeout"},
+    }
+    guard = Guard(clock=lambda: 0.0)
+    guard.feed(ev.SessionStarted("s1"))
+    guard.feed(ev.StreamOpened("get"))
+    guard.feed(ev.SseEvent("get", ASK, "e1"))
+    guard.feed(ev.SseEvent("get", cancel, "e2"))
+    (fail,) = guard.feed(ev.SessionExpired())
+    assert isinstance(fail, Fail) and isinstance(fail.error, SessionExpiredError)
+    assert [r.state for r in guard.snapshot().requests] == ["cancelled"]
