@@ -339,6 +339,9 @@ class _Session:
     ahead: StandaloneAhead = field(default_factory=StandaloneAhead)
     """Its standalone ``GET``, opened upstream before its client's."""
     began_here: bool = False
+    waiting_as: str | None = None
+    """The id it is filed under among the sessions awaiting the upstream's acceptance
+    (the one its first request named: the upstream may accept it under another)."""
     last_used: float = 0.0
     busy: int = 0
     ended_recorded: bool = False
@@ -779,9 +782,7 @@ class Gateway:
         if held is session:
             return
         session.held = True
-        self._provisional.discard(session)
-        if self._unaccepted.get(sid) is session:
-            del self._unaccepted[sid]
+        self._unfile(session)
         self._hold(sid, session)
         if session.began_here:
             try:
@@ -979,14 +980,21 @@ class Gateway:
             session.began_here = True
         else:
             self._unaccepted[sid] = session
+            session.waiting_as = sid
         return session
+
+    def _unfile(self, session: _Session) -> None:
+        """``session`` awaits the upstream's acceptance no more (accepted, merged into
+        the held one of its id, or forgotten): it leaves the table of those that do by
+        the id it was filed under, whatever id the upstream gave it."""
+        self._provisional.discard(session)
+        sid, session.waiting_as = session.waiting_as, None
+        if sid is not None and self._unaccepted.get(sid) is session:
+            del self._unaccepted[sid]
 
     def _forget(self, session: _Session) -> None:
         """Drop a session the upstream never accepted (its guard, its engine)."""
-        self._provisional.discard(session)
-        sid = session.engine.session
-        if sid is not None and self._unaccepted.get(sid) is session:
-            del self._unaccepted[sid]
+        self._unfile(session)
         session.engine.close()
 
     def _new_session(self, sid: str | None) -> _Session:
@@ -1525,8 +1533,10 @@ def _upstream_headers(headers: Mapping[str, str], scope: Scope) -> list[tuple[st
     repeated ones joined), less hop-by-hop ones (:data:`_HOP_BY_HOP` and those its
     ``Connection`` names) and those the upstream connection writes (:data:`_REFRAMED`),
     with the client's address appended to ``X-Forwarded-For`` and an element for this
-    hop appended to ``Forwarded`` (RFC 7239: ``for``, ``host``, ``proto``)."""
-    drop = _hop_by_hop(headers.get("connection", "").encode("latin-1"))
+    hop appended to ``Forwarded`` (RFC 7239: ``for``, ``host``, ``proto``). A
+    :data:`_SINGLE` header is never dropped as hop-by-hop (:func:`_headers` refuses a
+    request whose ``Connection`` names one)."""
+    drop = _hop_by_hop(headers.get("connection", "").encode("latin-1")) - _KEPT
     out = {
         name: value
         for name, value in headers.items()
@@ -1598,6 +1608,8 @@ _READ = ("mcp-session-id", "last-event-id", "mcp-protocol-version")
 _SINGLE = (*_READ, *CREDENTIAL_HEADERS, "host", "origin")
 """Headers a request may carry at most once (two would be read differently by the
 gateway and the upstream)."""
+_KEPT = frozenset(name.encode() for name in _SINGLE)
+""":data:`_SINGLE` as field names to match (a ``Connection`` never drops one)."""
 _FORWARDABLE = re.compile(rb"[\x20-\x7e\t]*")
 """A header value the upstream connection sends as it came: visible ASCII, spaces and
 tabs (obs-text, bytes >= 0x80, is refused: it could not be forwarded byte for byte)."""
@@ -1613,8 +1625,11 @@ def _headers(scope: Scope) -> dict[str, str]:
     """The request's headers, lower-case names; ``ValueError`` (the request gets
     ``400`` before anything is stored or forwarded) for a value with a byte the gateway
     cannot forward as it came (a control character or a byte >= 0x80), a header it reads
-    that is empty or not visible ASCII, or a repeated :data:`_SINGLE` header. Other
-    repeated headers are joined with ``", "`` (RFC 9110's list form)."""
+    that is empty or not visible ASCII, a repeated :data:`_SINGLE` header, or a
+    ``Connection`` that names a :data:`_SINGLE` header (it would be dropped as hop-by-hop:
+    the gateway would file the request under a session id, or credentials, the upstream
+    never sees). Other repeated headers are joined with ``", "`` (RFC 9110's list
+    form)."""
     out: dict[str, str] = {}
     for raw_name, raw_value in scope["headers"]:
         name = raw_name.decode("latin-1").lower()
@@ -1628,7 +1643,15 @@ def _headers(scope: Scope) -> dict[str, str]:
                 raise ValueError(f"{name} given more than once")
             value = f"{out[name]}, {value}"
         out[name] = value
+    named = _listed(out.get("connection", "")).intersection(_SINGLE)
+    if named:
+        raise ValueError(f"connection names {', '.join(sorted(named))}, which must be forwarded")
     return out
+
+
+def _listed(connection: str) -> set[str]:
+    """The field names a ``Connection`` value lists (lower-case)."""
+    return {name.strip().lower() for name in connection.split(",")} - {""}
 
 
 async def _read_body(receive: Any, headers: Mapping[str, str], limit: int) -> bytes | None:
