@@ -62,9 +62,6 @@ class GuardedTransport:
         method = request.method
         if method == "POST":
             body = json_body(request)
-            version = request.headers.get("mcp-protocol-version")
-            if version:
-                e.protocol_version = version
             if isinstance(body, dict) and "method" not in body and "id" in body:
                 if not e.trusted(request):
                     return await self._relay_answer(request, body)
@@ -110,7 +107,7 @@ class GuardedTransport:
             e.session_expired()
             return local_response(e.hx, request, 404, SESSION_GONE_BODY)
         if resp.status_code < 300:
-            e.accepted(request)
+            accepted(e, request)
         return wrap_response(e.hx, resp, request, e.bound.passthrough(resp))
 
     async def _relay_answer(self, request: Any, body: dict[str, Any]) -> Any:
@@ -124,7 +121,7 @@ class GuardedTransport:
         rid = body.get("id")
         result = body.get("result")
         if status < 300 and isinstance(rid, int | str) and not isinstance(rid, bool):
-            e.accepted(request)
+            accepted(e, request)
             key: RequestKey = (e.session or "", rid)
             state = e.guard.state_of(key)
             if state == "presented" and isinstance(result, Mapping):
@@ -237,10 +234,12 @@ class GuardedTransport:
 
     async def _track(self, request: Any, resp: Any, stream: str | None, origin: Any) -> Any:
         """``resp`` to ``request``, its SSE body tracked as ``stream`` (see
-        :meth:`_open_stream`)."""
+        :meth:`_open_stream`). A response's ``Mcp-Session-Id`` names the session only
+        while it has none (the answer to its ``initialize``): an established session's
+        id is never replaced, whatever a later response carries."""
         e = self.e
         sid = resp.headers.get("mcp-session-id")
-        if sid and sid != e.session and body_method(request) == "initialize":
+        if sid and e.session is None and body_method(request) == "initialize":
             e.session = sid
             e.feed(ev.SessionStarted(sid))
         if session_gone(e, request, resp.status_code):
@@ -248,7 +247,7 @@ class GuardedTransport:
             e.session_expired()
             return local_response(self.e.hx, request, 404, SESSION_GONE_BODY)
         if resp.status_code < 300:
-            e.accepted(request)
+            accepted(e, request)
         ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
         if resp.status_code != 200 or ctype != "text/event-stream" or not e.session:
             return wrap_response(self.e.hx, resp, request, self.e.bound.passthrough(resp))
@@ -267,6 +266,17 @@ class GuardedTransport:
         return wrap_response(
             e.hx, resp, request, e.bound.body(e, stream, origin, request, resp, tee)
         )
+
+
+def accepted(e: SessionIO, request: Any) -> None:
+    """The upstream accepted ``request`` (2xx) for the session: the engine is told (a
+    gateway proves its credentials), and its ``MCP-Protocol-Version``, if it carries one,
+    is the one the engine's own requests carry from then on. A request the upstream
+    refused changes neither: whoever sends it, it sets no state the session shares."""
+    e.accepted(request)
+    version = request.headers.get("mcp-protocol-version")
+    if version:
+        e.protocol_version = version
 
 
 def session_gone(e: SessionIO, request: Any, status: int) -> bool:
