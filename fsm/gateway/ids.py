@@ -2,13 +2,18 @@
 
 Every SSE event id the gateway passes on is rewritten to
 ``<tag>.<position>.<mac>.<upstream id>``: ``tag`` names the stream (the URL-safe base64
-of the guard's stream name, ``post:<origin id>`` or ``get``, ``get/2``, ...),
+of the guard's stream name, ``post:<origin id>`` or ``get``, ``get/2``, ...; a name
+longer than 256 bytes, a call whose request id is that long, is named by ``~`` and 24
+characters of a SHA-256 digest of it, so an id does not grow with a request id),
 ``position`` counts the stream's events as the gateway passed them on (1, 2, ...),
 ``mac`` authenticates the id (below), ``upstream id`` is the server's own id (it may hold
 dots: it is everything after the third). A client echoes the id back as
 ``Last-Event-ID`` when it resumes, so whichever replica the resume lands on knows, from
 the header alone, which stream it continues, how far the client got, and which id to
-send upstream. Nothing is stored per event.
+send upstream. Nothing is stored per event. A digest tag is the exception: it reads back
+only in the process whose rewriter of that stream issued it, while that rewriter lives
+(the session's id table keeps it as long as the stream can be resumed here); on another
+replica, or after a restart, the id is refused as not issued.
 
 **Authenticated.** ``mac`` is the first 16 bytes of HMAC-SHA256 under the gateway's key
 (:class:`EventIdKeys`), URL-safe base64 without padding (22 characters), over the
@@ -43,6 +48,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from weakref import WeakValueDictionary
 
 __all__ = [
     "ENV_KEY",
@@ -61,6 +67,13 @@ ENV_PREVIOUS_KEY = "FSM_GATEWAY_ID_KEY_PREVIOUS"
 MIN_KEY_BYTES = 32
 """The shortest key accepted (bytes of its UTF-8)."""
 
+WHOLE_NAME_MAX = 256
+"""The longest stream name (UTF-8 bytes) an id carries whole; a longer one (a call whose
+request id is that long) is named by a digest."""
+DIGEST_MARK = "~"
+"""How a tag that is a digest of its stream's name begins (no base64 tag does)."""
+
+_DIGEST_BYTES = 18  # 24 characters of base64, no padding
 _ID_LINE = re.compile(rb"^id:[ ]?([^\r\n]+)", re.M)
 _MAX_POSITION = 2**62
 _MAC_BYTES = 16
@@ -69,7 +82,13 @@ _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def _tag(stream: str) -> str:
-    return base64.urlsafe_b64encode(stream.encode()).decode().rstrip("=")
+    """The tag naming ``stream`` in its ids: its name's URL-safe base64 up to
+    :data:`WHOLE_NAME_MAX` characters, else :data:`DIGEST_MARK` and a digest of it."""
+    raw = stream.encode()
+    if len(raw) <= WHOLE_NAME_MAX:
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    digest = hashlib.sha256(raw).digest()[:_DIGEST_BYTES]
+    return DIGEST_MARK + base64.urlsafe_b64encode(digest).decode()
 
 
 def _field(value: bytes) -> bytes:
@@ -91,6 +110,11 @@ class EventIdKeys:
 
     current: bytes = field(repr=False)
     previous: tuple[bytes, ...] = field(default=(), repr=False)
+    _digested: WeakValueDictionary[tuple[str, str], IdRewriter] = field(
+        default_factory=WeakValueDictionary, init=False, repr=False, compare=False
+    )
+    """The rewriters alive in this process whose stream a digest names, by session and
+    tag: what reads a digest tag back (an entry goes with its rewriter)."""
 
     def __post_init__(self) -> None:
         for key in (self.current, *self.previous):
@@ -166,11 +190,10 @@ def parse_event_id(value: str, session: str, keys: EventIdKeys) -> GatewayEventI
         return None
     if not position.isascii() or not position.isdigit() or len(position) > 18:
         return None
-    try:
-        stream = base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4)).decode()
-    except (binascii.Error, ValueError):
+    stream = _stream_of(tag, session, keys)
+    if stream is None or _tag(stream) != tag:
         return None
-    if _tag(stream) != tag or not (stream.startswith("post:") or stream.startswith("get")):
+    if not (stream.startswith("post:") or stream.startswith("get")):
         return None
     pos = int(position)
     if not 0 < pos < _MAX_POSITION or position != str(pos):
@@ -184,13 +207,25 @@ def parse_event_id(value: str, session: str, keys: EventIdKeys) -> GatewayEventI
     return GatewayEventId(stream, pos, upstream)
 
 
+def _stream_of(tag: str, session: str, keys: EventIdKeys) -> str | None:
+    """The stream ``tag`` names: decoded, or for a digest the stream of the rewriter of
+    ``session`` alive under ``keys`` that issued it (``None``: none, or not base64)."""
+    if tag.startswith(DIGEST_MARK):
+        ids = keys._digested.get((session, tag))
+        return None if ids is None else ids.stream
+    try:
+        return base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4)).decode()
+    except (binascii.Error, ValueError):
+        return None
+
+
 class IdRewriter:
     """Rewrites the ids of one stream's events as they are passed on, signed for
     ``session`` (see the module docstring). ``position`` and ``last`` (the upstream id
     of the newest event passed on) carry over from one client connection of the stream
     to the next."""
 
-    __slots__ = ("_prefix", "_state", "last", "position")
+    __slots__ = ("__weakref__", "_prefix", "_state", "last", "position", "stream")
 
     def __init__(
         self,
@@ -200,7 +235,11 @@ class IdRewriter:
         position: int = 0,
         last: str | None = None,
     ) -> None:
-        self._prefix = (_tag(stream) + ".").encode()
+        tag = _tag(stream)
+        if tag.startswith(DIGEST_MARK):  # read back while this rewriter lives
+            keys._digested[session, tag] = self
+        self.stream = stream
+        self._prefix = (tag + ".").encode()
         self._state = keys._macs(session, stream)[0]
         self.position = position
         self.last = last

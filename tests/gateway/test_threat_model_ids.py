@@ -1,0 +1,208 @@
+"""What a client sends through the gateway sets no state of a session the upstream did not
+accept it for, and what the gateway keeps and writes per event does not grow with a
+request id's length.
+
+| attacker | what they try | what they would get | what the gateway does | test |
+|---|---|---|---|---|
+| B, no token, A's session id | a `ping` with `MCP-Protocol-Version: 1999-01-01` (refused `401`) | every request the gateway makes for A carries the bogus version: A's resume is refused | the version is the session's only once the upstream accepted a request carrying it | `test_a_refused_request_does_not_change_the_sessions_protocol_version` |
+| B, A's session id | an `initialize` in A's session, answered with a new `Mcp-Session-Id` | the gateway's requests for A go to the new session | an established session's id is never replaced | `test_an_established_session_id_is_never_replaced` |
+| a client | a call whose request id is megabytes long | each event id carries the id's base64: megabytes written per event, held per stream | a long stream name is named by a digest in event ids; a resume with one works | `test_an_event_id_does_not_grow_with_the_request_id` |
+
+Real loopback HTTP: the scripted upstream (``scripted_upstream.py``), behind the bearer
+check of ``auth_upstream.py`` where a request must be refused; every wait is on an
+observed event under a safety timeout.
+"""  # noqa: E501 (a Markdown table's rows are one line each)
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("uvicorn")
+httpx2 = pytest.importorskip("httpx2")
+
+from auth_upstream import SessionAuth  # noqa: E402
+from scripted_upstream import HEAD, SID, Upstream, gateway_for, parse, result, sse  # noqa: E402
+
+from fsm.gateway.app import GATEWAY_GUARD  # noqa: E402
+from fsm.gateway.ids import (  # noqa: E402
+    DIGEST_MARK,
+    EventIdKeys,
+    GatewayEventId,
+    IdRewriter,
+    parse_event_id,
+)
+from fsm.wire.serving import serving  # noqa: E402
+from support.gateway import running_gateway  # noqa: E402
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+PROTOCOL = "2025-11-25"
+BOGUS = "1999-01-01"
+A = {**HEAD, "mcp-protocol-version": PROTOCOL, "authorization": "Bearer tok-a"}
+"""A's headers (its bearer token, the protocol version its client negotiated)."""
+PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+STEP = 10.0
+"""Safety timeout of one step (seconds): it only elapses when the step's event never comes."""
+
+
+@contextlib.asynccontextmanager
+async def behind_auth(upstream: Upstream) -> AsyncIterator[str]:
+    """``upstream`` behind the bearer check of :class:`~auth_upstream.SessionAuth` (no or
+    an unknown token: ``401``), served on loopback, and a gateway in front of it: the
+    gateway's URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02)
+    try:
+        async with (
+            serving(SessionAuth(upstream), sock, log_level="critical"),
+            running_gateway(f"http://127.0.0.1:{port}/mcp", config=config) as gw,
+        ):
+            yield gw.url
+    finally:
+        sock.close()
+
+
+def resumes(upstream: Upstream) -> list[dict[str, str]]:
+    """The headers of each resume ``GET`` (one with ``Last-Event-ID``) the upstream got."""
+    return [h for m, h, _ in upstream.requests if m == "GET" and "last-event-id" in h]
+
+
+async def own_resume(
+    upstream: Upstream,
+    url: str,
+    cut: anyio.Event,
+    meanwhile: Callable[[httpx2.AsyncClient], Awaitable[None]],
+) -> tuple[dict[str, str], list[Any]]:
+    """A initializes a session through the gateway at ``url`` and calls a tool; once its
+    first event came, ``meanwhile`` runs, then the upstream cuts the call's stream
+    (``cut``: ``upstream.call`` waits for it) and the gateway resumes it on its own: the
+    headers of that resume as the upstream got them, and the messages A's call brought."""
+    async with httpx2.AsyncClient(timeout=STEP) as http:
+        begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+        sid = (await http.post(url, json=begin, headers=A)).headers["mcp-session-id"]
+        h = {**A, "mcp-session-id": sid}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(url, json=initialized, headers=h)).status_code == 202
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        with anyio.fail_after(STEP):
+            async with http.stream("POST", url, json=call, headers=h) as resp:
+                chunks = resp.aiter_raw()
+                raw = await chunks.__anext__()
+                await meanwhile(http)
+                cut.set()
+                raw += b"".join([c async for c in chunks])
+    [own] = resumes(upstream)
+    return own, [json.loads(d) for _, d in parse(raw) if d]
+
+
+def cut_upstream(cut: anyio.Event, **kwargs: Any) -> Upstream:
+    """An upstream whose call stream sends one event, then ends abruptly once ``cut`` is
+    set; a resume brings the call's result (keywords go to :class:`Upstream`)."""
+    replay = lambda _: [sse("e2", result(7))]  # noqa: E731
+    return Upstream(call=[sse("e1", PROGRESS), cut], complete=False, replay=replay, **kwargs)
+
+
+async def test_a_refused_request_does_not_change_the_sessions_protocol_version() -> None:
+    """B, with no token, sends a ``ping`` of A's session with a bogus protocol version:
+    the upstream refuses it (``401``), and the resume the gateway then makes for A carries
+    A's version; A's call ends with its result."""
+    cut = anyio.Event()
+    upstream = cut_upstream(cut)
+    refused: list[int] = []
+
+    async def b_pings(http: httpx2.AsyncClient) -> None:
+        ping = {"jsonrpc": "2.0", "id": "b", "method": "ping"}
+        headers = {**HEAD, "mcp-session-id": SID, "mcp-protocol-version": BOGUS}
+        refused.append((await http.post(url, json=ping, headers=headers)).status_code)
+
+    async with behind_auth(upstream) as url:
+        own, messages = await own_resume(upstream, url, cut, b_pings)
+    assert refused == [401]
+    assert own["mcp-protocol-version"] == PROTOCOL
+    assert messages == [PROGRESS, result(7)]
+
+
+async def test_an_established_session_id_is_never_replaced() -> None:
+    """An ``initialize`` sent in A's session is answered with a new session id: the
+    gateway's own requests for A keep A's session id."""
+    cut = anyio.Event()
+    upstream = cut_upstream(cut, issue_sessions=True)
+    answered: list[str | None] = []
+
+    async def initialize_again(http: httpx2.AsyncClient) -> None:
+        again = {"jsonrpc": "2.0", "id": "again", "method": "initialize", "params": {}}
+        headers = {**A, "mcp-session-id": upstream.issued[0]}
+        resp = await http.post(url, json=again, headers=headers)
+        answered.append(resp.headers.get("mcp-session-id"))
+
+    async with gateway_for(upstream) as gw:
+        url = gw.url
+        own, messages = await own_resume(upstream, url, cut, initialize_again)
+    assert upstream.issued == ["session-1", "session-2"]
+    assert answered == ["session-2"]  # the upstream's answer, passed on as it came
+    assert own["mcp-session-id"] == "session-1"
+    assert messages == [PROGRESS, result(7)]
+
+
+async def call_and_resume(rid: Any) -> tuple[bytes, str, int, list[Any]]:
+    """A call with request id ``rid`` through a gateway, left after its first event and
+    resumed with that event's id: the first event as the client got it, its id, the
+    resume's status and the messages it brought."""
+    upstream = Upstream(
+        call=[sse("e1", PROGRESS)],
+        hold=anyio.Event(),  # held open until the gateway leaves it
+        replay=lambda _: [sse("e2", result(rid))],
+    )
+    async with gateway_for(upstream) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+        begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+        assert (await http.post(gw.url, json=begin, headers=HEAD)).status_code == 200
+        h = {**HEAD, "mcp-session-id": SID}
+        call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "x"}}
+        with anyio.fail_after(STEP):
+            async with http.stream("POST", gw.url, json=call, headers=h) as old:
+                first = await old.aiter_raw().__anext__()
+            [(event_id, _)] = parse(first)
+            assert event_id is not None
+            resume = {**h, "last-event-id": event_id}
+            async with http.stream("GET", gw.url, headers=resume) as resumed:
+                raw = b"".join([c async for c in resumed.aiter_raw()])
+    return first, event_id, resumed.status_code, [json.loads(d) for _, d in parse(raw) if d]
+
+
+async def test_an_event_id_does_not_grow_with_the_request_id() -> None:
+    """A call whose request id is 200,000 characters: its first event is written with
+    about the bytes of a call with id 7 (its stream is named by a digest in its event
+    ids), and a resume with that event's id brings the call's result."""
+    long_id = "x" * 200_000
+    short, short_id, *short_resume = await call_and_resume(7)
+    long, digest_id, *long_resume = await call_and_resume(long_id)
+    assert len(long) <= len(short) + 32
+    assert digest_id.startswith(DIGEST_MARK) and not short_id.startswith(DIGEST_MARK)
+    assert short_resume == [200, [result(7)]]
+    assert long_resume == [200, [result(long_id)]]
+
+
+def test_a_digest_tag_reads_back_while_its_rewriter_lives_and_only_in_its_session() -> None:
+    """A stream name over 256 bytes is named by a digest: its ids read back in their
+    session while the rewriter that issued them lives, under those keys; never in
+    another session, under other keys (another replica) or once it is gone."""
+    keys = EventIdKeys(b"k" * 32)
+    stream = "post:" + json.dumps("y" * 300)
+    ids = IdRewriter(stream, "s1", keys)
+    value = ids.rewrite(b"id: e1\ndata: {}\n\n").split(b"\n")[0][4:].decode()
+    assert value.startswith(DIGEST_MARK) and len(value) < 64
+    assert parse_event_id(value, "s1", keys) == GatewayEventId(stream, 1, "e1")
+    assert parse_event_id(value, "s2", keys) is None
+    assert parse_event_id(value, "s1", EventIdKeys(keys.current)) is None
+    del ids
+    assert parse_event_id(value, "s1", keys) is None
