@@ -449,6 +449,10 @@ def test_a_reask_counts_each_reuse_and_its_failure_names_the_key_and_question() 
     error = error_of(asked(task, {"k4": ASK}))  # past the budget
     (question,) = task.snapshot().questions
     assert f"key 'k4' re-asks {question.question}" in error["evidence"]
+    assert error["message"] == (
+        f"t: the server asked elicitation/create {question.question} again under key 'k4'"
+        " after it was answered; the user is not asked twice"
+    )
 
 
 def test_a_fresh_task_snapshot_waits_for_no_poll() -> None:
