@@ -15,11 +15,8 @@ observed event under a safety timeout.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -31,16 +28,7 @@ httpx2 = pytest.importorskip("httpx2")
 from auth_upstream import SessionAuth  # noqa: E402
 from scripted_upstream import HEAD, SID, Upstream, gateway_for, parse, result, sse  # noqa: E402
 
-from fsm.gateway.app import GATEWAY_GUARD  # noqa: E402
-from fsm.gateway.ids import (  # noqa: E402
-    DIGEST_MARK,
-    EventIdKeys,
-    GatewayEventId,
-    IdRewriter,
-    parse_event_id,
-)
-from fsm.wire.serving import serving  # noqa: E402
-from support.gateway import running_gateway  # noqa: E402
+from fsm.gateway import ids  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -51,25 +39,6 @@ A = {**HEAD, "mcp-protocol-version": PROTOCOL, "authorization": "Bearer tok-a"}
 PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
 STEP = 10.0
 """Safety timeout of one step (seconds): it only elapses when the step's event never comes."""
-
-
-@contextlib.asynccontextmanager
-async def behind_auth(upstream: Upstream) -> AsyncIterator[str]:
-    """``upstream`` behind the bearer check of :class:`~auth_upstream.SessionAuth` (no or
-    an unknown token: ``401``), served on loopback, and a gateway in front of it: the
-    gateway's URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02)
-    try:
-        async with (
-            serving(SessionAuth(upstream), sock, log_level="critical"),
-            running_gateway(f"http://127.0.0.1:{port}/mcp", config=config) as gw,
-        ):
-            yield gw.url
-    finally:
-        sock.close()
 
 
 def resumes(upstream: Upstream) -> list[dict[str, str]]:
@@ -125,7 +94,9 @@ async def test_a_refused_request_does_not_change_the_sessions_protocol_version()
         headers = {**HEAD, "mcp-session-id": SID, "mcp-protocol-version": BOGUS}
         refused.append((await http.post(url, json=ping, headers=headers)).status_code)
 
-    async with behind_auth(upstream) as url:
+    # the bearer check of auth_upstream.py in front: no or an unknown token gets 401
+    async with gateway_for(SessionAuth(upstream)) as gw:  # type: ignore[arg-type]
+        url = gw.url
         own, messages = await own_resume(upstream, url, cut, b_pings)
     assert refused == [401]
     assert own["mcp-protocol-version"] == PROTOCOL
@@ -187,7 +158,7 @@ async def test_an_event_id_does_not_grow_with_the_request_id() -> None:
     short, short_id, *short_resume = await call_and_resume(7)
     long, digest_id, *long_resume = await call_and_resume(long_id)
     assert len(long) <= len(short) + 32
-    assert digest_id.startswith(DIGEST_MARK) and not short_id.startswith(DIGEST_MARK)
+    assert digest_id.startswith(ids.DIGEST_MARK) and not short_id.startswith(ids.DIGEST_MARK)
     assert short_resume == [200, [result(7)]]
     assert long_resume == [200, [result(long_id)]]
 
@@ -196,13 +167,13 @@ def test_a_digest_tag_reads_back_while_its_rewriter_lives_and_only_in_its_sessio
     """A stream name over 256 bytes is named by a digest: its ids read back in their
     session while the rewriter that issued them lives, under those keys; never in
     another session, under other keys (another replica) or once it is gone."""
-    keys = EventIdKeys(b"k" * 32)
+    keys = ids.EventIdKeys(b"k" * 32)
     stream = "post:" + json.dumps("y" * 300)
-    ids = IdRewriter(stream, "s1", keys)
-    value = ids.rewrite(b"id: e1\ndata: {}\n\n").split(b"\n")[0][4:].decode()
-    assert value.startswith(DIGEST_MARK) and len(value) < 64
-    assert parse_event_id(value, "s1", keys) == GatewayEventId(stream, 1, "e1")
-    assert parse_event_id(value, "s2", keys) is None
-    assert parse_event_id(value, "s1", EventIdKeys(keys.current)) is None
-    del ids
-    assert parse_event_id(value, "s1", keys) is None
+    rewriter = ids.IdRewriter(stream, "s1", keys)
+    value = rewriter.rewrite(b"id: e1\ndata: {}\n\n").split(b"\n")[0][4:].decode()
+    assert value.startswith(ids.DIGEST_MARK) and len(value) < 64
+    assert ids.parse_event_id(value, "s1", keys) == ids.GatewayEventId(stream, 1, "e1")
+    assert ids.parse_event_id(value, "s2", keys) is None
+    assert ids.parse_event_id(value, "s1", ids.EventIdKeys(keys.current)) is None
+    del rewriter
+    assert ids.parse_event_id(value, "s1", keys) is None
