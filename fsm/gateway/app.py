@@ -33,18 +33,20 @@ gateway enforces on the wire what the adapters enforce in-process:
   of it is answered ``404`` by the gateway (every replica, through the store).
 
 **No authority of its own.** What a client holding another client's session id can do
-through the gateway, it could do to the upstream directly. A request's credentials
-(:data:`CREDENTIAL_HEADERS`) are *proven* for a session once the upstream accepted a
-request carrying them in it (2xx; the ``initialize`` that began it included); only a
-request with proven credentials changes shared state: its answer is taken by the guard,
-its resume takes over the stream (credentials not yet proven here are asked with a
-``ping`` first), its 404 ends the session. Any other request is relayed: sent as it came,
-the upstream's answer returned to that client alone. The gateway's own requests carry
-the credentials of the client request they act for (an answer's submissions those of its
-POST, a resume those of the stream's request), never another client's. A guard exists
-only for a session the upstream accepted. Header values that could not be forwarded as
-they came are refused (``400``) before anything is stored, and a ``Host`` or ``Origin``
-outside :class:`~fsm.gateway.edge.HostPolicy` gets ``421`` or ``403``.
+through the gateway, it could do to the upstream directly. A request's credentials (its
+:data:`CREDENTIAL_HEADERS` and its URL's query string) are *proven* for a session once
+the upstream accepted a request carrying them in it (2xx; the ``initialize`` that began
+it included); only a request with proven credentials changes shared state: its answer is
+taken by the guard, its resume takes over the stream (credentials not yet proven here are
+asked with a ``ping`` first), its 404 ends the session. Any other request is relayed:
+sent as it came, the upstream's answer returned to that client alone. The gateway's own
+requests carry the credentials of the client request they act for, and go to its URL
+(an answer's submissions those of its POST, a resume those of the stream's request),
+never another client's. A guard exists only for a session the upstream accepted. A
+``Connection`` naming a header the gateway reads or a credential header, and header
+values that could not be forwarded as they came are refused (``400``) before anything
+is stored, and a ``Host`` or ``Origin`` outside :class:`~fsm.gateway.edge.HostPolicy`
+gets ``421`` or ``403``.
 
 **Bounds** (:class:`GatewayLimits`, defaults in docs/gateway.md): request bodies
 (``413``), the time to send one (``408``), SSE event size (the stream ends with
@@ -75,7 +77,7 @@ import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -181,11 +183,14 @@ DRAIN_GRACE_S = 1.0
 """Seconds :meth:`Gateway.drain` gives, after its bound, each of three steps: a stream
 caught in the middle of an event to reach the event's end, cancelled requests to finish
 their cleanup, the store writes they left (cursors) to land."""
-CREDENTIAL_HEADERS = ("authorization", "cookie")
-"""A request's credentials: the headers the upstream may bind a session to. The gateway's
-own requests (answer submissions, resumes, refusals) carry those of the client request
-they act for; a request whose credentials the upstream has not accepted for its session
-changes nothing shared (see :class:`Gateway`)."""
+CREDENTIAL_HEADERS = ("authorization", "cookie", "x-api-key")
+"""A request's credential headers unless ``Gateway(credential_headers=...)`` names
+others: the headers the upstream may bind a session to. With the query string of the
+request's URL (where an upstream may take a key, ``?key=...``) they are its credentials.
+The gateway's own requests (answer submissions, resumes, refusals) carry those of the
+client request they act for, and go to that request's URL; a request whose credentials
+the upstream has not accepted for its session changes nothing shared (see
+:class:`Gateway`)."""
 
 
 GATEWAY_GUARD = GuardConfig(max_tombstones=16, max_ended_streams=4)
@@ -311,12 +316,31 @@ class GatewayLimits:
 
 
 Credentials = tuple[str, ...]
-"""The values of :data:`CREDENTIAL_HEADERS` in a request (``""`` for one it lacks)."""
+"""The values of the credential headers in a request (``""`` for one it lacks)."""
 
 
-def credentials_of(headers: Mapping[str, str]) -> Credentials:
-    """The credentials a request carries (see :data:`CREDENTIAL_HEADERS`)."""
-    return tuple(headers.get(name, "") for name in CREDENTIAL_HEADERS)
+def credentials_of(
+    headers: Mapping[str, str], names: Iterable[str] = CREDENTIAL_HEADERS
+) -> Credentials:
+    """The credential headers a request carries, of ``names`` (see
+    :data:`CREDENTIAL_HEADERS`)."""
+    return tuple(headers.get(name, "") for name in names)
+
+
+def _credential_names(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` as the gateway's credential headers: lower case, each an RFC 9110 token
+    the gateway forwards as it came (not hop-by-hop, not one it writes or reads itself:
+    ``Host``, ``Content-Length``, ``Origin``, the session's own), once each; else
+    ``ValueError``."""
+    if isinstance(names, str):
+        raise ValueError("credential headers must be a collection of names, not one string")
+    out = tuple(dict.fromkeys(name.lower() for name in names))
+    for name in out:
+        if not _TOKEN.fullmatch(name):
+            raise ValueError(f"credential header {name!r} is not a header name")
+        if name in _HOP_BY_HOP or name in _REFRAMED or name in (*_READ, "origin"):
+            raise ValueError(f"credential header {name!r} is not forwarded as it came")
+    return out
 
 
 @dataclass(eq=False)
@@ -325,13 +349,15 @@ class _Session:
     transport: GuardedTransport
     keys: EventIdKeys
     max_credentials: int
+    credential_headers: tuple[str, ...] = CREDENTIAL_HEADERS
     ids: dict[str, IdRewriter] = field(default_factory=dict)
     finals: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
     """The last piece passed on of each finished stream, newest last (at most
     ``max_finals``): its last event is the stream's result, parsed out only when a
     resume asks for it."""
-    proven: OrderedDict[Credentials, None] = field(default_factory=OrderedDict)
-    """Credentials the upstream accepted for this session (newest last)."""
+    proven: OrderedDict[Hashable, None] = field(default_factory=OrderedDict)
+    """Credentials (:meth:`credentials`) the upstream accepted for this session (newest
+    last)."""
     claimed: set[RequestId] = field(default_factory=set)
     """Requests this replica claimed and presented, whose leases it renews."""
     held: bool = False
@@ -352,13 +378,17 @@ class _Session:
             ids = self.ids[stream] = IdRewriter(stream, self.engine.session or "", self.keys)
         return ids
 
+    def credentials(self, request: Any) -> Hashable:
+        """``request``'s credentials: its credential headers and its URL's query."""
+        return claimant(credentials_of(request.headers, self.credential_headers), request.url.query)
+
     def trusts(self, request: Any) -> bool:
         """Whether ``request``'s credentials are ones the upstream accepted here."""
-        return credentials_of(request.headers) in self.proven
+        return self.credentials(request) in self.proven
 
     def prove(self, request: Any) -> None:
         """The upstream accepted ``request``: its credentials are proven (kept newest)."""
-        creds = credentials_of(request.headers)
+        creds = self.credentials(request)
         self.proven[creds] = None
         self.proven.move_to_end(creds)
         while len(self.proven) > self.max_credentials:
@@ -376,6 +406,9 @@ class Gateway:
     :meth:`~fsm.gateway.ids.EventIdKeys.from_env`). ``host_policy`` says which ``Host``
     and ``Origin`` values reach the upstream (default: loopback only; ``None``: any).
     ``replica`` names this replica in the store's claims (default: random).
+    ``credential_headers`` names the headers the upstream may bind a session to (default
+    :data:`CREDENTIAL_HEADERS`; ``ValueError`` for a name the gateway does not forward
+    as it came).
     ``on_fatal`` is called if the gateway's own background work fails (it then serves
     nothing: every request gets ``503``); ``python -m fsm gateway`` exits 1 on it. Run
     it with any ASGI server with lifespan on (``python -m fsm gateway`` runs uvicorn), or
@@ -407,7 +440,11 @@ class Gateway:
         host_policy: HostPolicy | None = _DEFAULT_HOSTS,
         replica: str | None = None,
         on_fatal: Callable[[BaseException], None] | None = None,
+        credential_headers: Iterable[str] = CREDENTIAL_HEADERS,
     ) -> None:
+        self.credential_headers = _credential_names(credential_headers)
+        """Its credential headers (lower case; see :data:`CREDENTIAL_HEADERS`)."""
+        self._single = _single(self.credential_headers)
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"upstream must be an http(s) URL, not {_redacted(upstream)!r}")
@@ -582,7 +619,7 @@ class Gateway:
             await _reply(send, 404, b"not found", "text/plain")
             return
         try:
-            headers = _headers(scope)
+            headers = _headers(scope, self._single)
         except ValueError as exc:
             await _reply(send, 400, _rpc_error(None, -32600, f"bad header: {exc}"))
             return
@@ -694,7 +731,7 @@ class Gateway:
         request = httpx2.Request(
             method,
             url,
-            headers=_upstream_headers(headers, scope),
+            headers=_upstream_headers(headers, scope, self._single),
             content=body,
             extensions={"timeout": self._timeouts},
         )
@@ -730,8 +767,7 @@ class Gateway:
         upstream."""
         held = None
         if session.trusts(request):
-            who = claimant(credentials_of(request.headers), request.url.query)
-            held = await session.ahead.take(who)
+            held = await session.ahead.take(session.credentials(request))
         if held is not None:
             return await session.transport.adopt_standalone(request, held)
         resp = await session.transport.handle_async_request(request)
@@ -766,8 +802,7 @@ class Gateway:
             return await http.send(get, stream=True)
 
         if not e.closing:
-            owner = claimant(credentials_of(request.headers), request.url.query)
-            await session.ahead.open(send, e.spawn, hold_s, owner)
+            await session.ahead.open(send, e.spawn, hold_s, session.credentials(request))
 
     async def _accept(self, session: _Session) -> None:
         """The upstream accepted a request of ``session``: hold it. A session that began
@@ -855,7 +890,7 @@ class Gateway:
             headers["mcp-protocol-version"] = version
         ping = {"jsonrpc": "2.0", "id": f"fsm-gateway-probe-{secrets.token_hex(6)}"}
         ping["method"] = "ping"
-        probe = self._http.build_request("POST", self.upstream, json=ping, headers=headers)
+        probe = self._http.build_request("POST", request.url, json=ping, headers=headers)
         try:
             resp = await self._http.send(probe, stream=True)
         except httpx2.HTTPError:
@@ -1010,12 +1045,16 @@ class Gateway:
             observed, self._http, self._tg, self.upstream, _BINDING, remembered=limits.remembered
         )
         session = _Session(
-            engine, bind(httpx2).transport(engine), self.id_keys, limits.max_credentials
+            engine,
+            bind(httpx2).transport(engine),
+            self.id_keys,
+            limits.max_credentials,
+            self.credential_headers,
         )
         if sid is not None:  # a session another replica (or an earlier process) began
             engine.session = sid
             engine.feed(events.SessionStarted(sid))
-        engine.carried = CREDENTIAL_HEADERS
+        engine.carried = self.credential_headers
         engine.trusted = session.trusts
         engine.accepted = session.prove
         engine.max_event = limits.max_event_bytes
@@ -1151,7 +1190,7 @@ class Gateway:
                 elif key[1] not in e.relayed_answers:  # the holder took it, and may
                     # have died before sending it
                     body = {"jsonrpc": "2.0", "id": key[1], "result": dict(status.answer)}
-                    await e._post(body, e.credentials_for(stream=stream))
+                    await e._post(body, e.credentials_for(stream=stream), e.url_for(stream=stream))
                 return
             err: InteractionFailed
             if status.lapsed:
@@ -1528,19 +1567,21 @@ def _response_headers(
 _LOCAL = frozenset({LOCAL_HEADER.encode()})
 
 
-def _upstream_headers(headers: Mapping[str, str], scope: Scope) -> list[tuple[str, str]]:
+def _upstream_headers(
+    headers: Mapping[str, str], scope: Scope, single: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
     """The fields a client's request goes upstream with: its own (lower-case names,
     repeated ones joined), less hop-by-hop ones (:data:`_HOP_BY_HOP` and those its
     ``Connection`` names) and those the upstream connection writes (:data:`_REFRAMED`),
     with the client's address appended to ``X-Forwarded-For`` and an element for this
-    hop appended to ``Forwarded`` (RFC 7239: ``for``, ``host``, ``proto``). A
-    :data:`_SINGLE` header is never dropped as hop-by-hop (:func:`_headers` refuses a
-    request whose ``Connection`` names one)."""
-    drop = _hop_by_hop(headers.get("connection", "").encode("latin-1")) - _KEPT
+    hop appended to ``Forwarded`` (RFC 7239: ``for``, ``host``, ``proto``). A header
+    of ``single`` (the gateway's :func:`_single`) is never dropped as hop-by-hop
+    (:func:`_headers` refuses a request whose ``Connection`` names one)."""
+    drop = _hop_by_hop(headers.get("connection", "").encode("latin-1"))
     out = {
         name: value
         for name, value in headers.items()
-        if name not in _REFRAMED and name.encode("latin-1") not in drop
+        if name not in _REFRAMED and (name in single or name.encode("latin-1") not in drop)
     }
     client = scope.get("client")
     address = str(client[0]) if client else "unknown"
@@ -1605,11 +1646,16 @@ async def _store_unavailable(
 
 _READ = ("mcp-session-id", "last-event-id", "mcp-protocol-version")
 """Headers the gateway reads itself: visible ASCII, not empty, at most once."""
-_SINGLE = (*_READ, *CREDENTIAL_HEADERS, "host", "origin")
-"""Headers a request may carry at most once (two would be read differently by the
-gateway and the upstream)."""
-_KEPT = frozenset(name.encode() for name in _SINGLE)
-""":data:`_SINGLE` as field names to match (a ``Connection`` never drops one)."""
+
+
+def _single(credentials: Iterable[str]) -> frozenset[str]:
+    """Headers a request may carry at most once, with ``credentials`` its credential
+    headers (two would be read differently by the gateway and the upstream), and that
+    its ``Connection`` may not name (the gateway would read one the upstream never
+    sees)."""
+    return frozenset((*_READ, *credentials, "host", "origin"))
+
+
 _FORWARDABLE = re.compile(rb"[\x20-\x7e\t]*")
 """A header value the upstream connection sends as it came: visible ASCII, spaces and
 tabs (obs-text, bytes >= 0x80, is refused: it could not be forwarded byte for byte)."""
@@ -1621,12 +1667,12 @@ def _spaced(name: str, value: str) -> bool:
     return " " in value and name != "last-event-id"
 
 
-def _headers(scope: Scope) -> dict[str, str]:
+def _headers(scope: Scope, single: frozenset[str]) -> dict[str, str]:
     """The request's headers, lower-case names; ``ValueError`` (the request gets
     ``400`` before anything is stored or forwarded) for a value with a byte the gateway
     cannot forward as it came (a control character or a byte >= 0x80), a header it reads
-    that is empty or not visible ASCII, a repeated :data:`_SINGLE` header, or a
-    ``Connection`` that names a :data:`_SINGLE` header (it would be dropped as hop-by-hop:
+    that is empty or not visible ASCII, a repeated header of ``single`` (:func:`_single`),
+    or a ``Connection`` that names one (it would be dropped as hop-by-hop:
     the gateway would file the request under a session id, or credentials, the upstream
     never sees). Other repeated headers are joined with ``", "`` (RFC 9110's list
     form)."""
@@ -1639,11 +1685,11 @@ def _headers(scope: Scope) -> dict[str, str]:
         if name in _READ and (not value or not value.isprintable() or _spaced(name, value)):
             raise ValueError(f"{name} must be visible ASCII")
         if name in out:
-            if name in _SINGLE:
+            if name in single:
                 raise ValueError(f"{name} given more than once")
             value = f"{out[name]}, {value}"
         out[name] = value
-    named = _listed(out.get("connection", "")).intersection(_SINGLE)
+    named = _listed(out.get("connection", "")).intersection(single)
     if named:
         raise ValueError(f"connection names {', '.join(sorted(named))}, which must be forwarded")
     return out

@@ -336,7 +336,7 @@ class GuardedBody:
                 headers = e.headers(carried, **{"last-event-id": resume.cursor})
                 headers.pop("content-type", None)
             immediate = False
-            req = e.http.build_request("GET", e.url, headers=headers)
+            req = e.http.build_request("GET", e.url_for(stream=stream), headers=headers)
             try:
                 resp = await e.http.send(req, stream=True)
             except (e.hx.HTTPError, OSError) as exc:

@@ -54,6 +54,9 @@ REMEMBERED = 1024
 """What a :class:`SessionIO` remembers of each kind of past event by default (failed
 interactions, withdrawn prompts, relayed answers): the newest this many."""
 
+_ActingFor = tuple[dict[str, str], Any]
+"""The carried headers and the URL of a client request the engine's own requests act for."""
+
 CREDENTIALS_PRUNED_AT = 64
 """Answers' credentials kept before those of requests no longer live are dropped (the
 threshold doubles while most kept ones are live, so a prune costs O(1) per answer)."""
@@ -144,10 +147,11 @@ class SessionIO:
         self.upstream_slots: anyio.CapacityLimiter | None = None
         """Bounds the engine's own upstream requests in flight at once (submissions,
         refusals); ``None``: no bound."""
-        self._creds_by_stream: dict[str, dict[str, str]] = {}
-        self._creds_by_key: dict[RequestKey, dict[str, str]] = {}
-        """The credentials of each answer's POST, kept while its request is live (never
-        evicted while live: a submission must carry its own answer's credentials)."""
+        self._creds_by_stream: dict[str, _ActingFor] = {}
+        self._creds_by_key: dict[RequestKey, _ActingFor] = {}
+        """The credentials (and URL) of each answer's POST, kept while its request is
+        live (never evicted while live: a submission must carry its own answer's
+        credentials)."""
         self._creds_pruned_at = CREDENTIALS_PRUNED_AT
         self.store: Store | None = None
         """Where the durable guard's writes go (:mod:`fsm.adapters._transport.rejoin`);
@@ -376,7 +380,7 @@ class SessionIO:
     def act_for_stream(self, stream: str, request: HttpRequest) -> None:
         """The engine's own requests for ``stream`` now act for ``request``."""
         if self.carried:
-            self._creds_by_stream[stream] = self.carry(request)
+            self._creds_by_stream[stream] = (self.carry(request), request.url)
 
     def forget_stream(self, stream: str) -> None:
         """Drop what the engine keeps for ``stream`` once it ended (its credentials)."""
@@ -386,7 +390,7 @@ class SessionIO:
         """The submissions of ``key``'s answer act for ``request`` (its POST)."""
         if not self.carried:
             return
-        self._creds_by_key[key] = self.carry(request)
+        self._creds_by_key[key] = (self.carry(request), request.url)
         if len(self._creds_by_key) > self._creds_pruned_at:
             for old in list(self._creds_by_key):  # keep those of live requests only
                 if self.guard.state_of(old) not in LIVE_ANSWERS:
@@ -398,12 +402,23 @@ class SessionIO:
     ) -> dict[str, str]:
         """The carried headers of the client request the engine acts for: the answer's
         POST for ``key``, else the request of the stream that delivered it."""
+        acting = self._acting_for(key, stream)
+        return acting[0] if acting is not None else {}
+
+    def url_for(self, key: RequestKey | None = None, stream: str | None = None) -> Any:
+        """The URL (path and query: an upstream may take credentials in the query) of
+        the client request :meth:`credentials_for` gives the headers of; :attr:`url`
+        when the engine acts for none."""
+        acting = self._acting_for(key, stream)
+        return acting[1] if acting is not None else self.url
+
+    def _acting_for(self, key: RequestKey | None, stream: str | None) -> _ActingFor | None:
         if key is not None:
-            creds: dict[str, str] | None = self._creds_by_key.get(key)
-            if creds is not None:
-                return creds
+            acting = self._creds_by_key.get(key)
+            if acting is not None:
+                return acting
             stream = stream or self.guard.stream_of(key)
-        return self._creds_by_stream.get(stream, {}) if stream is not None else {}
+        return self._creds_by_stream.get(stream) if stream is not None else None
 
     def room_for_stream(self, stream: str | None) -> bool:
         """Whether the guard can track one more stream (``stream``, about to open; ``None``:
@@ -427,7 +442,7 @@ class SessionIO:
         if a.delay_s > 0:
             await anyio.sleep(a.delay_s)
         body = {"jsonrpc": "2.0", "id": a.key[1], "result": dict(a.answer)}
-        result = await self._post(body, self.credentials_for(a.key))
+        result = await self._post(body, self.credentials_for(a.key), self.url_for(a.key))
         self.feed(ev.SubmissionOutcome(a.key, result))
 
     async def _refuse(self, a: act.Refuse) -> None:
@@ -436,21 +451,24 @@ class SessionIO:
             "id": a.key[1],
             "error": {"code": -32603, "message": str(a.error)},
         }
+        stream = self.guard.stream_of(a.key)
         try:
-            await self._post(body, self.credentials_for(stream=self.guard.stream_of(a.key)))
+            await self._post(body, self.credentials_for(stream=stream), self.url_for(stream=stream))
         finally:
             self._pending_refusals -= 1
 
     async def _post(
-        self, body: Mapping[str, Any], carried: Mapping[str, str] | None = None
+        self, body: Mapping[str, Any], carried: Mapping[str, str] | None = None, url: Any = None
     ) -> SubmissionResult:
+        """POST ``body`` (an answer or a refusal) upstream with ``carried`` headers, to
+        ``url`` (default :attr:`url`)."""
         if self.expired is not None:
             return SubmissionResult(404, None)
         slots = self.upstream_slots
         async with slots if slots is not None else contextlib.nullcontext():
             try:
                 req = self.http.build_request(
-                    "POST", self.url, json=dict(body), headers=self.headers(carried)
+                    "POST", url or self.url, json=dict(body), headers=self.headers(carried)
                 )
                 resp = await self.http.send(req, stream=True)
             except self.hx.HTTPError as exc:
