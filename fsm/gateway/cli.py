@@ -135,6 +135,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="an Origin allowed besides those of the allowed hosts (repeatable)",
     )
+    p.add_argument(
+        "--credential-header",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a header the upstream authenticates by, besides the URL's query (repeatable; "
+        "default authorization, cookie, x-api-key)",
+    )
     p.add_argument("--max-header-bytes", type=int, help="bytes of a request head")
     p.add_argument("--max-headers", type=int, help="header lines of a request")
     p.add_argument("--header-timeout", type=float, help="seconds to receive a request head")
@@ -312,7 +320,7 @@ def _build(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, A
     for option, module in (("--loop", args.loop), ("--http", args.http)):
         if module in ("uvloop", "httptools") and importlib.util.find_spec(module) is None:
             raise ValueError(f"{option} {module}: {module} is not installed")
-    from fsm.gateway.app import GATEWAY_GUARD, Gateway, GatewayLimits
+    from fsm.gateway.app import CREDENTIAL_HEADERS, GATEWAY_GUARD, Gateway, GatewayLimits
     from fsm.gateway.edge import EdgeLimits, HostPolicy
     from fsm.gateway.ids import EventIdKeys
     from fsm.gateway.store import MemoryStore, StateStore
@@ -381,6 +389,9 @@ def _build(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, A
         limits=limits,
         id_keys=keys,
         host_policy=policy,
+        credential_headers=(
+            CREDENTIAL_HEADERS if args.credential_header is None else args.credential_header
+        ),
     )
     return app, edge, store
 

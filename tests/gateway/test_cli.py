@@ -40,6 +40,10 @@ UPSTREAM = ["--upstream", "http://127.0.0.1:9/mcp"]
         ([*UPSTREAM, "--resume-patience", "-1"], "--resume-patience must be >= 0"),
         ([*UPSTREAM, "--resume-patience", "nan"], "--resume-patience must be >= 0"),
         ([*UPSTREAM, "--standalone-hold", "-1"], "standalone_hold_s must be >= 0"),
+        ([*UPSTREAM, "--credential-header", "mcp-session-id"], "is not forwarded as it came"),
+        ([*UPSTREAM, "--credential-header", "x key"], "is not a header name"),
+        ([*UPSTREAM, "--credential-header", "mcp-session-id"], "is not forwarded as it came"),
+        ([*UPSTREAM, "--credential-header", "x key"], "is not a header name"),
     ],
 )
 def test_bad_arguments_exit_2_saying_why(
@@ -138,6 +142,7 @@ def test_edge_and_gateway_limits_come_from_the_options() -> None:
     assert (app.config.resume_patience_s, limits.standalone_hold_s) == (20, 0)
     assert app.host_policy.allowed_hosts == ("mcp.example.com",)
     assert app.host_policy.allowed_origins == ("https://app.example.com",)
+    argv += ["--credential-header", "X-Token", "--credential-header", "authorization"]
     defaults, _, _ = cli._build(cli._parser().parse_args(UPSTREAM), {})
     assert defaults.config.resume_patience_s == 150 and defaults.standalone_hold_s == 10
 
