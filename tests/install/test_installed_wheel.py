@@ -27,7 +27,7 @@ from fsm.render.registry import PRODUCERS
 pytestmark = pytest.mark.install
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ("pyproject.toml", "README.md", "fsm", "models")
+SHIPPED = ("pyproject.toml", "README.md", "LICENSE", "fsm", "models")
 SHIPPED_MODELS = sum(len(load_models(builtin_model_file(n))) for n in builtin_models())
 TEST_BED = ROOT / "tests" / "support"
 TEST_BED_IMPORTS = {"support", "tests", "fastmcp"}
@@ -86,6 +86,10 @@ def test_the_wheel_holds_every_module_and_model(wheel: Path) -> None:
     missing = sorted((sources | models | {"fsm/py.typed"}) - names)
     assert not missing, f"not in the wheel: {missing} (list new packages in pyproject.toml)"
     assert wheel.name == f"dead_or_resumable-{fsm.__version__}-py3-none-any.whl"
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "no LICENSE"
+    dist_info = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    metadata = zipfile.ZipFile(wheel).read(dist_info).decode()
+    assert "License-Expression: MIT" in metadata.splitlines()
 
 
 def _test_bed_in(sources: dict[str, str]) -> list[str]:
