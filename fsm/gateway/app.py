@@ -327,6 +327,21 @@ def credentials_of(
     return tuple(headers.get(name, "") for name in names)
 
 
+def _is_initialize(body: bytes) -> bool:
+    """Whether ``body`` is a JSON-RPC ``initialize`` request (a body that does not hold the
+    word is not parsed). Such a request begins a session: the gateway files it as a new
+    one even when it names a session id, and the id the upstream answers names it, so a
+    client cannot have a session held under an id it picked (the upstream still sees the
+    header, and judges it)."""
+    if b'"initialize"' not in body:
+        return False
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and message.get("method") == "initialize"
+
+
 def _credential_names(names: Iterable[str]) -> tuple[str, ...]:
     """``names`` as the gateway's credential headers: lower case, each an RFC 9110 token
     the gateway forwards as it came (not hop-by-hop, not one it writes or reads itself:
@@ -689,6 +704,8 @@ class Gateway:
             await _reply(send, 413, _rpc_error(None, -32600, "request body too large"))
             return
         sid = headers.get("mcp-session-id")
+        if sid is not None and method == "POST" and _is_initialize(body):
+            sid = None  # it begins a session: filed as new, whatever id it names
         try:
             session = await self._session_for(sid)
         except StoreUnavailableError as exc:
@@ -735,9 +752,6 @@ class Gateway:
             content=body,
             extensions={"timeout": self._timeouts},
         )
-        version = headers.get("mcp-protocol-version")
-        if version and session.trusts(request):
-            e.protocol_version = version
         last_event_id = headers.get("last-event-id")
         try:
             if method == "GET" and last_event_id is not None:
@@ -1055,6 +1069,7 @@ class Gateway:
             engine.session = sid
             engine.feed(events.SessionStarted(sid))
         engine.carried = self.credential_headers
+        engine.acts_for_clients = True
         engine.trusted = session.trusts
         engine.accepted = session.prove
         engine.max_event = limits.max_event_bytes

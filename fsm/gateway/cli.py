@@ -141,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="NAME",
         help="a header the upstream authenticates by, besides the URL's query (repeatable; "
-        "default authorization, cookie, x-api-key)",
+        "the names given replace the default authorization, cookie, x-api-key)",
     )
     p.add_argument("--max-header-bytes", type=int, help="bytes of a request head")
     p.add_argument("--max-headers", type=int, help="header lines of a request")

@@ -6,7 +6,7 @@ from being served.
 |---|---|---|---|---|
 | B, own token, A's session id | ``Connection: mcp-session-id`` (or another header the gateway reads, or a credential): the gateway reads the header, the upstream never sees it | B re-initializes inside A's gateway session; B's ``404`` then ends it | ``400`` at the edge, nothing forwarded; A's session lives | ``test_a_connection_naming_a_header_the_gateway_reads_is_refused``, ``test_b_cannot_reinitialize_inside_a_session`` |
 | B, no key, A's session id | answer A's prompt, against an upstream that takes an API key in the URL (``?key=``) or in ``X-API-Key`` | the gateway takes B's answer (``202``): B carries the same (no) ``Authorization`` and ``Cookie`` as A; A's own answer is submitted without A's query string and fails | the upstream's ``401``, relayed; A's answer, submitted to A's URL with A's key, ends A's call | ``test_a_keyless_answer_is_refused_when_the_upstream_takes_keys`` |
-| anyone | initializes carrying made-up session ids, each accepted under a new id | the made-up ids fill the table of sessions awaiting acceptance: every session not held here gets ``503`` | each made-up id leaves that table when its session is accepted; other sessions are served | ``test_sessions_accepted_under_new_ids_leave_no_waiting_entry`` |
+| anyone | initializes carrying made-up session ids (another client's, held on another replica), each accepted under a new id | the made-up ids fill the table of sessions awaiting acceptance: every session not held here gets ``503``; or a session held here under the id the client named, with the client's credentials proven for it | an ``initialize`` is filed as a new session whatever id it names, held under the id the upstream issues; other sessions are served | ``test_sessions_accepted_under_new_ids_leave_no_waiting_entry`` |
 
 Real loopback HTTP throughout; every wait is on a response, with a timeout only against
 a hang.
@@ -136,6 +136,9 @@ async def test_sessions_accepted_under_new_ids_leave_no_waiting_entry() -> None:
         for sid in issued:  # each session is served under the id the upstream gave it
             resp = await http.post(gw.url, json=_ping(), headers=_head(sid=sid))
             assert resp.status_code == 200, resp.text
+        held = set(gw.gateway._sessions)
+        assert set(issued) <= held  # held under the ids the upstream issued ...
+        assert not {f"made-up-{n}" for n in range(4)} & held  # ... never those named
 
 
 # ------------------------------------------- credentials in the query string or X-API-Key
@@ -166,11 +169,18 @@ class KeyAuth:
         await self.app(scope, receive, send)
 
 
-@pytest.mark.parametrize("where", ["query", "header"])
-async def test_a_keyless_answer_is_refused_when_the_upstream_takes_keys(where: str) -> None:
+@pytest.mark.parametrize(
+    ("where", "headers"),
+    [("query", CREDENTIAL_HEADERS), ("header", CREDENTIAL_HEADERS), ("query", ())],
+    ids=["query", "header", "query-and-no-credential-header"],
+)
+async def test_a_keyless_answer_is_refused_when_the_upstream_takes_keys(
+    where: str, headers: tuple[str, ...]
+) -> None:
     """B, with A's session id and no key, answers A's open prompt: the upstream's ``401``
     comes back and A's prompt stays A's; A's own answer (its key in the URL or a header)
-    reaches the upstream, so A's call ends with it."""
+    reaches the upstream, so A's call ends with it, with no credential header configured
+    too (the query alone is then the credential)."""
     controller = ServerController()
     auth = SessionAuth(build_app(controller), {"tok-a": "alice"})
     sock = socket.socket()
@@ -179,7 +189,7 @@ async def test_a_keyless_answer_is_refused_when_the_upstream_takes_keys(where: s
     try:
         async with (
             serving(KeyAuth(auth, where), sock, shutdown_timeout=0.2, log_level="critical"),
-            running_gateway(up) as gw,
+            running_gateway(up, credential_headers=headers) as gw,
             httpx2.AsyncClient(timeout=10) as http,
         ):
             a_url = gw.url + "?key=ka" if where == "query" else gw.url

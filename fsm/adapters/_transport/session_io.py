@@ -125,6 +125,11 @@ class SessionIO:
         submission carries those of the answer's POST; a resume or a refusal those of
         the request that opened (or last reconnected) the stream. Empty for an SDK
         adapter, whose HTTP client adds its own."""
+        self.acts_for_clients = False
+        """Whether the engine's own requests act for client requests (a gateway): each
+        answer submission, refusal and resume goes to the URL of the client request it
+        acts for (its query may hold a key) with that request's :attr:`carried` headers,
+        even when no header is carried. ``False`` for an SDK adapter: its own URL."""
         self.trusted: Callable[[Any], bool] = _always
         """Whether a request's answer may change shared state (a 404 ending the session,
         an answer taken by the guard). A gateway trusts only credentials the upstream
@@ -379,7 +384,7 @@ class SessionIO:
 
     def act_for_stream(self, stream: str, request: HttpRequest) -> None:
         """The engine's own requests for ``stream`` now act for ``request``."""
-        if self.carried:
+        if self.acts_for_clients:
             self._creds_by_stream[stream] = (self.carry(request), request.url)
 
     def forget_stream(self, stream: str) -> None:
@@ -388,7 +393,7 @@ class SessionIO:
 
     def act_for_answer(self, key: RequestKey, request: HttpRequest) -> None:
         """The submissions of ``key``'s answer act for ``request`` (its POST)."""
-        if not self.carried:
+        if not self.acts_for_clients:
             return
         self._creds_by_key[key] = (self.carry(request), request.url)
         if len(self._creds_by_key) > self._creds_pruned_at:
