@@ -266,7 +266,7 @@ async def test_each_live_answer_keeps_its_own_credentials() -> None:
     observed = ObservedGuard(Guard(clock=lambda: 0.0))
     async with anyio.create_task_group() as tg:
         engine = _engine(observed, tg, remembered=2)
-        engine.carried = ("authorization",)
+        engine.carried, engine.acts_for_clients = ("authorization",), True  # as a gateway's
         keys = []
         for rid in range(10, 15):
             engine.feed(ev.SseEvent(STREAM, {**ELICIT, "id": rid}, f"e{rid}"))
