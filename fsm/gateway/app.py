@@ -335,11 +335,8 @@ def _is_initialize(body: bytes) -> bool:
     header, and judges it)."""
     if b'"initialize"' not in body:
         return False
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return False
-    return isinstance(message, dict) and message.get("method") == "initialize"
+    message = _json_object(body)
+    return message is not None and message.get("method") == "initialize"
 
 
 def _credential_names(names: Iterable[str]) -> tuple[str, ...]:
@@ -1732,12 +1729,19 @@ async def _read_body(receive: Any, headers: Mapping[str, str], limit: int) -> by
             return bytes(data)
 
 
-def _request_id(body: bytes) -> Any:
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    """``body`` as a JSON object, or ``None`` (not JSON, nested deeper than the parser
+    recurses, or not an object)."""
     try:
         value = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    return value.get("id") if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def _request_id(body: bytes) -> Any:
+    message = _json_object(body)
+    return message.get("id") if message is not None else None
 
 
 def _rpc_error(rid: Any, code: int, message: str, data: Any = None) -> bytes:

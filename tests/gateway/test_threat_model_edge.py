@@ -30,7 +30,7 @@ from auth_upstream import SessionAuth, running_auth_server
 from scripted_upstream import HEAD, Upstream, gateway_for, result, sse
 
 from fsm.gateway.app import CREDENTIAL_HEADERS, Gateway, GatewayLimits
-from fsm.wire.server import ServerController, build_app
+from fsm.wire.server import ServerController, build_app, running_server
 from fsm.wire.serving import serving
 from support.gateway import running_gateway
 
@@ -242,3 +242,21 @@ def test_credential_headers_are_validated() -> None:
     for bad in (["te"], ["host"], ["mcp-session-id"], ["bad name"], ["x:y"], "authorization"):
         with pytest.raises(ValueError, match="credential header"):
             Gateway("http://127.0.0.1:1/mcp", credential_headers=bad)
+
+
+async def test_a_body_nested_past_the_parser_is_relayed_not_a_server_error() -> None:
+    """An ``initialize``-looking body nested deeper than the JSON parser recurses, naming a
+    session id: read as no ``initialize`` (its session id is the one it is filed under),
+    relayed to the upstream, whose answer comes back; never a ``500``, and the replica
+    serves the next session."""
+    deep = b'{"method": "initialize", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    async with (
+        running_server() as server,
+        running_gateway(server.url) as gw,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        direct = await http.post(server.url, content=deep, headers=_head(sid="nested"))
+        resp = await http.post(gw.url, content=deep, headers=_head(sid="nested"))
+        assert resp.status_code == direct.status_code != 500, resp.text
+        resp = await http.post(gw.url, json=_init(), headers=_head())
+        assert resp.status_code == 200, resp.text
