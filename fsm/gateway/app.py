@@ -745,7 +745,7 @@ class Gateway:
         request = httpx2.Request(
             method,
             url,
-            headers=_upstream_headers(headers, scope, self._single),
+            headers=_upstream_headers(headers, scope),
             content=body,
             extensions={"timeout": self._timeouts},
         )
@@ -1202,7 +1202,7 @@ class Gateway:
                 elif key[1] not in e.relayed_answers:  # the holder took it, and may
                     # have died before sending it
                     body = {"jsonrpc": "2.0", "id": key[1], "result": dict(status.answer)}
-                    await e._post(body, e.credentials_for(stream=stream), e.url_for(stream=stream))
+                    await e._post(body, *e.acting_for(stream=stream))
                 return
             err: InteractionFailed
             if status.lapsed:
@@ -1544,12 +1544,15 @@ def _unreachable(exc: httpx2.TransportError, body: bytes) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
+def _listed(connection: bytes) -> frozenset[bytes]:
+    """The field names ``Connection`` values, joined as ``connection``, list (lower case)."""
+    return frozenset(name.strip().lower() for name in connection.split(b",")) - {b""}
+
+
 def _hop_by_hop(connection: bytes) -> frozenset[bytes]:
     """The fields not forwarded of a message whose ``Connection`` values, joined, are
     ``connection``: :data:`_HOP_BY_HOP` and the names it lists."""
-    listed = {name.strip().lower() for name in connection.split(b",")}
-    listed.discard(b"")
-    return frozenset(name.encode() for name in _HOP_BY_HOP) | listed
+    return frozenset(name.encode() for name in _HOP_BY_HOP) | _listed(connection)
 
 
 def _connection(fields: Iterable[tuple[bytes, bytes]]) -> bytes:
@@ -1579,21 +1582,19 @@ def _response_headers(
 _LOCAL = frozenset({LOCAL_HEADER.encode()})
 
 
-def _upstream_headers(
-    headers: Mapping[str, str], scope: Scope, single: frozenset[str] = frozenset()
-) -> list[tuple[str, str]]:
+def _upstream_headers(headers: Mapping[str, str], scope: Scope) -> list[tuple[str, str]]:
     """The fields a client's request goes upstream with: its own (lower-case names,
     repeated ones joined), less hop-by-hop ones (:data:`_HOP_BY_HOP` and those its
     ``Connection`` names) and those the upstream connection writes (:data:`_REFRAMED`),
     with the client's address appended to ``X-Forwarded-For`` and an element for this
-    hop appended to ``Forwarded`` (RFC 7239: ``for``, ``host``, ``proto``). A header
-    of ``single`` (the gateway's :func:`_single`) is never dropped as hop-by-hop
-    (:func:`_headers` refuses a request whose ``Connection`` names one)."""
+    hop appended to ``Forwarded`` (RFC 7239: ``for``, ``host``, ``proto``). A header the
+    gateway reads is never among those its ``Connection`` names: :func:`_headers`
+    refused such a request."""
     drop = _hop_by_hop(headers.get("connection", "").encode("latin-1"))
     out = {
         name: value
         for name, value in headers.items()
-        if name not in _REFRAMED and (name in single or name.encode("latin-1") not in drop)
+        if name not in _REFRAMED and name.encode("latin-1") not in drop
     }
     client = scope.get("client")
     address = str(client[0]) if client else "unknown"
@@ -1701,15 +1702,10 @@ def _headers(scope: Scope, single: frozenset[str]) -> dict[str, str]:
                 raise ValueError(f"{name} given more than once")
             value = f"{out[name]}, {value}"
         out[name] = value
-    named = _listed(out.get("connection", "")).intersection(single)
+    named = {name.decode() for name in _listed(out.get("connection", "").encode())} & single
     if named:
         raise ValueError(f"connection names {', '.join(sorted(named))}, which must be forwarded")
     return out
-
-
-def _listed(connection: str) -> set[str]:
-    """The field names a ``Connection`` value lists (lower-case)."""
-    return {name.strip().lower() for name in connection.split(",")} - {""}
 
 
 async def _read_body(receive: Any, headers: Mapping[str, str], limit: int) -> bytes | None:

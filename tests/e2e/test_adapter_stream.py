@@ -276,7 +276,7 @@ async def test_each_live_answer_keeps_its_own_credentials() -> None:
             post = httpx2.Request("POST", "http://127.0.0.1:9/mcp",
                                   headers={"authorization": f"Bearer t{key[1]}"})  # fmt: skip
             engine.act_for_answer(key, post)
-        got = [engine.credentials_for(key)["authorization"] for key in keys]
+        got = [engine.acting_for(key)[0]["authorization"] for key in keys]
         engine.close()
         tg.cancel_scope.cancel()
     assert got == [f"Bearer t{rid}" for rid in range(10, 15)]

@@ -328,15 +328,15 @@ class GuardedBody:
             resume = next((a for a in actions if isinstance(a, act.Resume)), None)
             if resume is None:
                 return None
+            carried, url = e.acting_for(stream=stream)
             if immediate:  # the client's own resume GET, its cursor rewritten
                 headers = dict(self.request.headers)
                 headers["last-event-id"] = resume.cursor
             else:
-                carried = e.credentials_for(stream=stream)
                 headers = e.headers(carried, **{"last-event-id": resume.cursor})
                 headers.pop("content-type", None)
             immediate = False
-            req = e.http.build_request("GET", e.url_for(stream=stream), headers=headers)
+            req = e.http.build_request("GET", url, headers=headers)
             try:
                 resp = await e.http.send(req, stream=True)
             except (e.hx.HTTPError, OSError) as exc:

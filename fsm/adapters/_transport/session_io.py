@@ -402,28 +402,18 @@ class SessionIO:
                     del self._creds_by_key[old]
             self._creds_pruned_at = max(CREDENTIALS_PRUNED_AT, 2 * len(self._creds_by_key))
 
-    def credentials_for(
+    def acting_for(
         self, key: RequestKey | None = None, stream: str | None = None
-    ) -> dict[str, str]:
-        """The carried headers of the client request the engine acts for: the answer's
-        POST for ``key``, else the request of the stream that delivered it."""
-        acting = self._acting_for(key, stream)
-        return acting[0] if acting is not None else {}
-
-    def url_for(self, key: RequestKey | None = None, stream: str | None = None) -> Any:
-        """The URL (path and query: an upstream may take credentials in the query) of
-        the client request :meth:`credentials_for` gives the headers of; :attr:`url`
-        when the engine acts for none."""
-        acting = self._acting_for(key, stream)
-        return acting[1] if acting is not None else self.url
-
-    def _acting_for(self, key: RequestKey | None, stream: str | None) -> _ActingFor | None:
-        if key is not None:
-            acting = self._creds_by_key.get(key)
-            if acting is not None:
-                return acting
-            stream = stream or self.guard.stream_of(key)
-        return self._creds_by_stream.get(stream) if stream is not None else None
+    ) -> tuple[dict[str, str], Any]:
+        """The carried headers and the URL (an upstream may take credentials in its
+        query) of the client request the engine acts for: the answer's POST for ``key``,
+        else the request of the stream that delivered it; no headers and :attr:`url`
+        when it acts for none."""
+        acting = self._creds_by_key.get(key) if key is not None else None
+        if acting is None:
+            stream = stream or (self.guard.stream_of(key) if key is not None else None)
+            acting = self._creds_by_stream.get(stream) if stream is not None else None
+        return acting if acting is not None else ({}, self.url)
 
     def room_for_stream(self, stream: str | None) -> bool:
         """Whether the guard can track one more stream (``stream``, about to open; ``None``:
@@ -447,7 +437,7 @@ class SessionIO:
         if a.delay_s > 0:
             await anyio.sleep(a.delay_s)
         body = {"jsonrpc": "2.0", "id": a.key[1], "result": dict(a.answer)}
-        result = await self._post(body, self.credentials_for(a.key), self.url_for(a.key))
+        result = await self._post(body, *self.acting_for(a.key))
         self.feed(ev.SubmissionOutcome(a.key, result))
 
     async def _refuse(self, a: act.Refuse) -> None:
@@ -456,9 +446,8 @@ class SessionIO:
             "id": a.key[1],
             "error": {"code": -32603, "message": str(a.error)},
         }
-        stream = self.guard.stream_of(a.key)
         try:
-            await self._post(body, self.credentials_for(stream=stream), self.url_for(stream=stream))
+            await self._post(body, *self.acting_for(stream=self.guard.stream_of(a.key)))
         finally:
             self._pending_refusals -= 1
 
