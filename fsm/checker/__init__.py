@@ -38,7 +38,14 @@ line of its own code that raised (:class:`ModelError`'s ``location``).
 Writing a model of a client, from scratch: docs/models.md.
 """
 
-from fsm.checker.explore import Checker, ModelError, check, cyclic_components, shortest_cycle
+from fsm.checker.explore import (
+    Checker,
+    CheckOptions,
+    ModelError,
+    check,
+    cyclic_components,
+    shortest_cycle,
+)
 from fsm.checker.loader import ModelLoadError, load_model, load_models
 from fsm.checker.model import BaseModel, Model, Symmetry
 from fsm.checker.path import Lasso, Path, ReplayError, Step, replay
@@ -48,6 +55,7 @@ from fsm.checker.symmetry import SymmetryAudit, verify_symmetry
 
 __all__ = [
     "BaseModel",
+    "CheckOptions",
     "Checker",
     "Coverage",
     "Kind",

@@ -54,7 +54,7 @@ from contextlib import contextmanager
 from itertools import pairwise
 from time import perf_counter
 from types import ModuleType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 from fsm.checker.location import Location, raised_at
 from fsm.checker.model import Model, require_model, resolve_hooks
@@ -741,24 +741,20 @@ def shortest_cycle(
     raise ValueError(f"state {v} is on no cycle")
 
 
-def check(
-    model: Model[S, A],
-    *,
-    max_states: int | None = DEFAULT_MAX_STATES,
-    max_depth: int | None = None,
-    progress: ProgressFn | bool | None = None,
-    symmetry: bool = True,
-    memory_warning: float | None = DEFAULT_MEMORY_WARNING,
-) -> Report:
-    """``Checker(model, ...).run()``: explore ``model`` and return its :class:`Report`."""
-    return Checker(
-        model,
-        max_states=max_states,
-        max_depth=max_depth,
-        progress=progress,
-        symmetry=symmetry,
-        memory_warning=memory_warning,
-    ).run()
+class CheckOptions(TypedDict, total=False):
+    """The keywords of :class:`Checker` and :func:`check`; see :class:`Checker` for what
+    each means and its default."""
+
+    max_states: int | None
+    max_depth: int | None
+    progress: ProgressFn | bool | None
+    symmetry: bool
+    memory_warning: float | None
+
+
+def check(model: Model[S, A], **options: Unpack[CheckOptions]) -> Report:
+    """``Checker(model, **options).run()``: explore ``model`` and return its :class:`Report`."""
+    return Checker(model, **options).run()
 
 
 def _physical_memory() -> int | None:
