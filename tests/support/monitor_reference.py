@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
@@ -25,6 +25,7 @@ from fsm.properties import (
     Delivered,
     Ended,
     EventSeen,
+    FrozenMap,
     MonitorState,
     Observation,
     Presented,
@@ -37,10 +38,18 @@ from fsm.properties import (
 )
 
 DEFAULT = Budgets()
+_K = TypeVar("_K")
 
 
 def _answer_id(answer: Mapping[str, Any]) -> str:
     return json.dumps(answer, sort_keys=True, default=repr)
+
+
+def _counted(counts: FrozenMap[_K, int], key: _K, limit: int) -> tuple[int, FrozenMap[_K, int]]:
+    """``key`` counted once more: the new count, and ``counts`` holding it capped at one
+    past ``limit`` (all a verdict needs, so a counter stays bounded)."""
+    count = counts.get(key, 0) + 1
+    return count, counts.set(key, min(count, limit + 1))
 
 
 def step(
@@ -118,11 +127,10 @@ def step(
                 )
             )
         if budgets.counters:
-            count = s.submissions.get(obs.key, 0) + 1
+            count, submissions = _counted(s.submissions, obs.key, budgets.max_submissions)
             if count > budgets.max_submissions:
                 bad.append(Violation("L1", f"{obs.key!r} submitted {count} times"))
-            count = min(count, budgets.max_submissions + 1)
-            s = s._replace(submissions=s.submissions.set(obs.key, count))
+            s = s._replace(submissions=submissions)
     elif isinstance(obs, Resumed):
         if obs.stream in s.no_resume or s.session_gone:
             bad.append(Violation("P3", f"{obs.stream} resumed after a terminal rejection"))
@@ -134,11 +142,11 @@ def step(
                 )
             )
         if budgets.counters and not obs.held:  # a resume a held server refused is no stall
-            stalls = s.stalls.get(obs.stream, 0) + 1
-            if stalls > budgets.max_resumes_without_progress:
-                bad.append(Violation("L1", f"{obs.stream} resumed {stalls} times without progress"))
-            stalls = min(stalls, budgets.max_resumes_without_progress + 1)
-            s = s._replace(stalls=s.stalls.set(obs.stream, stalls))
+            limit = budgets.max_resumes_without_progress
+            count, stalls = _counted(s.stalls, obs.stream, limit)
+            if count > limit:
+                bad.append(Violation("L1", f"{obs.stream} resumed {count} times without progress"))
+            s = s._replace(stalls=stalls)
     elif isinstance(obs, Began):
         s = s._replace(begun=s.begun | {obs.interaction})
     elif isinstance(obs, Ended):
@@ -193,19 +201,20 @@ class Monitor:
         self.state = MonitorState()
         self.violations: list[tuple[int, Observation, Violation]] = []
         self.count = 0
-        self._ended: dict[str, None] = {}
+        self._ended: list[str] = []
+        """Ended interactions still remembered, oldest first."""
 
     def observe(self, obs: Observation) -> tuple[Violation, ...]:
         self.state, bad = step(self.state, obs, self.budgets)
         self.count += 1
         self.violations += [(self.count, obs, v) for v in bad]
         if self.retain is not None and isinstance(obs, Ended):
-            ended = self._ended
-            ended[obs.interaction] = None
-            while len(ended) > self.retain:
-                oldest = next(iter(ended))
-                del ended[oldest]
-                self.state = forget(self.state, oldest)
+            if obs.interaction not in self._ended:
+                self._ended.append(obs.interaction)
+            past = max(len(self._ended) - self.retain, 0)
+            forgotten, self._ended = self._ended[:past], self._ended[past:]
+            for interaction in forgotten:
+                self.state = forget(self.state, interaction)
         return bad
 
     def finish(self) -> tuple[Violation, ...]:
