@@ -15,7 +15,6 @@ import io
 import json
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from fsm.audit import (
     AuditResult,
     Finding,
     Lifecycle,
+    LifecycleMachine,
     audit_lines,
     audit_text,
     main,
@@ -38,7 +38,7 @@ from fsm.audit import (
     summary,
 )
 from fsm.errors import RequestKey
-from fsm.machines.resumption import LIVENESS, TRANSPORT
+from fsm.machines.resumption import LIVENESS
 from fsm.machines.spec import MachineSpec
 from fsm.trace import SCHEMA, dumps, loads, to_record
 from support import monitor_reference as ref
@@ -47,15 +47,13 @@ from support.monitor_reference import BUDGETS, OBSERVATIONS
 
 # ----------------------------------------------------------------- the reference
 
-_SILENT = frozenset({"accept", "retry", "complete"})
-
 
 def _step_set(spec: MachineSpec, states: frozenset[str], triggers: Iterable[str]) -> frozenset[str]:
     wanted = set(triggers)
     return frozenset(t.dest for t in spec.transitions if t.source in states and t.trigger in wanted)
 
 
-def _closure(spec: MachineSpec, states: frozenset[str], triggers: frozenset[str]) -> frozenset[str]:
+def _closure(spec: MachineSpec, states: frozenset[str], triggers: Iterable[str]) -> frozenset[str]:
     seen: set[str] = set(states)
     frontier: set[str] = set(states)
     while frontier:
@@ -65,83 +63,40 @@ def _closure(spec: MachineSpec, states: frozenset[str], triggers: frozenset[str]
     return frozenset(seen)
 
 
-@dataclass
-class OldLifecycle:
-    """The lifecycle check as it was (every lost session recomputes every request)."""
+class FreshMachine(LifecycleMachine):
+    """The SSE request machine computed afresh from :data:`LIVENESS`'s transitions at
+    every question: no transition table, no memo."""
 
-    requests: dict[RequestKey, frozenset[str]] = field(default_factory=dict)
-    ended_streams: set[str] = field(default_factory=set)
-    idempotent: set[RequestKey] = field(default_factory=set)
+    def __init__(self) -> None:
+        super().__init__(
+            LIVENESS,
+            silent=("accept", "retry", "complete"),
+            cancel=("cancel",),
+            reject=("reject",),
+            expire=("expire",),
+        )
 
-    def _of(self, key: RequestKey) -> frozenset[str]:
-        return _closure(LIVENESS, self.requests.get(key, frozenset({LIVENESS.initial})), _SILENT)
+    def step(self, states: frozenset[str], triggers: tuple[str, ...]) -> frozenset[str]:
+        return _step_set(LIVENESS, states, triggers)
 
-    def _fire(self, key: RequestKey, *triggers: str) -> frozenset[str]:
-        return _step_set(LIVENESS, self._of(key), triggers)
+    def closure(self, states: frozenset[str]) -> frozenset[str]:
+        return _closure(LIVENESS, states, self.silent)
 
-    def observe(self, obs: P.Observation) -> str | None:
-        key = getattr(obs, "key", None)
-        if isinstance(obs, P.Delivered) and not obs.interactive:
-            self.idempotent.add(obs.key)
-        if key in self.idempotent:
-            return None
-        if isinstance(obs, P.Presented):
-            nxt = self._fire(obs.key, "present")
-            if not nxt:
-                was = sorted(self._of(obs.key))
-                return f"liveness of {obs.key!r}: 'present' impossible from {was}"
-            self.requests[obs.key] = nxt
-        elif isinstance(obs, P.Submitted):
-            nxt = self._fire(obs.key, "submit", "resubmit")
-            if not nxt:
-                return (
-                    f"liveness of {obs.key!r}: a submission is impossible from "
-                    f"{sorted(self._of(obs.key))}"
-                )
-            self.requests[obs.key] = nxt
-        elif isinstance(obs, P.Answered):
-            nxt = self._fire(obs.key, "answer")
-            if nxt:
-                self.requests[obs.key] = nxt | (self._of(obs.key) & LIVENESS.terminal)
-        elif isinstance(obs, P.Rejected):
-            if obs.session:
-                self._expire()
-            else:
-                self._told(obs.key, "reject")
-        elif isinstance(obs, P.Cancelled):
-            self._told(obs.key, "cancel")
-        elif isinstance(obs, P.DeclaredDead):
-            now = self._of(obs.key)
-            live = frozenset({"dead"}) if now - LIVENESS.terminal else frozenset()
-            self.requests[obs.key] = (now & LIVENESS.terminal) | live
-        elif isinstance(obs, P.SessionGone):
-            self._expire()
-        elif isinstance(obs, P.Resumed):
-            if obs.stream in self.ended_streams:
-                return (
-                    f"transport of {obs.stream}: 'resume' impossible once it ended "
-                    f"(terminal {sorted(TRANSPORT.terminal)})"
-                )
-        elif isinstance(obs, P.Ended):
-            self.ended_streams.add(obs.interaction)
-        return None
+    def expired(self, states: frozenset[str]) -> frozenset[str]:
+        now = self.closure(states)
+        return self.step(now, self.expire) | (now & self.terminal)
 
-    def _told(self, key: RequestKey, trigger: str) -> None:
-        now = self._of(key)
-        nxt = _step_set(LIVENESS, now, (trigger,))
-        if nxt:
-            self.requests[key] = nxt | (now & LIVENESS.terminal)
+
+class OldLifecycle(Lifecycle):
+    """The lifecycle check as it was: the library's rules over :class:`FreshMachine`,
+    every lost session recomputing every request (not only the expirable ones)."""
+
+    def __init__(self) -> None:
+        super().__init__(FreshMachine())
 
     def _expire(self) -> None:
         for key in list(self.requests):
-            now = self._of(key)
-            self.requests[key] = _step_set(LIVENESS, now, ("expire",)) | (now & LIVENESS.terminal)
-
-    def forget(self, interaction: str, keys: Iterable[RequestKey]) -> None:
-        self.ended_streams.discard(interaction)
-        for key in keys:
-            self.requests.pop(key, None)
-            self.idempotent.discard(key)
+            self._set(key, self.machine.expired(self.requests[key]))
 
 
 def reference_audit(
