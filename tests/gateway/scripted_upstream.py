@@ -30,8 +30,11 @@ from fsm.wire.serving import lifespan, serving, whole_body
 from support.gateway import RunningGateway, running_gateway
 
 __all__ = [
+    "CALL",
+    "GUARD",
     "HEAD",
     "PARSERS",
+    "PROGRESS",
     "SID",
     "UNKNOWN_SESSION_BODY",
     "Flood",
@@ -65,6 +68,14 @@ PARSERS = pytest.mark.parametrize(
 )
 """Runs a test on each HTTP parser the gateway's edge can use (``http``: uvicorn's
 ``h11`` and ``httptools``; httptools skipped where it is not installed)."""
+
+GUARD = 30.0
+"""Hang guard of one wait (seconds): it only elapses when the awaited event never comes."""
+
+PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+"""A progress notification, as the upstream writes it into a call's stream."""
+CALL = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+"""A client's ``tools/call``, id 7."""
 
 SID = "hostile-session"
 """The session id the upstream gives every ``initialize`` (unless it issues its own)."""

@@ -26,7 +26,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import HEAD, SID, Upstream, parse, result, sse  # noqa: E402
+from scripted_upstream import CALL, GUARD, HEAD, PROGRESS, SID, Upstream, parse, result, sse  # noqa: E402
 
 from fsm.gateway import cli  # noqa: E402
 from fsm.gateway.ids import ENV_KEY  # noqa: E402
@@ -35,11 +35,6 @@ from fsm.wire.serving import serving  # noqa: E402
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
 ROOT = Path(__file__).resolve().parents[2]
-GUARD = 30.0
-"""Hang guard of one wait (seconds): it only elapses when the awaited event never comes."""
-
-PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
-CALL = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
 URL_LINE = re.compile(r"http://127\.0\.0\.1:\d+/mcp\n")
 
 

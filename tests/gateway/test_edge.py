@@ -20,7 +20,7 @@ import anyio
 import pytest
 import uvicorn
 from anyio.abc import SocketStream
-from scripted_upstream import PARSERS
+from scripted_upstream import GUARD, PARSERS
 from uvicorn.server import ServerState
 
 from fsm.gateway import edge as edge_module
@@ -35,9 +35,6 @@ from fsm.gateway.edge import (
 from fsm.wire.serving import serving, whole_body
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
-
-GUARD = 30.0
-"""Hang guard of one wait (seconds): it only elapses when the awaited event never comes."""
 
 MIB = 1 << 20
 

@@ -24,18 +24,14 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import HEAD, PARSERS, SID, Upstream, parse, result, sse  # noqa: E402
+from scripted_upstream import GUARD, HEAD, PARSERS, PROGRESS, SID, Upstream, parse, result, sse  # noqa: E402
 
 from fsm.wire.serving import lifespan, serving, whole_body  # noqa: E402
 from support.gateway import running_gateway  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
-GUARD = 30.0
-"""Hang guard of one wait (seconds): it only elapses when the awaited event never comes."""
-
 UPSTREAM_DATE = b"Mon, 01 Jan 2001 00:00:00 GMT"
-PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
 
 
 def initialize(rid: Any = 0) -> dict[str, Any]:

@@ -20,7 +20,10 @@ pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
 from scripted_upstream import (  # noqa: E402
+    CALL,
+    GUARD,
     HEAD,
+    PROGRESS,
     SID,
     Piece,
     Upstream,
@@ -36,12 +39,6 @@ from fsm.gateway.redis_store import RedisStore  # noqa: E402
 from support.redis_server import RedisServer  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-
-GUARD = 30.0
-"""Hang guard of one wait (seconds): it only elapses when the awaited event never comes."""
-
-PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
-CALL = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
 
 
 def sample(gateway: Gateway, name: str, labels: Mapping[str, str] | None = None) -> float:

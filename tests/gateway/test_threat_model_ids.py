@@ -26,7 +26,7 @@ pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
 from auth_upstream import SessionAuth  # noqa: E402
-from scripted_upstream import HEAD, SID, Upstream, gateway_for, parse, result, sse  # noqa: E402
+from scripted_upstream import HEAD, PROGRESS, SID, Upstream, gateway_for, parse, result, sse  # noqa: E402
 
 from fsm.gateway import ids  # noqa: E402
 
@@ -36,7 +36,6 @@ PROTOCOL = "2025-11-25"
 BOGUS = "1999-01-01"
 A = {**HEAD, "mcp-protocol-version": PROTOCOL, "authorization": "Bearer tok-a"}
 """A's headers (its bearer token, the protocol version its client negotiated)."""
-PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
 STEP = 10.0
 """Safety timeout of one step (seconds): it only elapses when the step's event never comes."""
 
