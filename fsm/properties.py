@@ -72,6 +72,24 @@ PROPERTIES: dict[str, str] = {
 }
 
 
+def property_names(names: Iterable[str] | None) -> tuple[str, ...]:
+    """The property names ``names`` chosen, in their order (``None``: every one of
+    :data:`PROPERTIES`). ``ValueError`` names each one that is not a property, and refuses
+    a bare string (``"P1"`` is not read as the names ``"P"`` and ``"1"``): a choice that
+    silently checked nothing would pass every run."""
+    if names is None:
+        return tuple(PROPERTIES)
+    if isinstance(names, str):
+        raise ValueError(f"property names are a collection of names, not the string {names!r}")
+    chosen = tuple(names)
+    unknown = [repr(n) for n in chosen if n not in PROPERTIES]
+    if unknown:
+        raise ValueError(
+            f"not a property: {', '.join(unknown)}; the properties are {', '.join(PROPERTIES)}"
+        )
+    return chosen
+
+
 # ----------------------------------------------------------------- observations
 
 

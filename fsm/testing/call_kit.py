@@ -88,10 +88,28 @@ M = TypeVar("M", bound=OneCallMachine)
 
 
 def bind(
-    base: type[M], name: str, client_factory: Any, check: Iterable[str] | None, **attrs: Any
+    base: type[M],
+    name: str,
+    client_factory: Any,
+    check: Iterable[str] | None,
+    *,
+    questions: int,
+    **seconds: float,
 ) -> type[M]:
     """A subclass ``name`` of ``base`` bound to ``client_factory``, failing runs on the
-    ``check`` properties (default all), with the class attributes ``attrs``."""
-    checked = frozenset(P.PROPERTIES if check is None else check)
-    body = {"client_factory": staticmethod(client_factory), **attrs, "checked": checked}
+    ``check`` properties (default all), with the class attributes ``questions`` (how many
+    the call asks) and the durations ``seconds``. ``ValueError`` for a bound out of range
+    (``questions`` >= 1, each duration > 0) or a ``check`` naming no property
+    (:func:`fsm.properties.property_names`)."""
+    wrong = [f"questions={questions!r} (>= 1)"] if questions < 1 else []
+    wrong += [f"{k}={v!r} (> 0)" for k, v in seconds.items() if not v > 0]
+    if wrong:
+        raise ValueError(f"{name}: out of range: {', '.join(wrong)}")
+    checked = frozenset(P.property_names(check))
+    body = {
+        "client_factory": staticmethod(client_factory),
+        "questions": questions,
+        **seconds,
+        "checked": checked,
+    }
     return type(name, (base,), body)

@@ -992,8 +992,14 @@ def conformance_machine(
     so narrowing it only silences, never changes, a verdict); ``coverage`` a counter the kit
     adds what it reached to.
     Run it with ``run_state_machine_as_test(M, settings=kit_settings())`` or via its
-    ``TestCase`` (unittest/pytest).
+    ``TestCase`` (unittest/pytest). ``ValueError`` for a negative ``max_tool_calls`` or
+    ``max_requests``, or a ``check`` naming no property
+    (:func:`fsm.properties.property_names`).
     """
+    if max_tool_calls < 0 or max_requests < 0:
+        raise ValueError(
+            f"max_tool_calls={max_tool_calls!r} and max_requests={max_requests!r} must be >= 0"
+        )
     attrs: dict[str, Any] = {
         "client_factory": staticmethod(client_factory),
         "budgets": budgets or P.Budgets(),
@@ -1001,7 +1007,7 @@ def conformance_machine(
         "max_tool_calls": max_tool_calls,
         "max_requests": max_requests,
         "reject_get_answers": reject_get_answers,
-        "checked": frozenset(P.PROPERTIES if check is None else check),
+        "checked": frozenset(P.property_names(check)),
         "coverage": coverage,
     }
     machine: type[ConformanceMachine] = type(name or "Conformance", (ConformanceMachine,), attrs)

@@ -265,7 +265,10 @@ def mrtr_conformance_machine(
 ) -> type[MrtrConformanceMachine]:
     """A :class:`MrtrConformanceMachine` bound to ``client_factory``; run it with
     ``run_state_machine_as_test(M, settings=kit_settings())``. ``check``: the property
-    names that fail a run (default all; narrowing silences, never changes, a verdict)."""
+    names that fail a run (default all; narrowing silences, never changes, a verdict).
+    ``questions``: how many the call asks (>= 1); ``server_ttl_s``: how long the server
+    keeps a state verifiable (> 0). Raises ``ValueError`` for bounds out of range or a
+    ``check`` naming no property."""
     return bind(
         MrtrConformanceMachine,
         "MrtrConformance",

@@ -687,7 +687,7 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
         expect: Sequence[str] = (),
     ) -> None:
         self.policy, self.bounds = policy, bounds
-        self._props = tuple(properties)
+        self._props = P.property_names(properties)
         self._name = name or policy.name
         self.expected_violations = tuple(expect)
         self.budgets = P.Budgets(ttl=bounds.ttl, counters=False)
