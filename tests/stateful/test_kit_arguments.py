@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fsm import mrtr, tasks
-from fsm.properties import PROPERTIES, property_names
+from fsm.properties import PROPERTIES
 from fsm.testing import conformance_machine, guard_factory
 from fsm.testing.mrtr_kit import mrtr_conformance_machine
 from fsm.testing.tasks_kit import tasks_conformance_machine
@@ -26,24 +26,6 @@ KITS: dict[str, Callable[..., type[Any]]] = {
         lambda clock: tasks.TaskCall("task", clock=clock), **kw
     ),
 }
-
-
-def test_property_names_default_to_all_and_keep_the_order_given() -> None:
-    assert property_names(None) == tuple(PROPERTIES)
-    assert property_names(["L1", "P2"]) == ("L1", "P2")
-    assert property_names(()) == ()
-
-
-@pytest.mark.parametrize(
-    ("names", "message"),
-    [
-        ("P1", "not the string 'P1'"),
-        (["P1", "P9", "p2"], "not a property: 'P9', 'p2'; the properties are P1, P2,"),
-    ],
-)
-def test_property_names_refuse_what_names_no_property(names: Any, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        property_names(names)
 
 
 @pytest.mark.parametrize("kit", sorted(KITS))
