@@ -107,42 +107,29 @@ def reference_audit(
     retain: int | None = None,
 ) -> AuditResult:
     """The audit as it was, forgetting the oldest ended interaction past ``retain``."""
-    budgets = budgets or P.Budgets()
-    state = P.MonitorState()
     life = OldLifecycle()
-    window: dict[str, None] = {}
-    count = 0
+    monitor = ref.Monitor(budgets or P.Budgets(), retain=retain, on_forget=life.forget)
     last_line = 0
     for line, obs, t in loads(text):
-        count += 1
         last_line = line
-        before = state
-        state, bad = ref.step(state, obs, budgets)
-        why: tuple[str, str] | None = (bad[0].name, bad[0].why) if bad else None
+        before = monitor.state
         machine_why = life.observe(obs)
-        if retain is not None and isinstance(obs, P.Ended):
-            window[obs.interaction] = None
-            while len(window) > retain:
-                oldest = next(iter(window))
-                del window[oldest]
-                keys = {k for k, stream in state.stream_of.items() if stream == oldest}
-                state = ref.forget(state, oldest)
-                life.forget(oldest, keys)
+        bad = monitor.observe(obs)
+        why: tuple[str, str] | None = (bad[0].name, bad[0].why) if bad else None
         if why is None and machine_why is not None:
             why = (MACHINE, machine_why)
         if why is not None:
             also = tuple((v.name, v.why) for v in bad[1:])
             finding = Finding(line, why[0], why[1], to_record(obs, t), summary(before), also)
-            return AuditResult(count, finding, summary(state))
+            return AuditResult(monitor.count, finding, summary(monitor.state))
+    final = summary(monitor.state)
     if complete:
-        unfinished = ref.unfinished(state)
+        unfinished = ref.unfinished(monitor.state)
         if unfinished:
             v = unfinished[0]
-            finding = Finding(
-                last_line, v.name, f"{v.why} by the end of the log", {}, summary(state)
-            )
-            return AuditResult(count, finding, summary(state))
-    return AuditResult(count, None, summary(state))
+            finding = Finding(last_line, v.name, f"{v.why} by the end of the log", {}, final)
+            return AuditResult(monitor.count, finding, final)
+    return AuditResult(monitor.count, None, final)
 
 
 # ----------------------------------------------------------------- random logs

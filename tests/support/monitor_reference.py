@@ -10,12 +10,13 @@ of :mod:`fsm.properties` that needs it changed has changed a verdict.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
 from fsm import properties as P
+from fsm.errors import RequestKey
 from fsm.properties import (
     Answered,
     Began,
@@ -193,11 +194,19 @@ def unfinished(state: MonitorState) -> tuple[Violation, ...]:
 
 class Monitor:
     """The online monitor as it was: :func:`step` per observation, forgetting the oldest
-    ended interaction past ``retain``."""
+    ended interaction past ``retain`` (and telling ``on_forget`` which interaction and
+    which request keys delivered on its stream, before they are forgotten)."""
 
-    def __init__(self, budgets: Budgets = DEFAULT, *, retain: int | None = None) -> None:
+    def __init__(
+        self,
+        budgets: Budgets = DEFAULT,
+        *,
+        retain: int | None = None,
+        on_forget: Callable[[str, set[RequestKey]], None] | None = None,
+    ) -> None:
         self.budgets = budgets
         self.retain = retain
+        self.on_forget = on_forget
         self.state = MonitorState()
         self.violations: list[tuple[int, Observation, Violation]] = []
         self.count = 0
@@ -214,6 +223,9 @@ class Monitor:
             past = max(len(self._ended) - self.retain, 0)
             forgotten, self._ended = self._ended[:past], self._ended[past:]
             for interaction in forgotten:
+                if self.on_forget is not None:
+                    keys = {k for k, on in self.state.stream_of.items() if on == interaction}
+                    self.on_forget(interaction, keys)
                 self.state = forget(self.state, interaction)
         return bad
 
