@@ -74,15 +74,6 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
 
 
-def check_reask_policy(max_reasks: int, on_reask: str) -> None:
-    """Raise ``ValueError`` unless ``max_reasks`` is an int >= 0 and ``on_reask`` one of
-    :data:`ON_REASK` (the configs call it on construction)."""
-    if isinstance(max_reasks, bool) or not isinstance(max_reasks, int) or max_reasks < 0:
-        raise ValueError(f"max_reasks must be an int >= 0, not {max_reasks!r}")
-    if on_reask not in ON_REASK:
-        raise ValueError(f"on_reask must be one of {ON_REASK}, not {on_reask!r}")
-
-
 def reask_refusal(reasks: int, max_reasks: int, on_reask: OnReask) -> str | None:
     """Why a re-ask of a question already resubmitted ``reasks`` times must fail the call
     (the evidence :class:`~fsm.errors.QuestionReaskedError` carries), or ``None`` when

@@ -70,6 +70,7 @@ from fsm.errors import (
     RequestKey,
     RequestStateExpiredError,
 )
+from fsm.fields import check_fields
 from fsm.machines.call import CallDecider, CallInstance
 from fsm.machines.product import Cause, ProductRun
 from fsm.machines.resumption import LIVENESS
@@ -81,7 +82,6 @@ from fsm.questions import (
     INPUT_METHODS,
     OnReask,
     canonical_json,
-    check_reask_policy,
     input_requests_problem,
     question_id,
 )
@@ -118,7 +118,7 @@ class MrtrConfig:
     classifier: Classifier = MRTR_CLASSIFIER
 
     def __post_init__(self) -> None:
-        check_reask_policy(self.max_reasks, self.on_reask)
+        check_fields(self, ValueError, floats="number")
 
     def ttl(self, method: str) -> float:
         """The client-side age limit of a question of ``method``."""

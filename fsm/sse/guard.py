@@ -109,6 +109,7 @@ from fsm.errors import (
     SubmissionFailedError,
     UnknownPendingRequestError,
 )
+from fsm.fields import check_fields
 from fsm.machines.product import Cause, ProductRun
 from fsm.machines.resumption import LIVENESS, PRODUCT, TRANSPORT
 from fsm.machines.spec import Scope
@@ -123,7 +124,7 @@ from fsm.messages import (
     parse,
 )
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
-from fsm.questions import OnReask, canonical_json, check_reask_policy, question_id, reask_refusal
+from fsm.questions import OnReask, canonical_json, question_id, reask_refusal
 from fsm.sse.history import EventHistory
 
 LIVE_MARKER = "dead-or-resumable/live"
@@ -212,11 +213,7 @@ class GuardConfig:
     durable: bool = False
 
     def __post_init__(self) -> None:
-        check_reask_policy(self.max_reasks, self.on_reask)
-        if self.max_ended_streams is not None and self.max_ended_streams < 0:
-            raise ValueError("max_ended_streams must be None or >= 0")
-        if not self.resume_patience_s >= 0:
-            raise ValueError("resume_patience_s must be a number >= 0")
+        check_fields(self, ValueError, floats="number")
 
     def ttl(self, method: str) -> float:
         """The client-side deadline recorded for a request of ``method``."""

@@ -96,6 +96,7 @@ from fsm.errors import (
     TaskFailedError,
     TaskPollsExceededError,
 )
+from fsm.fields import check_fields
 from fsm.machines.call import CallDecider, CallInstance
 from fsm.machines.product import Cause, ProductRun
 from fsm.machines.tables import EngineName
@@ -105,7 +106,6 @@ from fsm.questions import (
     INPUT_METHODS,
     OnReask,
     canonical_json,
-    check_reask_policy,
     input_requests_problem,
     question_id,
 )
@@ -154,11 +154,7 @@ class TaskConfig:
     classifier: Classifier = TASK_CLASSIFIER
 
     def __post_init__(self) -> None:
-        check_reask_policy(self.max_reasks, self.on_reask)
-        for name in ("max_polls", "max_poll_errors", "max_resends", "max_resubmits"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, not {value!r}")
+        check_fields(self, ValueError, floats="number")
 
     def interval(self, poll_interval_ms: float | None) -> float:
         """The wait before the next poll for the task's ``pollIntervalMs``."""

@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, Self, 
 from fsm import properties as P
 from fsm.checker import BaseModel, Property
 from fsm.checker.location import is_model_code
+from fsm.fields import FieldRule, check_fields, field_rules
 from fsm.machines.spec import ProductSpec
 
 # ------------------------------------------------------------------ bounds
@@ -61,49 +62,6 @@ UserMode = Literal["answers", "never"]
 """The user answers each presented prompt (at any time), or never."""
 
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
-
-
-class _Rule(NamedTuple):
-    """How one bounds field is checked and read from text, from its declared type."""
-
-    kind: Literal["count", "flag", "positive", "choice"]
-    choices: tuple[Any, ...] = ()
-    none: bool = False
-    """A count that may also be None (any number)."""
-
-
-_RULES: dict[type, dict[str, _Rule]] = {}
-
-
-def _rules(cls: type) -> dict[str, _Rule]:
-    """The rule of each field of the bounds dataclass ``cls``, from its type: ``int`` a
-    count >= 0 (``int | None``: or None), ``bool`` a flag, ``float`` a number > 0, a
-    ``Literal`` one of its values. TypeError for a field of any other type."""
-    known = _RULES.get(cls)
-    if known is not None:
-        return known
-    hints = typing.get_type_hints(cls)
-    rules: dict[str, _Rule] = {}
-    for f in dataclasses.fields(cls):
-        hint = hints[f.name]
-        args = typing.get_args(hint)
-        if hint is bool:
-            rules[f.name] = _Rule("flag")
-        elif hint is int or (
-            typing.get_origin(hint) is types.UnionType and args == (int, types.NoneType)
-        ):
-            rules[f.name] = _Rule("count", none=hint is not int)
-        elif hint is float:
-            rules[f.name] = _Rule("positive")
-        elif typing.get_origin(hint) is Literal:
-            rules[f.name] = _Rule("choice", args)
-        else:
-            raise TypeError(
-                f"{cls.__name__}.{f.name}: a bound is an int, int | None, bool, float or a"
-                f" Literal, not {hint}"
-            )
-    _RULES[cls] = rules
-    return rules
 
 
 class WorldBounds:
@@ -130,20 +88,7 @@ class WorldBounds:
     ttl: float
 
     def __post_init__(self) -> None:
-        where = type(self).__name__
-        for name, rule in _rules(type(self)).items():
-            value = getattr(self, name)
-            if rule.kind == "choice" and value not in rule.choices:
-                allowed = ", ".join(map(str, rule.choices))
-                raise BoundsError(f"{where}.{name}: {value!r} is not one of {allowed}")
-            counted = rule.kind == "count" and not (value is None and rule.none)
-            if counted and (type(value) is not int or value < 0):
-                also = " or None (any number)" if rule.none else ""
-                raise BoundsError(f"{where}.{name}: {value!r} is not an integer >= 0{also}")
-            if rule.kind == "flag" and type(value) is not bool:
-                raise BoundsError(f"{where}.{name}: {value!r} is not True or False")
-            if rule.kind == "positive" and (type(value) not in (int, float) or not value > 0):
-                raise BoundsError(f"{where}.{name}: {value!r} is not a number > 0")
+        check_fields(self, BoundsError, floats="positive", strict=True)
         self._check()
 
     def _check(self) -> None:
@@ -153,7 +98,7 @@ class WorldBounds:
         """A copy with fields set from text, as the command line gives them
         (``{"requests": "2", "replay": "inclusive", "reaper": "true"}``); BoundsError for
         an unknown field or a value the field does not allow."""
-        rules = _rules(type(self))
+        rules = field_rules(type(self), floats="positive", strict=True)
         changes: dict[str, Any] = {}
         for name, text in settings.items():
             if name not in rules:
@@ -162,7 +107,7 @@ class WorldBounds:
         updated: Self = dataclasses.replace(typing.cast(Any, self), **changes)
         return updated
 
-    def _parse(self, name: str, rule: _Rule, text: str) -> Any:
+    def _parse(self, name: str, rule: FieldRule, text: str) -> Any:
         """The value of field ``name`` written as ``text`` (left as text when it is not a
         number or a flag: construction judges it)."""
         if rule.none and text.lower() == "none":

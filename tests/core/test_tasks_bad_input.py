@@ -102,10 +102,13 @@ def test_garbage_as_the_created_task_never_raises(garbage: Any) -> None:
 @pytest.mark.parametrize(
     ("knobs", "needle"),
     [
-        ({"max_polls": -1}, "max_polls must be an int >= 0"),
-        ({"max_resends": True}, "max_resends must be an int >= 0"),
-        ({"max_reasks": -1}, "max_reasks must be an int >= 0"),
-        ({"on_reask": "ask-again"}, "on_reask must be one of"),
+        ({"max_polls": -1}, "^TaskConfig.max_polls: -1 is not an integer >= 0$"),
+        ({"max_resends": True}, "^TaskConfig.max_resends: True is not an integer >= 0$"),
+        ({"max_reasks": -1}, "^TaskConfig.max_reasks: -1 is not an integer >= 0$"),
+        (
+            {"on_reask": "ask-again"},
+            "^TaskConfig.on_reask: 'ask-again' is not one of resubmit, fail$",
+        ),
     ],
 )
 def test_a_config_out_of_its_bounds_is_refused_at_construction(

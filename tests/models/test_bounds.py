@@ -23,7 +23,7 @@ from fsm.worlds.sse import Bounds, BoundsError
         ),
         ({"user": "sometimes"}, "Bounds.user: 'sometimes' is not one of answers, never"),
         ({"requests": -1}, "Bounds.requests: -1 is not an integer >= 0"),
-        ({"cuts": 1.5}, "Bounds.cuts: 1.5 is not an integer >= 0 or None (any number)"),
+        ({"cuts": 1.5}, "Bounds.cuts: 1.5 is not an integer >= 0 or None (no limit)"),
         ({"post_faults": True}, "Bounds.post_faults: True is not an integer >= 0"),
         ({"reaper": 1}, "Bounds.reaper: 1 is not True or False"),
         ({"ttl": 0}, "Bounds.ttl: 0 is not a number > 0"),
@@ -95,5 +95,5 @@ def test_a_bound_of_a_type_no_rule_reads_is_a_type_error() -> None:
         user: str = "answers"
         ttl: float = 0.5
 
-    with pytest.raises(TypeError, match=r"Odd\.names: a bound is an int, int \| None, bool"):
+    with pytest.raises(TypeError, match=r"Odd\.names: a checked field is an int, int \| None, bool"):
         Odd()
