@@ -84,6 +84,7 @@ from typing import IO, Any
 
 from fsm import properties as P
 from fsm.errors import RequestKey
+from fsm.fields import field_problem, field_rules
 from fsm.machines.resumption import LIVENESS, TRANSPORT
 from fsm.machines.spec import MachineSpec
 from fsm.machines.tasks import TASK_INPUT
@@ -564,6 +565,24 @@ def _retain(value: str) -> int | None:
     return n
 
 
+def _budget(name: str) -> Callable[[str], Any]:
+    """The command line's reading of the :class:`~fsm.properties.Budgets` field ``name``,
+    refused as the field's rule refuses it (:mod:`fsm.fields`)."""
+    rule = field_rules(P.Budgets, floats="number", strict=False)[name]
+
+    def read(text: str) -> Any:
+        try:
+            value: Any = float(text) if rule.kind == "number" else int(text)
+        except ValueError:
+            value = text
+        problem = field_problem(rule, value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+        return value
+
+    return read
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fsm audit",
@@ -577,9 +596,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--complete", action="store_true", help="the log is complete: check P5")
     d = P.Budgets()
-    p.add_argument("--ttl", type=float, default=d.ttl, help="request TTL in seconds")
-    p.add_argument("--max-resumes", type=int, default=d.max_resumes_without_progress)
-    p.add_argument("--max-submissions", type=int, default=d.max_submissions)
+    p.add_argument("--ttl", type=_budget("ttl"), default=d.ttl, help="request TTL in seconds")
+    p.add_argument(
+        "--max-resumes",
+        type=_budget("max_resumes_without_progress"),
+        default=d.max_resumes_without_progress,
+    )
+    p.add_argument("--max-submissions", type=_budget("max_submissions"), default=d.max_submissions)
     p.add_argument(
         "--retain",
         type=_retain,

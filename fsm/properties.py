@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, NoReturn, TypeVar
 
 from fsm.errors import RequestKey
+from fsm.fields import check_fields
 
 PROPERTIES: dict[str, str] = {
     "P1": "a dead request is never presented",
@@ -253,7 +254,8 @@ Observation = (
 
 @dataclass(frozen=True, slots=True)
 class Budgets:
-    """What the monitor needs to know of the client's configuration."""
+    """What the monitor needs to know of the client's configuration. ``ValueError`` for
+    a count below 0 or a TTL that is not a number >= 0 (:mod:`fsm.fields`)."""
 
     ttl: float = 60.0
     max_resumes_without_progress: int = 3
@@ -261,6 +263,9 @@ class Budgets:
     counters: bool = True
     """Track the bounded-L1 counters. Model checkers set it off: their L1 is cycle
     detection, and counters would only unroll every loop up to the budget."""
+
+    def __post_init__(self) -> None:
+        check_fields(self, ValueError, floats="number")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,15 +14,17 @@ import pytest
 from fsm import GuardConfig
 from fsm.fields import FieldRule, check_fields, field_problem, field_rules
 from fsm.mrtr import MrtrConfig
+from fsm.properties import Budgets
 from fsm.tasks import TaskConfig
 
 CONFIGS: list[type[Any]] = [GuardConfig, MrtrConfig, TaskConfig]
+"""The eras' configurations; the monitor's :class:`Budgets` is checked alike."""
 
 
 def _fields(kind: str) -> list[tuple[type[Any], str]]:
     return [
         (config, name)
-        for config in CONFIGS
+        for config in [*CONFIGS, Budgets]
         for name, rule in field_rules(config, floats="number", strict=False).items()
         if rule.kind == kind
     ]
