@@ -7,8 +7,3 @@ import pytest
 
 pytest.importorskip("mcp")
 pytest.importorskip("uvicorn")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

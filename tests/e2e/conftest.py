@@ -23,11 +23,6 @@ from support.scenarios import Rig, open_rig  # noqa: E402
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def rig() -> AsyncIterator[Rig]:
     """A fresh server + fault proxy + HTTP client + scripted user."""
     async with open_rig() as r:

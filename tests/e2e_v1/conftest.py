@@ -36,8 +36,3 @@ def needs_primed_replays() -> pytest.MarkDecorator:
         not PRIMES_REPLAYS,
         reason=f"mcp {MCP_VERSION}'s server does not prime a replayed stream",
     )
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

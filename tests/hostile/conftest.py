@@ -6,15 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 for path in (ROOT, HERE):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

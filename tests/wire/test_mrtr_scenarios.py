@@ -39,11 +39,6 @@ from fsm.wire.mrtr_rig import QUESTION_AGE_S, ScenarioClock
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_the_plain_client_sends_the_late_answer_into_the_expired_state() -> None:
     """Shown at 0 s, answered at 541 s on the client's clock (age 540 s): the plain
     driver sends it anyway (P6), gets HTTP 400 with -32602 and fails with it."""

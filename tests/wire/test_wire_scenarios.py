@@ -34,11 +34,6 @@ if MCP_MAJOR >= 2:  # the MRTR scenarios need protocol 2026-07-28 (tests/wire/te
 and ``tests/e2e/test_mrtr_e2e`` measure the wire behind each)."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_every_scenario_is_listed_here_and_documented() -> None:
     assert set(SCENARIOS) == set(PLAIN_BREAKS)
     for name, scenario in SCENARIOS.items():
