@@ -47,7 +47,10 @@ _RULES: dict[tuple[type, FloatRule, bool], dict[str, FieldRule]] = {}
 def field_rules(cls: type, *, floats: FloatRule, strict: bool) -> dict[str, FieldRule]:
     """The rule of each checked field of the dataclass ``cls``, from its type (see the
     module docstring), computed once per class. ``strict``: ``TypeError`` for a field of
-    any other type; otherwise such a field is not checked here."""
+    any other type; otherwise such a field is not checked here. ``ValueError`` for a
+    ``floats`` that is not a :data:`FloatRule`."""
+    if floats not in ("number", "positive"):
+        raise ValueError(f"floats is 'number' or 'positive', not {floats!r}")
     known = _RULES.get((cls, floats, strict))
     if known is not None:
         return known

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -114,3 +114,30 @@ def test_a_strict_class_refuses_a_field_no_rule_reads_and_a_lax_one_skips_it() -
     with pytest.raises(KeyError, match=r"Knobs\.limit: -1 is not an integer >= 0"):
         check_fields(Knobs(limit=-1), KeyError, floats="number")
     check_fields(Knobs(), KeyError, floats="number")
+
+
+@pytest.mark.parametrize("floats", ["number", "positive"])
+def test_the_rules_of_a_class_follow_each_declared_type(floats: Any) -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Every:
+        flag: bool = True
+        count: int = 1
+        limit: int | None = None
+        seconds: float = 1.0
+        mode: Literal["a", "b"] = "a"
+        names: tuple[str, ...] = ()
+
+    assert field_rules(Every, floats=floats, strict=False) == {
+        "flag": FieldRule("flag"),
+        "count": FieldRule("count"),
+        "limit": FieldRule("count", none=True),
+        "seconds": FieldRule(floats),
+        "mode": FieldRule("choice", ("a", "b")),
+    }
+    with pytest.raises(TypeError, match=r"^Every\.names: .* not tuple\[str, \.\.\.\]$"):
+        field_rules(Every, floats=floats, strict=True)
+
+
+def test_a_float_rule_is_number_or_positive() -> None:
+    with pytest.raises(ValueError, match=r"^floats is 'number' or 'positive', not 'NUMBER'$"):
+        field_rules(Budgets, floats="NUMBER", strict=False)  # type: ignore[arg-type]
