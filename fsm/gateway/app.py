@@ -327,6 +327,18 @@ def credentials_of(
     return tuple(headers.get(name, "") for name in names)
 
 
+def _with_query(upstream: httpx2.URL, query: bytes) -> httpx2.URL:
+    """The upstream URL a client request goes to: the gateway's one ``upstream``, with
+    the request's ``query`` (the only part of the target a client chooses). ``ValueError``
+    for a query no URL can hold (a ``#``, which the h11 parser passes on as query)."""
+    if not query:
+        return upstream
+    try:
+        return upstream.copy_with(query=query)
+    except httpx2.InvalidURL as exc:
+        raise ValueError(str(exc)) from None
+
+
 def _is_initialize(body: bytes) -> bool:
     """Whether ``body`` is a JSON-RPC ``initialize`` request (a body that does not hold the
     word is not parsed). Such a request begins a session: the gateway files it as a new
@@ -635,6 +647,11 @@ class Gateway:
         except ValueError as exc:
             await _reply(send, 400, _rpc_error(None, -32600, f"bad header: {exc}"))
             return
+        try:
+            url = _with_query(self._upstream_url, scope.get("query_string", b""))
+        except ValueError as exc:
+            await _reply(send, 400, _rpc_error(None, -32600, f"bad query: {exc}"))
+            return
         if self.host_policy is not None:
             refusal = self.host_policy.refusal(headers)
             if refusal is not None:
@@ -658,7 +675,7 @@ class Gateway:
 
         try:
             with flight.scope:
-                await self._handle(scope, headers, receive, sent, flight)
+                await self._handle(scope, url, headers, receive, sent, flight)
             if flight.scope.cancelled_caught and not flight.complete:  # by the drain
                 if not flight.started:
                     why = _rpc_error(None, ENDED_CODE, "gateway draining: retry")
@@ -687,7 +704,13 @@ class Gateway:
         await _reply(send, 503 if why else 200, body, extra=((b"cache-control", b"no-store"),))
 
     async def _handle(
-        self, scope: Scope, headers: dict[str, str], receive: Any, send: Any, flight: _Flight
+        self,
+        scope: Scope,
+        url: httpx2.URL,
+        headers: dict[str, str],
+        receive: Any,
+        send: Any,
+        flight: _Flight,
     ) -> None:
         method = scope["method"]
         try:
@@ -716,7 +739,7 @@ class Gateway:
             return
         session.busy += 1
         try:
-            await self._serve(session, scope, method, headers, body, receive, send, flight)
+            await self._serve(session, scope, url, headers, body, receive, send, flight)
         finally:
             session.busy -= 1
             session.last_used = time.monotonic()
@@ -729,7 +752,7 @@ class Gateway:
         self,
         session: _Session,
         scope: Scope,
-        method: str,
+        url: httpx2.URL,
         headers: dict[str, str],
         body: bytes,
         receive: Any,
@@ -737,9 +760,7 @@ class Gateway:
         flight: _Flight,
     ) -> None:
         e = session.engine
-        url = self._upstream_url
-        if scope.get("query_string"):
-            url = url.copy_with(query=scope["query_string"])
+        method = scope["method"]
         # the client's request as it came: no default header of the gateway's HTTP client
         # added (merging them, build_request, took a sixth of a forwarded request's CPU)
         request = httpx2.Request(

@@ -41,14 +41,22 @@ def initialize(rid: Any = 0) -> dict[str, Any]:
 # --------------------------------------------------------------------------- raw HTTP
 
 
-def request(method: str, port: int, body: bytes = b"", *fields: str, version: str = "1.1") -> bytes:
-    """A request head (``Host``, ``Connection: close`` on HTTP/1.1, ``fields``) and body."""
+def request(
+    method: str,
+    port: int,
+    body: bytes = b"",
+    *fields: str,
+    version: str = "1.1",
+    target: str = "/mcp",
+) -> bytes:
+    """A request head for ``target`` (``Host``, ``Connection: close`` on HTTP/1.1,
+    ``fields``) and body."""
     lines = [f"Host: 127.0.0.1:{port}", *fields]
     if version == "1.1":
         lines.append("Connection: close")
     if body or method == "POST":
         lines.append(f"Content-Length: {len(body)}")
-    head = f"{method} /mcp HTTP/{version}\r\n" + "".join(f"{line}\r\n" for line in lines)
+    head = f"{method} {target} HTTP/{version}\r\n" + "".join(f"{line}\r\n" for line in lines)
     return head.encode() + b"\r\n" + body
 
 
@@ -129,6 +137,7 @@ class Recording:
 
     def __init__(self) -> None:
         self.seen: list[dict[str, str]] = []
+        self.queries: list[bytes] = []
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -136,6 +145,7 @@ class Recording:
             return
         body = await whole_body(receive)
         self.seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        self.queries.append(scope["query_string"])
         msg = json.loads(body) if body else {}
         common = [(b"date", UPSTREAM_DATE), (b"server", b"scripted/1")]
         if msg.get("method") == "initialize":
@@ -313,6 +323,27 @@ async def test_hop_by_hop_request_fields_stay_and_forwarded_for_is_appended() ->
     assert seen["x-forwarded-for"] == "203.0.113.9, 127.0.0.1"
     hop = f'for=127.0.0.1;host="127.0.0.1:{port}";proto=http'
     assert seen["forwarded"] == f"for=203.0.113.9;proto=https, {hop}"
+
+
+async def test_a_query_no_url_can_hold_is_refused_before_anything_is_forwarded() -> None:
+    """Only the query of a request's target comes from the client. One that no URL can
+    hold (a ``#``, which the h11 parser passes on as query) gets ``400`` naming it, and
+    nothing reaches the upstream, not a ``500``; the session and a plain query are
+    unharmed."""
+    accept = "Accept: application/json, text/event-stream"
+    body = json.dumps(initialize()).encode()
+    async with recorded("h11") as (up, port):
+        for target in ("/mcp?a=b#f", "/mcp?#"):
+            sent = request("POST", port, body, accept, target=target)
+            status, _fields, raw = await exchange(port, sent)
+            assert status == 400, target
+            assert b"bad query" in raw, raw
+        assert up.queries == []
+        status, _fields, _raw = await exchange(
+            port, request("POST", port, body, accept, target="/mcp?a=b")
+        )
+    assert status == 200
+    assert up.queries == [b"a=b"]
 
 
 @PARSERS
