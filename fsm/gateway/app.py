@@ -77,7 +77,7 @@ import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -108,6 +108,7 @@ from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.gateway.edge import HostPolicy
 from fsm.gateway.ids import EventIdKeys, GatewayEventId, IdRewriter, parse_event_id
+from fsm.gateway.kept import KeptResults
 from fsm.gateway.metrics import GatewayMetrics, TimedStore
 from fsm.gateway.standalone import (
     StandaloneAhead,
@@ -239,6 +240,10 @@ class GatewayLimits:
     max_finals: int = 16
     """Final responses kept per session (the newest); a resume of an older finished
     stream gets ``result-not-kept``."""
+    max_kept_bytes: int = 256 * 1024 * 1024
+    """Bytes of final responses kept over every session together; past it the least
+    recently kept go first (:mod:`fsm.gateway.kept`), so the results clients read whole
+    cannot fill the replica."""
     observations: int = 16
     """Observations each session's event log keeps, the newest (the monitor checks them
     all as they come; the log is for reading a session's recent past)."""
@@ -295,6 +300,7 @@ class GatewayLimits:
             "max_sessions",
             "max_final",
             "max_finals",
+            "max_kept_bytes",
             "observations",
             "remembered",
             "max_event_bytes",
@@ -375,13 +381,9 @@ class _Session:
     max_credentials: int
     credential_headers: tuple[str, ...] = CREDENTIAL_HEADERS
     ids: dict[str, IdRewriter] = field(default_factory=dict)
-    finals: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
-    """The last piece passed on of each finished stream, newest last (at most
-    ``max_finals``): its last event is the stream's result, parsed out only when a
-    resume asks for it."""
-    proven: OrderedDict[Hashable, None] = field(default_factory=OrderedDict)
-    """Credentials (:meth:`credentials`) the upstream accepted for this session (newest
-    last)."""
+    proven: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
+    """The digests of the credentials (:meth:`credentials`) the upstream accepted for this
+    session (newest last): 32 bytes each, however long the cookies."""
     claimed: set[RequestId] = field(default_factory=set)
     """Requests this replica claimed and presented, whose leases it renews."""
     held: bool = False
@@ -402,8 +404,9 @@ class _Session:
             ids = self.ids[stream] = IdRewriter(stream, self.engine.session or "", self.keys)
         return ids
 
-    def credentials(self, request: Any) -> Hashable:
-        """``request``'s credentials: its credential headers and its URL's query."""
+    def credentials(self, request: Any) -> bytes:
+        """A digest of ``request``'s credentials: its credential headers and its URL's
+        query (:func:`~fsm.gateway.standalone.claimant`)."""
         return claimant(credentials_of(request.headers, self.credential_headers), request.url.query)
 
     def trusts(self, request: Any) -> bool:
@@ -502,6 +505,9 @@ class Gateway:
         """What a forwarded request's ``timeout`` extension holds (made once)."""
         self._upstream_url = httpx2.URL(upstream)
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._kept = KeptResults(self.limits.max_finals, self.limits.max_kept_bytes)
+        """The last piece passed on of each finished stream, by session: its last event
+        is the stream's result, parsed out only when a resume asks for it."""
         self._unaccepted: dict[str, _Session] = {}
         """Sessions the upstream has not accepted here, by id, while a request is in
         flight for them (shared by concurrent requests of one id)."""
@@ -568,6 +574,7 @@ class Gateway:
                 finally:
                     for session in self._sessions.values():
                         session.engine.close()
+                        self._kept.forget(session)
                     self._sessions.clear()
                     tg.cancel_scope.cancel()
                     self._http = self._tg = None
@@ -870,7 +877,7 @@ class Gateway:
             return await session.transport._send(request)
         stream, origin = got.stream, origin_of(got.stream)
         known = e.guard.stream_state(stream) is not None
-        if not known and (stream in session.finals or stream in e.failures):
+        if not known and ((session, stream) in self._kept or stream in e.failures):
             return self._ended_here(session, stream, origin)  # its guard record forgotten
         ids = session.rewriter(stream)
         seen = [] if known else [got]
@@ -899,7 +906,7 @@ class Gateway:
         """The answer to a resume of a stream that ended here: its kept result, else the
         error that ended it (or ``result-not-kept``)."""
         e = session.engine
-        kept = session.finals.get(stream)
+        kept = self._kept.get(session, stream)
         final = None if kept is None else _final_event(kept)
         if final is None:  # dead here (the error was sent), or done with no result kept
             err = e.failures.get(stream) or InteractionFailed(
@@ -998,11 +1005,9 @@ class Gateway:
         origin's response arrived (a resume that lost it gets it again), and record the
         newest event passed on as the stream's cursor in the store."""
         done = session.engine.guard.stream_state(stream) == "done"
-        kept = last.value() if done and stream not in session.finals else None
+        kept = last.value() if done and (session, stream) not in self._kept else None
         if kept is not None:
-            session.finals[stream] = kept
-            while len(session.finals) > self.limits.max_finals:
-                session.finals.popitem(last=False)
+            self._kept.keep(session, stream, kept)
         self._forget_ended(session)
         if ids.last is not None and session.engine.session and session.held:
             cursor = Cursor(ids.position, ids.last)
@@ -1013,7 +1018,7 @@ class Gateway:
         result is not kept (their id tables, the credentials they acted with): a
         session's memory does not grow with its calls."""
         e = session.engine
-        for stream in [s for s in session.ids if s not in session.finals]:
+        for stream in [s for s in session.ids if (session, s) not in self._kept]:
             if e.guard.stream_state(stream) in (None, "done", "dead") and stream not in e.tees:
                 del session.ids[stream]
                 e.forget_stream(stream)
@@ -1110,6 +1115,7 @@ class Gateway:
                 break  # least recently used first: the rest are newer
             if old.busy == 0:
                 old.engine.close()
+                self._kept.forget(old)
                 del self._sessions[old_sid]
         return len(self._sessions) < self.limits.max_sessions
 
@@ -1129,6 +1135,7 @@ class Gateway:
         session.ended_recorded = True
         if self._sessions.get(e.session) is session:
             del self._sessions[e.session]
+        self._kept.forget(session)
         if e.expired.reason == "deleted":  # the client closed it: its streams end as closed
             e.end_session()
         e.close()

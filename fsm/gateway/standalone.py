@@ -37,8 +37,9 @@ session is opened ahead, and none when the client's own ``GET`` came first.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -73,10 +74,16 @@ def opens_stream(resp: Any) -> bool:
     return bool(resp.status_code == 200 and ctype == "text/event-stream")
 
 
-def claimant(credentials: Hashable, query: bytes) -> Hashable:
-    """Who a client request is, as far as the stream opened ahead goes: its credentials
-    (the gateway's ``credentials_of`` its headers) and the query string of its URL."""
-    return (credentials, query)
+def claimant(credentials: Sequence[str], query: bytes) -> bytes:
+    """Who a client request is, as far as the gateway's trust goes: a SHA-256 digest of
+    its credentials (the gateway's ``credentials_of`` its headers) and the query string of
+    its URL. Two requests are the same claimant exactly when both are equal; what a
+    session keeps of each claimant is 32 bytes, however long its cookies or query."""
+    digest = hashlib.sha256()
+    for part in (*(value.encode("utf-8", "surrogatepass") for value in credentials), query):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.digest()
 
 
 def ahead_headers(headers: Mapping[str, str], credentials: Mapping[str, str]) -> dict[str, str]:
@@ -97,7 +104,7 @@ class StandaloneAhead:
 
     def __init__(self) -> None:
         self.state: State = "idle"
-        self._owner: Hashable = None
+        self._owner: bytes | None = None
         self._resp: Any = None
         self._settled = anyio.Event()
         self._taken = anyio.Event()
@@ -112,7 +119,7 @@ class StandaloneAhead:
         send: Callable[[], Awaitable[Any]],
         spawn: Callable[[Callable[[Any], Awaitable[None]], Any], None],
         hold_s: float,
-        owner: Hashable,
+        owner: bytes,
     ) -> None:
         """Open the stream: ``send()`` sends the ``GET`` and returns its response (head
         read), in a task ``spawn`` starts in the session's work (cancelled with it); wait
@@ -152,7 +159,7 @@ class StandaloneAhead:
         with anyio.move_on_after(HEAD_WAIT_S):
             await self._settled.wait()
 
-    async def take(self, claimant: Hashable) -> Any:
+    async def take(self, claimant: bytes) -> Any:
         """For a client's fresh ``GET`` with credentials the upstream accepted for the
         session: the held response (waiting for one being opened) if ``claimant`` is its
         opener, else ``None`` (the client's ``GET`` goes upstream itself; from then on

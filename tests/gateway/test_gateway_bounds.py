@@ -47,6 +47,7 @@ from scripted_upstream import (  # noqa: E402
 )
 
 from fsm.gateway.app import GatewayLimits  # noqa: E402
+from fsm.gateway.standalone import claimant  # noqa: E402
 from fsm.gateway.store import MemoryStore  # noqa: E402
 from fsm.sse.guard import GuardConfig  # noqa: E402
 
@@ -675,8 +676,86 @@ async def test_a_long_session_keeps_bounded_state_per_stream() -> None:
             assert (await call(http, gw.url, sid, rid)).results(rid) == 1
         held = gw.gateway._sessions[sid]
     # the newest kept results, and the last call's stream if its end is not filed yet
-    assert len(held.finals) <= 4 and len(held.ids) <= 5
+    assert gw.gateway._kept.count(held) <= 4 and len(held.ids) <= 5
     assert len(held.engine._creds_by_stream) <= 5
+
+
+async def test_results_read_whole_cannot_fill_the_replica() -> None:
+    """Five sessions each read a 100 KB result whole. What the replica keeps of them (to
+    answer a resume that lost one) stays within ``max_kept_bytes`` over every session,
+    the least recently kept going first: the newest resumes from what was kept, an
+    evicted one is told ``result-not-kept``, and a session's end lets its result go."""
+    big = {"content": [{"type": "text", "text": "x" * 100_000}]}
+
+    def script(msg: Any, headers: Any) -> list[bytes]:
+        return [sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": big})]
+
+    up = Upstream(script=script, issue_sessions=True)
+    limits = GatewayLimits(max_kept_bytes=350_000)  # three such results
+    async with gateway_for(up, limits=limits) as gw, client() as http:
+        kept, held = gw.gateway._kept, gw.gateway._sessions
+        sids, firsts = [], []
+        for _ in range(5):
+            sid = await begin(http, gw.url)
+            firsts.append(await call(http, gw.url, sid, 1))
+            sids.append(sid)
+            with anyio.fail_after(HANG):  # the gateway files the result as the stream ends
+                while kept.count(held[sid]) != 1:
+                    await anyio.sleep(0.01)
+        assert [kept.count(held[sid]) for sid in sids] == [0, 0, 1, 1, 1]
+        assert 300_000 < kept.size <= 350_000
+        resumes = []
+        for sid, first in ((sids[-1], firsts[-1]), (sids[0], firsts[0])):
+            ((event_id, _),) = first.events
+            h = {**HEAD, "mcp-session-id": sid, "last-event-id": event_id}
+            resumes.append(await read(http, "GET", gw.url, h))
+        gets = [method for method, _, _ in up.requests if method == "GET"]
+        size, last = kept.size, held[sids[-1]]
+        gone = await http.delete(gw.url, headers={**HEAD, "mcp-session-id": sids[-1]})
+        assert gone.status_code == 202
+        with anyio.fail_after(HANG):  # the session ends as its DELETE's answer is sent
+            while sids[-1] in held:
+                await anyio.sleep(0.01)
+        assert kept.count(last) == 0
+        after = kept.size
+    newest, evicted = resumes
+    assert [m["result"] for m in newest.messages()] == [big]  # from what was kept
+    assert [e["error"]["data"]["reason"] for e in evicted.errors()] == ["result-not-kept"]
+    assert gets == []  # neither resume went upstream
+    assert after < size
+
+
+async def test_proven_credentials_are_kept_as_digests() -> None:
+    """Ten requests of one session, each with its own 30 KB cookie, all accepted: the
+    session keeps a 32-byte digest of the newest eight (``max_credentials``), not the
+    cookies; a request is trusted exactly when its credentials are one of them."""
+    up = Upstream(script=lambda msg, headers: [sse("e1", result(msg["id"]))])
+    async with gateway_for(up) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        cookies = [f"c={n}{'x' * 30_000}" for n in range(10)]
+        for rid, cookie in enumerate(cookies, start=1):
+            assert (await call(http, gw.url, sid, rid, cookie=cookie)).results(rid) == 1
+        session = gw.gateway._sessions[sid]
+        proven = list(session.proven)
+        trusted = [
+            session.trusts(httpx2.Request("POST", gw.url, headers={"cookie": c})) for c in cookies
+        ]
+    assert len(proven) == 8 and {len(p) for p in proven} == {32}
+    assert trusted == [False, False, *[True] * 8]  # the oldest two forgotten
+
+
+def test_a_claimant_digest_tells_every_part_apart() -> None:
+    """Equal credentials and query give one digest; moving a byte between parts does
+    not (each part is length-prefixed)."""
+    same = claimant(("Bearer a", "c=1"), b"key=k")
+    assert claimant(("Bearer a", "c=1"), b"key=k") == same
+    others = [
+        claimant(("Bearer a", "c=2"), b"key=k"),
+        claimant(("Bearer a", "c=1"), b"key=j"),
+        claimant(("Bearer ", "ac=1"), b"key=k"),
+        claimant(("Bearer a", "c=1key=k"), b""),
+    ]
+    assert same not in others and len(set(others)) == len(others)
 
 
 async def test_a_resume_of_a_stream_the_guard_forgot_gets_its_kept_result() -> None:
