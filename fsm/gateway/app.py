@@ -107,7 +107,13 @@ from fsm.adapters._transport.transport import GuardedTransport, bind
 from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.gateway.edge import HostPolicy
-from fsm.gateway.ids import EventIdKeys, GatewayEventId, IdRewriter, parse_event_id
+from fsm.gateway.ids import (
+    EventIdKeys,
+    GatewayEventId,
+    IdRewriter,
+    parse_event_id,
+    store_name,
+)
 from fsm.gateway.kept import KeptResults
 from fsm.gateway.metrics import GatewayMetrics, TimedStore
 from fsm.gateway.standalone import (
@@ -883,7 +889,7 @@ class Gateway:
         seen = [] if known else [got]
         if seen and e.session is not None:  # another replica carried it: its cursor?
             try:
-                stored = await self._store.cursor_of(e.session, stream)
+                stored = await self._store.cursor_of(e.session, store_name(stream))
             except StoreUnavailableError as exc:  # the client's id then; claims still hold
                 logger.warning("no stored cursor for a resumed stream: %s", exc)
                 stored = None
@@ -1011,7 +1017,8 @@ class Gateway:
         self._forget_ended(session)
         if ids.last is not None and session.engine.session and session.held:
             cursor = Cursor(ids.position, ids.last)
-            self._spawn(self._store.save_cursor, session.engine.session, stream, cursor)
+            name = store_name(stream)
+            self._spawn(self._store.save_cursor, session.engine.session, name, cursor)
 
     def _forget_ended(self, session: _Session) -> None:
         """Drop what a session keeps per stream for the streams that ended and whose
@@ -1161,7 +1168,8 @@ class Gateway:
             try:
                 if ids is not None and ids.last is not None:  # the newest event passed on
                     cursor = Cursor(ids.position, ids.last)
-                    won = await store.claim(sid, key[1], stream=stream, cursor=cursor, **lease)
+                    name = store_name(stream)
+                    won = await store.claim(sid, key[1], stream=name, cursor=cursor, **lease)
                 else:
                     won = await store.claim(sid, key[1], **lease)
             except InteractionFailed as err:  # blanked, and its stream fails with err
@@ -1190,7 +1198,7 @@ class Gateway:
         session, stream = args
         e = session.engine
         try:
-            claimed = await self._store.open_claims(e.session or "", stream)
+            claimed = await self._store.open_claims(e.session or "", store_name(stream))
         except StoreUnavailableError as exc:
             logger.warning("open claims not read: %s", exc)
             return

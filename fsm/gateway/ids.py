@@ -58,6 +58,7 @@ __all__ = [
     "GatewayEventId",
     "IdRewriter",
     "parse_event_id",
+    "store_name",
 ]
 
 ENV_KEY = "FSM_GATEWAY_ID_KEY"
@@ -87,8 +88,21 @@ def _tag(stream: str) -> str:
     raw = stream.encode()
     if len(raw) <= WHOLE_NAME_MAX:
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return _digest_name(raw)
+
+
+def _digest_name(raw: bytes) -> str:
     digest = hashlib.sha256(raw).digest()[:_DIGEST_BYTES]
     return DIGEST_MARK + base64.urlsafe_b64encode(digest).decode()
+
+
+def store_name(stream: str) -> str:
+    """How ``stream`` is named in the state store (its cursor, its open claims): its
+    name up to :data:`WHOLE_NAME_MAX` bytes, else :data:`DIGEST_MARK` and a digest of it,
+    as its event ids name it. A store key then does not grow with a request id; no stream
+    name begins with the mark, so a digest names no other stream."""
+    raw = stream.encode()
+    return stream if len(raw) <= WHOLE_NAME_MAX else _digest_name(raw)
 
 
 def _field(value: bytes) -> bytes:

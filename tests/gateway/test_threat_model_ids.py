@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -29,6 +29,7 @@ from auth_upstream import SessionAuth  # noqa: E402
 from scripted_upstream import HEAD, PROGRESS, SID, Upstream, gateway_for, parse, result, sse  # noqa: E402
 
 from fsm.gateway import ids  # noqa: E402
+from fsm.gateway.store import MemoryStore  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -124,10 +125,11 @@ async def test_an_established_session_id_is_never_replaced() -> None:
     assert messages == [PROGRESS, result(7)]
 
 
-async def call_and_resume(rid: Any) -> tuple[bytes, str, int, list[Any]]:
+async def call_and_resume(rid: Any) -> tuple[bytes, str, int, list[Any], list[str]]:
     """A call with request id ``rid`` through a gateway, left after its first event and
     resumed with that event's id: the first event as the client got it, its id, the
-    resume's status and the messages it brought."""
+    resume's status, the messages it brought and the stream names of the cursors the
+    gateway's store holds then."""
     upstream = Upstream(
         call=[sse("e1", PROGRESS)],
         hold=anyio.Event(),  # held open until the gateway leaves it
@@ -146,20 +148,37 @@ async def call_and_resume(rid: Any) -> tuple[bytes, str, int, list[Any]]:
             resume = {**h, "last-event-id": event_id}
             async with http.stream("GET", gw.url, headers=resume) as resumed:
                 raw = b"".join([c async for c in resumed.aiter_raw()])
-    return first, event_id, resumed.status_code, [json.loads(d) for _, d in parse(raw) if d]
+            entries = cast(MemoryStore, gw.gateway.store)._entries
+            while not (cursors := [item for kind, _, item in entries if kind == "cursor"]):
+                await anyio.sleep(0.01)  # written as the client's first connection ended
+    messages = [json.loads(d) for _, d in parse(raw) if d]
+    return first, event_id, resumed.status_code, messages, cursors
 
 
 async def test_an_event_id_does_not_grow_with_the_request_id() -> None:
     """A call whose request id is 200,000 characters: its first event is written with
     about the bytes of a call with id 7 (its stream is named by a digest in its event
-    ids), and a resume with that event's id brings the call's result."""
+    ids, and in the store that keeps its cursor), and a resume with that event's id
+    brings the call's result."""
     long_id = "x" * 200_000
-    short, short_id, *short_resume = await call_and_resume(7)
-    long, digest_id, *long_resume = await call_and_resume(long_id)
+    short, short_id, *short_resume, short_cursors = await call_and_resume(7)
+    long, digest_id, *long_resume, long_cursors = await call_and_resume(long_id)
     assert len(long) <= len(short) + 32
     assert digest_id.startswith(ids.DIGEST_MARK) and not short_id.startswith(ids.DIGEST_MARK)
     assert short_resume == [200, [result(7)]]
     assert long_resume == [200, [result(long_id)]]
+    assert short_cursors == ["post:7"]
+    assert long_cursors == [ids.store_name("post:" + json.dumps(long_id))]
+    assert long_cursors[0].startswith(ids.DIGEST_MARK) and len(long_cursors[0]) < 64
+
+
+def test_a_store_names_a_long_stream_by_its_digest_and_a_short_one_by_itself() -> None:
+    long_a, long_b = "post:" + json.dumps("a" * 300), "post:" + json.dumps("b" * 300)
+    assert ids.store_name("post:7") == "post:7"
+    assert ids.store_name("x" * 256) == "x" * 256  # the longest kept whole
+    assert ids.store_name("x" * 257).startswith(ids.DIGEST_MARK)
+    assert ids.store_name(long_a) != ids.store_name(long_b)
+    assert ids.store_name(long_a) == ids.store_name(long_a) and len(ids.store_name(long_a)) == 25
 
 
 def test_a_digest_tag_reads_back_while_its_rewriter_lives_and_only_in_its_session() -> None:
