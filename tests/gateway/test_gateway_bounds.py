@@ -331,6 +331,39 @@ async def test_streams_no_client_reads_do_not_fill_the_stream_cap(kind: str) -> 
     assert final.status == 200 and final.results(7) == 1 and final.errors() == []
 
 
+async def test_a_stranger_at_the_stream_cap_ends_no_stream_of_the_owner() -> None:
+    """A's session holds the guard's 64 live streams, none read (A's connections
+    dropped, its calls resumable). A request with A's session id and credentials the
+    upstream never accepted for it makes no room: it gets ``503`` and reaches no upstream,
+    and A's oldest stream stays live. A's own next call makes room as before."""
+    never = anyio.Event()
+    cap = GuardConfig().max_streams
+    opened: dict[Any, Sequence[Piece]] = {
+        100 + i: [sse(f"c{100 + i}", ""), never] for i in range(cap)
+    }
+    up = Upstream(script=calls_by_id(opened))
+    a, b = {"authorization": "Bearer a"}, {"authorization": "Bearer b"}
+    async with gateway_for(up) as gw, client() as http:
+        sid = await begin(http, gw.url, **a)
+        h = {**HEAD, "mcp-session-id": sid, **a}
+        for i in range(cap):
+            with anyio.fail_after(HANG):
+                async with http.stream("POST", gw.url, json=tool_call(100 + i), headers=h) as r:
+                    assert (i, r.status_code) == (i, 200)
+                    async for _ in r.aiter_raw():
+                        break
+                await up.wait_until(left_at_least(i + 1))
+        guard = gw.gateway._sessions[sid].engine.guard
+        assert len(guard.live_streams()) == cap
+        stranger = await call(http, gw.url, sid, 999, **b)
+        oldest = guard.stream_state("post:100")
+        seen = [json.loads(body).get("id") for m, _, body in up.requests if m == "POST" and body]
+        owner = await call(http, gw.url, sid, 7, **a)
+    assert stranger.status == 503 and 999 not in seen
+    assert oldest not in (None, "dead", "done")
+    assert owner.status == 200 and owner.results(7) == 1
+
+
 async def test_a_stream_past_the_cap_gets_503_and_the_session_goes_on() -> None:
     """64 calls of one session stream at once, each read by its client: the cap is
     full. A 65th call gets 503 with a JSON-RPC error for its id, a fresh standalone GET
