@@ -682,7 +682,8 @@ class Memory:
 
 def held_bytes(gateway: Any) -> int:
     """Bytes of every object reachable from the replica's held sessions (its guards,
-    event logs, stream and id tables, connections they own), each object counted once;
+    event logs, stream and id tables, connections they own) and of the results the
+    replica keeps for them (:mod:`fsm.gateway.kept`), each object counted once;
     the traversal stops at what the replica shares (the gateway itself, its upstream HTTP
     client, task group, store), at modules, classes and module globals, and at the event
     loop."""
@@ -691,12 +692,14 @@ def held_bytes(gateway: Any) -> int:
     import types
 
     sessions = gateway._sessions  # read only: the held sessions
-    stop = {id(x) for x in (gateway, sessions, gateway._tg, gateway.store, gateway._http)}
+    kept = gateway._kept  # shared: each session's own results are counted below
+    stop = {id(x) for x in (gateway, sessions, kept, gateway._tg, gateway.store, gateway._http)}
     stop.add(id(asyncio.get_running_loop()))
     stop.update(id(vars(m)) for m in list(sys.modules.values()) if m is not None)
     opaque = (type, types.ModuleType, types.FrameType)
     seen: set[int] = set()
     todo: list[Any] = list(sessions.values())
+    todo += [piece for session in sessions.values() for piece in kept.of(session).values()]
     total = 0
     while todo:
         obj = todo.pop()

@@ -482,7 +482,8 @@ async def _held_growth(url: str, checkpoints: tuple[int, ...], got: Soak) -> Non
                     done += 1
                 gc.collect()
                 (held,) = gateway._sessions.values()  # read only
-                got.held.append((done, held_bytes(gateway), len(held.ids), len(held.finals)))
+                kept = gateway._kept.count(held)
+                got.held.append((done, held_bytes(gateway), len(held.ids), kept))
     finally:
         sock.close()
 
@@ -558,7 +559,7 @@ def render_soak(got: Soak) -> None:
     print(f"replica RSS series (s MB): {series}")
     print(
         "one session's state in a replica (in-process, held_bytes) after N calls: "
-        + ", ".join(f"{c}: {b:,} B ({ids} id tables, {fin} finals)" for c, b, ids, fin in got.held)
+        + ", ".join(f"{c}: {b:,} B ({ids} id tables, {fin} kept results)" for c, b, ids, fin in got.held)
         + f"; {got.per_call:,.0f} B per call between the last two"
     )
     for error in got.errors[:5]:

@@ -43,6 +43,10 @@ class KeptResults:
         """How many pieces ``owner`` has kept."""
         return len(self._streams.get(owner, ()))
 
+    def of(self, owner: Hashable) -> dict[str, bytes]:
+        """``owner``'s kept pieces by stream, oldest first."""
+        return {stream: self._pieces[owner, stream] for stream in self._streams.get(owner, ())}
+
     def __contains__(self, key: tuple[Hashable, str]) -> bool:
         return key in self._pieces
 

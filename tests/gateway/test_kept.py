@@ -54,3 +54,11 @@ def test_forgetting_an_owner_lets_its_pieces_go_and_no_one_elses() -> None:
     kept.forget(Owner())  # one that kept nothing
     assert (kept.count(a), kept.count(b), kept.size) == (0, 1, 1)
     assert kept.get(a, "s1") is None and kept.get(b, "s1") == b"6"
+
+
+def test_an_owners_pieces_read_back_by_stream_oldest_first() -> None:
+    kept, a = KeptResults(per_session=8, max_bytes=100), Owner()
+    kept.keep(a, "s2", b"2")
+    kept.keep(a, "s1", b"1")
+    assert list(kept.of(a).items()) == [("s2", b"2"), ("s1", b"1")]
+    assert kept.of(Owner()) == {}
