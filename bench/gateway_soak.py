@@ -559,7 +559,9 @@ def render_soak(got: Soak) -> None:
     print(f"replica RSS series (s MB): {series}")
     print(
         "one session's state in a replica (in-process, held_bytes) after N calls: "
-        + ", ".join(f"{c}: {b:,} B ({ids} id tables, {fin} kept results)" for c, b, ids, fin in got.held)
+        + ", ".join(
+            f"{c}: {b:,} B ({ids} id tables, {kept} kept results)" for c, b, ids, kept in got.held
+        )
         + f"; {got.per_call:,.0f} B per call between the last two"
     )
     for error in got.errors[:5]:
