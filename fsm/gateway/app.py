@@ -579,8 +579,7 @@ class Gateway:
                     yield self
                 finally:
                     for session in self._sessions.values():
-                        session.engine.close()
-                        self._kept.forget(session)
+                        self._close(session)
                     self._sessions.clear()
                     tg.cancel_scope.cancel()
                     self._http = self._tg = None
@@ -599,7 +598,7 @@ class Gateway:
         self._halted = True
         self._http = None
         for session in [*self._sessions.values(), *self._provisional]:
-            session.engine.close()
+            self._close(session)
 
     @property
     def sessions(self) -> int:
@@ -1008,10 +1007,12 @@ class Gateway:
         self, session: _Session, stream: str, ids: IdRewriter, last: _LastEvents
     ) -> None:
         """A client connection of ``stream`` ended: keep the stream's final events if the
-        origin's response arrived (a resume that lost it gets it again), and record the
-        newest event passed on as the stream's cursor in the store."""
+        origin's response arrived and the session is still held (a resume that lost it
+        gets it again), and record the newest event passed on as the stream's cursor in
+        the store."""
         done = session.engine.guard.stream_state(stream) == "done"
-        kept = last.value() if done and (session, stream) not in self._kept else None
+        keep = done and session.held and (session, stream) not in self._kept
+        kept = last.value() if keep else None
         if kept is not None:
             self._kept.keep(session, stream, kept)
         self._forget_ended(session)
@@ -1074,7 +1075,14 @@ class Gateway:
     def _forget(self, session: _Session) -> None:
         """Drop a session the upstream never accepted (its guard, its engine)."""
         self._unfile(session)
+        self._close(session)
+
+    def _close(self, session: _Session) -> None:
+        """End a session's engine (its streams, its background IO) and let the results
+        kept for it go: every way a session stops being held ends here."""
+        session.held = False
         session.engine.close()
+        self._kept.forget(session)
 
     def _new_session(self, sid: str | None) -> _Session:
         assert self._http is not None and self._tg is not None
@@ -1121,8 +1129,7 @@ class Gateway:
             if not (idle or full):
                 break  # least recently used first: the rest are newer
             if old.busy == 0:
-                old.engine.close()
-                self._kept.forget(old)
+                self._close(old)
                 del self._sessions[old_sid]
         return len(self._sessions) < self.limits.max_sessions
 
@@ -1142,10 +1149,9 @@ class Gateway:
         session.ended_recorded = True
         if self._sessions.get(e.session) is session:
             del self._sessions[e.session]
-        self._kept.forget(session)
         if e.expired.reason == "deleted":  # the client closed it: its streams end as closed
             e.end_session()
-        e.close()
+        self._close(session)
         try:
             await self._store.end_session(e.session, e.expired.reason)
         except StoreUnavailableError as exc:  # other replicas learn it from the server
