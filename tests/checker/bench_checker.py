@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-import conftest  # noqa: F401  (makes the repository root importable)
 from checker_models import Grid
 
+import conftest  # noqa: F401  (makes the repository root importable)
 from fsm.checker import Property, check
 
 

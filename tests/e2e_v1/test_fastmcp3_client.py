@@ -9,6 +9,7 @@ SDK's receive loop is blocked in the handler.
 from __future__ import annotations
 
 import pytest
+
 from conftest import needs_primed_replays
 
 pytest.importorskip("fastmcp")

@@ -7,9 +7,9 @@ never backwards, answers resubmitted without re-prompting, one typed error, no h
 from __future__ import annotations
 
 import pytest
-from conftest import needs_primed_replays
 from v1_support import answer_rejected
 
+from conftest import needs_primed_replays
 from fsm.wire.proxy import HttpFault
 from support.scenarios import (
     EXPIRED_RESULT,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from conftest import needs_primed_replays
 from v1_support import answer_rejected
 
+from conftest import needs_primed_replays
 from fsm.wire.proxy import HttpFault
 from support.scenarios import open_rig, plain_client, run_scenario
 
