@@ -394,6 +394,9 @@ class _Session:
     """Requests this replica claimed and presented, whose leases it renews."""
     held: bool = False
     """Accepted by the upstream and held in the gateway's table."""
+    closed: bool = False
+    """No longer held, for good (:meth:`Gateway._close`): never held again, keeps no
+    result."""
     ahead: StandaloneAhead = field(default_factory=StandaloneAhead)
     """Its standalone ``GET``, opened upstream before its client's."""
     began_here: bool = False
@@ -797,7 +800,7 @@ class Gateway:
             if failed is not None and resp.headers.get(LOCAL_HEADER):  # the core's stand-in
                 await resp.aclose()
                 resp = _unreachable(failed, body)
-        if e.session is not None and not session.held and session.proven:
+        if e.session is not None and not (session.held or session.closed) and session.proven:
             await self._accept(session)
         if method == "POST" and resp.status_code < 300 and b"notifications/initialized" in body:
             await self._open_ahead(session, request, body)
@@ -1011,7 +1014,7 @@ class Gateway:
         gets it again), and record the newest event passed on as the stream's cursor in
         the store."""
         done = session.engine.guard.stream_state(stream) == "done"
-        keep = done and session.held and (session, stream) not in self._kept
+        keep = done and session.held and not session.closed and (session, stream) not in self._kept
         kept = last.value() if keep else None
         if kept is not None:
             self._kept.keep(session, stream, kept)
@@ -1080,7 +1083,7 @@ class Gateway:
     def _close(self, session: _Session) -> None:
         """End a session's engine (its streams, its background IO) and let the results
         kept for it go: every way a session stops being held ends here."""
-        session.held = False
+        session.closed = True
         session.engine.close()
         self._kept.forget(session)
 

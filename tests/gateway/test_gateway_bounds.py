@@ -331,17 +331,19 @@ async def test_streams_no_client_reads_do_not_fill_the_stream_cap(kind: str) -> 
     assert final.status == 200 and final.results(7) == 1 and final.errors() == []
 
 
-async def test_a_stranger_at_the_stream_cap_ends_no_stream_of_the_owner() -> None:
+@pytest.mark.parametrize("method", ["POST", "GET"])
+async def test_a_stranger_at_the_stream_cap_ends_no_stream_of_the_owner(method: str) -> None:
     """A's session holds the guard's 64 live streams, none read (A's connections
-    dropped, its calls resumable). A request with A's session id and credentials the
-    upstream never accepted for it makes no room: it gets ``503`` and reaches no upstream,
-    and A's oldest stream stays live. A's own next call makes room as before."""
+    dropped, its calls resumable). A call or a fresh standalone GET with A's session id
+    and credentials the upstream never accepted for it makes no room: it gets ``503`` and
+    reaches no upstream, and A's oldest stream stays live. A's own next call makes room
+    as before."""
     never = anyio.Event()
     cap = GuardConfig().max_streams
     opened: dict[Any, Sequence[Piece]] = {
         100 + i: [sse(f"c{100 + i}", ""), never] for i in range(cap)
     }
-    up = Upstream(script=calls_by_id(opened))
+    up = Upstream(script=calls_by_id(opened), standalone=[sse("g1", "")])
     a, b = {"authorization": "Bearer a"}, {"authorization": "Bearer b"}
     async with gateway_for(up) as gw, client() as http:
         sid = await begin(http, gw.url, **a)
@@ -355,11 +357,15 @@ async def test_a_stranger_at_the_stream_cap_ends_no_stream_of_the_owner() -> Non
                 await up.wait_until(left_at_least(i + 1))
         guard = gw.gateway._sessions[sid].engine.guard
         assert len(guard.live_streams()) == cap
-        stranger = await call(http, gw.url, sid, 999, **b)
+        before = len(up.requests)
+        if method == "POST":
+            stranger = await call(http, gw.url, sid, 999, **b)
+        else:
+            stranger = await read(http, "GET", gw.url, {**HEAD, "mcp-session-id": sid, **b})
+        reached = up.requests[before:]
         oldest = guard.stream_state("post:100")
-        seen = [json.loads(body).get("id") for m, _, body in up.requests if m == "POST" and body]
         owner = await call(http, gw.url, sid, 7, **a)
-    assert stranger.status == 503 and 999 not in seen
+    assert stranger.status == 503 and reached == []
     assert oldest not in (None, "dead", "done")
     assert owner.status == 200 and owner.results(7) == 1
 
