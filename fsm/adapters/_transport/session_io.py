@@ -415,22 +415,22 @@ class SessionIO:
             acting = self._creds_by_stream.get(stream) if stream is not None else None
         return acting if acting is not None else ({}, self.url)
 
-    def room_for_stream(self, stream: str | None, *, may_abandon: bool = True) -> bool:
+    def room_for_stream(self, stream: str | None, request: Any = None) -> bool:
         """Whether the guard can track one more stream (``stream``, about to open; ``None``:
         a standalone GET's next generation). At the guard's ``max_streams`` live streams,
         the oldest stream no client connection reads (its reader left and did not come
-        back) is abandoned to make room, if ``may_abandon``; a session whose every live
-        stream has a reader has no room (the new stream is refused, the session goes on).
-        Asked before the request is sent, so a refused stream's request never reaches the
-        server: a request whose credentials the upstream has not accepted for the session
-        (:attr:`trusted`) asks with ``may_abandon=False``, so it cannot end a stream of the
-        client whose session id it carries."""
+        back) is abandoned to make room; a session whose every live stream has a reader
+        has no room (the new stream is refused, the session goes on). Asked before the
+        request is sent, so a refused stream's request never reaches the server. For a
+        client ``request`` whose credentials the upstream has not accepted for the session
+        (:attr:`trusted`, judged only at the cap) nothing is abandoned: it cannot end a
+        stream of the client whose session id it carries."""
         live = self.guard.live_streams()
         if stream in live:
             return True
         if len(live) < self.guard.config.max_streams:
             return True
-        if not may_abandon:
+        if request is not None and not self.trusted(request):
             return False
         for old in live:
             if old not in self.tees:
