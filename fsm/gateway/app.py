@@ -247,9 +247,9 @@ class GatewayLimits:
     """Final responses kept per session (the newest); a resume of an older finished
     stream gets ``result-not-kept``."""
     max_kept_bytes: int = 256 * 1024 * 1024
-    """Bytes of final responses kept over every session together; past it the least
-    recently kept go first (:mod:`fsm.gateway.kept`), so the results clients read whole
-    cannot fill the replica."""
+    """Bytes of final responses kept over every session together; past it the session
+    holding the most loses its oldest first (:mod:`fsm.gateway.kept`), so the results
+    clients read whole cannot fill the replica, nor one client's take another's share."""
     observations: int = 16
     """Observations each session's event log keeps, the newest (the monitor checks them
     all as they come; the log is for reading a session's recent past)."""

@@ -4,9 +4,11 @@ The gateway cannot know whether the last bytes it wrote to a client arrived befo
 connection broke, so it keeps the last piece passed on of each finished stream (its last
 event is the stream's result) and answers a resume of that stream from it. What it keeps
 is bounded twice: the newest ``per_session`` streams of each session, and ``max_bytes``
-over all sessions together, the least recently kept going first. A session's memory for
-results then stops growing with its calls, and the replica's with its sessions: one
-client cannot fill a replica with the results it read whole.
+over all sessions together. Past ``max_bytes`` the oldest piece of the session holding
+the most bytes goes first (a fair share, as a max-min scheduler gives): a session's
+memory for results stops growing with its calls, the replica's with its sessions, and
+a client that reads many large results, from one session or many, pushes out its own
+before another session's smaller share.
 
 A resume of a stream whose result was let go is told so (``result-not-kept``) by the
 gateway; nothing else changes.
@@ -14,8 +16,10 @@ gateway; nothing else changes.
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from collections.abc import Hashable
+from itertools import count
 
 __all__ = ["KeptResults"]
 
@@ -24,14 +28,21 @@ class KeptResults:
     """The kept final pieces, by owner (a session, compared by identity) and stream.
 
     ``per_session``: pieces kept per owner, the newest; ``max_bytes``: bytes kept over
-    every owner, the oldest going first (a piece larger than ``max_bytes`` is not kept).
-    An owner's pieces go with :meth:`forget` when the owner goes."""
+    every owner, taken back from the owner holding the most (its oldest piece; of owners
+    holding alike, the one whose holding changed longest ago). A piece larger than
+    ``max_bytes`` is not kept. An owner's pieces go with :meth:`forget` when the owner
+    goes. Each call costs O(log owners), amortised."""
 
     def __init__(self, per_session: int, max_bytes: int) -> None:
         self.per_session = per_session
         self.max_bytes = max_bytes
-        self._pieces: OrderedDict[tuple[Hashable, str], bytes] = OrderedDict()
+        self._pieces: dict[tuple[Hashable, str], bytes] = {}
         self._streams: dict[Hashable, OrderedDict[str, None]] = {}
+        self._held: dict[Hashable, tuple[int, int]] = {}  # owner: (bytes, age of change)
+        # (-bytes, age, owner) per change of an owner's bytes; an entry that is no longer
+        # the owner's newest is stale and skipped (the heap is rebuilt when mostly stale)
+        self._largest: list[tuple[int, int, Hashable]] = []
+        self._age = count()
         self._bytes = 0
 
     @property
@@ -56,19 +67,21 @@ class KeptResults:
 
     def keep(self, owner: Hashable, stream: str, piece: bytes) -> None:
         """Keep ``piece`` as ``owner``'s ``stream``'s final piece (replacing one kept),
-        then let the oldest go past either bound."""
+        then let pieces go past either bound: ``owner``'s oldest past ``per_session``, the
+        oldest of the owner holding the most bytes past ``max_bytes``."""
         self._drop(owner, stream)
         if len(piece) > self.max_bytes:
             return
         self._pieces[owner, stream] = piece
-        self._streams.setdefault(owner, OrderedDict())[stream] = None
+        mine = self._streams.setdefault(owner, OrderedDict())
+        mine[stream] = None
         self._bytes += len(piece)
-        mine = self._streams[owner]
+        self._hold(owner, self._held.get(owner, (0, 0))[0] + len(piece))
         while len(mine) > self.per_session:
             self._drop(owner, next(iter(mine)))
         while self._bytes > self.max_bytes:
-            oldest_owner, oldest_stream = next(iter(self._pieces))
-            self._drop(oldest_owner, oldest_stream)
+            largest = self._owner_holding_most()
+            self._drop(largest, next(iter(self._streams[largest])))
 
     def forget(self, owner: Hashable) -> None:
         """Let every piece of ``owner`` go (the session is no longer held)."""
@@ -82,5 +95,24 @@ class KeptResults:
         self._bytes -= len(piece)
         mine = self._streams[owner]
         del mine[stream]
-        if not mine:
-            del self._streams[owner]
+        if mine:
+            self._hold(owner, self._held[owner][0] - len(piece))
+        else:
+            del self._streams[owner], self._held[owner]
+
+    def _hold(self, owner: Hashable, held: int) -> None:
+        age = next(self._age)
+        self._held[owner] = (held, age)
+        heapq.heappush(self._largest, (-held, age, owner))
+        if len(self._largest) > 2 * len(self._held) + 64:
+            self._largest = [entry for entry in self._largest if self._current(entry)]
+            heapq.heapify(self._largest)
+
+    def _current(self, entry: tuple[int, int, Hashable]) -> bool:
+        held, age, owner = entry
+        return self._held.get(owner) == (-held, age)
+
+    def _owner_holding_most(self) -> Hashable:
+        while not self._current(self._largest[0]):
+            heapq.heappop(self._largest)
+        return self._largest[0][2]

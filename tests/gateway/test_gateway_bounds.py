@@ -722,7 +722,8 @@ async def test_a_long_session_keeps_bounded_state_per_stream() -> None:
 async def test_results_read_whole_cannot_fill_the_replica() -> None:
     """Five sessions each read a 100 KB result whole. What the replica keeps of them (to
     answer a resume that lost one) stays within ``max_kept_bytes`` over every session,
-    the least recently kept going first: the newest resumes from what was kept, an
+    the session holding most giving first (here the oldest, as all hold alike): the
+    newest resumes from what was kept, an
     evicted one is told ``result-not-kept``, and a session's end lets its result go."""
     big = {"content": [{"type": "text", "text": "x" * 100_000}]}
 
@@ -762,6 +763,41 @@ async def test_results_read_whole_cannot_fill_the_replica() -> None:
     assert [e["error"]["data"]["reason"] for e in evicted.errors()] == ["result-not-kept"]
     assert gets == []  # neither resume went upstream
     assert after < size
+
+
+async def test_one_session_reading_many_results_pushes_out_its_own_not_anothers() -> None:
+    """A session keeps one 100 KB result; then another reads four, against a budget of
+    three. The reader's oldest results go, not the other session's older one: the kept
+    results are shared fairly, so no client takes another's resume away by reading."""
+    big = {"content": [{"type": "text", "text": "x" * 100_000}]}
+
+    def script(msg: Any, headers: Any) -> list[bytes]:
+        return [sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": big})]
+
+    up = Upstream(script=script, issue_sessions=True)
+    limits = GatewayLimits(max_kept_bytes=350_000)  # three such results
+    async with gateway_for(up, limits=limits) as gw, client() as http:
+        kept, held = gw.gateway._kept, gw.gateway._sessions
+
+        async def kept_after_call(sid: str, rid: int) -> Any:
+            before = set(kept.of(held[sid]))
+            answer = await call(http, gw.url, sid, rid)
+            with anyio.fail_after(HANG):  # the gateway files the result as the stream ends
+                while not set(kept.of(held[sid])) - before:
+                    await anyio.sleep(0.01)
+            return answer
+
+        victim, reader = await begin(http, gw.url), await begin(http, gw.url)
+        first = await kept_after_call(victim, 1)
+        for rid in range(1, 5):
+            await kept_after_call(reader, rid)
+        counts = (kept.count(held[victim]), kept.count(held[reader]))
+        ((event_id, _),) = first.events
+        h = {**HEAD, "mcp-session-id": victim, "last-event-id": event_id}
+        resumed = await read(http, "GET", gw.url, h)
+    assert counts == (1, 2)
+    assert [m["result"] for m in resumed.messages()] == [big]  # from what was kept
+    assert [method for method, _, _ in up.requests if method == "GET"] == []
 
 
 async def test_proven_credentials_are_kept_as_digests() -> None:

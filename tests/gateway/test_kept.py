@@ -1,5 +1,6 @@
 """The kept final responses (:mod:`fsm.gateway.kept`): bounded per session and in bytes
-over every session, the oldest going first, an owner's pieces going with it."""
+over every session, taken back from whoever holds the most, an owner's pieces going with
+it."""
 
 from __future__ import annotations
 
@@ -20,15 +21,35 @@ def test_each_owner_keeps_its_newest_per_session_pieces() -> None:
     assert (kept.count(a), kept.count(b), kept.size) == (2, 1, 7)
 
 
-def test_past_max_bytes_the_least_recently_kept_go_first_whoever_owns_them() -> None:
+def test_past_max_bytes_the_owner_holding_most_loses_its_oldest_first() -> None:
     kept, a, b = KeptResults(per_session=8, max_bytes=10), Owner(), Owner()
-    kept.keep(a, "s1", b"1234")
-    kept.keep(b, "s1", b"5678")
-    kept.keep(a, "s2", b"90")
-    assert kept.size == 10
-    kept.keep(b, "s2", b"x")  # 11 bytes: a's first goes
-    assert kept.get(a, "s1") is None and kept.size == 7
-    assert [kept.get(b, "s1"), kept.get(a, "s2"), kept.get(b, "s2")] == [b"5678", b"90", b"x"]
+    kept.keep(a, "s1", b"1")  # a's one small result is the oldest kept
+    for stream, piece in (("s1", b"234"), ("s2", b"567"), ("s3", b"89")):
+        kept.keep(b, stream, piece)
+    assert kept.size == 9
+    kept.keep(b, "s4", b"xy")  # 11 bytes: b holds 10 of them, so b's oldest goes
+    assert kept.get(a, "s1") == b"1" and kept.get(b, "s1") is None and kept.size == 8
+    kept.keep(a, "s2", b"abcd")  # 12 bytes: b still holds most (7 to a's 5)
+    assert (kept.count(a), kept.count(b), kept.size) == (2, 2, 9)
+    assert [kept.get(b, "s3"), kept.get(b, "s4")] == [b"89", b"xy"]
+
+
+def test_of_owners_holding_alike_the_one_unchanged_longest_gives_first() -> None:
+    kept, a, b, c = KeptResults(per_session=8, max_bytes=10), Owner(), Owner(), Owner()
+    kept.keep(a, "s1", b"123")
+    kept.keep(b, "s1", b"456")
+    kept.keep(c, "s1", b"789")
+    kept.keep(c, "s2", b"0")  # 10 bytes; c now holds most
+    kept.keep(b, "s2", b"x")  # 11: b and c hold 4 each; c changed longer ago
+    assert kept.get(c, "s1") is None and kept.get(b, "s1") == b"456" and kept.size == 8
+
+
+def test_owners_changing_often_keep_the_bookkeeping_bounded() -> None:
+    kept, owners = KeptResults(per_session=2, max_bytes=50), [Owner() for _ in range(3)]
+    for n in range(5_000):
+        kept.keep(owners[n % 3], f"s{n % 4}", b"x" * (1 + n % 7))
+        assert kept.size <= 50 and len(kept._largest) <= 2 * 3 + 64 + 1
+    assert kept.size == sum(len(piece) for o in owners for piece in kept.of(o).values())
 
 
 def test_a_piece_larger_than_everything_is_not_kept_and_evicts_nothing() -> None:
