@@ -802,6 +802,8 @@ class Gateway:
                 resp = _unreachable(failed, body)
         if e.session is not None and not (session.held or session.closed) and session.proven:
             await self._accept(session)
+        if session.closed:  # it ended while this request was upstream: a stream opened since
+            e.end_session()  # ends as those open then ended, before its client reads it
         if method == "POST" and resp.status_code < 300 and b"notifications/initialized" in body:
             await self._open_ahead(session, request, body)
         await self._respond(session, resp, receive, send, flight)

@@ -103,7 +103,7 @@ class GuardedBody:
             chunks = source.__aiter__()
             clean = True
             unyielded = 0
-            while True:
+            while not self.tee.killed:  # killed before a read: the read is not waited for
                 chunk: bytes | None
                 try:
                     chunk = await chunks.__anext__()

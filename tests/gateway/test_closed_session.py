@@ -1,0 +1,163 @@
+"""A call still upstream when its session is closed: a real gateway replica (uvicorn, in
+this process) on loopback in front of an upstream that holds the call's whole response,
+its head included, until the test releases it.
+
+The session is closed as its client's DELETE is answered (or, before the upstream
+accepted any request of it, as the replica halts); the call's response arrives after.
+The closed session is never held again, and the call ends as every call open at a
+DELETE ends: one ``session-closed`` error on its stream, at once, nothing resumed
+upstream.
+
+Every wait is for something observed (a request the upstream saw, a response read, the
+gateway's table); timeouts only guard against hangs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("uvicorn")
+httpx2 = pytest.importorskip("httpx2")
+
+from scripted_upstream import (  # noqa: E402
+    CALL,
+    GUARD,
+    HEAD,
+    PROGRESS,
+    SID,
+    gateway_for,
+    json_reply,
+    parse,
+    read_request,
+    result,
+    sse,
+    sse_end,
+    sse_piece,
+    sse_start,
+)
+
+from fsm.wire.serving import lifespan  # noqa: E402
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+
+
+class HeldCall:
+    """An upstream that gives ``initialize`` the session :data:`SID` and answers anything
+    else but a ``tools/call`` with ``202``. A ``tools/call`` sets ``arrived`` and gets no
+    byte until ``release`` is set; then an event stream that ``then`` says: ``"result"``
+    the call's result, then a clean end; ``"held"`` no event until the gateway leaves;
+    ``"cut"`` a progress notification, then an abrupt end. ``methods`` records the
+    method of every request that reached it."""
+
+    def __init__(self, then: str) -> None:
+        self.then = then
+        self.arrived = anyio.Event()
+        self.release = anyio.Event()
+        self.methods: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        _, msg = await read_request(scope, receive)
+        self.methods.append(scope["method"])
+        if msg.get("method") == "initialize":
+            session = [(b"mcp-session-id", SID.encode())]
+            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
+            return
+        if msg.get("method") != "tools/call":
+            await json_reply(send, 202, b"")
+            return
+        self.arrived.set()
+        await self.release.wait()
+        await sse_start(send)
+        if self.then == "result":
+            await sse_piece(send, sse("e1", result(msg["id"])))
+            await sse_end(send)
+            return
+        if self.then == "cut":
+            await sse_piece(send, sse("e1", PROGRESS))
+            raise RuntimeError("cut")  # uvicorn drops the connection: an abrupt end
+        while (await receive())["type"] != "http.disconnect":
+            pass  # held, with no event, until the gateway leaves
+
+
+async def call_across(
+    gw: Any, http: Any, up: HeldCall, end: Callable[[], Awaitable[None]]
+) -> list[dict[str, Any]]:
+    """A tools/call of session :data:`SID` through ``gw``: once it is upstream, ``end()``
+    runs, then the upstream answers it. The messages of the call's ``200`` response, once
+    the call's one outcome came (at once: bounded) and the gateway is done with it."""
+    got: list[tuple[int, bytes]] = []
+
+    async def call() -> None:
+        h = {**HEAD, "mcp-session-id": SID}
+        async with http.stream("POST", gw.url, json=CALL, headers=h) as r:
+            got.append((r.status_code, b"".join([piece async for piece in r.aiter_raw()])))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        with anyio.fail_after(GUARD):
+            await up.arrived.wait()
+        await end()
+        up.release.set()
+        with anyio.fail_after(GUARD):
+            while not got or gw.gateway.in_flight:
+                await anyio.sleep(0.01)
+    [(status, raw)] = got
+    assert status == 200
+    return [json.loads(data) for _, data in parse(raw) if data]
+
+
+@pytest.mark.parametrize("then", ["result", "held", "cut"])
+async def test_a_call_upstream_when_its_session_is_deleted_ends_as_closed(then: str) -> None:
+    """A tools/call is upstream, its response not begun, when the client deletes the
+    session (``202``); the session leaves the gateway's table, closed. Then the upstream
+    answers the call: its result; or a stream it then holds with no event; or a progress
+    notification and a cut. The call's client gets ``200`` and one message, the guard's
+    ``session-closed`` error for the call, at once whatever the upstream does next; no
+    resume goes upstream; the closed session is not held again once the gateway is done
+    with the call."""
+    up = HeldCall(then)
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+        assert (await http.post(gw.url, json=INITIALIZE, headers=HEAD)).status_code == 200
+        gateway = gw.gateway
+        session = gateway._sessions[SID]
+
+        async def delete() -> None:
+            h = {**HEAD, "mcp-session-id": SID}
+            assert (await http.delete(gw.url, headers=h)).status_code == 202
+            with anyio.fail_after(GUARD):  # the session ends as its DELETE's answer is sent
+                while SID in gateway._sessions:
+                    await anyio.sleep(0.01)
+            assert session.closed
+
+        [ending] = await call_across(gw, http, up, delete)
+        assert ending["id"] == CALL["id"]
+        assert ending["error"]["data"]["reason"] == "session-closed"
+        assert "GET" not in up.methods  # nothing resumed
+        assert SID not in gateway._sessions and gateway.sessions == 0
+
+
+async def test_a_session_closed_before_the_upstream_accepted_it_is_never_held() -> None:
+    """A tools/call names a session this replica does not hold (another began it): the
+    session waits here for the upstream to accept a request of it. The replica halts
+    while the call is upstream, closing that session; then the upstream accepts the
+    call. The closed session is not held: the replica's table stays empty, and the
+    call ends as closed."""
+    up = HeldCall("result")
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+        gateway = gw.gateway
+
+        async def halt() -> None:
+            gateway.halt()
+
+        [ending] = await call_across(gw, http, up, halt)
+        assert ending["error"]["data"]["reason"] == "session-closed"
+        assert SID not in gateway._sessions and gateway.sessions == 0
