@@ -38,6 +38,7 @@ __all__ = [
     "SID",
     "UNKNOWN_SESSION_BODY",
     "Flood",
+    "HeldCall",
     "HeldCallStream",
     "Piece",
     "Refusal",
@@ -490,3 +491,44 @@ async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[Runnin
             yield gw
     finally:
         sock.close()
+
+
+class HeldCall:
+    """An upstream that gives ``initialize`` the session :data:`SID` and answers anything
+    else but a ``tools/call`` with ``202``. A ``tools/call`` sets ``arrived`` and gets no
+    byte until ``release`` is set; then an event stream that ``then`` says: ``"result"``
+    the call's result, then a clean end; ``"held"`` no event until the gateway leaves;
+    ``"cut"`` a progress notification, then an abrupt end. ``methods`` records the
+    method of every request that reached it."""
+
+    def __init__(self, then: str) -> None:
+        self.then = then
+        self.arrived = anyio.Event()
+        self.release = anyio.Event()
+        self.methods: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        _, msg = await read_request(scope, receive)
+        self.methods.append(scope["method"])
+        if msg.get("method") == "initialize":
+            session = [(b"mcp-session-id", SID.encode())]
+            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
+            return
+        if msg.get("method") != "tools/call":
+            await json_reply(send, 202, b"")
+            return
+        self.arrived.set()
+        await self.release.wait()
+        await sse_start(send)
+        if self.then == "result":
+            await sse_piece(send, sse("e1", result(msg["id"])))
+            await sse_end(send)
+            return
+        if self.then == "cut":
+            await sse_piece(send, sse("e1", PROGRESS))
+            raise RuntimeError("cut")  # uvicorn drops the connection: an abrupt end
+        while (await receive())["type"] != "http.disconnect":
+            pass  # held, with no event, until the gateway leaves

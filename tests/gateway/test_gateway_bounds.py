@@ -719,20 +719,29 @@ async def test_a_long_session_keeps_bounded_state_per_stream() -> None:
     assert len(held.engine._creds_by_stream) <= 5
 
 
+BIG = {"content": [{"type": "text", "text": "x" * 100_000}]}
+"""A 100 KB tool result."""
+THREE_BIG = GatewayLimits(max_kept_bytes=350_000)
+"""Room for three :data:`BIG` results kept, over every session."""
+
+
+def big_results() -> Upstream:
+    """An upstream issuing sessions that answers every request with :data:`BIG`."""
+
+    def script(msg: Any, headers: Any) -> list[bytes]:
+        return [sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": BIG})]
+
+    return Upstream(script=script, issue_sessions=True)
+
+
 async def test_results_read_whole_cannot_fill_the_replica() -> None:
     """Five sessions each read a 100 KB result whole. What the replica keeps of them (to
     answer a resume that lost one) stays within ``max_kept_bytes`` over every session,
     the session holding most giving first (here the oldest, as all hold alike): the
-    newest resumes from what was kept, an
-    evicted one is told ``result-not-kept``, and a session's end lets its result go."""
-    big = {"content": [{"type": "text", "text": "x" * 100_000}]}
-
-    def script(msg: Any, headers: Any) -> list[bytes]:
-        return [sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": big})]
-
-    up = Upstream(script=script, issue_sessions=True)
-    limits = GatewayLimits(max_kept_bytes=350_000)  # three such results
-    async with gateway_for(up, limits=limits) as gw, client() as http:
+    newest resumes from what was kept, an evicted one is told ``result-not-kept``, and a
+    session's end lets its result go."""
+    up = big_results()
+    async with gateway_for(up, limits=THREE_BIG) as gw, client() as http:
         kept, held = gw.gateway._kept, gw.gateway._sessions
         sids, firsts = [], []
         for _ in range(5):
@@ -759,7 +768,7 @@ async def test_results_read_whole_cannot_fill_the_replica() -> None:
         assert kept.count(last) == 0
         after = kept.size
     newest, evicted = resumes
-    assert [m["result"] for m in newest.messages()] == [big]  # from what was kept
+    assert [m["result"] for m in newest.messages()] == [BIG]  # from what was kept
     assert [e["error"]["data"]["reason"] for e in evicted.errors()] == ["result-not-kept"]
     assert gets == []  # neither resume went upstream
     assert after < size
@@ -769,14 +778,8 @@ async def test_one_session_reading_many_results_pushes_out_its_own_not_anothers(
     """A session keeps one 100 KB result; then another reads four, against a budget of
     three. The reader's oldest results go, not the other session's older one: the kept
     results are shared fairly, so no client takes another's resume away by reading."""
-    big = {"content": [{"type": "text", "text": "x" * 100_000}]}
-
-    def script(msg: Any, headers: Any) -> list[bytes]:
-        return [sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": big})]
-
-    up = Upstream(script=script, issue_sessions=True)
-    limits = GatewayLimits(max_kept_bytes=350_000)  # three such results
-    async with gateway_for(up, limits=limits) as gw, client() as http:
+    up = big_results()
+    async with gateway_for(up, limits=THREE_BIG) as gw, client() as http:
         kept, held = gw.gateway._kept, gw.gateway._sessions
 
         async def kept_after_call(sid: str, rid: int) -> Any:
@@ -796,7 +799,7 @@ async def test_one_session_reading_many_results_pushes_out_its_own_not_anothers(
         h = {**HEAD, "mcp-session-id": victim, "last-event-id": event_id}
         resumed = await read(http, "GET", gw.url, h)
     assert counts == (1, 2)
-    assert [m["result"] for m in resumed.messages()] == [big]  # from what was kept
+    assert [m["result"] for m in resumed.messages()] == [BIG]  # from what was kept
     assert [method for method, _, _ in up.requests if method == "GET"] == []
 
 
