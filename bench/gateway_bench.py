@@ -797,10 +797,18 @@ async def _probes(redis_url: str | None, sessions: int, events: int) -> tuple[Tr
     return trips, memory
 
 
-def measure(sessions: int = SESSIONS, events: int = EVENTS, repeats: int = REPEATS) -> Report:
-    """Run every configuration and the probes; check the correctness figures (every
-    elicitation presented exactly once, every event arrived, held sessions within
-    ``max_sessions``) and return the figures."""
+def measure(
+    sessions: int = SESSIONS,
+    events: int = EVENTS,
+    repeats: int = REPEATS,
+    *,
+    light_repeats: int = LIGHT_REPEATS,
+    split_rounds: int = SPLIT_ROUNDS,
+) -> Report:
+    """Run every configuration (``repeats`` times) and the probes (the one-session
+    latency ``light_repeats`` times, the cost split ``split_rounds`` rounds); check the
+    correctness figures (every elicitation presented exactly once, every event arrived,
+    held sessions within ``max_sessions``) and return the figures."""
     runs: list[Run] = []
     with _redis() as (redis, why):
         configs = [c for c in CONFIGS if c != "redis" or redis is not None]
@@ -808,8 +816,8 @@ def measure(sessions: int = SESSIONS, events: int = EVENTS, repeats: int = REPEA
             runs.append(timed_run(config, sessions, events, redis))
         url = str(redis.url) if redis is not None else None
         trips, memory = run_quietly(_probes, url, sessions, events)
-    light = light_latency(events, LIGHT_REPEATS)
-    split = split_probe(min(sessions, SPLIT_SESSIONS), 2 * events, SPLIT_ROUNDS)
+    light = light_latency(events, light_repeats)
+    split = split_probe(min(sessions, SPLIT_SESSIONS), 2 * events, split_rounds)
     report = Report(
         sessions, events, repeats, runs, trips, memory, light, split, why, os.getloadavg()
     )
@@ -928,7 +936,8 @@ def render(report: Report) -> str:
     )
     (d50, d99), (g50, g99) = light_summary(report)
     lines.append(
-        f"one session at a time ({LIGHT_REPEATS} each, {report.events} events): latency "
+        f"one session at a time ({len(report.light['direct']) // report.events} each, "
+        f"{report.events} events): latency "
         f"p50/p99 direct {d50:.2f}/{d99:.2f} ms, gateway {g50:.2f}/{g99:.2f} ms, added "
         f"{g50 - d50:+.2f}/{g99 - d99:+.2f} ms"
     )
