@@ -8,7 +8,8 @@ import pytest
 
 from bench import gateway_bench
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]  # a hang guard: each run and probe starts processes
+# the timeout is a hang guard: each run and probe starts its own processes
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 
 def test_the_gateway_bench_at_toy_size() -> None:
