@@ -249,7 +249,8 @@ class GatewayLimits:
     max_kept_bytes: int = 256 * 1024 * 1024
     """Bytes of final responses kept over every session together; past it the session
     holding the most loses its oldest first (:mod:`fsm.gateway.kept`), so the results
-    clients read whole cannot fill the replica, nor one client's take another's share."""
+    clients read whole cannot fill the replica, nor one session's take another's share
+    (a client holding many sessions holds many shares)."""
     observations: int = 16
     """Observations each session's event log keeps, the newest (the monitor checks them
     all as they come; the log is for reading a session's recent past)."""

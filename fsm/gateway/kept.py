@@ -7,8 +7,10 @@ is bounded twice: the newest ``per_session`` streams of each session, and ``max_
 over all sessions together. Past ``max_bytes`` the oldest piece of the session holding
 the most bytes goes first (a fair share, as a max-min scheduler gives): a session's
 memory for results stops growing with its calls, the replica's with its sessions, and
-a client that reads many large results, from one session or many, pushes out its own
-before another session's smaller share.
+a session that reads many large results pushes out its own before another session's
+smaller share: a session holding no more than an equal share of ``max_bytes`` among the
+sessions holding results loses none (the share is per session: a client holding many
+sessions holds many shares).
 
 A resume of a stream whose result was let go is told so (``result-not-kept``) by the
 gateway; nothing else changes.
@@ -39,9 +41,10 @@ class KeptResults:
         self._pieces: dict[tuple[Hashable, str], bytes] = {}
         self._streams: dict[Hashable, OrderedDict[str, None]] = {}
         self._held: dict[Hashable, tuple[int, int]] = {}  # owner: (bytes, age of change)
-        # (-bytes, age, owner) per change of an owner's bytes; an entry that is no longer
+        # (-bytes, age) per change of an owner's bytes; an entry that is no longer
         # the owner's newest is stale and skipped (the heap is rebuilt when mostly stale)
-        self._largest: list[tuple[int, int, Hashable]] = []
+        self._largest: list[tuple[int, int]] = []
+        self._at: dict[int, Hashable] = {}  # age of each owner's newest entry: the owner
         self._age = count()
         self._bytes = 0
 
@@ -98,21 +101,23 @@ class KeptResults:
         if mine:
             self._hold(owner, self._held[owner][0] - len(piece))
         else:
-            del self._streams[owner], self._held[owner]
+            del self._streams[owner], self._at[self._held.pop(owner)[1]]
 
     def _hold(self, owner: Hashable, held: int) -> None:
+        old = self._held.get(owner)
+        if old is not None:
+            del self._at[old[1]]
         age = next(self._age)
-        self._held[owner] = (held, age)
-        heapq.heappush(self._largest, (-held, age, owner))
+        self._held[owner], self._at[age] = (held, age), owner
+        heapq.heappush(self._largest, (-held, age))
         if len(self._largest) > 2 * len(self._held) + 64:
             self._largest = [entry for entry in self._largest if self._current(entry)]
             heapq.heapify(self._largest)
 
-    def _current(self, entry: tuple[int, int, Hashable]) -> bool:
-        held, age, owner = entry
-        return self._held.get(owner) == (-held, age)
+    def _current(self, entry: tuple[int, int]) -> bool:
+        return entry[1] in self._at
 
     def _owner_holding_most(self) -> Hashable:
         while not self._current(self._largest[0]):
             heapq.heappop(self._largest)
-        return self._largest[0][2]
+        return self._at[self._largest[0][1]]

@@ -4,6 +4,9 @@ it."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 from fsm.gateway.kept import KeptResults
 
 
@@ -83,3 +86,17 @@ def test_an_owners_pieces_read_back_by_stream_oldest_first() -> None:
     kept.keep(a, "s1", b"1")
     assert list(kept.of(a).items()) == [("s2", b"2"), ("s1", b"1")]
     assert kept.of(Owner()) == {}
+
+
+def test_a_forgotten_owner_is_not_kept_alive() -> None:
+    """A closed session's guard and engine go with it: nothing here still refers to an
+    owner once its pieces went, however they went."""
+    kept, owners = KeptResults(per_session=1, max_bytes=4), [Owner() for _ in range(4)]
+    for owner in owners:
+        kept.keep(owner, "s1", b"xx")  # the third and fourth push the first two out
+    refs = [weakref.ref(owner) for owner in owners]
+    for owner in owners:
+        kept.forget(owner)
+    del owners, owner
+    gc.collect()
+    assert [ref() for ref in refs] == [None] * 4 and kept.size == 0
