@@ -598,7 +598,9 @@ class Gateway:
     def halt(self) -> None:
         """Stop the gateway's background work now (answer submissions, lease renewals,
         store writes), as a crash stops it; requests get ``503`` from then on. For tests
-        that kill a replica in-process; a deployment stops the process instead."""
+        that kill a replica in-process; a deployment stops the process instead. Unlike a
+        crash, a request upstream at the halt is still answered when its response comes:
+        its streams end with ``session-closed``, since the halt closed its session."""
         self._halted = True
         self._http = None
         for session in [*self._sessions.values(), *self._provisional]:
@@ -804,7 +806,12 @@ class Gateway:
         if e.session is not None and not (session.held or session.closed) and session.proven:
             await self._accept(session)
         if session.closed:  # it ended while this request was upstream: a stream opened since
-            e.end_session()  # ends as those open then ended, before its client reads it
+            # ends as those open then ended, before its client reads it: expired if the
+            # upstream ended the session, closed if its client did (or the replica halted)
+            if e.expired is not None and e.expired.reason != "deleted":
+                e.feed(events.SessionExpired())
+            else:
+                e.end_session()
         if method == "POST" and resp.status_code < 300 and b"notifications/initialized" in body:
             await self._open_ahead(session, request, body)
         await self._respond(session, resp, receive, send, flight)

@@ -495,14 +495,16 @@ async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[Runnin
 
 class HeldCall:
     """An upstream that gives ``initialize`` the session :data:`SID` and answers anything
-    else but a ``tools/call`` with ``202``. A ``tools/call`` sets ``arrived`` and gets no
+    else but a ``tools/call`` with ``202`` (a ``ping`` with ``404``, the session gone,
+    when ``ping_expires``). A ``tools/call`` sets ``arrived`` and gets no
     byte until ``release`` is set; then an event stream that ``then`` says: ``"result"``
     the call's result, then a clean end; ``"held"`` no event until the gateway leaves;
     ``"cut"`` a progress notification, then an abrupt end. ``methods`` records the
     method of every request that reached it."""
 
-    def __init__(self, then: str) -> None:
+    def __init__(self, then: str, *, ping_expires: bool = False) -> None:
         self.then = then
+        self.ping_expires = ping_expires
         self.arrived = anyio.Event()
         self.release = anyio.Event()
         self.methods: list[str] = []
@@ -516,6 +518,9 @@ class HeldCall:
         if msg.get("method") == "initialize":
             session = [(b"mcp-session-id", SID.encode())]
             await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
+            return
+        if msg.get("method") == "ping" and self.ping_expires:
+            await json_reply(send, 404, UNKNOWN_SESSION_BODY)
             return
         if msg.get("method") != "tools/call":
             await json_reply(send, 202, b"")

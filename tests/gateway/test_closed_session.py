@@ -28,6 +28,7 @@ from scripted_upstream import CALL, GUARD, HEAD, SID, HeldCall, gateway_for, par
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+PING = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
 
 
 async def call_across(
@@ -85,6 +86,33 @@ async def test_a_call_upstream_when_its_session_is_deleted_ends_as_closed(then: 
         assert ending["error"]["data"]["reason"] == "session-closed"
         assert "GET" not in up.methods  # nothing resumed
         assert SID not in gateway._sessions and gateway.sessions == 0
+
+
+@pytest.mark.parametrize("then", ["result", "held", "cut"])
+async def test_a_call_upstream_when_its_session_expires_ends_as_expired(then: str) -> None:
+    """A tools/call is upstream when another request of its client (a ``ping``) gets the
+    upstream's ``404``: the upstream ended the session, and the gateway closes it. Then
+    the upstream answers the call (as above). The call ends with the guard's
+    ``session-expired``, what every call open at the expiry gets, never the
+    ``session-closed`` of a session its client ended; nothing is resumed."""
+    up = HeldCall(then, ping_expires=True)
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+        assert (await http.post(gw.url, json=INITIALIZE, headers=HEAD)).status_code == 200
+        gateway = gw.gateway
+        session = gateway._sessions[SID]
+
+        async def expire() -> None:
+            h = {**HEAD, "mcp-session-id": SID}
+            assert (await http.post(gw.url, json=PING, headers=h)).status_code == 404
+            with anyio.fail_after(GUARD):  # the session ends as the 404 is passed on
+                while not session.closed:
+                    await anyio.sleep(0.01)
+
+        [ending] = await call_across(gw, http, up, expire)
+        assert ending["id"] == CALL["id"]
+        assert ending["error"]["data"]["reason"] == "session-expired"
+        assert "GET" not in up.methods  # nothing resumed
+        assert SID not in gateway._sessions
 
 
 async def test_a_session_closed_before_the_upstream_accepted_it_is_never_held() -> None:
