@@ -58,61 +58,46 @@ async def call_across(
     return [json.loads(data) for _, data in parse(raw) if data]
 
 
-@pytest.mark.parametrize("then", ["result", "held", "cut"])
-async def test_a_call_upstream_when_its_session_is_deleted_ends_as_closed(then: str) -> None:
-    """A tools/call is upstream, its response not begun, when the client deletes the
-    session (``202``); the session leaves the gateway's table, closed. Then the upstream
-    answers the call: its result; or a stream it then holds with no event; or a progress
-    notification and a cut. The call's client gets ``200`` and one message, the guard's
-    ``session-closed`` error for the call, at once whatever the upstream does next; no
-    resume goes upstream; the closed session is not held again once the gateway is done
-    with the call."""
-    up = HeldCall(then)
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
-        assert (await http.post(gw.url, json=INITIALIZE, headers=HEAD)).status_code == 200
-        gateway = gw.gateway
-        session = gateway._sessions[SID]
-
-        async def delete() -> None:
-            h = {**HEAD, "mcp-session-id": SID}
-            assert (await http.delete(gw.url, headers=h)).status_code == 202
-            with anyio.fail_after(GUARD):  # the session ends as its DELETE's answer is sent
-                while SID in gateway._sessions:
-                    await anyio.sleep(0.01)
-            assert session.closed
-
-        [ending] = await call_across(gw, http, up, delete)
-        assert ending["id"] == CALL["id"]
-        assert ending["error"]["data"]["reason"] == "session-closed"
-        assert "GET" not in up.methods  # nothing resumed
-        assert SID not in gateway._sessions and gateway.sessions == 0
+ENDINGS = {
+    "deleted": ("DELETE", None, 202, "session-closed"),
+    "expired": ("POST", PING, 404, "session-expired"),
+}
+"""How the session ends while the call is upstream: its client's request (a ``DELETE``;
+a ``ping`` the upstream answers ``404``, the session gone), the status the client gets
+for it, and the reason the call then ends with."""
 
 
 @pytest.mark.parametrize("then", ["result", "held", "cut"])
-async def test_a_call_upstream_when_its_session_expires_ends_as_expired(then: str) -> None:
-    """A tools/call is upstream when another request of its client (a ``ping``) gets the
-    upstream's ``404``: the upstream ended the session, and the gateway closes it. Then
-    the upstream answers the call (as above). The call ends with the guard's
-    ``session-expired``, what every call open at the expiry gets, never the
-    ``session-closed`` of a session its client ended; nothing is resumed."""
+@pytest.mark.parametrize("ended", sorted(ENDINGS))
+async def test_a_call_upstream_when_its_session_ends_ends_with_it(ended: str, then: str) -> None:
+    """A tools/call is upstream, its response not begun, when its session ends: the
+    client deletes it, or the upstream answers another request of the client ``404``.
+    The session leaves the gateway's table, closed. Then the upstream answers the call:
+    its result; or a stream it then holds with no event; or a progress notification and a
+    cut. The call's client gets ``200`` and one message, at once whatever the upstream
+    does next: the guard's error for the call, ``session-closed`` for a session its
+    client ended, ``session-expired`` for one the upstream ended (what every call open at
+    the DELETE, or at the ``404``, gets); no resume goes upstream; the closed session is
+    not held again once the gateway is done with the call."""
+    method, body, status, reason = ENDINGS[ended]
     up = HeldCall(then, ping_expires=True)
     async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         assert (await http.post(gw.url, json=INITIALIZE, headers=HEAD)).status_code == 200
         gateway = gw.gateway
         session = gateway._sessions[SID]
 
-        async def expire() -> None:
+        async def end() -> None:
             h = {**HEAD, "mcp-session-id": SID}
-            assert (await http.post(gw.url, json=PING, headers=h)).status_code == 404
-            with anyio.fail_after(GUARD):  # the session ends as the 404 is passed on
-                while not session.closed:
+            assert (await http.request(method, gw.url, json=body, headers=h)).status_code == status
+            with anyio.fail_after(GUARD):  # the session ends as that answer is sent
+                while SID in gateway._sessions or not session.closed:
                     await anyio.sleep(0.01)
 
-        [ending] = await call_across(gw, http, up, expire)
+        [ending] = await call_across(gw, http, up, end)
         assert ending["id"] == CALL["id"]
-        assert ending["error"]["data"]["reason"] == "session-expired"
+        assert ending["error"]["data"]["reason"] == reason
         assert "GET" not in up.methods  # nothing resumed
-        assert SID not in gateway._sessions
+        assert SID not in gateway._sessions and gateway.sessions == 0
 
 
 async def test_a_session_closed_before_the_upstream_accepted_it_is_never_held() -> None:
