@@ -806,12 +806,7 @@ class Gateway:
         if e.session is not None and not (session.held or session.closed) and session.proven:
             await self._accept(session)
         if session.closed:  # it ended while this request was upstream: a stream opened since
-            # ends as those open then ended, before its client reads it: expired if the
-            # upstream ended the session, closed if its client did (or the replica halted)
-            if e.expired is not None and e.expired.reason != "deleted":
-                e.feed(events.SessionExpired())
-            else:
-                e.end_session()
+            self._end_streams(session)  # ends as those open then, before its client reads it
         if method == "POST" and resp.status_code < 300 and b"notifications/initialized" in body:
             await self._open_ahead(session, request, body)
         await self._respond(session, resp, receive, send, flight)
@@ -1090,6 +1085,19 @@ class Gateway:
         self._unfile(session)
         self._close(session)
 
+    @staticmethod
+    def _end_streams(session: _Session) -> None:
+        """End every stream of ``session`` still open, as the session ended: expired when
+        the upstream ended it (a trusted ``404``: the guard fails what is open), closed
+        when its client did (a DELETE) or this replica let it go (the streams end without
+        a failure). Idempotent: a stream already ended is left alone, so a stream opened
+        by a request that was upstream as the session ended is ended the same way."""
+        e = session.engine
+        if e.expired is not None and e.expired.reason != "deleted":
+            e.feed(events.SessionExpired())
+        else:
+            e.end_session()
+
     def _close(self, session: _Session) -> None:
         """End a session's engine (its streams, its background IO) and let the results
         kept for it go: every way a session stops being held ends here."""
@@ -1162,8 +1170,7 @@ class Gateway:
         session.ended_recorded = True
         if self._sessions.get(e.session) is session:
             del self._sessions[e.session]
-        if e.expired.reason == "deleted":  # the client closed it: its streams end as closed
-            e.end_session()
+        self._end_streams(session)
         self._close(session)
         try:
             await self._store.end_session(e.session, e.expired.reason)
