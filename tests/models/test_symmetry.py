@@ -66,10 +66,13 @@ def test_the_declared_symmetry_is_sound_on_the_full_space(name: str) -> None:
 
 FAULTY = [
     World(NaivePolicy(), replace(SEED.bounds, requests=2), name="seed-incident x2"),
-    World(NaivePolicy(), replace(SEED.bounds, requests=3), name="seed-incident x3"),
+    World(NaivePolicy(), replace(SEED.bounds, requests=3, cuts=0), name="seed-incident x3"),
     World(SdkPolicy(), replace(SDK.bounds, requests=2), name="mcp-sdk-2.3.0 x2"),
 ]
-"""The faulty clients' models with more requests: violations to rebuild in concrete ids."""
+"""The faulty clients' models with more requests: violations to rebuild in concrete ids.
+With three requests the seed's client runs without cuts (18,210 of 109,205 states): it
+still violates every property it does with its cut, and the permutations of three ids are
+what the instance is for."""
 
 
 @pytest.mark.parametrize("model", FAULTY, ids=lambda m: m.name)
