@@ -10,7 +10,7 @@ VENV1 ?= .venv-mcp1
 TEST_WORKERS ?= 2
 STAMP1 := $(VENV1)/.installed
 
-.PHONY: demo test need-redis test-mcp1 check render replay bench mutate lint typecheck install ts-client conformance ext-tasks clean
+.PHONY: demo test test-ready need-redis test-mcp1 check render replay bench mutate lint typecheck install ts-client conformance ext-tasks clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required (set PYTHON=...)")'
@@ -80,9 +80,14 @@ replay: $(STAMP)
 
 ## The whole test suite, linters and type checks included; then the mcp 1.x suite.
 ## The gateway's state-store tests run a loopback redis-server (Debian package redis-server).
-test: need-redis lint typecheck ts-client conformance ext-tasks
+## What the suites need is made side by side first (installs wait on the network, mypy and
+## ruff on the CPU), each job's output kept together.
+test: need-redis
+	$(MAKE) -j4 --output-sync=target test-ready
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) test-mcp1
+
+test-ready: lint typecheck ts-client conformance ext-tasks $(STAMP1)
 
 ## Installs the Debian package when it can (root, apt-get); otherwise says what to install.
 need-redis:
