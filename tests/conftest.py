@@ -1,5 +1,6 @@
 """What every test directory shares: the async tests run on asyncio, the SDKs' event
-loop, whichever other anyio backends are installed."""
+loop, whichever other anyio backends are installed; the heaviest modules are collected
+first."""
 
 from __future__ import annotations
 
@@ -9,3 +10,17 @@ import pytest
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def _weight(item: pytest.Item) -> float:
+    heavy = item.get_closest_marker("heavy")
+    return 0.0 if heavy is None else float(heavy.kwargs.get("minutes", 1))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules marked ``heavy(minutes=N)`` (N: roughly the worker-minutes the module takes
+    on a loaded two-core machine) come first, the heaviest first, the rest after them in
+    their own order. ``make test`` hands whole modules to the workers in this order
+    (``--dist loadfile --no-loadscope-reorder``): started last, the longest module would
+    leave the other workers idle at the end of the run."""
+    items.sort(key=lambda item: -_weight(item))

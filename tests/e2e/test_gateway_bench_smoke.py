@@ -9,7 +9,7 @@ import pytest
 from bench import gateway_bench
 
 # the timeout is a hang guard: each run and probe starts its own processes
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=1.5), pytest.mark.timeout(600)]
 
 
 def test_the_gateway_bench_at_toy_size() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from bench import gateway_soak
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=1.5), pytest.mark.timeout(120)]
 
 
 def test_the_soak_at_toy_size() -> None:

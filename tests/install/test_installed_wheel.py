@@ -24,7 +24,7 @@ import fsm
 from fsm.checker.loader import builtin_model_file, builtin_models, load_models
 from fsm.render.registry import PRODUCERS
 
-pytestmark = pytest.mark.install
+pytestmark = [pytest.mark.install, pytest.mark.heavy(minutes=1)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("pyproject.toml", "README.md", "LICENSE", "fsm", "models")

@@ -25,6 +25,8 @@ from models.mcp_sdk_2_3 import SdkPolicy
 from models.seed_incident import MODEL as SEED
 from models.seed_incident import NaivePolicy
 
+pytestmark = pytest.mark.heavy(minutes=4)
+
 FULL = {name: pin.full for name, pin in PINS.items() if pin.full is not None}
 """Full-space (states, transitions) of every shipped model that declares a symmetry."""
 
