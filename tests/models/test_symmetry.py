@@ -25,7 +25,9 @@ from models.mcp_sdk_2_3 import SdkPolicy
 from models.seed_incident import MODEL as SEED
 from models.seed_incident import NaivePolicy
 
-pytestmark = pytest.mark.heavy(minutes=4)
+# the timeout is a hang guard: a full-space audit of 451k states took 177 s with three
+# workers on two cores, and a slower machine must not fail it
+pytestmark = [pytest.mark.heavy(minutes=4), pytest.mark.timeout(900)]
 
 FULL = {name: pin.full for name, pin in PINS.items() if pin.full is not None}
 """Full-space (states, transitions) of every shipped model that declares a symmetry."""
