@@ -42,8 +42,10 @@ from pathlib import Path
 
 __all__ = ["RedisServer", "RedisServerError", "TlsFiles", "redis_server"]
 
-START_TIMEOUT_S = 10.0
-"""Seconds a starting server has to answer ``PING`` before :class:`RedisServerError`."""
+START_TIMEOUT_S = 60.0
+"""Seconds a starting server has to answer ``PING`` before :class:`RedisServerError`: a
+hang guard. A cluster node writes and fsyncs its ``nodes.conf`` before it listens; with
+three test workers on two cores one node's log stopped there and 10 s passed."""
 
 
 class RedisServerError(RuntimeError):
