@@ -933,7 +933,8 @@ class Gateway:
     async def _probe(self, session: _Session, request: Any) -> bool:
         """Whether the upstream accepts ``request``'s credentials for its session, asked
         with a ``ping`` carrying them (a request with no effect): a resume takes over a
-        stream, so its credentials are proven before anything changes."""
+        stream, and a new stream at the session's stream cap abandons one no client reads,
+        so their credentials are proven before anything changes."""
         assert self._http is not None
         e = session.engine
         headers = e.headers(e.carry(request))
@@ -1131,6 +1132,7 @@ class Gateway:
         engine.acts_for_clients = True
         engine.trusted = session.trusts
         engine.accepted = session.prove
+        engine.vouch = functools.partial(self._probe, session)
         engine.max_event = limits.max_event_bytes
         engine.max_pending_refusals = limits.max_pending_refusals
         engine.upstream_slots = anyio.CapacityLimiter(limits.upstream_requests_per_session)

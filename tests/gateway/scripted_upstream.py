@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -90,6 +90,15 @@ UNKNOWN_SESSION_BODY = json.dumps(
     }
 ).encode()
 """The body of the upstream's ``404`` for a session id it did not issue."""
+FORBIDDEN_BODY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": "server-error",
+        "error": {"code": -32600, "message": "Forbidden (scripted upstream)"},
+    }
+).encode()
+"""The body of the upstream's ``403`` for credentials it does not accept
+(:attr:`Upstream.accepts`)."""
 
 
 def sse(event_id: str | None, data: Any, retry: Any = None) -> bytes:
@@ -247,6 +256,10 @@ class Upstream:
     answer_hold: anyio.Event | None = None
     issue_sessions: bool = False
     refuse_unknown: bool = False
+    accepts: Callable[[Mapping[str, str]], bool] | None = None
+    """Whether a request's headers carry credentials the upstream accepts (any, when
+    ``None``); a request with others (an ``initialize`` aside) gets ``403`` with
+    :data:`FORBIDDEN_BODY`, as a server that ties its sessions to a principal answers."""
     issued: list[str] = field(default_factory=list)
     """Session ids given out, oldest first."""
     response_posts: int = 0
@@ -299,6 +312,9 @@ class Upstream:
         sid = headers.get("mcp-session-id")
         if self.refuse_unknown and not initialize and sid not in self.issued:
             await _reply(send, 404, UNKNOWN_SESSION_BODY, [(b"content-type", b"application/json")])
+            return
+        if self.accepts is not None and not initialize and not self.accepts(headers):
+            await _reply(send, 403, FORBIDDEN_BODY, [(b"content-type", b"application/json")])
             return
         if initialize:
             assert isinstance(msg, dict)

@@ -331,43 +331,105 @@ async def test_streams_no_client_reads_do_not_fill_the_stream_cap(kind: str) -> 
     assert final.status == 200 and final.results(7) == 1 and final.errors() == []
 
 
+A, A2, B = "Bearer a", "Bearer a2", "Bearer b"
+"""A's token, the token A's client refreshes to, and a stranger's."""
+
+
+async def _at_the_cap(up: Upstream, http: Any, gw: Any) -> tuple[str, Any]:
+    """A's session (token :data:`A`) holding the guard's live-stream cap, none of its
+    streams read (A's connections dropped, its calls resumable): its id and its guard."""
+    sid = await begin(http, gw.url, authorization=A)
+    h = {**HEAD, "mcp-session-id": sid, "authorization": A}
+    for i in range(GuardConfig().max_streams):
+        with anyio.fail_after(HANG):
+            async with http.stream("POST", gw.url, json=tool_call(100 + i), headers=h) as r:
+                assert (i, r.status_code) == (i, 200)
+                async for _ in r.aiter_raw():
+                    break
+            await up.wait_until(left_at_least(i + 1))
+    guard = gw.gateway._sessions[sid].engine.guard
+    assert len(guard.live_streams()) == GuardConfig().max_streams
+    return sid, guard
+
+
+def _capped_upstream(tokens: set[str]) -> Upstream:
+    """An upstream whose 64 calls stream until the gateway leaves them, accepting only
+    ``tokens``."""
+    never = anyio.Event()
+    opened: dict[Any, Sequence[Piece]] = {
+        100 + i: [sse(f"c{100 + i}", ""), never] for i in range(GuardConfig().max_streams)
+    }
+    return Upstream(
+        script=calls_by_id(opened),
+        standalone=[sse("g1", "")],
+        accepts=lambda headers: headers.get("authorization") in tokens,
+    )
+
+
+def _reached(up: Upstream, before: int) -> list[tuple[str, str | None, str | None]]:
+    """(HTTP method, JSON-RPC method, credentials) of each request since ``before``."""
+    out = []
+    for method, headers, body in up.requests[before:]:
+        msg = json.loads(body) if body else {}
+        out.append((method, msg.get("method"), headers.get("authorization")))
+    return out
+
+
 @pytest.mark.parametrize("method", ["POST", "GET"])
 async def test_a_stranger_at_the_stream_cap_ends_no_stream_of_the_owner(method: str) -> None:
-    """A's session holds the guard's 64 live streams, none read (A's connections
-    dropped, its calls resumable). A call or a fresh standalone GET with A's session id
-    and credentials the upstream never accepted for it makes no room: it gets ``503`` and
-    reaches no upstream, and A's oldest stream stays live. A's own next call makes room
-    as before."""
-    never = anyio.Event()
-    cap = GuardConfig().max_streams
-    opened: dict[Any, Sequence[Piece]] = {
-        100 + i: [sse(f"c{100 + i}", ""), never] for i in range(cap)
-    }
-    up = Upstream(script=calls_by_id(opened), standalone=[sse("g1", "")])
-    a, b = {"authorization": "Bearer a"}, {"authorization": "Bearer b"}
+    """A's session holds the guard's 64 live streams, none read. A call or a fresh
+    standalone GET with A's session id and credentials the upstream does not accept for
+    it makes no room: the gateway asks the upstream with a ``ping`` carrying them, which
+    it refuses; the request gets ``503`` and never reaches the upstream, and A's oldest
+    stream stays live. A's own next call makes room as before."""
+    up = _capped_upstream({A})
     async with gateway_for(up) as gw, client() as http:
-        sid = await begin(http, gw.url, **a)
-        h = {**HEAD, "mcp-session-id": sid, **a}
-        for i in range(cap):
-            with anyio.fail_after(HANG):
-                async with http.stream("POST", gw.url, json=tool_call(100 + i), headers=h) as r:
-                    assert (i, r.status_code) == (i, 200)
-                    async for _ in r.aiter_raw():
-                        break
-                await up.wait_until(left_at_least(i + 1))
-        guard = gw.gateway._sessions[sid].engine.guard
-        assert len(guard.live_streams()) == cap
+        sid, guard = await _at_the_cap(up, http, gw)
         before = len(up.requests)
         if method == "POST":
-            stranger = await call(http, gw.url, sid, 999, **b)
+            stranger = await call(http, gw.url, sid, 999, authorization=B)
         else:
-            stranger = await read(http, "GET", gw.url, {**HEAD, "mcp-session-id": sid, **b})
-        reached = up.requests[before:]
+            h = {**HEAD, "mcp-session-id": sid, "authorization": B}
+            stranger = await read(http, "GET", gw.url, h)
+        reached = _reached(up, before)
         oldest = guard.stream_state("post:100")
-        owner = await call(http, gw.url, sid, 7, **a)
-    assert stranger.status == 503 and reached == []
+        owner = await call(http, gw.url, sid, 7, authorization=A)
+    assert stranger.status == 503 and reached == [("POST", "ping", B)]
     assert oldest not in (None, "dead", "done")
     assert owner.status == 200 and owner.results(7) == 1
+
+
+@pytest.mark.parametrize("method", ["POST", "GET"])
+async def test_the_owner_with_a_refreshed_token_makes_room_at_the_stream_cap(
+    method: str,
+) -> None:
+    """A's session holds the guard's 64 live streams, none read, and A's client has
+    refreshed its token (the upstream accepts the new one, which the gateway has not
+    seen yet). Its next call or standalone GET is asked about with a ``ping`` carrying
+    the new token, which the upstream accepts: the oldest stream no client reads is
+    abandoned for it, and the request goes through instead of getting ``503``."""
+    up = _capped_upstream({A, A2})
+    async with gateway_for(up) as gw, client() as http:
+        sid, guard = await _at_the_cap(up, http, gw)
+        before = len(up.requests)
+        h = {**HEAD, "mcp-session-id": sid, "authorization": A2}
+        if method == "POST":
+            owner = await call(http, gw.url, sid, 7, authorization=A2)
+        else:
+            with anyio.fail_after(HANG):
+                async with http.stream("GET", gw.url, headers=h) as r:
+                    status = r.status_code
+                    async for _ in r.aiter_raw():
+                        break  # the standalone stream's first event arrived
+        reached = _reached(up, before)
+        live = guard.live_streams()
+    wanted = ("POST", "tools/call", A2) if method == "POST" else ("GET", None, A2)
+    assert reached == [("POST", "ping", A2), wanted]
+    assert "post:100" not in live and "post:101" in live
+    if method == "POST":
+        assert owner.status == 200 and owner.results(7) == 1
+    else:
+        assert status == 200
 
 
 async def test_a_stream_past_the_cap_gets_503_and_the_session_goes_on() -> None:

@@ -137,6 +137,11 @@ class SessionIO:
         self.accepted: Callable[[Any], None] = _never_mind
         """Told each request the upstream accepted (2xx): a gateway proves its
         credentials for the session."""
+        self.vouch: Callable[[Any], Awaitable[bool]] = _no_voucher
+        """Asked at the stream cap for a request the engine does not :attr:`trust
+        <trusted>`: whether the upstream accepts its credentials for the session (a
+        gateway asks it with a ``ping`` carrying them, and proves them if so). ``False``
+        by default: nobody to ask."""
         self.max_event: int | None = None
         """Characters of one SSE event held (``None``: no bound); past it the stream
         ends with :class:`~fsm.errors.EventTooLargeError`."""
@@ -424,7 +429,8 @@ class SessionIO:
         request is sent, so a refused stream's request never reaches the server. For a
         client ``request`` whose credentials the upstream has not accepted for the session
         (:attr:`trusted`, judged only at the cap) nothing is abandoned: it cannot end a
-        stream of the client whose session id it carries."""
+        stream of the client whose session id it carries (:meth:`stream_room` asks the
+        upstream about them first)."""
         live = self.guard.live_streams()
         if stream in live:
             return True
@@ -437,6 +443,18 @@ class SessionIO:
                 self.feed(ev.StreamAbandoned(old, "abandoned", "no client connection reads it"))
                 return True
         return False
+
+    async def stream_room(self, stream: str | None, request: Any) -> bool:
+        """:meth:`room_for_stream` for a client ``request`` that would open ``stream``,
+        and, where that refuses a request the engine does not trust, once more after
+        asking the upstream (:attr:`vouch`): credentials it accepts for the session are
+        the session's own (a client that refreshed its token), and make room as its
+        other requests do. Refused, the request gets no room and nothing is abandoned."""
+        if self.room_for_stream(stream, request):
+            return True
+        if self.trusted(request) or not await self.vouch(request):
+            return False
+        return self.room_for_stream(stream, request)
 
     async def _submit(self, a: act.Submit) -> None:
         if a.delay_s > 0:
@@ -500,6 +518,10 @@ class SessionIO:
 
 def _always(_request: HttpRequest) -> bool:
     return True
+
+
+async def _no_voucher(_request: HttpRequest) -> bool:
+    return False
 
 
 def _never_mind(_request: HttpRequest) -> None:

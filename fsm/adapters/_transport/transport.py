@@ -90,7 +90,7 @@ class GuardedTransport:
                         return resumed
                 # the SDK resuming on its own: only after the guard ended that body
                 return local_response(self.e.hx, request, 405, b"")
-            if e.session and not e.room_for_stream(None, request):
+            if e.session and not await e.stream_room(None, request):
                 return local_response(e.hx, request, 503, too_many_streams(request))
             return await self._open_stream(request, None, None)
         if method == "DELETE" and e.ends_on_delete:
@@ -169,7 +169,7 @@ class GuardedTransport:
                 slot.origin = origin
                 e.calls[origin] = slot
             stream = stream_name(origin)
-            if e.session and not e.room_for_stream(stream, request):  # refused before it is sent
+            if e.session and not await e.stream_room(stream, request):  # refused before sent
                 return local_response(e.hx, request, 503, too_many_streams(request))
             if e.store is not None:  # what a restart needs to resume it, written ahead
                 try:
