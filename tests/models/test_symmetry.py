@@ -75,8 +75,7 @@ FAULTY = [
 ]
 """The faulty clients' models with more requests: violations to rebuild in concrete ids.
 With three requests the seed's client runs without cuts: it violates the properties it
-violates with its cut (in 117,173 reduced states), and the permutations of three ids are
-what the instance is for."""
+violates with its cut, and the permutations of three ids are what the instance is for."""
 
 SEED_VIOLATED = ("L1", "P1", "P2", "P3", "P4", "P5-quiescent", "P7")
 FAULTY_PINS = {
