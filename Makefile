@@ -8,8 +8,9 @@ STAMP := $(VENV)/.installed
 VENV1 ?= .venv-mcp1
 # pytest-xdist workers for the suite: whole files are handed out, the heaviest first (see
 # tests/conftest.py). Sized for 2 cores: a worker spends about a sixth of its time waiting on
-# sockets and child processes, so a third worker keeps both cores busy (this suite, heaviest
-# modules first: 589 s with three workers, 758 s with two).
+# sockets and child processes, so a third worker keeps both cores busy and a fourth only
+# adds contention (this suite, heaviest modules first: 589 s with three workers, 758 s with
+# two; on a slower day, back to back, 785 s with three and 876 s with four).
 TEST_WORKERS ?= 3
 STAMP1 := $(VENV1)/.installed
 
