@@ -1143,6 +1143,18 @@ class SnapshotPolicy(Generic[D, I, O]):
         """The labels fired by the last decision."""
         return self._last_fired
 
+    @property
+    def decisions(self) -> int:
+        """How many distinct decisions are memoised (each holds its snapshots)."""
+        return len(self._memo)
+
+    def forget(self) -> None:
+        """Drop every memoised decision and the memory it holds; later ones are computed
+        again, with the same results. The memo lives as long as the policy: a process
+        that shares one policy between the models it checks keeps every decision of all
+        of them until it calls this."""
+        self._memo.clear()
+
     def decide_by(
         self, key: Hashable, t: float, compute: Callable[[], tuple[Any, tuple[O, ...]]]
     ) -> tuple[Any, tuple[O, ...]]:

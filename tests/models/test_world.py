@@ -78,6 +78,22 @@ def test_a_second_check_of_the_same_world_explores_the_same_graph() -> None:
     assert r1.coverage == r2.coverage
 
 
+def test_a_policy_that_forgot_its_decisions_explores_the_same_graph() -> None:
+    policy = GuardPolicy(CONFIG)
+    first = Checker(variants(1, VARIANT, policy)[0])
+    r1 = first.run()
+    held = policy.decisions
+    assert held > 0
+    policy.forget()
+    assert policy.decisions == 0
+    second = Checker(variants(1, VARIANT, policy)[0])  # a fresh world: nothing interned
+    r2 = second.run()
+    assert policy.decisions == held  # each decision computed again, none added
+    assert (r1.states, r1.transitions) == (r2.states, r2.transitions)
+    assert first.states == second.states and list(first.edges) == list(second.edges)
+    assert r1.coverage == r2.coverage
+
+
 def test_seed_counterexamples_are_identical_on_a_second_check() -> None:
     r1, r2 = check(SEED), check(SEED)
     for name in ("P1", "P2", "L1"):
