@@ -12,8 +12,10 @@ which :mod:`fsm.wire.verdict` reads in MRTR terms.
 
 The client factories take the same :class:`~fsm.wire.rig.ClientEnv` as the SSE era's
 (``env.protocol`` is :data:`~fsm.wire.rig.MRTR_PROTOCOL`, ``env.clock`` the scenario's):
-:func:`plain_mrtr_client` is mcp 2.x's ``Client(url)`` and its ``call_tool`` (the SDK's
-own round driver), :func:`guarded_mrtr_client` the same ``Client`` through
+:func:`plain_mrtr_client` is mcp 2.x's ``Client(url)`` at 2026-07-28
+(:func:`fsm.wire.sdk.modern_client`: no ``server/discover`` probe whose timeout could
+move it to an older protocol on a slow machine) and its ``call_tool`` (the SDK's own
+round driver), :func:`guarded_mrtr_client` the same ``Client`` through
 :func:`fsm.adapters.mrtr.guarded_call_tool` on ``env.clock``. A presentation's
 ``request_id`` is the client's own name for the question (the plain SDK's round-local
 key, the guarded path's question identity); the verdict matches presentations to the
@@ -50,7 +52,7 @@ from fsm.wire.rig import (
     drive,
     plain_client,
 )
-from fsm.wire.sdk import hx
+from fsm.wire.sdk import hx, modern_client
 
 __all__ = [
     "QUESTION_AGE_S",
@@ -209,10 +211,10 @@ class _GuardedMrtr:
 
 @contextlib.asynccontextmanager
 async def plain_mrtr_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
-    """mcp 2.x's ``Client(env.url)`` (``mode="auto"``: 2026-07-28 against the MRTR
-    server) and its ``call_tool``: the SDK's driver shows every question of every round
+    """mcp 2.x's ``Client(env.url)`` at 2026-07-28 (:func:`fsm.wire.sdk.modern_client`)
+    and its ``call_tool``: the SDK's driver shows every question of every round
     and sends every answer, whatever the time."""
-    async with Client(env.url, elicitation_callback=_presenting(env)) as client:
+    async with modern_client(env.url, elicitation_callback=_presenting(env)) as client:
         yield _PlainMrtr(client)
 
 
@@ -220,7 +222,7 @@ async def plain_mrtr_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
 async def guarded_mrtr_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
     """The same ``Client`` through :func:`fsm.adapters.mrtr.guarded_call_tool` with
     ``env.clock`` (the default rules: a question's age limit is :data:`QUESTION_AGE_S`)."""
-    async with Client(env.url, elicitation_callback=_presenting(env)) as client:
+    async with modern_client(env.url, elicitation_callback=_presenting(env)) as client:
         yield _GuardedMrtr(client, env.clock)
 
 
@@ -230,7 +232,7 @@ def capturing_guarded_mrtr_client(actions: list[MrtrAction]) -> ClientFactory:
 
     @contextlib.asynccontextmanager
     async def capturing(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
-        async with Client(env.url, elicitation_callback=_presenting(env)) as client:
+        async with modern_client(env.url, elicitation_callback=_presenting(env)) as client:
             yield _GuardedMrtr(client, env.clock, actions.append)
 
     return capturing

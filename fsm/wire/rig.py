@@ -62,7 +62,7 @@ from mcp.server.streamable_http import EventStore
 
 from fsm.wire.changes import Changes
 from fsm.wire.proxy import Exchange, FaultProxy, TrafficEvent, is_resume_get
-from fsm.wire.sdk import adapter, hx, open_client_streams
+from fsm.wire.sdk import MODERN_PROTOCOL, adapter, hx, open_client_streams
 from fsm.wire.server import (
     PendingElicitation,
     RunningServer,
@@ -135,7 +135,7 @@ PresentFn = Callable[[PresentationRequest], Awaitable[ElicitAnswer]]
 SSE_PROTOCOL = "2025-11-25"
 """The protocol of the SSE-era scenarios: ``ClientSession`` over the streamable-HTTP
 transport, server-to-client requests on SSE streams."""
-MRTR_PROTOCOL = "2026-07-28"
+MRTR_PROTOCOL = MODERN_PROTOCOL
 """The protocol of the MRTR scenarios (:mod:`fsm.wire.mrtr_rig`): ``Client(url)``,
 questions in ``InputRequiredResult`` rounds."""
 

@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import importlib
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fsm.adapters.core import sdk_streams
 from fsm.adapters.sdkversion import release_of
 
+if TYPE_CHECKING:
+    from mcp.client.client import Client
+
 __all__ = [
     "MCP_MAJOR",
     "MCP_VERSION",
+    "MODERN_PROTOCOL",
     "PRIMES_REPLAYS",
     "McpError",
     "adapter",
     "hx",
+    "modern_client",
     "open_client_streams",
     "request_headers",
     "server_class",
@@ -75,3 +80,22 @@ def adapter() -> Any:
 
 open_client_streams = sdk_streams
 """The SDK's ``streamable_http_client`` as ``(read, write)`` on either line."""
+
+
+MODERN_PROTOCOL = "2026-07-28"
+"""The protocol version the test bed's 2026 servers speak and its 2026 clients name."""
+
+
+def modern_client(server: Any, **kwargs: Any) -> Client:
+    """mcp 2.x's ``Client(server, **kwargs)`` at :data:`MODERN_PROTOCOL`, named outright.
+
+    ``mode=`` the version makes the SDK adopt it with no ``server/discover`` probe. The
+    default, ``mode="auto"``, gives its probe 10 s and, when they run out, falls back to
+    the ``initialize`` handshake at 2025-11-25; on a loaded machine a 2026 server is then
+    spoken to as an old one, and a tool's ``InputRequiredResult`` fails the old schema.
+    Every server of the test bed speaks 2026-07-28, so its clients do not negotiate (a
+    test of negotiation itself uses ``Client`` as it is). mcp 2.x only.
+    """
+    from mcp.client.client import Client
+
+    return Client(server, mode=MODERN_PROTOCOL, **kwargs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,7 +21,6 @@ if MCP_MAJOR < 2:
     pytest.skip("protocol 2026-07-28 needs mcp 2.x", allow_module_level=True)
 
 from mcp import types
-from mcp.client.client import Client
 from mcp.client.session import ClientRequestContext
 
 from fsm.wire import (
@@ -34,7 +33,15 @@ from fsm.wire import (
     plain_client,
     run,
 )
-from fsm.wire.mrtr_rig import QUESTION_AGE_S, ScenarioClock
+from fsm.wire.mrtr_rig import (
+    QUESTION_AGE_S,
+    MrtrStep,
+    ScenarioClock,
+    open_mrtr_rig,
+    run_mrtr_scenario,
+)
+from fsm.wire.rig import MRTR_PROTOCOL
+from fsm.wire.sdk import modern_client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -111,7 +118,7 @@ async def retrying_client(env: ClientEnv) -> AsyncIterator[ScenarioClient]:
                     if attempt:
                         raise
 
-    async with Client(env.url, elicitation_callback=on_elicit) as client:
+    async with modern_client(env.url, elicitation_callback=on_elicit) as client:
         yield Retrying()
 
 
@@ -141,3 +148,30 @@ def test_the_clock_moves_only_forward_by_command() -> None:
 def test_every_mrtr_scenario_runs_on_its_own_rig() -> None:
     mrtr = {n for n, s in SCENARIOS.items() if s.protocol == "2026-07-28"}
     assert mrtr == {"mrtr_expiry", "mrtr_reask", "mrtr_restart"}
+
+
+@pytest.mark.parametrize(
+    ("factory", "reason"),
+    [(plain_client, "invalid_request_state"), (guarded_client, "aged-out")],
+    ids=["plain", "guarded"],
+)
+async def test_a_probe_that_never_returns_does_not_move_the_rig_to_an_older_protocol(
+    factory: Any, reason: str
+) -> None:
+    """The SDK's default ``mode="auto"`` probes ``server/discover`` with a 10 s timeout
+    and, when it runs out, falls back to ``initialize`` (2025-11-25): on a loaded machine
+    the 2026 server then answers as an old one and the scenario hangs. Here the proxy
+    holds every probe for good (a slow machine, by command): the rig's clients name
+    2026-07-28 outright, so none is sent, every request carries that version and the
+    scenario ends as it does on an idle machine."""
+    scenario = SCENARIOS["mrtr_expiry"]
+    async with open_mrtr_rig() as rig:
+        rig.proxy.hold_next(lambda ex: ex.rpc_method == "server/discover")
+        step = cast("MrtrStep", scenario.step)
+        result = await run_mrtr_scenario(step, factory, rig=rig, name=scenario.name)
+    requests = [e for e in result.traffic if e.kind == "request"]
+    methods = [e.json.get("method") for e in requests if isinstance(e.json, dict)]
+    assert "tools/call" in methods
+    assert "server/discover" not in methods and "initialize" not in methods
+    assert {e.headers.get("mcp-protocol-version") for e in requests} == {MRTR_PROTOCOL}
+    assert result.outcome.reason == reason
