@@ -80,11 +80,11 @@ def bench_guard() -> dict[str, float]:
 
 async def _e2e(repeats: int) -> dict[str, list[tuple[float, float]]]:
     from mcp import types
-    from mcp.client.client import Client
     from mcp.client.session import ClientRequestContext
 
     from fsm.adapters.mrtr import guarded_call_tool
     from fsm.wire.mrtr_server import running_mrtr_server
+    from fsm.wire.sdk import modern_client
 
     async def user(
         context: ClientRequestContext, params: types.ElicitRequestParams
@@ -94,7 +94,7 @@ async def _e2e(repeats: int) -> dict[str, list[tuple[float, float]]]:
     times: dict[str, list[tuple[float, float]]] = {"plain": [], "guarded": []}
     async with (
         running_mrtr_server(ttl=60.0) as server,
-        Client(server.url, elicitation_callback=user) as client,
+        modern_client(server.url, elicitation_callback=user) as client,
     ):
 
         async def sample(kind: str) -> tuple[float, float]:

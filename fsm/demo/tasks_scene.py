@@ -23,13 +23,13 @@ from typing import Any
 
 import anyio
 from mcp import types
-from mcp.client.client import Client
 from mcp.client.session import ClientRequestContext
 
 from fsm import actions as act
 from fsm.adapters.tasks import GuardedTasks
 from fsm.errors import InteractionFailed
 from fsm.tasks.task import TaskAction
+from fsm.wire.sdk import modern_client
 from fsm.wire.tasks_plain import PlainTasks
 from fsm.wire.tasks_server import TasksServer, running_tasks_server
 
@@ -84,7 +84,9 @@ async def _side(server: TasksServer, case: str, guarded: bool) -> dict[str, Any]
 
     extension = GuardedTasks(on_action=seen) if guarded else PlainTasks()
     outcome: str
-    async with Client(server.url, elicitation_callback=user, extensions=[extension]) as client:
+    async with modern_client(
+        server.url, elicitation_callback=user, extensions=[extension]
+    ) as client:
         try:
             with anyio.fail_after(20):
                 result = await client.call_tool("delete_files", {"count": 3})

@@ -24,7 +24,6 @@ from typing import Any
 
 import anyio
 from mcp import types
-from mcp.client.client import Client
 from mcp.client.session import ClientRequestContext
 
 from fsm.adapters.mcp2 import guarded_session
@@ -35,6 +34,7 @@ from fsm.durable.calls import CallRecord
 from fsm.durable.store import SessionRecord, Store, Written
 from fsm.errors import InteractionFailed
 from fsm.tasks.task import Poll
+from fsm.wire.sdk import modern_client
 
 EVENTS = frozenset({"began", "delivered", "answered", "submitted", "ended", "resumed"})
 """The event-log records that mark an event fed to the SSE guard (or the decision it
@@ -117,7 +117,7 @@ def on_action(action: Any) -> None:
 
 
 async def mrtr(url: str, store: Store, user: Any) -> str:
-    async with Client(url, elicitation_callback=user) as client:
+    async with modern_client(url, elicitation_callback=user) as client:
         args = {"count": 3, "reasks": 1}
         try:
             return outcome(
@@ -136,7 +136,7 @@ async def mrtr(url: str, store: Store, user: Any) -> str:
 
 async def tasks(url: str, store: Store, user: Any) -> str:
     ext = GuardedTasks(store=store, on_action=on_action)
-    async with Client(url, elicitation_callback=user, extensions=[ext]) as client:
+    async with modern_client(url, elicitation_callback=user, extensions=[ext]) as client:
         stored = [r.call for r in store.calls().values() if r.era == "tasks"]
         try:
             if stored:  # the process before this one died with a task: go on with it

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from mcp import types
-from mcp.client.client import Client
 from recording_user import User
 
 from fsm.adapters.mrtr import guarded_call_tool
@@ -20,6 +19,7 @@ from fsm.durable import SqliteStore
 from fsm.durable.store import Written
 from fsm.errors import InteractionFailed
 from fsm.wire.mrtr_server import MrtrServer, running_mrtr_server
+from fsm.wire.sdk import modern_client
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +60,7 @@ async def attempt(
         written += 1
 
     with SqliteStore(path, before_write=before_write) as store:
-        async with Client(url, elicitation_callback=user) as client:
+        async with modern_client(url, elicitation_callback=user) as client:
             try:
                 return await guarded_call_tool(client, TOOL, ARGS, store=store, call_id="turn-1")
             except Exception as exc:

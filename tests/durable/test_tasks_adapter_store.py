@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from mcp import types
-from mcp.client.client import Client
 from recording_user import User
 
 from fsm.adapters.tasks import GuardedTasks, TaskHandle, run_task
@@ -19,6 +18,7 @@ from fsm.durable import SqliteStore
 from fsm.durable.calls import DurableCall
 from fsm.errors import InteractionFailed
 from fsm.mrtr.call import MrtrCall
+from fsm.wire.sdk import modern_client
 from fsm.wire.tasks_server import TasksServer, running_tasks_server
 
 pytestmark = pytest.mark.anyio
@@ -42,7 +42,7 @@ async def test_a_task_whose_end_was_recorded_fails_once_typed(
     user = User()
     with SqliteStore(tmp_path / "p.sqlite3") as store:
         ext = GuardedTasks(store=store)
-        async with Client(server.url, elicitation_callback=user, extensions=[ext]) as client:
+        async with modern_client(server.url, elicitation_callback=user, extensions=[ext]) as client:
             result = await client.call_tool("delete_files", {"count": 3})
             assert text(result) == "Deleted 3 files"
             (record,) = store.calls().values()
@@ -60,7 +60,7 @@ async def test_a_task_whose_end_was_recorded_fails_once_typed(
 async def test_an_id_stored_as_an_mrtr_call_is_refused(server: TasksServer, tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "p.sqlite3") as store:
         store.write(DurableCall(MrtrCall("task-1", clock=lambda: 0.0)).record())
-        async with Client(server.url, extensions=[GuardedTasks()]) as client:
+        async with modern_client(server.url, extensions=[GuardedTasks()]) as client:
             handle = await client.session.call_tool(
                 "delete_files", {"count": 1}, allow_claimed=True
             )
@@ -74,7 +74,9 @@ async def test_a_task_id_without_a_record_is_resumed_and_written(
 ) -> None:
     user = User()
     with SqliteStore(tmp_path / "p.sqlite3") as store:
-        async with Client(server.url, elicitation_callback=user, extensions=[GuardedTasks()]) as c:
+        async with modern_client(
+            server.url, elicitation_callback=user, extensions=[GuardedTasks()]
+        ) as c:
             handle = await c.session.call_tool("delete_files", {"count": 2}, allow_claimed=True)
             assert isinstance(handle, TaskHandle)
             result = await run_task(c.session, handle.task_id, store=store)

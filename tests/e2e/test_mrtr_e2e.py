@@ -19,6 +19,7 @@ from fsm.adapters.mrtr import guarded_call_tool
 from fsm.errors import InteractionFailed, QuestionReaskedError, RequestStateExpiredError
 from fsm.mrtr.call import MrtrAction, MrtrConfig, Retry
 from fsm.wire.mrtr_server import MrtrServer, running_mrtr_server
+from fsm.wire.sdk import modern_client
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +37,7 @@ async def test_the_protocol_is_2026_07_28(server: MrtrServer) -> None:
 
 async def test_one_round_completes_plain_and_guarded(server: MrtrServer) -> None:
     user = User()
-    async with Client(server.url, elicitation_callback=user) as client:
+    async with modern_client(server.url, elicitation_callback=user) as client:
         plain = await client.call_tool("delete_files", {"count": 3})
         guarded = await guarded_call_tool(client, "delete_files", {"count": 3})
     assert plain.content == guarded.content
@@ -49,9 +50,9 @@ async def test_one_round_completes_plain_and_guarded(server: MrtrServer) -> None
 async def test_a_reasking_tool_reprompts_plain_but_never_guarded(server: MrtrServer) -> None:
     plain_user, guarded_user = User(), User()
     actions: list[MrtrAction] = []
-    async with Client(server.url, elicitation_callback=plain_user) as client:
+    async with modern_client(server.url, elicitation_callback=plain_user) as client:
         await client.call_tool("reasking_delete", {"count": 3, "reasks": 1})
-    async with Client(server.url, elicitation_callback=guarded_user) as client:
+    async with modern_client(server.url, elicitation_callback=guarded_user) as client:
         result = await guarded_call_tool(
             client, "reasking_delete", {"count": 3, "reasks": 1}, on_action=actions.append
         )
@@ -68,7 +69,7 @@ async def test_a_reasking_tool_reprompts_plain_but_never_guarded(server: MrtrSer
 
 async def test_a_tool_that_keeps_reasking_fails_once_naming_the_reask(server: MrtrServer) -> None:
     user = User()
-    async with Client(server.url, elicitation_callback=user) as client:
+    async with modern_client(server.url, elicitation_callback=user) as client:
         with pytest.raises(QuestionReaskedError) as info:
             await guarded_call_tool(client, "reasking_delete", {"count": 3, "reasks": 5})
     assert len(user.prompts) == 1
@@ -80,7 +81,7 @@ async def test_expired_state_loses_the_answer_plain_and_fails_typed_guarded(
     server: MrtrServer,
 ) -> None:
     user = User(server.expire_states, every=True)
-    async with Client(server.url, elicitation_callback=user) as client:
+    async with modern_client(server.url, elicitation_callback=user) as client:
         with pytest.raises(MCPError) as plain:
             await client.call_tool("delete_files", {"count": 3})
         with pytest.raises(RequestStateExpiredError) as guarded:
@@ -94,11 +95,13 @@ async def test_expired_state_loses_the_answer_plain_and_fails_typed_guarded(
 
 async def test_a_restart_between_rounds_is_terminal_not_a_reprompt(server: MrtrServer) -> None:
     user = User(server.restart)
-    async with Client(server.url, elicitation_callback=user) as client:
+    async with modern_client(server.url, elicitation_callback=user) as client:
         with pytest.raises(RequestStateExpiredError):
             await guarded_call_tool(client, "delete_files", {"count": 3})
     assert server.restarts == 1 and len(user.prompts) == 1
-    async with Client(server.url, elicitation_callback=user) as client:  # the new server works
+    async with modern_client(
+        server.url, elicitation_callback=user
+    ) as client:  # the new server works
         result = await guarded_call_tool(client, "delete_files", {"count": 3})
     assert isinstance(result.content[0], types.TextContent)
 
@@ -111,7 +114,7 @@ async def test_a_late_answer_is_withdrawn_not_sent(server: MrtrServer) -> None:
 
     user = User(late)
     actions: list[MrtrAction] = []
-    async with Client(server.url, elicitation_callback=user) as client:
+    async with modern_client(server.url, elicitation_callback=user) as client:
         with pytest.raises(RequestStateExpiredError) as info:
             await guarded_call_tool(
                 client, "delete_files", {"count": 3}, clock=lambda: now[0], on_action=actions.append
@@ -123,7 +126,7 @@ async def test_a_late_answer_is_withdrawn_not_sent(server: MrtrServer) -> None:
 
 async def test_a_prompt_nobody_answers_is_cancelled_when_it_ages_out(server: MrtrServer) -> None:
     user = User(block=True)
-    async with Client(server.url, elicitation_callback=user) as client:
+    async with modern_client(server.url, elicitation_callback=user) as client:
         with pytest.raises(RequestStateExpiredError):
             await guarded_call_tool(
                 client, "delete_files", {"count": 3}, config=MrtrConfig(question_ttl_s=0.2)
@@ -133,7 +136,7 @@ async def test_a_prompt_nobody_answers_is_cancelled_when_it_ages_out(server: Mrt
 
 async def test_state_only_rounds_back_off_and_complete(server: MrtrServer) -> None:
     actions: list[MrtrAction] = []
-    async with Client(server.url) as client:
+    async with modern_client(server.url) as client:
         result = await guarded_call_tool(client, "slow_job", {"polls": 3}, on_action=actions.append)
     assert isinstance(result.content[0], types.TextContent)
     assert result.content[0].text == "job done after 3 polls"
@@ -164,7 +167,7 @@ async def test_the_sdk_servers_own_ttl_gives_the_same_rejection() -> None:
     the answer comes 0.6 s later: certain, not a race) and the rejection is the same."""
     async with running_mrtr_server(ttl=0.5) as srv:
         user = User(lambda: anyio.sleep(0.6))
-        async with Client(srv.url, elicitation_callback=user) as client:
+        async with modern_client(srv.url, elicitation_callback=user) as client:
             with pytest.raises(RequestStateExpiredError) as info:
                 await guarded_call_tool(client, "delete_files", {"count": 3})
     assert info.value.reason == "invalid-request-state"
@@ -176,7 +179,7 @@ async def test_a_callback_that_raises_ends_the_call_once_chained(server: MrtrSer
         raise ValueError("the UI crashed")
 
     user = User(broken)
-    async with Client(server.url, elicitation_callback=user) as client:
+    async with modern_client(server.url, elicitation_callback=user) as client:
         with pytest.raises(InteractionFailed) as info:
             await guarded_call_tool(client, "delete_files", {"count": 3})
     assert info.value.reason == "cancelled"

@@ -12,7 +12,6 @@ import anyio
 import httpx2
 import pytest
 from mcp import MCPError, types
-from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
@@ -27,6 +26,7 @@ from fsm.errors import (
 )
 from fsm.wire.mrtr_server import running_mrtr_server
 from fsm.wire.proxy import HttpFault
+from fsm.wire.sdk import modern_client
 from support.scenarios import Rig, guarded_client, run_scenario
 from support.session_endings import errors_after_expiry
 
@@ -95,7 +95,7 @@ async def test_except_mcperror_catches_an_mrtr_calls_typed_error() -> None:
             server.expire_states()
             return types.ElicitResult(action="accept", content={})
 
-        async with Client(server.url, elicitation_callback=expire_then_accept) as client:
+        async with modern_client(server.url, elicitation_callback=expire_then_accept) as client:
             with pytest.raises(MCPError) as caught:
                 await guarded_call_tool(client, "delete_files", {"count": 3})
     err = caught.value
@@ -137,7 +137,7 @@ async def test_a_result_the_sdk_rejects_is_reported_as_the_sdks_rejection() -> N
     async with (
         running_mrtr_server(ttl=30.0) as server,
         httpx2.AsyncClient(transport=transport) as http,
-        Client(
+        modern_client(
             streamable_http_client(server.url, http_client=http), elicitation_callback=never
         ) as client,
     ):

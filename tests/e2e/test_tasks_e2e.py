@@ -16,7 +16,6 @@ import pydantic
 import pytest
 from answering_user import User
 from mcp import types
-from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
 from fsm import actions as act
@@ -30,6 +29,7 @@ from fsm.errors import (
     TaskFailedError,
 )
 from fsm.tasks.task import TaskAction
+from fsm.wire.sdk import modern_client
 from fsm.wire.tasks_plain import PlainTasks
 from fsm.wire.tasks_server import TasksServer, running_tasks_server
 
@@ -60,7 +60,9 @@ async def _outcome(
 ) -> types.CallToolResult | Exception:
     """The call's result, or what it raised (caught inside the ``Client`` block, whose
     exit would wrap it in a group)."""
-    async with Client(server.url, elicitation_callback=user, extensions=[extension]) as client:
+    async with modern_client(
+        server.url, elicitation_callback=user, extensions=[extension]
+    ) as client:
         with anyio.fail_after(10):
             try:
                 return await client.call_tool("delete_files", {"count": 3})
@@ -89,7 +91,7 @@ async def test_a_task_asks_is_answered_and_completes(server: TasksServer) -> Non
 
 
 async def test_without_the_extension_the_tool_answers_plainly(server: TasksServer) -> None:
-    async with Client(server.url) as client:
+    async with modern_client(server.url) as client:
         result = await client.call_tool("delete_files", {"count": 3})
     assert _text(result) == "Deleted 3 files (no task)"
     assert server.log.created == []
@@ -170,7 +172,9 @@ async def test_an_answered_question_reasked_under_a_new_key_is_answered_from_the
 
 async def test_run_task_drives_a_handle_from_the_session(server: TasksServer) -> None:
     user = User()
-    async with Client(server.url, elicitation_callback=user, extensions=[GuardedTasks()]) as c:
+    async with modern_client(
+        server.url, elicitation_callback=user, extensions=[GuardedTasks()]
+    ) as c:
         handle = await c.session.call_tool("delete_files", {"count": 2}, allow_claimed=True)
         assert isinstance(handle, TaskHandle)
         with anyio.fail_after(10):

@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import types
-from mcp.client.client import Client
 
 from fsm.adapters.tasks import GuardedTasks
+from fsm.wire.sdk import modern_client
 from fsm.wire.tasks_server import running_tasks_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,9 @@ async def test_a_guarded_task_completes_through_the_gateway_with_mcp_name_intact
     async with (
         running_tasks_server() as server,
         running_gateway(server.url) as gateway,
-        Client(gateway.url, elicitation_callback=user, extensions=[GuardedTasks()]) as client,
+        modern_client(
+            gateway.url, elicitation_callback=user, extensions=[GuardedTasks()]
+        ) as client,
     ):
         with anyio.fail_after(10):
             result = await client.call_tool("delete_files", {"count": 3})
