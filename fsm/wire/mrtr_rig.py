@@ -52,7 +52,7 @@ from fsm.wire.rig import (
     drive,
     plain_client,
 )
-from fsm.wire.sdk import hx, modern_client
+from fsm.wire.sdk import http_client, modern_client
 
 __all__ = [
     "QUESTION_AGE_S",
@@ -122,7 +122,7 @@ async def open_mrtr_rig(*, ttl: float = 30.0) -> AsyncIterator[MrtrRig]:
     async with (
         running_mrtr_server(ttl=ttl) as server,
         FaultProxy(server.url) as proxy,
-        hx.AsyncClient(timeout=hx.Timeout(30.0)) as http,
+        http_client() as http,
     ):
         yield MrtrRig(server, proxy, http, User(lambda: proxy.last_seq, clock.now), clock)
 

@@ -62,7 +62,7 @@ from mcp.server.streamable_http import EventStore
 
 from fsm.wire.changes import Changes
 from fsm.wire.proxy import Exchange, FaultProxy, TrafficEvent, is_resume_get
-from fsm.wire.sdk import MODERN_PROTOCOL, adapter, hx, open_client_streams
+from fsm.wire.sdk import MODERN_PROTOCOL, adapter, http_client, open_client_streams
 from fsm.wire.server import (
     PendingElicitation,
     RunningServer,
@@ -605,7 +605,7 @@ async def open_rig(
         proxy = await stack.enter_async_context(
             FaultProxy(server.url if tier is None else tier.url)
         )
-        http = await stack.enter_async_context(hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0)))
+        http = await stack.enter_async_context(http_client())
         yield Rig(server, proxy, http, User(lambda: proxy.last_seq), tier)
 
 

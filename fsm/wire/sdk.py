@@ -26,6 +26,7 @@ __all__ = [
     "PRIMES_REPLAYS",
     "McpError",
     "adapter",
+    "http_client",
     "hx",
     "modern_client",
     "open_client_streams",
@@ -52,6 +53,15 @@ McpError: type[Exception] = getattr(
     importlib.import_module("mcp"), "MCPError" if MCP_MAJOR >= 2 else "McpError"
 )
 """The SDK's JSON-RPC error exception (``MCPError`` in 2.x, ``McpError`` in 1.x)."""
+
+
+def http_client(**kwargs: Any) -> Any:
+    """An ``AsyncClient`` of the SDK line's HTTP library (:data:`hx`) with the test bed's
+    timeouts: 30 s to connect, write or wait for the pool, 300 s between two reads (an
+    SSE stream is quiet while a person thinks). httpx's default, 5 s each, is not a hang
+    guard but a behaviour: on a loaded machine a quiet stream reaches it, and the SDK
+    takes the timeout for a broken stream and reconnects."""
+    return hx.AsyncClient(timeout=hx.Timeout(30.0, read=300.0), **kwargs)
 
 
 def server_class() -> tuple[Any, Any]:

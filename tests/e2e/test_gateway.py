@@ -14,6 +14,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from gateway_support import FAST, CursorLost, gateway_rig, serve_until, two_replica_resume
 
 from fsm.wire.proxy import ConnectionFault, FaultProxy, HttpFault, is_resume_get
+from fsm.wire.sdk import http_client
 from support.scenarios import (
     EXHAUSTED,
     BackgroundCall,
@@ -169,7 +170,7 @@ async def test_the_command_line_gateway_serves_a_plain_client(options: list[str]
             line = got.decode() + "\n"
             assert line.startswith("http://127.0.0.1:") and line.endswith("/mcp\n"), line
             url = line.strip()  # the one line on stdout: the URL alone
-            async with FaultProxy(url) as proxy, httpx2.AsyncClient() as http:
+            async with FaultProxy(url) as proxy, http_client() as http:
                 call = BackgroundCall()
                 async with calling(proxy.url, http, call, {}) as user:
                     await user.wait_presented(1)
@@ -251,7 +252,7 @@ async def test_an_upstream_restart_ends_the_call_once_and_the_session_with_404()
             FaultProxy(server.url) as upstream,
             running_gateway(upstream.url, config=GuardConfig(**FAST)) as gw,
             FaultProxy(gw.url) as proxy,
-            httpx2.AsyncClient() as http,
+            http_client() as http,
         ):
             async with calling(proxy.url, http, call, {"gated": True}) as user:
                 await server.controller.wait_pending(state="gated")
@@ -289,7 +290,7 @@ async def test_an_upstream_that_stays_down_ends_the_call_with_resume_budget_spen
         server = await servers.start(serve_until, stop, stopped, 0)
         async with (
             running_gateway(server.url, config=GuardConfig(**FAST)) as gw,
-            httpx2.AsyncClient() as http,
+            http_client() as http,
             calling(gw.url, http, call, {"gated": True}),
         ):
             await server.controller.wait_pending(state="gated")

@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 from mcp import ClientSession, MCPError
 from mcp.types import ElicitResult
@@ -19,7 +18,7 @@ from fsm import properties as P
 from fsm.adapters.mcp2 import guarded_session
 from fsm.errors import QuestionReaskedError
 from fsm.sse.guard import GuardConfig
-from fsm.wire.sdk import open_client_streams
+from fsm.wire.sdk import http_client, open_client_streams
 from fsm.wire.server import running_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -39,7 +38,7 @@ async def test_the_plain_client_presents_the_reask_again() -> None:
     prompts: list[str] = []
     async with (
         running_server() as server,
-        httpx2.AsyncClient() as http,
+        http_client() as http,
         open_client_streams(server.url, http) as (read, write),
         ClientSession(read, write, elicitation_callback=_user(prompts)) as session,
     ):

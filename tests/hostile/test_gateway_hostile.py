@@ -22,6 +22,7 @@ httpx2 = pytest.importorskip("httpx2")
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.sse.guard import GuardConfig  # noqa: E402
 from tests.gateway.scripted_upstream import (  # noqa: E402
+    GUARD,
     HEAD,
     SID,
     Upstream,
@@ -87,7 +88,7 @@ async def test_the_guards_hostile_table_holds_through_the_gateway() -> None:
             sse("e10", result(7)),
         ]
     )
-    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         await initialize(http, gw.url)
         events = await call_events(http, gw.url)
     assert requests_of(events, 1) == 1
@@ -102,7 +103,7 @@ async def test_a_server_that_replays_forever_gets_one_error_and_bounded_resumes(
     call with one JSON-RPC error for it (code -32000, data.reason)."""
     same = [sse("e1", ""), sse("e2", elicit(1))]
     up = Upstream(call=same, replay=lambda cursor: same, complete=False)
-    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         await initialize(http, gw.url)
         events = await call_events(http, gw.url)
     resumes = [r for r in up.requests if r[0] == "GET"]
@@ -118,7 +119,7 @@ async def test_oversized_bodies_get_413_and_reach_nobody() -> None:
     up = Upstream()
     async with (
         gateway_for(up, limits=GatewayLimits(max_body=1024)) as gw,
-        httpx2.AsyncClient() as http,
+        httpx2.AsyncClient(timeout=GUARD) as http,
     ):
         big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"x": "a" * 2000}}
         declared = await http.post(gw.url, json=big, headers=HEAD)
@@ -137,7 +138,7 @@ async def test_requests_go_upstream_with_the_clients_headers_only() -> None:
     that the gateway's HTTP client would add by default (``Accept-Encoding``,
     ``User-Agent``): the upstream answers what the client asked for."""
     up = Upstream(call=[sse("e1", result(7))])
-    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         del http.headers["accept-encoding"], http.headers["user-agent"]
         await initialize(http, gw.url)
         await call_events(http, gw.url, **{"x-client": "yes"})
@@ -160,7 +161,7 @@ async def test_the_gateway_keeps_no_upstream_cookie() -> None:
         complete=False,
         set_cookie=b"affinity=a1; Path=/",
     )
-    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
         r = await http.post(gw.url, json=body, headers=HEAD)
         assert r.headers["set-cookie"] == "affinity=a1; Path=/"
@@ -187,7 +188,7 @@ async def test_malformed_headers_get_400_and_reach_nobody(name: str, value: str)
     400; a control character breaks HTTP itself, and httptools (uvicorn's parser when it
     is installed, as the gateway extra does) refuses it first with its own plain 400."""
     up = Upstream()
-    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         r = await http.get(gw.url, headers={**HEAD, name: value.encode("latin-1")})
     assert r.status_code == 400 and up.requests == []
     if value == "\x7f" and importlib.util.find_spec("httptools") is not None:
@@ -209,7 +210,7 @@ async def test_malformed_headers_get_400_and_reach_nobody(name: str, value: str)
 )
 async def test_resume_ids_the_gateway_did_not_issue_get_400(value: str) -> None:
     up = Upstream()
-    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         await initialize(http, gw.url)
         r = await http.get(gw.url, headers={**HEAD, "mcp-session-id": SID, "last-event-id": value})
     assert r.status_code == 400 and "not issued by this gateway" in r.json()["error"]["message"]
@@ -218,7 +219,7 @@ async def test_resume_ids_the_gateway_did_not_issue_get_400(value: str) -> None:
 
 async def test_other_paths_get_404() -> None:
     up = Upstream()
-    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         r = await http.post(gw.url + "/../admin", json={})
     assert r.status_code == 404 and up.requests == []
 
@@ -229,7 +230,7 @@ async def test_a_flood_of_sessions_keeps_at_most_max_sessions() -> None:
     up = Upstream()
     async with (
         gateway_for(up, limits=GatewayLimits(max_sessions=10)) as gw,
-        httpx2.AsyncClient() as http,
+        httpx2.AsyncClient(timeout=GUARD) as http,
     ):
         for i in range(60):
             note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -245,7 +246,7 @@ async def test_max_sessions_is_a_hard_cap_while_every_session_is_busy() -> None:
     up = Upstream(call=[sse("e1", "")], hold=release)
     limits = GatewayLimits(max_sessions=2)
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient() as http:
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         async with anyio.create_task_group() as tg:
             started = [anyio.Event(), anyio.Event()]
 
@@ -277,7 +278,7 @@ async def test_a_client_resuming_without_progress_gets_the_ending_error() -> Non
     same = [sse("e1", ""), sse("e2", elicit(1))]
     up = Upstream(call=same, replay=lambda cursor: [], complete=False)
     config = GuardConfig(backoff_initial_s=0.01, backoff_max_s=0.02, max_resumes_without_progress=1)
-    async with gateway_for(up, config=config) as gw, httpx2.AsyncClient() as http:
+    async with gateway_for(up, config=config) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         await initialize(http, gw.url)
         first = await call_events(http, gw.url)
         cursor = [i for i, _ in first if i][-1]
@@ -310,7 +311,10 @@ async def test_a_replica_answers_a_replayed_request_from_the_stored_answer() -> 
     # the server replays the request and, as a server does, ends the call once answered
     up.replay = lambda cursor: [sse("e2", elicit(1)), up.answered, sse("e3", result(7))]
     cursor = IdRewriter("post:7", SID, keys).rewrite(b"id: e1\n").decode().split()[-1]
-    async with gateway_for(up, store=store, id_keys=keys) as gw, httpx2.AsyncClient() as http:
+    async with (
+        gateway_for(up, store=store, id_keys=keys) as gw,
+        httpx2.AsyncClient(timeout=GUARD) as http,
+    ):
         h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
         with anyio.fail_after(10):  # the answer is submitted while the stream is open
             async with http.stream("GET", gw.url, headers=h) as r:
@@ -338,7 +342,7 @@ async def test_a_resume_of_a_finished_stream_gets_its_result_again(call: list[by
     broke before the result reached it): the gateway answers from the result it kept,
     with no upstream traffic; the result keeps its rewritten id."""
     up = Upstream(call=call)
-    async with gateway_for(up) as gw, httpx2.AsyncClient() as http:
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
         await initialize(http, gw.url)
         first = await call_events(http, gw.url)
         h = {**HEAD, "mcp-session-id": SID, "last-event-id": first[0][0] or ""}
@@ -364,7 +368,10 @@ async def test_a_resume_when_the_store_cannot_give_a_cursor_starts_from_the_clie
     up = Upstream(replay=lambda cursor: [sse("e2", result(7))])
     cursor = IdRewriter("post:7", SID, keys).rewrite(b"id: e1\n").decode().split()[-1]
     store = NoCursors()
-    async with gateway_for(up, store=store, id_keys=keys) as gw, httpx2.AsyncClient() as http:
+    async with (
+        gateway_for(up, store=store, id_keys=keys) as gw,
+        httpx2.AsyncClient(timeout=GUARD) as http,
+    ):
         await initialize(http, gw.url)
         h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
         async with http.stream("GET", gw.url, headers=h) as r:

@@ -22,7 +22,7 @@ from fsm.adapters.core import RACED_METHODS
 from fsm.errors import ResumeBudgetSpentError, SessionExpiredError
 from fsm.wire.proxy import HttpFault, is_resume_get
 from fsm.wire.rig import Rig
-from fsm.wire.sdk import MCP_MAJOR, McpError, adapter, hx, open_client_streams
+from fsm.wire.sdk import MCP_MAJOR, McpError, adapter, http_client, hx, open_client_streams
 from fsm.wire.server import DEPRECATION, running_server
 from support.scenarios import open_rig, through_proxy
 from support.surface import offered, parameters_not_taken, signature_mismatches, unclassified
@@ -239,7 +239,7 @@ class GuardedSurfaceTests:
         subscriptions or logging: the SDK's error for those)."""
         table = calls()
         assert set(table) == set(RACED_METHODS)  # a new request method gets a call here
-        async with running_server() as server, hx.AsyncClient() as http:
+        async with running_server() as server, http_client() as http:
             async with (
                 open_client_streams(server.url, http) as (read, write),
                 ClientSession(read, write) as plain,
