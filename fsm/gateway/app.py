@@ -270,7 +270,9 @@ class GatewayLimits:
     its stream with one error for its client (``event-too-large``)."""
     upstream_requests_per_session: int = 8
     """The gateway's own upstream requests for one session in flight at once (answer
-    submissions, refusals); more wait for a slot."""
+    submissions, refusals); more wait for a slot. A credentials probe (the ``ping`` that
+    proves a resume's or a new stream's credentials) is not counted: it runs inside the
+    client request it proves, one per request, bounded as that request is."""
     max_pending_refusals: int = 64
     """Refusals (answers to server requests past the guard's ``max_live_requests``) of
     one session waiting to be sent; past it a refusal is not sent (the server's own
