@@ -12,27 +12,35 @@ VENV1 ?= .venv-mcp1
 # adds contention (this suite, heaviest modules first: 589 s with three workers, 758 s with
 # two; on a slower day, back to back, 785 s with three and 876 s with four).
 TEST_WORKERS ?= 3
+STAMP1 := $(VENV1)/.installed
+EXTRAS := .[mcp,diagrams,dev,fastmcp,gateway]
+EXTRAS1 := .[mcp1,dev,fastmcp3]
 # The suite writes its bytecode, whatever the environment says: each pytest worker collects
 # every test module and the suite starts about 120 Python processes that import fsm, so with
 # PYTHONDONTWRITEBYTECODE set each of them compiled, and pytest rewrote, the same modules
 # again (collecting the suite: 18 s each time, against 6 s once the bytecode is written).
 test test-mcp1: export PYTHONDONTWRITEBYTECODE :=
-STAMP1 := $(VENV1)/.installed
 
 .PHONY: demo test test-ready need-redis test-mcp1 check render replay bench mutate lint typecheck install ts-client conformance ext-tasks clean
 
+# A venv $(1) with the project installed editable with $(2), then its stamp. pip installs
+# uv and uv the rest, compiled to bytecode as pip would: the same packages pip resolves, for
+# a quarter of the CPU time (.venv: 14 s of CPU instead of 54 s). Where uv fails (it reads no
+# pip.conf, so an index only pip knows is not its), pip installs them.
+define make_venv
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install --quiet --upgrade pip uv
+	$(1)/bin/uv pip install --quiet --compile-bytecode --python $(1)/bin/python -e '$(2)' \
+		|| $(1)/bin/python -m pip install --quiet -e '$(2)'
+	@touch $(1)/.installed
+endef
+
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required (set PYTHON=...)")'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[mcp,diagrams,dev,fastmcp,gateway]'
-	@touch $(STAMP)
+	$(call make_venv,$(VENV),$(EXTRAS))
 
 $(STAMP1): pyproject.toml
-	$(PYTHON) -m venv $(VENV1)
-	$(VENV1)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV1)/bin/python -m pip install --quiet -e '.[mcp1,dev,fastmcp3]'
-	@touch $(STAMP1)
+	$(call make_venv,$(VENV1),$(EXTRAS1))
 
 install: $(STAMP)
 
