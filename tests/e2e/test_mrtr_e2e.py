@@ -106,9 +106,8 @@ async def test_a_restart_between_rounds_is_terminal_not_a_reprompt(server: MrtrS
         with pytest.raises(RequestStateExpiredError):
             await guarded_call_tool(client, "delete_files", {"count": 3})
     assert server.restarts == 1 and len(user.prompts) == 1
-    async with modern_client(
-        server.url, elicitation_callback=user
-    ) as client:  # the new server works
+    # the new server works
+    async with modern_client(server.url, elicitation_callback=user) as client:
         result = await guarded_call_tool(client, "delete_files", {"count": 3})
     assert isinstance(result.content[0], types.TextContent)
 
