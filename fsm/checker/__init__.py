@@ -46,7 +46,7 @@ from fsm.checker.explore import (
     cyclic_components,
     shortest_cycle,
 )
-from fsm.checker.loader import ModelLoadError, load_model, load_models
+from fsm.checker.loader import ModelLoadError, load_model, load_models, unload_models
 from fsm.checker.model import BaseModel, Model, Symmetry
 from fsm.checker.path import Lasso, Path, ReplayError, Step, replay
 from fsm.checker.properties import Kind, Property, Verdict, find_property, violated_at
@@ -80,6 +80,7 @@ __all__ = [
     "load_models",
     "replay",
     "shortest_cycle",
+    "unload_models",
     "verify_symmetry",
     "violated_at",
 ]

@@ -9,7 +9,9 @@ A model file defines, at module level, one of (looked up in this order):
 The file is executed as a fresh module of a private package standing for its directory
 (registered in ``sys.modules`` so dataclasses and pickling work): a model reaches the files
 next to it by relative import (``from .guarded import variants``), wherever it is run from;
-its other imports resolve through ``sys.path`` as usual. Every problem surfaces as
+its other imports resolve through ``sys.path`` as usual. Those modules stay registered,
+with every model they define and what checking those models memoised, until
+:func:`unload_models` drops them. Every problem surfaces as
 :class:`ModelLoadError`, its message naming the file; when the model's code raised, a
 second line names the line that did (``at FILE:LINE, in FUNCTION: SOURCE``).
 
@@ -93,10 +95,13 @@ def builtin_model_file(name: str) -> str:
     return str(builtin_models_dir() / f"{name}.py")
 
 
+_PACKAGE_PREFIX = "_fsm_models_"
+
+
 def _package_for(folder: FilePath) -> str:
     """A private package whose ``__path__`` is ``folder``: relative imports of a model
     file resolve to the files next to it."""
-    name = "_fsm_models_" + hashlib.sha1(str(folder).encode()).hexdigest()[:12]
+    name = _PACKAGE_PREFIX + hashlib.sha1(str(folder).encode()).hexdigest()[:12]
     if name not in sys.modules:
         package = types.ModuleType(name, f"the model files in {folder}")
         package.__path__ = [str(folder)]
@@ -129,6 +134,21 @@ def _import_file(path: str) -> Any:
             f"{path}: import failed: {type(exc).__name__}: {exc}", raised_at(exc)
         ) from exc
     return module
+
+
+def unload_models() -> int:
+    """Drop from ``sys.modules`` every module :func:`load_models` registered (the private
+    packages standing for model directories and the model files in them); returns how many.
+
+    For a long-lived process that loads models again and again (a test session, a
+    notebook): a registered model file keeps its models alive, and with them what checking
+    them memoised (interned states, a policy's decisions), often hundreds of MB. Models
+    already loaded stay usable, and what only they hold is freed when they are; the next
+    load executes the files afresh, the files they import by relative import included."""
+    names = [n for n in sys.modules if n.startswith(_PACKAGE_PREFIX)]
+    for name in names:
+        del sys.modules[name]
+    return len(names)
 
 
 def load_models(path: str) -> list[Model[Any, Any]]:

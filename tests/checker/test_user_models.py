@@ -5,9 +5,12 @@ model that must trip it and one that must not."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
+import sys
 import textwrap
+import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -24,6 +27,7 @@ from fsm.checker.loader import (
     is_model_file,
     load_model,
     model_files,
+    unload_models,
 )
 
 COUNTER = textwrap.dedent(
@@ -150,6 +154,31 @@ def test_a_directory_checks_every_model_file_in_it(
     assert [r["passed"] for r in records] == [True, False]
     (folder / "b_fails.py").unlink()
     assert main([str(folder), "-q"]) == 0
+
+
+def test_unloading_frees_the_models_and_the_next_load_runs_the_files_afresh(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "mine"
+    write(folder, "_helper.py", "TOKEN = object()\n")
+    write(folder, "counter.py", counter(3, 9) + "from ._helper import TOKEN\n")
+    model = load_model(str(folder / "counter.py"))
+    token = model_token(model)
+    check(model)
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    assert alive() is not None  # its module is still registered, and holds it
+    assert unload_models() == 3  # the directory's package, the model file, its helper
+    gc.collect()
+    assert alive() is None
+    assert unload_models() == 0
+    assert model_token(load_model(str(folder / "counter.py"))) is not token  # the helper ran
+
+
+def model_token(model: object) -> object:
+    """The ``TOKEN`` the model's file imported from its helper."""
+    return sys.modules[type(model).__module__].TOKEN
 
 
 def test_a_directory_without_model_files_is_exit_2(
