@@ -1,5 +1,5 @@
 """Put the repository root (for the ``models`` folder) and this folder (for ``shipped``)
-on sys.path; freeze what each module leaves on the heap."""
+on sys.path; free what each module's model files hold once the module is done."""
 
 import gc
 import sys
@@ -8,22 +8,29 @@ from pathlib import Path
 
 import pytest
 
+from fsm.checker import unload_models
+
 HERE = Path(__file__).resolve().parent
 for path in (str(HERE.parents[1]), str(HERE)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from shipped import forget_reports  # noqa: E402
+
 
 @pytest.fixture(autouse=True, scope="module")
-def _freeze_what_the_module_leaves() -> Iterator[None]:
-    """Once a module's tests are done: one full collection, then ``gc.freeze()``.
+def _unload_the_module_s_models() -> Iterator[None]:
+    """Once a module's tests are done: the model files it loaded are unloaded and the
+    shipped models' reports forgotten, then the heap is swept once.
 
-    The model files a module loads stay in ``sys.modules`` with their explored worlds
-    (millions of objects after the symmetry audits), and every later full collection of
+    A loaded model file stays registered with its models and what checking them memoised
+    (millions of objects after the symmetry audits; the pinned reports, two million after
+    ``test_pins``). Kept, every later full collection of
     the worker would walk them again: seconds with the event loop held, while the worker
-    runs end-to-end tests whose servers and clients wait on deadlines. Frozen, they are
-    left out of every later collection; they were alive, so nothing is kept that would
-    have been freed."""
+    runs end-to-end tests whose servers and clients wait on deadlines. Frozen instead, they
+    made each later search pay to count them (``gc.get_freeze_count`` walks the frozen
+    list: a second per ``check`` over millions), and the searches' own freezing was off."""
     yield
+    forget_reports()
+    unload_models()
     gc.collect()
-    gc.freeze()

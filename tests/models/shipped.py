@@ -1,5 +1,5 @@
 """The shipped models, grouped by the ``models/`` files that define them, each checked
-once per test session and only when a test asks for it, with the row of figures every
+once per test module and only when a test asks for it, with the row of figures every
 pinned model gets (:class:`Pin`: state space, verdicts, shortest counterexamples)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from weakref import WeakSet
 
 from fsm.checker import Report, check, load_models
 from fsm.checker.model import model_name
@@ -39,12 +40,14 @@ class Pin:
 
 
 class Shipped:
-    """The models defined by ``files`` (names under ``models/``), each checked lazily, once."""
+    """The models defined by ``files`` (names under ``models/``), each checked lazily, once
+    until :func:`forget_reports`."""
 
     def __init__(self, files: tuple[str, ...]) -> None:
         self.files = files
         self._models: dict[str, Any] = {}
         self._reports: dict[str, tuple[Any, Report]] = {}
+        _EVERY.add(self)
 
     def models(self) -> list[Any]:
         """Every model the files define (freshly loaded)."""
@@ -59,6 +62,17 @@ class Shipped:
             model = self._models[name]
             self._reports[name] = (model, check(model))
         return self._reports[name]
+
+
+_EVERY: WeakSet[Shipped] = WeakSet()
+
+
+def forget_reports() -> None:
+    """Every :class:`Shipped` drops the models it loaded and their reports (with them the
+    worlds' interned states): checked again when a later test asks."""
+    for shipped in _EVERY:
+        shipped._models.clear()
+        shipped._reports.clear()
 
 
 class Family:
