@@ -162,6 +162,7 @@ def test_unloading_frees_the_models_and_the_next_load_runs_the_files_afresh(
     folder = tmp_path / "mine"
     write(folder, "_helper.py", "TOKEN = object()\n")
     write(folder, "counter.py", counter(3, 9) + "from ._helper import TOKEN\n")
+    unload_models()  # what the process loaded before this test
     model = load_model(str(folder / "counter.py"))
     token = model_token(model)
     check(model)
