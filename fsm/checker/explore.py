@@ -20,7 +20,8 @@ While it searches, the engine moves what it has discovered out of the cyclic gar
 collector's view every few thousand states (``gc.freeze``; undone when the search ends): the
 graph only grows, so scanning it again and again was up to a third of the run. Collection of
 young objects goes on as usual. It is skipped when the process already uses ``gc.freeze``
-or has the collector disabled.
+or has the collector disabled, which it asks when it first moves its graph: counting the
+frozen objects walks them all, so a search of fewer than 1,024 states never counts them.
 
 Symmetry: when the model declares one (:class:`~fsm.checker.model.Symmetry`) the engine
 interns each state's representative instead of the state, so it explores one state per
@@ -131,14 +132,23 @@ out (:class:`MemoryUseWarning`)."""
 @contextmanager
 def _growing_heap() -> Iterator[Callable[[], None]]:
     """Yield a function that hides every object alive now from the cyclic collector; all are
-    visible again on exit. A no-op if the process froze objects itself or disabled the gc."""
-    if gc.get_freeze_count() or not gc.isenabled():
-        yield lambda: None
-        return
+    visible again on exit. A no-op if the process froze objects itself or disabled the gc,
+    which the first call asks: counting the frozen objects walks them all (about a second
+    over millions), so a search that ends before it first settles never counts them."""
+    ours: bool | None = None  # None: not asked yet
+
+    def settle() -> None:
+        nonlocal ours
+        if ours is None:
+            ours = gc.isenabled() and not gc.get_freeze_count()
+        if ours:
+            gc.freeze()
+
     try:
-        yield gc.freeze
+        yield settle
     finally:
-        gc.unfreeze()
+        if ours:
+            gc.unfreeze()
 
 
 @contextmanager

@@ -83,6 +83,43 @@ def test_a_process_that_freezes_objects_itself_is_left_alone() -> None:
             gc.unfreeze()
 
 
+def test_a_small_search_never_counts_the_frozen_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    counted: list[int] = []
+
+    def count() -> int:
+        counted.append(1)
+        return 0
+
+    monkeypatch.setattr(gc, "get_freeze_count", count)
+    with _collector(True):
+        check(Chain(1000))  # 1,001 states: never moves its graph
+        assert counted == []
+        check(Chain(N))  # asks once, when it first moves its graph
+    assert counted == [1]
+
+
+class Chain(BaseModel[int, str]):
+    """0 -> 1 -> ... -> last."""
+
+    def __init__(self, last: int) -> None:
+        self.last = last
+
+    def init_states(self) -> Sequence[int]:
+        return [0]
+
+    def actions(self, n: int) -> Iterable[str]:
+        return ["step"] if n < self.last else []
+
+    def next_state(self, n: int, action: str) -> int | None:
+        return n + 1
+
+    def is_terminal(self, n: int) -> bool:
+        return n == self.last
+
+    def properties(self) -> Sequence[Property[int]]:
+        return [Property.always("bounded", lambda n: n <= self.last)]
+
+
 def test_a_disabled_collector_is_left_alone() -> None:
     model = Line()
     with _collector(False):
