@@ -41,7 +41,7 @@ class Pin:
 
 class Shipped:
     """The models defined by ``files`` (names under ``models/``), each checked lazily, once
-    until :func:`forget_reports`."""
+    until :meth:`forget`."""
 
     def __init__(self, files: tuple[str, ...]) -> None:
         self.files = files
@@ -63,6 +63,11 @@ class Shipped:
             self._reports[name] = (model, check(model))
         return self._reports[name]
 
+    def forget(self) -> None:
+        """Drop the loaded models and their reports: checked again when asked."""
+        self._models.clear()
+        self._reports.clear()
+
 
 _EVERY: WeakSet[Shipped] = WeakSet()
 
@@ -71,8 +76,7 @@ def forget_reports() -> None:
     """Every :class:`Shipped` drops the models it loaded and their reports (with them the
     worlds' interned states): checked again when a later test asks."""
     for shipped in _EVERY:
-        shipped._models.clear()
-        shipped._reports.clear()
+        shipped.forget()
 
 
 class Family:
