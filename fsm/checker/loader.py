@@ -145,10 +145,8 @@ def unload_models() -> int:
     them memoised (interned states, a policy's decisions), often hundreds of MB. Models
     already loaded stay usable, and what only they hold is freed when they are; the next
     load executes the files afresh, the files they import by relative import included."""
-    names = [n for n in sys.modules if n.startswith(_PACKAGE_PREFIX)]
-    for name in names:
-        del sys.modules[name]
-    return len(names)
+    names = [n for n in list(sys.modules) if n.startswith(_PACKAGE_PREFIX)]
+    return sum(sys.modules.pop(name, None) is not None for name in names)
 
 
 def load_models(path: str) -> list[Model[Any, Any]]:
