@@ -98,6 +98,8 @@ from fsm.adapters._transport.http import (
     SESSION_GONE_BODY,
     Passthrough,
     ending_error,
+    holds_result,
+    opens_stream,
     origin_of,
 )
 from fsm.adapters._transport.session import SdkBinding, sdk_streams
@@ -121,7 +123,6 @@ from fsm.gateway.standalone import (
     ahead_headers,
     claimant,
     is_initialized,
-    opens_stream,
 )
 from fsm.gateway.store import (
     DEFAULT_LEASE_S,
@@ -934,10 +935,15 @@ class Gateway:
 
     async def _probe(self, session: _Session, request: Any) -> bool:
         """Whether the upstream accepts ``request``'s credentials for its session, asked
-        with a ``ping`` carrying them (a request with no effect): a resume takes over a
-        stream, and a new stream at the session's stream cap abandons one no client reads,
-        so their credentials are proven before anything changes."""
-        assert self._http is not None
+        with a ``ping`` carrying them (a request with no effect) and answered only by the
+        ping's JSON-RPC result (:func:`~fsm.adapters._transport.http.holds_result`: a
+        2xx carrying a JSON-RPC error is a refusal): a resume takes over a stream, a new
+        stream at the session's stream cap abandons one no client reads, and a request
+        answered ``200`` proves nothing by its status, so their credentials are proven
+        before anything changes. ``False`` once the replica halted or the session
+        closed: nobody is asked."""
+        if self._http is None or session.closed:
+            return False
         e = session.engine
         headers = e.headers(e.carry(request))
         version = request.headers.get("mcp-protocol-version")
@@ -950,11 +956,13 @@ class Gateway:
             resp = await self._http.send(probe, stream=True)
         except httpx2.HTTPError:
             return False
-        await resp.aclose()
-        if resp.status_code >= 300:
-            return False
-        session.prove(request)
-        return True
+        try:
+            proven = await holds_result(resp, ping["id"])
+        finally:
+            await resp.aclose()
+        if proven:
+            session.prove(request)
+        return proven
 
     async def _respond(
         self, session: _Session, resp: Any, receive: Any, send: Any, flight: _Flight

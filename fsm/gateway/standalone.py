@@ -44,7 +44,9 @@ from typing import Any, Literal
 
 import anyio
 
-__all__ = ["HEAD_WAIT_S", "StandaloneAhead", "claimant", "is_initialized", "opens_stream"]
+from fsm.adapters._transport.http import opens_stream
+
+__all__ = ["HEAD_WAIT_S", "StandaloneAhead", "claimant", "is_initialized"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,12 +68,6 @@ def is_initialized(body: Any) -> bool:
         and body.get("method") == "notifications/initialized"
         and "id" not in body
     )
-
-
-def opens_stream(resp: Any) -> bool:
-    """Whether ``resp`` is an open event stream (``200``, ``text/event-stream``)."""
-    ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
-    return bool(resp.status_code == 200 and ctype == "text/event-stream")
 
 
 def claimant(credentials: Sequence[str], query: bytes) -> bytes:

@@ -13,7 +13,13 @@ server with authorization to do:
   token of the same principal keeps working;
 * a request carrying a session id owned by another principal gets ``403`` (mode
   ``"403"``) or, as servers that hide other users' sessions answer, ``404`` with the SDK's
-  own ``Session not found`` JSON-RPC body (mode ``"404"``), and reaches nothing.
+  own ``Session not found`` JSON-RPC body (mode ``"404"``), or, as a server that refuses
+  in its protocol layer answers, ``200`` with a JSON-RPC error for the message's id
+  (mode ``"rpc"``), and reaches nothing.
+
+With ``cors``, :func:`running_auth_server` puts Starlette's ``CORSMiddleware`` in front of
+it, the layout the mcp SDK documents for browser clients: a CORS preflight (``OPTIONS``)
+is answered ``200`` there, before any check of token or session.
 
 Everything that reached the inner server is recorded (:attr:`SessionAuth.passed`: HTTP
 method, session, principal, JSON body, ``Last-Event-ID``), and every refusal
@@ -30,6 +36,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fsm.wire.server import ServerController, build_app
@@ -37,6 +44,7 @@ from fsm.wire.serving import serving, whole_body
 
 __all__ = [
     "FORBIDDEN_BODY",
+    "FOREIGN_CODE",
     "SESSION_NOT_FOUND_BODY",
     "TOKENS",
     "UNAUTHORIZED_BODY",
@@ -45,11 +53,13 @@ __all__ = [
     "Passed",
     "Refusal",
     "SessionAuth",
+    "refused_in_rpc",
     "running_auth_server",
 ]
 
-Mode = Literal["403", "404"]
-"""How a session of another principal is refused: ``403``, or ``404`` as if unknown."""
+Mode = Literal["403", "404", "rpc"]
+"""How a session of another principal is refused: ``403``, ``404`` as if unknown, or
+``200`` with a JSON-RPC error (``rpc``)."""
 
 TOKENS: Mapping[str, str] = {"tok-a": "alice", "tok-a2": "alice", "tok-b": "bob"}
 """Bearer tokens and their principals (``tok-a2``: alice's refreshed token)."""
@@ -72,6 +82,20 @@ SESSION_NOT_FOUND_BODY: dict[str, Any] = {
     "error": {"code": -32600, "message": "Session not found"},
 }
 """The body of a ``404`` (mode ``"404"``): the mcp SDK's own for an unknown session."""
+
+FOREIGN_CODE = -32001
+"""The JSON-RPC error code of a refusal in mode ``"rpc"``."""
+
+
+def refused_in_rpc(message: Any) -> dict[str, Any]:
+    """The body of a refusal in mode ``"rpc"`` (HTTP ``200``): a JSON-RPC error for the
+    id of ``message`` if it is a request, else for none."""
+    request = isinstance(message, dict) and "method" in message
+    return {
+        "jsonrpc": "2.0",
+        "id": message.get("id") if request else None,
+        "error": {"code": FOREIGN_CODE, "message": "The session belongs to another principal"},
+    }
 
 
 @dataclass(frozen=True)
@@ -165,9 +189,11 @@ class SessionAuth:
             return
         owner = self.owners.get(session) if session is not None else None
         if owner is not None and owner != principal:
-            status, refusal = (
-                (403, FORBIDDEN_BODY) if self.mode == "403" else (404, SESSION_NOT_FOUND_BODY)
-            )
+            status, refusal = {
+                "403": (403, FORBIDDEN_BODY),
+                "404": (404, SESSION_NOT_FOUND_BODY),
+                "rpc": (200, refused_in_rpc(message)),
+            }[self.mode]
             await self._refuse(send, status, refusal, (method, session, principal, message))
             return
         raw_cursor = headers.get(b"last-event-id")
@@ -236,18 +262,29 @@ async def running_auth_server(
     tokens: Mapping[str, str] = TOKENS,
     *,
     mode: Mode = "403",
+    cors: bool = False,
     shutdown_timeout: float = 0.5,
 ) -> AsyncIterator[AuthServer]:
-    """The harness server (scoped event store, ``retry: 50``) behind :class:`SessionAuth`,
-    served on 127.0.0.1 (ephemeral port) until the block exits."""
+    """The harness server (scoped event store, ``retry: 50``) behind :class:`SessionAuth`
+    (behind ``CORSMiddleware`` too with ``cors``), served on 127.0.0.1 (ephemeral port)
+    until the block exits."""
     controller = ServerController()
     auth = SessionAuth(build_app(controller), dict(tokens), mode)
+    app: ASGIApp = auth
+    if cors:
+        app = CORSMiddleware(
+            auth,
+            allow_origins=["*"],
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["*"],
+            expose_headers=["Mcp-Session-Id"],
+        )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = int(sock.getsockname()[1])
     try:
-        async with serving(auth, sock, shutdown_timeout=shutdown_timeout):
+        async with serving(app, sock, shutdown_timeout=shutdown_timeout):
             yield AuthServer(f"http://127.0.0.1:{port}/mcp", port, controller, auth)
     finally:
         sock.close()

@@ -225,8 +225,9 @@ awaits input), or a :class:`Flood`."""
 class Upstream:
     """A scripted streamable-HTTP endpoint.
 
-    A request POST (a JSON-RPC request) gets an event stream of ``script(message,
-    headers)`` if given, else of ``call``; then the connection ends cleanly if
+    A ``ping`` gets its empty result at once (JSON), as the specification requires of
+    every server. Another request POST (a JSON-RPC request) gets an event stream of
+    ``script(message, headers)`` if given, else of ``call``; then the connection ends cleanly if
     ``complete``, abruptly if not. A resume GET (``Last-Event-ID``) gets the events of
     ``replay(cursor)``. A fresh GET gets ``202`` unless ``standalone`` is given: then an
     event stream of those pieces, kept open until the gateway leaves. A POST of a
@@ -319,6 +320,10 @@ class Upstream:
         if initialize:
             assert isinstance(msg, dict)
             await self._initialize(msg, send)
+            return
+        if is_request and method == "POST" and msg.get("method") == "ping":
+            reply = {"jsonrpc": "2.0", "id": msg["id"], "result": {}}
+            await json_reply(send, 200, json.dumps(reply).encode())
             return
         out: Sequence[Piece]
         if method == "POST" and is_request:

@@ -129,10 +129,15 @@ class Bed:
 
 
 @contextlib.asynccontextmanager
-async def open_bed(via: Via, *, mode: Mode = "403", replicas: int = 2) -> AsyncIterator[Bed]:
-    """A :class:`Bed`; ``replicas`` gateway replicas sharing one ``MemoryStore``."""
+async def open_bed(
+    via: Via, *, mode: Mode = "403", replicas: int = 2, cors: bool = False
+) -> AsyncIterator[Bed]:
+    """A :class:`Bed`; ``replicas`` gateway replicas sharing one ``MemoryStore``; the
+    upstream behind a CORS layer with ``cors`` (:func:`running_auth_server`)."""
     async with contextlib.AsyncExitStack() as stack:
-        upstream = await stack.enter_async_context(running_auth_server(TOKENS, mode=mode))
+        upstream = await stack.enter_async_context(
+            running_auth_server(TOKENS, mode=mode, cors=cors)
+        )
         targets, store = [upstream.url], None
         if via == "gateway":
             from fsm.gateway.store import MemoryStore

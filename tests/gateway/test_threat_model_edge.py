@@ -132,7 +132,7 @@ async def test_sessions_accepted_under_new_ids_leave_no_waiting_entry() -> None:
         assert len(issued) == 4
         resp = await http.post(gw.url, json=_ping(), headers=_head(sid="held-elsewhere"))
         assert resp.status_code == 200, resp.text
-        assert json.loads(resp.text.split("data: ", 1)[1].split("\n", 1)[0])["id"] == 9
+        assert resp.json()["id"] == 9
         for sid in issued:  # each session is served under the id the upstream gave it
             resp = await http.post(gw.url, json=_ping(), headers=_head(sid=sid))
             assert resp.status_code == 200, resp.text

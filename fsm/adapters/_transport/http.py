@@ -1,5 +1,6 @@
-"""The HTTP side of the guarded transport: reading a response, the responses it makes
-locally, the names of streams, the JSON-RPC error that ends a failed interaction.
+"""The HTTP side of the guarded transport: reading a response (what it says of the
+session's credentials among it), the responses it makes locally, the names of streams,
+the JSON-RPC error that ends a failed interaction.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
+from fsm.adapters._transport.sse import SseParser
 from fsm.errors import (
     InteractionFailed,
 )
@@ -161,6 +163,81 @@ def retry_after(resp: HttpResponse) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None
+
+
+def opens_stream(resp: HttpResponse) -> bool:
+    """Whether ``resp`` is an open event stream (``200``, ``text/event-stream``)."""
+    ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
+    return resp.status_code == 200 and ctype == "text/event-stream"
+
+
+def says_accepted(request: HttpRequest, resp: HttpResponse) -> bool:
+    """Whether the status of ``resp`` alone says the upstream accepted ``request`` in its
+    session, where no refusal can hide behind it: ``202`` to a ``POST`` (the transport's
+    answer to input of responses and notifications it accepts), an event stream opened
+    for a ``GET``, any 2xx to a ``DELETE``. Not a ``200`` to a ``POST``: the response to a
+    JSON-RPC request may be a JSON-RPC error (a server that refuses a caller in its
+    protocol layer), so only its result says yes (:func:`holds_result`)."""
+    method, status = request.method, resp.status_code
+    if method == "POST":
+        return status == 202
+    if method == "GET":
+        return opens_stream(resp)
+    return method == "DELETE" and 200 <= status < 300
+
+
+PROOF_BYTES = 64 * 1024
+"""Bytes of a response read, at the most, for the JSON-RPC result of :func:`holds_result`."""
+
+
+async def holds_result(resp: HttpResponse, rid: str | int, limit: int = PROOF_BYTES) -> bool:
+    """Whether ``resp``, a 2xx, carries the JSON-RPC result of request ``rid`` (a
+    response with that id, of the same type, and a ``result``) in its first ``limit``
+    bytes: a JSON body (an object, or a batch holding it) or an event stream (the one
+    SSE parser reads it; the events before the response are skipped). ``False`` for a
+    JSON-RPC error, another body, a longer one, or one that breaks off first. Leaves
+    ``resp`` open (the caller closes it)."""
+    if resp.status_code >= 300:
+        return False
+    if opens_stream(resp):
+        parser, read = SseParser(limit), 0
+        try:
+            async for chunk in resp.aiter_bytes():
+                read += len(chunk)
+                if read > limit:
+                    return False
+                for frame in parser.feed(chunk):
+                    if frame.has_data and frame.utf8 and _is_result(_loads(frame.data), rid):
+                        return True
+        except Exception as exc:  # EventTooLarge, or whatever ends a body abruptly
+            logger.debug("a body read for a result broke off: %r", exc)
+        return False
+    data = bytearray()
+    try:
+        async for chunk in resp.aiter_bytes():
+            data += chunk
+            if len(data) > limit:
+                return False
+    except Exception as exc:
+        logger.debug("a body read for a result broke off: %r", exc)
+        return False
+    value = _loads(bytes(data))
+    batch = value if isinstance(value, list) else [value]
+    return any(_is_result(item, rid) for item in batch)
+
+
+def _loads(data: str | bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _is_result(message: Any, rid: str | int) -> bool:
+    if not isinstance(message, dict) or "method" in message or "error" in message:
+        return False
+    got = message.get("id")
+    return type(got) is type(rid) and got == rid and "result" in message
 
 
 def json_body(request: HttpRequest) -> Any:

@@ -20,9 +20,11 @@ from fsm.adapters._transport.http import (
     body_method,
     json_body,
     local_response,
+    opens_stream,
     origin_of,
     post_failed,
     refusal,
+    says_accepted,
     stream_name,
     too_many_streams,
     wrap_response,
@@ -39,6 +41,10 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+MCP_METHODS = frozenset({"POST", "GET", "DELETE"})
+"""The HTTP methods of the streamable HTTP transport's endpoint: only a response to one of
+them says anything about the session (its credentials accepted, the session gone)."""
+
 
 class GuardedTransport:
     """The transport core: forwards through ``engine.http`` and applies the guard.
@@ -47,7 +53,11 @@ class GuardedTransport:
     makes of it and the SDK's HTTP library's ``AsyncBaseTransport``. Contract: every request
     of the SDK is sent once through the application's client, except answer POSTs (the guard's
     submissions replace them), resume GETs of the SDK (refused locally: resumption is the
-    guard's) and anything after the session expired (local 404).
+    guard's) and anything after the session expired (local 404). A request of a method
+    the protocol does not define for the endpoint (:data:`MCP_METHODS`: an ``OPTIONS``
+    preflight, a ``HEAD``) is sent as it came and its response returned as it is: it
+    changes no state of the session and proves nothing, since an upstream may answer it
+    before any check of session or credentials (a CORS layer in front of its auth).
     """
 
     def __init__(self, engine: SessionIO) -> None:
@@ -55,6 +65,9 @@ class GuardedTransport:
 
     async def handle_async_request(self, request: Any) -> Any:
         e = self.e
+        if request.method not in MCP_METHODS:
+            resp = await e.http.send(request, stream=True)
+            return wrap_response(e.hx, resp, request, e.bound.passthrough(resp))
         if e.expired is not None:
             return local_response(self.e.hx, request, 404, SESSION_GONE_BODY)
         if e.rejoined and e.session and "mcp-session-id" not in request.headers:
@@ -106,21 +119,44 @@ class GuardedTransport:
             await resp.aclose()
             e.session_expired()
             return local_response(e.hx, request, 404, SESSION_GONE_BODY)
-        if resp.status_code < 300:
-            accepted(e, request)
+        await self._prove(request, resp)
         return wrap_response(e.hx, resp, request, e.bound.passthrough(resp))
+
+    async def _prove(self, request: Any, resp: Any) -> None:
+        """``resp`` answered ``request``: if it says the upstream accepted the request in
+        its session, the engine is told (:func:`accepted`). A 2xx says so for a request
+        the engine trusts; for one it does not (and only in the session: carrying its id),
+        only a status that cannot carry a refusal
+        (:func:`~fsm.adapters._transport.http.says_accepted`), or else the engine's
+        voucher (:attr:`SessionIO.vouch`: a gateway asks the upstream with a ``ping``
+        carrying the same credentials, and only the ping's result proves them)."""
+        e = self.e
+        if resp.status_code >= 300:
+            return
+        if not e.trusted(request):
+            if not e.session or request.headers.get("mcp-session-id") != e.session:
+                return  # not a request in the session: nothing to prove
+            if not (says_accepted(request, resp) or await e.vouch(request)):
+                return
+        accepted(e, request)
 
     async def _relay_answer(self, request: Any, body: dict[str, Any]) -> Any:
         """An answer POST the engine does not trust (credentials the upstream has not
         accepted for the session): sent upstream as it came, its response returned as
-        it is. Only if the upstream accepted it does the guard record the request as
-        answered (and submitted): an answer the upstream refused changes nothing."""
+        it is. Only if the upstream accepted it (``202``, the transport's answer to input
+        it accepts: a ``200`` may carry a JSON-RPC error) does the guard record the
+        request as answered (and submitted): an answer the upstream refused changes
+        nothing."""
         e = self.e
         resp = await e.http.send(request, stream=True)
         status = resp.status_code
         rid = body.get("id")
         result = body.get("result")
-        if status < 300 and isinstance(rid, int | str) and not isinstance(rid, bool):
+        if (
+            isinstance(rid, int | str)
+            and not isinstance(rid, bool)
+            and says_accepted(request, resp)
+        ):
             accepted(e, request)
             key: RequestKey = (e.session or "", rid)
             state = e.guard.state_of(key)
@@ -236,20 +272,24 @@ class GuardedTransport:
         """``resp`` to ``request``, its SSE body tracked as ``stream`` (see
         :meth:`_open_stream`). A response's ``Mcp-Session-Id`` names the session only
         while it has none (the answer to its ``initialize``): an established session's
-        id is never replaced, whatever a later response carries."""
+        id is never replaced, whatever a later response carries; the credentials of the
+        ``initialize`` it answers are the ones the upstream made the session for
+        (accepted). Any other request is judged by :meth:`_prove`."""
         e = self.e
         sid = resp.headers.get("mcp-session-id")
-        if sid and e.session is None and body_method(request) == "initialize":
+        begun = bool(sid) and e.session is None and body_method(request) == "initialize"
+        if begun:
             e.session = sid
             e.feed(ev.SessionStarted(sid))
         if session_gone(e, request, resp.status_code):
             await resp.aclose()
             e.session_expired()
             return local_response(self.e.hx, request, 404, SESSION_GONE_BODY)
-        if resp.status_code < 300:
+        if begun and resp.status_code < 300:  # the credentials the session was made for
             accepted(e, request)
-        ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
-        if resp.status_code != 200 or ctype != "text/event-stream" or not e.session:
+        else:
+            await self._prove(request, resp)
+        if not opens_stream(resp) or not e.session:
             return wrap_response(self.e.hx, resp, request, self.e.bound.passthrough(resp))
         if stream is None:
             e.get_generations += 1
@@ -269,10 +309,12 @@ class GuardedTransport:
 
 
 def accepted(e: SessionIO, request: Any) -> None:
-    """The upstream accepted ``request`` (2xx) for the session: the engine is told (a
-    gateway proves its credentials), and its ``MCP-Protocol-Version``, if it carries one,
-    is the one the engine's own requests carry from then on. A request the upstream
-    refused changes neither: whoever sends it, it sets no state the session shares."""
+    """The upstream accepted ``request`` for the session (:meth:`GuardedTransport._prove`;
+    the ``initialize`` of a session, for the credentials it was made for): the engine is
+    told (a gateway proves its credentials), and its ``MCP-Protocol-Version``, if it
+    carries one, is the one the engine's own requests carry from then on. A request the
+    upstream refused, or one whose acceptance nothing proved, changes neither: whoever
+    sends it, it sets no state the session shares."""
     e.accepted(request)
     version = request.headers.get("mcp-protocol-version")
     if version:
