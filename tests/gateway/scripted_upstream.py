@@ -261,6 +261,9 @@ class Upstream:
     """Whether a request's headers carry credentials the upstream accepts (any, when
     ``None``); a request with others (an ``initialize`` aside) gets ``403`` with
     :data:`FORBIDDEN_BODY`, as a server that ties its sessions to a principal answers."""
+    response_headers: Sequence[tuple[bytes, bytes]] = ()
+    """More fields of every event stream and ``initialize`` answer it sends, as bytes
+    (a value that is not ASCII, say)."""
     issued: list[str] = field(default_factory=list)
     """Session ids given out, oldest first."""
     response_posts: int = 0
@@ -342,7 +345,7 @@ class Upstream:
             {
                 "type": "http.response.start",
                 "status": 200,
-                "headers": [(b"content-type", b"text/event-stream")],
+                "headers": [(b"content-type", b"text/event-stream"), *self.response_headers],
             }
         )
         open_until_left = method == "GET" and "last-event-id" not in headers
@@ -358,6 +361,7 @@ class Upstream:
         self.issued.append(sid)
         extra = [(b"set-cookie", self.set_cookie)] if self.set_cookie else []
         head = [(b"content-type", b"application/json"), (b"mcp-session-id", sid.encode())]
+        head += self.response_headers
         await _reply(send, 200, json.dumps(result(msg["id"])).encode(), head + extra)
 
     async def _response_post(self) -> None:

@@ -57,6 +57,8 @@ class HttpHeaders(Protocol):
     def keys(self) -> Iterable[str]: ...
     def __contains__(self, key: object) -> bool: ...
     def multi_items(self) -> Iterable[tuple[str, str]]: ...
+    @property
+    def raw(self) -> list[tuple[bytes, bytes]]: ...
 
 
 class HttpRequest(Protocol):
@@ -330,10 +332,16 @@ def body_method(request: HttpRequest) -> str | None:
     return None
 
 
+_STRIPPED = frozenset(name.encode() for name in STRIP_HEADERS)
+
+
 def wrap_response(
     hx: HttpLib, resp: HttpResponse, request: HttpRequest, stream: Any
 ) -> HttpResponse:
-    headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in STRIP_HEADERS]
+    """``resp`` with the body ``stream``: its fields as their bytes came (a value that is
+    not ASCII passes as it came, never decoded and encoded again), the framing ones
+    (:data:`STRIP_HEADERS`) left out."""
+    headers = [(k, v) for k, v in resp.headers.raw if k.lower() not in _STRIPPED]
     return hx.Response(
         resp.status_code,
         headers=headers,

@@ -32,6 +32,7 @@ from fsm.adapters._transport.http import (
 from fsm.adapters._transport.rejoin import record_call
 from fsm.errors import RequestKey, StoreError
 from fsm.events import standalone_stream
+from fsm.messages import valid_id
 from fsm.outcomes import SubmissionResult
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ class GuardedTransport:
     async def _forward_post(self, request: Any, body: Any) -> Any:
         e = self.e
         origin = body.get("id") if isinstance(body, dict) and "method" in body else None
-        if origin is not None:
+        if valid_id(origin):  # another id (1.0, true, an object) goes untracked, as it came
             slot = CURRENT_CALL.get() or e.sent_calls.pop(origin, None)
             if slot is not None and slot.binds(body.get("method")):
                 slot.origin = origin
