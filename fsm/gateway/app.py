@@ -108,7 +108,7 @@ from fsm.adapters._transport.sse import LARGE_EVENT, SseParser, encode_event
 from fsm.adapters._transport.transport import GuardedTransport, bind
 from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
-from fsm.gateway.edge import HostPolicy
+from fsm.gateway.edge import BodiesFull, BodyBudget, HostPolicy
 from fsm.gateway.ids import (
     EventIdKeys,
     GatewayEventId,
@@ -281,6 +281,15 @@ class GatewayLimits:
     body_timeout_s: float = 30.0
     """Seconds to receive a request's whole body; a client slower than that gets
     ``408``."""
+    max_receiving_bytes: int = 256 * 1024 * 1024
+    """Bytes of request bodies being received at once, over every connection together
+    (counted as they arrive, given back once a body is whole or its reading ends: timeout,
+    disconnect, refusal). A request whose declared ``Content-Length`` does not fit now
+    gets ``503`` (with ``Retry-After``) before any of its body is read, one sent without
+    a length as soon as its next piece would pass it; the connection is then closed.
+    Bounds what ``max_body`` times the edge's connections would allow (4096 x 4 MiB).
+    At least ``max_body``. Bodies received whole, while their requests are served, are
+    not counted."""
     max_unaccepted: int = 256
     """Session ids at once with a request in flight that the upstream has not accepted
     here (a guard is made for such a session only while its request is in flight, kept
@@ -320,6 +329,8 @@ class GatewayLimits:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"GatewayLimits.{name} must be >= 1")
+        if self.max_receiving_bytes < self.max_body:
+            raise ValueError("GatewayLimits.max_receiving_bytes must be >= max_body")
         if self.standalone_hold_s is not None and not self.standalone_hold_s >= 0:
             raise ValueError("GatewayLimits.standalone_hold_s must be >= 0")
         if self.max_pending_refusals < 0:
@@ -500,6 +511,8 @@ class Gateway:
         self.store: StateStore = store if store is not None else MemoryStore()
         self.config = config if config is not None else GATEWAY_GUARD
         self.limits = limits or GatewayLimits()
+        self._bodies = BodyBudget(self.limits.max_receiving_bytes)
+        """Bytes of request bodies being received (``max_receiving_bytes``)."""
         hold = self.limits.standalone_hold_s
         if hold is None:
             hold = STANDALONE_HOLD_S if isinstance(self.store, MemoryStore) else 0.0
@@ -625,10 +638,16 @@ class Gateway:
         return held.engine.og if held is not None else None
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        """The ASGI entry: ``lifespan`` and ``http`` scopes are served; a ``websocket``
+        scope (a server with WebSocket support on; :func:`~fsm.gateway.edge.uvicorn_settings`
+        turns it off) is refused before its handshake completes (``websocket.close``,
+        code 1008: the server answers the upgrade ``403``)."""
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
             await self._http_request(scope, receive, send)
+        elif scope["type"] == "websocket":  # MCP has no WebSocket transport here
+            await send({"type": "websocket.close", "code": 1008})
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         message = await receive()
@@ -736,10 +755,14 @@ class Gateway:
         method = scope["method"]
         try:
             with anyio.fail_after(self.limits.body_timeout_s):
-                body = await _read_body(receive, headers, self.limits.max_body)
+                body = await _read_body(receive, headers, self.limits.max_body, self._bodies)
         except TimeoutError:  # the rest of the body may still come: the connection ends
             why = _rpc_error(None, -32600, "request body not received in time")
             await _reply(send, 408, why, close=True)
+            return
+        except BodiesFull:  # max_receiving_bytes: the rest of the body is not read
+            why = _rpc_error(None, -32000, "gateway busy receiving request bodies: retry")
+            await _reply(send, 503, why, close=True, extra=((b"retry-after", b"1"),))
             return
         if body is None:
             await _reply(send, 413, _rpc_error(None, -32600, "request body too large"))
@@ -1782,21 +1805,39 @@ def _headers(scope: Scope, single: frozenset[str]) -> dict[str, str]:
     return out
 
 
-async def _read_body(receive: Any, headers: Mapping[str, str], limit: int) -> bytes | None:
-    """The whole request body, or ``None`` if it is longer than ``limit`` bytes."""
+async def _read_body(
+    receive: Any, headers: Mapping[str, str], limit: int, budget: BodyBudget
+) -> bytes | None:
+    """The whole request body (what came before a disconnect), or ``None`` if it is
+    longer than ``limit`` bytes (a declared ``Content-Length`` over it: before any of it
+    is read). The bytes it holds are counted in ``budget`` as they arrive and given back
+    when it returns or raises (the caller's timeout included); :class:`BodiesFull` when a
+    declared length does not fit ``budget`` now (before any of the body is read) or the
+    next piece received would take it past its limit."""
     declared = headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        return None
-    data = bytearray()
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return bytes(data)
-        data += message.get("body", b"")
-        if len(data) > limit:
+    if declared is not None and declared.isdigit():
+        if int(declared) > limit:
             return None
-        if not message.get("more_body", False):
-            return bytes(data)
+        if not budget.fits(int(declared)):
+            raise BodiesFull
+    data = bytearray()
+    taken = 0
+    try:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return bytes(data)
+            piece = message.get("body", b"")
+            if len(data) + len(piece) > limit:
+                return None
+            if not budget.take(len(piece)):
+                raise BodiesFull
+            taken += len(piece)
+            data += piece
+            if not message.get("more_body", False):
+                return bytes(data)
+    finally:
+        budget.give(taken)
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:

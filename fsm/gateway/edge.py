@@ -51,6 +51,9 @@ Limits (what is not bounded, or only loosely):
 * a pipelined request that exceeds a limit while the response to an earlier one is still
   being written gets no ``431`` (it cannot be written into that response): the connection
   is closed.
+* trailers (the fields after a chunked body) are not passed to the app, nor counted as
+  header lines. h11 bounds their bytes by ``max_header_bytes``; with httptools the
+  lines' count is not bounded (each is dropped), nor the length of one line.
 * request bodies are not bounded here (the gateway times and bounds them itself:
   :class:`~fsm.gateway.app.GatewayLimits`), nor is the rest of a body a client keeps
   sending after the app answered early.
@@ -78,6 +81,7 @@ import asyncio
 import functools
 import http
 import importlib.util
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -97,6 +101,8 @@ __all__ = [
     "HAS_HTTPTOOLS",
     "LINGER_S",
     "LOOPBACK_HOSTS",
+    "BodiesFull",
+    "BodyBudget",
     "EdgeH11Protocol",
     "EdgeHttpToolsProtocol",
     "EdgeLimits",
@@ -114,6 +120,8 @@ dropped, after its answer, so that the answer is not destroyed by a reset."""
 
 HAS_HTTPTOOLS = importlib.util.find_spec("httptools") is not None
 """Whether httptools is installed (``http="auto"`` then takes it)."""
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -198,6 +206,11 @@ class _EdgeMixin:
     def _edge_head_begun(self) -> bool:
         """Whether any of the head the connection waits for has arrived."""
         raise NotImplementedError
+
+    def _unsupported_upgrade_warning(self) -> None:
+        """An ``Upgrade`` the server does not take: the request is served as plain HTTP,
+        so nothing is wrong (uvicorn logs two warnings per request: a log flood)."""
+        logger.debug("Upgrade ignored: the request is served as plain HTTP")
 
     def data_received(self, data: bytes) -> None:
         """Feed ``data`` to the parser in pieces no larger than the room the head being
@@ -430,6 +443,12 @@ if HAS_HTTPTOOLS:
             self._message_begun = True
 
         def on_header(self, name: bytes, value: bytes) -> None:
+            """A header line of the head (counted: one past ``max_headers`` stops the
+            parser); a trailer line (after a chunked body) is dropped, uncounted: h11
+            passes none to the app either, and uvicorn would add it to the headers of a
+            request already being served."""
+            if not self._in_head:
+                return
             if len(self.headers) >= self.limits.max_headers:
                 self._too_many = True
                 raise _TooManyHeaders
@@ -517,19 +536,22 @@ def uvicorn_settings(
 ) -> dict[str, Any]:
     """``uvicorn.Config`` keywords that apply ``limits`` with the ``http`` parser
     (``auto``: httptools when installed, else h11): ``http`` (the protocol class of
-    :func:`protocol_class`), ``timeout_keep_alive``, ``limit_concurrency`` and
-    ``h11_max_incomplete_event_size``; with ``relay`` (a server that passes on another's
-    responses, the gateway) also ``server_header=False`` and ``date_header=False``, so
-    that a response keeps the upstream's ``Server`` and its one ``Date``, and
-    ``proxy_headers=False``: the client address the app sees (and appends to
-    ``X-Forwarded-For``) is the connection's peer, never one read from a request field.
-    ``ValueError`` as :func:`protocol_class`."""
+    :func:`protocol_class`), ``timeout_keep_alive``, ``limit_concurrency``,
+    ``h11_max_incomplete_event_size`` and ``ws="none"`` (no WebSocket protocol: a request
+    asking to upgrade is served as a plain HTTP request, its ``Upgrade`` ignored); with
+    ``relay`` (a server that passes on another's responses, the gateway) also
+    ``server_header=False`` and ``date_header=False``, so that a response keeps the
+    upstream's ``Server`` and its one ``Date``, and ``proxy_headers=False``: the client
+    address the app sees (and appends to ``X-Forwarded-For``) is the connection's peer,
+    never one read from a request field. ``ValueError`` as :func:`protocol_class`."""
     relayed = (
         {"server_header": False, "date_header": False, "proxy_headers": False} if relay else {}
     )
     return {
         **relayed,
         "http": protocol_class(limits, http),
+        # no WebSocket: an upgrade request is answered as the plain HTTP request it also is
+        "ws": "none",
         # uvicorn types it int but only schedules it: a fraction of a second is kept
         "timeout_keep_alive": limits.keep_alive_s,
         "limit_concurrency": (
@@ -539,25 +561,75 @@ def uvicorn_settings(
     }
 
 
+# --------------------------------------------------------------------------- request bodies
+
+
+class BodiesFull(Exception):
+    """A request body would take the bytes held by a :class:`BodyBudget` past its limit."""
+
+
+class BodyBudget:
+    """Bytes of request bodies held at once over every connection (one per app).
+
+    :meth:`take` counts bytes in as they are received and refuses (``False``, nothing
+    counted) what would pass ``limit``; :meth:`give` counts them out. The holder gives
+    back what it took once it no longer holds the bytes, whatever ended it (a
+    ``finally``): :attr:`held` is then back where it was. Not thread-safe (one event
+    loop)."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("BodyBudget limit must be >= 1")
+        self.limit = limit
+        self.held = 0
+        """Bytes counted in and not yet given back: at most :attr:`limit`."""
+
+    def fits(self, n: int) -> bool:
+        """Whether ``n`` more bytes would fit now (nothing counted)."""
+        return self.held + n <= self.limit
+
+    def take(self, n: int) -> bool:
+        """Count ``n`` bytes in, if they fit; ``False`` (nothing counted) if not."""
+        if not self.fits(n):
+            return False
+        self.held += n
+        return True
+
+    def give(self, n: int) -> None:
+        """Count ``n`` bytes (taken before) out."""
+        self.held -= n
+
+
 # --------------------------------------------------------------------------- Host, Origin
 
 
 def _split_host(value: str) -> tuple[str, str | None]:
     """``host[:port]`` (or ``[v6]:port``) as (lower-case host, port or ``None``); a bare
-    IPv6 address (two colons or more, no brackets) is bracketed."""
+    IPv6 address (two colons or more, no brackets) is bracketed. A value that is neither
+    (``[::1``, ``[::1]x``, ``[::1]:x``) comes back whole as its host: it names no host an
+    entry names."""
     value = value.strip().lower()
     if value.startswith("["):
         end = value.find("]")
         if end < 0:
             return value, None
         host, rest = value[: end + 1], value[end + 1 :]
-        return host, rest[1:] if rest.startswith(":") else None
+        if not rest:
+            return host, None
+        if rest.startswith(":") and _is_port(rest[1:]):
+            return host, rest[1:]
+        return value, None
     if value.count(":") > 1:
         return f"[{value}]", None
     host, sep, port = value.rpartition(":")
-    if sep and port.isdigit():
+    if sep and _is_port(port):
         return host, port
     return value, None
+
+
+def _is_port(value: str) -> bool:
+    """Whether ``value`` is a port: ASCII digits (``""`` included, as RFC 3986 allows)."""
+    return value.isascii() and (value.isdigit() or not value)
 
 
 @dataclass(frozen=True)
@@ -592,11 +664,16 @@ class HostPolicy:
         return False
 
     def origin_allowed(self, value: str, host: str | None = None) -> bool:
-        """Whether ``Origin: value`` is served (on a request with ``Host: host``)."""
+        """Whether ``Origin: value`` is served (on a request with ``Host: host``); an
+        origin that is not a URL (``http://[``, ``http://[zz]:80``: what ``urlsplit``
+        refuses) is not. Never raises."""
         origin = value.strip().lower().rstrip("/")
         if origin in (o.strip().lower().rstrip("/") for o in self.allowed_origins):
             return True
-        parts = urlsplit(origin)
+        try:
+            parts = urlsplit(origin)
+        except ValueError:  # an unclosed or invalid [IPv6] host
+            return False
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return False
         if host is not None and _split_host(parts.netloc) == _split_host(host):
@@ -606,7 +683,8 @@ class HostPolicy:
     def refusal(self, headers: Mapping[str, str]) -> tuple[int, str] | None:
         """``None`` when the request (lower-case header names) is allowed, else its
         status and message: ``400`` without ``Host``, ``421`` for a ``Host`` not
-        allowed, ``403`` for an ``Origin`` not allowed."""
+        allowed (a malformed one included), ``403`` for an ``Origin`` not allowed (a
+        malformed one included). Never raises, whatever the values."""
         host = headers.get("host")
         if not host:
             return 400, "Missing Host header"

@@ -1,0 +1,335 @@
+"""Hostile requests at the gateway's HTTP edge, each against a real gateway (or a uvicorn
+server with the edge) on 127.0.0.1: a malformed ``Origin`` or ``Host`` gets its refusal
+(never ``500`` and a traceback), a WebSocket upgrade is served as plain HTTP (or refused
+by the app when a server hands it a ``websocket`` scope), the bytes of request bodies
+being received at once are bounded over every connection (``503`` past
+``GatewayLimits.max_receiving_bytes``, given back however a body ends), and a chunked
+request's trailers are neither counted as header lines nor passed to the app.
+
+Every wait is on an event (a response arriving, a socket reaching EOF, a count the gateway
+holds reaching a value); the timeouts around them only stop a hang."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+import pytest
+import uvicorn
+from anyio.abc import SocketStream
+from scripted_upstream import GUARD, PARSERS
+
+from fsm.gateway.app import GatewayLimits
+from fsm.gateway.edge import BodyBudget, EdgeLimits, HostPolicy, uvicorn_settings
+from fsm.wire.serving import serving, tcp_socket, whole_body
+from support.gateway import RunningGateway, running_gateway
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+
+# --------------------------------------------------------------------------- the rig
+
+
+async def upstream(scope: Any, receive: Any, send: Any) -> None:
+    """An MCP endpoint that answers every request with an empty JSON-RPC result."""
+    if scope["type"] == "lifespan":
+        while (m := await receive())["type"] != "lifespan.shutdown":
+            await send({"type": m["type"] + ".complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    body = await whole_body(receive)
+    msg = json.loads(body) if body else {}
+    if "id" not in msg:
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    payload = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"mcp-session-id", b"hardening")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+@contextlib.asynccontextmanager
+async def gateway(http: str = "auto", **kwargs: Any) -> AsyncIterator[tuple[RunningGateway, int]]:
+    """A gateway (keywords: :class:`~fsm.gateway.app.Gateway`'s) in front of
+    :func:`upstream`; yields it and its port."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    up = sock.getsockname()[1]
+    try:
+        async with (
+            serving(upstream, sock, log_level="critical"),
+            running_gateway(f"http://127.0.0.1:{up}/mcp", http=http, **kwargs) as gw,
+        ):
+            yield gw, int(gw.url.split(":")[2].split("/")[0])
+    finally:
+        sock.close()
+
+
+def request(
+    port: int,
+    *lines: str,
+    body: bytes = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}',
+    method: str = "POST",
+    path: str = "/mcp",
+    host: str | None = None,
+    length: int | None = None,
+) -> bytes:
+    """A request head (``Connection: close``) and ``body``; ``length``: the declared
+    ``Content-Length`` (default ``len(body)``; ``-1``: none)."""
+    fields = [
+        f"Host: {host if host is not None else f'127.0.0.1:{port}'}",
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        "Connection: close",
+        *lines,
+    ]
+    declared = len(body) if length is None else length
+    if declared >= 0:
+        fields.append(f"Content-Length: {declared}")
+    head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{f}\r\n" for f in fields) + "\r\n"
+    return head.encode() + body
+
+
+def status(response: bytes) -> int:
+    assert response.startswith(b"HTTP/1.1 "), response[:200]
+    return int(response.split(b" ", 2)[1])
+
+
+async def read_to_eof(stream: SocketStream) -> bytes:
+    """What the server sends until it closes (a reset counts as a close)."""
+    out = bytearray()
+    with anyio.fail_after(GUARD):
+        while True:
+            try:
+                out += await stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+                return bytes(out)
+
+
+async def exchange(port: int, data: bytes) -> bytes:
+    """Send ``data`` on a fresh connection and read until the server closes it."""
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(data)
+        return await read_to_eof(stream)
+
+
+def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+# --------------------------------------------------------------------------- Origin, Host
+
+MALFORMED_ORIGINS = ["http://[", "http://[::1", "http://[zz]:80", "https://[::1", "http://[]"]
+MALFORMED_HOSTS = ["[", "[::1", "[zz]:80", "a:b:c", "[::1]:x", ":"]
+
+
+@pytest.mark.parametrize("origin", MALFORMED_ORIGINS)
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1:8100", "*"])
+def test_a_malformed_origin_is_refused_not_raised(origin: str, host: str) -> None:
+    policy = HostPolicy(("*",)) if host == "*" else HostPolicy()
+    headers = {"host": "mcp.example.com" if host == "*" else host, "origin": origin}
+    assert policy.refusal(headers) == (403, "Invalid Origin header")
+
+
+@pytest.mark.parametrize("host", MALFORMED_HOSTS)
+def test_a_malformed_host_is_refused_not_raised(host: str) -> None:
+    assert HostPolicy().refusal({"host": host}) == (421, "Invalid Host header")
+
+
+@PARSERS
+async def test_malformed_origins_and_hosts_get_403_and_421_over_http(
+    http: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        async with gateway(http) as (_gw, port):
+            origins = [
+                await exchange(port, request(port, f"Origin: {o}")) for o in MALFORMED_ORIGINS
+            ]
+            hosts = [await exchange(port, request(port, host=h)) for h in MALFORMED_HOSTS]
+    assert [status(a) for a in origins] == [403] * len(MALFORMED_ORIGINS)
+    assert all(b"Invalid Origin header" in a for a in origins)
+    assert [status(a) for a in hosts] == [421] * len(MALFORMED_HOSTS)
+    assert not errors(caplog), caplog.text
+
+
+# --------------------------------------------------------------------------- WebSocket
+
+UPGRADE = (
+    "Connection: Upgrade",
+    "Upgrade: websocket",
+    "Sec-WebSocket-Version: 13",
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+)
+
+
+def test_uvicorn_settings_turn_websockets_off() -> None:
+    assert uvicorn_settings(EdgeLimits())["ws"] == "none"
+    assert uvicorn_settings(EdgeLimits(), "h11", relay=True)["ws"] == "none"
+
+
+@PARSERS
+async def test_a_websocket_upgrade_is_served_as_plain_http(
+    http: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        async with gateway(http) as (_gw, port):
+            health = await exchange(port, request(port, *UPGRADE, method="GET", path="/-/healthz"))
+            other = await exchange(port, request(port, *UPGRADE, method="GET", path="/x"))
+    assert status(health) == 200 and health.endswith(b'{"status": "ok"}')
+    assert status(other) == 404
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+@PARSERS
+async def test_the_gateway_refuses_a_websocket_scope(
+    http: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Served by a uvicorn with WebSocket support on (not as the CLI serves it), an
+    upgrade reaches the app as a ``websocket`` scope: it is refused, ``403``."""
+    from fsm.gateway.app import Gateway
+
+    app = Gateway("http://127.0.0.1:9/mcp")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    settings = {**uvicorn_settings(EdgeLimits(), http, relay=True), "ws": "websockets-sansio"}
+    config = uvicorn.Config(app, lifespan="off", log_level="warning", **settings)
+    server = uvicorn.Server(config)
+    try:
+        with caplog.at_level(logging.WARNING):
+            async with anyio.create_task_group() as tg:
+
+                async def serve() -> None:
+                    with tcp_socket(sock) as listening:
+                        await server.serve([listening])
+
+                tg.start_soon(serve)
+                with anyio.fail_after(10):
+                    while not server.started:  # startup poll, not test synchronisation
+                        await anyio.sleep(0.005)
+                try:
+                    answer = await exchange(port, request(port, *UPGRADE, method="GET", body=b""))
+                finally:
+                    server.should_exit = True
+    finally:
+        sock.close()
+    assert status(answer) == 403
+    assert not errors(caplog), caplog.text
+
+
+# --------------------------------------------------------------------------- request bodies
+
+MAX_BODY = 8192
+RECEIVING = 12288
+
+
+async def held_reaches(gw: RunningGateway, value: Callable[[int], bool]) -> None:
+    """Wait until the bytes of request bodies the gateway holds satisfy ``value``."""
+    budget: BodyBudget = gw.gateway._bodies
+    with anyio.fail_after(GUARD):
+        while not value(budget.held):  # a count the gateway reaches: polled
+            await anyio.sleep(0.005)
+
+
+def bounded(**kwargs: Any) -> GatewayLimits:
+    return GatewayLimits(max_body=MAX_BODY, max_receiving_bytes=RECEIVING, **kwargs)
+
+
+@PARSERS
+async def test_bodies_being_received_are_bounded_over_every_connection(http: str) -> None:
+    async with gateway(http, limits=bounded()) as (gw, port):
+        stall = await anyio.connect_tcp("127.0.0.1", port)
+        try:  # 7000 of 8000 declared bytes, the rest never sent
+            await stall.send(request(port, body=b" " * 7000, length=8000))
+            await held_reaches(gw, lambda held: held == 7000)
+            # a declared length that does not fit: refused before its body is sent
+            declared = await exchange(port, request(port, body=b"", length=6000))
+            # no length (chunked): refused once a piece would pass the bound
+            chunk = b" " * 6000
+            chunked = await exchange(
+                port,
+                request(port, "Transfer-Encoding: chunked", body=b"", length=-1)
+                + b"%x\r\n" % len(chunk)
+                + chunk
+                + b"\r\n",
+            )
+            assert gw.gateway._bodies.held == 7000  # the refused ones gave theirs back
+            fits = await exchange(port, request(port, body=b" " * 5000 + b"{}"))
+        finally:
+            await stall.aclose()
+        await held_reaches(gw, lambda held: held == 0)  # the stalled client left
+        after = await exchange(port, request(port, body=b" " * 7000 + b"{}", length=7002))
+    for refused in (declared, chunked):
+        assert status(refused) == 503, refused
+        assert b"retry-after: 1" in refused.lower()
+        assert b'"code": -32000' in refused and b"retry" in refused
+    assert status(fits) != 503 and status(after) != 503
+
+
+@PARSERS
+async def test_a_body_that_times_out_gives_its_bytes_back(http: str) -> None:
+    async with gateway(http, limits=bounded(body_timeout_s=0.5)) as (gw, port):
+        async with await anyio.connect_tcp("127.0.0.1", port) as stall:
+            await stall.send(request(port, body=b" " * 7000, length=8000))
+            answer = await read_to_eof(stall)  # the body timeout's 408
+        await held_reaches(gw, lambda held: held == 0)
+    assert status(answer) == 408
+
+
+def test_max_receiving_bytes_is_at_least_max_body() -> None:
+    assert GatewayLimits().max_receiving_bytes == 256 * 1024 * 1024
+    with pytest.raises(ValueError, match="max_receiving_bytes"):
+        GatewayLimits(max_body=4096, max_receiving_bytes=4095)
+    with pytest.raises(ValueError):
+        BodyBudget(0)
+
+
+def test_body_budget_counts_what_fits() -> None:
+    budget = BodyBudget(10)
+    assert budget.take(6) and not budget.take(5) and budget.held == 6
+    assert budget.take(4) and budget.held == 10 and not budget.fits(1)
+    budget.give(10)
+    assert budget.held == 0
+
+
+# --------------------------------------------------------------------------- trailers
+
+
+async def header_count(scope: Any, receive: Any, send: Any) -> None:
+    """Answers a request ``200`` with the number of header fields its scope holds once its
+    body has been read whole."""
+    if scope["type"] == "lifespan":
+        await upstream(scope, receive, send)
+        return
+    await whole_body(receive)
+    body = str(len(scope["headers"])).encode()
+    headers = [(b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@PARSERS
+@pytest.mark.parametrize("trailers", [1, 99, 150, 1000])
+async def test_trailers_are_not_counted_as_header_lines_nor_passed_on(
+    http: str, trailers: int
+) -> None:
+    head = (
+        b"POST / HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n"
+        b"Connection: close\r\n\r\n"
+    )
+    body = b"5\r\nhello\r\n0\r\n" + b"".join(b"X-T%d: v\r\n" % i for i in range(trailers))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    try:
+        async with serving(header_count, sock, log_level="critical", http=http):
+            answer = await exchange(sock.getsockname()[1], head + body + b"\r\n")
+    finally:
+        sock.close()
+    assert status(answer) == 200
+    assert answer.endswith(b"\r\n\r\n3")  # Host, Transfer-Encoding, Connection
