@@ -32,7 +32,11 @@ Limits: ids are rewritten on ``id:`` lines that start after a line feed (``\\n``
 line endings passes with the server's ids, and a resume from one is refused as not
 issued by the gateway. An empty ``id:`` (which resets the client's id) passes unchanged.
 An upstream id is read back as the UTF-8 text the client decoded: one that is not valid
-UTF-8 is signed as sent but never reads back. A MAC proves the gateway issued the id in
+UTF-8 is signed as sent but never reads back. An upstream id longer than
+:data:`~fsm.adapters._transport.sse.MAX_EVENT_ID` is rewritten (and counted) as any
+other, but never becomes the stream's ``last`` (what the store keeps as its cursor):
+the guard never resumes from it, and a stream's cursor does not grow with what a
+server puts in its ids. A MAC proves the gateway issued the id in
 that session, nothing more: a client of the session may replay any id it was given.
 """
 
@@ -49,6 +53,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from weakref import WeakValueDictionary
+
+from fsm.adapters._transport.sse import MAX_EVENT_ID
 
 __all__ = [
     "ENV_KEY",
@@ -236,8 +242,9 @@ def _stream_of(tag: str, session: str, keys: EventIdKeys) -> str | None:
 class IdRewriter:
     """Rewrites the ids of one stream's events as they are passed on, signed for
     ``session`` (see the module docstring). ``position`` and ``last`` (the upstream id
-    of the newest event passed on) carry over from one client connection of the stream
-    to the next."""
+    of the newest event passed on whose id is at most
+    :data:`~fsm.adapters._transport.sse.MAX_EVENT_ID` long) carry over from one client
+    connection of the stream to the next."""
 
     __slots__ = ("__weakref__", "_prefix", "_state", "last", "position", "stream")
 
@@ -291,7 +298,8 @@ class IdRewriter:
     def _one(self, m: re.Match[bytes]) -> bytes:
         self.position += 1
         upstream = m.group(1)
-        self.last = upstream.decode("utf-8", "replace")
+        if len(upstream) <= MAX_EVENT_ID:  # a longer one is never a cursor: not kept
+            self.last = upstream.decode("utf-8", "replace")
         position = b"%d" % self.position
         mac = _mac(self._state, position, upstream)
         return b"id: %s%s.%s.%s" % (self._prefix, position, mac, upstream)

@@ -131,6 +131,10 @@ LIVE_MARKER = "dead-or-resumable/live"
 """A server may put ``{"_meta": {LIVE_MARKER: true}}`` in a request's params to assert
 that a replayed copy is still live (rule 5). Any oracle can replace this one."""
 
+_LONGEST_RETRY_MS: int = 10**15
+"""A ``retry:`` beyond this (milliseconds: 31,700 years) is read as this before it is
+turned into seconds: no float conversion of an unbounded integer."""
+
 LivenessOracle = Callable[[ServerRequest, bool], bool]
 """``oracle(request, replayed) -> asserted live?`` Called for repeated deliveries."""
 
@@ -174,6 +178,11 @@ class GuardConfig:
     listener claim lasts 30 s) have passed since the first such refusal, after
     :meth:`patient_delay`; ``resume_jitter`` returns numbers in [0, 1] that spread those
     waits (inject a constant for deterministic tests and models).
+    Server waits: a server's ``retry:`` and ``Retry-After`` are honoured up to
+    ``max_server_wait_s`` (default 60 s, the default ``request_ttl_s``, as the tasks era's
+    ``max_poll_interval_s``); a longer one (10**30 ms, an infinite or not-a-number
+    ``Retry-After``) waits that long, so no server can make a stream or an answer wait
+    without end (:meth:`server_wait`).
     Questions: with ``questions`` (the default), an interactive request on an origin's
     stream that asks what a request answered before on it asked (method and canonical
     params, :mod:`fsm.questions`) gets the stored answer, at most ``max_reasks`` times
@@ -202,6 +211,7 @@ class GuardConfig:
     max_event_history: int = 131_072
     max_resumes_per_stream: int | None = 100
     resume_patience_s: float = 150.0
+    max_server_wait_s: float = 60.0
     resume_jitter: Callable[[], float] = random.random
     event_history: type[EventHistory] = EventHistory
     classifier: Classifier = field(default_factory=Classifier)
@@ -219,10 +229,22 @@ class GuardConfig:
         """The client-side deadline recorded for a request of ``method``."""
         return self.ttl_by_method.get(method, self.request_ttl_s)
 
+    def server_wait(self, seconds: float) -> float:
+        """A wait a server asked for (its ``Retry-After``), at most ``max_server_wait_s``
+        (which is also what a NaN asks for)."""
+        cap = self.max_server_wait_s
+        return seconds if seconds <= cap else cap
+
+    def retry_wait(self, retry_ms: int) -> float:
+        """A server's ``retry:`` (milliseconds, an integer of any size) in seconds, at
+        most ``max_server_wait_s``: never a float conversion of an unbounded integer."""
+        return self.server_wait(min(retry_ms, _LONGEST_RETRY_MS) / 1000.0)
+
     def backoff(self, stalls: int, retry_ms: int | None) -> float:
-        """Delay before resume number ``stalls + 1``: the server's ``retry:`` if it sent one."""
+        """Delay before resume number ``stalls + 1``: the server's ``retry:`` if it sent one
+        (at most ``max_server_wait_s``)."""
         if retry_ms is not None:
-            return retry_ms / 1000.0
+            return self.retry_wait(retry_ms)
         return backoff_delay(
             stalls, self.backoff_initial_s, self.backoff_factor, self.backoff_max_s
         )
@@ -234,15 +256,16 @@ class GuardConfig:
         server's ``retry:`` (when above 0, else ``backoff_initial_s``), times
         ``backoff_factor`` per refusal, at most ``backoff_max_s`` (or the ``retry:``, if
         longer), with equal jitter: half the step, plus the other half times a draw of
-        ``resume_jitter``; never less than the server's ``Retry-After``. (The guard also
-        cuts it to what is left of ``resume_patience_s``.)"""
-        start = retry_ms / 1000.0 if retry_ms else self.backoff_initial_s
+        ``resume_jitter``; never less than the server's ``Retry-After``. The server's
+        ``retry:`` and ``Retry-After`` count up to ``max_server_wait_s`` each. (The guard
+        also cuts it to what is left of ``resume_patience_s``.)"""
+        start = self.retry_wait(retry_ms) if retry_ms else self.backoff_initial_s
         step = backoff_delay(refusals, start, self.backoff_factor, max(self.backoff_max_s, start))
         draw = float(self.resume_jitter())
         if not 0.0 <= draw <= 1.0:  # NaN included: no spread rather than a wrong one
             draw = 1.0
         delay = step * (0.5 + 0.5 * draw)
-        return delay if retry_after is None else max(retry_after, delay)
+        return delay if retry_after is None else max(self.server_wait(retry_after), delay)
 
 
 class StreamRecord(NamedTuple):
@@ -1133,6 +1156,8 @@ class Guard:
             delay = verdict.retry_after
             if delay is None:
                 delay = self.config.backoff(rec.attempts - 1, None)
+            else:
+                delay = self.config.server_wait(delay)
             self._submit(rec, max(0.0, delay))
         else:
             self._run.kill(
@@ -1248,7 +1273,10 @@ class Guard:
         if refusal is None:
             self._run.fire(st, "schedule")
             if delay is None:
-                delay = cfg.backoff(st.stalls, st.retry_ms) if retry_after is None else retry_after
+                if retry_after is None:
+                    delay = cfg.backoff(st.stalls, st.retry_ms)
+                else:
+                    delay = cfg.server_wait(retry_after)
             self._emit(Wait(st.id, max(0.0, delay)))
             return
         message, evidence, reason = refusal

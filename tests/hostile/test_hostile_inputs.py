@@ -31,10 +31,12 @@ def test_bad_retry_values_are_ignored_and_backoff_stays_default(retry: Any) -> N
     assert of(acts, Wait) == [Wait(POST, 1.0)]  # the configured backoff, not the bad value
 
 
-def test_huge_retry_is_honoured_as_given() -> None:
+def test_huge_retry_is_capped_at_max_server_wait() -> None:
+    """A server's ``retry:`` is honoured up to ``max_server_wait_s`` (default 60 s): a
+    huge one waits that long, not 10**9 s (an upstream could hold a call forever)."""
     g = guard()
     g.feed(ev.SseEvent(POST, None, "e1", retry_ms=10**12))
-    assert of(g.feed(ev.StreamLost(POST, clean=False)), Wait) == [Wait(POST, 10**9)]
+    assert of(g.feed(ev.StreamLost(POST, clean=False)), Wait) == [Wait(POST, 60.0)]
 
 
 @pytest.mark.parametrize(

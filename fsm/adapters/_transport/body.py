@@ -313,7 +313,14 @@ class GuardedBody:
     async def _resume_as(self, actions: tuple[act.Action, ...], immediate: bool) -> Any:
         """Follow the guard's ``Wait``/``Resume`` from ``actions`` until a resume opens an
         event stream (its response) or the guard stops (``None``). ``immediate``: this is
-        a client's reconnection, sent at once with its request's headers."""
+        a client's reconnection, sent at once with its request's headers.
+
+        A resume ``GET`` that cannot be built or sent, whatever it raises (a header value
+        the HTTP client refuses, say), is fed to the guard as a refusal with no response
+        (``transport-error``, as a connection refused is): retried within the stream's
+        budgets, then one ending error; never an exception out of the stream's body. The
+        guard's cursor is a usable one (see
+        :func:`~fsm.adapters._transport.sse.usable_event_id`), so this is a last line."""
         e, stream = self.e, self.stream
         while True:
             wait = next((a for a in actions if isinstance(a, act.Wait)), None)
@@ -336,10 +343,14 @@ class GuardedBody:
                 headers = e.headers(carried, **{"last-event-id": resume.cursor})
                 headers.pop("content-type", None)
             immediate = False
-            req = e.http.build_request("GET", url, headers=headers)
             try:
+                req = e.http.build_request("GET", url, headers=headers)
                 resp = await e.http.send(req, stream=True)
             except (e.hx.HTTPError, OSError) as exc:
+                actions = e.feed(ev.ResumeRefused(stream, None, type(exc).__name__))
+                continue
+            except Exception as exc:  # a GET that cannot be built or sent: one failure too
+                logger.warning("%s resume GET not sent: %r", stream, exc)
                 actions = e.feed(ev.ResumeRefused(stream, None, type(exc).__name__))
                 continue
             ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()

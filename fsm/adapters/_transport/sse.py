@@ -11,10 +11,15 @@ The parser follows the WHATWG event-stream rules that matter to JSON-RPC over SS
 end with CRLF, LF or CR (a CR at the end of a read waits for the next read to tell a CRLF
 from a CR); a blank line ends an event; ``data:`` lines are joined with line feeds;
 ``id:`` with a NUL is ignored; ``retry:`` counts when it is all digits; comments and
-unknown fields make no event on their own. Two documented choices: an event that has no
-field at all (only comments) is dropped, and a byte that is not UTF-8 is kept (passed on
+unknown fields make no event on their own. Documented choices: an event that has no
+field at all (only comments) is dropped; a byte that is not UTF-8 is kept (passed on
 as it came; in :attr:`SseFrame.data` decoded with ``surrogateescape``) and marks its
-event not UTF-8 instead of being replaced.
+event not UTF-8 instead of being replaced; an ``id:`` that is not a usable cursor
+(:func:`usable_event_id`: one that could not be sent back as ``Last-Event-ID``) is
+ignored as one with a NUL is (the event is read as having no id: it never becomes the
+cursor, and the event is still passed on as it came); a ``retry:`` of more than
+:data:`RETRY_DIGITS` digits is read as the largest number of that many (no unbounded
+conversion of a server's digits).
 """
 
 from __future__ import annotations
@@ -26,13 +31,16 @@ from fsm.messages import CANCELLED
 
 __all__ = [
     "LARGE_EVENT",
+    "MAX_EVENT_ID",
     "PIECE_COST",
+    "RETRY_DIGITS",
     "EventTooLarge",
     "SseFrame",
     "SseParser",
     "encode_event",
     "hot_event",
     "plain_notification",
+    "usable_event_id",
 ]
 
 
@@ -116,6 +124,44 @@ PIECE_COST = 64
 one-character lines, is bounded by the memory it takes, not only by its length; one
 read in large pieces counts its length (an event just under the bound passes however
 its reads cut it), and takes at most about twice what it counts."""
+
+
+MAX_EVENT_ID = 1024
+"""The longest event id (characters) taken as a stream's cursor. An id is a usable cursor
+only if a resume can send it back as the ``Last-Event-ID`` header, as it came: at most
+this long, visible ASCII (0x20-0x7E), no space at either end (an HTTP header's value
+loses those). Real servers' ids are far shorter (a UUID, ``<stream>_<n>``); a longer one
+would be kept per stream and per ended stream, and a gateway's id that embeds it could
+not come back within a request head anyway."""
+
+_ID_VALUE = rb"(?:[!-~](?:[ -~]{0,%d}[!-~])?)?" % (MAX_EVENT_ID - 2)
+"""A usable cursor's bytes (see :data:`MAX_EVENT_ID`), as a pattern."""
+_USABLE_ID = re.compile(_ID_VALUE).fullmatch
+
+RETRY_DIGITS = 10
+"""Digits of a ``retry:`` value read as a number (leading zeros aside); a longer value is
+read as ``10**RETRY_DIGITS - 1`` ms (about 116 days), and the guard caps the wait it asks
+for anyway (:attr:`fsm.sse.guard.GuardConfig.max_server_wait_s`)."""
+
+_LONGEST_RETRY: int = 10**RETRY_DIGITS - 1
+
+
+def usable_event_id(value: bytes) -> bool:
+    """Whether the ``id:`` value ``value`` is a usable cursor (see :data:`MAX_EVENT_ID`):
+    empty (the id reset), or at most :data:`MAX_EVENT_ID` visible ASCII characters with
+    no space at either end. An id that is not is read as no id: the guard never resumes
+    from it (a stream resumes from its last usable id, or ends ``no-cursor``)."""
+    return _USABLE_ID(value) is not None
+
+
+def _retry(value: bytes) -> int:
+    """The milliseconds of a ``retry:`` value of ASCII digits, at most
+    ``10**RETRY_DIGITS - 1``: never an unbounded conversion."""
+    if len(value) > RETRY_DIGITS:
+        value = value.lstrip(b"0") or b"0"
+        if len(value) > RETRY_DIGITS:
+            return _LONGEST_RETRY
+    return int(value)
 
 
 class _Long:
@@ -292,8 +338,8 @@ def _frame(lines: list[bytes | _Long]) -> SseFrame | None:
             meaningful = True
         elif line.startswith(b"id:"):
             value = line[4:] if line.startswith(b" ", 3) else line[3:]
-            if b"\0" not in value:
-                event_id = value.decode("utf-8", "surrogateescape")
+            if _USABLE_ID(value) is not None:  # else ignored, as one with a NUL
+                event_id = value.decode("ascii")
             meaningful = True
         elif line.startswith(b":"):
             continue
@@ -301,7 +347,7 @@ def _frame(lines: list[bytes | _Long]) -> SseFrame | None:
             name, _, value = line.partition(b":")
             value = value[1:] if value.startswith(b" ") else value
             if name == b"retry" and value.isdigit():
-                retry = int(value)
+                retry = _retry(value)
             elif name == b"event":
                 kind = value.decode("utf-8", "surrogateescape")
             elif name == b"data":  # the bare field name: an empty value
@@ -420,8 +466,8 @@ def plain_notification(data: str) -> str | None:
 
 
 _FLAT_PARAMS = rb'(?:,"params":\{[^{}\[\]\\\r\n]*\})?'
-_HOT_EVENT = re.compile(
-    rb"(?:id: ?([^\r\n\0]*)\r?\n)?"
+_HOT_EVENT = re.compile(  # an id that is not a usable cursor: no match, the parser reads it
+    rb"(?:id: ?(" + _ID_VALUE + rb")\r?\n)?"
     rb"(?:event: ?message\r?\n)?"
     rb'data: ?\{(?:"jsonrpc":"2\.0","method":"([^"\\\r\n]+)"'
     + _FLAT_PARAMS
@@ -437,7 +483,8 @@ def hot_event(chunk: bytes, pos: int) -> tuple[int, str | None] | None:
     """A whole plain notification event at ``chunk[pos:]``, read without a parse:
     ``(end, event id)``, or ``None`` whenever in doubt (the caller then parses).
 
-    Taken only for an event of the lines ``id:`` (optional), ``event: message``
+    Taken only for an event of the lines ``id:`` (optional; its value a usable cursor,
+    :func:`usable_event_id`, else the parser reads the event), ``event: message``
     (optional) and one ``data:`` line holding exactly
     ``{"jsonrpc":"2.0","method":"<m>","params":{...}}`` (or without params; or with
     ``"jsonrpc":"2.0"`` last, as the mcp 1.x server writes it), compact, the params flat

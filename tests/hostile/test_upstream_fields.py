@@ -1,0 +1,224 @@
+"""An upstream's ``retry:`` and ``id:`` fields through a real gateway replica on loopback
+(a scripted upstream that writes the bytes as given): whatever they hold, the call ends
+with exactly one outcome (its result, or one ending JSON-RPC error), no task dies, no
+wait is endless and no over-long id is kept as a cursor.
+
+Reproduced before the fix: a ``retry:`` of 5,000 digits raised ``ValueError`` in the
+parser; 10**400 then a cut raised ``OverflowError`` in the guard's backoff; 10**30 then a
+cut waited 10**27 s; an id that is not UTF-8 crashed the blanking of its event; an id
+with a control character or a non-ASCII one crashed the resume ``GET`` (a header no HTTP
+client sends); a 1 MB id of a call's last event was kept as the stream's cursor for an
+hour (RSS grew 54 -> 225 MB over 150 calls)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("uvicorn")
+httpx2 = pytest.importorskip("httpx2")
+
+from fsm.adapters._transport.sse import MAX_EVENT_ID  # noqa: E402
+from fsm.gateway.app import GATEWAY_GUARD  # noqa: E402
+from fsm.gateway.ids import EventIdKeys, IdRewriter  # noqa: E402
+from fsm.gateway.store import MemoryStore  # noqa: E402
+from tests.gateway.scripted_upstream import (  # noqa: E402
+    GUARD,
+    HEAD,
+    SID,
+    Upstream,
+    gateway_for,
+    parse,
+    result,
+    sse,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+CONFIG = replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02, max_server_wait_s=0.05)
+"""The gateway's policy with short waits: a server's ``retry:`` counts up to 50 ms."""
+
+
+def raw_event(event_id: bytes, data: Any = PROGRESS, retry: bytes | None = None) -> bytes:
+    head = b"id: " + event_id + b"\n"
+    if retry is not None:
+        head += b"retry: " + retry + b"\n"
+    return head + b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+async def call(url: str) -> list[tuple[str | None, str]]:
+    """Initialize, then POST a tools/call (id 7) and read its SSE body to the end."""
+    async with httpx2.AsyncClient(timeout=GUARD) as http:
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+        r = await http.post(url, json=init, headers=HEAD)
+        assert r.status_code == 200
+        body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        with anyio.fail_after(GUARD):  # only against a hang: an endless wait
+            async with http.stream(
+                "POST", url, json=body, headers={**HEAD, "mcp-session-id": SID}
+            ) as resp:
+                assert resp.status_code == 200
+                return parse(b"".join([c async for c in resp.aiter_raw()]))
+
+
+def outcomes(events: list[tuple[str | None, str]]) -> list[dict[str, Any]]:
+    """The messages for request 7 (its result or its ending error), in order."""
+    out = []
+    for _, data in events:
+        try:
+            msg = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(msg, dict) and msg.get("id") == 7 and "method" not in msg:
+            out.append(msg)
+    return out
+
+
+def resumed_from(up: Upstream) -> list[str]:
+    return [h["last-event-id"] for m, h, _ in up.requests if m == "GET" and "last-event-id" in h]
+
+
+@pytest.mark.parametrize("digits", [30, 400, 5000])
+async def test_a_huge_retry_then_a_cut_resumes_after_the_capped_wait(digits: int) -> None:
+    """``retry: 1000...0`` (``digits`` zeros), then the connection is cut: the stream
+    resumes after ``max_server_wait_s`` and the call gets its result."""
+    up = Upstream(
+        call=[raw_event(b"e1", retry=b"1" + b"0" * digits)],
+        complete=False,
+        replay=lambda cursor: [sse("e2", result(7))],
+    )
+    async with gateway_for(up, config=CONFIG) as gw:
+        events = await call(gw.url)
+        guard = gw.gateway.session_guard(SID)
+        assert guard is not None and guard.guard.stream_state("post:7") == "done"
+    assert outcomes(events) == [result(7)]
+    assert resumed_from(up) == ["e1"]
+
+
+async def test_a_retry_of_5000_digits_without_a_cut_passes_the_call_on() -> None:
+    up = Upstream(call=[raw_event(b"e1", retry=b"1" * 5000), sse("e2", result(7))])
+    async with gateway_for(up, config=CONFIG) as gw:
+        events = await call(gw.url)
+    assert outcomes(events) == [result(7)]
+
+
+BAD_IDS = {
+    "not-utf8": b"\xff\xfe",
+    "non-ascii": "é".encode(),
+    "control": b"\x01",
+    "del": b"\x7f",
+    "too-long": b"x" * (MAX_EVENT_ID + 1),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_IDS.values(), ids=BAD_IDS.keys())
+async def test_an_unusable_id_then_a_cut_resumes_from_the_last_usable_one(bad: bytes) -> None:
+    """A usable ``e1``, then an event whose id no ``Last-Event-ID`` header can carry, then
+    a cut: the resume names ``e1`` and the call gets its one result."""
+    up = Upstream(
+        call=[sse("e1", PROGRESS), raw_event(bad)],
+        complete=False,
+        replay=lambda cursor: [sse("e3", result(7))],
+    )
+    async with gateway_for(up, config=CONFIG) as gw:
+        events = await call(gw.url)
+        guard = gw.gateway.session_guard(SID)
+        assert guard is not None and guard.guard.stream_state("post:7") == "done"
+    assert outcomes(events) == [result(7)]
+    assert resumed_from(up) == ["e1"]
+
+
+@pytest.mark.parametrize("bad", BAD_IDS.values(), ids=BAD_IDS.keys())
+async def test_only_unusable_ids_then_a_cut_end_the_call_with_one_error(bad: bytes) -> None:
+    """No usable id before the cut: nothing to resume from, so no resume is sent and the
+    call ends with one JSON-RPC error (``no-cursor``); the stream is ended in the guard."""
+    up = Upstream(call=[raw_event(bad)], complete=False)
+    async with gateway_for(up, config=CONFIG) as gw:
+        events = await call(gw.url)
+        guard = gw.gateway.session_guard(SID)
+        assert guard is not None and guard.guard.stream_state("post:7") == "dead"
+    [err] = outcomes(events)
+    assert err["error"]["data"]["reason"] == "no-cursor"
+    assert resumed_from(up) == []
+
+
+async def test_a_blanked_event_with_an_id_that_is_not_utf8_does_not_end_the_stream() -> None:
+    """A server request with an id that is not UTF-8 (the event is malformed, so it is
+    blanked): the stream goes on to its result."""
+    ask = {"jsonrpc": "2.0", "id": 1, "method": "elicitation/create", "params": {}}
+    up = Upstream(call=[raw_event(b"\xff\xfe", ask), sse("e2", result(7))])
+    async with gateway_for(up, config=CONFIG) as gw:
+        events = await call(gw.url)
+    assert outcomes(events) == [result(7)]
+
+
+async def test_an_over_long_final_id_is_not_kept_as_the_streams_cursor() -> None:
+    """The call's result carries a 1 MB id: it reaches the client, but neither the guard
+    (the ended stream's cursor) nor the store (the cursor it keeps for an hour) holds it."""
+    saved = anyio.Event()
+
+    class Noting(MemoryStore):
+        async def save_cursor(self, session: str, stream: str, cursor: Any) -> None:
+            await super().save_cursor(session, stream, cursor)
+            saved.set()
+
+    store = Noting()
+    big = b"x" * (1 << 20)
+    up = Upstream(call=[sse("e1", PROGRESS), raw_event(big, result(7))])
+    async with gateway_for(up, config=CONFIG, store=store) as gw:
+        events = await call(gw.url)
+        guard = gw.gateway.session_guard(SID)
+        assert guard is not None
+        assert guard.guard.cursor("post:7") == "e1"
+        with anyio.fail_after(GUARD):  # written in the background once the call ended
+            await saved.wait()
+        cursor = await store.cursor_of(SID, "post:7")
+    assert outcomes(events) == [result(7)]
+    assert cursor is not None and (cursor.position, cursor.event_id) == (2, "e1")
+
+
+def test_a_gateway_never_keeps_an_over_long_upstream_id_as_its_cursor() -> None:
+    """The rewriter counts and signs every event, but ``last`` (what the store keeps as
+    the stream's cursor) is never an id longer than MAX_EVENT_ID."""
+    ids = IdRewriter("post:7", "s1", EventIdKeys.generate())
+    ids.rewrite(raw_event(b"e1"))
+    out = ids.rewrite(raw_event(b"x" * (1 << 20)))
+    assert out.split(b"\n")[0].endswith(b"." + b"x" * (1 << 20))
+    assert (ids.position, ids.last) == (2, "e1")
+    ids.rewrite(raw_event(b"z" * MAX_EVENT_ID))
+    assert (ids.position, ids.last) == (3, "z" * MAX_EVENT_ID)
+
+
+async def test_a_resume_get_that_cannot_be_sent_ends_the_call_with_one_error() -> None:
+    """Last line of defence: a cursor no header can carry reached the guard anyway (here
+    the store's cursor of the stream, as another replica recorded an upstream id that is
+    not UTF-8: ``e\\ufffd1``). Building or sending the resume GET raises; each such
+    attempt is fed to the guard as a refusal with no response, so the stream's budget
+    ends it with one JSON-RPC error, not a task that dies mid-stream."""
+    from fsm.gateway.store import Cursor
+
+    keys = EventIdKeys.generate()
+    store = MemoryStore()
+    await store.save_cursor(SID, "post:7", Cursor(5, "e\ufffd1"))
+    up = Upstream(replay=lambda cursor: [sse("e9", result(7))])
+    cursor = IdRewriter("post:7", SID, keys).rewrite(b"id: e1\n").decode().split()[-1]
+    async with (
+        gateway_for(up, config=CONFIG, store=store, id_keys=keys) as gw,
+        httpx2.AsyncClient(timeout=GUARD) as http,
+    ):
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+        assert (await http.post(gw.url, json=init, headers=HEAD)).status_code == 200
+        h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
+        with anyio.fail_after(GUARD):
+            async with http.stream("GET", gw.url, headers=h) as r:
+                events = parse(b"".join([c async for c in r.aiter_raw()]))
+        guard = gw.gateway.session_guard(SID)
+        assert guard is not None and guard.guard.stream_state("post:7") == "dead"
+    [err] = outcomes(events)
+    assert err["error"]["data"]["reason"] == "resume-budget-spent"
+    assert resumed_from(up) == []
