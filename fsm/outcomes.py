@@ -397,6 +397,14 @@ class Classifier:
         return [(r.name, r.outcome.value, r.scope, r.doc) for r in self.rules]
 
 
+def server_wait(seconds: float, cap_s: float) -> float:
+    """A wait a server asked for (its ``Retry-After`` or ``retry:``, in seconds), at most
+    ``cap_s``: what an infinite or not-a-number value asks for too. No server can make a
+    client wait without end (the guard's resumes and resubmissions, the MRTR rounds'
+    resends alike)."""
+    return seconds if seconds <= cap_s else cap_s
+
+
 def backoff_delay(attempt: int, initial_s: float, factor: float, max_s: float) -> float:
     """The delay before retry number ``attempt + 1``: ``initial_s * factor**attempt``,
     at most ``max_s`` (the guard's resumes and the MRTR rounds' resends alike)."""

@@ -77,7 +77,7 @@ from fsm.machines.resumption import LIVENESS
 from fsm.machines.rounds import MRTR_PRODUCT, ROUNDS
 from fsm.machines.tables import EngineName
 from fsm.mrtr.outcomes import MRTR_CLASSIFIER, REJECTED_BY_THE_CLIENT, error_for, rejection
-from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
+from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay, server_wait
 from fsm.questions import (
     INPUT_METHODS,
     OnReask,
@@ -108,6 +108,9 @@ class MrtrConfig:
     backoff_factor: float = 2.0
     backoff_max_s: float = 0.25
     """State-only rounds and resends back off from initial, times factor, up to max."""
+    max_server_wait_s: float = 60.0
+    """The longest a resend waits for a server's ``Retry-After`` (a longer one, an
+    infinite one, waits this long): no server can hold a call without end."""
     max_state_chars: int = 262_144
     """Longest ``requestState`` accepted (the official seals are a few hundred bytes)."""
     max_input_requests: int = 64
@@ -465,6 +468,8 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
         delay = verdict.retry_after
         if delay is None:
             delay = self.config.backoff(self._resends)
+        else:
+            delay = server_wait(delay, self.config.max_server_wait_s)
         self._resends += 1
         for q in carried:
             self._run.fire(q, "retry")

@@ -123,7 +123,7 @@ from fsm.messages import (
     params_digest,
     parse,
 )
-from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay
+from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult, backoff_delay, server_wait
 from fsm.questions import OnReask, canonical_json, question_id, reask_refusal
 from fsm.sse.history import EventHistory
 
@@ -232,8 +232,7 @@ class GuardConfig:
     def server_wait(self, seconds: float) -> float:
         """A wait a server asked for (its ``Retry-After``), at most ``max_server_wait_s``
         (which is also what a NaN asks for)."""
-        cap = self.max_server_wait_s
-        return seconds if seconds <= cap else cap
+        return server_wait(seconds, self.max_server_wait_s)
 
     def retry_wait(self, retry_ms: int) -> float:
         """A server's ``retry:`` (milliseconds, an integer of any size) in seconds, at

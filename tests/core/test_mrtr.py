@@ -133,6 +133,15 @@ def test_retry_after_is_honoured() -> None:
     assert retry.delay_s == 3.0
 
 
+@pytest.mark.parametrize("seconds", [1e9, float("inf")])
+def test_a_retry_after_past_max_server_wait_waits_the_cap(seconds: float) -> None:
+    call, _ = make(max_server_wait_s=60.0)
+    shown = present(call, {"k1": ASK})
+    call.feed(ev.UserAnswered(shown.key, YES))
+    retry = only(call.feed(RoundFailed(SubmissionResult(429, retry_after=seconds))), Retry)
+    assert retry.delay_s == 60.0
+
+
 def test_a_question_that_ages_out_is_withdrawn_and_fails_the_call_once() -> None:
     call, clock = make(question_ttl_s=10.0)
     shown = present(call, {"k1": ASK})
