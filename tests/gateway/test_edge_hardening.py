@@ -12,7 +12,6 @@ holds reaching a value); the timeouts around them only stop a hang."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -21,8 +20,8 @@ from typing import Any
 import anyio
 import pytest
 import uvicorn
-from anyio.abc import SocketStream
 from scripted_upstream import GUARD, PARSERS
+from test_edge import read_to_eof, status, upstream
 
 from fsm.gateway.app import GatewayLimits
 from fsm.gateway.edge import BodyBudget, EdgeLimits, HostPolicy, uvicorn_settings
@@ -33,25 +32,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
 # --------------------------------------------------------------------------- the rig
-
-
-async def upstream(scope: Any, receive: Any, send: Any) -> None:
-    """An MCP endpoint that answers every request with an empty JSON-RPC result."""
-    if scope["type"] == "lifespan":
-        while (m := await receive())["type"] != "lifespan.shutdown":
-            await send({"type": m["type"] + ".complete"})
-        await send({"type": "lifespan.shutdown.complete"})
-        return
-    body = await whole_body(receive)
-    msg = json.loads(body) if body else {}
-    if "id" not in msg:
-        await send({"type": "http.response.start", "status": 202, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-        return
-    payload = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"mcp-session-id", b"hardening")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
 
 
 @contextlib.asynccontextmanager
@@ -94,22 +74,6 @@ def request(
         fields.append(f"Content-Length: {declared}")
     head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{f}\r\n" for f in fields) + "\r\n"
     return head.encode() + body
-
-
-def status(response: bytes) -> int:
-    assert response.startswith(b"HTTP/1.1 "), response[:200]
-    return int(response.split(b" ", 2)[1])
-
-
-async def read_to_eof(stream: SocketStream) -> bytes:
-    """What the server sends until it closes (a reset counts as a close)."""
-    out = bytearray()
-    with anyio.fail_after(GUARD):
-        while True:
-            try:
-                out += await stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
-                return bytes(out)
 
 
 async def exchange(port: int, data: bytes) -> bytes:

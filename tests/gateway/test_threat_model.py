@@ -376,21 +376,24 @@ async def session_alive(bed: Bed, url: str, headers: dict[str, Any]) -> str:
     return "ok" if status == 200 and tools else f"{status} {reply}"
 
 
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": PROTOCOL,
+        "capabilities": {},
+        "clientInfo": {"name": "c", "version": "1"},
+    },
+}
+"""A raw client's ``initialize``."""
+
+
 async def fresh_session(bed: Bed, url: str, token: str) -> str:
     """``ok`` when a new client (``token``) opens a session through ``url`` and lists
     its tools."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": PROTOCOL,
-            "capabilities": {},
-            "clientInfo": {"name": "c", "version": "1"},
-        },
-    }
     try:
-        status, headers, _ = await post_rpc(bed.raw, url, init, rpc_headers(None, token))
+        status, headers, _ = await post_rpc(bed.raw, url, INITIALIZE, rpc_headers(None, token))
         sid = headers.get("mcp-session-id")
         if status != 200 or sid is None:
             return f"initialize: {status}"
@@ -443,6 +446,20 @@ async def b_get(bed: Bed, url: str, headers: dict[str, Any], *, read: bool) -> R
         return Reply(resp.status_code, None, tuple(prompts))
 
 
+async def b_answers(bed: Bed, a: Alice, token: str | None) -> Seen:
+    """B answers A's open prompt (confirming the deletion) with ``token``: what B got,
+    whether B's answer reached the upstream's server, and A's fate."""
+    prompt = await bed.user.wait_presented(1, STEP)
+    b = await b_post(
+        bed,
+        bed.target(0),
+        answer_of(prompt.request.request_id, B_CONTENT),
+        rpc_headers(a.sid, token),
+    )
+    fate = await a.fate()  # first: whatever B set off has happened by then
+    return Seen(b, reached(bed, "bob"), fate)
+
+
 def forged_status(via: Via, b: Reply) -> int:
     """The status B's forged event id must get: the gateway's ``400``; direct, whatever the
     server answers a cursor it never issued (it lets B in: a token of A's principal)."""
@@ -492,15 +509,7 @@ async def test_an_answer_from_another_client_is_refused_and_changes_nothing(
     for A."""
     async with open_bed(via, mode="403") as bed, alice(bed) as a:
         a.start()
-        prompt = await bed.user.wait_presented(1, STEP)
-        b = await b_post(
-            bed,
-            bed.target(0),
-            answer_of(prompt.request.request_id, B_CONTENT),
-            rpc_headers(a.sid, token),
-        )
-        fate = await a.fate()  # first: whatever B set off has happened by then
-        seen = Seen(b, reached(bed, "bob"), fate)
+        seen = await b_answers(bed, a, token)
     assert seen == Seen(refused, False, fate_expected(bed))
 
 

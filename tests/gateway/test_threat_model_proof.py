@@ -44,7 +44,7 @@ from test_threat_model import (
     A_TOKEN,
     B_CONTENT,
     B_TOKEN,
-    PROTOCOL,
+    INITIALIZE,
     STEP,
     VIAS,
     Reply,
@@ -52,6 +52,7 @@ from test_threat_model import (
     Via,
     alice,
     answer_of,
+    b_answers,
     b_post,
     fate_expected,
     open_bed,
@@ -101,16 +102,9 @@ async def test_a_preflight_proves_nothing(via: Via, token: str | None, refused: 
     credentials."""
     async with open_bed(via, cors=True) as bed, alice(bed) as a:
         a.start()
-        prompt = await bed.user.wait_presented(1, STEP)
+        await bed.user.wait_presented(1, STEP)
         pre = await bed.raw.request("OPTIONS", bed.target(0), headers=preflight(a.sid, token))
-        b = await b_post(
-            bed,
-            bed.target(0),
-            answer_of(prompt.request.request_id, B_CONTENT),
-            rpc_headers(a.sid, token),
-        )
-        fate = await a.fate()  # first: whatever B set off has happened by then
-        seen = Seen(b, reached(bed, "bob"), fate)
+        seen = await b_answers(bed, a, token)
         asked = [(r.method, rpc_method(r.message)) for r in bed.upstream.auth.refused]
     expected = Seen(refused, False, fate_expected(bed))
     assert (pre.status_code, seen, asked) == (200, expected, [("POST", None)])
@@ -148,22 +142,12 @@ async def test_preflights_naming_made_up_sessions_hold_none() -> None:
     """Row 4: a replica with room for two sessions holds A's; preflights naming three
     made-up ids (each answered ``200`` by the CORS layer) hold none of them, so A's idle
     session is still held, with its guard."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": PROTOCOL,
-            "capabilities": {},
-            "clientInfo": {"name": "a", "version": "1"},
-        },
-    }
     async with (
         running_auth_server(TOKENS, cors=True) as upstream,
         running_gateway(upstream.url, limits=GatewayLimits(max_sessions=2)) as gw,
         httpx2.AsyncClient(timeout=STEP) as raw,
     ):
-        _, headers, _ = await post_rpc(raw, gw.url, init, rpc_headers(None, A_TOKEN))
+        _, headers, _ = await post_rpc(raw, gw.url, INITIALIZE, rpc_headers(None, A_TOKEN))
         sid = headers["mcp-session-id"]
         statuses = []
         for n in range(3):
