@@ -36,13 +36,13 @@ gateway enforces on the wire what the adapters enforce in-process:
 through the gateway, it could do to the upstream directly. A request's credentials (its
 :data:`CREDENTIAL_HEADERS` and its URL's query string) are *proven* for a session once
 the upstream accepted a request carrying them in it: the ``initialize`` that began it, a
-``202`` to an answer or notification, an event stream to a ``GET``, a 2xx to a
-``DELETE``, or the JSON-RPC result of a ``ping`` carrying them (asked after a ``200`` to
-any other request, which may carry a JSON-RPC error; a method the transport does not
-define, a CORS preflight say, proves nothing and changes nothing). Only a request with
-proven credentials changes shared state: its answer is
-taken by the guard, its resume takes over the stream (credentials not yet proven here are
-asked with a ``ping`` first), its 404 ends the session. Any other request is relayed:
+``202`` to an answer or notification, or the JSON-RPC result of a ``ping`` carrying them
+(asked after any other 2xx, which may carry a JSON-RPC error or come from a check that
+lets a ``GET`` through; a method the transport does not define, a CORS preflight say,
+proves nothing and changes nothing). Only a request with proven credentials changes
+shared state: its answer is taken by the guard, its resume takes over the stream
+(credentials not yet proven here are asked with a ``ping`` first), its 404 ends the
+session. Any other request is relayed:
 sent as it came, the upstream's answer returned to that client alone. The gateway's own
 requests carry the credentials of the client request they act for, and go to its URL
 (an answer's submissions those of its POST, a resume those of the stream's request),

@@ -261,6 +261,9 @@ class Upstream:
     """Whether a request's headers carry credentials the upstream accepts (any, when
     ``None``); a request with others (an ``initialize`` aside) gets ``403`` with
     :data:`FORBIDDEN_BODY`, as a server that ties its sessions to a principal answers."""
+    unchecked: frozenset[str] = frozenset()
+    """HTTP methods ``accepts`` is not asked about (an upstream that lets a ``GET``
+    through the check it applies to a ``POST``)."""
     response_headers: Sequence[tuple[bytes, bytes]] = ()
     """More fields of every event stream and ``initialize`` answer it sends, as bytes
     (a value that is not ASCII, say)."""
@@ -317,7 +320,8 @@ class Upstream:
         if self.refuse_unknown and not initialize and sid not in self.issued:
             await _reply(send, 404, UNKNOWN_SESSION_BODY, [(b"content-type", b"application/json")])
             return
-        if self.accepts is not None and not initialize and not self.accepts(headers):
+        checked = not initialize and method not in self.unchecked
+        if self.accepts is not None and checked and not self.accepts(headers):
             await _reply(send, 403, FORBIDDEN_BODY, [(b"content-type", b"application/json")])
             return
         if initialize:

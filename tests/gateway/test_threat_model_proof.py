@@ -16,6 +16,7 @@ holding A's session id), with two upstreams that answer a stranger ``200``:
 | B, own token, against a server that answers ``404`` for other principals' sessions | a preflight, then a ``ping`` | the ``404`` ends A's session on every replica | the ``404``, relayed; A's session lives | ``test_a_preflight_then_a_404_does_not_end_the_session`` |
 | B, no token | a preflight naming A's session with ``MCP-Protocol-Version: 1999-01-01`` | the gateway's own requests for A carry that version: A's answer is refused and A's call fails | nothing changes; A's call completes | ``test_a_preflight_sets_no_protocol_version`` |
 | anyone | preflights naming made-up session ids, past ``max_sessions`` | each held as a session the upstream accepted; A's idle session dropped | no session held for them; A's kept | ``test_preflights_naming_made_up_sessions_hold_none`` |
+| B, own token, against a server that checks ``POST``s but lets a ``GET`` through | open a standalone stream (``200``), then answer A's prompt | B's credentials proven by the stream: the gateway takes B's answer and submits it, the upstream refuses it, A's call fails | the upstream's ``403`` to the answer, relayed; A's answer ends A's call | ``test_a_get_the_upstream_lets_through_proves_nothing`` |
 | B, own token, against a server that refuses it with ``200`` and a JSON-RPC error | answer A's prompt, or ``ping`` first and then answer | the gateway records A's prompt answered (A's own answer dropped, A's call waits forever), or takes B's answer after the ping | the upstream's ``200`` error, relayed both times; A's answer ends A's call | ``test_a_refusal_in_a_200_proves_nothing`` |
 
 Real loopback HTTP throughout; every wait is on an observed event, with a safety timeout
@@ -24,6 +25,7 @@ that only elapses when the event never comes.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx2
@@ -40,6 +42,7 @@ from auth_upstream import (
     refused_in_rpc,
     running_auth_server,
 )
+from scripted_upstream import HEAD, PROGRESS, SID, Upstream, elicit, gateway_for, parse, result, sse
 from test_threat_model import (
     A_TOKEN,
     B_CONTENT,
@@ -176,3 +179,43 @@ async def test_a_refusal_in_a_200_proves_nothing(via: Via, ping_first: bool) -> 
     refused_ping = Reply(200, refused_in_rpc(PING)) if ping_first else None
     expected_b = (refused_ping, Reply(200, refused_in_rpc(answer)))
     assert seen == Seen(expected_b, False, fate_expected(bed))
+
+
+async def test_a_get_the_upstream_lets_through_proves_nothing() -> None:
+    """Row 6: an upstream that checks a session's ``POST``s but lets a ``GET`` through
+    opens B's standalone stream (``200``); B's answer to A's prompt then gets the
+    upstream's ``403``, as direct, and A's own answer ends A's call."""
+    up = Upstream(
+        accepts=lambda headers: headers.get("authorization") == "Bearer tok-a",
+        unchecked=frozenset({"GET"}),
+        standalone=[sse("s1", PROGRESS)],
+    )
+    up.call = [sse("e1", elicit(1)), up.answered, sse("e2", result(7))]
+    a_head = {**HEAD, "authorization": "Bearer tok-a"}
+    b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
+    limits = GatewayLimits(standalone_hold_s=0)
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+        assert (await http.post(gw.url, json=init, headers=a_head)).status_code == 200
+        a_head["mcp-session-id"] = SID
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        async with http.stream("POST", gw.url, json=call, headers=a_head) as stream:
+            pieces = stream.aiter_raw()
+            seen = b""
+            while b"elicitation/create" not in seen:
+                seen += await pieces.__anext__()
+            async with http.stream("GET", gw.url, headers=b_head) as b_get:
+                b_status = b_get.status_code
+            answer = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept", "content": {}}}
+            b = await http.post(gw.url, json=answer, headers=b_head)
+            a = await http.post(gw.url, json=answer, headers=a_head)
+            rest = b"".join([piece async for piece in pieces])
+    messages = [json.loads(data) for _, data in parse(seen + rest) if data]
+    errors = [m for m in messages if "error" in m]
+    assert (b_status, b.status_code, a.status_code, messages[-1], errors) == (
+        200,
+        403,
+        202,
+        result(7),
+        [],
+    )

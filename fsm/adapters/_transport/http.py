@@ -175,17 +175,14 @@ def opens_stream(resp: HttpResponse) -> bool:
 
 def says_accepted(request: HttpRequest, resp: HttpResponse) -> bool:
     """Whether the status of ``resp`` alone says the upstream accepted ``request`` in its
-    session, where no refusal can hide behind it: ``202`` to a ``POST`` (the transport's
-    answer to input of responses and notifications it accepts), an event stream opened
-    for a ``GET``, any 2xx to a ``DELETE``. Not a ``200`` to a ``POST``: the response to a
-    JSON-RPC request may be a JSON-RPC error (a server that refuses a caller in its
-    protocol layer), so only its result says yes (:func:`holds_result`)."""
-    method, status = request.method, resp.status_code
-    if method == "POST":
-        return status == 202
-    if method == "GET":
-        return opens_stream(resp)
-    return method == "DELETE" and 200 <= status < 300
+    session: ``202`` to a ``POST``, the transport's answer to input of responses and
+    notifications it accepts (input it cannot accept gets an HTTP error). Nothing else
+    says so by its status: a ``200`` to a ``POST`` may carry a JSON-RPC error (a server
+    that refuses in its protocol layer), and an upstream may let a ``GET``, a ``DELETE``
+    or another method through a check it applies to ``POST``s (a CORS layer answers a
+    preflight before any check), so only a JSON-RPC result says yes there
+    (:func:`holds_result`)."""
+    return request.method == "POST" and resp.status_code == 202
 
 
 PROOF_BYTES = 64 * 1024

@@ -127,8 +127,8 @@ class GuardedTransport:
         """``resp`` answered ``request``: if it says the upstream accepted the request in
         its session, the engine is told (:func:`accepted`). A 2xx says so for a request
         the engine trusts; for one it does not (and only in the session: carrying its id),
-        only a status that cannot carry a refusal
-        (:func:`~fsm.adapters._transport.http.says_accepted`), or else the engine's
+        only a status that cannot carry a refusal (``202`` to a ``POST``:
+        :func:`~fsm.adapters._transport.http.says_accepted`), or else the engine's
         voucher (:attr:`SessionIO.vouch`: a gateway asks the upstream with a ``ping``
         carrying the same credentials, and only the ping's result proves them)."""
         e = self.e
