@@ -7,8 +7,9 @@ Modules, each importing only those above it:
 
 * :mod:`~fsm.adapters._transport.sse`: the product's one SSE parser; the events the
   transport writes; the plain-notification fast path.
-* :mod:`~fsm.adapters._transport.http`: reading a response, local responses, the error
-  that ends a failed interaction, stream names.
+* :mod:`~fsm.adapters._transport.http`: reading a response (and what it proves of the
+  session's credentials), local responses, the error that ends a failed interaction,
+  stream names.
 * :mod:`~fsm.adapters._transport.handles`: a stream's tee, the call in flight.
 * :mod:`~fsm.adapters._transport.body`: the body the SDK reads for a tracked stream.
 * :mod:`~fsm.adapters._transport.transport`: the HTTP transport and :func:`bind`.
