@@ -79,6 +79,16 @@ def outcomes(events: list[tuple[str | None, str]]) -> list[dict[str, Any]]:
     return out
 
 
+async def run_call(up: Upstream) -> tuple[list[dict[str, Any]], str | None]:
+    """A call (id 7) through a gateway replica on ``up``: its outcomes (its result or its
+    ending error) and the state of its stream in the session's guard after."""
+    async with gateway_for(up, config=CONFIG) as gw:
+        events = await call(gw.url)
+        guard = gw.gateway.session_guard(SID)
+        state = guard.guard.stream_state("post:7") if guard is not None else None
+    return outcomes(events), state
+
+
 def resumed_from(up: Upstream) -> list[str]:
     return [h["last-event-id"] for m, h, _ in up.requests if m == "GET" and "last-event-id" in h]
 
@@ -92,19 +102,13 @@ async def test_a_huge_retry_then_a_cut_resumes_after_the_capped_wait(digits: int
         complete=False,
         replay=lambda cursor: [sse("e2", result(7))],
     )
-    async with gateway_for(up, config=CONFIG) as gw:
-        events = await call(gw.url)
-        guard = gw.gateway.session_guard(SID)
-        assert guard is not None and guard.guard.stream_state("post:7") == "done"
-    assert outcomes(events) == [result(7)]
+    assert await run_call(up) == ([result(7)], "done")
     assert resumed_from(up) == ["e1"]
 
 
 async def test_a_retry_of_5000_digits_without_a_cut_passes_the_call_on() -> None:
     up = Upstream(call=[raw_event(b"e1", retry=b"1" * 5000), sse("e2", result(7))])
-    async with gateway_for(up, config=CONFIG) as gw:
-        events = await call(gw.url)
-    assert outcomes(events) == [result(7)]
+    assert (await run_call(up))[0] == [result(7)]
 
 
 BAD_IDS = {
@@ -125,11 +129,7 @@ async def test_an_unusable_id_then_a_cut_resumes_from_the_last_usable_one(bad: b
         complete=False,
         replay=lambda cursor: [sse("e3", result(7))],
     )
-    async with gateway_for(up, config=CONFIG) as gw:
-        events = await call(gw.url)
-        guard = gw.gateway.session_guard(SID)
-        assert guard is not None and guard.guard.stream_state("post:7") == "done"
-    assert outcomes(events) == [result(7)]
+    assert await run_call(up) == ([result(7)], "done")
     assert resumed_from(up) == ["e1"]
 
 
@@ -138,12 +138,8 @@ async def test_only_unusable_ids_then_a_cut_end_the_call_with_one_error(bad: byt
     """No usable id before the cut: nothing to resume from, so no resume is sent and the
     call ends with one JSON-RPC error (``no-cursor``); the stream is ended in the guard."""
     up = Upstream(call=[raw_event(bad)], complete=False)
-    async with gateway_for(up, config=CONFIG) as gw:
-        events = await call(gw.url)
-        guard = gw.gateway.session_guard(SID)
-        assert guard is not None and guard.guard.stream_state("post:7") == "dead"
-    [err] = outcomes(events)
-    assert err["error"]["data"]["reason"] == "no-cursor"
+    [err], state = await run_call(up)
+    assert (err["error"]["data"]["reason"], state) == ("no-cursor", "dead")
     assert resumed_from(up) == []
 
 
@@ -152,9 +148,7 @@ async def test_a_blanked_event_with_an_id_that_is_not_utf8_does_not_end_the_stre
     blanked): the stream goes on to its result."""
     ask = {"jsonrpc": "2.0", "id": 1, "method": "elicitation/create", "params": {}}
     up = Upstream(call=[raw_event(b"\xff\xfe", ask), sse("e2", result(7))])
-    async with gateway_for(up, config=CONFIG) as gw:
-        events = await call(gw.url)
-    assert outcomes(events) == [result(7)]
+    assert (await run_call(up))[0] == [result(7)]
 
 
 async def test_an_over_long_final_id_is_not_kept_as_the_streams_cursor() -> None:
