@@ -276,8 +276,13 @@ class GatewayLimits:
     upstream_requests_per_session: int = 8
     """The gateway's own upstream requests for one session in flight at once (answer
     submissions, refusals); more wait for a slot. A credentials probe (the ``ping`` that
-    proves a resume's or a new stream's credentials) is not counted: it runs inside the
-    client request it proves, one per request, bounded as that request is."""
+    proves a request's credentials) is not counted: it runs inside the client request it
+    proves, before that request is sent, at most once per request, bounded by
+    ``probe_timeout_s``."""
+    probe_timeout_s: float = 10.0
+    """Seconds a credentials probe may take (its response included: a ``ping`` is
+    answered at once); past it the credentials are not proven, and the request is
+    relayed as it came."""
     max_pending_refusals: int = 64
     """Refusals (answers to server requests past the guard's ``max_live_requests``) of
     one session waiting to be sent; past it a refusal is not sent (the server's own
@@ -339,7 +344,13 @@ class GatewayLimits:
             raise ValueError("GatewayLimits.standalone_hold_s must be >= 0")
         if self.max_pending_refusals < 0:
             raise ValueError("GatewayLimits.max_pending_refusals must be >= 0")
-        for name in ("session_idle_s", "upstream_idle_s", "body_timeout_s", "lease_s"):
+        for name in (
+            "session_idle_s",
+            "upstream_idle_s",
+            "body_timeout_s",
+            "lease_s",
+            "probe_timeout_s",
+        ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"GatewayLimits.{name} must be > 0")
         if self.upstream_connections is not None and self.upstream_connections < 1:
@@ -840,7 +851,7 @@ class Gateway:
         if method == "POST" and resp.status_code < 300 and b"notifications/initialized" in body:
             await self._open_ahead(session, request, body)
         await self._respond(session, resp, receive, send, flight)
-        if method == "DELETE" and resp.status_code < 300 and e.session:
+        if method == "DELETE" and resp.status_code < 300 and e.session and session.trusts(request):
             e.expired = InteractionFailed("the client ended the session", reason="deleted")
 
     async def _fresh_get(self, session: _Session, request: Any) -> Any:
@@ -960,15 +971,28 @@ class Gateway:
             final = encode_event(None, json.dumps(ending_error(origin, err)))
         return _response(200, final, "text/event-stream")
 
+    async def _vouch(self, session: _Session, request: Any) -> bool:
+        """The transport core's voucher (:attr:`SessionIO.vouch`): :meth:`_probe` for a
+        session held here; ``False``, asking nothing, for one that is not (a session id
+        this replica does not hold, made up or held elsewhere, has no state here that a
+        stranger could change, and a flood of made-up ids must cost the upstream one
+        request each, not two: such a session is held once a request of it proves its
+        credentials, a resume by its probe, an answer or notification by its ``202``)."""
+        return session.held and await self._probe(session, request)
+
     async def _probe(self, session: _Session, request: Any) -> bool:
         """Whether the upstream accepts ``request``'s credentials for its session, asked
         with a ``ping`` carrying them (a request with no effect) and answered only by the
         ping's JSON-RPC result (:func:`~fsm.adapters._transport.http.holds_result`: a
-        2xx carrying a JSON-RPC error is a refusal): a resume takes over a stream, a new
-        stream at the session's stream cap abandons one no client reads, and a request
-        answered ``200`` proves nothing by its status, so their credentials are proven
-        before anything changes. ``False`` once the replica halted or the session
-        closed: nobody is asked."""
+        2xx carrying a JSON-RPC error is a refusal), within ``probe_timeout_s``; proven,
+        they are the session's. Asked before a request with unproven credentials changes
+        or asks anything of the session (a resume takes over a stream, a new stream at
+        the cap abandons one no client reads, a request's 2xx proves nothing by its
+        status), and at most once per request: its verdict is kept on the request.
+        ``False`` once the replica halted or the session closed: nobody is asked."""
+        known = request.extensions.get(_PROBED)
+        if known is not None:
+            return bool(known)
         if self._http is None or session.closed:
             return False
         e = session.engine
@@ -979,14 +1003,18 @@ class Gateway:
         ping = {"jsonrpc": "2.0", "id": f"fsm-gateway-probe-{secrets.token_hex(6)}"}
         ping["method"] = "ping"
         probe = self._http.build_request("POST", request.url, json=ping, headers=headers)
-        try:
-            resp = await self._http.send(probe, stream=True)
-        except httpx2.HTTPError:
-            return False
-        try:
-            proven = await holds_result(resp, ping["id"])
-        finally:
-            await resp.aclose()
+        proven = False
+        with anyio.move_on_after(self.limits.probe_timeout_s):
+            try:
+                resp = await self._http.send(probe, stream=True)
+            except httpx2.HTTPError:
+                resp = None
+            if resp is not None:
+                try:
+                    proven = await holds_result(resp, ping["id"])
+                finally:
+                    await resp.aclose()
+        request.extensions[_PROBED] = proven
         if proven:
             session.prove(request)
         return proven
@@ -1169,7 +1197,7 @@ class Gateway:
         engine.acts_for_clients = True
         engine.trusted = session.trusts
         engine.accepted = session.prove
-        engine.vouch = functools.partial(self._probe, session)
+        engine.vouch = functools.partial(self._vouch, session)
         engine.max_event = limits.max_event_bytes
         engine.max_pending_refusals = limits.max_pending_refusals
         engine.upstream_slots = anyio.CapacityLimiter(limits.upstream_requests_per_session)
@@ -1679,6 +1707,9 @@ def _response_headers(
         out.append((b"date", _http_date()))
     return out
 
+
+_PROBED = "fsm.probed"
+"""The key of a client request's extensions that keeps its credentials probe's verdict."""
 
 _LOCAL = frozenset({LOCAL_HEADER.encode()})
 

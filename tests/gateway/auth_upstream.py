@@ -15,7 +15,8 @@ server with authorization to do:
   ``"403"``) or, as servers that hide other users' sessions answer, ``404`` with the SDK's
   own ``Session not found`` JSON-RPC body (mode ``"404"``), or, as a server that refuses
   in its protocol layer answers, ``200`` with a JSON-RPC error for the message's id
-  (mode ``"rpc"``), and reaches nothing.
+  (mode ``"rpc"``, the session's id on it as the mcp SDK's transport puts it on every
+  response of a session), and reaches nothing.
 
 With ``cors``, :func:`running_auth_server` puts Starlette's ``CORSMiddleware`` in front of
 it, the layout the mcp SDK documents for browser clients: a CORS preflight (``OPTIONS``)
@@ -233,6 +234,8 @@ class SessionAuth:
         if status == 401:
             challenge = 'Bearer error="invalid_token", error_description="Authentication required"'
             headers.append((b"www-authenticate", challenge.encode()))
+        if self.mode == "rpc" and session is not None:  # as the session's transport answers
+            headers.append((b"mcp-session-id", session.encode("latin-1")))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data, "more_body": False})
 

@@ -225,15 +225,15 @@ awaits input), or a :class:`Flood`."""
 class Upstream:
     """A scripted streamable-HTTP endpoint.
 
-    A ``ping`` gets its empty result at once (JSON), as the specification requires of
-    every server. Another request POST (a JSON-RPC request) gets an event stream of
-    ``script(message, headers)`` if given, else of ``call``; then the connection ends cleanly if
-    ``complete``, abruptly if not. A resume GET (``Last-Event-ID``) gets the events of
-    ``replay(cursor)``. A fresh GET gets ``202`` unless ``standalone`` is given: then an
-    event stream of those pieces, kept open until the gateway leaves. A POST of a
-    response (an answer submission or a refusal) or a notification gets ``202``; a
-    response POST waits for ``answer_hold`` first if it is given. ``hold``: a request
-    POST's stream stays open after its script until it is set.
+    A ``ping`` gets its empty result at once (JSON), as the specification requires of every
+    server (or the event stream ``ping``, if given). Another request POST (a JSON-RPC
+    request) gets an event stream of ``script(message, headers)`` if given, else of
+    ``call``; then the connection ends cleanly if ``complete``, abruptly if not. A resume
+    GET (``Last-Event-ID``) gets the events of ``replay(cursor)``. A fresh GET gets ``202``
+    unless ``standalone`` is given: then an event stream of those pieces, kept open until
+    the gateway leaves. A POST of a response (an answer submission or a refusal) or a
+    notification gets ``202``; a response POST waits for ``answer_hold`` first if it is
+    given. ``hold``: a request POST's stream stays open after its script until it is set.
 
     Sessions: every ``initialize`` gets :data:`SID`, or with ``issue_sessions`` an id of
     its own (``session-1``, ``session-2``, ...). With ``refuse_unknown`` a request whose
@@ -261,6 +261,8 @@ class Upstream:
     """Whether a request's headers carry credentials the upstream accepts (any, when
     ``None``); a request with others (an ``initialize`` aside) gets ``403`` with
     :data:`FORBIDDEN_BODY`, as a server that ties its sessions to a principal answers."""
+    ping: Sequence[Piece] | None = None
+    """The event stream a ``ping`` gets instead of its result, if given."""
     unchecked: frozenset[str] = frozenset()
     """HTTP methods ``accepts`` is not asked about (an upstream that lets a ``GET``
     through the check it applies to a ``POST``)."""
@@ -328,12 +330,14 @@ class Upstream:
             assert isinstance(msg, dict)
             await self._initialize(msg, send)
             return
-        if is_request and method == "POST" and msg.get("method") == "ping":
+        if is_request and method == "POST" and msg.get("method") == "ping" and self.ping is None:
             reply = {"jsonrpc": "2.0", "id": msg["id"], "result": {}}
             await json_reply(send, 200, json.dumps(reply).encode())
             return
         out: Sequence[Piece]
-        if method == "POST" and is_request:
+        if self.ping is not None and is_request and msg.get("method") == "ping":
+            out = self.ping
+        elif method == "POST" and is_request:
             out = self.script(msg, headers) if self.script is not None else self.call
         elif method == "GET" and "last-event-id" in headers:
             out = self.replay(headers["last-event-id"])

@@ -446,13 +446,14 @@ async def b_get(bed: Bed, url: str, headers: dict[str, Any], *, read: bool) -> R
         return Reply(resp.status_code, None, tuple(prompts))
 
 
-async def b_answers(bed: Bed, a: Alice, token: str | None) -> Seen:
-    """B answers A's open prompt (confirming the deletion) with ``token``: what B got,
-    whether B's answer reached the upstream's server, and A's fate."""
+async def b_answers(bed: Bed, a: Alice, token: str | None, replica: int = 0) -> Seen:
+    """B answers A's open prompt (confirming the deletion) with ``token`` through
+    ``replica``: what B got, whether B's answer reached the upstream's server, and A's
+    fate."""
     prompt = await bed.user.wait_presented(1, STEP)
     b = await b_post(
         bed,
-        bed.target(0),
+        bed.target(replica),
         answer_of(prompt.request.request_id, B_CONTENT),
         rpc_headers(a.sid, token),
     )

@@ -26,8 +26,10 @@ that only elapses when the event never comes.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 
@@ -64,7 +66,7 @@ from test_threat_model import (
     rpc_headers,
 )
 
-from fsm.gateway.app import GatewayLimits
+from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
 from support.gateway import running_gateway
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -219,3 +221,137 @@ async def test_a_get_the_upstream_lets_through_proves_nothing() -> None:
         result(7),
         [],
     )
+
+
+@pytest.mark.parametrize("via", VIAS)
+async def test_a_refused_delete_does_not_end_the_session(via: Via) -> None:
+    """Row 7: the upstream refuses B's ``DELETE`` of A's session with ``200`` and a
+    JSON-RPC error; the session lives on, on every replica, and A's call completes."""
+    async with open_bed(via, mode="rpc") as bed, alice(bed) as a:
+        a.start()
+        await bed.user.wait_presented(1, STEP)
+        headers = rpc_headers(a.sid, B_TOKEN)
+        deleted = await bed.raw.delete(bed.target(0), headers=headers)
+        fate = await a.fate()
+    assert (deleted.status_code, deleted.json(), fate) == (
+        200,
+        refused_in_rpc(None),
+        fate_expected(bed),
+    )
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("replica", [0, 1], ids=["holding", "not-holding"])
+async def test_an_initialize_answered_with_the_sessions_id_proves_nothing(
+    via: Via, replica: int
+) -> None:
+    """Row 8: B's ``initialize`` names A's session; the upstream refuses it with ``200``,
+    a JSON-RPC error and A's session id (as the session's transport answers). That is
+    no new session, on the replica that holds A's session or on one that does not: B's
+    answer to A's prompt there then gets the upstream's refusal too."""
+    async with open_bed(via, mode="rpc") as bed, alice(bed) as a:
+        a.start()
+        await bed.user.wait_presented(1, STEP)
+        init = {**INITIALIZE, "id": "b-init"}
+        began = await b_post(bed, bed.target(replica), init, rpc_headers(a.sid, B_TOKEN))
+        seen = await b_answers(bed, a, B_TOKEN, replica)
+    assert began == Reply(200, refused_in_rpc(init))
+    assert seen.b == Reply(200, refused_in_rpc(answer_of(1, B_CONTENT)))
+    assert (seen.b_reached, seen.a) == (False, fate_expected(bed))
+
+
+async def a_session(http: Any, url: str) -> dict[str, str]:
+    """A initializes a session through ``url`` with ``tok-a``: its headers from then on."""
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    head = {**HEAD, "authorization": "Bearer tok-a"}
+    assert (await http.post(url, json=init, headers=head)).status_code == 200
+    return {**head, "mcp-session-id": SID}
+
+
+async def call_through(http: Any, url: str, headers: dict[str, str]) -> list[Any]:
+    """A ``tools/call`` (id 7) with ``headers``: the messages of its event stream."""
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+    with anyio.fail_after(STEP):  # only against a hang
+        async with http.stream("POST", url, json=call, headers=headers) as r:
+            raw = b"".join([piece async for piece in r.aiter_raw()])
+    return [json.loads(data) for _, data in parse(raw) if data]
+
+
+def pings(up: Upstream, token: str) -> int:
+    """The ``ping``s with ``token`` that reached the upstream."""
+    auth = f"Bearer {token}"
+    return sum(
+        m == "POST" and h.get("authorization") == auth and b'"ping"' in body
+        for m, h, body in up.requests
+    )
+
+
+async def test_a_refreshed_tokens_probe_goes_before_its_request() -> None:
+    """A's refreshed token (``tok-a2``) on a replica with one upstream connection: its
+    credentials are asked about before its ``tools/call`` is sent, not while the call's
+    stream holds the only connection."""
+    up = Upstream(call=[sse("e1", result(7))])
+    limits = GatewayLimits(upstream_connections=1, standalone_hold_s=0)
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+        headers = await a_session(http, gw.url)
+        messages = await call_through(http, gw.url, {**headers, "authorization": "Bearer tok-a2"})
+    order = [json.loads(body).get("method") for m, _, body in up.requests if m == "POST"]
+    assert (messages, order[-2:]) == ([result(7)], ["ping", "tools/call"])
+
+
+async def test_a_probe_the_upstream_never_answers_ends_in_time() -> None:
+    """The upstream opens a ``ping``'s event stream and writes nothing: the probe of a
+    refreshed token gives up after ``probe_timeout_s``, and the call goes on."""
+    up = Upstream(call=[sse("e1", result(7))], ping=[anyio.Event()])
+    limits = GatewayLimits(probe_timeout_s=0.2, standalone_hold_s=0)
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+        headers = await a_session(http, gw.url)
+        messages = await call_through(http, gw.url, {**headers, "authorization": "Bearer tok-a2"})
+    assert (messages, pings(up, "tok-a2")) == ([result(7)], 1)
+
+
+async def test_a_strangers_resume_costs_the_upstream_one_probe() -> None:
+    """B's resume of A's stream with its own token: one ``ping`` to ask about it (refused),
+    then the resume as it came (the upstream lets a ``GET`` through); never a second
+    probe for the same request."""
+    up = Upstream(
+        accepts=lambda headers: headers.get("authorization") == "Bearer tok-a",
+        unchecked=frozenset({"GET"}),
+        call=[sse("e1", PROGRESS), sse("e2", result(7))],
+        replay=lambda cursor: [sse("e2", result(7))],
+    )
+    limits = GatewayLimits(standalone_hold_s=0)
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+        headers = await a_session(http, gw.url)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        async with http.stream("POST", gw.url, json=call, headers=headers) as r:
+            first = next(eid for eid, _ in parse(b"".join([p async for p in r.aiter_raw()])))
+        b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
+        resumed = await http.get(gw.url, headers={**b_head, "last-event-id": first})
+    assert (resumed.status_code, pings(up, "tok-b")) == (200, 1)
+
+
+async def test_a_request_at_the_stream_cap_is_asked_about_once() -> None:
+    """B's standalone ``GET`` with its own token while A's call holds the session's one
+    stream: its credentials are asked about once (before it is sent; the stream cap's
+    question reuses the verdict), refused, and the ``GET`` gets ``503``."""
+    release = anyio.Event()
+    up = Upstream(
+        accepts=lambda headers: headers.get("authorization") == "Bearer tok-a",
+        call=[sse("e1", PROGRESS)],
+        hold=release,
+    )
+    config = replace(GATEWAY_GUARD, max_streams=1)
+    limits = GatewayLimits(standalone_hold_s=0)
+    async with (
+        gateway_for(up, config=config, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
+        headers = await a_session(http, gw.url)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        async with http.stream("POST", gw.url, json=call, headers=headers) as r:
+            await r.aiter_raw().__anext__()  # A's stream is open and read
+            b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
+            refused = await http.get(gw.url, headers=b_head)
+            release.set()
+    assert (refused.status_code, pings(up, "tok-b")) == (503, 1)

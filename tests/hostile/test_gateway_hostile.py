@@ -240,19 +240,23 @@ async def test_a_flood_of_sessions_keeps_at_most_max_sessions() -> None:
 
 
 async def test_max_sessions_is_a_hard_cap_while_every_session_is_busy() -> None:
-    """Two sessions held, each with a call streaming: a third session is refused with
-    ``503`` (nothing sent upstream for it); once the calls end, it is served."""
+    """Two sessions held (each began here), each with a call streaming: a third session
+    is refused with ``503`` (nothing sent upstream for it); once the calls end, it is
+    served."""
     release = anyio.Event()
-    up = Upstream(call=[sse("e1", "")], hold=release)
+    up = Upstream(call=[sse("e1", "")], hold=release, issue_sessions=True)
     limits = GatewayLimits(max_sessions=2)
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
     async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+        sids = [(await http.post(gw.url, json=init, headers=HEAD)).headers["mcp-session-id"]]
+        sids.append((await http.post(gw.url, json=init, headers=HEAD)).headers["mcp-session-id"])
         async with anyio.create_task_group() as tg:
             started = [anyio.Event(), anyio.Event()]
 
             async def busy(i: int) -> None:
                 body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}}
-                h = {**HEAD, "mcp-session-id": f"s{i}"}
+                h = {**HEAD, "mcp-session-id": sids[i]}
                 async with http.stream("POST", gw.url, json=body, headers=h) as r:
                     async for _ in r.aiter_raw():
                         started[i].set()

@@ -74,8 +74,10 @@ class GuardedTransport:
         if e.rejoined and e.session and "mcp-session-id" not in request.headers:
             request.headers["mcp-session-id"] = e.session  # rejoined: the SDK never saw it
         method = request.method
+        body = json_body(request) if method == "POST" else None
+        if not e.trusted(request) and self._in_session(request) and _asks(method, body):
+            await e.vouch(request)  # proven, they are the session's from here on
         if method == "POST":
-            body = json_body(request)
             if isinstance(body, dict) and "method" not in body and "id" in body:
                 if not e.trusted(request):
                     return await self._relay_answer(request, body)
@@ -123,22 +125,25 @@ class GuardedTransport:
         await self._prove(request, resp)
         return wrap_response(e.hx, resp, request, e.bound.passthrough(resp))
 
+    def _in_session(self, request: Any) -> bool:
+        """Whether ``request`` carries the id of the engine's session."""
+        e = self.e
+        return bool(e.session) and request.headers.get("mcp-session-id") == e.session
+
     async def _prove(self, request: Any, resp: Any) -> None:
         """``resp`` answered ``request``: if it says the upstream accepted the request in
         its session, the engine is told (:func:`accepted`). A 2xx says so for a request
-        the engine trusts; for one it does not (and only in the session: carrying its id),
-        only a status that cannot carry a refusal (``202`` to a ``POST``:
-        :func:`~fsm.adapters._transport.http.says_accepted`), or else the engine's
-        voucher (:attr:`SessionIO.vouch`: a gateway asks the upstream with a ``ping``
-        carrying the same credentials, and only the ping's result proves them)."""
+        the engine trusts (its credentials proven, by the voucher asked before the
+        request was sent among others); for one it does not (and only in the session:
+        carrying its id), only a status that cannot carry a refusal (``202`` to a
+        ``POST``: :func:`~fsm.adapters._transport.http.says_accepted`)."""
         e = self.e
         if resp.status_code >= 300:
             return
-        if not e.trusted(request):
-            if not e.session or request.headers.get("mcp-session-id") != e.session:
-                return  # not a request in the session: nothing to prove
-            if not (says_accepted(request, resp) or await e.vouch(request)):
-                return
+        if not e.trusted(request) and not (
+            self._in_session(request) and says_accepted(request, resp)
+        ):
+            return
         accepted(e, request)
 
     async def _relay_answer(self, request: Any, body: dict[str, Any]) -> Any:
@@ -278,7 +283,12 @@ class GuardedTransport:
         (accepted). Any other request is judged by :meth:`_prove`."""
         e = self.e
         sid = resp.headers.get("mcp-session-id")
-        begun = bool(sid) and e.session is None and body_method(request) == "initialize"
+        begun = (
+            bool(sid)
+            and e.session is None
+            and body_method(request) == "initialize"
+            and request.headers.get("mcp-session-id") != sid  # an id it named: not new
+        )
         if begun:
             e.session = sid
             e.feed(ev.SessionStarted(sid))
@@ -307,6 +317,17 @@ class GuardedTransport:
         return wrap_response(
             e.hx, resp, request, e.bound.body(e, stream, origin, request, resp, tee)
         )
+
+
+def _asks(method: str, body: Any) -> bool:
+    """Whether a request of ``method`` with the parsed JSON ``body`` asks something of the
+    session whose 2xx proves nothing by its status: a ``GET``, a ``DELETE``, a ``POST``
+    carrying a JSON-RPC request (a ``POST`` of answers and notifications only is judged
+    by its ``202``)."""
+    if method != "POST":
+        return True
+    items = body if isinstance(body, list) else [body]
+    return any(isinstance(m, dict) and "method" in m and "id" in m for m in items)
 
 
 def accepted(e: SessionIO, request: Any) -> None:
