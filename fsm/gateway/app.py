@@ -299,6 +299,17 @@ class GatewayLimits:
     Bounds what ``max_body`` times the edge's connections would allow (4096 x 4 MiB).
     At least ``max_body``. Bodies received whole, while their requests are served, are
     not counted."""
+    max_receiving_bytes_per_peer: int | None = None
+    """Of ``max_receiving_bytes``, what the connections of one peer (the client address's
+    host; all clients the server gives no address of are one peer) may hold at once;
+    past it ``503`` as past ``max_receiving_bytes`` (the message says which). Keeps one
+    client from filling ``max_receiving_bytes`` alone with stalled bodies (until
+    ``body_timeout_s``) so that every other client's requests get ``503``. It does not
+    stop many addresses from filling it together; behind a proxy every client is one peer
+    (the proxy): there give it as ``max_receiving_bytes``. ``None`` (the default):
+    16 MiB (:attr:`~fsm.gateway.edge.BodyBudget.PEER_SHARE`), raised to ``max_body`` or
+    lowered to ``max_receiving_bytes`` if needed. Given, at least ``max_body`` and at most
+    ``max_receiving_bytes``."""
     max_unaccepted: int = 256
     """Session ids at once with a request in flight that the upstream has not accepted
     here (a guard is made for such a session only while its request is in flight, kept
@@ -340,6 +351,12 @@ class GatewayLimits:
                 raise ValueError(f"GatewayLimits.{name} must be >= 1")
         if self.max_receiving_bytes < self.max_body:
             raise ValueError("GatewayLimits.max_receiving_bytes must be >= max_body")
+        share = self.max_receiving_bytes_per_peer
+        if share is not None and not self.max_body <= share <= self.max_receiving_bytes:
+            raise ValueError(
+                "GatewayLimits.max_receiving_bytes_per_peer must be >= max_body"
+                " and <= max_receiving_bytes"
+            )
         if self.standalone_hold_s is not None and not self.standalone_hold_s >= 0:
             raise ValueError("GatewayLimits.standalone_hold_s must be >= 0")
         if self.max_pending_refusals < 0:
@@ -526,8 +543,12 @@ class Gateway:
         self.store: StateStore = store if store is not None else MemoryStore()
         self.config = config if config is not None else GATEWAY_GUARD
         self.limits = limits or GatewayLimits()
-        self._bodies = BodyBudget(self.limits.max_receiving_bytes)
-        """Bytes of request bodies being received (``max_receiving_bytes``)."""
+        receiving, share = self.limits.max_receiving_bytes, self.limits.max_receiving_bytes_per_peer
+        if share is None:
+            share = min(max(BodyBudget.PEER_SHARE, self.limits.max_body), receiving)
+        self._bodies = BodyBudget(receiving, share)
+        """Bytes of request bodies being received (``max_receiving_bytes``, and
+        ``max_receiving_bytes_per_peer`` per client address)."""
         hold = self.limits.standalone_hold_s
         if hold is None:
             hold = STANDALONE_HOLD_S if isinstance(self.store, MemoryStore) else 0.0
@@ -768,16 +789,20 @@ class Gateway:
         flight: _Flight,
     ) -> None:
         method = scope["method"]
+        client = scope.get("client")
+        peer = str(client[0]) if client else ""  # no address: one shared peer
         try:
             with anyio.fail_after(self.limits.body_timeout_s):
-                body = await _read_body(receive, headers, self.limits.max_body, self._bodies)
+                body = await _read_body(receive, headers, self.limits.max_body, self._bodies, peer)
         except TimeoutError:  # the rest of the body may still come: the connection ends
             why = _rpc_error(None, -32600, "request body not received in time")
             await _reply(send, 408, why, close=True)
             return
-        except BodiesFull:  # max_receiving_bytes: the rest of the body is not read
-            why = _rpc_error(None, -32000, "gateway busy receiving request bodies: retry")
+        except BodiesFull as exc:  # max_receiving_bytes(_per_peer): the rest is not read
+            why = _rpc_error(None, -32000, str(exc))
             await _reply(send, 503, why, close=True, extra=((b"retry-after", b"1"),))
+            return
+        except anyio.EndOfStream:  # the client left mid-body: nothing to forward nor answer
             return
         if body is None:
             await _reply(send, 413, _rpc_error(None, -32600, "request body too large"))
@@ -1841,38 +1866,46 @@ def _headers(scope: Scope, single: frozenset[str]) -> dict[str, str]:
 
 
 async def _read_body(
-    receive: Any, headers: Mapping[str, str], limit: int, budget: BodyBudget
+    receive: Any, headers: Mapping[str, str], limit: int, budget: BodyBudget, peer: str = ""
 ) -> bytes | None:
-    """The whole request body (what came before a disconnect), or ``None`` if it is
-    longer than ``limit`` bytes (a declared ``Content-Length`` over it: before any of it
-    is read). The bytes it holds are counted in ``budget`` as they arrive and given back
-    when it returns or raises (the caller's timeout included); :class:`BodiesFull` when a
-    declared length does not fit ``budget`` now (before any of the body is read) or the
-    next piece received would take it past its limit."""
+    """The whole request body, or ``None`` if it is longer than ``limit`` bytes (a
+    declared ``Content-Length`` over it: before any of it is read). The bytes it holds
+    are counted in ``budget`` (for ``peer``, the client's address) as they arrive and
+    given back when it returns or raises (the caller's timeout included);
+    :class:`BodiesFull` (its message says which bound) when a declared length does not
+    fit ``budget`` now (before any of the body is read) or the next piece received would
+    take it past its limit or past ``peer``'s share; :class:`anyio.EndOfStream` when the
+    client disconnects before the body is whole (a cut body is never returned)."""
+
+    def full(n: int) -> BodiesFull:
+        if budget.over(n, peer) == "peer":
+            return BodiesFull("gateway busy receiving this client's request bodies: retry")
+        return BodiesFull("gateway busy receiving request bodies: retry")
+
     declared = headers.get("content-length")
     if declared is not None and declared.isdigit():
         if int(declared) > limit:
             return None
-        if not budget.fits(int(declared)):
-            raise BodiesFull
+        if not budget.fits(int(declared), peer):
+            raise full(int(declared))
     data = bytearray()
     taken = 0
     try:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return bytes(data)
+                raise anyio.EndOfStream
             piece = message.get("body", b"")
             if len(data) + len(piece) > limit:
                 return None
-            if not budget.take(len(piece)):
-                raise BodiesFull
+            if not budget.take(len(piece), peer):
+                raise full(len(piece))
             taken += len(piece)
             data += piece
             if not message.get("more_body", False):
                 return bytes(data)
     finally:
-        budget.give(taken)
+        budget.give(taken, peer)
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:

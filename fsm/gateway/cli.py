@@ -34,10 +34,11 @@ connections (``--keep-alive``) and connections at once (``--max-connections``);
 ``--allow-host`` and ``--allow-origin`` (repeatable) say which ``Host`` and ``Origin``
 values reach the upstream (default: loopback names only). The gateway's own bounds
 (:class:`~fsm.gateway.app.GatewayLimits`) take ``--max-event-bytes``, ``--body-timeout``,
-``--max-receiving-bytes``, ``--lease`` and ``--standalone-hold``; ``--resume-patience``
-is each session's guard's ``resume_patience_s`` (how long a resume the upstream refuses
-because it still holds the old connection is retried, with backoff and jitter, before
-the call ends with ``resume-patience-spent``).
+``--max-receiving-bytes``, ``--max-receiving-bytes-per-peer``, ``--lease`` and
+``--standalone-hold``; ``--resume-patience`` is each session's guard's
+``resume_patience_s`` (how long a resume the upstream refuses because it still holds the
+old connection is retried, with backoff and jitter, before the call ends with
+``resume-patience-spent``).
 
 Operations: ``/-/healthz`` and ``/-/readyz`` on the serving address
 (:data:`~fsm.gateway.app.HEALTH_PATH`, :data:`~fsm.gateway.app.READY_PATH`);
@@ -155,6 +156,12 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="bytes of request bodies being received at once, all connections together "
         "(default 256 MiB; a request past it gets 503)",
+    )
+    p.add_argument(
+        "--max-receiving-bytes-per-peer",
+        type=int,
+        help="of those, what one client address may hold at once (default 16 MiB; a "
+        "request past it gets 503; behind a proxy give --max-receiving-bytes)",
     )
     p.add_argument("--lease", type=float, help="seconds a claim of a prompt lasts unrenewed")
     p.add_argument(
@@ -373,6 +380,7 @@ def _build(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, A
                 "max_event_bytes": "max_event_bytes",
                 "body_timeout": "body_timeout_s",
                 "max_receiving_bytes": "max_receiving_bytes",
+                "max_receiving_bytes_per_peer": "max_receiving_bytes_per_peer",
                 "lease": "lease_s",
                 "standalone_hold": "standalone_hold_s",
             },

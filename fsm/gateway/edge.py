@@ -565,39 +565,77 @@ def uvicorn_settings(
 
 
 class BodiesFull(Exception):
-    """A request body would take the bytes held by a :class:`BodyBudget` past its limit."""
+    """A request body would take the bytes held by a :class:`BodyBudget` past its limit,
+    or past its peer's share (the message says which)."""
 
 
 class BodyBudget:
-    """Bytes of request bodies held at once over every connection (one per app).
+    """Bytes of request bodies held at once over every connection (one per app), and
+    per peer.
 
     :meth:`take` counts bytes in as they are received and refuses (``False``, nothing
-    counted) what would pass ``limit``; :meth:`give` counts them out. The holder gives
-    back what it took once it no longer holds the bytes, whatever ended it (a
-    ``finally``): :attr:`held` is then back where it was. Not thread-safe (one event
-    loop)."""
+    counted) what would pass ``limit`` (over every peer together) or ``per_peer`` (over
+    the connections of one ``peer``: whatever key the caller gives, the gateway the
+    client address's host, one shared key when the server gives none); :meth:`give`
+    counts them out. The holder gives back what it took once it no longer holds the
+    bytes, whatever ended it (a ``finally``): :attr:`held` and :attr:`peers` are then
+    back where they were. Not thread-safe (one event loop).
 
-    def __init__(self, limit: int) -> None:
+    ``per_peer`` keeps one client from holding the whole of ``limit`` alone (stalled
+    bodies on many connections), so that the others' requests still fit. It does not
+    stop many peers (addresses) from filling ``limit`` together; and behind a proxy every
+    client is one peer (the proxy's address): there give ``per_peer`` as ``limit``."""
+
+    PEER_SHARE = 16 * 1024 * 1024
+    """What ``GatewayLimits.max_receiving_bytes_per_peer`` is when not given (within
+    ``max_body`` and ``max_receiving_bytes``)."""
+
+    def __init__(self, limit: int, per_peer: int | None = None) -> None:
+        """``per_peer``: ``None`` (the default) is ``limit`` (no share below the whole)."""
+        per_peer = limit if per_peer is None else per_peer
         if limit < 1:
             raise ValueError("BodyBudget limit must be >= 1")
+        if not 1 <= per_peer <= limit:
+            raise ValueError("BodyBudget per_peer must be >= 1 and <= limit")
         self.limit = limit
+        self.per_peer = per_peer
         self.held = 0
         """Bytes counted in and not yet given back: at most :attr:`limit`."""
+        self.peers: dict[str, int] = {}
+        """Bytes held per peer (each at most :attr:`per_peer`); a peer holding none has
+        no entry, so there are no more entries than bodies being received."""
 
-    def fits(self, n: int) -> bool:
-        """Whether ``n`` more bytes would fit now (nothing counted)."""
-        return self.held + n <= self.limit
+    def over(self, n: int, peer: str = "") -> str | None:
+        """Which bound ``n`` more bytes from ``peer`` would pass now: ``"all"``
+        (``limit``), ``"peer"`` (``per_peer``), or ``None`` (they fit; nothing counted)."""
+        if self.held + n > self.limit:
+            return "all"
+        if self.peers.get(peer, 0) + n > self.per_peer:
+            return "peer"
+        return None
 
-    def take(self, n: int) -> bool:
-        """Count ``n`` bytes in, if they fit; ``False`` (nothing counted) if not."""
-        if not self.fits(n):
+    def fits(self, n: int, peer: str = "") -> bool:
+        """Whether ``n`` more bytes from ``peer`` would fit now (nothing counted)."""
+        return self.over(n, peer) is None
+
+    def take(self, n: int, peer: str = "") -> bool:
+        """Count ``n`` bytes from ``peer`` in, if they fit; ``False`` (nothing counted) if
+        not."""
+        if not self.fits(n, peer):
             return False
         self.held += n
+        if n:
+            self.peers[peer] = self.peers.get(peer, 0) + n
         return True
 
-    def give(self, n: int) -> None:
-        """Count ``n`` bytes (taken before) out."""
+    def give(self, n: int, peer: str = "") -> None:
+        """Count ``n`` bytes (taken before from ``peer``) out."""
         self.held -= n
+        left = self.peers.get(peer, 0) - n
+        if left:
+            self.peers[peer] = left
+        else:
+            self.peers.pop(peer, None)
 
 
 # --------------------------------------------------------------------------- Host, Origin

@@ -3,8 +3,10 @@ server with the edge) on 127.0.0.1: a malformed ``Origin`` or ``Host`` gets its 
 (never ``500`` and a traceback), a WebSocket upgrade is served as plain HTTP (or refused
 by the app when a server hands it a ``websocket`` scope), the bytes of request bodies
 being received at once are bounded over every connection (``503`` past
-``GatewayLimits.max_receiving_bytes``, given back however a body ends), and a chunked
-request's trailers are neither counted as header lines nor passed to the app.
+``GatewayLimits.max_receiving_bytes``, given back however a body ends) and per client
+address (``max_receiving_bytes_per_peer``: one client cannot hold them all), a body cut
+off by a disconnect is never forwarded, and a chunked request's trailers are neither
+counted as header lines nor passed to the app.
 
 Every wait is on an event (a response arriving, a socket reaching EOF, a count the gateway
 holds reaching a value); the timeouts around them only stop a hang."""
@@ -260,6 +262,127 @@ def test_body_budget_counts_what_fits() -> None:
     assert budget.take(4) and budget.held == 10 and not budget.fits(1)
     budget.give(10)
     assert budget.held == 0
+
+
+def test_body_budget_gives_each_peer_a_share() -> None:
+    budget = BodyBudget(10, per_peer=6)
+    assert budget.take(5, "a") and not budget.take(2, "a") and budget.over(2, "a") == "peer"
+    assert budget.take(5, "b") and budget.over(1, "c") == "all" and not budget.take(1, "c")
+    assert budget.take(0, "c") and budget.peers == {"a": 5, "b": 5}
+    budget.give(5, "a")
+    budget.give(0, "c")
+    assert budget.peers == {"b": 5} and budget.held == 5  # no entry for a peer at 0
+    budget.give(5, "b")
+    assert budget.peers == {} and budget.held == 0
+    with pytest.raises(ValueError):
+        BodyBudget(10, per_peer=11)
+
+
+def test_max_receiving_bytes_per_peer_is_within_max_body_and_max_receiving_bytes() -> None:
+    assert GatewayLimits().max_receiving_bytes_per_peer is None
+    for share in (4095, 8193):
+        with pytest.raises(ValueError, match="max_receiving_bytes_per_peer"):
+            GatewayLimits(
+                max_body=4096, max_receiving_bytes=8192, max_receiving_bytes_per_peer=share
+            )
+    from fsm.gateway.app import Gateway
+
+    def share(**kwargs: Any) -> int:
+        return Gateway("http://127.0.0.1:9/mcp", limits=GatewayLimits(**kwargs))._bodies.per_peer
+
+    assert share() == 16 * 1024 * 1024 == BodyBudget.PEER_SHARE
+    assert share(max_body=4096, max_receiving_bytes=8192) == 8192
+    assert share(max_body=32 << 20, max_receiving_bytes=64 << 20) == 32 << 20
+    assert share(max_receiving_bytes_per_peer=1 << 30, max_receiving_bytes=1 << 30) == 1 << 30
+
+
+@PARSERS
+async def test_one_client_cannot_hold_every_body_being_received(http: str) -> None:
+    """One address's stalled bodies hold at most its share: its next request gets ``503``
+    although the whole bound has room, and another address's request still fits (as the
+    reviewer's attack, scaled down: without a share it held the whole bound)."""
+    # body_timeout_s: without a share, the refused requests would wait for their bodies
+    limits = bounded(max_receiving_bytes_per_peer=MAX_BODY, body_timeout_s=2)
+    async with gateway(http, limits=limits) as (gw, port):
+        stall = await anyio.connect_tcp("127.0.0.1", port)
+        try:  # 7000 of 8000 declared bytes from 127.0.0.1, the rest never sent
+            await stall.send(request(port, body=b" " * 7000, length=8000))
+            await held_reaches(gw, lambda held: held == 7000)
+            assert gw.gateway._bodies.peers == {"127.0.0.1": 7000}
+            # 7000 + 2000 fits the whole bound (12288), not 127.0.0.1's share (8192)
+            declared = await exchange(port, request(port, body=b"", length=2000))
+            chunk = b" " * 2000
+            chunked = await exchange(
+                port,
+                request(port, "Transfer-Encoding: chunked", body=b"", length=-1)
+                + b"%x\r\n" % len(chunk)
+                + chunk
+                + b"\r\n",
+            )
+            assert gw.gateway._bodies.held == 7000  # the refused ones gave theirs back
+            async with await anyio.connect_tcp(
+                "127.0.0.1", port, local_host="127.0.0.2"
+            ) as other:  # another address: its share is whole
+                await other.send(request(port, body=b" " * 5000 + b"{}"))
+                fits = await read_to_eof(other)
+        finally:
+            await stall.aclose()
+        await held_reaches(gw, lambda held: held == 0)
+        assert gw.gateway._bodies.peers == {}  # nothing kept for peers holding nothing
+        after = await exchange(port, request(port, body=b" " * 7000 + b"{}", length=7002))
+    for refused in (declared, chunked):
+        assert status(refused) == 503, refused
+        assert b"retry-after: 1" in refused.lower()
+        assert b"this client's request bodies: retry" in refused
+    assert status(fits) == 202, fits  # forwarded (a notification: 202)
+    assert status(after) == 202, after
+
+
+# --------------------------------------------------------------------------- cut bodies
+
+
+@PARSERS
+async def test_a_body_cut_off_by_a_disconnect_is_not_forwarded(http: str) -> None:
+    """The client sends 7000 of 8000 declared bytes and leaves: the gateway ends the
+    request once it sees the disconnect (its bytes given back, its flight over) and the
+    upstream receives nothing of it; a whole request after it does reach the upstream."""
+    received: list[bytes] = []
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            body = await whole_body(receive)
+            received.append(body)
+
+            async def again() -> Any:  # the body, read whole above, for ``upstream``
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await upstream(scope, again, send)
+            return
+        await upstream(scope, receive, send)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    up = sock.getsockname()[1]
+    try:
+        async with (
+            serving(recording, sock, log_level="critical"),
+            running_gateway(f"http://127.0.0.1:{up}/mcp", http=http, limits=bounded()) as gw,
+        ):
+            port = int(gw.url.split(":")[2].split("/")[0])
+            body = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}'
+            async with await anyio.connect_tcp("127.0.0.1", port) as cut:
+                await cut.send(request(port, body=body + b" " * 7000, length=8000))
+                await held_reaches(gw, lambda held: held == len(body) + 7000)
+            await held_reaches(gw, lambda held: held == 0)  # it saw the disconnect
+            with anyio.fail_after(GUARD):
+                while gw.gateway._flights:  # the cut request's handling ends: polled
+                    await anyio.sleep(0.005)
+            cut_received = list(received)
+            whole = await exchange(port, request(port, body=body))
+    finally:
+        sock.close()
+    assert cut_received == []
+    assert status(whole) == 200 and received == [body]
 
 
 # --------------------------------------------------------------------------- trailers
