@@ -5,7 +5,8 @@ Every SSE event id the gateway passes on is rewritten to
 of the guard's stream name, ``post:<origin id>`` or ``get``, ``get/2``, ...; a name
 longer than 256 bytes, a call whose request id is that long, is named by ``~`` and 24
 characters of a SHA-256 digest of it, so an id does not grow with a request id),
-``position`` counts the stream's events as the gateway passed them on (1, 2, ...),
+``position`` counts the stream's events with a usable id as the gateway passed them on
+(1, 2, ...),
 ``mac`` authenticates the id (below), ``upstream id`` is the server's own id (it may hold
 dots: it is everything after the third). A client echoes the id back as
 ``Last-Event-ID`` when it resumes, so whichever replica the resume lands on knows, from
@@ -31,13 +32,22 @@ Limits: ids are rewritten on ``id:`` lines that start after a line feed (``\\n``
 ``\\r\\n`` line endings, what every MCP server sends); an event stream with bare ``\\r``
 line endings passes with the server's ids, and a resume from one is refused as not
 issued by the gateway. An empty ``id:`` (which resets the client's id) passes unchanged.
-An upstream id is read back as the UTF-8 text the client decoded: one that is not valid
-UTF-8 is signed as sent but never reads back. An upstream id longer than
-:data:`~fsm.adapters._transport.sse.MAX_EVENT_ID` is rewritten (and counted) as any
-other, but never becomes the stream's ``last`` (what the store keeps as its cursor):
-the guard never resumes from it, and a stream's cursor does not grow with what a
-server puts in its ids. A MAC proves the gateway issued the id in
-that session, nothing more: a client of the session may replay any id it was given.
+
+**Only usable ids.** An upstream id that is not a usable cursor
+(:func:`~fsm.adapters._transport.sse.usable_event_id`: longer than
+:data:`~fsm.adapters._transport.sse.MAX_EVENT_ID`, not visible ASCII, a space at either
+end; the guard reads its event as having no id and never resumes from it) is never
+embedded in an id the gateway issues: no ``Last-Event-ID`` header could bring such an id
+back as it was sent. Its ``id:`` line is rewritten to the id of the stream's last event
+with a usable id, issued again (same position, same MAC: the client's last event id stays
+what the guard can resume from), or, before there is one, to an empty comment line ``:``
+(the event then has no id field, which leaves the client's last event id as it was; an
+empty ``id:`` would reset it; the line's end is kept, so no event is cut short). Such an
+event is not counted, and never becomes the stream's ``last`` (what the store keeps as
+its cursor): ``position`` and ``last`` always name an id the gateway issued, and a
+stream's cursor does not grow with what a server puts in its ids. A MAC proves the
+gateway issued the id in that session, nothing more: a client of the session may replay
+any id it was given.
 """
 
 from __future__ import annotations
@@ -54,7 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from weakref import WeakValueDictionary
 
-from fsm.adapters._transport.sse import MAX_EVENT_ID
+from fsm.adapters._transport.sse import usable_event_id
 
 __all__ = [
     "ENV_KEY",
@@ -241,9 +251,9 @@ def _stream_of(tag: str, session: str, keys: EventIdKeys) -> str | None:
 
 class IdRewriter:
     """Rewrites the ids of one stream's events as they are passed on, signed for
-    ``session`` (see the module docstring). ``position`` and ``last`` (the upstream id
-    of the newest event passed on whose id is at most
-    :data:`~fsm.adapters._transport.sse.MAX_EVENT_ID` long) carry over from one client
+    ``session`` (see the module docstring). ``position`` (the events passed on with a
+    usable id) and ``last`` (the upstream id of the newest of them: usable, see
+    :func:`~fsm.adapters._transport.sse.usable_event_id`) carry over from one client
     connection of the stream to the next."""
 
     __slots__ = ("__weakref__", "_prefix", "_state", "last", "position", "stream")
@@ -296,10 +306,27 @@ class IdRewriter:
         return b"".join(out)
 
     def _one(self, m: re.Match[bytes]) -> bytes:
-        self.position += 1
-        upstream = m.group(1)
-        if len(upstream) <= MAX_EVENT_ID:  # a longer one is never a cursor: not kept
-            self.last = upstream.decode("utf-8", "replace")
+        line = m.group(0)
+        upstream = line[4:] if line.startswith(b" ", 3) else line[3:]  # as the parser reads it
+        if not upstream:  # ``id: ``: the reset passes as ``id:`` does
+            return line
+        if usable_event_id(upstream):
+            self.position += 1
+            self.last = upstream.decode("ascii")
+            return self._id(upstream)
+        return self._again()
+
+    def _again(self) -> bytes:
+        """What stands for an unusable upstream id: the id of the last usable event
+        issued again (the client's last event id stays one the guard resumes from), or
+        ``:`` (a comment: the event has no id field) when there is none."""
+        try:
+            last = b"" if self.last is None or self.position < 1 else self.last.encode()
+        except UnicodeEncodeError:  # a store's cursor no gateway would issue an id for
+            last = b""
+        return self._id(last) if last and usable_event_id(last) else b":"
+
+    def _id(self, upstream: bytes) -> bytes:
         position = b"%d" % self.position
         mac = _mac(self._state, position, upstream)
         return b"id: %s%s.%s.%s" % (self._prefix, position, mac, upstream)

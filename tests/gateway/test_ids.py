@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fsm.adapters._transport.sse import MAX_EVENT_ID, usable_event_id
 from fsm.gateway.ids import (
     ENV_KEY,
     ENV_PREVIOUS_KEY,
@@ -31,7 +32,7 @@ def issued(stream: str, upstream: bytes, session: str = "s1", keys: EventIdKeys 
 
 
 @pytest.mark.parametrize(
-    "upstream", ["e1", "a.b.c", "0_5 with spaces", "9" * 40, "é.ü 1", "日本.語", " lead", "x."]
+    "upstream", ["e1", "a.b.c", "0_5 with spaces", "9" * 40, "x" * MAX_EVENT_ID, "x.", "~!"]
 )
 @pytest.mark.parametrize("stream", ["post:7", 'post:"x.y"', "get", "get/3"])
 def test_an_issued_id_reads_back_in_its_session(stream: str, upstream: str) -> None:
@@ -155,18 +156,56 @@ def test_the_mac_fields_cannot_slide_into_each_other() -> None:
     st.sampled_from(["post:7", 'post:"a.b"', "get", "get/2"]),
     st.text(min_size=1).filter(lambda t: "\r" not in t and "\n" not in t),
 )
-def test_any_upstream_id_reads_back(stream: str, upstream: str) -> None:
-    got = parse_event_id(issued(stream, upstream.encode()), "s1", KEYS)
-    assert got == GatewayEventId(stream, 1, upstream)
+def test_any_usable_upstream_id_reads_back_and_no_other_is_issued(
+    stream: str, upstream: str
+) -> None:
+    ids = IdRewriter(stream, "s1", KEYS)
+    before = ids.rewrite(b"id: e0\ndata: {}\n\n").split(b"\n")[0]
+    line = ids.rewrite(b"id: " + upstream.encode() + b"\ndata: {}\n\n").split(b"\n")[0]
+    if usable_event_id(upstream.encode()):
+        got = parse_event_id(line[4:].decode(), "s1", KEYS)
+        assert got == GatewayEventId(stream, 2, upstream)
+    else:  # the last usable event's id again
+        assert line == before and (ids.position, ids.last) == (1, "e0")
 
 
-def test_an_upstream_id_that_is_not_utf8_is_signed_but_never_reads_back() -> None:
+UNUSABLE_IDS = [b"a\tb", b"abc ", b" abc", b"a\x7fb", b"e\xff1", "é".encode(), b"x" * 1025]
+
+
+def test_an_unusable_upstream_id_is_never_issued() -> None:
+    """An upstream id no ``Last-Event-ID`` header can bring back as sent (a control
+    character, a space at either end, DEL, not UTF-8, not ASCII, over MAX_EVENT_ID): its
+    line stands for the last usable event's id issued again, or for nothing (a comment
+    line, not an empty ``id:`` that would reset the client's id) before there is one;
+    neither ``position`` nor ``last`` moves. Before, each was signed into an id of its own
+    (``e\xff1`` even became ``last`` as ``e\ufffd1``, an id the gateway never reads back):
+    a client resuming from it got 400."""
     ids = IdRewriter("get", "s1", KEYS)
-    raw = ids.rewrite(b"id: e\xff1\n\n").split(b"\n")[0][4:]
-    assert raw.endswith(b".e\xff1") and ids.last == "e\ufffd1"
-    for decoded in [raw.decode("utf-8", "replace"), raw.decode("latin-1")]:
-        assert parse_event_id(decoded, "s1", KEYS) is None
-    assert parse_event_id(raw.decode("utf-8", "surrogateescape"), "s1", KEYS) is None
+    for bad in UNUSABLE_IDS:  # nothing usable yet: no id field at all
+        piece = b"event: message\nid: " + bad + b"\ndata: {}\n\n"
+        assert ids.rewrite(piece) == b"event: message\n:\ndata: {}\n\n"
+        assert (ids.position, ids.last) == (0, None)
+    first = ids.rewrite(b"id: e1\ndata: {}\n\n").split(b"\n")[0]
+    assert parse_event_id(first[4:].decode(), "s1", KEYS) == GatewayEventId("get", 1, "e1")
+    for bad in UNUSABLE_IDS:
+        assert ids.rewrite(b"id: " + bad + b"\ndata: {}\r\n\r\n").split(b"\n")[0] == first
+        assert (ids.position, ids.last) == (1, "e1")
+    assert ids.rewrite(b"id: \ndata: {}\n\n") == b"id: \ndata: {}\n\n"  # a reset: as sent
+    line = ids.rewrite(b"id: e2\ndata: {}\n\n").split(b"\n")[0]
+    assert parse_event_id(line[4:].decode(), "s1", KEYS) == GatewayEventId("get", 2, "e2")
+    assert (ids.position, ids.last) == (2, "e2")
+
+
+def test_an_unusable_id_after_a_resume_reissues_the_id_resumed_from() -> None:
+    """A rewriter advanced to the client's (or the store's) cursor issues that cursor's
+    id again for an unusable upstream id; a cursor no id could carry is not issued."""
+    ids = IdRewriter("post:7", "s1", KEYS)
+    ids.advance_to(4, "e4")
+    line = ids.rewrite(b"id: a\tb\n\n").split(b"\n")[0]
+    assert parse_event_id(line[4:].decode(), "s1", KEYS) == GatewayEventId("post:7", 4, "e4")
+    for last in ["e\ufffd1", "e\udc801", "x" * 1025]:
+        stale = IdRewriter("post:7", "s1", KEYS, position=5, last=last)
+        assert stale.rewrite(b"id: a\tb\n\n") == b":\n\n"
 
 
 @given(st.data())

@@ -173,19 +173,51 @@ async def test_an_over_long_final_id_is_not_kept_as_the_streams_cursor() -> None
             await saved.wait()
         cursor = await store.cursor_of(SID, "post:7")
     assert outcomes(events) == [result(7)]
-    assert cursor is not None and (cursor.position, cursor.event_id) == (2, "e1")
+    first, again = (eid for eid, _ in events)
+    assert first is not None and again == first  # e1's id, issued again
+    assert cursor is not None and (cursor.position, cursor.event_id) == (1, "e1")
 
 
-def test_a_gateway_never_keeps_an_over_long_upstream_id_as_its_cursor() -> None:
-    """The rewriter counts and signs every event, but ``last`` (what the store keeps as
-    the stream's cursor) is never an id longer than MAX_EVENT_ID."""
+def test_a_gateway_never_issues_or_keeps_an_over_long_upstream_id() -> None:
+    """An over-long upstream id is neither embedded in an id the client gets (the last
+    usable event's id is issued again) nor counted, nor ``last`` (what the store keeps as
+    the stream's cursor): ``position`` and ``last`` name the id the client holds."""
     ids = IdRewriter("post:7", "s1", EventIdKeys.generate())
-    ids.rewrite(raw_event(b"e1"))
+    first = ids.rewrite(raw_event(b"e1")).split(b"\n")[0]
     out = ids.rewrite(raw_event(b"x" * (1 << 20)))
-    assert out.split(b"\n")[0].endswith(b"." + b"x" * (1 << 20))
-    assert (ids.position, ids.last) == (2, "e1")
+    assert out.split(b"\n")[0] == first and len(out) < 1000
+    assert (ids.position, ids.last) == (1, "e1")
     ids.rewrite(raw_event(b"z" * MAX_EVENT_ID))
-    assert (ids.position, ids.last) == (3, "z" * MAX_EVENT_ID)
+    assert (ids.position, ids.last) == (2, "z" * MAX_EVENT_ID)
+
+
+RESUMED_BAD_IDS = {**BAD_IDS, "tab": b"a\tb", "trailing-space": b"abc ", "leading-space": b" abc"}
+
+
+@pytest.mark.parametrize("bad", RESUMED_BAD_IDS.values(), ids=RESUMED_BAD_IDS.keys())
+async def test_a_client_resumes_from_the_id_it_was_given_for_an_unusable_one(bad: bytes) -> None:
+    """A usable ``e1``, an event whose upstream id is not usable, then a cut: the guard
+    resumes from ``e1``. A client whose connection was lost after that event resumes
+    with the last id it was given, and gets the call's result. Before, that id embedded
+    the unusable one: ``400 last-event-id must be visible ASCII`` (a tab) or ``400
+    Last-Event-ID was not issued by this gateway`` (a trailing space, stripped in
+    transit), where resuming with ``e1``'s id worked."""
+    up = Upstream(
+        call=[sse("e1", PROGRESS), raw_event(bad)],
+        complete=False,
+        replay=lambda cursor: [sse("e3", result(7))],
+    )
+    async with gateway_for(up, config=CONFIG) as gw:
+        events = await call(gw.url)
+        assert outcomes(events) == [result(7)] and resumed_from(up) == ["e1"]
+        given = [eid for eid, _ in events[:-1]]  # what the client had before the result
+        assert given[0] is not None and set(given) == {given[0]}  # e1's id (again)
+        headers = {**HEAD, "mcp-session-id": SID, "last-event-id": given[-1].encode()}
+        async with httpx2.AsyncClient(timeout=GUARD) as http:
+            with anyio.fail_after(GUARD):
+                r = await http.get(gw.url, headers=headers)
+    assert r.status_code == 200, r.text
+    assert outcomes(parse(r.content)) == [result(7)]
 
 
 async def test_a_resume_get_that_cannot_be_sent_ends_the_call_with_one_error() -> None:
