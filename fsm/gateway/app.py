@@ -35,11 +35,12 @@ gateway enforces on the wire what the adapters enforce in-process:
 **No authority of its own.** What a client holding another client's session id can do
 through the gateway, it could do to the upstream directly. A request's credentials (its
 :data:`CREDENTIAL_HEADERS` and its URL's query string) are *proven* for a session once
-the upstream accepted a request carrying them in it: the ``initialize`` that began it, a
-``202`` to an answer or notification, or the JSON-RPC result of a ``ping`` carrying them
-(asked after any other 2xx, which may carry a JSON-RPC error or come from a check that
-lets a ``GET`` through; a method the transport does not define, a CORS preflight say,
-proves nothing and changes nothing). Only a request with proven credentials changes
+the upstream accepted a request carrying them in it: the ``initialize`` that began it,
+or the JSON-RPC result of a ``ping`` carrying them, asked before a request of a session
+held here is sent, or once the upstream opened an event stream for one of a session not
+held here (no status proves them: a 2xx may carry a JSON-RPC error, or come before the
+upstream's check; a method the transport does not define, a CORS preflight say, changes
+nothing). Only a request with proven credentials changes
 shared state: its answer is taken by the guard, its resume takes over the stream
 (credentials not yet proven here are asked with a ``ping`` first), its 404 ends the
 session. Any other request is relayed:
@@ -1005,6 +1006,14 @@ class Gateway:
         credentials, a resume by its probe, an answer or notification by its ``202``)."""
         return session.held and await self._probe(session, request)
 
+    async def _vouch_opened(self, session: _Session, request: Any) -> bool:
+        """The transport core's :attr:`SessionIO.vouch_opened`: :meth:`_probe` for a
+        session not held here whose request the upstream opened an event stream for (a
+        session held elsewhere failing over: a made-up id gets no stream), so it is held
+        here rather than waiting, stream open, among those not yet accepted; ``False``
+        for a held one (asked before its request was sent)."""
+        return not session.held and await self._probe(session, request)
+
     async def _probe(self, session: _Session, request: Any) -> bool:
         """Whether the upstream accepts ``request``'s credentials for its session, asked
         with a ``ping`` carrying them (a request with no effect) and answered only by the
@@ -1223,6 +1232,7 @@ class Gateway:
         engine.trusted = session.trusts
         engine.accepted = session.prove
         engine.vouch = functools.partial(self._vouch, session)
+        engine.vouch_opened = functools.partial(self._vouch_opened, session)
         engine.max_event = limits.max_event_bytes
         engine.max_pending_refusals = limits.max_pending_refusals
         engine.upstream_slots = anyio.CapacityLimiter(limits.upstream_requests_per_session)

@@ -266,6 +266,9 @@ class Upstream:
     unchecked: frozenset[str] = frozenset()
     """HTTP methods ``accepts`` is not asked about (an upstream that lets a ``GET``
     through the check it applies to a ``POST``)."""
+    unchecked_notifications: bool = False
+    """Whether a notification is answered ``202`` without asking ``accepts`` (a server
+    whose check is in its protocol layer, which its transport answers before)."""
     response_headers: Sequence[tuple[bytes, bytes]] = ()
     """More fields of every event stream and ``initialize`` answer it sends, as bytes
     (a value that is not ASCII, say)."""
@@ -322,7 +325,9 @@ class Upstream:
         if self.refuse_unknown and not initialize and sid not in self.issued:
             await _reply(send, 404, UNKNOWN_SESSION_BODY, [(b"content-type", b"application/json")])
             return
+        notification = isinstance(msg, dict) and "method" in msg and "id" not in msg
         checked = not initialize and method not in self.unchecked
+        checked = checked and not (self.unchecked_notifications and notification)
         if self.accepts is not None and checked and not self.accepts(headers):
             await _reply(send, 403, FORBIDDEN_BODY, [(b"content-type", b"application/json")])
             return

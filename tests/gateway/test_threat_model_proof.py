@@ -355,3 +355,52 @@ async def test_a_request_at_the_stream_cap_is_asked_about_once() -> None:
             refused = await http.get(gw.url, headers=b_head)
             release.set()
     assert (refused.status_code, pings(up, "tok-b")) == (503, 1)
+
+
+async def test_a_notification_answered_202_unchecked_proves_nothing() -> None:
+    """Row 9: an upstream answers notifications ``202`` before any check (its check is
+    in its protocol layer) but refuses B's answers; B's notification in A's session
+    then proves nothing, and B's answer to A's prompt gets the upstream's ``403``."""
+    up = Upstream(
+        accepts=lambda headers: headers.get("authorization") == "Bearer tok-a",
+        unchecked_notifications=True,
+    )
+    up.call = [sse("e1", elicit(1)), up.answered, sse("e2", result(7))]
+    b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
+    limits = GatewayLimits(standalone_hold_s=0)
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+        a_head = await a_session(http, gw.url)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        async with http.stream("POST", gw.url, json=call, headers=a_head) as stream:
+            pieces = stream.aiter_raw()
+            seen = b""
+            while b"elicitation/create" not in seen:
+                seen += await pieces.__anext__()
+            note = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
+            noted = await http.post(gw.url, json=note, headers=b_head)
+            answer = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept", "content": {}}}
+            b = await http.post(gw.url, json=answer, headers=b_head)
+            a = await http.post(gw.url, json=answer, headers=a_head)
+            rest = b"".join([piece async for piece in pieces])
+    messages = [json.loads(data) for _, data in parse(seen + rest) if data]
+    got = (noted.status_code, b.status_code, a.status_code, messages[-1])
+    assert got == (202, 403, 202, result(7))
+
+
+async def test_a_session_held_elsewhere_with_a_stream_open_here_leaves_the_waiting_room() -> None:
+    """A session this replica does not hold (another replica began it) opens a standalone
+    stream here: the gateway asks about its credentials once the stream opens and holds
+    it, so it does not wait, stream open, among the sessions not yet accepted (with
+    ``max_unaccepted=1``, another such session is then still served)."""
+    up = Upstream(standalone=[sse("s1", PROGRESS)])
+    limits = GatewayLimits(max_unaccepted=1, standalone_hold_s=0)
+    get = {**HEAD, "accept": "text/event-stream"}
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+        first = {**get, "mcp-session-id": "held-1"}
+        second = {**HEAD, "mcp-session-id": "held-2"}
+        async with http.stream("GET", gw.url, headers=first) as g:
+            opened = g.status_code
+            other = await http.post(gw.url, json=note, headers=second)
+            held = sorted(gw.gateway._sessions)
+    assert (opened, other.status_code, held) == (200, 202, ["held-1"])

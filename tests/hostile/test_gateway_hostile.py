@@ -225,17 +225,18 @@ async def test_other_paths_get_404() -> None:
 
 
 async def test_a_flood_of_sessions_keeps_at_most_max_sessions() -> None:
-    """Sessions the gateway has not seen begin as they arrive (another replica began
-    them); idle ones past ``max_sessions`` are dropped, least recently used first."""
-    up = Upstream()
+    """Sessions the gateway has not seen are held as the upstream accepts them (another
+    replica began them; each call's stream has the gateway ask with a ``ping``); idle
+    ones past ``max_sessions`` are dropped, least recently used first."""
+    up = Upstream(call=[sse("e1", result(7))])
     async with (
         gateway_for(up, limits=GatewayLimits(max_sessions=10)) as gw,
         httpx2.AsyncClient(timeout=GUARD) as http,
     ):
         for i in range(60):
-            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-            r = await http.post(gw.url, json=note, headers={**HEAD, "mcp-session-id": f"s{i}"})
-            assert r.status_code == 202
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}}
+            r = await http.post(gw.url, json=call, headers={**HEAD, "mcp-session-id": f"s{i}"})
+            assert r.status_code == 200
         assert gw.gateway.sessions == 10
 
 

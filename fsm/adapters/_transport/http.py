@@ -174,14 +174,12 @@ def opens_stream(resp: HttpResponse) -> bool:
 
 
 def says_accepted(request: HttpRequest, resp: HttpResponse) -> bool:
-    """Whether the status of ``resp`` alone says the upstream accepted ``request`` in its
-    session: ``202`` to a ``POST``, the transport's answer to input of responses and
-    notifications it accepts (input it cannot accept gets an HTTP error). Nothing else
-    says so by its status: a ``200`` to a ``POST`` may carry a JSON-RPC error (a server
-    that refuses in its protocol layer), and an upstream may let a ``GET``, a ``DELETE``
-    or another method through a check it applies to ``POST``s (a CORS layer answers a
-    preflight before any check), so only a JSON-RPC result says yes there
-    (:func:`holds_result`)."""
+    """Whether ``resp`` says the upstream took the input of ``request``: ``202`` to a
+    ``POST``, the transport's answer to responses and notifications it accepts (input it
+    cannot accept gets an HTTP error; a ``200`` may carry a JSON-RPC error). It says
+    nothing of the credentials ``request`` carries: a server whose check is in its
+    protocol layer answers a notification ``202`` before the check. Only a JSON-RPC
+    result proves those (:func:`holds_result`)."""
     return request.method == "POST" and resp.status_code == 202
 
 

@@ -135,13 +135,19 @@ class SessionIO:
         an answer taken by the guard). A gateway trusts only credentials the upstream
         accepted for the session; an SDK adapter trusts its own client."""
         self.accepted: Callable[[Any], None] = _never_mind
-        """Told each request the upstream accepted (2xx): a gateway proves its
-        credentials for the session."""
+        """Told each request whose credentials the upstream accepted for the session
+        (:func:`~fsm.adapters._transport.transport.accepted`): a gateway proves them."""
         self.vouch: Callable[[Any], Awaitable[bool]] = _no_voucher
-        """Asked at the stream cap for a request the engine does not :attr:`trust
-        <trusted>`: whether the upstream accepts its credentials for the session (a
-        gateway asks it with a ``ping`` carrying them, and proves them if so). ``False``
-        by default: nobody to ask."""
+        """Asked, before it is sent, about a request the engine does not :attr:`trust
+        <trusted>` that asks something of the session (a request, a ``GET``, a
+        ``DELETE``), and at the stream cap: whether the upstream accepts its credentials
+        for the session (a gateway asks it with a ``ping`` carrying them, for a session
+        it holds, and proves them if so). ``False`` by default: nobody to ask."""
+        self.vouch_opened: Callable[[Any], Awaitable[bool]] = _no_voucher
+        """Asked after the upstream opened an event stream for a request the engine does
+        not trust (its credentials not asked about before it was sent): a gateway asks
+        about a session it does not hold yet there, so a made-up id, which gets no
+        stream, costs the upstream nothing more. ``False`` by default."""
         self.max_event: int | None = None
         """Characters of one SSE event held (``None``: no bound); past it the stream
         ends with :class:`~fsm.errors.EventTooLargeError`."""

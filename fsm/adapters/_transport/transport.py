@@ -131,20 +131,18 @@ class GuardedTransport:
         return bool(e.session) and request.headers.get("mcp-session-id") == e.session
 
     async def _prove(self, request: Any, resp: Any) -> None:
-        """``resp`` answered ``request``: if it says the upstream accepted the request in
-        its session, the engine is told (:func:`accepted`). A 2xx says so for a request
-        the engine trusts (its credentials proven, by the voucher asked before the
-        request was sent among others); for one it does not (and only in the session:
-        carrying its id), only a status that cannot carry a refusal (``202`` to a
-        ``POST``: :func:`~fsm.adapters._transport.http.says_accepted`)."""
+        """``resp`` answered ``request``: a 2xx to a request the engine trusts is
+        :func:`accepted` (its protocol version taken). For one it does not, no status
+        proves its credentials (a ``202`` to a notification may come before any check of
+        them); an event stream the upstream opened for it, in the session, has the
+        engine asked (:attr:`SessionIO.vouch_opened`: a gateway's ``ping`` for a session
+        it does not hold yet, whose result proves them)."""
         e = self.e
         if resp.status_code >= 300:
             return
-        if not e.trusted(request) and not (
-            self._in_session(request) and says_accepted(request, resp)
-        ):
-            return
-        accepted(e, request)
+        opened = self._in_session(request) and opens_stream(resp)
+        if e.trusted(request) or (opened and await e.vouch_opened(request)):
+            accepted(e, request)
 
     async def _relay_answer(self, request: Any, body: dict[str, Any]) -> Any:
         """An answer POST the engine does not trust (credentials the upstream has not
@@ -152,7 +150,8 @@ class GuardedTransport:
         it is. Only if the upstream accepted it (``202``, the transport's answer to input
         it accepts: a ``200`` may carry a JSON-RPC error) does the guard record the
         request as answered (and submitted): an answer the upstream refused changes
-        nothing."""
+        nothing. Its credentials are not proven by it: that takes a request the upstream
+        answers (the ``ping`` of :attr:`SessionIO.vouch`)."""
         e = self.e
         resp = await e.http.send(request, stream=True)
         status = resp.status_code
@@ -163,7 +162,6 @@ class GuardedTransport:
             and not isinstance(rid, bool)
             and says_accepted(request, resp)
         ):
-            accepted(e, request)
             key: RequestKey = (e.session or "", rid)
             state = e.guard.state_of(key)
             if state == "presented" and isinstance(result, Mapping):
