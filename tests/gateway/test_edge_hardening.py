@@ -203,6 +203,21 @@ async def held_reaches(gw: RunningGateway, value: Callable[[int], bool]) -> None
             await anyio.sleep(0.005)
 
 
+async def past_the_bound(port: int, size: int) -> tuple[bytes, bytes]:
+    """The answers to two requests of ``size`` body bytes that pass a bound: one that
+    declares its length (refused before its body is sent), one sent chunked."""
+    declared = await exchange(port, request(port, body=b"", length=size))
+    chunk = b" " * size
+    chunked = await exchange(
+        port,
+        request(port, "Transfer-Encoding: chunked", body=b"", length=-1)
+        + b"%x\r\n" % len(chunk)
+        + chunk
+        + b"\r\n",
+    )
+    return declared, chunked
+
+
 def bounded(**kwargs: Any) -> GatewayLimits:
     return GatewayLimits(max_body=MAX_BODY, max_receiving_bytes=RECEIVING, **kwargs)
 
@@ -215,16 +230,8 @@ async def test_bodies_being_received_are_bounded_over_every_connection(http: str
             await stall.send(request(port, body=b" " * 7000, length=8000))
             await held_reaches(gw, lambda held: held == 7000)
             # a declared length that does not fit: refused before its body is sent
-            declared = await exchange(port, request(port, body=b"", length=6000))
-            # no length (chunked): refused once a piece would pass the bound
-            chunk = b" " * 6000
-            chunked = await exchange(
-                port,
-                request(port, "Transfer-Encoding: chunked", body=b"", length=-1)
-                + b"%x\r\n" % len(chunk)
-                + chunk
-                + b"\r\n",
-            )
+            # and one without a length (chunked), refused once a piece would pass it
+            declared, chunked = await past_the_bound(port, 6000)
             assert gw.gateway._bodies.held == 7000  # the refused ones gave theirs back
             fits = await exchange(port, request(port, body=b" " * 5000 + b"{}"))
         finally:
@@ -310,15 +317,7 @@ async def test_one_client_cannot_hold_every_body_being_received(http: str) -> No
             await held_reaches(gw, lambda held: held == 7000)
             assert gw.gateway._bodies.peers == {"127.0.0.1": 7000}
             # 7000 + 2000 fits the whole bound (12288), not 127.0.0.1's share (8192)
-            declared = await exchange(port, request(port, body=b"", length=2000))
-            chunk = b" " * 2000
-            chunked = await exchange(
-                port,
-                request(port, "Transfer-Encoding: chunked", body=b"", length=-1)
-                + b"%x\r\n" % len(chunk)
-                + chunk
-                + b"\r\n",
-            )
+            declared, chunked = await past_the_bound(port, 2000)
             assert gw.gateway._bodies.held == 7000  # the refused ones gave theirs back
             async with await anyio.connect_tcp(
                 "127.0.0.1", port, local_host="127.0.0.2"

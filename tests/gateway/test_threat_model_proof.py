@@ -26,8 +26,9 @@ that only elapses when the event never comes.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx2
@@ -70,6 +71,8 @@ from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
 from support.gateway import running_gateway
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
+
+_T = TypeVar("_T")
 
 PING: dict[str, Any] = {"jsonrpc": "2.0", "id": "b-ping", "method": "ping"}
 
@@ -193,34 +196,19 @@ async def test_a_get_the_upstream_lets_through_proves_nothing() -> None:
         standalone=[sse("s1", PROGRESS)],
     )
     up.call = [sse("e1", elicit(1)), up.answered, sse("e2", result(7))]
-    a_head = {**HEAD, "authorization": "Bearer tok-a"}
     b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
     limits = GatewayLimits(standalone_hold_s=0)
     async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        assert (await http.post(gw.url, json=init, headers=a_head)).status_code == 200
-        a_head["mcp-session-id"] = SID
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-        async with http.stream("POST", gw.url, json=call, headers=a_head) as stream:
-            pieces = stream.aiter_raw()
-            seen = b""
-            while b"elicitation/create" not in seen:
-                seen += await pieces.__anext__()
+
+        async def b_acts() -> tuple[int, int]:
             async with http.stream("GET", gw.url, headers=b_head) as b_get:
                 b_status = b_get.status_code
-            answer = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept", "content": {}}}
-            b = await http.post(gw.url, json=answer, headers=b_head)
-            a = await http.post(gw.url, json=answer, headers=a_head)
-            rest = b"".join([piece async for piece in pieces])
-    messages = [json.loads(data) for _, data in parse(seen + rest) if data]
+            b = await http.post(gw.url, json=ANSWER, headers=b_head)
+            return b_status, b.status_code
+
+        b_got, a, messages = await while_a_is_asked(http, gw.url, b_acts)
     errors = [m for m in messages if "error" in m]
-    assert (b_status, b.status_code, a.status_code, messages[-1], errors) == (
-        200,
-        403,
-        202,
-        result(7),
-        [],
-    )
+    assert (b_got, a, messages[-1], errors) == ((200, 403), 202, result(7), [])
 
 
 @pytest.mark.parametrize("via", VIAS)
@@ -266,6 +254,29 @@ async def a_session(http: Any, url: str) -> dict[str, str]:
     head = {**HEAD, "authorization": "Bearer tok-a"}
     assert (await http.post(url, json=init, headers=head)).status_code == 200
     return {**head, "mcp-session-id": SID}
+
+
+ANSWER: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
+"""An answer to the scripted upstream's prompt (``elicit(1)``)."""
+
+
+async def while_a_is_asked(
+    http: Any, url: str, meanwhile: Callable[[], Awaitable[_T]]
+) -> tuple[_T, int, list[Any]]:
+    """A begins a session through ``url`` (``tok-a``) and calls a tool (id 7) until its
+    prompt (id 1) shows; then ``meanwhile()`` runs; then A answers and reads the call to
+    its end: what ``meanwhile`` returned, the status of A's answer, the call's messages."""
+    a_head = await a_session(http, url)
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+    async with http.stream("POST", url, json=call, headers=a_head) as stream:
+        pieces = stream.aiter_raw()
+        seen = b""
+        while b"elicitation/create" not in seen:
+            seen += await pieces.__anext__()
+        got = await meanwhile()
+        a = await http.post(url, json=ANSWER, headers=a_head)
+        rest = b"".join([piece async for piece in pieces])
+    return got, a.status_code, [json.loads(data) for _, data in parse(seen + rest) if data]
 
 
 async def call_through(http: Any, url: str, headers: dict[str, str]) -> list[Any]:
@@ -369,22 +380,15 @@ async def test_a_notification_answered_202_unchecked_proves_nothing() -> None:
     b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
     limits = GatewayLimits(standalone_hold_s=0)
     async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
-        a_head = await a_session(http, gw.url)
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-        async with http.stream("POST", gw.url, json=call, headers=a_head) as stream:
-            pieces = stream.aiter_raw()
-            seen = b""
-            while b"elicitation/create" not in seen:
-                seen += await pieces.__anext__()
+
+        async def b_acts() -> tuple[int, int]:
             note = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
             noted = await http.post(gw.url, json=note, headers=b_head)
-            answer = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept", "content": {}}}
-            b = await http.post(gw.url, json=answer, headers=b_head)
-            a = await http.post(gw.url, json=answer, headers=a_head)
-            rest = b"".join([piece async for piece in pieces])
-    messages = [json.loads(data) for _, data in parse(seen + rest) if data]
-    got = (noted.status_code, b.status_code, a.status_code, messages[-1])
-    assert got == (202, 403, 202, result(7))
+            b = await http.post(gw.url, json=ANSWER, headers=b_head)
+            return noted.status_code, b.status_code
+
+        b_got, a, messages = await while_a_is_asked(http, gw.url, b_acts)
+    assert (b_got, a, messages[-1]) == ((202, 403), 202, result(7))
 
 
 async def test_a_session_held_elsewhere_with_a_stream_open_here_leaves_the_waiting_room() -> None:
