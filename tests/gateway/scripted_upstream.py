@@ -75,6 +75,8 @@ GUARD = 30.0
 
 PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
 """A progress notification, as the upstream writes it into a call's stream."""
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+"""A client's ``initialize``, as the tests send it (the upstream answers :data:`SID`)."""
 CALL = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
 """A client's ``tools/call``, id 7."""
 

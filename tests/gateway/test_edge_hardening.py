@@ -37,15 +37,17 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
 @contextlib.asynccontextmanager
-async def gateway(http: str = "auto", **kwargs: Any) -> AsyncIterator[tuple[RunningGateway, int]]:
-    """A gateway (keywords: :class:`~fsm.gateway.app.Gateway`'s) in front of
-    :func:`upstream`; yields it and its port."""
+async def gateway(
+    http: str = "auto", app: Any = upstream, **kwargs: Any
+) -> AsyncIterator[tuple[RunningGateway, int]]:
+    """A gateway (keywords: :class:`~fsm.gateway.app.Gateway`'s) in front of ``app``
+    (default :func:`upstream`); yields it and its port."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     up = sock.getsockname()[1]
     try:
         async with (
-            serving(upstream, sock, log_level="critical"),
+            serving(app, sock, log_level="critical"),
             running_gateway(f"http://127.0.0.1:{up}/mcp", http=http, **kwargs) as gw,
         ):
             yield gw, int(gw.url.split(":")[2].split("/")[0])
@@ -359,27 +361,17 @@ async def test_a_body_cut_off_by_a_disconnect_is_not_forwarded(http: str) -> Non
             return
         await upstream(scope, receive, send)
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    up = sock.getsockname()[1]
-    try:
-        async with (
-            serving(recording, sock, log_level="critical"),
-            running_gateway(f"http://127.0.0.1:{up}/mcp", http=http, limits=bounded()) as gw,
-        ):
-            port = int(gw.url.split(":")[2].split("/")[0])
-            body = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}'
-            async with await anyio.connect_tcp("127.0.0.1", port) as cut:
-                await cut.send(request(port, body=body + b" " * 7000, length=8000))
-                await held_reaches(gw, lambda held: held == len(body) + 7000)
-            await held_reaches(gw, lambda held: held == 0)  # it saw the disconnect
-            with anyio.fail_after(GUARD):
-                while gw.gateway._flights:  # the cut request's handling ends: polled
-                    await anyio.sleep(0.005)
-            cut_received = list(received)
-            whole = await exchange(port, request(port, body=body))
-    finally:
-        sock.close()
+    async with gateway(http, app=recording, limits=bounded()) as (gw, port):
+        body = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}'
+        async with await anyio.connect_tcp("127.0.0.1", port) as cut:
+            await cut.send(request(port, body=body + b" " * 7000, length=8000))
+            await held_reaches(gw, lambda held: held == len(body) + 7000)
+        await held_reaches(gw, lambda held: held == 0)  # it saw the disconnect
+        with anyio.fail_after(GUARD):
+            while gw.gateway._flights:  # the cut request's handling ends: polled
+                await anyio.sleep(0.005)
+        cut_received = list(received)
+        whole = await exchange(port, request(port, body=body))
     assert cut_received == []
     assert status(whole) == 200 and received == [body]
 

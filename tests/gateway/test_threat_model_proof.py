@@ -45,7 +45,19 @@ from auth_upstream import (
     refused_in_rpc,
     running_auth_server,
 )
-from scripted_upstream import HEAD, PROGRESS, SID, Upstream, elicit, gateway_for, parse, result, sse
+from scripted_upstream import (
+    CALL,
+    HEAD,
+    INIT,
+    PROGRESS,
+    SID,
+    Upstream,
+    elicit,
+    gateway_for,
+    parse,
+    result,
+    sse,
+)
 from test_threat_model import (
     A_TOKEN,
     B_CONTENT,
@@ -250,9 +262,8 @@ async def test_an_initialize_answered_with_the_sessions_id_proves_nothing(
 
 async def a_session(http: Any, url: str) -> dict[str, str]:
     """A initializes a session through ``url`` with ``tok-a``: its headers from then on."""
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
     head = {**HEAD, "authorization": "Bearer tok-a"}
-    assert (await http.post(url, json=init, headers=head)).status_code == 200
+    assert (await http.post(url, json=INIT, headers=head)).status_code == 200
     return {**head, "mcp-session-id": SID}
 
 
@@ -267,8 +278,7 @@ async def while_a_is_asked(
     prompt (id 1) shows; then ``meanwhile()`` runs; then A answers and reads the call to
     its end: what ``meanwhile`` returned, the status of A's answer, the call's messages."""
     a_head = await a_session(http, url)
-    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-    async with http.stream("POST", url, json=call, headers=a_head) as stream:
+    async with http.stream("POST", url, json=CALL, headers=a_head) as stream:
         pieces = stream.aiter_raw()
         seen = b""
         while b"elicitation/create" not in seen:
@@ -281,9 +291,8 @@ async def while_a_is_asked(
 
 async def call_through(http: Any, url: str, headers: dict[str, str]) -> list[Any]:
     """A ``tools/call`` (id 7) with ``headers``: the messages of its event stream."""
-    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
     with anyio.fail_after(STEP):  # only against a hang
-        async with http.stream("POST", url, json=call, headers=headers) as r:
+        async with http.stream("POST", url, json=CALL, headers=headers) as r:
             raw = b"".join([piece async for piece in r.aiter_raw()])
     return [json.loads(data) for _, data in parse(raw) if data]
 
@@ -334,8 +343,7 @@ async def test_a_strangers_resume_costs_the_upstream_one_probe() -> None:
     limits = GatewayLimits(standalone_hold_s=0)
     async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
         headers = await a_session(http, gw.url)
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-        async with http.stream("POST", gw.url, json=call, headers=headers) as r:
+        async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
             first = next(eid for eid, _ in parse(b"".join([p async for p in r.aiter_raw()])))
         b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
         resumed = await http.get(gw.url, headers={**b_head, "last-event-id": first})
@@ -359,8 +367,7 @@ async def test_a_request_at_the_stream_cap_is_asked_about_once() -> None:
         httpx2.AsyncClient(timeout=STEP) as http,
     ):
         headers = await a_session(http, gw.url)
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-        async with http.stream("POST", gw.url, json=call, headers=headers) as r:
+        async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
             await r.aiter_raw().__anext__()  # A's stream is open and read
             b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
             refused = await http.get(gw.url, headers=b_head)

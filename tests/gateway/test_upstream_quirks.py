@@ -19,21 +19,30 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import HEAD, SID, Upstream, gateway_for, parse, result, sse  # noqa: E402
+from scripted_upstream import (  # noqa: E402
+    CALL,
+    HEAD,
+    INIT,
+    PROGRESS,
+    SID,
+    Upstream,
+    gateway_for,
+    parse,
+    result,
+    sse,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 NOTE = (b"x-note", "café".encode())
-INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
 
 
 async def test_a_field_that_is_not_ascii_passes_as_it_came() -> None:
     up = Upstream(call=[sse("e1", result(7))], response_headers=[NOTE])
     async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=30) as http:
         init = await http.post(gw.url, json=INIT, headers=HEAD)
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
         headers = {**HEAD, "mcp-session-id": SID}
-        async with http.stream("POST", gw.url, json=call, headers=headers) as r:
+        async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
             body = b"".join([c async for c in r.aiter_raw()])
             got = (r.status_code, NOTE in r.headers.raw)
     assert (init.status_code, NOTE in init.headers.raw) == (200, True)
@@ -45,14 +54,14 @@ async def test_a_field_that_is_not_ascii_passes_as_it_came() -> None:
 async def test_a_request_id_the_guard_cannot_track_goes_untracked(rid: Any) -> None:
     def echo(message: dict[str, Any], _headers: dict[str, str]) -> list[bytes]:
         return [
-            sse("e1", {"jsonrpc": "2.0", "method": "notifications/progress"}),
+            sse("e1", PROGRESS),
             sse("e2", result(message["id"])),
         ]
 
     up = Upstream(script=echo)
     async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=30) as http:
         await http.post(gw.url, json=INIT, headers=HEAD)
-        call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "x"}}
+        call = {**CALL, "id": rid}
         headers = {**HEAD, "mcp-session-id": SID}
         async with http.stream("POST", gw.url, json=call, headers=headers) as r:
             body = b"".join([c async for c in r.aiter_raw()])

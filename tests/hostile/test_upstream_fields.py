@@ -27,8 +27,11 @@ from fsm.gateway.app import GATEWAY_GUARD  # noqa: E402
 from fsm.gateway.ids import EventIdKeys, IdRewriter  # noqa: E402
 from fsm.gateway.store import MemoryStore  # noqa: E402
 from tests.gateway.scripted_upstream import (  # noqa: E402
+    CALL,
     GUARD,
     HEAD,
+    INIT,
+    PROGRESS,
     SID,
     Upstream,
     gateway_for,
@@ -39,7 +42,6 @@ from tests.gateway.scripted_upstream import (  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
-PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
 CONFIG = replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02, max_server_wait_s=0.05)
 """The gateway's policy with short waits: a server's ``retry:`` counts up to 50 ms."""
 
@@ -54,13 +56,11 @@ def raw_event(event_id: bytes, data: Any = PROGRESS, retry: bytes | None = None)
 async def call(url: str) -> list[tuple[str | None, str]]:
     """Initialize, then POST a tools/call (id 7) and read its SSE body to the end."""
     async with httpx2.AsyncClient(timeout=GUARD) as http:
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        r = await http.post(url, json=init, headers=HEAD)
+        r = await http.post(url, json=INIT, headers=HEAD)
         assert r.status_code == 200
-        body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
         with anyio.fail_after(GUARD):  # only against a hang: an endless wait
             async with http.stream(
-                "POST", url, json=body, headers={**HEAD, "mcp-session-id": SID}
+                "POST", url, json=CALL, headers={**HEAD, "mcp-session-id": SID}
             ) as resp:
                 assert resp.status_code == 200
                 return parse(b"".join([c async for c in resp.aiter_raw()]))
@@ -237,8 +237,7 @@ async def test_a_resume_get_that_cannot_be_sent_ends_the_call_with_one_error() -
         gateway_for(up, config=CONFIG, store=store, id_keys=keys) as gw,
         httpx2.AsyncClient(timeout=GUARD) as http,
     ):
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        assert (await http.post(gw.url, json=init, headers=HEAD)).status_code == 200
+        assert (await http.post(gw.url, json=INIT, headers=HEAD)).status_code == 200
         h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
         with anyio.fail_after(GUARD):
             async with http.stream("GET", gw.url, headers=h) as r:
