@@ -463,8 +463,14 @@ class _Session:
 
     def credentials(self, request: Any) -> bytes:
         """A digest of ``request``'s credentials: its credential headers and its URL's
-        query (:func:`~fsm.gateway.standalone.claimant`)."""
-        return claimant(credentials_of(request.headers, self.credential_headers), request.url.query)
+        query (:func:`~fsm.gateway.standalone.claimant`). Worked out once per request
+        (kept on it: a forwarded request is asked about before it is sent and proven
+        after), since neither changes while the gateway handles it."""
+        known = request.extensions.get(_CLAIMANT)
+        if known is None:
+            headers = credentials_of(request.headers, self.credential_headers)
+            known = request.extensions[_CLAIMANT] = claimant(headers, request.url.query)
+        return bytes(known)
 
     def trusts(self, request: Any) -> bool:
         """Whether ``request``'s credentials are ones the upstream accepted here."""
@@ -1742,6 +1748,9 @@ def _response_headers(
         out.append((b"date", _http_date()))
     return out
 
+
+_CLAIMANT = "fsm.claimant"
+"""The key of a client request's extensions that keeps its credentials' digest."""
 
 _PROBED = "fsm.probed"
 """The key of a client request's extensions that keeps its credentials probe's verdict."""
