@@ -3,14 +3,20 @@ SSE guard's request, question and stream records; an MRTR call's or a task's rec
 
 A record reads back equal to the one written, or :class:`~fsm.errors.StoreCorruptError`
 is raised: a row that is not JSON (or nests deeper than Python's parser recurses), is
-longer than :data:`MAX_VALUE_BYTES`, has the wrong shape, or names an error class this
-library does not define. A record is refused before it is written
-(:class:`~fsm.errors.StoreError`, nothing written) when its JSON is longer than
+longer than :data:`MAX_VALUE_BYTES`, has the wrong shape, holds something other than a
+number where one belongs (every numeric field is read by one helper of its kind: no NaN,
+no infinity but the ``+inf`` of a deadline or a wait that a configured ``inf`` makes, no
+integer beyond the floats where a real belongs, no float where an integer belongs), or
+names an error class this library does not define. A record is refused before it is
+written (:class:`~fsm.errors.StoreError`, nothing written) when its JSON is longer than
 :data:`MAX_VALUE_BYTES`: a store never holds a value its next load would refuse."""
 
 from __future__ import annotations
 
 import json
+import math
+import sys
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fsm import errors
@@ -28,6 +34,13 @@ _T = TypeVar("_T")
 
 SCHEMA_VERSION = 2
 """The schema this library writes (``PRAGMA user_version``)."""
+
+DECODE_ERRORS: tuple[type[Exception], ...] = (TypeError, ValueError, IndexError, OverflowError)
+"""What reading a damaged record's fields can raise: each loader (and a store reading
+around one) turns them into :class:`~fsm.errors.StoreCorruptError`."""
+
+_LARGEST = sys.float_info.max
+"""The largest finite float: the bound of a stored real number."""
 
 MAX_VALUE_BYTES = 8 << 20
 """The longest stored value (one record, a question's params; UTF-8 bytes) a load reads:
@@ -59,7 +72,6 @@ def load_stream(text: str) -> StreamRecord:
     try:
         sid, origin, state, cursor, stalls, resumes, retry_ms, resumed, ended = v[:9]
         requests = tuple(_key(k) for k in v[10])
-        held = None if v[11] is None else (float(v[11][0]), float(v[11][1]), int(v[11][2]))
         if origin is not None:
             origin = _id(origin)
         return StreamRecord(
@@ -68,16 +80,16 @@ def load_stream(text: str) -> StreamRecord:
             _str(state),
             _opt(cursor, str),
             (),
-            int(stalls),
-            int(resumes),
-            _opt(retry_ms, int),
+            _int(stalls),
+            _int(resumes),
+            _maybe(retry_ms, _int),
             bool(resumed),
             bool(ended),
             _load_cause(v[9]),
             requests,
-            held,
+            _maybe(v[11], _held),
         )
-    except (TypeError, ValueError, IndexError) as exc:
+    except DECODE_ERRORS as exc:
         raise StoreCorruptError(f"stream record does not read back: {exc}") from exc
 
 
@@ -95,18 +107,18 @@ def load_request(text: str) -> RequestRecord:
             _key(key),
             _str(stream),
             _str(method),
-            int(digest),
-            float(deadline),
+            _int(digest),
+            _real(deadline, forever=True),
             _str(state),
             _answer(answer),
-            int(attempts),
-            None if at is None else float(at),
+            _int(attempts),
+            _num(at),
             bool(asserted),
             bool(ended),
             _load_cause(v[11]),
-            int(v[12]),
+            _int(v[12]),
         )
-    except (TypeError, ValueError, IndexError) as exc:
+    except DECODE_ERRORS as exc:
         raise StoreCorruptError(f"request record does not read back: {exc}") from exc
 
 
@@ -123,6 +135,13 @@ def _cause(cause: Cause | None) -> list[Any] | None:
     if cause is None:
         return None
     return [cause.error.__name__, cause.message, cause.key, cause.evidence, cause.reason]
+
+
+def _held(v: Any) -> tuple[float, float, int]:
+    """A stream's patience with a held connection: ``(since, waited, refusals)``; the
+    waits asked may add up to ``+inf`` (a ``Retry-After`` of ``inf`` taken whole)."""
+    since, waited, refusals = v
+    return (_real(since), _real(waited, forever=True), _int(refusals))
 
 
 def _load_cause(v: Any) -> Cause | None:
@@ -288,7 +307,7 @@ def load_call(text: str) -> CallRecord:
             tuple(Question(_key(k), _str(m), _params(p)) for k, m, p in questions),
             tuple(_key(k) for k in reshown),
         )
-    except (TypeError, ValueError, IndexError) as exc:
+    except DECODE_ERRORS as exc:
         raise StoreCorruptError(f"call record does not read back: {exc}") from exc
 
 
@@ -350,8 +369,10 @@ def _params(v: Any) -> str | None:
 
 
 def _int(v: Any) -> int:
+    """A stored integer (a count, a digest): a JSON integer, not a boolean nor a float
+    (``1e999`` and ``Infinity`` are floats); ``ValueError`` otherwise."""
     if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"not an integer: {v!r}")
+        raise ValueError(f"not an integer: {_quote(v)}")
     return v
 
 
@@ -361,15 +382,32 @@ def _bool(v: Any) -> bool:
     return v
 
 
-def _real(v: Any) -> float:
+def _real(v: Any, *, forever: bool = False) -> float:
+    """A stored real number (a time, a wait, an interval) as a float: a JSON integer or
+    float within the finite floats, compared exactly, so no integer raises converting;
+    with ``forever`` also ``+inf`` (a deadline or a wait a configured ``inf`` made:
+    never). ``ValueError`` for a boolean, text, NaN, another infinity or an integer beyond
+    the floats: a rule fed one would wait forever or raise untyped."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"not a number: {v!r}")
+        raise ValueError(f"not a number: {_quote(v)}")
+    if not (-_LARGEST <= v <= _LARGEST or (forever and v == math.inf)):
+        raise ValueError(f"not a finite number: {_quote(v)}")
     return float(v)
 
 
 def _num(v: Any) -> float | None:
-    """A number or null (a time, a deadline)."""
-    return None if v is None else _real(v)
+    """A finite number or null (a time, a deadline)."""
+    return _maybe(v, _real)
+
+
+def _maybe(v: Any, read: Callable[[Any], _T]) -> _T | None:
+    """``None`` for null, else ``read(v)``."""
+    return None if v is None else read(v)
+
+
+def _quote(v: Any) -> str:
+    """``v`` as a message quotes it: its repr, at most 40 characters."""
+    return repr(v)[:40]
 
 
 # ------------------------------------------------------------------ the SSE session
@@ -399,7 +437,7 @@ def load_session(text: str) -> SessionRecord:
             tuple(SseCall(_str(s), _method(m), _params(p)) for s, m, p in calls),
             _str(url),
         )
-    except (TypeError, ValueError) as exc:
+    except DECODE_ERRORS as exc:
         raise StoreCorruptError(f"session record does not read back: {exc}") from exc
 
 

@@ -484,7 +484,7 @@ class RedisStore:
             )
         except StoreCorruptError as exc:
             raise StoreCorruptError(f"{self.path}: {exc}", path=self.path) from exc
-        except (TypeError, ValueError, IndexError) as exc:
+        except codec.DECODE_ERRORS as exc:
             raise StoreCorruptError(
                 f"{self.path}: a value does not read back", path=self.path
             ) from exc
@@ -498,7 +498,7 @@ class RedisStore:
         try:
             order = [link.text(c) for c in got[0]]
             rows = _pairs(got[1])
-        except (TypeError, ValueError, IndexError) as exc:
+        except codec.DECODE_ERRORS as exc:
             raise StoreCorruptError(
                 f"{self.path}: the calls do not read back", path=self.path
             ) from exc

@@ -57,8 +57,9 @@ shares. Rules (each a row of the product or a guard label on one):
 * **Bad input never raises**: a result that is not an object, an unknown ``status``,
   ``inputRequests`` not a map of ``{method, params}`` maps, a method outside
   ``input_methods``, a key longer than ``max_key_chars``, a ``taskId`` other than the
-  call's, ``ttlMs``/``pollIntervalMs`` not numbers, more than ``max_input_requests`` keys
-  in one poll or ``max_keys`` over the task's life: one :class:`~fsm.errors.MalformedTaskError`.
+  call's, ``ttlMs``/``pollIntervalMs`` not numbers from 0 to the largest finite float (NaN,
+  infinities, an integer of 400 digits), more than ``max_input_requests`` keys in one poll
+  or ``max_keys`` over the task's life: one :class:`~fsm.errors.MalformedTaskError`.
   ``inputRequests`` on a status other than ``input_required`` is ignored. Memory per task
   is bounded by ``max_keys`` keys (a key, a question digest, a state, the user's answer
   each), one stored answer per answered question and the last poll's requests.
@@ -81,7 +82,7 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -806,13 +807,16 @@ class TaskCall(CallDecider[_Key, CallInstance]):
         self._get_pending, self._update = False, None
 
 
+_LARGEST = sys.float_info.max
+"""The largest finite float: the most a ``ttlMs`` or ``pollIntervalMs`` may be."""
+
+
 def _number(value: Any) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    """Whether ``value`` is a JSON number from 0 to :data:`_LARGEST`: not a boolean, NaN,
+    an infinity, nor an integer beyond what a float holds (a 400-digit ``ttlMs``). It is
+    compared exactly, never converted, so no value raises; one that passes converts to a
+    finite float (milliseconds to seconds, a deadline) without raising."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= _LARGEST
 
 
 def _epoch(created: Any) -> float | None:
