@@ -1,7 +1,8 @@
 """What the one-call adapters share (:mod:`fsm.adapters.mrtr`, :mod:`fsm.adapters.tasks`):
-the store wiring (:func:`start`: a call's record read at the start and restarted from, or
-its recorded end raised; :func:`write_ahead`: each :class:`~fsm.actions.Persist` written
-and waited for before the next action), the actions both take alike (:func:`take_common`:
+the store wiring (:func:`start`: a resumed call's record read at the start and restarted
+from, or its recorded end raised; :func:`write_ahead`: each :class:`~fsm.actions.Persist`
+written and waited for before the next action; :func:`store_failure`: a refused write
+ends the call with that one ``StoreError``), the actions both take alike (:func:`take_common`:
 a prompt started or taken down), a prompt's scope and context (:func:`prompt_scope`,
 :func:`prompt_context`), the loop's wait for the next events or the decider's deadline
 (:class:`Inbox`), and how mcp 2.x's errors meet the rules: a failed request read as an
@@ -33,6 +34,7 @@ except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters._stored", exc) from exc
 
 from fsm import actions as act
+from fsm.adapters._transport.session import lone_store_error
 from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.durable.calls import CallRecord, Decider, DurableCall
 from fsm.durable.store import Store
@@ -49,6 +51,7 @@ __all__ = [
     "prompt_context",
     "prompt_scope",
     "start",
+    "store_failure",
     "take_common",
     "write_ahead",
 ]
@@ -112,20 +115,45 @@ def ended(record: CallRecord) -> InteractionFailed:
 
 
 async def start(
-    decider: _D, store: Store | None, era: str
+    decider: _D, store: Store | None, era: str, *, resumed: bool
 ) -> tuple[_D | DurableCall, tuple[Any, ...] | None]:
-    """The call to feed and, when ``store`` holds an unended record of ``decider``'s call,
-    the actions its restart takes first (``None``: no record, the call starts afresh).
-    Without a store the decider itself; with one a :class:`DurableCall`. A recorded end
-    raises :func:`ended` as :data:`ERRORS` wraps it; a record of another era ``ValueError``."""
+    """The call to feed and, when the call is ``resumed`` and ``store`` holds an unended
+    record of ``decider``'s call, the actions its restart takes first (``None``: the call
+    starts afresh). Without a store the decider itself; with one a :class:`DurableCall`.
+
+    ``resumed``: the call is named by an id persisted before this call began (an MRTR
+    call's ``call_id``, a task id handed to ``run_task`` after a restart), so the record
+    under it is the call's own: restarted from, a recorded end raised as :func:`ended`
+    (wrapped by :data:`ERRORS`). Not ``resumed``: the call was created just now (a task
+    the server just made), so a record of ``era`` under its id is an earlier call's (a
+    restarted server numbers its tasks again), never restarted from nor raised: the call
+    starts a new record, and its first write replaces the old one. Either way a record of
+    another era is ``ValueError`` (another call's, not overwritten)."""
     if store is None:
         return decider, None
     record = await load_record(store, decider.call_id, era)
-    if record is None:
+    if record is None or not resumed:
         return DurableCall(decider), None
     if record.ended:
         raise ERRORS.wrap(ended(record))
     return DurableCall.restart(decider, record)
+
+
+@contextlib.contextmanager
+def store_failure() -> Iterator[None]:
+    """Around a call's task group: a :class:`~fsm.errors.StoreError` the group failed
+    with alone (a write ahead refused: a full disk, a record longer than the store reads
+    back) is raised as itself, chained to the group, so the call ends with exactly that
+    one typed error, as a guarded session's opening does
+    (:func:`~fsm.adapters._transport.session.lone_store_error`); any other group is
+    raised unchanged."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        failure = lone_store_error(group)
+        if failure is None:
+            raise
+        raise failure from group
 
 
 @contextlib.contextmanager

@@ -29,8 +29,12 @@ its record: a question on screen at the crash goes to its callback once more, wi
 ``context.meta["fsm/reshown"]`` true (never twice, never an answered one); the retry in
 flight is sent again with the stored answers and ``requestState``; a call whose end was
 recorded raises its stored error, or :class:`~fsm.errors.InteractionFailed` (reason
-``ended-before-restart``) if it had completed (its result is not stored). The clock
-defaults to ``time.time`` then (a question's age must mean the same across processes).
+``ended-before-restart``) if it had completed (its result is not stored): ``call_id`` names
+one call, so a new call takes an id no earlier call used. A write the store refuses (a full
+disk, a record longer than ``codec.MAX_VALUE_BYTES``) ends the call with that
+:class:`~fsm.errors.StoreError` itself (not an ``MCPError``, as a guarded session's opening
+raises it), the callbacks' tasks cancelled. The clock defaults to ``time.time`` then (a
+question's age must mean the same across processes).
 
 ``on_action`` sees every action the rules emit (for logs and the demo). What it relies
 on: ``Client.session``, ``ClientSession.call_tool(..., input_responses=, request_state=,
@@ -108,7 +112,8 @@ async def guarded_call_tool(
     if clock is None:
         clock = time.monotonic if store is None else time.time
     decider = MrtrCall(call_id or f"call:{next(_CALLS)}", clock=clock, config=config)
-    call, restarted = await _stored.start(decider, store, "mrtr")
+    # the application's call_id names the call across processes: its record is this call's
+    call, restarted = await _stored.start(decider, store, "mrtr", resumed=True)
     session = client.session
     requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
     answers: dict[RequestKey, Any] = {}  # question -> the callback's InputResponse model
@@ -200,20 +205,21 @@ async def guarded_call_tool(
         elif isinstance(action, act.Complete):
             done.set()
 
-    async with anyio.create_task_group() as tg:
-        for action in restarted or ():
-            await take(action, None)
-        while not done.is_set():
-            if outgoing is not None:
-                responses, state, delay = outgoing
-                outgoing = None
-                if delay > 0:
-                    await anyio.sleep(delay)
-                await send(responses, state)
-            for event in await inbox.take(decider.deadline(), clock, Tick()):
-                for action in call.feed(event):
-                    await take(action, event)
-        tg.cancel_scope.cancel()
+    with _stored.store_failure():  # a refused write ends the call as that StoreError
+        async with anyio.create_task_group() as tg:
+            for action in restarted or ():
+                await take(action, None)
+            while not done.is_set():
+                if outgoing is not None:
+                    responses, state, delay = outgoing
+                    outgoing = None
+                    if delay > 0:
+                        await anyio.sleep(delay)
+                    await send(responses, state)
+                for event in await inbox.take(decider.deadline(), clock, Tick()):
+                    for action in call.feed(event):
+                        await take(action, event)
+            tg.cancel_scope.cancel()
     if failure is not None:
         raise _stored.ERRORS.wrap(failure) from (broken[0] if broken else cause)
     assert final is not None

@@ -55,7 +55,14 @@ MRTR), never twice; a task whose end was recorded raises its stored error, or
 :class:`~fsm.errors.InteractionFailed` (reason ``ended-before-restart``) if it had
 completed (its result is not stored). A task id with no record starts from
 :class:`~fsm.tasks.task.TaskResumed` (polled at once). A crash before the first write
-(the task created) leaves no record: the application calls the tool again.
+(the task created) leaves no record: the application calls the tool again. Only that
+resumption by id is a restart: a task created just now (a ``TaskHandle``, what
+:class:`GuardedTasks` resolves) starts a new record under its id, replacing whatever an
+earlier task of the same id left (a restarted server may number its tasks from
+``task-1`` again), so no earlier task's end or answer is ever taken for it. A write the
+store refuses (a full disk, a record longer than ``codec.MAX_VALUE_BYTES``) ends the call
+with that :class:`~fsm.errors.StoreError` itself (not an ``MCPError``, as a guarded
+session's opening raises it); the task is left on the server.
 
 Limits: ``clock`` is wall-clock seconds (``createdAt`` is an absolute time); one task per
 :func:`run_task`; without a store a task resumed by its id after a restart may present
@@ -187,12 +194,15 @@ async def run_task(
     store: Store | None = None,
 ) -> types.CallToolResult:
     """Drive the task ``handle`` names (or the task of that id, resumed after a restart)
-    to its end under the task rules; see the module docstring. With ``store``, a stored
-    record of the task is restarted from, whichever way it is named; ``ValueError`` if the
-    id is stored as an MRTR call."""
+    to its end under the task rules; see the module docstring. With ``store``: a task
+    named by its id (a string) is resumed from its stored record; a ``TaskHandle`` is a
+    task created just now, which starts a new record whatever task the store holds under
+    its id (an earlier one's, from a server that numbers its tasks again), never restarted
+    from it. ``ValueError`` either way if the id is stored as an MRTR call."""
     task_id = handle if isinstance(handle, str) else handle.task_id
     decider = TaskCall(task_id, clock=clock, config=config)
-    call, first = await _stored.start(decider, store, "tasks")
+    # only a persisted id resumes: a handle is a task the server created just now
+    call, first = await _stored.start(decider, store, "tasks", resumed=isinstance(handle, str))
     events: list[TaskEvent] = []  # a restart from the store goes on from its actions
     if first is None:
         events = [TaskResumed() if isinstance(handle, str) else TaskCreated(_dump(handle))]
@@ -268,17 +278,18 @@ async def run_task(
         elif isinstance(action, act.Complete):
             done = True
 
-    async with anyio.create_task_group() as tg:
-        for action in first or ():
-            await take(action, None)
-        while not done:
-            for event in events:
-                for action in call.feed(event):
-                    await take(action, event)
-            if done:
-                break
-            events = await inbox.take(decider.deadline(), clock, Tick())
-        tg.cancel_scope.cancel()
+    with _stored.store_failure():  # a refused write ends the call as that StoreError
+        async with anyio.create_task_group() as tg:
+            for action in first or ():
+                await take(action, None)
+            while not done:
+                for event in events:
+                    for action in call.feed(event):
+                        await take(action, event)
+                if done:
+                    break
+                events = await inbox.take(decider.deadline(), clock, Tick())
+            tg.cancel_scope.cancel()
     if failure is not None:
         if gave_up and isinstance(failure, TaskCancelledError):
             await _cancel(session, task_id)

@@ -531,9 +531,12 @@ async def open_guarded_connection(
         yield GuardedConnection(engine)
 
 
-def _store_error(group: BaseExceptionGroup[BaseException]) -> StoreError | None:
-    """The one :class:`~fsm.errors.StoreError` a session's opening failed with (the
-    task groups it runs in wrap it), so the application catches it as itself."""
+def lone_store_error(group: BaseExceptionGroup[BaseException]) -> StoreError | None:
+    """The one :class:`~fsm.errors.StoreError` ``group`` holds (at any depth) when it holds
+    nothing else but cancellations, else ``None``: what a guarded session's opening, or a
+    one-call adapter's call (:func:`fsm.adapters._stored.store_failure`), failed with
+    inside the task groups it runs in, so that it is raised as itself, not as a group.
+    Imports no SDK (both lines' adapters share it)."""
     leaves: list[BaseException] = []
     todo: list[BaseException] = [group]
     while todo:
@@ -622,7 +625,7 @@ async def open_guarded_session(
             opened = True
             yield session_type(session, e)
     except BaseExceptionGroup as group:
-        failure = None if opened else _store_error(group)
+        failure = None if opened else lone_store_error(group)
         if failure is None:
             raise
         raise failure from group
