@@ -298,7 +298,11 @@ class GuardedTransport:
             accepted(e, request)
         else:
             await self._prove(request, resp)
-        if not opens_stream(resp) or not e.session:
+        if not opens_stream(resp) or not e.session or not (e.trusted(request) or e.closing):
+            # a stream opened for credentials the upstream has not accepted for the
+            # session is that client's alone: relayed as it came, never tracked (it would
+            # take a place under the session's stream cap, its result and its cursor);
+            # one of a session closing here is tracked, to end as its other streams end
             return wrap_response(self.e.hx, resp, request, self.e.bound.passthrough(resp))
         if stream is None:
             e.get_generations += 1
