@@ -132,7 +132,13 @@ class _Body(httpx2.AsyncByteStream):
         content = self._resp.content
         with _translated(self._request):
             while True:
-                piece = await content.readany()
+                try:
+                    piece = await content.readany()
+                except aiohttp.ClientPayloadError:
+                    rest = _unread(content)
+                    if rest:  # what came before the cut, then the cut
+                        yield rest
+                    raise
                 if not piece:
                     return
                 yield piece
@@ -142,6 +148,16 @@ class _Body(httpx2.AsyncByteStream):
             self._resp.release()
         else:
             self._resp.close()
+
+
+def _unread(content: aiohttp.StreamReader) -> bytes:
+    """The bytes ``content`` received and no read took yet. A body cut off (the upstream
+    closed mid-body) makes aiohttp's reads raise before they hand over what it buffered,
+    which is what the upstream sent before the cut: an event followed by a crash would be
+    lost with it (a relay passes it on; the guard takes its id as the cursor to resume
+    from). The buffer is aiohttp's own (``StreamReader._buffer``); without one, nothing."""
+    buffered = getattr(content, "_buffer", None)
+    return b"".join(bytes(chunk) for chunk in buffered) if buffered else b""
 
 
 @contextlib.contextmanager
