@@ -323,6 +323,13 @@ class GatewayLimits:
     """Seconds a replica's claim of a presented request lasts unless renewed (renewed
     every third of it while the request awaits its answer). A call whose prompt was
     claimed by a replica that died ends with ``claim-lapsed`` this long after."""
+    session_keepalive_s: float = 60.0
+    """Seconds between extensions of a held session's record in the store while the
+    session is in use (a request of it served or being served, an event stream of it
+    open): the store keeps a record ``ttl_s`` past its last extension, so a session busy
+    with calls and streams for longer than ``ttl_s`` without a prompt still has its
+    record when a prompt comes. Checked every third of ``lease_s``; keep it well under
+    the store's ``ttl_s``."""
     standalone_hold_s: float | None = None
     """Seconds a session's standalone ``GET``, opened upstream when its
     ``notifications/initialized`` is accepted, waits for the client's own ``GET`` to
@@ -362,6 +369,8 @@ class GatewayLimits:
             raise ValueError("GatewayLimits.standalone_hold_s must be >= 0")
         if self.max_pending_refusals < 0:
             raise ValueError("GatewayLimits.max_pending_refusals must be >= 0")
+        if not self.session_keepalive_s >= 0:
+            raise ValueError("GatewayLimits.session_keepalive_s must be >= 0")
         for name in (
             "session_idle_s",
             "upstream_idle_s",
@@ -452,6 +461,8 @@ class _Session:
     """The id it is filed under among the sessions awaiting the upstream's acceptance
     (the one its first request named: the upstream may accept it under another)."""
     last_used: float = 0.0
+    kept_at: float = 0.0
+    """When its record in the store was last extended (:meth:`Gateway._keep_alive`)."""
     busy: int = 0
     ended_recorded: bool = False
 
@@ -637,7 +648,7 @@ class Gateway:
                 anyio.create_task_group() as tg,
             ):
                 self._http, self._tg = http, tg
-                tg.start_soon(self._renew_leases)
+                tg.start_soon(self._keep_alive)
                 try:
                     yield self
                 finally:
@@ -945,6 +956,7 @@ class Gateway:
         self._unfile(session)
         self._hold(sid, session)
         if session.began_here:
+            session.kept_at = time.monotonic()
             try:
                 await self._store.begin_session(sid)
             except StoreUnavailableError as exc:  # its claims will fail closed
@@ -1395,22 +1407,35 @@ class Gateway:
             e.failures[stream] = err
             return
 
-    async def _renew_leases(self) -> None:
-        """Renew the lease of every request this replica claimed that still awaits its
-        answer, every third of the lease."""
+    async def _keep_alive(self) -> None:
+        """Every third of the lease: renew the lease of every request this replica
+        claimed that still awaits its answer, and extend the store record of every held
+        session in use since its last extension (a request of it served, or being served:
+        an event stream of it open) once ``session_keepalive_s`` passed since then."""
         period = self.limits.lease_s / 3
         while not self._halted:
             await anyio.sleep(period)
-            for session in list(self._sessions.values()):
-                e, sid = session.engine, session.engine.session
-                for rid in list(session.claimed):
-                    if e.guard.state_of((sid or "", rid)) != "presented" or not sid:
-                        session.claimed.discard(rid)
-                        continue
-                    try:
-                        await self._store.renew(sid, rid, self.replica, self.limits.lease_s)
-                    except StoreUnavailableError as exc:
-                        logger.warning("lease not renewed: %s", exc)
+            await self._keep_alive_once(time.monotonic())
+
+    async def _keep_alive_once(self, now: float) -> None:
+        """One pass of :meth:`_keep_alive`, at ``now`` (``time.monotonic``)."""
+        for session in list(self._sessions.values()):
+            e, sid = session.engine, session.engine.session
+            used = session.busy > 0 or session.last_used > session.kept_at
+            if sid and used and now - session.kept_at >= self.limits.session_keepalive_s:
+                session.kept_at = now
+                try:
+                    await self._store.keep_session(sid)
+                except StoreUnavailableError as exc:
+                    logger.warning("session record not extended: %s", exc)
+            for rid in list(session.claimed):
+                if e.guard.state_of((sid or "", rid)) != "presented" or not sid:
+                    session.claimed.discard(rid)
+                    continue
+                try:
+                    await self._store.renew(sid, rid, self.replica, self.limits.lease_s)
+                except StoreUnavailableError as exc:
+                    logger.warning("lease not renewed: %s", exc)
 
     def _answer_keeper(self, session: _Session) -> Any:
         async def keep(key: RequestKey, answer: Mapping[str, Any]) -> None:

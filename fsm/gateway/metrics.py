@@ -52,6 +52,7 @@ __all__ = ["STORE_OPS", "UPSTREAM_ERROR_KINDS", "GatewayMetrics", "TimedStore"]
 
 STORE_OPS = (
     "begin_session",
+    "keep_session",
     "claim",
     "renew",
     "claim_status",
@@ -185,6 +186,9 @@ class TimedStore:
 
     async def begin_session(self, session: str) -> None:
         await self._timed("begin_session", self.store.begin_session(session))
+
+    async def keep_session(self, session: str) -> None:
+        await self._timed("keep_session", self.store.keep_session(session))
 
     async def claim(self, session: str, request_id: RequestId, **terms: Unpack[ClaimTerms]) -> bool:
         return bool(await self._timed("claim", self.store.claim(session, request_id, **terms)))

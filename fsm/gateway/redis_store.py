@@ -396,10 +396,16 @@ class RedisStore:
         await self._send("ping", "PING")
 
     async def begin_session(self, session: str) -> None:
-        """Record that ``session`` began (its record lives ``ttl_s`` after the last claim)."""
+        """Record that ``session`` began (its record lives ``ttl_s`` after the last claim
+        or :meth:`keep_session`)."""
         await self._send(
             "begin_session", "SET", self.key(session, "session"), "1", "PX", self._ttl_ms
         )
+
+    async def keep_session(self, session: str) -> None:
+        """See :meth:`fsm.gateway.store.StateStore.keep_session`: one ``PEXPIRE``, which
+        extends a record Redis still has and creates none."""
+        await self._send("keep_session", "PEXPIRE", self.key(session, "session"), self._ttl_ms)
 
     # ------------------------------------------------------------------ StateStore
 

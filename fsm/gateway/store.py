@@ -156,6 +156,12 @@ class StateStore(Protocol):
         """Record that ``session`` began (a replica saw its ``initialize`` answered)."""
         ...
 
+    async def keep_session(self, session: str) -> None:
+        """``session`` is in use: its record lives ``ttl_s`` from now, if the store still
+        has it. A record the store lost (or let expire) stays lost: the session's claims
+        still fail closed."""
+        ...
+
     async def claim(
         self,
         session: str,
@@ -396,6 +402,11 @@ class MemoryStore:
 
     async def begin_session(self, session: str) -> None:
         self._put(("session", session, ""), True)
+
+    async def keep_session(self, session: str) -> None:
+        key = ("session", session, "")
+        if self._get(key) is not None:
+            self._put(key, True)
 
     async def save_answer(
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]

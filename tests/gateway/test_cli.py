@@ -167,7 +167,7 @@ def test_the_command_exits_1_when_the_gateways_own_work_fails(
     async def broken(self: Gateway) -> None:
         raise RuntimeError("a defect in the gateway's own work")
 
-    monkeypatch.setattr(Gateway, "_renew_leases", broken)
+    monkeypatch.setattr(Gateway, "_keep_alive", broken)
     assert cli.main([*UPSTREAM, "--listen", "127.0.0.1:0"]) == 1
     assert "the gateway failed" in capsys.readouterr().err
 

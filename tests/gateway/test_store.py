@@ -183,6 +183,20 @@ async def test_a_claim_in_a_session_the_store_never_saw_fails_closed(shared: Sha
     assert await store.claim("unseen", 0) is True
 
 
+async def test_keeping_a_session_extends_a_record_the_store_has_and_makes_none(
+    shared: Shared,
+) -> None:
+    """``keep_session`` of a session the store has no record of (lost, expired, never
+    begun) leaves it unrecorded: its claims still fail closed."""
+    store = shared.replica()
+    await store.keep_session("unseen")
+    with pytest.raises(StoreStateLostError, match="no record of the session"):
+        await store.claim("unseen", 1)
+    await store.begin_session("seen")
+    await store.keep_session("seen")
+    assert await store.claim("seen", 1) is True
+
+
 # ------------------------------------------------------------------ expiry
 
 
@@ -213,6 +227,19 @@ async def test_memory_entries_expire_ttl_after_their_last_write() -> None:
     assert await store.cursor_of("s", "get") is None
 
 
+async def test_a_kept_session_outlives_the_ttl_from_its_beginning() -> None:
+    clock = Clock()
+    store = MemoryStore(ttl_s=10, clock=clock)
+    await store.begin_session("kept")
+    await store.begin_session("idle")
+    clock.now += 6
+    await store.keep_session("kept")  # lives 10 s from now
+    clock.now += 6
+    assert await store.claim("kept", 1) is True
+    with pytest.raises(StoreStateLostError):
+        await store.claim("idle", 1)
+
+
 async def test_redis_keys_carry_the_ttl_and_writes_refresh_it(server: RedisServer) -> None:
     store = RedisStore.from_url(server.url, ttl_s=30, prefix=f"t{uuid.uuid4().hex[:8]}:")
     try:
@@ -241,6 +268,11 @@ async def test_redis_keys_carry_the_ttl_and_writes_refresh_it(server: RedisServe
         await store.end_session("s", "gone")
         for key in keys[1:]:
             assert await store.client.pttl(key) > 29_000, key
+        await store.client.pexpire(keys[4], 1000)
+        await store.keep_session("s")  # the session's record alone, 30 s from now
+        assert await store.client.pttl(keys[4]) > 29_000
+        await store.keep_session("never begun")
+        assert not await store.client.exists(store.key("never begun", "session"))
     finally:
         await store.aclose()
 
@@ -254,6 +286,7 @@ def _every_operation(store: StateStore) -> list[tuple[str, Callable[[], Awaitabl
     n = itertools.count(100)
     return [
         ("begin_session", lambda: store.begin_session("s")),
+        ("keep_session", lambda: store.keep_session("s")),
         ("claim", lambda: store.claim("s", next(n))),
         ("claim", lambda: store.claim("s", next(n), stream="get", cursor=Cursor(50, "e"))),
         ("save_cursor", lambda: store.save_cursor("s", "get", Cursor(60, "e"))),
@@ -610,7 +643,7 @@ async def test_failures_log_no_session_request_answer_or_password(
         finally:
             await store.aclose()
             await intruder.aclose()
-    assert len(errors) == 6 + 2 * 13
+    assert len(errors) == 6 + 2 * 14
     for error in errors:
         assert not any(secret in str(error) for secret in secrets), error
     loud = [r for r in caplog.records if r.levelno >= logging.INFO]
