@@ -82,7 +82,7 @@ import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -140,6 +140,7 @@ from fsm.gateway.store import (
     StoreUnavailableError,
 )
 from fsm.gateway.upstream import AiohttpTransport
+from fsm.messages import valid_id
 from fsm.sse.guard import Guard, GuardConfig
 from fsm.sse.observe import ObservedGuard
 
@@ -179,7 +180,7 @@ _HOP_BY_HOP = frozenset(
     }
 )
 """Fields never forwarded, either way, besides those a message's ``Connection`` names."""
-_REFRAMED = frozenset({"host", "content-length"})
+_REFRAMED = frozenset({"host", "content-length", "expect"})
 """Request fields the upstream connection writes itself (the upstream's ``Host``, the
 length of the body as sent)."""
 
@@ -736,6 +737,12 @@ class Gateway:
         if path != self.path:
             await _reply(send, 404, b"not found", "text/plain")
             return
+        method = scope["method"]
+        if method != method.upper():  # methods are case-sensitive: the upstream connection
+            # would send it upper-cased, as the MCP method it is not
+            why = _rpc_error(None, -32600, f"method {method!r} not implemented")
+            await _reply(send, 501, why)
+            return
         try:
             headers = _headers(scope, self._single)
         except ValueError as exc:
@@ -872,7 +879,35 @@ class Gateway:
             content=body,
             extensions={"timeout": self._timeouts},
         )
-        last_event_id = headers.get("last-event-id")
+        resume = headers.get("last-event-id")
+        upstream = functools.partial(self._upstream_response, session, request, body, resume)
+        if method == "POST" and b'"method"' not in body:  # answers: handled whole, as
+            resp = await upstream()  # the upstream handles a body that arrived whole
+        else:
+            resp = await _unless_client_leaves(receive, upstream)
+            if resp is None:
+                return
+        if e.session is not None and not (session.held or session.closed) and session.proven:
+            await self._accept(session)
+        if session.closed:  # it ended while this request was upstream: a stream opened since
+            self._end_streams(session)  # ends as those open then, before its client reads it
+        if not 200 <= resp.status_code <= 599:  # a status no edge can send as a final one
+            await resp.aclose()
+            resp = _unreachable(httpx2.RemoteProtocolError(f"status {resp.status_code}"), body)
+        if method == "POST" and resp.status_code < 300 and b"notifications/initialized" in body:
+            await self._open_ahead(session, request, body)
+        await self._respond(session, resp, receive, send, flight)
+        if method == "DELETE" and resp.status_code < 300 and e.session and session.trusts(request):
+            e.expired = InteractionFailed("the client ended the session", reason="deleted")
+
+    async def _upstream_response(
+        self, session: _Session, request: Any, body: bytes, last_event_id: str | None
+    ) -> Any:
+        """The response to the client's ``request`` (``body``: its body; ``last_event_id``:
+        the ``Last-Event-ID`` it came with): from the upstream through the session's
+        transport core, or made here (a resume of a stream that ended here, a refusal, a
+        stand-in for an upstream that could not be reached)."""
+        method = request.method
         try:
             if method == "GET" and last_event_id is not None:
                 resp = await self._client_resume(session, request, last_event_id)
@@ -881,21 +916,12 @@ class Gateway:
             else:
                 resp = await session.transport.handle_async_request(request)
         except httpx2.TransportError as exc:  # no response to pass on
-            resp = _unreachable(exc, body)
-        else:
-            failed = request.extensions.get(_FAILED)
-            if failed is not None and resp.headers.get(LOCAL_HEADER):  # the core's stand-in
-                await resp.aclose()
-                resp = _unreachable(failed, body)
-        if e.session is not None and not (session.held or session.closed) and session.proven:
-            await self._accept(session)
-        if session.closed:  # it ended while this request was upstream: a stream opened since
-            self._end_streams(session)  # ends as those open then, before its client reads it
-        if method == "POST" and resp.status_code < 300 and b"notifications/initialized" in body:
-            await self._open_ahead(session, request, body)
-        await self._respond(session, resp, receive, send, flight)
-        if method == "DELETE" and resp.status_code < 300 and e.session and session.trusts(request):
-            e.expired = InteractionFailed("the client ended the session", reason="deleted")
+            return _unreachable(exc, body)
+        failed = request.extensions.get(_FAILED)
+        if failed is not None and resp.headers.get(LOCAL_HEADER):  # the core's stand-in
+            await resp.aclose()
+            return _unreachable(failed, body)
+        return resp
 
     async def _fresh_get(self, session: _Session, request: Any) -> Any:
         """A client's fresh standalone ``GET``: the stream opened ahead for the session
@@ -1095,7 +1121,7 @@ class Gateway:
                 pass
             tg.cancel_scope.cancel()
 
-        async def pump() -> None:
+        async def relay() -> None:
             line_start = True
             async for piece in _pieces(source, content):
                 if ids is not None:
@@ -1112,6 +1138,14 @@ class Gateway:
                     if flight.ending and flight.clean:  # the drain's bound passed
                         flight.scope.cancel()
                         await anyio.lowlevel.checkpoint()
+
+        async def pump() -> None:
+            try:
+                await relay()
+            except httpx2.TransportError as exc:  # the upstream cut its body short: the
+                logger.warning("upstream response cut short: %r", exc)  # client's is cut
+                tg.cancel_scope.cancel()  # short too (left incomplete, the connection
+                return  # closes), as a relay passes the cut on
             flight.sending = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             flight.sending = False
@@ -1726,10 +1760,11 @@ def _error_kind(exc: httpx2.TransportError) -> str:
 
 
 def _unreachable(exc: httpx2.TransportError, body: bytes) -> Any:
-    """The answer to a request the upstream gave no response to: ``504`` when it timed
-    out, else ``502``; a JSON-RPC error for the request's id (``null`` when it has none),
-    ``data.reason`` ``upstream-timeout`` or ``upstream-unreachable``. The message names
-    the failure's type only (its text may hold the upstream's address or URL)."""
+    """The answer to a request the upstream gave no response to (or one no edge can send
+    on: a status outside 200-599): ``504`` when it timed out, else ``502``; a JSON-RPC
+    error for the request's id (``null`` when it has none), ``data.reason``
+    ``upstream-timeout`` or ``upstream-unreachable``. The message names the failure's
+    type only (its text may hold the upstream's address or URL)."""
     timeout = isinstance(exc, httpx2.TimeoutException)
     reason = "upstream-timeout" if timeout else "upstream-unreachable"
     logger.warning("upstream request failed without a response: %s", type(exc).__name__)
@@ -1962,9 +1997,39 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+async def _unless_client_leaves(receive: Any, respond: Callable[[], Awaitable[Any]]) -> Any:
+    """``respond()``'s response, or ``None`` if the client disconnects first (its body was
+    read whole: ``receive`` has nothing more to give but the disconnect). The work is then
+    cancelled, the request upstream with it, as the client's going would end it there: a
+    client that left before the response's head can neither read nor resume it, and
+    waiting for it held a task, an upstream connection and a place under the edge's
+    connection cap for up to the upstream read timeout. A disconnect read here is read
+    again by the response's own watch (ASGI repeats ``http.disconnect``)."""
+    got: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            tg.cancel_scope.cancel()
+
+        async def run() -> None:
+            got.append(await respond())
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        tg.start_soon(run)
+    return got[0] if got else None
+
+
 def _request_id(body: bytes) -> Any:
+    """The id of the JSON-RPC message ``body`` holds, for the gateway's own error
+    answering it: ``None`` for one that is not a JSON-RPC id (``NaN``, ``Infinity``, a
+    float, an array: echoing it would make the error no JSON, or a reply no client
+    matches)."""
     message = _json_object(body)
-    return message.get("id") if message is not None else None
+    rid = message.get("id") if message is not None else None
+    return rid if valid_id(rid) else None
 
 
 def _rpc_error(rid: Any, code: int, message: str, data: Any = None) -> bytes:

@@ -237,6 +237,16 @@ def _is_result(message: Any, rid: str | int) -> bool:
     return type(got) is type(rid) and got == rid and "result" in message
 
 
+def json_sendable(value: Any) -> bool:
+    """Whether ``value`` can go in a request body as JSON (RFC 8259) in UTF-8: no NaN or
+    infinity, no string holding a lone surrogate, nothing ``json`` cannot write."""
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+    except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return False
+    return True
+
+
 def json_body(request: HttpRequest) -> Any:
     try:
         return json.loads(request.content) if request.content else None

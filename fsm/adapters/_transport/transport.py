@@ -5,10 +5,13 @@ transport's classes bound to one HTTP library (:func:`bind`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
 
 from fsm import events as ev
 from fsm.adapters._transport.body import GuardedBody
@@ -19,6 +22,7 @@ from fsm.adapters._transport.http import (
     Passthrough,
     body_method,
     json_body,
+    json_sendable,
     local_response,
     opens_stream,
     origin_of,
@@ -122,7 +126,8 @@ class GuardedTransport:
             await resp.aclose()
             e.session_expired()
             return local_response(e.hx, request, 404, SESSION_GONE_BODY)
-        await self._prove(request, resp)
+        async with _closed_unless_returned(resp):
+            await self._prove(request, resp)
         return wrap_response(e.hx, resp, request, e.bound.passthrough(resp))
 
     def _in_session(self, request: Any) -> bool:
@@ -186,6 +191,8 @@ class GuardedTransport:
             if resp.status_code < 300:
                 await e.relayed(key, body["result"])
             return resp
+        if state == "presented" and not json_sendable(body.get("result")):
+            return None  # not JSON the guard could send: forwarded as it came, to be refused
         if state == "presented" and isinstance(body.get("result"), Mapping):
             if e.on_answer is not None:  # written ahead: a crash after the 202 keeps it
                 await e.on_answer(key, body["result"])
@@ -258,7 +265,8 @@ class GuardedTransport:
         standalone GET, tracked as the next connection generation (never under the name
         of one that ended: each generation is its own interaction)."""
         resp = await self.e.http.send(request, stream=True)
-        return await self._track(request, resp, stream, origin)
+        async with _closed_unless_returned(resp):
+            return await self._track(request, resp, stream, origin)
 
     async def adopt_standalone(self, request: Any, resp: Any) -> Any:
         """A client's fresh standalone ``GET`` (``request``), answered by ``resp``: the
@@ -270,7 +278,8 @@ class GuardedTransport:
         if e.session and not e.room_for_stream(None):
             await resp.aclose()
             return local_response(e.hx, request, 503, too_many_streams(request))
-        return await self._track(request, resp, None, None)
+        async with _closed_unless_returned(resp):
+            return await self._track(request, resp, None, None)
 
     async def _track(self, request: Any, resp: Any, stream: str | None, origin: Any) -> Any:
         """``resp`` to ``request``, its SSE body tracked as ``stream`` (see
@@ -319,6 +328,19 @@ class GuardedTransport:
         return wrap_response(
             e.hx, resp, request, e.bound.body(e, stream, origin, request, resp, tee)
         )
+
+
+@contextlib.asynccontextmanager
+async def _closed_unless_returned(resp: Any) -> AsyncIterator[None]:
+    """Around the work between receiving ``resp`` and returning it: if that work fails or
+    is cancelled (a gateway's client left while its credentials were being proven),
+    ``resp`` is closed, so its connection goes back, before the exception goes on."""
+    try:
+        yield
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await resp.aclose()
+        raise
 
 
 def _asks(method: str, body: Any) -> bool:

@@ -1,0 +1,381 @@
+"""Protocol input the gateway cannot pass on as it came, from a client or from the
+upstream: it answers with a clear error (or passes on what it can), once, and no
+traceback escapes it. (Event streams' own edges: ``test_sse_stream_edges.py``.)
+
+Real loopback HTTP: the scripted upstream (:mod:`scripted_upstream`), or, for what an
+ASGI server cannot send (a status outside 100-599, a body cut short of its
+``Content-Length``), :class:`RawUpstream`, a TCP server that writes the bytes it is told.
+Every wait is on a response or on EOF; the timeouts only stop a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import traceback
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+
+pytest.importorskip("uvicorn")
+httpx2 = pytest.importorskip("httpx2")
+
+from scripted_upstream import (  # noqa: E402
+    CALL,
+    GUARD,
+    HEAD,
+    INIT,
+    SID,
+    Upstream,
+    elicit,
+    gateway_for,
+    parse,
+    result,
+    sse,
+)
+from test_edge import read_to_eof  # noqa: E402
+
+from support.gateway import running_gateway  # noqa: E402
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def port_of(url: str) -> int:
+    return int(url.split(":")[2].split("/")[0])
+
+
+def raw_request(
+    port: int,
+    body: bytes = b"",
+    *,
+    method: str = "POST",
+    sid: str | None = None,
+    extra: tuple[str, ...] = (),
+) -> bytes:
+    """One request head (``Connection: close``) and ``body``."""
+    fields = [
+        f"Host: 127.0.0.1:{port}",
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        "Connection: close",
+        f"Content-Length: {len(body)}",
+        *extra,
+    ]
+    if sid is not None:
+        fields.append(f"Mcp-Session-Id: {sid}")
+    head = f"{method} /mcp HTTP/1.1\r\n" + "".join(f"{f}\r\n" for f in fields) + "\r\n"
+    return head.encode() + body
+
+
+async def exchange(port: int, data: bytes) -> bytes:
+    """Send ``data`` on a fresh connection; what comes back until the server closes."""
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(data)
+        return await read_to_eof(stream)
+
+
+def split_response(raw: bytes) -> tuple[int | None, bytes]:
+    """The status of a raw HTTP/1.1 response (``None``: no response at all) and its
+    body, de-chunked when it is chunked."""
+    if not raw.startswith(b"HTTP/1."):
+        return None, raw
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    if b"transfer-encoding: chunked" in head.lower():
+        out, rest = b"", body
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            size = int(size_line.split(b";")[0] or b"0", 16)
+            if size == 0:
+                break
+            out, rest = out + rest[:size], rest[size + 2 :]
+        body = out
+    return status, body
+
+
+def strict_json(data: bytes) -> Any:
+    """``data`` as RFC 8259 JSON: ``NaN`` and ``Infinity`` are not JSON."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(data, parse_constant=refuse)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def tracebacks(self) -> list[str]:
+        """Tracebacks logged for exceptions that escaped the gateway's own code
+        (uvicorn's "Exception in ASGI application" for a request the gateway served)."""
+        out = []
+        for record in self.records:
+            if record.exc_info and record.exc_info[1] is not None:
+                text = "".join(traceback.format_exception(*record.exc_info))
+                if "fsm/gateway/app.py" in text:
+                    out.append(text)
+        return out
+
+
+@contextlib.contextmanager
+def server_errors() -> Any:
+    """What uvicorn logs (``uvicorn.error``) while the block runs, whatever the logging
+    configuration of the process (a handler of its own on that logger)."""
+    handler = _Records()
+    logger = logging.getLogger("uvicorn.error")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+Respond = Callable[[str, dict[str, str], bytes], bytes]
+
+
+class RawUpstream:
+    """A TCP upstream that answers each request (its head and ``Content-Length`` body)
+    with the bytes ``respond(method, headers, body)`` gives, as they are; the connection
+    stays open for the next request unless the answer says ``connection: close``."""
+
+    def __init__(self, respond: Respond) -> None:
+        self.respond = respond
+        self.seen: list[tuple[str, dict[str, str], bytes]] = []
+
+    async def handle(self, stream: anyio.abc.ByteStream) -> None:
+        async with stream:
+            buf = b""
+            while True:
+                try:
+                    while b"\r\n\r\n" not in buf:
+                        buf += await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    return
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method = lines[0].split(" ", 1)[0]
+                headers = {}
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                size = int(headers.get("content-length", "0"))
+                try:
+                    while len(rest) < size:  # a body it waits for, whatever is expected
+                        rest += await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    return
+                body, buf = rest[:size], rest[size:]
+                self.seen.append((method, headers, body))
+                answer = self.respond(method, headers, body)
+                await stream.send(answer)
+                if b"connection: close" in answer.lower():
+                    return
+
+
+def http_response(status: str, fields: list[tuple[str, Any]], body: bytes = b"") -> bytes:
+    head = "".join(f"{name}: {value}\r\n" for name, value in fields)
+    return f"HTTP/1.1 {status}\r\n{head}\r\n".encode() + body
+
+
+def json_response(message: Any, status: str = "200 OK", *more: tuple[str, Any]) -> bytes:
+    body = json.dumps(message).encode()
+    fields = [("content-type", "application/json"), ("content-length", len(body)), *more]
+    return http_response(status, fields, body)
+
+
+def scripted(call: Callable[[], bytes]) -> Respond:
+    """An upstream that begins session :data:`SID`, answers ``ping``, answers a
+    ``tools/call`` with ``call()`` and anything else ``202``."""
+
+    def respond(method: str, headers: dict[str, str], body: bytes) -> bytes:
+        msg: Any = json.loads(body) if body else None
+        name = msg.get("method") if isinstance(msg, dict) else None
+        if name == "initialize":
+            return json_response(result(msg["id"]), "200 OK", ("mcp-session-id", SID))
+        if name == "ping":
+            return json_response({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
+        if name == "tools/call":
+            return call()
+        return http_response("202 Accepted", [("content-length", 0)])
+
+    return respond
+
+
+@contextlib.asynccontextmanager
+async def raw_gateway(respond: Respond, **kwargs: Any) -> AsyncIterator[tuple[Any, RawUpstream]]:
+    """A :class:`RawUpstream` on loopback and a gateway replica in front of it."""
+    up = RawUpstream(respond)
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, up.handle)
+        try:
+            async with running_gateway(f"http://127.0.0.1:{port}/mcp", **kwargs) as gw:
+                yield gw, up
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def call_through(gw_url: str) -> tuple[int | None, bytes]:
+    """``initialize``, then the call of :data:`CALL` in its session, both raw; the
+    call's status (``None``: no response) and body."""
+    port = port_of(gw_url)
+    await exchange(port, raw_request(port, json.dumps(INIT).encode()))
+    raw = await exchange(port, raw_request(port, json.dumps(CALL).encode(), sid=SID))
+    return split_response(raw)
+
+
+# --------------------------------------------------------------- a method in lower case
+
+
+@pytest.mark.parametrize("method", ["post", "get", "delete"])
+async def test_a_lower_case_method_is_not_sent_upstream_as_an_mcp_method(method: str) -> None:
+    """HTTP methods are case-sensitive (RFC 9110 section 9.1): ``post`` is not ``POST``.
+    The upstream connection (aiohttp) would send it upper-cased, past the guard as the
+    MCP method it is not; a server reached directly refuses it. The gateway answers
+    ``501`` and forwards nothing. (With the h11 parser the edge lets such a method in;
+    llhttp refuses it itself.)"""
+    up = Upstream(call=[sse("e1", elicit("q1")), sse("e2", result(7))])
+    async with gateway_for(up, http="h11") as gw:
+        port = port_of(gw.url)
+        await exchange(port, raw_request(port, json.dumps(INIT).encode()))
+        before = len(up.requests)
+        body = json.dumps(CALL).encode() if method == "post" else b""
+        got = await exchange(port, raw_request(port, body, method=method, sid=SID))
+    status, _ = split_response(got)
+    assert (status, up.requests[before:]) == (501, [])
+
+
+# ---------------------------------- an id that is not JSON, in the gateway's own errors
+
+
+@pytest.mark.parametrize("rid", [b"NaN", b"Infinity", b"-Infinity"])
+async def test_the_gateways_own_error_for_a_nan_id_is_json(rid: bytes) -> None:
+    """A request whose id is ``NaN`` (Python's :func:`json.loads` takes it, RFC 8259 does
+    not) and whose upstream cannot be reached: the gateway's ``502`` names the id
+    ``null`` (JSON-RPC 2.0: the id could not be read), so its body is JSON a client's
+    parser reads (``"id": NaN`` would make ``JSON.parse`` throw)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    dead = sock.getsockname()[1]
+    sock.close()  # nothing listens there: the upstream is unreachable
+    async with running_gateway(f"http://127.0.0.1:{dead}/mcp") as gw:
+        port = port_of(gw.url)
+        body = b'{"jsonrpc":"2.0","id":' + rid + b',"method":"ping"}'
+        status, got = split_response(await exchange(port, raw_request(port, body)))
+    assert status == 502
+    message = strict_json(got)
+    assert message["id"] is None
+    assert message["error"]["data"]["reason"] == "upstream-unreachable"
+
+
+# --------------------------------------------------- an answer no submission could send
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b'{"confirm": NaN}', b'{"name": "\\ud800"}'],
+    ids=["nan", "lone-surrogate"],
+)
+async def test_an_answer_the_gateway_cannot_send_is_not_taken(content: bytes) -> None:
+    """A client's answer whose ``result`` holds ``NaN`` or a lone surrogate, which
+    Python's :func:`json.loads` reads but no submission of the guard's can encode as
+    JSON in UTF-8: it is not taken (not stored, not answered ``202`` by the gateway) but
+    sent upstream as it came, which refuses it, as it would directly. The prompt stays
+    open, and the client's corrected answer completes the call."""
+    up = Upstream()
+    up.call = [sse("e1", elicit("q1")), up.answered, sse("e2", result(7))]
+    bad = b'{"jsonrpc":"2.0","id":"q1","result":{"action":"accept","content":' + content + b"}}"
+    good = {"jsonrpc": "2.0", "id": "q1", "result": {"action": "accept", "content": {}}}
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+        await http.post(gw.url, json=INIT, headers=HEAD)
+        headers = {**HEAD, "mcp-session-id": SID}
+        with anyio.fail_after(20):
+            async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
+                chunks = r.aiter_raw()
+                body = await chunks.__anext__()  # the prompt
+                await http.post(gw.url, content=bad, headers=headers)
+                await http.post(gw.url, json=good, headers=headers)
+                body += b"".join([c async for c in chunks])
+    messages = [json.loads(data) for _, data in parse(body) if data]
+    assert messages[-1] == result(7), messages[-1]
+
+
+# -------------------------------------------------- an upstream status no edge can send
+
+
+@pytest.mark.parametrize("status", ["600 Beyond", "999 Weird", "101 Switching Protocols"])
+async def test_an_upstream_status_the_edge_cannot_send_gets_a_clear_error(status: str) -> None:
+    """aiohttp takes any three-digit status from the upstream (``999``) and hands on a
+    ``101`` to a POST as a final response; uvicorn cannot write either (its status
+    table covers 100-599; h11 refuses a ``101`` it did not switch to). The client gets
+    ``502`` with a JSON-RPC error, as for any upstream response the gateway cannot use,
+    and no traceback is logged."""
+
+    def call() -> bytes:
+        fields: list[tuple[str, Any]] = [("content-type", "application/json")]
+        body = json.dumps(result(7)).encode()
+        return http_response(status, [*fields, ("content-length", len(body))], body)
+
+    async with raw_gateway(scripted(call), http="h11") as (gw, _up):
+        with server_errors() as logged:
+            got, _body = await call_through(gw.url)
+    assert got is not None and 200 <= got <= 599, got
+    assert not logged.tracebacks()
+
+
+# --------------------------------------------- a forwarded body the upstream cuts short
+
+
+async def test_a_forwarded_body_cut_short_logs_no_traceback() -> None:
+    """The upstream answers a JSON body with ``Content-Length: 100``, writes 72 bytes and
+    closes (a server that dies mid-response). The gateway passes on what came and cuts
+    the client's response where the upstream cut its own (the connection closes short
+    of the length), with a warning: no exception escapes the app."""
+    whole = json.dumps(result(7)).encode()
+
+    def call() -> bytes:
+        fields = [("content-type", "application/json"), ("content-length", 100)]
+        return http_response("200 OK", [*fields, ("connection", "close")], whole)
+
+    async with raw_gateway(scripted(call)) as (gw, _up):
+        with server_errors() as logged:
+            status, body = await call_through(gw.url)
+    assert (status, body) == (200, whole)  # cut where the upstream cut it
+    assert not logged.tracebacks()
+
+
+# ----------------------------------------------------------------- Expect: 100-continue
+
+
+async def test_a_forwarded_expect_100_continue_does_not_hold_the_body_back() -> None:
+    """A client sends ``Expect: 100-continue`` (curl does for a large body): the
+    gateway's own server answers it ``100 Continue`` and reads the whole body, so the
+    field is not forwarded; the body goes upstream with the head. (Forwarded, it made
+    the upstream connection send the head alone and wait for a ``100`` that a server
+    waiting for the content never sends: RFC 9110 section 10.1.1.)"""
+    async with raw_gateway(scripted(lambda: json_response(result(7)))) as (gw, _up):
+        port = port_of(gw.url)
+        await exchange(port, raw_request(port, json.dumps(INIT).encode()))
+        head = raw_request(
+            port, json.dumps(CALL).encode(), sid=SID, extra=("Expect: 100-continue",)
+        )
+        with anyio.move_on_after(5):  # answered in milliseconds once the body is sent
+            got = await exchange(port, head)
+            status, body = split_response(got.replace(b"HTTP/1.1 100 Continue\r\n\r\n", b""))
+            assert (status, json.loads(body)) == (200, result(7))
+            return
+    pytest.fail("no answer within 5 s: the upstream request waits for a 100 Continue")
