@@ -11,7 +11,9 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
-from fsm.adapters._transport.sse import SseParser
+import anyio
+
+from fsm.adapters._transport.sse import SseFrame, SseParser
 from fsm.errors import (
     InteractionFailed,
 )
@@ -126,6 +128,12 @@ RESULT_BODY_LIMIT = 64 * 1024
 RESULT_TEXT_LIMIT = 1024
 """Characters of a body that is not a JSON object kept as text for the outcome tables."""
 
+RESULT_READ_S = 10.0
+"""Seconds a body read to classify an answer POST or a failed resume GET may take in all:
+a body that comes slower than that (a byte at a time, each within the read timeout) is
+taken as far as it came, so it cannot hold the guard's decision, and its patience and
+budgets, for hours."""
+
 
 async def http_result(resp: HttpResponse) -> SubmissionResult:
     """What the outcome tables (:mod:`fsm.outcomes`) read of a response that opened no
@@ -133,14 +141,16 @@ async def http_result(resp: HttpResponse) -> SubmissionResult:
     empty, not JSON, not an object, or longer than 64 KiB: only that much is read),
     ``Retry-After`` in seconds, and, for a body that is not a JSON object, its first
     :data:`RESULT_TEXT_LIMIT` characters as text (a server that refuses in plain text).
-    Closes ``resp``; a body that breaks off while read is taken as far as it came (any
-    exception of the HTTP library, whichever it is)."""
+    Closes ``resp``; a body that breaks off while read (any exception of the HTTP
+    library, whichever it is), or is not whole after :data:`RESULT_READ_S`, is taken as
+    far as it came."""
     data = bytearray()
     try:
-        async for chunk in resp.aiter_bytes():
-            data += chunk
-            if len(data) > RESULT_BODY_LIMIT:
-                break
+        with anyio.move_on_after(RESULT_READ_S):
+            async for chunk in resp.aiter_bytes():
+                data += chunk
+                if len(data) > RESULT_BODY_LIMIT:
+                    break
     except Exception as exc:
         logger.debug("response body broke off: %r", exc)
     finally:

@@ -1,0 +1,339 @@
+"""What one peer can make a gateway replica hold after it left, or for longer than its
+bounds say, on loopback: a client that leaves before the response's head releases its
+request upstream; a refusal whose body never ends is judged by what came within
+``RESULT_READ_S``; a session in use keeps its record in the store.
+
+Every wait is on an event (a request reaching the upstream, the upstream seeing its
+reader go, a response arriving); the timeouts around them only stop a hang, or are the
+bound under test."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from scripted_upstream import (
+    GUARD,
+    HEAD,
+    INIT,
+    PROGRESS,
+    SID,
+    Upstream,
+    elicit,
+    gateway_for,
+    json_reply,
+    parse,
+    read_request,
+    result,
+    sse,
+    sse_piece,
+    sse_start,
+)
+
+from fsm.adapters._transport import http as http_core
+from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
+from fsm.gateway.edge import EdgeLimits
+from fsm.gateway.store import MemoryStore
+from fsm.wire.serving import lifespan, serving
+from support.gateway import RunningGateway, running_gateway
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+
+@contextlib.asynccontextmanager
+async def gateway_before(app: Any, **kwargs: Any) -> AsyncIterator[tuple[RunningGateway, int]]:
+    """``app`` served on loopback and a gateway replica in front of it; yields the replica
+    and its port."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    up = sock.getsockname()[1]
+    kwargs.setdefault("config", replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02))
+    try:
+        async with (
+            serving(app, sock, log_level="critical"),
+            running_gateway(f"http://127.0.0.1:{up}/mcp", **kwargs) as gw,
+        ):
+            yield gw, int(gw.url.split(":")[2].split("/")[0])
+    finally:
+        sock.close()
+
+
+def raw_post(port: int, body: dict[str, Any], sid: str | None = SID) -> bytes:
+    data = json.dumps(body).encode()
+    fields = [
+        f"Host: 127.0.0.1:{port}",
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        f"Content-Length: {len(data)}",
+    ]
+    if sid is not None:
+        fields.append(f"Mcp-Session-Id: {sid}")
+    head = "POST /mcp HTTP/1.1\r\n" + "".join(f"{f}\r\n" for f in fields) + "\r\n"
+    return head.encode() + data
+
+
+async def initialize(url: str) -> None:
+    async with httpx2.AsyncClient(timeout=GUARD) as client:
+        resp = await client.post(url, json=INIT, headers=HEAD)
+        assert resp.status_code == 200 and resp.headers["mcp-session-id"] == SID
+
+
+# --------------------------------------------------------------------------- a client that
+# leaves before the upstream's response head
+
+
+class SlowHead:
+    """``initialize`` gets :data:`SID`; a ``tools/call`` gets no response head until the
+    gateway leaves it (a server in JSON-response mode whose tool runs long, or waits on a
+    person): ``arrived`` counts those that reached it, ``left`` those whose reader went."""
+
+    def __init__(self) -> None:
+        self.arrived = 0
+        self.left = 0
+        self.changed = anyio.Event()
+
+    def _note(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def until(self, ok: Any) -> None:
+        while not ok():
+            await self.changed.wait()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        _, msg = await read_request(scope, receive)
+        if msg.get("method") == "initialize":
+            session = [(b"mcp-session-id", SID.encode())]
+            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
+            return
+        if msg.get("method") != "tools/call":
+            await json_reply(send, 202, b"")
+            return
+        self.arrived += 1
+        self._note()
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.left += 1
+        self._note()
+
+
+async def test_a_client_that_leaves_before_the_response_head_releases_its_upstream_request() -> (
+    None
+):
+    """Clients send a call and close their connections while the upstream has not begun
+    its response. Directly, the upstream sees each reader go at once. Through the
+    gateway it must too: the gateway's request upstream (its connection, its task, the
+    client's flight) must not outlive the client, or clients that come and go hold
+    upstream connections and flights past every edge bound (``max_connections`` counts
+    only connections still open)."""
+    up = SlowHead()
+    async with gateway_before(up) as (gw, port):
+        await initialize(gw.url)
+        n = 5
+        for i in range(n):
+            async with await anyio.connect_tcp("127.0.0.1", port) as client:
+                call = {
+                    "jsonrpc": "2.0",
+                    "id": 100 + i,
+                    "method": "tools/call",
+                    "params": {"name": "x"},
+                }
+                await client.send(raw_post(port, call))
+                with anyio.fail_after(GUARD):
+                    await up.until(lambda n=i + 1: up.arrived == n)
+            # the client's connection is closed here
+        with anyio.move_on_after(5):
+            await up.until(lambda: up.left == n)
+        left, in_flight = up.left, gw.gateway.in_flight
+    assert left == n, f"the upstream saw {left} of {n} readers go; {in_flight} flights left"
+    assert in_flight == 0
+
+
+async def test_clients_that_left_before_the_response_head_do_not_lock_others_out() -> None:
+    """With the edge bound at 4 connections, one client sends 5 calls, one connection at
+    a time, closing each at once. None of its connections is open; another client's ``initialize``
+    must still be served, not refused ``503`` because the departed clients' requests
+    still count against the edge (uvicorn counts the app's tasks with its connections)."""
+    up = SlowHead()
+    async with gateway_before(up, edge=EdgeLimits(max_connections=4)) as (gw, port):
+        await initialize(gw.url)
+        for i in range(5):
+            async with await anyio.connect_tcp("127.0.0.1", port) as client:
+                call = {"jsonrpc": "2.0", "id": 200 + i, "method": "tools/call", "params": {}}
+                await client.send(raw_post(port, call))
+                with anyio.fail_after(GUARD):
+                    await up.until(lambda n=i + 1: up.arrived == n)
+        async with httpx2.AsyncClient(timeout=GUARD) as other:
+            resp = await other.post(gw.url, json=INIT, headers=HEAD)
+    assert resp.status_code == 200, (resp.status_code, resp.text)
+
+
+# --------------------------------------------------------------------------- an upstream
+# that refuses a resume with a body that never ends
+
+
+class DribbledRefusal:
+    """A call's stream sends ``e1`` and is cut; every resume ``GET`` is refused ``409``
+    (the TypeScript SDK's answer while it holds the old connection) with a body that
+    comes a byte every ``drip_s`` seconds and never ends."""
+
+    def __init__(self, drip_s: float) -> None:
+        self.drip_s = drip_s
+        self.resumes = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        headers, msg = await read_request(scope, receive)
+        if msg.get("method") == "initialize":
+            session = [(b"mcp-session-id", SID.encode())]
+            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
+        elif msg.get("method") == "tools/call":
+            await sse_start(send)
+            await sse_piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
+            raise RuntimeError("cut")  # uvicorn drops the connection: an abrupt end
+        elif scope["method"] == "GET" and "last-event-id" in headers:
+            self.resumes += 1
+            head = [(b"content-type", b"text/plain")]
+            await send({"type": "http.response.start", "status": 409, "headers": head})
+            await sse_piece(send, b"Conflict: Stream already has an active connection")
+
+            async def drip() -> None:
+                while True:  # bounded by the gateway leaving (the task group's end)
+                    await anyio.sleep(self.drip_s)
+                    await sse_piece(send, b".")
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drip)
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()
+        else:
+            await json_reply(send, 202, b"")
+
+
+async def test_a_refusal_whose_body_never_ends_does_not_outlast_the_patience(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The upstream refuses the gateway's resume with ``409`` and writes its body a byte
+    at a time, each well within the gateway's read timeout (2 s here), and never ends it.
+    The body is judged by what came within ``RESULT_READ_S`` (0.3 s here), and the
+    gateway's patience (0.5 s) runs: the call ends with one error, not waiting for a body
+    the upstream never finishes (64 KiB at its pace: hours)."""
+    monkeypatch.setattr(http_core, "RESULT_READ_S", 0.3)
+    up = DribbledRefusal(drip_s=0.2)
+    config = replace(
+        GATEWAY_GUARD,
+        backoff_initial_s=0.001,
+        backoff_max_s=0.002,
+        resume_jitter=lambda: 0.0,
+        resume_patience_s=0.5,
+    )
+    timeout = httpx2.Timeout(30.0, read=2.0)
+    async with gateway_before(up, config=config, timeout=timeout) as (gw, _port):
+        await initialize(gw.url)
+        h = {**HEAD, "mcp-session-id": SID}
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        raw = b""
+        async with httpx2.AsyncClient(timeout=GUARD) as client:
+            with anyio.move_on_after(10):
+                async with client.stream("POST", gw.url, json=call, headers=h) as resp:
+                    async for chunk in resp.aiter_raw():
+                        raw += chunk
+        resumes = up.resumes
+    ending = [json.loads(d) for _, d in parse(raw) if d and '"error"' in d]
+    assert resumes >= 1
+    # one ending error (patience spent, or the resume cap if the refusals came fast)
+    reasons = [e["error"]["data"]["reason"] for e in ending]
+    assert reasons in (["resume-patience-spent"], ["resume-cap"]), raw
+
+
+# --------------------------------------------------------------------------- a busy
+# session whose record in the store expires
+
+
+class Kept(MemoryStore):
+    """A memory store that counts the extensions of session records it is asked for."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kept = 0
+        self.changed = anyio.Event()
+
+    async def keep_session(self, session: str) -> None:
+        await super().keep_session(session)
+        self.kept += 1
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def kept_once_more(self, before: int) -> None:
+        while self.kept <= before:
+            await self.changed.wait()
+
+
+async def test_a_session_busy_with_calls_keeps_its_store_record() -> None:
+    """A session makes a call every 40 s of the store's clock (its TTL 100 s), none
+    bringing a prompt; at 160 s a call brings one. The session is in use all along, so
+    the gateway extends its record (each third of the lease, at most every
+    ``session_keepalive_s``: every time here): the prompt is presented, not blanked by a
+    claim that finds no record of the session."""
+    now = [0.0]
+    store = Kept(ttl_s=100.0, clock=lambda: now[0])
+    asks = {"on": False}
+
+    def script(msg: dict[str, Any], _headers: dict[str, str]) -> list[bytes]:
+        rid = msg["id"]
+        if asks["on"]:
+            return [sse(f"p{rid}", elicit("ask-1")), sse(f"r{rid}", result(rid))]
+        return [sse(f"p{rid}", PROGRESS), sse(f"r{rid}", result(rid))]
+
+    up = Upstream(script=script)
+    limits = GatewayLimits(lease_s=0.3, session_keepalive_s=0.0)
+    async with gateway_for(up, store=store, limits=limits) as gw:
+        await initialize(gw.url)
+        h = {**HEAD, "mcp-session-id": SID}
+        async with httpx2.AsyncClient(timeout=GUARD) as client:
+            for rid, at in ((1, 40.0), (2, 80.0), (3, 120.0), (4, 160.0)):
+                now[0] = at
+                asks["on"] = rid == 4
+                call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {}}
+                kept = store.kept
+                resp = await client.post(gw.url, json=call, headers=h)
+                assert resp.status_code == 200
+                messages = [json.loads(d) for _, d in parse(resp.content) if d]
+                if rid < 4:  # the call's end is a use: the record is extended after it
+                    with anyio.fail_after(GUARD):
+                        await store.kept_once_more(kept)
+        held = gw.gateway.sessions
+    assert held == 1
+    asked = [m for m in messages if isinstance(m, dict) and m.get("method") == "elicitation/create"]
+    assert asked, messages  # presented, not blanked by a claim that failed
+
+
+async def test_an_idle_session_is_not_kept() -> None:
+    """A session no request used since its record was last extended is not extended
+    again: the store's TTL still ends the records of sessions nobody uses."""
+    store = Kept()
+    up = Upstream(call=[sse("e1", result(7))])
+    limits = GatewayLimits(lease_s=3600.0, session_keepalive_s=0.0)  # no pass of its own
+    async with gateway_for(up, store=store, limits=limits) as gw:
+        await initialize(gw.url)
+        gateway = gw.gateway
+        assert await gateway._until(lambda: gateway.in_flight == 0, GUARD)  # served whole
+        now = time.monotonic()
+        await gateway._keep_alive_once(now)  # its initialize was a use
+        await gateway._keep_alive_once(now + 1)
+        await gateway._keep_alive_once(now + 2)
+    assert store.kept == 1
