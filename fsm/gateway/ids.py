@@ -29,9 +29,25 @@ stream is made once per stream and copied per event): the signature's 2 µs are 
 the 63-108 µs of CPU a replica spends per progress event.
 
 Limits: ids are rewritten on ``id:`` lines that start after a line feed (``\\n`` or
-``\\r\\n`` line endings, what every MCP server sends); an event stream with bare ``\\r``
-line endings passes with the server's ids, and a resume from one is refused as not
-issued by the gateway. An empty ``id:`` (which resets the client's id) passes unchanged.
+``\\r\\n`` line endings, what every MCP server sends). An event that
+:class:`~fsm.adapters._transport.body.GuardedBody` passes on as its parser read it (line
+ends made ``\\n``) has its ids rewritten whatever its line ends were: so does every event
+of a stream whose lines all end with a bare ``\\r`` (each of its reads ends inside an
+event, or on a ``\\r`` held for the next read or the stream's end). In a read passed on as
+it came, an ``id:`` after a bare ``\\r`` (a stream that mixes line ends) passes with the
+server's id, and a resume from it is refused as not issued by the gateway. An empty
+``id:`` (which resets the client's id) passes unchanged.
+
+**A leading byte order mark.** WHATWG readers drop one U+FEFF at the very start of an
+event stream, and so does the gateway's parser (``SseParser.begin``). The rewriter never
+sees one: the stream it rewrites is what ``GuardedBody`` passes on, which drops the mark
+that leads each upstream connection, so the stream's first line is a line start as any
+other and its id is rewritten. Dropped, not kept: a resume's connection is spliced into
+the middle of the client's stream, where a client keeps a mark and reads the line after
+it as a field named ``\\ufeffid`` (or ``\\ufeffdata``); the mcp SDK's reader (httpx2)
+keeps one even at the start; a WHATWG client reads the stream alike without it. A mark
+anywhere else is data, for the guard's parser as for a WHATWG client, so an ``id:`` right
+after it is not rewritten: the client ignores that line, as the guard did.
 
 **Only usable ids.** An upstream id that is not a usable cursor
 (:func:`~fsm.adapters._transport.sse.usable_event_id`: longer than
@@ -286,7 +302,9 @@ class IdRewriter:
         feed (what :data:`_ID_LINE` matches, found with ``bytes.find``: a regular
         expression would try every position of a large event's data). A piece may be part
         of an event (a large one is passed on in the pieces it was read in), but an
-        ``id:`` line is never cut across two pieces."""
+        ``id:`` line is never cut across two pieces. A byte order mark is no line start:
+        none leads what it rewrites (``GuardedBody`` drops an upstream connection's
+        leading one; see the module docstring), one anywhere else is data."""
         at = piece.find(b"id:")
         if at < 0:
             return piece

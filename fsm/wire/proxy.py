@@ -804,6 +804,7 @@ class FaultProxy:
                     parser = self._observe(ex, parser, data, body_chunks)
                     await writer.drain()
                 stop()
+                self._observe(ex, parser, b"", body_chunks, ended=True)
                 self._finish(ex, "complete")
                 raise _Closed
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
@@ -812,21 +813,30 @@ class FaultProxy:
                 return
             self._finish(ex, "upstream_closed")
             raise _Closed from exc
+        self._observe(ex, parser, b"", body_chunks, ended=True)
         if body_chunks and not ex.is_sse:
             self._record("body", ex, json=_maybe_json(b"".join(body_chunks)))
         self._finish(ex, "complete")
 
     def _observe(
-        self, ex: Exchange, parser: SseParser | None, data: bytes, chunks: list[bytes]
+        self,
+        ex: Exchange,
+        parser: SseParser | None,
+        data: bytes,
+        chunks: list[bytes],
+        *,
+        ended: bool = False,
     ) -> SseParser | None:
-        """Log the events ``data`` completes; the parser for the next read (a new one
-        after an event over the log's bound, which is dropped from the log)."""
+        """Log the events ``data`` completes (``ended``: the body's clean end, which
+        completes an event whose last line end was a bare CR); the parser for the next
+        read (a new one after an event over the log's bound, which is dropped from the
+        log)."""
         if parser is None:
-            if sum(map(len, chunks)) < 65536:
+            if data and sum(map(len, chunks)) < 65536:
                 chunks.append(data)
             return None
         try:
-            frames = parser.feed(data)
+            frames = parser.finish() if ended else parser.feed(data)
         except EventTooLarge:
             logger.warning("SSE event larger than %d chars dropped from the log", parser.max_event)
             return SseParser(parser.max_event)

@@ -138,3 +138,10 @@ async def test_a_body_that_breaks_off_holds_no_result(
 ) -> None:
     resp = httpx2.Response(200, headers=headers, stream=BrokenOff(first))
     assert not await holds_result(resp, "p-1")
+
+
+async def test_a_result_whose_last_line_end_is_a_bare_cr_is_held() -> None:
+    """The stream's last byte is the CR that ends the result's event: the end of the body
+    completes it (a CR is held in case an LF follows)."""
+    body = b"data: " + json.dumps(RESULT).encode() + b"\r\r"
+    assert await holds_result(response(200, SSE, body), "p-1")

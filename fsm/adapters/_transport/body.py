@@ -55,6 +55,16 @@ class GuardedBody:
     Ends when the origin's response was passed on (the SDK closes it), when the guard
     failed the stream (a synthetic JSON-RPC error for the origin is appended first), or
     when the guard stopped resuming a stream without origin.
+
+    Each upstream connection is read by a parser of its own, and its bytes are passed on
+    as that parser reads them at both ends. A byte order mark that leads the connection
+    is dropped (:meth:`SseParser.begin`): WHATWG readers drop one only at the very start
+    of what they read, and a resume's connection is spliced into the middle of the
+    stream the SDK (or a gateway's client) reads, where a kept mark would hide the id (or
+    the data) of the line after it; the mcp SDK's own reader (httpx2) drops none. At a
+    clean end, the events the end completes (:meth:`SseParser.finish`: an event ended by
+    a bare CR the last read ended with) are passed on, as any other event, before the
+    stream is reported lost.
     """
 
     def __init__(
@@ -103,13 +113,16 @@ class GuardedBody:
             chunks = source.__aiter__()
             clean = True
             unyielded = 0
+            start = True  # the connection's leading BOM, if any, not yet read past
             while not self.tee.killed:  # killed before a read: the read is not waited for
                 chunk: bytes | None
+                ended = False
                 try:
                     chunk = await chunks.__anext__()
                 except StopAsyncIteration:
                     logger.debug("%s connection ended", self.stream)
-                    chunk = None
+                    # what the end completes (an event ended by a CR) is passed on first
+                    chunk, ended = (b"", True) if parser.pending else (None, False)
                 except Exception as exc:  # whatever ends a connection abruptly
                     logger.debug("%s read failed: %r", self.stream, exc)
                     chunk, clean = None, False
@@ -117,9 +130,14 @@ class GuardedBody:
                     chunk, clean = None, False
                 if chunk is None:
                     break
+                if start:  # each connection's own BOM: dropped as the parser drops it
+                    chunk = parser.begin(chunk)
+                    start = parser.starting
+                    if not (chunk or ended):
+                        continue
                 self._acted = False
                 try:
-                    out = await self._pass_on(parser, chunk)
+                    out = await self._pass_on(parser, chunk, ended)
                 except EventTooLarge as exc:
                     too_large = EventTooLargeError.reason
                     self.e.feed(ev.StreamAbandoned(self.stream, too_large, str(exc)))
@@ -134,7 +152,7 @@ class GuardedBody:
                     if unyielded >= YIELD_EVERY:  # buffered reads never suspend: hand over
                         unyielded = 0
                         await anyio.lowlevel.checkpoint()
-                if self._acted and self._dead():
+                if ended or (self._acted and self._dead()):
                     break
                 if unyielded >= YIELD_EVERY:
                     unyielded = 0
@@ -156,8 +174,10 @@ class GuardedBody:
     def _dead(self) -> bool:
         return self.e.guard.stream_state(self.stream) in ("done", "dead") or self.tee.killed
 
-    async def _pass_on(self, parser: SseParser, chunk: bytes) -> list[bytes]:
+    async def _pass_on(self, parser: SseParser, chunk: bytes, ended: bool = False) -> list[bytes]:
         """Feed every event ``chunk`` completes; the pieces of bytes the SDK gets for them.
+        ``ended``: the connection ended cleanly (``chunk`` is empty): the events the end
+        completes (:meth:`SseParser.finish`: one ended by a CR the last read ended with).
 
         That is ``chunk`` itself when it holds only whole events, all passed unchanged
         (the common case), else the events up to the last complete one, each as received
@@ -202,7 +222,7 @@ class GuardedBody:
                 parts.append(chunk[mark:])
                 return parts
         whole = not parser.pending and not parts  # all bytes before chunk went out
-        events = parser.feed(chunk[pos:] if pos else chunk)
+        events = parser.finish() if ended else parser.feed(chunk[pos:] if pos else chunk)
         large = any(sse.size > LARGE_EVENT for sse in events)
         if large:
             await anyio.lowlevel.checkpoint()

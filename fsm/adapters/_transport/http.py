@@ -213,9 +213,9 @@ async def holds_result(resp: HttpResponse, rid: str | int, limit: int = PROOF_BY
                 read += len(chunk)
                 if read > limit:
                     return False
-                for frame in parser.feed(chunk):
-                    if frame.has_data and frame.utf8 and _is_result(_loads(frame.data), rid):
-                        return True
+                if _has_result(parser.feed(chunk), rid):
+                    return True
+            return _has_result(parser.finish(), rid)  # a last event ended by a bare CR
         except Exception as exc:  # EventTooLarge, or whatever ends a body abruptly
             logger.debug("a body read for a result broke off: %r", exc)
         return False
@@ -238,6 +238,11 @@ def _loads(data: str | bytes) -> Any:
         return json.loads(data)
     except (ValueError, RecursionError):
         return None
+
+
+def _has_result(frames: Iterable[SseFrame], rid: str | int) -> bool:
+    """Whether one of ``frames`` carries the JSON-RPC result of request ``rid``."""
+    return any(f.has_data and f.utf8 and _is_result(_loads(f.data), rid) for f in frames)
 
 
 def _is_result(message: Any, rid: str | int) -> bool:

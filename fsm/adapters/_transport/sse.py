@@ -9,8 +9,10 @@ holds the event loop that serves other sessions for much longer than a read does
 
 The parser follows the WHATWG event-stream rules that matter to JSON-RPC over SSE: lines
 end with CRLF, LF or CR (a CR at the end of a read waits for the next read to tell a CRLF
-from a CR); a blank line ends an event; ``data:`` lines are joined with line feeds;
-``id:`` with a NUL is ignored; ``retry:`` counts when it is all digits; comments and
+from a CR, or for the end of the stream, :meth:`SseParser.finish`, which makes it a line
+end); one byte order mark (:data:`BOM`) at the very start of the stream is dropped (one
+anywhere else is data); a blank line ends an event; ``data:`` lines are joined with line
+feeds; ``id:`` with a NUL is ignored; ``retry:`` counts when it is all digits; comments and
 unknown fields make no event on their own. Documented choices: an event that has no
 field at all (only comments) is dropped; a byte that is not UTF-8 is kept (passed on
 as it came; in :attr:`SseFrame.data` decoded with ``surrogateescape``) and marks its
@@ -30,6 +32,7 @@ import re
 from fsm.messages import CANCELLED
 
 __all__ = [
+    "BOM",
     "LARGE_EVENT",
     "MAX_EVENT_ID",
     "PIECE_COST",
@@ -145,6 +148,11 @@ for anyway (:attr:`fsm.sse.guard.GuardConfig.max_server_wait_s`)."""
 
 _LONGEST_RETRY: int = 10**RETRY_DIGITS - 1
 
+BOM = b"\xef\xbb\xbf"
+"""A UTF-8 byte order mark (U+FEFF). WHATWG's event-stream decoding drops one at the very
+start of a stream (eventsource-parser, the TypeScript SDK's reader, does); anywhere else
+it is data: a line that begins with it names another field (``\\ufeffid``)."""
+
 
 def usable_event_id(value: bytes) -> bool:
     """Whether the ``id:`` value ``value`` is a usable cursor (see :data:`MAX_EVENT_ID`):
@@ -195,6 +203,7 @@ class SseParser:
 
     __slots__ = (
         "_cr",
+        "_head",
         "_line",
         "_line_size",
         "_line_utf8",
@@ -223,15 +232,56 @@ class SseParser:
         """Weight of the pending event: its bytes, line feeds and pieces."""
         self._cr = False
         """The last read ended with a carriage return: the first half of a CRLF or a line
-        end of its own, decided with the next read."""
-        self.idle = True
+        end of its own, decided with the next read (or by :meth:`finish`)."""
+        self._head: bytes | None = b""
+        """The stream's first bytes, held while they may be the start of a :data:`BOM`
+        (``b""``: none yet); ``None`` once the start is decided (:meth:`begin`)."""
+        self.idle = False
         """Nothing buffered: no part of an event, so the next read starts a new event
-        (and :func:`hot_event` may read it directly)."""
+        (and :func:`hot_event` may read it directly). Not before the stream's start is
+        decided (:meth:`begin`): its first bytes may be a :data:`BOM`."""
 
     @property
     def pending(self) -> bool:
-        """Whether part of an event is buffered (a later read completes it)."""
-        return bool(self._size) or self._cr
+        """Whether part of an event (or of the stream's leading :data:`BOM`) is buffered:
+        a later read completes it."""
+        return bool(self._size) or self._cr or bool(self._head)
+
+    @property
+    def starting(self) -> bool:
+        """Whether the stream's start is not decided yet (:meth:`begin`)."""
+        return self._head is not None
+
+    def begin(self, chunk: bytes) -> bytes:
+        """The stream's bytes in ``chunk`` (a read at its start) without a leading
+        :data:`BOM`: ``b""`` while they may still be the start of one (fewer than three
+        bytes so far, all a BOM's; held here, given back with the next read if they are
+        not one). Once the start is decided (:attr:`starting` is false) ``chunk`` as it
+        is. :meth:`feed` calls it itself; a caller that passes a stream's bytes on calls
+        it first, to pass them on as the parser reads them (without the mark)."""
+        head = self._head
+        if head is None:
+            return chunk
+        if head:
+            chunk = head + chunk
+        if len(chunk) < 3 and BOM.startswith(chunk):  # b"" too: nothing decided yet
+            self._head = chunk
+            return b""
+        self._head = None
+        self.idle = True  # nothing else is buffered at the start
+        return chunk[3:] if chunk.startswith(BOM) else chunk
+
+    def finish(self) -> list[SseFrame]:
+        """The events the end of the stream completes (call it once, at a clean end;
+        the parser is not fed again). A carriage return that ended the last read is a
+        line end of its own (no LF can follow it), so the event it ends is complete, as
+        every WHATWG reader takes it (httpx2's ``_SSELineDecoder.flush``); whatever else
+        is pending (an event or a line not ended) is dropped, as WHATWG says. Raises
+        :class:`EventTooLarge` as :meth:`feed` does."""
+        if not self._cr:
+            return []
+        self._cr = False
+        return self.feed(b"\n")
 
     def _hold(self, piece: bytes) -> None:
         """Keep ``piece`` as part of the pending line, checking its UTF-8 on the way."""
@@ -247,6 +297,8 @@ class SseParser:
 
     def feed(self, chunk: bytes) -> list[SseFrame]:
         """The events ``chunk`` completes, in order. Raises :class:`EventTooLarge`."""
+        if self._head is not None:  # the stream's first read(s): a leading BOM?
+            chunk = self.begin(chunk)
         if self._cr:
             chunk, self._cr = b"\r" + chunk, False
         if b"\r" in chunk:

@@ -1,0 +1,164 @@
+"""The two ends of an upstream event stream: a final event ended by a bare CR just before
+a clean end (:meth:`SseParser.finish`), and a byte order mark before the first event
+(:meth:`SseParser.begin`), in the parser and through a gateway on real loopback HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fsm.adapters._transport.sse import SseFrame, SseParser
+from fsm.gateway.ids import EventIdKeys, parse_event_id
+
+pytest.importorskip("uvicorn")
+httpx2 = pytest.importorskip("httpx2")
+
+from scripted_upstream import (  # noqa: E402
+    CALL,
+    GUARD,
+    HEAD,
+    INIT,
+    PROGRESS,
+    SID,
+    Upstream,
+    gateway_for,
+    parse,
+    result,
+    sse,
+)
+
+BOM = b"\xef\xbb\xbf"
+"""A UTF-8 byte order mark (U+FEFF)."""
+EVENT = b"id: e1\rdata: x\r\r"
+"""One event, its lines ended by bare CRs."""
+
+
+def _ids(frames: list[SseFrame]) -> list[str | None]:
+    return [f.event_id for f in frames]
+
+
+# ------------------------------------------------------------------ the parser
+
+
+def test_a_cr_held_at_the_end_is_a_line_end_when_the_stream_finishes() -> None:
+    parser = SseParser()
+    assert parser.feed(EVENT) == []  # the last CR may be the first half of a CRLF
+    assert parser.pending
+    (frame,) = parser.finish()
+    assert (frame.event_id, frame.data, frame.raw) == ("e1", "x", b"id: e1\ndata: x\n\n")
+    assert not parser.pending
+
+
+@pytest.mark.parametrize("cut", range(len(EVENT) + 1))
+def test_a_stream_of_bare_crs_reads_alike_however_cut_once_finished(cut: int) -> None:
+    parser = SseParser()
+    frames = parser.feed(EVENT[:cut]) + parser.feed(EVENT[cut:]) + parser.finish()
+    assert _ids(frames) == ["e1"]
+
+
+def test_finish_completes_nothing_but_a_held_cr() -> None:
+    parser = SseParser()
+    assert parser.feed(b"id: e1\ndata: x\n\n") != []
+    assert parser.finish() == []  # nothing held
+    unended = SseParser()
+    assert unended.feed(b"id: e1\ndata: x\n") == []
+    assert unended.finish() == []  # no blank line: the event is dropped (WHATWG)
+    line = SseParser()
+    assert line.feed(b"id: e1\ndata: x\r") == []
+    assert line.finish() == []  # the CR ends a line, not the event
+
+
+STREAM = b"id: e1\ndata: x\n\n"
+
+
+@pytest.mark.parametrize("cut", range(len(BOM) + 2))
+def test_a_leading_byte_order_mark_split_across_reads_is_dropped(cut: int) -> None:
+    wire = BOM + STREAM
+    parser = SseParser()
+    first = parser.feed(wire[:cut])
+    assert first == [] and parser.starting == (cut < len(BOM))  # a part of it held
+    (frame,) = parser.feed(wire[cut:])
+    assert (frame.event_id, frame.raw) == ("e1", STREAM)
+
+
+def test_a_byte_order_mark_a_byte_at_a_time_is_dropped() -> None:
+    parser = SseParser()
+    frames = [f for byte in BOM + STREAM for f in parser.feed(bytes([byte]))]
+    assert _ids(frames) == ["e1"]
+
+
+def test_a_byte_order_mark_not_at_the_start_is_data() -> None:
+    parser = SseParser()  # only one mark, only at the very start, is dropped
+    assert _ids(parser.feed(BOM + STREAM)) == ["e1"]
+    (later,) = parser.feed(BOM + b"id: e2\ndata: y\n\n")  # an event boundary, not the start
+    assert later.event_id is None and later.raw.startswith(BOM)  # a field named \ufeffid
+    twice = SseParser().feed(BOM + BOM + STREAM)
+    assert _ids(twice) == [None]
+    inside = SseParser().feed(b"data: " + BOM + b"x\n\n")
+    assert _ids(inside) == [None] and inside[0].data_bytes == BOM + b"x"
+
+
+def test_the_start_of_a_mark_that_is_not_one_is_given_back() -> None:
+    parser = SseParser()
+    assert parser.begin(b"\xef") == b"" and parser.starting
+    assert parser.begin(b"\xbbX") == b"\xef\xbbX" and not parser.starting
+    assert parser.begin(BOM) == BOM  # the start is decided: a later mark is data
+    fed = SseParser()
+    assert fed.feed(b"\xef\xbb") == []
+    (frame,) = fed.feed(b"\xbedata: x\n\n")  # not a mark: a field of its own name
+    assert frame.raw == b"\xef\xbb\xbedata: x\n\n" and not frame.has_data
+
+
+# ---------------------------------------------------- through a gateway (loopback)
+
+
+async def _call(up: Upstream) -> tuple[bytes, EventIdKeys]:
+    """The raw body of :data:`CALL` through a gateway in front of ``up``, and the
+    gateway's event-id keys."""
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+        await http.post(gw.url, json=INIT, headers=HEAD)
+        headers = {**HEAD, "mcp-session-id": SID}
+        async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
+            body = b"".join([c async for c in r.aiter_raw()])
+        return body, gw.gateway.id_keys
+
+
+def _issued(event_id: str | None, keys: EventIdKeys) -> str | None:
+    """The upstream id a gateway id names (``None``: not one the gateway issued)."""
+    got = parse_event_id(event_id or "", SID, keys)
+    return None if got is None else got.upstream_id
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(60)
+async def test_a_final_event_ended_by_a_bare_cr_is_passed_on() -> None:
+    """The call's result, its lines ended by bare CRs, the last CR the last byte before
+    a clean end: passed on (its id rewritten), not lost to a ``no-cursor`` error."""
+    progress = b"id: e0\rdata: " + json.dumps(PROGRESS).encode() + b"\r\r"
+    final = b"id: e1\rdata: " + json.dumps(result(7)).encode() + b"\r\r"
+    up = Upstream(call=[progress + final])
+    body, keys = await _call(up)
+    text = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # as a WHATWG reader does
+    events = [(eid, json.loads(data)) for eid, data in parse(text) if data]
+    assert [m for _, m in events] == [PROGRESS, result(7)]
+    assert [_issued(eid, keys) for eid, _ in events] == ["e0", "e1"]
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "split"])
+async def test_a_leading_byte_order_mark_does_not_hide_the_first_event_id(split: bool) -> None:
+    """A mark before the first event, and one before the resumed connection's: the
+    guard reads ``e1`` and resumes from it; the client gets every id signed and no mark
+    (a resume's connection is spliced into its stream, where a reader keeps one)."""
+    first = BOM + sse("e1", PROGRESS)
+    call: list[bytes] = [first[:2], first[2:]] if split else [first]  # the mark cut, or not
+    up = Upstream(call=list(call), complete=False)
+    up.replay = lambda cursor: [BOM + sse("e2", result(7))] if cursor == "e1" else []
+    body, keys = await _call(up)
+    assert BOM not in body
+    events = [(eid, json.loads(data)) for eid, data in parse(body) if data]
+    assert [m for _, m in events] == [PROGRESS, result(7)]
+    assert [_issued(eid, keys) for eid, _ in events] == ["e1", "e2"]
+    assert [m for m, _, _ in up.requests if m == "GET"] == ["GET"]
