@@ -71,6 +71,10 @@ async def serving(
     :func:`fsm.gateway.edge.uvicorn_settings` says; ``relay`` (an app that passes on
     another server's responses: the gateway) adds no ``Date`` or ``Server`` of uvicorn's.
 
+    uvicorn's loggers are left to the process's logging configuration (none of its own
+    is installed): what it logs, a traceback of the app included, reaches the root
+    logger's handlers, ``log_level`` and up.
+
     Returns once uvicorn accepts connections (``RuntimeError`` if it fails to start within
     10 s). On exit the server is asked to stop; open connections are closed after
     ``shutdown_timeout`` at the latest. The caller owns (and closes) ``sock``.
@@ -81,6 +85,7 @@ async def serving(
         host=host,
         port=port,
         lifespan="on",
+        log_config=None,  # the process's logging as it is: uvicorn's loggers propagate
         log_level=log_level,
         access_log=False,
         timeout_graceful_shutdown=max(1, int(shutdown_timeout)),
