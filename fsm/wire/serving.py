@@ -115,3 +115,19 @@ async def serving(
             with anyio.move_on_after(shutdown_timeout + 2, shield=True):
                 await stopped.wait()
             tg.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def on_loopback(app: ASGIApp, path: str = "/mcp", **settings: Any) -> AsyncIterator[str]:
+    """Serve ``app`` on a port of 127.0.0.1 the system picks until the block exits;
+    yields its URL (``http://127.0.0.1:<port>`` and ``path``). ``settings`` go to
+    :func:`serving` (``log_level`` defaults to ``"critical"`` here: a test bed's servers
+    stay quiet)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    settings.setdefault("log_level", "critical")
+    try:
+        async with serving(app, sock, **settings):
+            yield f"http://127.0.0.1:{sock.getsockname()[1]}{path}"
+    finally:
+        sock.close()

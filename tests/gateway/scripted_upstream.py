@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,7 +25,7 @@ import pytest
 
 from fsm.gateway.app import GATEWAY_GUARD
 from fsm.gateway.edge import HAS_HTTPTOOLS
-from fsm.wire.serving import lifespan, serving, whole_body
+from fsm.wire.serving import lifespan, on_loopback, whole_body
 from support.gateway import RunningGateway, running_gateway
 
 __all__ = [
@@ -411,20 +410,27 @@ class Upstream:
             if open_until_left:
                 await anyio.sleep_forever()
             finished = True
-            tg.cancel_scope.cancel()
+
+        await until_left(receive, play)
+        if not finished:
+            self.left += 1
+            self._note()
+        return finished
+
+
+async def until_left(receive: Any, work: Callable[[], Awaitable[Any]]) -> None:
+    """Run ``work`` until the reader of the response goes (``http.disconnect``), or until
+    it returns."""
+    async with anyio.create_task_group() as tg:
 
         async def watch() -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
             tg.cancel_scope.cancel()
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(play)
-            tg.start_soon(watch)
-        if not finished:
-            self.left += 1
-            self._note()
-        return finished
+        tg.start_soon(watch)
+        await work()
+        tg.cancel_scope.cancel()
 
 
 async def read_request(scope: Any, receive: Any) -> tuple[dict[str, str], Any]:
@@ -450,6 +456,14 @@ async def sse_end(send: Any) -> None:
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+async def sse_reply(send: Any, pieces: Sequence[bytes]) -> None:
+    """A whole ``200`` SSE response of ``pieces``, each sent as it is."""
+    await sse_start(send)
+    for piece in pieces:
+        await sse_piece(send, piece)
+    await sse_end(send)
+
+
 async def json_reply(send: Any, status: int, body: bytes, extra: Any = ()) -> None:
     """A whole ``application/json`` response of ``status`` with ``body`` and the ``extra``
     headers."""
@@ -465,7 +479,34 @@ Refusal = tuple[int, bytes, Sequence[tuple[bytes, bytes]]]
 """A resume refused: its status, body and extra headers (the body is sent as JSON)."""
 
 
-class HeldCallStream:
+class SessionApp:
+    """An upstream of one session, for a script of its own: ``initialize`` gets the
+    session :data:`SID`; every other request goes to :meth:`serve`. ``requests`` records
+    each request (its method, headers and JSON body)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, str], Any]] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        headers, msg = await read_request(scope, receive)
+        self.requests.append((scope["method"], headers, msg))
+        if msg.get("method") == "initialize":
+            session = [(b"mcp-session-id", SID.encode())]
+            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
+            return
+        await self.serve(scope, headers, msg, receive, send)
+
+    async def serve(
+        self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
+    ) -> None:
+        """Answer a request other than ``initialize``."""
+        raise NotImplementedError
+
+
+class HeldCallStream(SessionApp):
     """An upstream whose call stream sends one event (``e1``) and is then held until its
     reader goes (``held`` meanwhile); a resume ``GET`` (its ``Last-Event-ID`` recorded in
     ``resumed_from``) gets :meth:`refusal`'s reply when it gives one (counted in
@@ -473,6 +514,7 @@ class HeldCallStream:
     :data:`SID`; any other request :meth:`other`'s reply."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.held = False
         self.refused = 0
         self.resumed_from: list[str] = []
@@ -485,15 +527,10 @@ class HeldCallStream:
         """The status and JSON body for a request other than those above: ``202``."""
         return 202, b""
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-            return
-        headers, msg = await read_request(scope, receive)
-        if msg.get("method") == "initialize":
-            session = [(b"mcp-session-id", SID.encode())]
-            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
-        elif msg.get("method") == "tools/call":
+    async def serve(
+        self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
+    ) -> None:
+        if msg.get("method") == "tools/call":
             self.held = True
             await sse_start(send)
             await sse_piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
@@ -507,9 +544,7 @@ class HeldCallStream:
                 self.refused += 1
                 await json_reply(send, *refused)
                 return
-            await sse_start(send)
-            await sse_piece(send, sse("e2", result(7)))
-            await sse_end(send)
+            await sse_reply(send, [sse("e2", result(7))])
         else:
             await json_reply(send, *self.other(msg))
 
@@ -519,21 +554,12 @@ async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[Runnin
     """``upstream`` served on loopback, and a gateway replica in front of it (keywords go
     to :func:`~support.gateway.running_gateway`; the gateway's guard policy with a short
     backoff unless ``config`` is given)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
     kwargs.setdefault("config", replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02))
-    try:
-        async with (
-            serving(upstream, sock, log_level="critical"),
-            running_gateway(f"http://127.0.0.1:{port}/mcp", **kwargs) as gw,
-        ):
-            yield gw
-    finally:
-        sock.close()
+    async with on_loopback(upstream) as url, running_gateway(url, **kwargs) as gw:
+        yield gw
 
 
-class HeldCall:
+class HeldCall(SessionApp):
     """An upstream that gives ``initialize`` the session :data:`SID` and answers anything
     else but a ``tools/call`` with ``202`` (a ``ping`` with ``404``, the session gone,
     when ``ping_expires``). A ``tools/call`` sets ``arrived`` and gets no
@@ -543,22 +569,19 @@ class HeldCall:
     method of every request that reached it."""
 
     def __init__(self, then: str, *, ping_expires: bool = False) -> None:
+        super().__init__()
         self.then = then
         self.ping_expires = ping_expires
         self.arrived = anyio.Event()
         self.release = anyio.Event()
-        self.methods: list[str] = []
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-            return
-        _, msg = await read_request(scope, receive)
-        self.methods.append(scope["method"])
-        if msg.get("method") == "initialize":
-            session = [(b"mcp-session-id", SID.encode())]
-            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
-            return
+    @property
+    def methods(self) -> list[str]:
+        return [method for method, _, _ in self.requests]
+
+    async def serve(
+        self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
+    ) -> None:
         if msg.get("method") == "ping" and self.ping_expires:
             await json_reply(send, 404, UNKNOWN_SESSION_BODY)
             return

@@ -9,11 +9,8 @@ bound under test."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
 import time
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -26,44 +23,25 @@ from scripted_upstream import (
     INIT,
     PROGRESS,
     SID,
+    SessionApp,
     Upstream,
     elicit,
     gateway_for,
     json_reply,
     parse,
-    read_request,
     result,
     sse,
     sse_piece,
     sse_start,
+    until_left,
 )
 
 from fsm.adapters._transport import http as http_core
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
 from fsm.gateway.edge import EdgeLimits
 from fsm.gateway.store import MemoryStore
-from fsm.wire.serving import lifespan, serving
-from support.gateway import RunningGateway, running_gateway
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
-
-
-@contextlib.asynccontextmanager
-async def gateway_before(app: Any, **kwargs: Any) -> AsyncIterator[tuple[RunningGateway, int]]:
-    """``app`` served on loopback and a gateway replica in front of it; yields the replica
-    and its port."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    up = sock.getsockname()[1]
-    kwargs.setdefault("config", replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02))
-    try:
-        async with (
-            serving(app, sock, log_level="critical"),
-            running_gateway(f"http://127.0.0.1:{up}/mcp", **kwargs) as gw,
-        ):
-            yield gw, int(gw.url.split(":")[2].split("/")[0])
-    finally:
-        sock.close()
 
 
 def raw_post(port: int, body: dict[str, Any], sid: str | None = SID) -> bytes:
@@ -90,12 +68,13 @@ async def initialize(url: str) -> None:
 # leaves before the upstream's response head
 
 
-class SlowHead:
+class SlowHead(SessionApp):
     """``initialize`` gets :data:`SID`; a ``tools/call`` gets no response head until the
     gateway leaves it (a server in JSON-response mode whose tool runs long, or waits on a
     person): ``arrived`` counts those that reached it, ``left`` those whose reader went."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.arrived = 0
         self.left = 0
         self.changed = anyio.Event()
@@ -108,15 +87,9 @@ class SlowHead:
         while not ok():
             await self.changed.wait()
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-            return
-        _, msg = await read_request(scope, receive)
-        if msg.get("method") == "initialize":
-            session = [(b"mcp-session-id", SID.encode())]
-            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
-            return
+    async def serve(
+        self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
+    ) -> None:
         if msg.get("method") != "tools/call":
             await json_reply(send, 202, b"")
             return
@@ -138,7 +111,8 @@ async def test_a_client_that_leaves_before_the_response_head_releases_its_upstre
     upstream connections and flights past every edge bound (``max_connections`` counts
     only connections still open)."""
     up = SlowHead()
-    async with gateway_before(up) as (gw, port):
+    async with gateway_for(up) as gw:
+        port = gw.port
         await initialize(gw.url)
         n = 5
         for i in range(n):
@@ -166,7 +140,8 @@ async def test_clients_that_left_before_the_response_head_do_not_lock_others_out
     must still be served, not refused ``503`` because the departed clients' requests
     still count against the edge (uvicorn counts the app's tasks with its connections)."""
     up = SlowHead()
-    async with gateway_before(up, edge=EdgeLimits(max_connections=4)) as (gw, port):
+    async with gateway_for(up, edge=EdgeLimits(max_connections=4)) as gw:
+        port = gw.port
         await initialize(gw.url)
         for i in range(5):
             async with await anyio.connect_tcp("127.0.0.1", port) as client:
@@ -183,24 +158,20 @@ async def test_clients_that_left_before_the_response_head_do_not_lock_others_out
 # that refuses a resume with a body that never ends
 
 
-class DribbledRefusal:
+class DribbledRefusal(SessionApp):
     """A call's stream sends ``e1`` and is cut; every resume ``GET`` is refused ``409``
     (the TypeScript SDK's answer while it holds the old connection) with a body that
     comes a byte every ``drip_s`` seconds and never ends."""
 
     def __init__(self, drip_s: float) -> None:
+        super().__init__()
         self.drip_s = drip_s
         self.resumes = 0
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-            return
-        headers, msg = await read_request(scope, receive)
-        if msg.get("method") == "initialize":
-            session = [(b"mcp-session-id", SID.encode())]
-            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), session)
-        elif msg.get("method") == "tools/call":
+    async def serve(
+        self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
+    ) -> None:
+        if msg.get("method") == "tools/call":
             await sse_start(send)
             await sse_piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
             raise RuntimeError("cut")  # uvicorn drops the connection: an abrupt end
@@ -211,15 +182,11 @@ class DribbledRefusal:
             await sse_piece(send, b"Conflict: Stream already has an active connection")
 
             async def drip() -> None:
-                while True:  # bounded by the gateway leaving (the task group's end)
+                while True:  # bounded by the gateway leaving
                     await anyio.sleep(self.drip_s)
                     await sse_piece(send, b".")
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(drip)
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                tg.cancel_scope.cancel()
+            await until_left(receive, drip)
         else:
             await json_reply(send, 202, b"")
 
@@ -242,7 +209,7 @@ async def test_a_refusal_whose_body_never_ends_does_not_outlast_the_patience(
         resume_patience_s=0.5,
     )
     timeout = httpx2.Timeout(30.0, read=2.0)
-    async with gateway_before(up, config=config, timeout=timeout) as (gw, _port):
+    async with gateway_for(up, config=config, timeout=timeout) as gw:
         await initialize(gw.url)
         h = {**HEAD, "mcp-session-id": SID}
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}

@@ -38,48 +38,16 @@ from scripted_upstream import (  # noqa: E402
     result,
     sse,
 )
-from test_edge import read_to_eof  # noqa: E402
+from test_edge_hardening import exchange, request  # noqa: E402
 
 from support.gateway import running_gateway  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
+IN_SESSION = f"Mcp-Session-Id: {SID}"
+
 
 # --------------------------------------------------------------------------- helpers
-
-
-def port_of(url: str) -> int:
-    return int(url.split(":")[2].split("/")[0])
-
-
-def raw_request(
-    port: int,
-    body: bytes = b"",
-    *,
-    method: str = "POST",
-    sid: str | None = None,
-    extra: tuple[str, ...] = (),
-) -> bytes:
-    """One request head (``Connection: close``) and ``body``."""
-    fields = [
-        f"Host: 127.0.0.1:{port}",
-        "Content-Type: application/json",
-        "Accept: application/json, text/event-stream",
-        "Connection: close",
-        f"Content-Length: {len(body)}",
-        *extra,
-    ]
-    if sid is not None:
-        fields.append(f"Mcp-Session-Id: {sid}")
-    head = f"{method} /mcp HTTP/1.1\r\n" + "".join(f"{f}\r\n" for f in fields) + "\r\n"
-    return head.encode() + body
-
-
-async def exchange(port: int, data: bytes) -> bytes:
-    """Send ``data`` on a fresh connection; what comes back until the server closes."""
-    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
-        await stream.send(data)
-        return await read_to_eof(stream)
 
 
 def split_response(raw: bytes) -> tuple[int | None, bytes]:
@@ -229,12 +197,11 @@ async def raw_gateway(respond: Respond, **kwargs: Any) -> AsyncIterator[tuple[An
             tg.cancel_scope.cancel()
 
 
-async def call_through(gw_url: str) -> tuple[int | None, bytes]:
-    """``initialize``, then the call of :data:`CALL` in its session, both raw; the
-    call's status (``None``: no response) and body."""
-    port = port_of(gw_url)
-    await exchange(port, raw_request(port, json.dumps(INIT).encode()))
-    raw = await exchange(port, raw_request(port, json.dumps(CALL).encode(), sid=SID))
+async def call_through(port: int) -> tuple[int | None, bytes]:
+    """``initialize``, then the call of :data:`CALL` in its session, both raw, to the
+    gateway on ``port``; the call's status (``None``: no response) and body."""
+    await exchange(port, request(port))
+    raw = await exchange(port, request(port, IN_SESSION, body=json.dumps(CALL).encode()))
     return split_response(raw)
 
 
@@ -250,11 +217,11 @@ async def test_a_lower_case_method_is_not_sent_upstream_as_an_mcp_method(method:
     llhttp refuses it itself.)"""
     up = Upstream(call=[sse("e1", elicit("q1")), sse("e2", result(7))])
     async with gateway_for(up, http="h11") as gw:
-        port = port_of(gw.url)
-        await exchange(port, raw_request(port, json.dumps(INIT).encode()))
+        port = gw.port
+        await exchange(port, request(port))
         before = len(up.requests)
         body = json.dumps(CALL).encode() if method == "post" else b""
-        got = await exchange(port, raw_request(port, body, method=method, sid=SID))
+        got = await exchange(port, request(port, IN_SESSION, body=body, method=method))
     status, _ = split_response(got)
     assert (status, up.requests[before:]) == (501, [])
 
@@ -273,9 +240,9 @@ async def test_the_gateways_own_error_for_a_nan_id_is_json(rid: bytes) -> None:
     dead = sock.getsockname()[1]
     sock.close()  # nothing listens there: the upstream is unreachable
     async with running_gateway(f"http://127.0.0.1:{dead}/mcp") as gw:
-        port = port_of(gw.url)
+        port = gw.port
         body = b'{"jsonrpc":"2.0","id":' + rid + b',"method":"ping"}'
-        status, got = split_response(await exchange(port, raw_request(port, body)))
+        status, got = split_response(await exchange(port, request(port, body=body)))
     assert status == 502
     message = strict_json(got)
     assert message["id"] is None
@@ -332,7 +299,7 @@ async def test_an_upstream_status_the_edge_cannot_send_gets_a_clear_error(status
 
     async with raw_gateway(scripted(call), http="h11") as (gw, _up):
         with server_errors() as logged:
-            got, _body = await call_through(gw.url)
+            got, _body = await call_through(gw.port)
     assert got is not None and 200 <= got <= 599, got
     assert not logged.tracebacks()
 
@@ -353,7 +320,7 @@ async def test_a_forwarded_body_cut_short_logs_no_traceback() -> None:
 
     async with raw_gateway(scripted(call)) as (gw, _up):
         with server_errors() as logged:
-            status, body = await call_through(gw.url)
+            status, body = await call_through(gw.port)
     assert (status, body) == (200, whole)  # cut where the upstream cut it
     assert not logged.tracebacks()
 
@@ -368,11 +335,10 @@ async def test_a_forwarded_expect_100_continue_does_not_hold_the_body_back() -> 
     the upstream connection send the head alone and wait for a ``100`` that a server
     waiting for the content never sends: RFC 9110 section 10.1.1.)"""
     async with raw_gateway(scripted(lambda: json_response(result(7)))) as (gw, _up):
-        port = port_of(gw.url)
-        await exchange(port, raw_request(port, json.dumps(INIT).encode()))
-        head = raw_request(
-            port, json.dumps(CALL).encode(), sid=SID, extra=("Expect: 100-continue",)
-        )
+        port = gw.port
+        await exchange(port, request(port))
+        expect = "Expect: 100-continue"
+        head = request(port, IN_SESSION, expect, body=json.dumps(CALL).encode())
         with anyio.move_on_after(5):  # answered in milliseconds once the body is sent
             got = await exchange(port, head)
             status, body = split_response(got.replace(b"HTTP/1.1 100 Continue\r\n\r\n", b""))

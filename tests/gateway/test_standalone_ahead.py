@@ -32,6 +32,7 @@ from scripted_upstream import (  # noqa: E402
     sse_end,
     sse_piece,
     sse_start,
+    until_left,
 )
 
 from fsm.gateway.app import GatewayLimits  # noqa: E402
@@ -125,11 +126,7 @@ class DropsBeforeGet:
                 await sse_piece(send, event)
 
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(pump)
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                tg.cancel_scope.cancel()
+            await until_left(receive, pump)
         finally:
             self.attached = None
             self.detached += 1

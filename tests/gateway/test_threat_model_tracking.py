@@ -7,11 +7,8 @@ and through the gateway and expects the same.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
-import socket
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -26,17 +23,19 @@ from scripted_upstream import (
     INIT,
     PROGRESS,
     SID,
+    SessionApp,
     Upstream,
     gateway_for,
+    json_reply,
     parse,
     result,
     sse,
+    sse_reply,
 )
 
 from fsm.gateway.app import GatewayLimits
 from fsm.gateway.ids import EventIdKeys
 from fsm.gateway.redis_store import RedisStore
-from fsm.wire.serving import lifespan, serving, whole_body
 from support.gateway import running_gateway
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -125,69 +124,33 @@ def _refusal(rid: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid, "error": error}
 
 
-class RpcStreamUpstream:
+class RpcStreamUpstream(SessionApp):
     """Binds the session to tok-a (its ``initialize``'s token) and refuses anyone else in
     its protocol layer: a request POST gets an event stream either way (``ping``
     included), with the result for tok-a (a progress event, then the result) and one
     JSON-RPC error event for anyone else. A resume GET of tok-a replays the result; of
     anyone else gets ``403``. Anything else: ``202``."""
 
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, dict[str, str], Any]] = []
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-            return
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        body = await whole_body(receive)
-        msg = json.loads(body) if body else None
-        self.requests.append((scope["method"], headers, msg))
+    async def serve(
+        self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
+    ) -> None:
         owner = headers.get("authorization") == "Bearer tok-a"
-        if isinstance(msg, dict) and msg.get("method") == "initialize":
-            head = [(b"content-type", b"application/json"), (b"mcp-session-id", SID.encode())]
-            await _whole(send, 200, json.dumps(result(msg["id"])).encode(), head)
-            return
         if scope["method"] == "GET" and "last-event-id" in headers:
             if not owner:
-                await _whole(send, 403, b"{}", [(b"content-type", b"application/json")])
+                await json_reply(send, 403, b"{}")
                 return
-            await _events(send, [sse("a2", result(8))])
+            await sse_reply(send, [sse("a2", result(8))])
             return
-        if not (isinstance(msg, dict) and "method" in msg and "id" in msg):
-            await _whole(send, 202, b"", [])
+        if not ("method" in msg and "id" in msg):
+            await json_reply(send, 202, b"")
             return
         rid = msg["id"]
         if not owner:
-            await _events(send, [sse("b1", _refusal(rid))])
+            await sse_reply(send, [sse("b1", _refusal(rid))])
         elif msg["method"] == "ping":
-            await _events(send, [sse(None, {"jsonrpc": "2.0", "id": rid, "result": {}})])
+            await sse_reply(send, [sse(None, {"jsonrpc": "2.0", "id": rid, "result": {}})])
         else:
-            await _events(send, [sse("a1", PROGRESS), sse("a2", result(rid))])
-
-
-async def _whole(send: Any, status: int, body: bytes, headers: list[Any]) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _events(send: Any, pieces: list[bytes]) -> None:
-    head = [(b"content-type", b"text/event-stream")]
-    await send({"type": "http.response.start", "status": 200, "headers": head})
-    for piece in pieces:
-        await send({"type": "http.response.body", "body": piece, "more_body": True})
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-@contextlib.asynccontextmanager
-async def serve_app(app: Any) -> AsyncIterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    try:
-        async with serving(app, sock, log_level="critical"):
-            yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    finally:
-        sock.close()
+            await sse_reply(send, [sse("a1", PROGRESS), sse("a2", result(rid))])
 
 
 async def owner_call_after_strangers(url: str, http: Any) -> tuple[Any, Any, Any]:
@@ -210,12 +173,8 @@ async def owner_call_after_strangers(url: str, http: Any) -> tuple[Any, Any, Any
 async def test_a_strangers_refused_call_is_not_kept_as_the_owners_result() -> None:
     up = RpcStreamUpstream()
     limits = GatewayLimits(standalone_hold_s=0)
-    async with (
-        serve_app(up) as upstream_url,
-        running_gateway(upstream_url, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP) as http,
-    ):
-        direct = await owner_call_after_strangers(upstream_url, http)
+    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+        direct = await owner_call_after_strangers(gw.gateway.upstream, http)
         through = await owner_call_after_strangers(gw.url, http)
     assert direct == ([_refusal(8)], [PROGRESS, result(8)], [result(8)])
     assert through == direct

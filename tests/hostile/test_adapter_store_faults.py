@@ -12,10 +12,7 @@ never by sleeps; the stores are real SQLite files in ``tmp_path``. The record bo
 
 from __future__ import annotations
 
-import contextlib
-import json
-import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,54 +29,13 @@ from fsm.adapters.tasks import GuardedTasks
 from fsm.durable import SqliteStore, codec
 from fsm.errors import StoreError
 from fsm.wire.sdk import modern_client
-from fsm.wire.serving import lifespan, serving, whole_body
+from support.json_server import json_rpc_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 BOUND = 64_000
 """The record bound the tests set: a question's text is ``TEXT`` long."""
 TEXT = 10_000
-
-
-class Scripted:
-    """A 2026-07-28 server: each JSON-RPC request POST is answered (``application/json``)
-    with ``handler(message)`` merged into the response envelope; notifications get
-    ``202``; every request is logged."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.log: list[dict[str, Any]] = []
-        self.url = ""
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-            return
-        msg = json.loads(await whole_body(receive))
-        if "id" not in msg:
-            await send({"type": "http.response.start", "status": 202, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        self.log.append(msg)
-        raw = json.dumps({"jsonrpc": "2.0", "id": msg["id"], **self.handler(msg)}).encode()
-        head = [(b"content-type", b"application/json")]
-        await send({"type": "http.response.start", "status": 200, "headers": head})
-        await send({"type": "http.response.body", "body": raw})
-
-
-@contextlib.asynccontextmanager
-async def scripted(handler: Handler) -> AsyncIterator[Scripted]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = Scripted(handler)
-    server.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    try:
-        async with serving(server, sock, shutdown_timeout=1):
-            yield server
-    finally:
-        sock.close()
 
 
 def elicit(message: str) -> dict[str, Any]:
@@ -174,7 +130,7 @@ async def test_an_mrtr_call_whose_record_outgrows_the_store_ends_with_the_store_
     user = User()
     with SqliteStore(tmp_path / "calls.sqlite3") as store:
         async with (
-            scripted(handler) as server,
+            json_rpc_server(handler) as server,
             modern_client(server.url, elicitation_callback=user) as client,
         ):
             got = await outcome(
@@ -207,7 +163,7 @@ async def test_a_task_whose_record_outgrows_the_store_ends_with_the_store_error(
     user = User()
     with SqliteStore(tmp_path / "tasks.sqlite3") as store:
         async with (
-            scripted(handler) as server,
+            json_rpc_server(handler) as server,
             tasks_client(server.url, user, store) as client,
         ):
             got = await outcome(lambda: client.call_tool("delete_files", {}))
@@ -270,7 +226,7 @@ async def test_a_new_task_under_an_ended_tasks_id_is_asked_and_completes(tmp_pat
     user = User()
     with SqliteStore(tmp_path / "tasks.sqlite3") as store:
         async with (
-            scripted(server_script) as server,
+            json_rpc_server(server_script) as server,
             tasks_client(server.url, user, store) as client,
         ):
             first = await outcome(lambda: client.call_tool("delete_files", {"n": 1}))
@@ -291,7 +247,7 @@ async def test_an_answer_given_to_an_abandoned_task_is_never_sent_for_a_new_one(
     user = User()
     with SqliteStore(tmp_path / "tasks.sqlite3") as store:
         async with (
-            scripted(server_script) as server,
+            json_rpc_server(server_script) as server,
             tasks_client(server.url, user, store) as client,
         ):
             async with anyio.create_task_group() as tg:

@@ -8,10 +8,7 @@ Before the fix the rules' range check converted the integer to a float
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -25,7 +22,7 @@ from fsm.adapters.tasks import GuardedTasks
 from fsm.errors import MalformedTaskError
 from fsm.tasks.task import Polled, TaskCall, TaskCreated
 from fsm.wire.sdk import modern_client
-from fsm.wire.serving import lifespan, serving, whole_body
+from support.json_server import json_rpc_server
 
 HUGE = "1" + "0" * 400
 """An integer of 400 digits, as its JSON text: beyond every float."""
@@ -62,60 +59,19 @@ def test_the_rules_fail_once_typed(name: str, when: str) -> None:
 # ------------------------------------------------------------------ over loopback HTTP
 
 
-class Server:
-    """A 2026-07-28 server answering each JSON-RPC request POST with ``answer(method)``
-    as its ``result`` (raw JSON bytes, ``application/json``); a notification gets ``202``,
-    any other HTTP method ``405``. Logs the methods asked."""
-
-    def __init__(self, answer: Callable[[str], bytes]) -> None:
-        self.answer = answer
-        self.methods: list[str] = []
-        self.url = ""
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-            return
-        body = await whole_body(receive)
-        msg = json.loads(body) if scope["method"] == "POST" else None
-        if msg is None or "id" not in msg:  # 405 to any other method, 202 to a notification
-            status = 202 if msg is not None else 405
-            await send({"type": "http.response.start", "status": status, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        self.methods.append(msg["method"])
-        result = self.answer(msg["method"])
-        rid = json.dumps(msg["id"]).encode()
-        body = b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (rid, result)
-        head = [(b"content-type", b"application/json")]
-        await send({"type": "http.response.start", "status": 200, "headers": head})
-        await send({"type": "http.response.body", "body": body})
-
-
-@contextlib.asynccontextmanager
-async def served(answer: Callable[[str], bytes]) -> AsyncIterator[Server]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = Server(answer)
-    server.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    try:
-        async with serving(server, sock, shutdown_timeout=1):
-            yield server
-    finally:
-        sock.close()
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("name", FIELDS)
 @pytest.mark.parametrize("when", ["created", "polled"])
 async def test_the_adapter_ends_the_call_with_one_typed_error(name: str, when: str) -> None:
-    def answer(method: str) -> bytes:
-        if method == "tools/call":
-            return task(name if when == "created" else None, '"resultType":"task",')
-        return task(name)  # tasks/get
+    def answer(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["method"] == "tools/call":
+            raw = task(name if when == "created" else None, '"resultType":"task",')
+        else:  # tasks/get
+            raw = task(name)
+        return {"result": json.loads(raw)}
 
     async with (
-        served(answer) as server,
+        json_rpc_server(answer) as server,
         modern_client(server.url, extensions=[GuardedTasks()]) as client,
     ):
         with anyio.fail_after(20):

@@ -14,6 +14,7 @@ import socket
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -34,6 +35,11 @@ class RunningGateway:
     url: str
     gateway: Gateway
     _stop: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (127.0.0.1)."""
+        return int(urlsplit(self.url).port or 80)
 
     def kill(self) -> None:
         """Stop now, as a crashed replica stops: every open connection of this replica

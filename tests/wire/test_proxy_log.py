@@ -4,7 +4,6 @@ the last one included when its last line end is a bare CR and the body ends clea
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ httpx2 = pytest.importorskip("httpx2")
 pytest.importorskip("uvicorn")
 
 from fsm.wire.proxy import FaultProxy  # noqa: E402
-from fsm.wire.serving import lifespan, serving  # noqa: E402
+from fsm.wire.serving import lifespan, on_loopback  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
@@ -32,19 +31,13 @@ async def bare_cr_stream(scope: Any, receive: Any, send: Any) -> None:
 
 
 async def test_the_last_event_of_a_bare_cr_stream_is_logged() -> None:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    try:
-        async with (
-            serving(bare_cr_stream, sock, log_level="critical"),
-            FaultProxy(url) as proxy,
-            httpx2.AsyncClient(timeout=10) as http,
-        ):
-            got = await http.get(proxy.url, headers={"accept": "text/event-stream"})
-            await proxy.wait_for(lambda e: e.kind == "end")  # logged after the body's end
-            logged = [e.event_id for e in proxy.log if e.kind == "sse_event"]
-    finally:
-        sock.close()
+    async with (
+        on_loopback(bare_cr_stream) as url,
+        FaultProxy(url) as proxy,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        got = await http.get(proxy.url, headers={"accept": "text/event-stream"})
+        await proxy.wait_for(lambda e: e.kind == "end")  # logged after the body's end
+        logged = [e.event_id for e in proxy.log if e.kind == "sse_event"]
     assert got.content == BODY
     assert logged == ["e1", "e2"]
