@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import anyio
 import pytest
 
 from fsm.adapters._transport.sse import SseFrame, SseParser
@@ -162,3 +163,44 @@ async def test_a_leading_byte_order_mark_does_not_hide_the_first_event_id(split:
     assert [m for _, m in events] == [PROGRESS, result(7)]
     assert [_issued(eid, keys) for eid, _ in events] == ["e1", "e2"]
     assert [m for m, _, _ in up.requests if m == "GET"] == ["GET"]
+
+
+def whatwg_events(raw: bytes) -> list[tuple[str | None, str]]:
+    """The events of an SSE body as a WHATWG reader reads it (the TypeScript SDK's
+    eventsource-parser, a browser's EventSource): one byte order mark at the very start of
+    the stream dropped, line ends normalised, then read as :func:`parse` reads."""
+    if raw.startswith(BOM):
+        raw = raw[len(BOM) :]
+    return parse(raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "first",
+    [
+        BOM + BOM + sse("e1", PROGRESS),
+        # a malformed first event (not UTF-8, no id: the guard passes nothing of it),
+        # then one whose line starts with a mark that is data: the client's first bytes
+        b"data: \xff\n\n" + BOM + sse("e1", PROGRESS),
+    ],
+    ids=["two-marks", "mark-after-a-dropped-event"],
+)
+async def test_a_byte_order_mark_first_in_the_clients_stream_passes_no_unsigned_id(
+    first: bytes,
+) -> None:
+    """A mark the guard read as data (a second one, or one after an event nothing of
+    which was passed on) is never the first bytes of the client's stream, where a WHATWG
+    reader drops it and reads the line after it: the client reads that line as the
+    guard did (``\\ufeffid``: no id), never the server's own id unsigned (a resume from
+    it refused as not issued by the gateway) nor a ``data:`` line the guard never saw."""
+    up = Upstream(call=[first, sse("e2", result(7))])
+    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+        await http.post(gw.url, json=INIT, headers=HEAD)
+        headers = {**HEAD, "mcp-session-id": SID}
+        with anyio.fail_after(GUARD):
+            async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
+                body = b"".join([c async for c in r.aiter_raw()])
+        keys = gw.gateway.id_keys
+    ids = [eid for eid, _ in whatwg_events(body) if eid]
+    unsigned = [eid for eid in ids if parse_event_id(eid, SID, keys) is None]
+    assert unsigned == [], (unsigned, body[:120])

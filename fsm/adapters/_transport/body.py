@@ -20,6 +20,7 @@ from fsm import events as ev
 from fsm.adapters._transport.handles import CURRENT_CALL
 from fsm.adapters._transport.http import HttpRequest, HttpResponse, ending_error, http_result
 from fsm.adapters._transport.sse import (
+    BOM,
     LARGE_EVENT,
     EventTooLarge,
     SseParser,
@@ -61,7 +62,10 @@ class GuardedBody:
     is dropped (:meth:`SseParser.begin`): WHATWG readers drop one only at the very start
     of what they read, and a resume's connection is spliced into the middle of the
     stream the SDK (or a gateway's client) reads, where a kept mark would hide the id (or
-    the data) of the line after it; the mcp SDK's own reader (httpx2) drops none. At a
+    the data) of the line after it; the mcp SDK's own reader (httpx2) drops none. A body
+    whose first piece passed on would begin with a mark the guard read as data (a second
+    one, or one after an event nothing of which was passed on) begins with an empty
+    comment line (``:``) instead, so a reader takes the mark for data too. At a
     clean end, the events the end completes (:meth:`SseParser.finish`: an event ended by
     a bare CR the last read ended with) are passed on, as any other event, before the
     stream is reported lost.
@@ -100,6 +104,7 @@ class GuardedBody:
                     yield tail
                 return
             self.resp = first
+        began = False  # a piece was passed on
         while True:
             parser = SseParser(self.e.max_event)
             self.tee.resp = self.resp
@@ -147,6 +152,10 @@ class GuardedBody:
                 unyielded += len(chunk)
                 for piece in out:
                     if piece:
+                        if not began:
+                            began = True
+                            if piece[0] == BOM[0]:  # not first: a reader would drop a mark
+                                yield b":\n"  # there that the guard read as data
                         yield piece
                         unyielded += len(piece)
                     if unyielded >= YIELD_EVERY:  # buffered reads never suspend: hand over
