@@ -104,13 +104,14 @@ from fsm.adapters._transport.http import (
     Passthrough,
     ending_error,
     holds_result,
+    json_body,
     opens_stream,
     origin_of,
 )
 from fsm.adapters._transport.session import SdkBinding, sdk_streams
 from fsm.adapters._transport.session_io import Claim, SessionIO
 from fsm.adapters._transport.sse import LARGE_EVENT, SseParser, encode_event
-from fsm.adapters._transport.transport import GuardedTransport, bind
+from fsm.adapters._transport.transport import GuardedTransport, asks, bind
 from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
 from fsm.gateway.edge import BodiesFull, BodyBudget, HostPolicy
@@ -881,8 +882,8 @@ class Gateway:
         )
         resume = headers.get("last-event-id")
         upstream = functools.partial(self._upstream_response, session, request, body, resume)
-        if method == "POST" and b'"method"' not in body:  # answers: handled whole, as
-            resp = await upstream()  # the upstream handles a body that arrived whole
+        if not asks(method, json_body(request)):  # answers and notifications: whole,
+            resp = await upstream()  # as the upstream handles a body that arrived whole
         else:
             resp = await _unless_client_leaves(receive, upstream)
             if resp is None:

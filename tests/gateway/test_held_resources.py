@@ -18,6 +18,7 @@ import anyio
 import httpx2
 import pytest
 from scripted_upstream import (
+    CALL,
     GUARD,
     HEAD,
     INIT,
@@ -35,6 +36,7 @@ from scripted_upstream import (
     sse_start,
     until_left,
 )
+from test_edge_hardening import request
 
 from fsm.adapters._transport import http as http_core
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
@@ -43,19 +45,7 @@ from fsm.gateway.store import MemoryStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
-
-def raw_post(port: int, body: dict[str, Any], sid: str | None = SID) -> bytes:
-    data = json.dumps(body).encode()
-    fields = [
-        f"Host: 127.0.0.1:{port}",
-        "Content-Type: application/json",
-        "Accept: application/json, text/event-stream",
-        f"Content-Length: {len(data)}",
-    ]
-    if sid is not None:
-        fields.append(f"Mcp-Session-Id: {sid}")
-    head = "POST /mcp HTTP/1.1\r\n" + "".join(f"{f}\r\n" for f in fields) + "\r\n"
-    return head.encode() + data
+IN_SESSION = f"Mcp-Session-Id: {SID}"
 
 
 async def initialize(url: str) -> None:
@@ -123,7 +113,7 @@ async def test_a_client_that_leaves_before_the_response_head_releases_its_upstre
                     "method": "tools/call",
                     "params": {"name": "x"},
                 }
-                await client.send(raw_post(port, call))
+                await client.send(request(port, IN_SESSION, body=json.dumps(call).encode()))
                 with anyio.fail_after(GUARD):
                     await up.until(lambda n=i + 1: up.arrived == n)
             # the client's connection is closed here
@@ -146,12 +136,101 @@ async def test_clients_that_left_before_the_response_head_do_not_lock_others_out
         for i in range(5):
             async with await anyio.connect_tcp("127.0.0.1", port) as client:
                 call = {"jsonrpc": "2.0", "id": 200 + i, "method": "tools/call", "params": {}}
-                await client.send(raw_post(port, call))
+                await client.send(request(port, IN_SESSION, body=json.dumps(call).encode()))
                 with anyio.fail_after(GUARD):
                     await up.until(lambda n=i + 1: up.arrived == n)
         async with httpx2.AsyncClient(timeout=GUARD) as other:
             resp = await other.post(gw.url, json=INIT, headers=HEAD)
     assert resp.status_code == 200, (resp.status_code, resp.text)
+
+
+async def test_a_call_whose_method_key_is_escaped_is_still_cancelled_when_its_client_leaves() -> (
+    None
+):
+    """With the edge bound at 4 connections, one client sends 5 calls whose ``method``
+    key is written ``"\\u006dethod"`` (the same JSON), one connection at a time, closing
+    each at once. The upstream must see each reader go, as it does directly and as it
+    does for calls written plainly, and another client's ``initialize`` must be served,
+    not refused ``503``."""
+    up = SlowHead()
+    async with gateway_for(up, edge=EdgeLimits(max_connections=4)) as gw:
+        port = gw.port
+        async with httpx2.AsyncClient(timeout=GUARD) as http:
+            assert (await http.post(gw.url, json=INIT, headers=HEAD)).status_code == 200
+        n = 5
+        for i in range(n):
+            call = b'{"jsonrpc":"2.0","id":%d,"\\u006dethod":"tools/call","params":{}}' % (300 + i)
+            assert b'"method"' not in call and json.loads(call)["method"] == "tools/call"
+            async with await anyio.connect_tcp("127.0.0.1", port) as client:
+                await client.send(request(port, IN_SESSION, body=call))
+                with anyio.fail_after(GUARD):
+                    await up.until(lambda n=i + 1: up.arrived == n)
+            # the client's connection is closed here
+        with anyio.move_on_after(5):
+            await up.until(lambda: up.left == n)
+        left = up.left
+        async with httpx2.AsyncClient(timeout=GUARD) as other:
+            resp = await other.post(gw.url, json=INIT, headers=HEAD)
+    assert left == n, f"the upstream saw {left} of {n} readers go"
+    assert resp.status_code == 200, (resp.status_code, resp.text)
+
+
+class SlowAnswerStore(MemoryStore):
+    """A memory store whose ``save_answer`` (the gateway's write-ahead of an answer)
+    waits for ``release`` (a Redis round trip, held open by the test); ``saving`` is set
+    once one began, ``cancelled`` if one was cancelled while it waited."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saving = anyio.Event()
+        self.release = anyio.Event()
+        self.cancelled = anyio.Event()
+
+    async def save_answer(self, session: str, request_id: Any, answer: Any) -> None:
+        self.saving.set()
+        try:
+            await self.release.wait()
+        except anyio.get_cancelled_exc_class():
+            self.cancelled.set()
+            raise
+        await super().save_answer(session, request_id, answer)
+
+
+async def test_an_answer_naming_a_method_is_not_lost_when_its_client_leaves_before_the_202() -> (
+    None
+):
+    """The server asks ``q1``; the client answers ``{"method": "sms"}`` (a form's
+    field) and its connection goes while the gateway writes the answer ahead to the
+    store. The upstream must get the answer (the gateway's submission), as it gets a
+    body that arrived whole directly, and as the gateway submits an answer whose content
+    does not happen to hold the text ``"method"``."""
+    store = SlowAnswerStore()
+    up = Upstream(call=[sse("e1", elicit("q1"))], hold=anyio.Event())
+    answer = {"jsonrpc": "2.0", "id": "q1", "result": {"action": "accept"}}
+    answer["result"]["content"] = {"method": "sms"}
+    async with gateway_for(up, store=store) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+        await http.post(gw.url, json=INIT, headers=HEAD)
+        headers = {**HEAD, "mcp-session-id": SID}
+        async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
+            chunks = r.aiter_raw()
+            with anyio.fail_after(GUARD):
+                first = await chunks.__anext__()  # the prompt
+            assert b"elicitation/create" in first
+            port = gw.port
+            async with await anyio.connect_tcp("127.0.0.1", port) as client:
+                await client.send(request(port, IN_SESSION, body=json.dumps(answer).encode()))
+                with anyio.fail_after(GUARD):
+                    await store.saving.wait()
+            # the client's connection is closed here, before its 202; the write goes on
+            # (a Redis round trip ends), unless the gateway cancels it first
+            with anyio.move_on_after(5):
+                await store.cancelled.wait()
+            store.release.set()
+            with anyio.move_on_after(5):
+                await up.wait_until(lambda u: bool(u.responses("result")))
+            submitted = up.responses("result")
+            up.hold.set()
+    assert [m["id"] for m in submitted] == ["q1"], submitted
 
 
 # --------------------------------------------------------------------------- an upstream

@@ -74,6 +74,8 @@ class HttpRequest(Protocol):
     def content(self) -> bytes: ...
     @property
     def url(self) -> Any: ...
+    @property
+    def extensions(self) -> dict[str, Any]: ...
 
 
 class HttpResponse(Protocol):
@@ -263,10 +265,21 @@ def json_sendable(value: Any) -> bool:
 
 
 def json_body(request: HttpRequest) -> Any:
+    """``request``'s body as JSON (``None``: none, or not JSON), parsed once per request
+    (kept in its extensions: a request's body does not change while it is handled)."""
+    known = request.extensions.get(_PARSED, _UNPARSED)
+    if known is not _UNPARSED:
+        return known
     try:
-        return json.loads(request.content) if request.content else None
+        value = json.loads(request.content) if request.content else None
     except (ValueError, RecursionError):
-        return None
+        value = None
+    request.extensions[_PARSED] = value
+    return value
+
+
+_PARSED = "fsm.json_body"
+_UNPARSED = object()
 
 
 def local_response(

@@ -79,7 +79,7 @@ class GuardedTransport:
             request.headers["mcp-session-id"] = e.session  # rejoined: the SDK never saw it
         method = request.method
         body = json_body(request) if method == "POST" else None
-        if not e.trusted(request) and self._in_session(request) and _asks(method, body):
+        if not e.trusted(request) and self._in_session(request) and asks(method, body):
             await e.vouch(request)  # proven, they are the session's from here on
         if method == "POST":
             if isinstance(body, dict) and "method" not in body and "id" in body:
@@ -343,11 +343,13 @@ async def _closed_unless_returned(resp: Any) -> AsyncIterator[None]:
         raise
 
 
-def _asks(method: str, body: Any) -> bool:
-    """Whether a request of ``method`` with the parsed JSON ``body`` asks something of the
-    session whose 2xx proves nothing by its status: a ``GET``, a ``DELETE``, a ``POST``
-    carrying a JSON-RPC request (a ``POST`` of answers and notifications only is judged
-    by its ``202``)."""
+def asks(method: str, body: Any) -> bool:
+    """Whether a request of ``method`` with the parsed JSON ``body`` (:func:`json_body`)
+    asks something of the session and waits for the answer: a ``GET``, a ``DELETE``, a
+    ``POST`` carrying a JSON-RPC request (the keys as JSON reads them, escaped or not).
+    Its 2xx proves nothing by its status; a ``POST`` of answers and notifications only is
+    judged by its ``202``, and is handled whole, as the upstream handles a body that
+    arrived whole."""
     if method != "POST":
         return True
     items = body if isinstance(body, list) else [body]
