@@ -1282,6 +1282,9 @@ class Gateway:
             engine.feed(events.SessionStarted(sid))
         engine.carried = self.credential_headers
         engine.acts_for_clients = True
+        # each replica numbers the standalone streams it opens from a point of its own:
+        # another replica's fresh GET of the session is never named as one of these
+        engine.get_generations = secrets.randbelow(_GENERATIONS)
         engine.trusted = session.trusts
         engine.accepted = session.prove
         engine.vouch = functools.partial(self._vouch, session)
@@ -1720,6 +1723,11 @@ class _Flight:
         if self.clean and not self.sending and not self.complete:
             self.scope.cancel()
 
+
+_GENERATIONS = 1 << 31
+"""Where a session's standalone generations are numbered from on a replica: a number
+below this, drawn at random (two replicas whose numbers land within a session's
+generations of each other: about one session in 10**8 that opens a dozen)."""
 
 _FAILED = "fsm_gateway_failed"
 """The extension under which :class:`_Watched` leaves an upstream request's failure."""
