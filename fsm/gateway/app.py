@@ -1456,9 +1456,14 @@ class Gateway:
             await self._keep_alive_once(time.monotonic())
 
     async def _keep_alive_once(self, now: float) -> None:
-        """One pass of :meth:`_keep_alive`, at ``now`` (``time.monotonic``)."""
-        for session in list(self._sessions.values()):
-            e, sid = session.engine, session.engine.session
+        """One pass of :meth:`_keep_alive`, at ``now`` (``time.monotonic``): every lease
+        first, then the session records (a store round trip each, which must not hold
+        a lease's renewal back)."""
+        sessions = list(self._sessions.values())
+        for session in sessions:
+            await self._renew(session)
+        for session in sessions:
+            sid = session.engine.session
             used = session.busy > 0 or session.last_used > session.kept_at
             if sid and used and now - session.kept_at >= self.limits.session_keepalive_s:
                 session.kept_at = now
@@ -1466,14 +1471,19 @@ class Gateway:
                     await self._store.keep_session(sid)
                 except StoreUnavailableError as exc:
                     logger.warning("session record not extended: %s", exc)
-            for rid in list(session.claimed):
-                if e.guard.state_of((sid or "", rid)) != "presented" or not sid:
-                    session.claimed.discard(rid)
-                    continue
-                try:
-                    await self._store.renew(sid, rid, self.replica, self.limits.lease_s)
-                except StoreUnavailableError as exc:
-                    logger.warning("lease not renewed: %s", exc)
+
+    async def _renew(self, session: _Session) -> None:
+        """Renew the lease of each request of ``session`` this replica claimed that still
+        awaits its answer; forget the others."""
+        e, sid = session.engine, session.engine.session
+        for rid in list(session.claimed):
+            if e.guard.state_of((sid or "", rid)) != "presented" or not sid:
+                session.claimed.discard(rid)
+                continue
+            try:
+                await self._store.renew(sid, rid, self.replica, self.limits.lease_s)
+            except StoreUnavailableError as exc:
+                logger.warning("lease not renewed: %s", exc)
 
     def _answer_keeper(self, session: _Session) -> Any:
         async def keep(key: RequestKey, answer: Mapping[str, Any]) -> None:

@@ -383,3 +383,44 @@ async def test_an_idle_session_is_not_kept() -> None:
         await gateway._keep_alive_once(now + 1)
         await gateway._keep_alive_once(now + 2)
     assert store.kept == 1
+
+
+class StalledKeep(MemoryStore):
+    """A memory store whose extension of a session record never comes back (a store
+    round trip that stalls); ``renewed`` is set at a lease renewal."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewed = anyio.Event()
+
+    async def keep_session(self, session: str) -> None:
+        await anyio.sleep_forever()
+
+    async def renew(self, session: str, request_id: Any, owner: str, lease_s: float) -> bool:
+        self.renewed.set()
+        return await super().renew(session, request_id, owner, lease_s)
+
+
+async def test_a_lease_is_renewed_before_any_session_record_is_extended() -> None:
+    """A prompt waits for its answer in a session in use: a pass of the keep-alive renews
+    the prompt's lease before it extends any session's record, so records to extend (a
+    store round trip each, 10,000 sessions in use at most) never hold a lease back."""
+    store = StalledKeep()
+    up = Upstream(call=[sse("e1", elicit("q1"))], hold=anyio.Event())
+    limits = GatewayLimits(lease_s=3600.0, session_keepalive_s=0.0)  # no pass of its own
+    headers = {**HEAD, "mcp-session-id": SID}
+    async with gateway_for(up, store=store, limits=limits) as gw:
+        await initialize(gw.url)
+        async with (
+            httpx2.AsyncClient(timeout=GUARD) as http,
+            http.stream("POST", gw.url, json=CALL, headers=headers) as r,
+        ):
+            chunks = r.aiter_raw()
+            with anyio.fail_after(GUARD):
+                assert b"elicitation/create" in await chunks.__anext__()  # claimed
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(gw.gateway._keep_alive_once, time.monotonic())
+                with anyio.fail_after(GUARD):
+                    await store.renewed.wait()
+                tg.cancel_scope.cancel()
+            up.hold.set()
