@@ -14,12 +14,15 @@ empty: a log without a single record proves nothing, so it is not reported as co
 
 Cost
 ----
-The audit streams: the log is read in 64 KiB blocks and split into lines as it goes
-(:func:`read_lines`; ``-`` reads standard input the same way), each record is parsed,
-judged and dropped. Every record costs O(1) amortised: the monitor's sets and maps are
-updated in place (nothing is copied per record), a lost session marks only the streams and
-requests learnt since the previous one, and forgetting an interaction touches only what
-was recorded about it. Time is linear in the log's length. Memory holds the longest line
+The audit streams: the log is read in 64 KiB blocks, decoded as strict UTF-8 and split
+into lines at line feeds as it goes (:func:`read_lines`, JSON Lines: a U+2028 inside a
+string does not end a record; ``-`` reads standard input's bytes the same way), each record
+is parsed (strict JSON, every number a finite one: :func:`fsm.trace.read_line`), judged
+and dropped. A line spanning many blocks is joined once, when it ends. Every record costs
+O(1) amortised: the monitor's sets and maps are updated in place (nothing is copied per
+record), a lost session marks only the streams and requests learnt since the previous one,
+and forgetting an interaction touches only what was recorded about it. Time is linear in
+the log's length, however long its lines. Memory holds the longest line
 and the monitor's state, which is bounded as follows, not by the log's length.
 
 Memory bound: what is forgotten
@@ -74,10 +77,9 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import io
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
@@ -88,7 +90,7 @@ from fsm.fields import field_problem, field_rules
 from fsm.machines.resumption import LIVENESS, TRANSPORT
 from fsm.machines.spec import MachineSpec
 from fsm.machines.tasks import TASK_INPUT
-from fsm.trace import TraceFormatError, era_of, loads, to_record
+from fsm.trace import TraceFormatError, header_era, read_line, split_lines, to_record
 
 MACHINE = "M"
 DESCRIPTIONS: dict[str, str] = {
@@ -409,40 +411,34 @@ class AuditResult:
 def read_lines(
     raw: IO[bytes], encoding: str = "utf-8", errors: str = "strict", block: int = BLOCK
 ) -> Iterator[str]:
-    """The lines of the byte stream ``raw``, read ``block`` bytes at a time.
+    """The lines of the byte stream ``raw``, read ``block`` bytes at a time: the JSON Lines
+    lines of :func:`fsm.trace.split_lines` (line feeds only end a line, a ``\\r`` before one
+    is dropped), so line numbers are what :func:`fsm.trace.loads` counts in the decoded text.
 
-    The same lines, and the same decoding error, as reading the whole stream in text mode
-    (universal newlines) and calling ``str.splitlines()``: so line numbers are what
-    :func:`fsm.trace.loads` counts. A :class:`UnicodeDecodeError` names the position of
-    the bad bytes in the whole stream. Memory: one block and the current line.
+    The bytes are decoded as the whole stream would be (``encoding``, ``errors``; the
+    audit reads every log, a file or standard input, as strict UTF-8): a
+    :class:`UnicodeDecodeError` names the position of the bad bytes in the whole stream.
+    Time linear in the stream's length, however long its lines; memory: one block and
+    the current line.
     """
     inner = codecs.getincrementaldecoder(encoding)(errors)
-    decoder = io.IncrementalNewlineDecoder(inner, translate=True)
-    offset = 0  # bytes handed to the decoder so far
-    tail: list[str] = []  # the unterminated end of the text so far
-    while True:
-        chunk = raw.read(block)
-        final = not chunk
-        pending = len(inner.getstate()[0])
-        try:
-            text = decoder.decode(chunk, final)
-        except UnicodeDecodeError as exc:
-            raise _Positioned(exc, offset - pending) from None
-        offset += len(chunk)
-        if text:
-            pieces = text.splitlines(keepends=True)
-            if tail:
-                pieces[0] = "".join(tail) + pieces[0]
-                tail.clear()
-            last = pieces[-1]
-            if last.splitlines()[0] == last:  # not terminated: wait for the rest
-                tail.append(pieces.pop())
-            for piece in pieces:
-                yield piece[:-1]  # every separator is one character once \r\n is \n
-        if final:
-            if tail:
-                yield "".join(tail)
-            return
+
+    def decoded() -> Iterator[str]:
+        offset = 0  # bytes handed to the decoder so far
+        while True:
+            chunk = raw.read(block)
+            final = not chunk
+            pending = len(inner.getstate()[0])
+            try:
+                text = inner.decode(chunk, final)
+            except UnicodeDecodeError as exc:
+                raise _Positioned(exc, offset - pending) from None
+            offset += len(chunk)
+            yield text
+            if final:
+                return
+
+    return split_lines(decoded())
 
 
 class _Positioned(UnicodeDecodeError):
@@ -462,17 +458,23 @@ class _Positioned(UnicodeDecodeError):
         return self.message
 
 
-def records(lines: Iterable[str]) -> Iterator[tuple[int, P.Observation, float]]:
+def records(
+    lines: Iterable[str], on_header: Callable[[Mapping[str, Any]], None] | None = None
+) -> Iterator[tuple[int, P.Observation, float]]:
     """``(line number, observation, t)`` for each record of ``lines`` (one string per
-    line, without its separator): each line read by :func:`fsm.trace.loads`, so blank
-    lines and the header are skipped as there, and a bad line raises its
+    line, without its separator): each line read by :func:`fsm.trace.read_line`, as
+    :func:`fsm.trace.loads` reads it, so blank lines are skipped, a header is passed, parsed,
+    to ``on_header`` (if given) and skipped, and a bad line raises its
     :class:`fsm.trace.TraceFormatError`, naming the line's number in ``lines``."""
     for number, raw in enumerate(lines, 1):
-        try:
-            for _, obs, t in loads(raw):
-                yield number, obs, t
-        except TraceFormatError as exc:
-            raise TraceFormatError(number, exc.why) from None
+        got = read_line(raw, number)
+        if got is None:
+            continue
+        record, obs, t = got
+        if obs is not None:
+            yield number, obs, t
+        elif on_header is not None:
+            on_header(record)
 
 
 # ----------------------------------------------------------------- the audit
@@ -499,19 +501,14 @@ def audit_lines(
     count = 0
     last_line = 0
 
-    def watched(lines: Iterable[str]) -> Iterator[str]:
-        # A header naming its era, before any record, picks the requests' machine.
-        for number, raw in enumerate(lines, 1):
-            if count == 0:
-                try:
-                    era = era_of(raw)
-                except TraceFormatError as exc:
-                    raise TraceFormatError(number, exc.why) from None
-                if era is not None:
-                    life.machine = LIFECYCLES[era]
-            yield raw
+    def header(record: Mapping[str, Any]) -> None:
+        # A header naming its era (as parsed: escapes and all), before any record, picks
+        # the requests' machine.
+        era = header_era(record)
+        if count == 0 and era is not None:
+            life.machine = LIFECYCLES[era]
 
-    for line, obs, t in records(watched(lines)):
+    for line, obs, t in records(lines, header):
         count += 1
         last_line = line
         bad = monitor.check(obs)
@@ -550,7 +547,8 @@ def audit_text(
     ``complete=True`` also reports interactions that began and never ended (P5) at the
     end of the log. See :func:`audit_lines` (which reads a log without holding it whole).
     """
-    return audit_lines(text.splitlines(), budgets=budgets, complete=complete, retain=retain)
+    lines = split_lines((text,))
+    return audit_lines(lines, budgets=budgets, complete=complete, retain=retain)
 
 
 def _retain(value: str) -> int | None:
@@ -623,17 +621,41 @@ def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str, *, err: bool
 
 @contextmanager
 def _lines_of(name: str) -> Iterator[Iterator[str]]:
-    """The lines of the log named ``name`` (``-``: standard input), read as they are used."""
+    """The lines of the log named ``name`` (``-``: standard input), read as they are used.
+    Standard input is read as a file is: its bytes, as strict UTF-8, whatever its own
+    text layer's encoding and error handler (``surrogateescape`` under a C locale would
+    turn bad bytes into text)."""
     if name != "-":
         with open(name, "rb") as raw:
             yield read_lines(raw)
         return
     stdin = sys.stdin
     buffer = getattr(stdin, "buffer", None)
-    if buffer is None:  # a text-only stand-in: its lines, split as a whole text would be
-        yield (piece for line in stdin for piece in line.splitlines() or [""])
+    if buffer is None:  # a text-only stand-in: its text, split as a whole text would be
+        yield split_lines(iter(lambda: stdin.read(BLOCK), ""))
     else:
-        yield read_lines(buffer, stdin.encoding or "utf-8", stdin.errors or "strict")
+        yield read_lines(buffer)
+
+
+def printable(text: str, *, name: bool = False) -> str:
+    """``text`` as the audit prints it, on one line and printable by any UTF-8 stdout,
+    strict or not: every character a terminal would not print (a line break, a control
+    character, a lone surrogate) escaped as Python writes it (``\\n``, ``\\udcff``).
+    ``name``: ``text`` is the log's file name, a command-line argument whose undecodable
+    bytes ``os.fsdecode`` held as lone surrogates (U+DC80-U+DCFF): each is shown as the
+    byte it stands for (``\\xff``). A text taken from the log (an interaction's name in
+    a finding's why) is shown with ``name=False``: its lone surrogates were written so."""
+    if text.isprintable():
+        return text
+    shown = []
+    for c in text:
+        if name and "\udc80" <= c <= "\udcff":
+            shown.append(f"\\x{ord(c) - 0xDC00:02x}")
+        elif c.isprintable():
+            shown.append(c)
+        else:
+            shown.append(c.encode("unicode_escape").decode("ascii"))
+    return "".join(shown)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -647,6 +669,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_resumes_without_progress=args.max_resumes,
         max_submissions=args.max_submissions,
     )
+    log = printable(args.log, name=True)
     try:
         with _lines_of(args.log) as lines:
             try:
@@ -659,30 +682,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pass
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        message = f"{args.log}: {why}"
+        message = f"{log}: {printable(why)}"
         _emit(args, {"ok": False, "error": message}, f"audit: {message}", err=True)
         return 2
     if isinstance(result, TraceFormatError):
         _emit(
             args,
             {"ok": False, "error": str(result), "line": result.line},
-            f"audit: {args.log}: malformed log, {result}",
+            f"audit: {log}: malformed log, {printable(str(result))}",
             err=True,
         )
         return 2
     if result.records == 0:
-        message = f"{args.log}: empty log (no records to audit)"
+        message = f"{log}: empty log (no records to audit)"
         _emit(args, {"ok": False, "error": message, "records": 0}, f"audit: {message}", err=True)
         return 2
     f = result.finding
     if f is None:
-        _emit(args, result.to_json(), f"{args.log}: conforms ({result.records} records)")
+        _emit(args, result.to_json(), f"{log}: conforms ({result.records} records)")
         return 0
     text_out = "\n".join(
         [
-            f"{args.log}:{f.line}: {f.name} violated: {f.description}",
-            f"  why: {f.why}",
-            *(f"  also {n} violated: {DESCRIPTIONS.get(n, n)} ({w})" for n, w in f.also),
+            f"{log}:{f.line}: {f.name} violated: {f.description}",
+            f"  why: {printable(f.why)}",
+            *(f"  also {n} violated: {DESCRIPTIONS.get(n, n)} ({printable(w)})" for n, w in f.also),
             f"  record: {json.dumps(f.record, sort_keys=True)}",
             "  monitor state before it:",
             *(

@@ -71,6 +71,15 @@ header may be missing (a hand-written log); a header naming another schema is a
 :class:`TraceFormatError`. Unknown extra fields are ignored (forward compatible); a missing
 or mistyped field is a :class:`TraceFormatError` naming the line. ``wall`` is optional for
 a reader (logs of schema 1, logs written without a :class:`Timebase`).
+
+Reading: a log is JSON Lines (:func:`split_lines`): records are separated by line feeds
+only (a ``\\r`` before one is dropped), so a U+2028, U+0085 or any other character that
+``str.splitlines`` would break at stays inside its record, as JSON allows in a string.
+Each line is strict JSON (:func:`read_line`): ``NaN``, ``Infinity`` and a number too large
+for a float (``1e999``) are not JSON values a record may hold, anywhere in it. A numeric
+field (``t``, the header's ``t``) must be a finite number (an ``int`` or a ``float``, not
+a ``bool``; an integer a float cannot hold, e.g. 400 digits, is refused too): it is read
+as a ``float``.
 """
 
 from __future__ import annotations
@@ -82,7 +91,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from fsm import properties as P
 
@@ -165,8 +174,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "session": (bool,),
     "session_id": (str,),
     "answer": (dict,),
-    "t": (int, float),
 }
+_NUMBERS = frozenset({"t"})
+"""The numeric fields of a record: each read by :func:`_number` (a finite float)."""
 
 
 class TraceFormatError(ValueError):
@@ -199,13 +209,12 @@ def header_line(timebase: Timebase | None = None, era: str | None = None) -> str
 def era_of(line: str) -> str | None:
     """The era the log line ``line`` names if it is a schema-3 header (``None`` for any
     other line: a record, a header of an earlier schema, a line that is not JSON, which
-    :func:`loads` reports). Raises :class:`TraceFormatError` (line 0) for a schema-3
-    header naming an unknown era."""
-    if '"header"' not in line:
-        return None
+    :func:`loads` reports). The line is parsed, so a header spelled with JSON escapes is
+    one. Raises :class:`TraceFormatError` (line 0) for a schema-3 header naming an unknown
+    era."""
     try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
+        record = _parse(line, 0)
+    except TraceFormatError:
         return None
     if not isinstance(record, Mapping) or record.get("kind") != "header":
         return None
@@ -215,6 +224,17 @@ def era_of(line: str) -> str | None:
     if not isinstance(era, str) or era not in ERAS:
         raise TraceFormatError(0, f"unknown era {era!r}")
     return era
+
+
+def header_era(record: Mapping[str, Any]) -> str | None:
+    """The era the header ``record`` names (one of :data:`ERAS`), ``None`` for a header
+    naming none (an ``sse`` log) or a record that is not a header. Read from the parsed
+    record, as :func:`from_record` checked it (it refuses a schema-3 header without a
+    known era)."""
+    if record.get("kind") != "header" or record.get("schema") != ERA_SCHEMA:
+        return None
+    era = record.get("era")
+    return era if isinstance(era, str) and era in ERAS else None
 
 
 def to_record(
@@ -252,6 +272,8 @@ def from_record(record: object, line: int = 0) -> P.Observation | None:
         era = record.get("era")
         if schema == ERA_SCHEMA and (not isinstance(era, str) or era not in ERAS):
             raise TraceFormatError(line, f"unknown era {era!r}")
+        if "t" in record:
+            _number("header", "t", record["t"], line)
         return None
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
@@ -286,6 +308,8 @@ def _field(kind: str, name: str, value: object, line: int) -> Any:
         ):
             return (value[0], value[1])
         raise TraceFormatError(line, f"{kind}: {name} must be [session, id], got {value!r}")
+    if name in _NUMBERS:
+        return _number(kind, name, value, line)
     wanted = _TYPES.get(name)
     if wanted is not None and (type(value) not in wanted):
         raise TraceFormatError(line, f"{kind}: {name} must be {wanted[0].__name__}, got {value!r}")
@@ -304,20 +328,115 @@ def dumps(
     return "\n".join(lines) + "\n"
 
 
-def loads(text: str) -> Iterator[tuple[int, P.Observation, float]]:
-    """``(line number, observation, t)`` for each record; blank lines are skipped."""
-    for number, raw in enumerate(text.splitlines(), 1):
-        if not raw.strip():
-            continue
+def _number(kind: str, name: str, value: object, line: int) -> float:
+    """The numeric field ``name`` of a ``kind`` record on line ``line``: ``value`` as a
+    finite ``float``. :class:`TraceFormatError` for anything else: not an ``int`` or a
+    ``float`` (a ``bool`` is neither), NaN, an infinity, or an integer too large for a
+    float (it would raise OverflowError wherever it is used as a time). Every numeric
+    field read from a log is read here."""
+    if isinstance(value, int | float) and type(value) in (int, float):
         try:
-            record = json.loads(raw)
-        except ValueError as exc:
-            raise TraceFormatError(number, f"not JSON: {exc}") from None
-        except RecursionError:
-            raise TraceFormatError(number, "nested too deeply to be a record") from None
-        obs = from_record(record, number)
-        if obs is not None:
-            t = record.get("t", 0.0)
-            if type(t) not in (int, float):
-                raise TraceFormatError(number, f"t must be a number, got {t!r}")
-            yield number, obs, float(t)
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if math.isfinite(number):
+            return number
+    raise TraceFormatError(line, f"{kind}: {name} must be a finite number, got {_shown(value)}")
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a refused value may be huge (an
+    integer of thousands of digits is not even turned into text)."""
+    if type(value) is int and value.bit_length() > 4 * limit:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _json_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        shown = text if len(text) <= 40 else f"{text[:37]}..."
+        raise ValueError(f"the number {shown} is too large for a float")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_json_constant, parse_float=_json_float)
+"""Strict JSON (:func:`read_line`), built once: ``json.loads`` given hooks builds a decoder
+per call."""
+
+
+def _parse(raw: str, line: int) -> Any:
+    """The JSON value on the log line ``raw``, strict (:func:`read_line`)."""
+    try:
+        return _DECODER.decode(raw)
+    except ValueError as exc:
+        raise TraceFormatError(line, f"not JSON: {exc}") from None
+    except RecursionError:
+        raise TraceFormatError(line, "nested too deeply to be a record") from None
+
+
+def split_lines(chunks: Iterable[str]) -> Iterator[str]:
+    """The lines of the text that ``chunks`` yields in pieces (cut anywhere), as JSON
+    Lines separates records: at each line feed (``\\n``) only, without it and without one
+    ``\\r`` before it (``\\r\\n`` endings); the text after the last line feed is a last line
+    unless empty. No other character ends a line: U+2028, U+2029, U+0085, ``\\r`` alone,
+    ``\\v``, ``\\f`` and ``\\x1c``-``\\x1e`` (which ``str.splitlines`` breaks at) stay in their
+    line, as they may inside a JSON string (a raw control character there is not JSON:
+    the line is then reported malformed, not cut in two).
+
+    Linear time: each chunk is scanned once and a line's pieces are joined once, however
+    many chunks the line spans; memory: the current chunk and the current line. The one
+    splitter of :func:`loads` and :func:`fsm.audit.read_lines`."""
+    tail: list[str] = []  # the unterminated line so far, in pieces
+    for chunk in chunks:
+        pieces = chunk.split("\n")
+        if len(pieces) == 1:
+            if chunk:
+                tail.append(chunk)
+            continue
+        if tail:
+            tail.append(pieces[0])
+            pieces[0] = "".join(tail)
+            tail.clear()
+        last = pieces.pop()
+        if last:
+            tail.append(last)
+        for piece in pieces:
+            yield piece[:-1] if piece.endswith("\r") else piece
+    if tail:
+        piece = "".join(tail)
+        yield piece[:-1] if piece.endswith("\r") else piece
+
+
+def read_line(
+    raw: str, number: int = 0
+) -> tuple[Mapping[str, Any], P.Observation | None, float] | None:
+    """What the log line ``raw`` (without its line feed; ``number`` is its 1-based line,
+    for errors) holds: ``None`` for a blank line, else ``(record, observation, t)``: the
+    parsed JSON object, its observation (``None`` for a header: :func:`header_era` reads
+    it) and its ``t`` as a finite float (``0.0`` if absent).
+
+    The line is strict JSON: ``NaN``, ``Infinity`` and a number a float cannot hold are
+    refused wherever they are (a report echoing the record must stay JSON), and every
+    numeric field is a finite number. Raises :class:`TraceFormatError` naming the line."""
+    if not raw.strip():
+        return None
+    record = _parse(raw, number)
+    obs = from_record(record, number)
+    if obs is None:
+        return record, None, _number("header", "t", record.get("t", 0.0), number)
+    return record, obs, _number(_NAMES[type(obs)], "t", record.get("t", 0.0), number)
+
+
+def loads(text: str) -> Iterator[tuple[int, P.Observation, float]]:
+    """``(line number, observation, t)`` for each record of the JSON Lines ``text``
+    (:func:`split_lines`, :func:`read_line`); blank lines and headers are skipped."""
+    for number, raw in enumerate(split_lines((text,)), 1):
+        got = read_line(raw, number)
+        if got is not None and got[1] is not None:
+            yield number, got[1], got[2]

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from fsm import properties as P
-from fsm.testing.kit import failure
+from fsm.testing.kit import failure, out_of_range
 
 __all__ = ["OneCallMachine", "bind", "question"]
 
@@ -99,10 +99,10 @@ def bind(
     """A subclass ``name`` of ``base`` bound to ``client_factory``, failing runs on the
     ``check`` properties (default all), with the class attributes ``questions`` (how many
     the call asks) and the durations ``seconds``. ``ValueError`` for a bound out of range
-    (``questions`` >= 1, each duration > 0) or a ``check`` naming no property
+    (``questions`` an integer >= 1, not a ``bool`` or 1.5; each duration a number > 0, not
+    NaN: :func:`fsm.testing.kit.out_of_range`) or a ``check`` naming no property
     (:func:`fsm.properties.property_names`)."""
-    wrong = [f"questions={questions!r} (>= 1)"] if questions < 1 else []
-    wrong += [f"{k}={v!r} (> 0)" for k, v in seconds.items() if not v > 0]
+    wrong = out_of_range({"questions": 1}, {"questions": questions, **seconds})
     if wrong:
         raise ValueError(f"{name}: out of range: {', '.join(wrong)}")
     checked = frozenset(P.property_names(check))

@@ -71,6 +71,7 @@ from fsm import actions as act
 from fsm import events as ev
 from fsm import properties as P
 from fsm.errors import RequestKey
+from fsm.fields import FieldRule, field_problem
 from fsm.outcomes import Classifier, OutcomeClass, SubmissionResult
 from fsm.sse.guard import LIVE_MARKER
 from fsm.sse.observe import did, told
@@ -113,6 +114,33 @@ def failure(name: str, why: str, context: str = "") -> ConformanceFailure:
     """The failure for property ``name``: one subclass per property, so hypothesis
     reports each violated property as a distinct bug with its own shortest program."""
     return _FAILURES.get(name, ConformanceFailure)(name, why, context)
+
+
+def out_of_range(least: Mapping[str, int], values: Mapping[str, object]) -> list[str]:
+    """The kits' one check of their bound arguments: ``"name=value (what it must be)"``
+    for each of ``values`` refused (in their order). A name in ``least`` is a count: an
+    ``int`` (not a ``bool``, never NaN or a float) of at least ``least[name]``
+    (:func:`fsm.fields.field_problem`'s ``count``, then the minimum); any other is a
+    duration in seconds: a number > 0 (``positive``: an ``int`` or a ``float``, not a
+    ``bool``, never NaN; ``inf`` allowed). A bound that passes ``< 0`` but is not a count
+    (NaN, 1.5) would make every precondition comparing with it false or fractional: the
+    kit would silently test less, or nothing."""
+    wrong: list[str] = []
+    for name, value in values.items():
+        if name in least:
+            minimum = least[name]
+            if isinstance(value, int) and not field_problem(_COUNT, value) and value >= minimum:
+                continue
+            what = "" if type(value) is int else "an integer "
+            wrong.append(f"{name}={value!r} ({what}>= {minimum})")
+        elif field_problem(_DURATION, value) is not None:
+            number = type(value) in (int, float)
+            wrong.append(f"{name}={value!r} ({'> 0' if number else 'a number > 0'})")
+    return wrong
+
+
+_COUNT = FieldRule("count")
+_DURATION = FieldRule("positive")
 
 
 # ------------------------------------------------------------------ settings profiles
@@ -992,13 +1020,17 @@ def conformance_machine(
     so narrowing it only silences, never changes, a verdict); ``coverage`` a counter the kit
     adds what it reached to.
     Run it with ``run_state_machine_as_test(M, settings=kit_settings())`` or via its
-    ``TestCase`` (unittest/pytest). ``ValueError`` for a negative ``max_tool_calls`` or
-    ``max_requests``, or a ``check`` naming no property
+    ``TestCase`` (unittest/pytest). ``ValueError`` for a ``max_tool_calls`` or
+    ``max_requests`` that is not an integer >= 0 (a ``bool``, NaN or 1.5 is not one:
+    :func:`out_of_range`), or a ``check`` naming no property
     (:func:`fsm.properties.property_names`).
     """
-    if max_tool_calls < 0 or max_requests < 0:
+    counts = {"max_tool_calls": max_tool_calls, "max_requests": max_requests}
+    wrong = out_of_range(dict.fromkeys(counts, 0), counts)
+    if wrong:
         raise ValueError(
-            f"max_tool_calls={max_tool_calls!r} and max_requests={max_requests!r} must be >= 0"
+            f"max_tool_calls={max_tool_calls!r} and max_requests={max_requests!r} must be "
+            f">= 0: out of range: {', '.join(wrong)}"
         )
     attrs: dict[str, Any] = {
         "client_factory": staticmethod(client_factory),
