@@ -7,7 +7,8 @@ starts with neither ``_`` nor ``test_`` and is not pytest's ``conftest``, in nam
 Exit status: 0 when every property of every model holds (or, for a model that declares
 ``expected_violations``, exactly those are violated); 1 when any property is violated,
 vacuous, or unknown because a bound was hit (``--max-states``/``--max-depth``); 2 for bad
-arguments, a bad model file, a bad ``--set``, or a model that raises during exploration (one
+arguments, a bad model file, a bad ``--set``, or a model that raises while it is loaded,
+explored or drawn, whatever it raises (``SystemExit`` and pytest's ``Skipped`` too: one
 message naming the line of the model's code that raised, no traceback); 3 when an output
 could not be written (the ``--write-tests`` target is an existing file, or not writable).
 
@@ -33,7 +34,8 @@ docstring what it asserts: by default it passes while the bug exists (a witness,
 (the same name, ending in ``_regression``). A file of the same name in DIR is replaced.
 
 ``--diagrams DIR`` writes each model's diagrams into DIR: its policy's machines, its
-reachable states and each counterexample, its violating state marked. The checker draws
+reachable states and each counterexample, its violating state marked (a model whose
+``format_state`` raises while they are drawn is a model that raised: exit 2). The checker draws
 nothing itself (it imports nothing else of ``fsm``): the ``fsm`` command lends :func:`main`
 the renderer (``draw``: :func:`fsm.render.user.draw_checked`); without one the option is a
 usage error.
@@ -54,7 +56,13 @@ from dataclasses import dataclass
 from pathlib import Path as FilePath
 from typing import Any, TextIO
 
-from fsm.checker.explore import DEFAULT_MAX_STATES, Checker, MemoryUseWarning, ModelError
+from fsm.checker.explore import (
+    DEFAULT_MAX_STATES,
+    Checker,
+    MemoryUseWarning,
+    ModelError,
+    model_errors,
+)
 from fsm.checker.loader import (
     ModelLoadError,
     builtin_model_file,
@@ -281,7 +289,9 @@ def _rebound(model: Any, settings: dict[str, str]) -> Any:
             f"model {model_name(model)!r} has no bounds to --set (it has no with_bounds:"
             " not a world)"
         )
-    return model.with_bounds(settings)
+    with model_errors("applying --set", passing=(ValueError, TypeError)):  # a bad --set
+        rebound = model.with_bounds(settings)
+    return rebound
 
 
 def _stopped(report: Report, args: argparse.Namespace) -> str | None:
@@ -417,6 +427,9 @@ def _check_all(
                     draw, directory = draw_to
                     try:
                         drawn = draw(model, report, directory)
+                    except ModelError as exc:  # its format_state raised, say
+                        print(f"fsm check: {file}: {exc.format_text()}", file=sys.stderr)
+                        return BAD_INPUT
                     except OSError as exc:
                         raise _NotWritten(f"--diagrams {directory}: {exc}") from None
                     for path in drawn:

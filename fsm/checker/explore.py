@@ -40,7 +40,9 @@ grows without end ends there, incomplete), and warns once (:class:`MemoryUseWarn
 the process holds over half the machine's memory.
 
 A model that raises is reported as a :class:`ModelError` naming the line of the model's
-own code that raised (:func:`~fsm.checker.location.raised_at`).
+own code that raised (:func:`~fsm.checker.location.raised_at`), whatever it raised
+(``SystemExit`` too: ``exit()`` in a hook is no verdict); only an interruption (Ctrl-C:
+:func:`~fsm.checker.location.interrupts`) passes through.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from time import perf_counter
 from types import ModuleType
 from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
-from fsm.checker.location import Location, raised_at
+from fsm.checker.location import Location, interrupts, raised_at, what_raised
 from fsm.checker.model import Model, require_model, resolve_hooks
 from fsm.checker.path import Lasso, Path, Step
 from fsm.checker.properties import Kind, Property, Verdict
@@ -152,14 +154,21 @@ def _growing_heap() -> Iterator[Callable[[], None]]:
 
 
 @contextmanager
-def _model_errors(doing: str) -> Iterator[None]:
-    """Turn an exception raised by model code outside the search into a :class:`ModelError`."""
+def model_errors(doing: str, *, passing: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """Turn what model code raised outside the search into a :class:`ModelError`
+    (``model raised KIND: MESSAGE (DOING)``, the model's line that raised): whatever it
+    raised, ``SystemExit`` included, but an interruption
+    (:func:`~fsm.checker.location.interrupts`: Ctrl-C) and the classes in ``passing`` (the
+    caller reports those itself), which pass through. For any code that runs a model's
+    hooks and reports as ``fsm check`` does (``fsm render``)."""
     try:
         yield
     except ModelError:
         raise
-    except Exception as exc:
-        message = f"model raised {type(exc).__name__}: {exc} ({doing})"
+    except BaseException as exc:
+        if interrupts(exc) or isinstance(exc, passing):
+            raise
+        message = f"model raised {what_raised(exc)} ({doing})"
         raise ModelError(message, None, None, raised_at(exc)) from exc
 
 
@@ -193,7 +202,7 @@ class Checker(Generic[S, A]):
     ) -> None:
         require_model(model)
         self.model = model
-        with _model_errors("reading its hooks and properties"):
+        with model_errors("reading its hooks and properties"):
             self.hooks = resolve_hooks(model)
             self.props: tuple[Property[S], ...] = tuple(model.properties())
         names = [p.name for p in self.props]
@@ -237,7 +246,7 @@ class Checker(Generic[S, A]):
         start = perf_counter()
         found: list[int | None] = [None] * len(self.props)
         complete, depth, fired = self._search(found, start)
-        with _model_errors("building a counterexample"):
+        with model_errors("building a counterexample"):
             results = tuple(
                 self._judge(prop, found[slot], complete) for slot, prop in enumerate(self.props)
             )
@@ -395,7 +404,9 @@ class Checker(Generic[S, A]):
                                 represented if orbit is not None else None,
                             )
                         )
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit in a hook too: a model error, not an exit
+            if interrupts(exc):
+                raise
             raise self._model_error(exc, head, action) from exc
         finally:
             if orbit is not None:
@@ -415,10 +426,16 @@ class Checker(Generic[S, A]):
             stacklevel=2,
         )
 
-    def _model_error(self, exc: Exception, head: int, action: Any) -> ModelError:
-        path = self._path_to(head) if head < len(self.states) else None
+    def _model_error(self, exc: BaseException, head: int, action: Any) -> ModelError:
+        path = None
+        if head < len(self.states):
+            try:
+                path = self._path_to(head)
+            except BaseException as failed:  # its format_state raised too: no path, then
+                if interrupts(failed):
+                    raise
         name = None if action is None else str(action)
-        message = f"model raised {type(exc).__name__}: {exc}"
+        message = f"model raised {what_raised(exc)}"
         return ModelError(message, path, name, raised_at(exc))
 
     # -- verdicts and traces ----------------------------------------------------------------

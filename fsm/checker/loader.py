@@ -13,7 +13,10 @@ its other imports resolve through ``sys.path`` as usual. Those modules stay regi
 with every model they define and what checking those models memoised, until
 :func:`unload_models` drops them. Every problem surfaces as
 :class:`ModelLoadError`, its message naming the file; when the model's code raised, a
-second line names the line that did (``at FILE:LINE, in FUNCTION: SOURCE``).
+second line names the line that did (``at FILE:LINE, in FUNCTION: SOURCE``). Whatever the
+model's code raised is its failure, ``SystemExit`` and pytest's ``Skipped``
+(``pytest.importorskip``) included; only an interruption (Ctrl-C:
+:func:`~fsm.checker.location.interrupts`) passes through.
 
 A directory stands for the model files in it (:func:`model_files`): every ``*.py`` file
 directly inside (not in subdirectories) whose name starts with neither ``_`` nor
@@ -34,7 +37,7 @@ import types
 from pathlib import Path as FilePath
 from typing import Any
 
-from fsm.checker.location import Location, raised_at
+from fsm.checker.location import Location, interrupts, raised_at, what_raised
 from fsm.checker.model import Model, model_name, resolve_hooks
 
 
@@ -128,11 +131,11 @@ def _import_file(path: str) -> Any:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except BaseException as exc:  # SystemExit, pytest's Skipped: the file's failure too
         sys.modules.pop(module_name, None)
-        raise ModelLoadError(
-            f"{path}: import failed: {type(exc).__name__}: {exc}", raised_at(exc)
-        ) from exc
+        if interrupts(exc):
+            raise
+        raise ModelLoadError(f"{path}: import failed: {what_raised(exc)}", raised_at(exc)) from exc
     return module
 
 
@@ -163,7 +166,9 @@ def load_models(path: str) -> list[Model[Any, Any]]:
             raise ModelLoadError(f"{path}: defines none of MODELS, MODEL or model()")
     except ModelLoadError:
         raise
-    except Exception as exc:
+    except BaseException as exc:
+        if interrupts(exc):
+            raise
         raise ModelLoadError(f"{path}: building the model failed: {exc!r}", raised_at(exc)) from exc
     if not models:
         raise ModelLoadError(f"{path}: MODELS is empty")
@@ -172,6 +177,12 @@ def load_models(path: str) -> list[Model[Any, Any]]:
             resolve_hooks(m)
         except TypeError as exc:
             raise ModelLoadError(f"{path}: {exc}") from exc
+        except BaseException as exc:  # a hook the model runs to declare itself raised
+            if interrupts(exc):
+                raise
+            raise ModelLoadError(
+                f"{path}: reading the model's hooks failed: {exc!r}", raised_at(exc)
+            ) from exc
     names = [model_name(m) for m in models]
     if len(set(names)) != len(names):
         raise ModelLoadError(f"{path}: models need distinct names, got {names}")

@@ -13,12 +13,19 @@ matters is the model author's. :func:`raised_at` finds it:
 
 No frame of the model's code (an error inside the library with no model code on the way)
 gives None. Files are shown relative to the working directory when they are inside it.
+
+What the model's code raises is the model's failure, whatever its class: ``SystemExit``
+(an ``exit()`` in a hook) and pytest's outcomes (``pytest.importorskip`` in a model file)
+are ``BaseException`` but not ``Exception``, and are reported as a model error all the
+same. Only what stops the run itself passes through (:func:`interrupts`): the loader and
+the checker ask it, in one place, where they catch what the model raised.
 """
 
 from __future__ import annotations
 
 import linecache
 import os
+import sys
 import sysconfig
 import traceback
 from dataclasses import dataclass
@@ -101,3 +108,22 @@ def raised_at(exc: BaseException) -> Location | None:
         if frame.lineno is not None and is_model_code(frame.filename):
             return located(frame.filename, frame.lineno, frame.name)
     return None
+
+
+def interrupts(exc: BaseException) -> bool:
+    """Whether ``exc``, caught while a model's code ran, stops the run rather than reports
+    the model's failure: :class:`KeyboardInterrupt` (the user's Ctrl-C),
+    :class:`GeneratorExit` (a generator being closed) and :mod:`asyncio`'s
+    ``CancelledError`` (a task being cancelled) propagate; anything else the model raised,
+    ``SystemExit`` and pytest's ``Skipped`` included, is a model error."""
+    if isinstance(exc, KeyboardInterrupt | GeneratorExit):
+        return True
+    asyncio = sys.modules.get("asyncio")  # not imported: nothing was cancelled
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
+
+
+def what_raised(exc: BaseException) -> str:
+    """``KIND: MESSAGE`` for ``exc`` (``SystemExit: 3``), ``KIND`` alone when it says
+    nothing (a bare ``sys.exit()``)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

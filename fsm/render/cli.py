@@ -7,7 +7,8 @@ text) and ``NAME.svg`` (``--png`` also writes ``NAME.png`` for a quick look).
 Given model files (or directories of them, as ``fsm check`` takes them), it renders
 those models instead: the machines of each one's policy, its reachable states and each
 counterexample (:mod:`fsm.render.user`). A file that defines no model, or a model that
-raises, is one line and exit 2.
+raises (while it is explored or drawn: its ``format_state`` too), is one message naming
+the file and the model's line that raised, as ``fsm check`` prints it, and exit 2.
 
 ``--check`` renders DOT and Mermaid into a temporary directory, compares them with DIR
 byte for byte and lists the stale or missing files (SVG depends on the Graphviz
@@ -63,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="fsm render",
         description=__doc__.split("\n")[0],
         epilog="exit status: 0 fine, 1 stale files (--check), "
-        "2 bad arguments or the rendering engine is missing, "
+        "2 bad arguments, a bad model file or a model that raised, "
+        "or the rendering engine is missing, "
         "3 DIR could not be written (an existing file, or not writable)",
     )
     p.add_argument("--out", type=Path, default=Path("diagrams"), help="output directory")
@@ -82,7 +84,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _user_diagrams(paths: list[str]) -> dict[str, Diagram]:
     """The diagrams of every model the files (or directories) ``paths`` define;
-    ModelLoadError or ModelError when one cannot be loaded or explored."""
+    ModelLoadError or ModelError (its message headed by the file, as ``fsm check``
+    reports it) when one cannot be loaded, explored or drawn."""
+    from fsm.checker import ModelError
     from fsm.checker.loader import load_models, model_files
     from fsm.render.user import model_diagrams
 
@@ -90,7 +94,10 @@ def _user_diagrams(paths: list[str]) -> dict[str, Diagram]:
     for path in paths:
         for file in model_files(path):
             for model in load_models(file):
-                diagrams.update(model_diagrams(model))
+                try:
+                    diagrams.update(model_diagrams(model))
+                except ModelError as exc:
+                    raise ModelError(f"{file}: {exc}", exc.path, exc.action, exc.location) from exc
     return diagrams
 
 

@@ -59,7 +59,8 @@ class GraphEdge:
 class StateGraph:
     """A generic explored state graph; node and edge order is the drawing order.
 
-    Raises :class:`ValueError` on duplicate node ids or edges naming unknown nodes.
+    Raises :class:`ValueError` on duplicate node ids or edges naming unknown nodes
+    (checked in time linear in the nodes and edges).
     """
 
     name: str
@@ -68,10 +69,11 @@ class StateGraph:
     doc: str = ""
 
     def __post_init__(self) -> None:
-        ids = [n.id for n in self.nodes]
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
-        problems = [f"duplicate node id {i!r}" for i in dupes]
-        known = set(ids)
+        known: set[str] = set()
+        dupes: set[str] = set()
+        for n in self.nodes:  # one pass: a graph may have many thousand nodes
+            (dupes if n.id in known else known).add(n.id)
+        problems = [f"duplicate node id {i!r}" for i in sorted(dupes)]
         for e in self.edges:
             problems += [
                 f"edge {e.src!r} -[{e.label}]-> {e.dst!r}: unknown node {end!r}"

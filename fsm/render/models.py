@@ -8,6 +8,9 @@ after the environment's move. A counterexample is projected the same way (steps 
 not change the label are folded into the next one, except the last, violating step), so
 it is a path of that graph (:func:`around` adds that step when it is a loop); each drawn
 step keeps its number in the checker's text trace.
+
+A model, or a view (a model's ``format_state``), that raises while it is drawn is a
+:class:`~fsm.checker.ModelError` naming the line that raised, as ``fsm check`` reports it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from fsm.checker import Checker, Path, PropertyResult, load_models
+from fsm.checker.explore import model_errors
 from fsm.checker.loader import builtin_model_file
 from fsm.render.graph import GraphEdge, GraphNode, StateGraph, Trace
 
@@ -38,30 +42,33 @@ def projected_graph(
     terminal: Callable[[str], bool] | None = None,
 ) -> StateGraph:
     """Explore ``model`` and project its reachable graph through ``view``. A node is drawn
-    terminal when ``terminal(group)`` says so (default: its first state has no move)."""
+    terminal when ``terminal(group)`` says so (default: its first state has no move).
+    :class:`~fsm.checker.ModelError` when the model or the view (its ``format_state``)
+    raises, as ``fsm check`` reports a model that raises."""
     checker: Checker[Any, Any] = Checker(model)
     checker.run()
     nodes: dict[str, GraphNode] = {}
     edges: dict[tuple[str, str, str], None] = {}
-    init_states = set(model.init_states())
-    for state in checker.states:
-        group, label = view(state)
-        if label not in nodes:
-            final = (
-                terminal(group)
-                if terminal is not None
-                else not any(True for _ in model.actions(state))
-            )
-            nodes[label] = GraphNode(
-                label, group=group, initial=state in init_states, terminal=final
-            )
-        for action in model.actions(state):
-            nxt = model.next_state(state, action)
-            if nxt is None:
-                continue
-            dst = view(nxt)[1]
-            if dst != label:
-                edges[(label, _move(action), dst)] = None
+    with model_errors("drawing its reachable states"):
+        init_states = set(model.init_states())
+        for state in checker.states:
+            group, label = view(state)
+            if label not in nodes:
+                final = (
+                    terminal(group)
+                    if terminal is not None
+                    else not any(True for _ in model.actions(state))
+                )
+                nodes[label] = GraphNode(
+                    label, group=group, initial=state in init_states, terminal=final
+                )
+            for action in model.actions(state):
+                nxt = model.next_state(state, action)
+                if nxt is None:
+                    continue
+                dst = view(nxt)[1]
+                if dst != label:
+                    edges[(label, _move(action), dst)] = None
     for src, _, dst in edges:
         for end in (src, dst):
             if end not in nodes:
@@ -113,8 +120,10 @@ def projected_trace(
 ) -> Trace:
     """Project a checker path (or lasso) through ``view``; see the module docstring.
     ``at`` (a :class:`~fsm.checker.PropertyResult`'s: the number of the state that
-    violates) marks where that state is drawn, ``why`` says what breaks the property."""
-    labels = [view(s)[1] for s in path.states]
+    violates) marks where that state is drawn, ``why`` says what breaks the property.
+    :class:`~fsm.checker.ModelError` when the view (a model's ``format_state``) raises."""
+    with model_errors("drawing a counterexample"):
+        labels = [view(s)[1] for s in path.states]
     triples: list[tuple[str, str, str]] = []
     numbers: list[int] = []
     loop_start: int | None = None

@@ -8,8 +8,9 @@ differ in their environment and in what the client is told and does
 everything else is here, once:
 
 * **validated bounds** (:class:`WorldBounds`): every field is checked on construction by
-  its declared type, and set from text by ``fsm check --set`` (:meth:`WorldBounds.updated`);
-  a bad value raises :class:`BoundsError` naming the field and what it allows;
+  its declared type (a count at most :data:`MAX_COUNT`), and set from text by ``fsm check
+  --set`` (:meth:`WorldBounds.updated`); a bad value raises :class:`BoundsError` naming the
+  field and what it allows;
 * **the step** (:class:`WorldBase`): a state is an interned environment (:class:`EnvBase`)
   and an interned client side (:class:`Agent`: the policy's state and the monitor's).
   Far fewer of each exist than states, so each keeps the memo of what a step computed
@@ -64,10 +65,20 @@ UserMode = Literal["answers", "never"]
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
 
+MAX_COUNT = 16
+"""The most any count of a world's bounds may be (``requests``, ``cuts``, ``questions``,
+...; ``None``, where a count allows it, still means no limit). A world's state is as wide
+as its counts and each state keeps its environment's moves, so what a state holds grows
+with the square of a count such as ``requests``: about 7 KB at 16, 70 MB at 2,000, where
+ten states filled the memory ``max_states`` was meant to bound. Every shipped model uses
+4 or fewer."""
+
+
 class WorldBounds:
     """The base of a world's bounds: a frozen dataclass whose fields are checked by their
     declared type on construction (:class:`BoundsError` naming the field and what it
-    allows), and set from text by :meth:`updated`.
+    allows; a count is an integer from 0 to :data:`MAX_COUNT`), and set from text by
+    :meth:`updated`.
 
     Every world's bounds have ``user`` (the user answers, or never) and ``ttl`` (a
     request's client-side age limit, the monitor's budget). A subclass checks what
@@ -89,6 +100,14 @@ class WorldBounds:
 
     def __post_init__(self) -> None:
         check_fields(self, BoundsError, floats="positive", strict=True)
+        for name, rule in field_rules(type(self), floats="positive", strict=True).items():
+            value = getattr(self, name)
+            if rule.kind == "count" and value is not None and value > MAX_COUNT:
+                raise BoundsError(
+                    f"{type(self).__name__}.{name}: {value!r} is over {MAX_COUNT}, the most a"
+                    " count of a world's bounds may be (a wider world fills the memory"
+                    " before the state bound stops the search)"
+                )
         self._check()
 
     def _check(self) -> None:
