@@ -110,7 +110,7 @@ from fsm.adapters._transport.http import (
 )
 from fsm.adapters._transport.session import SdkBinding, sdk_streams
 from fsm.adapters._transport.session_io import Claim, SessionIO
-from fsm.adapters._transport.sse import LARGE_EVENT, SseParser, encode_event
+from fsm.adapters._transport.sse import BOM, LARGE_EVENT, SseParser, encode_event
 from fsm.adapters._transport.transport import GuardedTransport, asks, bind
 from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
@@ -882,9 +882,10 @@ class Gateway:
         )
         resume = headers.get("last-event-id")
         upstream = functools.partial(self._upstream_response, session, request, body, resume)
-        if not asks(method, json_body(request)):  # answers and notifications: whole,
-            resp = await upstream()  # as the upstream handles a body that arrived whole
-        else:
+        parsed = json_body(request)  # None: no JSON Python reads (another reader may)
+        if method == "POST" and parsed is not None and not asks(method, parsed):
+            resp = await upstream()  # answers and notifications: handled whole, as the
+        else:  # upstream handles a body that arrived whole
             resp = await _unless_client_leaves(receive, upstream)
             if resp is None:
                 return
@@ -1637,9 +1638,14 @@ def _final_event(piece: bytes) -> bytes:
     """The last event of ``piece`` (whole events, as passed on): a finished stream's
     response. One read of the upstream can carry several events; a resume that lost the
     result gets the result alone, not the events before it again (a request among them
-    would reach the client twice)."""
-    events = SseParser().feed(piece)
-    return events[-1].raw if events else piece
+    would reach the client twice). ``piece`` comes from mid-stream, so a mark it begins
+    with is data (the guard read it so), and the response it begins never starts with
+    one: an empty comment line goes first (see :class:`GuardedBody`)."""
+    parser = SseParser()
+    parser.begin(b":")  # mid-stream: no mark in it is the stream's leading one
+    events = parser.feed(piece)
+    final = events[-1].raw if events else piece
+    return b":\n" + final if final.startswith(BOM[:1]) else final
 
 
 class _CountedGuard(ObservedGuard):

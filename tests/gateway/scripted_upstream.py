@@ -433,11 +433,16 @@ async def until_left(receive: Any, work: Callable[[], Awaitable[Any]]) -> None:
         tg.cancel_scope.cancel()
 
 
-async def read_request(scope: Any, receive: Any) -> tuple[dict[str, str], Any]:
-    """An HTTP request's headers (decoded) and its JSON body (``{}`` when it has none)."""
+async def read_request(
+    scope: Any, receive: Any, *, lenient: bool = False
+) -> tuple[dict[str, str], Any]:
+    """An HTTP request's headers (decoded) and its JSON body (``{}`` when it has none);
+    ``lenient``: a byte that is not UTF-8 read as U+FFFD, as a Node (``TextDecoder``) or
+    Go (``encoding/json``) server reads it, where Python's ``json`` refuses the body."""
     headers = {k.decode(): v.decode() for k, v in scope["headers"]}
     body = await whole_body(receive)
-    return headers, json.loads(body) if body else {}
+    text = body.decode("utf-8", "replace") if lenient else body
+    return headers, json.loads(text) if body else {}
 
 
 async def sse_start(send: Any) -> None:
@@ -484,6 +489,9 @@ class SessionApp:
     session :data:`SID`; every other request goes to :meth:`serve`. ``requests`` records
     each request (its method, headers and JSON body)."""
 
+    lenient = False
+    """Whether it reads its requests as :func:`read_request` does when ``lenient``."""
+
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, str], Any]] = []
 
@@ -491,7 +499,7 @@ class SessionApp:
         if scope["type"] == "lifespan":
             await lifespan(receive, send)
             return
-        headers, msg = await read_request(scope, receive)
+        headers, msg = await read_request(scope, receive, lenient=self.lenient)
         self.requests.append((scope["method"], headers, msg))
         if msg.get("method") == "initialize":
             session = [(b"mcp-session-id", SID.encode())]

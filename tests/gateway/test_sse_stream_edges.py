@@ -5,6 +5,7 @@ a clean end (:meth:`SseParser.finish`), and a byte order mark before the first e
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import anyio
 import pytest
@@ -28,6 +29,7 @@ from scripted_upstream import (  # noqa: E402
     result,
     sse,
 )
+from test_gateway_bounds import begin, call, client, read  # noqa: E402
 
 BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte order mark (U+FEFF)."""
@@ -204,3 +206,39 @@ async def test_a_byte_order_mark_first_in_the_clients_stream_passes_no_unsigned_
     ids = [eid for eid, _ in whatwg_events(body) if eid]
     unsigned = [eid for eid in ids if parse_event_id(eid, SID, keys) is None]
     assert unsigned == [], (unsigned, body[:120])
+
+
+@pytest.mark.anyio
+async def test_a_kept_result_never_begins_a_resume_with_a_mark_the_guard_read_as_data() -> None:
+    """Call 1's stream: a progress event ``p1``, then its result, whose first line begins
+    with a byte order mark (``\\ufeffid: up-raw``): the guard, and a client reading the
+    stream, read that line as a field named ``\\ufeffid`` (ignored). A client that lost
+    the result resumes once the guard forgot the stream: the gateway answers from the
+    result the session kept (``_ended_here``), and that body too never begins with the
+    mark (an empty comment line first), so the client reads the line as the guard did,
+    never ``id: up-raw``, the upstream's id unsigned."""
+    real = {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": False}}
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}
+
+    def script(msg: Any, headers: Any) -> list[bytes]:
+        if msg["id"] == 1:
+            body = BOM + b"id: up-raw\ndata: " + json.dumps(real).encode() + b"\n\n"
+            return [sse("p1", progress), body]
+        return [sse(f"e{msg['id']}", result(msg["id"]))]
+
+    up = Upstream(script=script)
+    async with gateway_for(up) as gw, client() as http:
+        sid = await begin(http, gw.url)
+        first = await call(http, gw.url, sid, 1)
+        got = whatwg_events(first.raw)
+        assert [json.loads(d) for _, d in got] == [progress, real]
+        p1 = got[0][0]
+        assert p1 is not None and got[1][0] is None  # the marked line is no id
+        for rid in range(2, 12):  # the guard forgets the stream; the session keeps it
+            await call(http, gw.url, sid, rid)
+        h = {**HEAD, "mcp-session-id": sid, "last-event-id": p1}
+        again = await read(http, "GET", gw.url, h)
+    assert again.status == 200
+    replayed = whatwg_events(again.raw)
+    assert [json.loads(d) for _, d in replayed] == [real]
+    assert "up-raw" not in [i for i, _ in replayed], again.raw[:80]
