@@ -50,6 +50,7 @@ Limits
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -121,8 +122,9 @@ def out_of_range(least: Mapping[str, int], values: Mapping[str, object]) -> list
     for each of ``values`` refused (in their order). A name in ``least`` is a count: an
     ``int`` (not a ``bool``, never NaN or a float) of at least ``least[name]``
     (:func:`fsm.fields.field_problem`'s ``count``, then the minimum); any other is a
-    duration in seconds: a number > 0 (``positive``: an ``int`` or a ``float``, not a
-    ``bool``, never NaN; ``inf`` allowed). A bound that passes ``< 0`` but is not a count
+    duration in seconds: a finite number > 0 (``positive``: an ``int`` or a ``float``,
+    not a ``bool``, never NaN; nor an infinity, which no TTL a kit states can be: a
+    task's ``ttlMs`` is an integer). A bound that passes ``< 0`` but is not a count
     (NaN, 1.5) would make every precondition comparing with it false or fractional: the
     kit would silently test less, or nothing."""
     wrong: list[str] = []
@@ -133,9 +135,9 @@ def out_of_range(least: Mapping[str, int], values: Mapping[str, object]) -> list
                 continue
             what = "" if type(value) is int else "an integer "
             wrong.append(f"{name}={value!r} ({what}>= {minimum})")
-        elif field_problem(_DURATION, value) is not None:
-            number = type(value) in (int, float)
-            wrong.append(f"{name}={value!r} ({'> 0' if number else 'a number > 0'})")
+        elif field_problem(_DURATION, value) is not None or value == math.inf:
+            number = type(value) in (int, float) and value != math.inf
+            wrong.append(f"{name}={value!r} ({'> 0' if number else 'a finite number > 0'})")
     return wrong
 
 

@@ -4,9 +4,9 @@
 ``len(...) < nan`` false: the kit sent no request and passed a client known to violate
 P2. ``questions=1.5`` (MRTR and tasks kits) passed ``1.5 < 1``. A count is an ``int`` (not
 a ``bool``) at least its minimum (``max_tool_calls``, ``max_requests`` >= 0; ``questions``
->= 1); a duration is a number > 0 (not a ``bool``, not NaN). Anything else is a
-``ValueError`` naming the argument and its value, from every public entry point of
-:mod:`fsm.testing` that takes one.
+>= 1); a duration is a finite number > 0 (not a ``bool``, not NaN, not an infinity).
+Anything else is a ``ValueError`` naming the argument and its value, from every public
+entry point of :mod:`fsm.testing` that takes one.
 """
 
 from __future__ import annotations
@@ -80,7 +80,18 @@ def test_a_count_is_exactly_an_integer_at_least_its_minimum(
 def test_a_duration_that_is_not_a_number_is_refused(kit: str, name: str, value: Any) -> None:
     """A ``bool`` passed ``True > 0``; a string or ``None`` raised ``TypeError`` from the
     comparison instead of the documented ``ValueError``."""
-    with pytest.raises(ValueError, match=re.escape(f"{name}={value!r} (a number > 0)")):
+    with pytest.raises(ValueError, match=re.escape(f"{name}={value!r} (a finite number > 0)")):
+        KITS[kit](**{name: value})
+
+
+@pytest.mark.parametrize(("kit", "name"), DURATIONS)
+@pytest.mark.parametrize("value", [math.inf, math.nan, 0, -1.0], ids=repr)
+def test_a_duration_that_is_not_a_finite_number_above_0_is_refused(
+    kit: str, name: str, value: Any
+) -> None:
+    """No TTL a kit states is infinite (a task's ``ttlMs`` is an integer: an infinite
+    ``ttl_s`` made the run die of ``OverflowError``), NaN or not above 0."""
+    with pytest.raises(ValueError, match=re.escape(f"{name}={value!r}")):
         KITS[kit](**{name: value})
 
 
@@ -92,7 +103,7 @@ def test_every_wrong_bound_is_named_at_once() -> None:
     )
     with pytest.raises(ValueError) as caught:
         KITS["tasks"](questions=True, ttl_s=True)
-    assert "questions=True (an integer >= 1), ttl_s=True (a number > 0)" in str(caught.value)
+    assert "questions=True (an integer >= 1), ttl_s=True (a finite number > 0)" in str(caught.value)
 
 
 def test_a_nan_bound_cannot_make_a_violating_client_pass() -> None:
