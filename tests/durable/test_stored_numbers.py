@@ -2,8 +2,8 @@
 an infinity, ``1e999``, an integer beyond the floats, a float where a count belongs) is
 :class:`~fsm.errors.StoreCorruptError`, in every store that decodes (the codec, SQLite,
 Redis on a real loopback redis-server; the memory store keeps records, it decodes none).
-Before the fix ``int(inf)`` raised ``OverflowError`` out of a load, and ``Infinity`` or
-``NaN`` read back as a time or a poll interval (a resumed task waited ``inf`` seconds).
+Read with ``int()`` or ``float()``, such a value raises ``OverflowError`` out of a load,
+or reads back as a time or a poll interval (a resumed task would wait ``inf`` seconds).
 
 The one infinity a store holds on purpose reads back: a request's deadline under
 ``request_ttl_s=inf`` (no deadline)."""

@@ -3,8 +3,8 @@
 :class:`~fsm.errors.MalformedTaskError`, like any other value out of range: the rules
 (fed directly) and the tasks adapter on an unmodified mcp 2.x ``Client`` over loopback
 HTTP (a scripted raw ASGI server on 127.0.0.1, the result's bytes written as they are).
-Before the fix the rules' range check converted the integer to a float
-(``OverflowError`` out of ``TaskCall.feed``: an ``ExceptionGroup`` for the caller)."""
+A range check that converts such an integer to a float raises ``OverflowError`` out of
+``TaskCall.feed`` (an ``ExceptionGroup`` for the caller)."""
 
 from __future__ import annotations
 
