@@ -353,3 +353,32 @@ def test_a_set_too_wide_is_refused_before_the_search(
     assert got.stdout == ""
     [line] = got.stderr.splitlines()
     assert line.startswith(f"fsm check: {ROOT / 'models' / builtin}.py: {message}, the most")
+
+
+class FormatFailsToo(ExitsIn):
+    """:class:`ExitsIn`, whose ``format_state`` raises ``also`` (the path to the state
+    where the model raised cannot be drawn)."""
+
+    def __init__(self, where: str, what: BaseException, also: BaseException) -> None:
+        super().__init__(where, what)
+        self.also = also
+
+    def format_state(self, state: int) -> str:
+        raise self.also
+
+
+def test_a_path_that_cannot_be_drawn_leaves_the_error_without_one() -> None:
+    """The model raised in ``actions`` and its ``format_state`` raises too: the
+    ``ModelError`` comes without a path; an interruption while drawing it passes through."""
+    with pytest.raises(ModelError) as caught:
+        Checker(FormatFailsToo("actions", RuntimeError("boom"), ValueError("no"))).run()
+    assert caught.value.path is None
+    with pytest.raises(KeyboardInterrupt):
+        Checker(FormatFailsToo("actions", RuntimeError("boom"), KeyboardInterrupt())).run()
+
+
+def test_an_error_before_any_state_has_no_path() -> None:
+    """Raised in ``init_states``: no state was reached, so the error has no path."""
+    with pytest.raises(ModelError) as caught:
+        Checker(ExitsIn("init_states", RuntimeError("boom"))).run()
+    assert caught.value.path is None

@@ -4,6 +4,7 @@ remembers stays within ``max_keys``."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -116,3 +117,12 @@ def test_a_config_out_of_its_bounds_is_refused_at_construction(
 ) -> None:
     with pytest.raises(ValueError, match=needle):
         TaskConfig(**knobs)
+
+
+def test_the_largest_float_is_a_ttl_and_an_interval_in_range() -> None:
+    """The range of ``ttlMs`` and ``pollIntervalMs`` ends at the largest finite float,
+    itself included (past it: a number no float holds, one ``MalformedTaskError``)."""
+    largest = sys.float_info.max
+    task, _ = started()
+    out = task.feed(Polled(status("working", ttlMs=largest, pollIntervalMs=largest)))
+    assert "Fail" not in kinds(out), out
