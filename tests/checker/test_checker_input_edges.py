@@ -34,6 +34,7 @@ from fsm.worlds.common import BoundsError, WorldBounds
 from fsm.worlds.mrtr import MrtrBounds
 from fsm.worlds.sse import Bounds
 from fsm.worlds.tasks import TasksBounds
+from support.model_sources import counter_model
 
 
 def fsm_check(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -226,30 +227,12 @@ NAMES = [
     "it's",
 ]
 
-QUOTED = """
-from fsm.checker import BaseModel, Property
-
-NAMES = {names!r}
-
-
-class Quoted(BaseModel):
-    name = "quoted"
-
-    def init_states(self):
-        return [0]
-
-    def actions(self, s):
-        return ["inc"] if s < 3 else []
-
-    def next_state(self, s, a):
-        return s + 1
-
-    def properties(self):
-        return [Property.always(n, lambda s: s < 2) for n in NAMES]
-
-
-MODEL = Quoted()
-"""
+QUOTED = counter_model(
+    "Quoted",
+    "quoted",
+    "[Property.always(n, lambda s: s < 2) for n in NAMES]",
+    prelude=f"\nNAMES = {NAMES!r}\n",
+)
 
 
 @pytest.mark.parametrize("regression", [False, True], ids=["witness", "regression"])
@@ -263,7 +246,7 @@ def test_write_tests_writes_python_for_any_property_name(
     naming the property."""
     (tmp_path / "models").mkdir()
     path = tmp_path / "models" / "quoted.py"
-    path.write_text(QUOTED.format(names=NAMES), encoding="utf-8")
+    path.write_text(QUOTED, encoding="utf-8")
     out = tmp_path / "written"
     flags = ["--regression"] if regression else []
     got = fsm_check("-q", "--write-tests", out, *flags, path)

@@ -21,6 +21,7 @@ import pytest
 from fsm.checker import ModelError, load_model
 from fsm.render.graph import GraphEdge, GraphNode, StateGraph
 from fsm.render.user import MAX_NODES, model_diagrams
+from support.model_sources import counter_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,31 +46,12 @@ def _without_engine_noise(stderr: str) -> list[str]:
 
 # ====================================================== 11: format_state raises
 
-BAD_FORMAT = """
-from fsm.checker import BaseModel, Property
-
-
-class BadFormat(BaseModel):
-    name = "bad-format"
-
-    def init_states(self):
-        return [0]
-
-    def actions(self, s):
-        return ["inc"] if s < 3 else []
-
-    def next_state(self, s, a):
-        return s + 1
-
-    def properties(self):
-        return [Property.always("small", lambda s: s < 10)]
-
-    def format_state(self, s):
-        {raising}
-
-
-MODEL = BadFormat()
-"""
+BAD_FORMAT = counter_model(
+    "BadFormat",
+    "bad-format",
+    '[Property.always("small", lambda s: s < 10)]',
+    methods="\n    def format_state(self, s):\n        {raising}\n",
+)
 FORMAT_LINE = BAD_FORMAT.splitlines().index("        {raising}") + 1  # in the file written
 
 
