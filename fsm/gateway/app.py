@@ -1641,9 +1641,7 @@ def _final_event(piece: bytes) -> bytes:
     would reach the client twice). ``piece`` comes from mid-stream, so a mark it begins
     with is data (the guard read it so), and the response it begins never starts with
     one: an empty comment line goes first (see :class:`GuardedBody`)."""
-    parser = SseParser()
-    parser.begin(b":")  # mid-stream: no mark in it is the stream's leading one
-    events = parser.feed(piece)
+    events = SseParser(mid_stream=True).feed(piece)
     final = events[-1].raw if events else piece
     return b":\n" + final if final.startswith(BOM[:1]) else final
 

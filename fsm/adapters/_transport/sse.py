@@ -215,7 +215,9 @@ class SseParser:
         "max_event",
     )
 
-    def __init__(self, max_event: int | None = None) -> None:
+    def __init__(self, max_event: int | None = None, *, mid_stream: bool = False) -> None:
+        """``mid_stream``: the bytes fed start inside a stream (kept events passed on
+        again), so none of them is the stream's leading :data:`BOM`: one is data."""
         self.max_event = max_event
         self._lines: list[bytes | _Long] = []
         """The pending event's complete lines (not blank)."""
@@ -233,10 +235,10 @@ class SseParser:
         self._cr = False
         """The last read ended with a carriage return: the first half of a CRLF or a line
         end of its own, decided with the next read (or by :meth:`finish`)."""
-        self._head: bytes | None = b""
+        self._head: bytes | None = None if mid_stream else b""
         """The stream's first bytes, held while they may be the start of a :data:`BOM`
         (``b""``: none yet); ``None`` once the start is decided (:meth:`begin`)."""
-        self.idle = False
+        self.idle = mid_stream
         """Nothing buffered: no part of an event, so the next read starts a new event
         (and :func:`hot_event` may read it directly). Not before the stream's start is
         decided (:meth:`begin`): its first bytes may be a :data:`BOM`."""
