@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from fsm import errors
@@ -26,7 +27,7 @@ from fsm.errors import InteractionFailed, RequestId, RequestKey, StoreCorruptErr
 from fsm.machines.product import Cause
 from fsm.mrtr.call import CallSnapshot
 from fsm.mrtr.call import QuestionRecord as MrtrQuestion
-from fsm.sse.guard import Question, RequestRecord, StreamRecord
+from fsm.sse.guard import Question, RequestRecord, SseDelta, StreamRecord
 from fsm.tasks.task import KeyRecord, TaskSnapshot
 from fsm.tasks.task import QuestionRecord as TaskQuestion
 
@@ -131,6 +132,21 @@ def load_question(session: str, rid: str, method: str, params: str | None) -> Qu
     return Question((session, load_id(rid)), method, params)
 
 
+def dump_meta(d: SseDelta) -> tuple[tuple[str, str], ...]:
+    """The meta entries ``d`` writes, as ``(name, value)``: ``session`` (the session id)
+    and ``expired`` (``"1"`` or ``"0"``)."""
+    return (("session", d.session), ("expired", "1" if d.expired else "0"))
+
+
+def load_meta(meta: Mapping[str, object]) -> tuple[str, bool]:
+    """The session id and whether it expired, from the meta entries :func:`dump_meta`
+    wrote (``""`` and not expired when none were)."""
+    session, expired = meta.get("session", ""), meta.get("expired", "0")
+    if not isinstance(session, str) or expired not in ("0", "1"):
+        raise StoreCorruptError("meta does not read back")
+    return session, expired == "1"
+
+
 def _cause(cause: Cause | None) -> list[Any] | None:
     if cause is None:
         return None
@@ -229,6 +245,19 @@ def _json(text: str) -> Any:
         raise StoreCorruptError(f"stored value is not JSON: {type(exc).__name__}") from exc
 
 
+@contextmanager
+def read_from(where: str) -> Iterator[None]:
+    """Within it, a :class:`~fsm.errors.StoreCorruptError` that names no store (a record
+    that does not read back, as the loaders raise it) is raised again naming the store
+    ``where``: its message starts with it and its ``path`` is it."""
+    try:
+        yield
+    except StoreCorruptError as exc:
+        if exc.path:
+            raise
+        raise StoreCorruptError(f"{where}: {exc}", path=where) from exc
+
+
 def fields(text: str, n: int) -> list[Any]:
     """A stored value that must be a JSON list of ``n`` fields, decoded
     (:class:`~fsm.errors.StoreCorruptError` otherwise: not JSON, too long or too deep)."""
@@ -309,6 +338,15 @@ def load_call(text: str) -> CallRecord:
         )
     except DECODE_ERRORS as exc:
         raise StoreCorruptError(f"call record does not read back: {exc}") from exc
+
+
+def load_call_of(call: str, text: str) -> CallRecord:
+    """The record ``text`` stored under call id ``call``: :func:`load_call`, and
+    :class:`~fsm.errors.StoreCorruptError` when it is the record of another call."""
+    rec = load_call(text)
+    if rec.call != call:
+        raise StoreCorruptError(f"call {call!r} holds another call")
+    return rec
 
 
 def _load_mrtr(v: Any) -> CallSnapshot:

@@ -73,18 +73,10 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from fsm.durable import codec
+from fsm.durable import codec, store
 from fsm.durable import redis_link as link
 from fsm.durable.calls import CallRecord
 from fsm.durable.codec import SCHEMA_VERSION
-from fsm.durable.store import (
-    EMPTY,
-    MAX_ENDED_CALLS,
-    Delta,
-    LoadLimits,
-    SessionRecord,
-    Written,
-)
 from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
 from fsm.machines.resumption import LIVENESS
 from fsm.sse.guard import SseDelta, SseStored
@@ -237,7 +229,7 @@ class RedisStore:
         wait_replicas: int = 0,
         wait_timeout_s: float = 1.0,
         owns_client: bool = False,
-        before_write: Callable[[Written], None] | None = None,
+        before_write: Callable[[store.Written], None] | None = None,
     ) -> None:
         if not profile or len(profile) > MAX_PROFILE:
             raise ValueError(f"a profile name has 1 to {MAX_PROFILE} characters")
@@ -291,7 +283,7 @@ class RedisStore:
         lease_s: float = DEFAULT_OWNER_LEASE_S,
         wait_replicas: int = 0,
         wait_timeout_s: float = 1.0,
-        before_write: Callable[[Written], None] | None = None,
+        before_write: Callable[[store.Written], None] | None = None,
     ) -> RedisStore:
         """A store of ``profile`` on a new client for ``url`` (the URLs, timeouts and TLS
         of :func:`~fsm.durable.redis_link.open_client`: ``redis://``, ``rediss://``,
@@ -412,22 +404,22 @@ class RedisStore:
 
     # ------------------------------------------------------------------ Store
 
-    def write(self, delta: Delta) -> None:
+    def write(self, delta: store.Delta) -> None:
         """Write ``delta`` in one script call; returns once Redis acknowledged it (and
         ``wait_replicas`` replicas did, when asked)."""
         if isinstance(delta, CallRecord):
             ended = "1" if delta.ended else "0"
-            argv = (delta.call, codec.dump_call(delta), ended, MAX_ENDED_CALLS)
+            argv = (delta.call, codec.dump_call(delta), ended, store.MAX_ENDED_CALLS)
             self._write(delta, "call", self._call_keys, *argv)
         else:
             self._write(delta, "sse", self._keys, *_steps(delta))
 
-    def write_session(self, record: SessionRecord) -> None:
+    def write_session(self, record: store.SessionRecord) -> None:
         """Replace the SSE adapter's session record (in ``P:meta``, field ``rejoin``) in
         one script call, acknowledged as :meth:`write` is; counted in ``writes``."""
         self._write(record, "sse", self._keys, "set", _META, "rejoin", codec.dump_session(record))
 
-    def _write(self, written: Written, op: str, keys: list[str], *argv: Any) -> None:
+    def _write(self, written: store.Written, op: str, keys: list[str], *argv: Any) -> None:
         with self._lock:
             if self._before_write is not None:
                 self._before_write(written)
@@ -442,19 +434,17 @@ class RedisStore:
                         path=self.path,
                     )
 
-    def session(self) -> SessionRecord | None:
+    def session(self) -> store.SessionRecord | None:
         """The SSE adapter's session record last written, or ``None``
         (:class:`StoreCorruptError` if it does not read back)."""
         with self._lock:
             got = self._fenced("rejoin", self._keys, label="session")
         if got[0] is None:
             return None
-        try:
+        with codec.read_from(self.path):
             return codec.load_session(link.text(got[0]))
-        except StoreCorruptError as exc:
-            raise StoreCorruptError(f"{self.path}: {exc}", path=self.path) from exc
 
-    def load(self, limits: LoadLimits | None = None) -> SseStored:
+    def load(self, limits: store.LoadLimits | None = None) -> SseStored:
         """Everything stored (:class:`StoreCorruptError` for a value that does not read
         back, or, with ``limits``, for more records of a kind than they allow, counted in
         the same script before any record is read)."""
@@ -462,33 +452,30 @@ class RedisStore:
         with self._lock:
             got = self._fenced("load", self._keys, *argv)
         if limits is not None and not isinstance(got[0], list):  # "over", and the counts
-            limits.check(self.path, LoadLimits(*(int(n) for n in got[1:])))
+            limits.check(self.path, store.LoadLimits(*(int(n) for n in got[1:])))
         try:
-            meta, streams, requests, questions = (_pairs(part) for part in got[:4])
-            reshown_fields = {link.text(f) for f in got[4]}
-            session, expired = meta.get("session", ""), meta.get("expired", "0")
-            if expired not in ("0", "1"):
-                raise StoreCorruptError("meta does not read back")
-            asked = []
-            for field, value in questions.items():
-                sess, rid = _key_field(field)
-                method, params = codec.fields(value, 2)
-                asked.append((codec.load_question(sess, rid, method, params), field))
-            everything = SseDelta(
-                session,
-                expired == "1",
-                tuple(codec.load_stream(r) for r in streams.values()),
-                tuple(codec.load_request(r) for r in requests.values()),
-                tuple(q for q, _ in asked),
-                tuple(q.key for q, field in asked if field in reshown_fields),
-            )
-        except StoreCorruptError as exc:
-            raise StoreCorruptError(f"{self.path}: {exc}", path=self.path) from exc
+            with codec.read_from(self.path):
+                meta, streams, requests, questions = (_pairs(part) for part in got[:4])
+                reshown_fields = {link.text(f) for f in got[4]}
+                session, expired = codec.load_meta(meta)
+                asked = []
+                for field, value in questions.items():
+                    sess, rid = _key_field(field)
+                    method, params = codec.fields(value, 2)
+                    asked.append((codec.load_question(sess, rid, method, params), field))
+                everything = SseDelta(
+                    session,
+                    expired,
+                    tuple(codec.load_stream(r) for r in streams.values()),
+                    tuple(codec.load_request(r) for r in requests.values()),
+                    tuple(q for q, _ in asked),
+                    tuple(q.key for q, field in asked if field in reshown_fields),
+                )
         except codec.DECODE_ERRORS as exc:
             raise StoreCorruptError(
                 f"{self.path}: a value does not read back", path=self.path
             ) from exc
-        return EMPTY.apply(everything)
+        return store.EMPTY.apply(everything)
 
     def calls(self) -> dict[str, CallRecord]:
         """The MRTR calls' and tasks' records by call id, oldest write first
@@ -516,15 +503,8 @@ class RedisStore:
         return None if got[0] is None else self._load_call(call_id, link.text(got[0]))
 
     def _load_call(self, call: str, text: str) -> CallRecord:
-        try:
-            rec = codec.load_call(text)
-        except StoreCorruptError as exc:
-            raise StoreCorruptError(f"{self.path}: {exc}", path=self.path) from exc
-        if rec.call != call:
-            raise StoreCorruptError(
-                f"{self.path}: call {call!r} holds another call", path=self.path
-            )
-        return rec
+        with codec.read_from(self.path):
+            return codec.load_call_of(call, text)
 
     def close(self) -> None:
         """Stop renewing, release the owner lease (a restart opens the profile at once)
@@ -556,8 +536,8 @@ def _steps(d: SseDelta) -> list[Any]:
     def step(cmd: str, key: int, field: str, value: str = "") -> None:
         out.extend((cmd, key, field, value))
 
-    step("set", _META, "session", d.session)
-    step("set", _META, "expired", "1" if d.expired else "0")
+    for name, value in codec.dump_meta(d):
+        step("set", _META, name, value)
     for name in d.dropped:
         step("hdel", _STREAMS, name)
     for key in d.forgotten:

@@ -35,17 +35,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from fsm.durable import codec
+from fsm.durable import codec, store
 from fsm.durable.calls import CallRecord
 from fsm.durable.codec import SCHEMA_VERSION
-from fsm.durable.store import (
-    EMPTY,
-    MAX_ENDED_CALLS,
-    Delta,
-    LoadLimits,
-    SessionRecord,
-    Written,
-)
 from fsm.errors import StoreCorruptError, StoreError, StoreLockedError, StoreVersionError
 from fsm.machines.resumption import LIVENESS
 from fsm.sse.guard import SseDelta, SseStored
@@ -54,8 +46,9 @@ _COUNTS = (
     "SELECT (SELECT COUNT(*) FROM streams), (SELECT COUNT(*) FROM requests),"
     " (SELECT COUNT(*) FROM questions)"
 )
-"""The rows :meth:`SqliteStore.load` would read of each kind, as :class:`LoadLimits`
-counts them (a re-shown question is a flag on its row)."""
+"""The rows :meth:`SqliteStore.load` would read of each kind, as
+:class:`~fsm.durable.store.LoadLimits` counts them (a re-shown question is a flag on its
+row)."""
 
 MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1
@@ -102,7 +95,7 @@ class SqliteStore:
         self,
         path: str | Path,
         *,
-        before_write: Callable[[Written], None] | None = None,
+        before_write: Callable[[store.Written], None] | None = None,
     ) -> None:
         self.path = str(path)
         self._before_write = before_write
@@ -127,24 +120,24 @@ class SqliteStore:
         """The deltas written through this store."""
         return self._writes
 
-    def write(self, delta: Delta) -> None:
+    def write(self, delta: store.Delta) -> None:
         """Write ``delta`` in one transaction; returns once it is synced."""
         with self._lock:
             self._write_locked(delta)
 
-    def write_session(self, record: SessionRecord) -> None:
+    def write_session(self, record: store.SessionRecord) -> None:
         """Replace the SSE adapter's session record in one transaction (synced)."""
         with self._lock:
             self._write_locked(record)
 
-    def _write_locked(self, delta: Written) -> None:
+    def _write_locked(self, delta: store.Written) -> None:
         db = self._conn()
         if self._before_write is not None:
             self._before_write(delta)
         with _errors(self.path):
             db.execute("BEGIN")
             try:
-                if isinstance(delta, SessionRecord):
+                if isinstance(delta, store.SessionRecord):
                     db.execute(
                         "INSERT OR REPLACE INTO meta VALUES ('rejoin', ?)",
                         (codec.dump_session(delta),),
@@ -159,19 +152,19 @@ class SqliteStore:
             db.execute("COMMIT")
         self._writes += 1
 
-    def load(self, limits: LoadLimits | None = None) -> SseStored:
+    def load(self, limits: store.LoadLimits | None = None) -> SseStored:
         """Everything stored (:class:`~fsm.errors.StoreCorruptError` for a row that does
         not read back, or, with ``limits``, for more rows of a kind than they allow,
         counted before any row is read)."""
         with self._lock:
             return self._load_locked(limits)
 
-    def _load_locked(self, limits: LoadLimits | None) -> SseStored:
+    def _load_locked(self, limits: store.LoadLimits | None) -> SseStored:
         db = self._conn()
-        with _errors(self.path):
+        with _errors(self.path), codec.read_from(self.path):
             if limits is not None:
-                limits.check(self.path, LoadLimits(*db.execute(_COUNTS).fetchone()))
-            meta = dict(db.execute("SELECT name, value FROM meta"))
+                limits.check(self.path, store.LoadLimits(*db.execute(_COUNTS).fetchone()))
+            session, expired = codec.load_meta(dict(db.execute("SELECT name, value FROM meta")))
             streams = tuple(
                 codec.load_stream(r) for (r,) in db.execute("SELECT record FROM streams")
             )
@@ -179,13 +172,10 @@ class SqliteStore:
                 codec.load_request(r) for (r,) in db.execute("SELECT record FROM requests")
             )
             rows = list(db.execute("SELECT session, rid, method, params, reshown FROM questions"))
-        questions = tuple(codec.load_question(s, r, m, p) for s, r, m, p, _ in rows)
+            questions = tuple(codec.load_question(s, r, m, p) for s, r, m, p, _ in rows)
         reshown = tuple(q.key for q, row in zip(questions, rows, strict=True) if row[4])
-        session, expired = meta.get("session", ""), meta.get("expired", "0")
-        if not isinstance(session, str) or expired not in ("0", "1"):
-            raise StoreCorruptError(f"{self.path}: meta does not read back", path=self.path)
-        everything = SseDelta(session, expired == "1", streams, requests, questions, reshown)
-        return EMPTY.apply(everything)
+        everything = SseDelta(session, expired, streams, requests, questions, reshown)
+        return store.EMPTY.apply(everything)
 
     def calls(self) -> dict[str, CallRecord]:
         """The MRTR calls' and tasks' records by call id
@@ -205,22 +195,21 @@ class SqliteStore:
                 row = db.execute("SELECT record FROM calls WHERE call = ?", (call_id,)).fetchone()
         return None if row is None else self._load_call(call_id, row[0])
 
-    def session(self) -> SessionRecord | None:
+    def session(self) -> store.SessionRecord | None:
         """The SSE adapter's session record (in ``meta``, name ``rejoin``), or ``None``
         (:class:`~fsm.errors.StoreCorruptError` if it does not read back)."""
         with self._lock:
             db = self._conn()
             with _errors(self.path):
                 row = db.execute("SELECT value FROM meta WHERE name = 'rejoin'").fetchone()
-        return None if row is None else codec.load_session(row[0])
+        if row is None:
+            return None
+        with codec.read_from(self.path):
+            return codec.load_session(row[0])
 
     def _load_call(self, call: str, text: str) -> CallRecord:
-        rec = codec.load_call(text)
-        if rec.call != call:
-            raise StoreCorruptError(
-                f"{self.path}: call row {call!r} holds another call", path=self.path
-            )
-        return rec
+        with codec.read_from(self.path):
+            return codec.load_call_of(call, text)
 
     def close(self) -> None:
         """Close the file and release its lock (idempotent)."""
@@ -265,10 +254,7 @@ def _open(db: sqlite3.Connection, path: str) -> None:
 
 
 def _write(db: sqlite3.Connection, d: SseDelta) -> None:
-    db.executemany(
-        "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-        (("session", d.session), ("expired", "1" if d.expired else "0")),
-    )
+    db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", codec.dump_meta(d))
     db.executemany("DELETE FROM streams WHERE id = ?", ((n,) for n in d.dropped))
     gone = [(k[0], codec.dump_id(k[1])) for k in d.forgotten]
     db.executemany("DELETE FROM requests WHERE session = ? AND rid = ?", gone)
@@ -313,7 +299,7 @@ def _write_call(db: sqlite3.Connection, rec: CallRecord) -> None:
         db.execute(
             "DELETE FROM calls WHERE ended = 1 AND seq NOT IN "
             "(SELECT seq FROM calls WHERE ended = 1 ORDER BY seq DESC LIMIT ?)",
-            (MAX_ENDED_CALLS,),
+            (store.MAX_ENDED_CALLS,),
         )
 
 
