@@ -31,7 +31,9 @@ everything else is here, once:
 
 A variant subclasses :class:`WorldBase` with its environment (an :class:`EnvBase` subclass,
 the moves enabled in one, each move's edit) and says what an input tells the client and
-what its outputs do, as observations for the monitor and as edits of the environment.
+what its outputs do, as observations for the monitor and as edits of the environment. A
+world of one interaction whose client is told the clock (MRTR, tasks) subclasses
+:class:`ClockedWorld`, which steps the policy and reads the outputs every era shares.
 """
 
 from __future__ import annotations
@@ -1007,6 +1009,46 @@ class WorldBase(BaseModel[WorldState[E], Move], Generic[E, B, I, O]):
         if after is None:
             after = self._monitor_steps[memo_key] = P.step(monitor, obs, self.budgets)[0]
         return after
+
+
+class ClockedWorld(WorldBase[E, B, I, O]):
+    """A world of one interaction whose client is told the clock (the MRTR and tasks
+    worlds, :class:`ClockedPolicy`).
+
+    The context of each reaction is a tuple whose first item is the clock, and request
+    ``n`` is the key ``(interaction, n)``. The outputs every era shares read alike: a
+    :class:`Present` is a presentation at that time, a :class:`Withdraw` the client
+    declaring the request dead, an :class:`End` the end of the interaction. A variant
+    sets :attr:`interaction` and reads its own outputs in :meth:`_did_own`.
+    """
+
+    interaction: ClassVar[str]
+    """The id of the one interaction, the first item of each request key."""
+    policy: ClockedPolicy[Any, I, O]
+
+    def _policy_step(
+        self, client: Any, context: tuple[Any, ...], inp: I
+    ) -> tuple[Any, tuple[O, ...]]:
+        return self.policy.step(client, context[0], inp)
+
+    def _did(self, context: tuple[Any, ...], outputs: tuple[O, ...]) -> list[P.Observation]:
+        t = context[0]
+        seen: list[P.Observation] = []
+        for out in outputs:
+            if isinstance(out, Present):
+                seen.append(P.Presented((self.interaction, out.request), t))
+            elif isinstance(out, Withdraw):
+                seen.append(P.DeclaredDead((self.interaction, out.request)))
+            elif isinstance(out, End):
+                seen.append(P.Ended(self.interaction, out.outcome))
+            else:
+                seen += self._did_own(out)
+        return seen
+
+    def _did_own(self, out: O) -> list[P.Observation]:
+        """What one of the era's own outputs shows the client doing (by default, nothing
+        the monitor judges)."""
+        return []
 
 
 # ------------------------------------------------------------------ why a path violates

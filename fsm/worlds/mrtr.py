@@ -325,9 +325,10 @@ class MrtrSnapshotPolicy(base.ClockedSnapshotPolicy[base.D, Input, Output]):
     (:class:`MrtrPolicy`): its state is the decider's snapshot, its clock the world's."""
 
 
-class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
+class MrtrWorld(base.ClockedWorld[Env, MrtrBounds, Input, Output]):
     """The closed system ``policy`` x MRTR environment within ``bounds``."""
 
+    interaction = CALL
     env_type = Env
     opening = (P.Began(CALL),)
     outputs = OUTPUTS
@@ -479,11 +480,6 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
 
     # ------------------------------------------------------------ the client side
 
-    def _policy_step(
-        self, client: Any, context: tuple[float, frozenset[int]], inp: Input
-    ) -> tuple[Any, tuple[Output, ...]]:
-        return self.policy.step(client, context[0], inp)
-
     def _told(
         self, monitor: P.MonitorState, context: tuple[float, frozenset[int]], inp: Input
     ) -> list[P.Observation]:
@@ -502,23 +498,12 @@ class MrtrWorld(base.WorldBase[Env, MrtrBounds, Input, Output]):
             return [P.Restarted()]
         return []
 
-    def _did(
-        self, context: tuple[float, frozenset[int]], outputs: tuple[Output, ...]
-    ) -> list[P.Observation]:
+    def _did_own(self, out: Output) -> list[P.Observation]:
         """A retry is a submission of each answer it carries and a resume of the call with
         the echoed token as cursor."""
-        t = context[0]
-        seen: list[P.Observation] = []
-        for out in outputs:
-            if isinstance(out, Present):
-                seen.append(P.Presented(key(out.request), t))
-            elif isinstance(out, Withdraw):
-                seen.append(P.DeclaredDead(key(out.request)))
-            elif isinstance(out, Retry):
-                seen += retry_seen(CALL, out.token, ((key(q), dict(a)) for q, a in out.answers))
-            else:
-                seen.append(P.Ended(CALL, out.outcome))
-        return seen
+        if isinstance(out, Retry):
+            return retry_seen(CALL, out.token, ((key(q), dict(a)) for q, a in out.answers))
+        return []
 
 
 def _invalidate(states: tuple[Minted, ...], before: float | None) -> tuple[Minted, ...]:

@@ -290,7 +290,8 @@ State = base.WorldState[Env]
 
 
 class Context(NamedTuple):
-    """What the client's reaction and its observations depend on besides the input."""
+    """What the client's reaction and its observations depend on besides the input (the
+    clock first, as in every clocked world's context)."""
 
     t: float
     asked: Listing
@@ -309,9 +310,10 @@ class TasksSnapshotPolicy(base.ClockedSnapshotPolicy[base.D, Input, Output]):
         return self.decide(self.fresh if isinstance(inp, Restart) else state, t, inp)
 
 
-class TasksWorld(base.WorldBase[Env, TasksBounds, Input, Output]):
+class TasksWorld(base.ClockedWorld[Env, TasksBounds, Input, Output]):
     """The closed system ``policy`` x tasks environment within ``bounds``."""
 
+    interaction = TASK
     env_type = Env
     opening = (P.Began(TASK),)
     outputs = OUTPUTS
@@ -493,11 +495,6 @@ class TasksWorld(base.WorldBase[Env, TasksBounds, Input, Output]):
 
     # ------------------------------------------------------------ the client side
 
-    def _policy_step(
-        self, client: Any, context: Context, inp: Input
-    ) -> tuple[Any, tuple[Output, ...]]:
-        return self.policy.step(client, context.t, inp)
-
     def _told(self, monitor: P.MonitorState, context: Context, inp: Input) -> list[P.Observation]:
         """A poll result is a delivery of each key it lists (with the key of its question
         the user answered, if any) and a withdrawal of each key it
@@ -518,17 +515,8 @@ class TasksWorld(base.WorldBase[Env, TasksBounds, Input, Output]):
             return [P.Answered(key(inp.request), dict(USER_ANSWER))]
         return []
 
-    def _did(self, context: Context, outputs: tuple[Output, ...]) -> list[P.Observation]:
+    def _did_own(self, out: Output) -> list[P.Observation]:
         """An update is a submission of each answer it carries and a resume of the task."""
-        t = context.t
-        seen: list[P.Observation] = []
-        for out in outputs:
-            if isinstance(out, Present):
-                seen.append(P.Presented(key(out.request), t))
-            elif isinstance(out, Withdraw):
-                seen.append(P.DeclaredDead(key(out.request)))
-            elif isinstance(out, Update):
-                seen += observe.updated(TASK, ((key(k), dict(a)) for k, a in out.answers))
-            elif isinstance(out, End):
-                seen.append(P.Ended(TASK, out.outcome))
-        return seen
+        if isinstance(out, Update):
+            return observe.updated(TASK, ((key(k), dict(a)) for k, a in out.answers))
+        return []
