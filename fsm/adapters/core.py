@@ -19,6 +19,7 @@ from fsm.adapters._transport.session import (
     non_default,
     open_guarded_connection,
     open_guarded_session,
+    raced_method,
     sdk_streams,
 )
 from fsm.adapters._transport.transport import Bound, GuardedTransport, bind
@@ -39,5 +40,6 @@ __all__ = [
     "non_default",
     "open_guarded_connection",
     "open_guarded_session",
+    "raced_method",
     "sdk_streams",
 ]

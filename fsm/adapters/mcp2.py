@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from fsm._extras import missing_extra
 
@@ -85,8 +85,6 @@ __all__ = [
 
 SUPPORTED_SDK = MCP2
 """The mcp releases this adapter accepts (``mcp>=2.0.0,<3.0.0``)."""
-
-_R = TypeVar("_R")
 
 
 def check_sdk_version(strict: bool = True) -> str:
@@ -185,12 +183,16 @@ class GuardedSession(SameOnBothLines):
     raises exactly one :class:`~fsm.errors.InteractionFailed` subclass (an ``MCPError``
     too) when the guard decided the interaction cannot complete (its stream failed, the
     session expired: at once for every call after that), or what the SDK raises
-    otherwise. Keywords left at their defaults are not passed on, so a 2.x release
-    without one works while it is not used. The SDK's deprecations hold (the SDK warns).
-    ``call_tool``, ``get_prompt`` and ``read_resource`` repeat the SDK's overloads: the
-    result type follows ``allow_input_required`` (and ``allow_claimed``), which a type
-    checker sees only through overloads (a signature taken from the SDK's method by a
-    ``ParamSpec`` keeps its first overload alone).
+    otherwise. A method the SDK declares once is derived from it
+    (:func:`~fsm.adapters.core.raced_method`: the SDK's signature, for a type checker and
+    for ``inspect.signature``). ``call_tool``, ``get_prompt`` and ``read_resource`` repeat
+    the SDK's overloads: the result type follows ``allow_input_required`` (and
+    ``allow_claimed``), which a type checker sees only through overloads (a derived
+    signature keeps the first overload alone); ``set_logging_level`` and
+    ``(un)subscribe_resource`` repeat the SDK's signature to carry its deprecation to a
+    type checker (the SDK warns at run time). Keywords of a repeated signature left at
+    their defaults are not passed on, so a 2.x release without one works while it is
+    not used.
     ``session`` is the raw ``ClientSession``: what is not here
     (:data:`~fsm.adapters.core.NOT_RACED`, ``server_capabilities`` and the other
     attributes that send nothing) is there.
@@ -336,33 +338,10 @@ class GuardedSession(SameOnBothLines):
             ),
         )
 
-    async def list_prompts(
-        self, *, params: types.PaginatedRequestParams | None = None
-    ) -> types.ListPromptsResult:
-        """``ClientSession.list_prompts`` (``prompts/list``), raced against the guard."""
-        return cast("types.ListPromptsResult", await self.raced("list_prompts", params=params))
-
-    async def list_resource_templates(
-        self, *, params: types.PaginatedRequestParams | None = None
-    ) -> types.ListResourceTemplatesResult:
-        """``ClientSession.list_resource_templates`` (``resources/templates/list``), raced
-        against the guard."""
-        return cast(
-            "types.ListResourceTemplatesResult",
-            await self.raced("list_resource_templates", params=params),
-        )
-
-    async def list_resources(
-        self, *, params: types.PaginatedRequestParams | None = None
-    ) -> types.ListResourcesResult:
-        """``ClientSession.list_resources`` (``resources/list``), raced against the guard."""
-        return cast("types.ListResourcesResult", await self.raced("list_resources", params=params))
-
-    async def list_tools(
-        self, *, params: types.PaginatedRequestParams | None = None
-    ) -> types.ListToolsResult:
-        """``ClientSession.list_tools`` (``tools/list``), raced against the guard."""
-        return cast("types.ListToolsResult", await self.raced("list_tools", params=params))
+    list_prompts = core.raced_method(ClientSession.list_prompts)
+    list_resource_templates = core.raced_method(ClientSession.list_resource_templates)
+    list_resources = core.raced_method(ClientSession.list_resources)
+    list_tools = core.raced_method(ClientSession.list_tools)
 
     @overload
     async def read_resource(
@@ -408,31 +387,8 @@ class GuardedSession(SameOnBothLines):
             ),
         )
 
-    async def send_ping(self, *, meta: types.RequestParamsMeta | None = None) -> types.EmptyResult:
-        """``ClientSession.send_ping`` (``ping``), raced against the guard."""
-        return cast("types.EmptyResult", await self.raced("send_ping", meta=meta))
-
-    async def send_request(
-        self,
-        request: types.ClientRequest | types.Request[Any, Any],
-        result_type: type[_R] | TypeAdapter[_R],
-        request_read_timeout_seconds: float | None = None,
-        metadata: ClientMessageMetadata | None = None,
-        progress_callback: ProgressFnT | None = None,
-    ) -> _R:
-        """``ClientSession.send_request`` (any request), raced against the guard by the
-        request it sends."""
-        return cast(
-            "_R",
-            await self.raced(
-                "send_request",
-                request=request,
-                result_type=result_type,
-                request_read_timeout_seconds=request_read_timeout_seconds,
-                metadata=metadata,
-                progress_callback=progress_callback,
-            ),
-        )
+    send_ping = core.raced_method(ClientSession.send_ping)
+    send_request = core.raced_method(ClientSession.send_request)
 
     @deprecated("The logging capability is deprecated as of 2026-07-28 (SEP-2577).", category=None)
     async def set_logging_level(

@@ -13,10 +13,10 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # for annotations only: the core imports nothing of the SDK a
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 Connect = Callable[..., AbstractAsyncContextManager[tuple[Any, Any]]]
@@ -386,6 +387,36 @@ class GuardedSession(GuardedConnection):
         if rejoin is None:
             raise ValueError(f"{self._e.binding.name} sessions cannot resume a stored call")
         return await resume_call(self, rejoin, call)
+
+
+def raced_method(
+    sdk_method: Callable[Concatenate[Any, _P], Awaitable[_T]],
+) -> Callable[Concatenate[GuardedSession, _P], Coroutine[Any, Any, _T]]:
+    """A guarded session's method that is ``sdk_method`` (a request method of the SDK's
+    ``ClientSession`` named in :data:`RACED_METHODS`) raced against the guard
+    (:meth:`GuardedSession.raced`), with the SDK method's signature: for a type checker
+    through ``ParamSpec``, for ``inspect.signature`` through ``__wrapped__``.
+
+    For a method whose signature is one declaration; an overloaded method (whose result
+    type follows an argument) or a deprecated one keeps an explicit definition, as a type
+    checker sees only the first overload, and no deprecation, of a derived signature.
+    Arguments are passed on by name (``sdk_method`` takes no ``*args`` or ``**kwargs``);
+    ``ValueError`` for a method :data:`RACED_METHODS` does not name."""
+    name = sdk_method.__name__
+    if name not in RACED_METHODS:
+        raise ValueError(f"{name!r} is not a request method a guarded session races")
+    signature = inspect.signature(sdk_method)
+    receiver = next(iter(signature.parameters))
+
+    @functools.wraps(sdk_method)
+    async def method(self: GuardedSession, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        arguments = signature.bind(self.session, *args, **kwargs).arguments
+        del arguments[receiver]
+        return cast("_T", await self.raced(name, **arguments))
+
+    request = f"``{RACED_METHODS[name]}``" if RACED_METHODS[name] else "any request"
+    method.__doc__ = f"``ClientSession.{name}`` ({request}), raced against the guard."
+    return method
 
 
 class SameOnBothLines(GuardedSession):
