@@ -72,17 +72,8 @@ from fsm.adapters import _stored
 from fsm.adapters._stored import RESHOWN_META
 from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, RequestKey
-from fsm.mrtr.call import (
-    CallCancelled,
-    MrtrAction,
-    MrtrCall,
-    MrtrConfig,
-    MrtrEvent,
-    Retry,
-    RoundFailed,
-    RoundResult,
-    Tick,
-)
+from fsm.mrtr import call as mrtr
+from fsm.mrtr.call import MrtrAction, MrtrCall, MrtrConfig, MrtrEvent
 from fsm.questions import question_id
 
 __all__ = ["RESHOWN_META", "guarded_call_tool"]
@@ -139,7 +130,7 @@ async def guarded_call_tool(
             )
         except Exception as exc:  # every failed round goes to the table
             round_error[:] = [exc]
-            post(RoundFailed(_stored.as_outcome(exc)))
+            post(mrtr.RoundFailed(_stored.as_outcome(exc)))
             return
         round_error.clear()
         body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -149,7 +140,7 @@ async def guarded_call_tool(
                 requests[(decider.call, question_id(req.method, params))] = req
         else:
             final = result
-        post(RoundResult(body))
+        post(mrtr.RoundResult(body))
 
     async def ask(shown: act.Present) -> None:
         with _stored.prompt_scope(prompts, shown.key):  # down however its callback ends
@@ -164,10 +155,10 @@ async def guarded_call_tool(
             answer = await session.dispatch_input_request(ctx, request)
         except Exception as exc:  # a callback bug ends the call, chained to its error
             broken.append(exc)
-            post(CallCancelled(f"the callback for {key[1]} raised {type(exc).__name__}"))
+            post(mrtr.CallCancelled(f"the callback for {key[1]} raised {type(exc).__name__}"))
             return
         if isinstance(answer, types.ErrorData):
-            post(CallCancelled(f"the callback refused {key[1]}: {answer.message}"))
+            post(mrtr.CallCancelled(f"the callback refused {key[1]}: {answer.message}"))
         else:
             answers[key] = answer
             dumped = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -184,7 +175,7 @@ async def guarded_call_tool(
         nonlocal outgoing, failure, cause
         if await _stored.take_common(action, store, on_action, prompts, tg, ask):
             return
-        if isinstance(action, Retry):
+        if isinstance(action, mrtr.Retry):
             # The rules chose which stored answer goes under which key; send the
             # callback's own object for it (not re-validated from JSON), or the stored
             # answer after a restart.
@@ -199,7 +190,7 @@ async def guarded_call_tool(
             outgoing = (chosen, action.request_state, action.delay_s)
         elif isinstance(action, act.Fail):
             failure = action.error
-            if isinstance(event, RoundFailed) and round_error:
+            if isinstance(event, mrtr.RoundFailed) and round_error:
                 cause = round_error[0]  # the SDK's error that ended the call
             done.set()
         elif isinstance(action, act.Complete):
@@ -216,7 +207,7 @@ async def guarded_call_tool(
                     if delay > 0:
                         await anyio.sleep(delay)
                     await send(responses, state)
-                for event in await inbox.take(decider.deadline(), clock, Tick()):
+                for event in await inbox.take(decider.deadline(), clock, mrtr.Tick()):
                     for action in call.feed(event):
                         await take(action, event)
             tg.cancel_scope.cancel()

@@ -93,22 +93,8 @@ from fsm.adapters import _stored
 from fsm.adapters._stored import RESHOWN_META
 from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, MalformedTaskError, RequestKey, TaskCancelledError
-from fsm.tasks.task import (
-    Poll,
-    Polled,
-    PollFailed,
-    TaskAction,
-    TaskCall,
-    TaskCancelled,
-    TaskConfig,
-    TaskCreated,
-    TaskEvent,
-    TaskResumed,
-    Tick,
-    Update,
-    UpdateAcked,
-    UpdateFailed,
-)
+from fsm.tasks import task as tasks
+from fsm.tasks.task import TaskAction, TaskCall, TaskConfig, TaskEvent
 
 __all__ = [
     "EXTENSION",
@@ -205,7 +191,9 @@ async def run_task(
     call, first = await _stored.start(decider, store, "tasks", resumed=isinstance(handle, str))
     events: list[TaskEvent] = []  # a restart from the store goes on from its actions
     if first is None:
-        events = [TaskResumed() if isinstance(handle, str) else TaskCreated(_dump(handle))]
+        events = [
+            tasks.TaskResumed() if isinstance(handle, str) else tasks.TaskCreated(_dump(handle))
+        ]
     prompts: dict[RequestKey, anyio.CancelScope] = {}
     inbox: _stored.Inbox[TaskEvent] = _stored.Inbox()
     post = inbox.post
@@ -223,10 +211,10 @@ async def run_task(
             )
         except Exception as exc:  # every failed poll goes to the rules
             cause[:] = [exc]
-            post(PollFailed(_stored.as_outcome(exc)))
+            post(tasks.PollFailed(_stored.as_outcome(exc)))
             return
         last[0] = _dump(result)
-        post(Polled(last[0]))
+        post(tasks.Polled(last[0]))
 
     async def update(responses: dict[str, Any]) -> None:
         params = UpdateTaskParams(taskId=task_id, inputResponses=responses)
@@ -234,9 +222,9 @@ async def run_task(
             await session.send_request(UpdateTaskRequest(params=params), RawTaskResult)
         except Exception as exc:
             cause[:] = [exc]
-            post(UpdateFailed(_stored.as_outcome(exc)))
+            post(tasks.UpdateFailed(_stored.as_outcome(exc)))
             return
-        post(UpdateAcked())
+        post(tasks.UpdateAcked())
 
     async def ask(shown: act.Present) -> None:
         nonlocal gave_up
@@ -248,18 +236,20 @@ async def run_task(
                 )
             except pydantic.ValidationError as exc:  # the SDK cannot present it
                 cause[:], gave_up = [exc], True
-                post(TaskCancelled(f"the SDK cannot parse input request {key[1]!r}"))
+                post(tasks.TaskCancelled(f"the SDK cannot parse input request {key[1]!r}"))
                 return
             ctx = _stored.prompt_context(session, shown)
             try:
                 answer = await session.dispatch_input_request(ctx, request)
             except Exception as exc:  # a callback bug
                 cause[:], gave_up = [exc], True
-                post(TaskCancelled(f"the callback for {key[1]!r} raised {type(exc).__name__}"))
+                post(
+                    tasks.TaskCancelled(f"the callback for {key[1]!r} raised {type(exc).__name__}")
+                )
                 return
             if isinstance(answer, types.ErrorData):
                 gave_up = True
-                post(TaskCancelled(f"the callback refused {key[1]!r}: {answer.message}"))
+                post(tasks.TaskCancelled(f"the callback refused {key[1]!r}: {answer.message}"))
             else:
                 post(ev.UserAnswered(key, _dump(answer)))
 
@@ -267,13 +257,13 @@ async def run_task(
         nonlocal failure, done
         if await _stored.take_common(action, store, on_action, prompts, tg, ask):
             return
-        if isinstance(action, Poll):
+        if isinstance(action, tasks.Poll):
             tg.start_soon(poll, action.delay_s)
-        elif isinstance(action, Update):
+        elif isinstance(action, tasks.Update):
             tg.start_soon(update, dict(action.input_responses))
         elif isinstance(action, act.Fail):
             failure, done = action.error, True
-            if not isinstance(event, PollFailed | UpdateFailed | TaskCancelled):
+            if not isinstance(event, tasks.PollFailed | tasks.UpdateFailed | tasks.TaskCancelled):
                 cause.clear()  # the rules' own verdict, not a request's error
         elif isinstance(action, act.Complete):
             done = True
@@ -288,7 +278,7 @@ async def run_task(
                         await take(action, event)
                 if done:
                     break
-                events = await inbox.take(decider.deadline(), clock, Tick())
+                events = await inbox.take(decider.deadline(), clock, tasks.Tick())
             tg.cancel_scope.cancel()
     if failure is not None:
         if gave_up and isinstance(failure, TaskCancelledError):
