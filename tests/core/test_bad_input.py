@@ -8,19 +8,8 @@ import json
 import tracemalloc
 from typing import Any
 
+import core_support as cs
 import pytest
-from core_support import (
-    GET,
-    ORIGIN,
-    POST,
-    SESSION,
-    cancel,
-    elicit,
-    make_guard,
-    of,
-    progress,
-    response,
-)
 
 import fsm.sse.guard
 from fsm import events as ev
@@ -82,60 +71,60 @@ def reasons(actions: tuple[Any, ...]) -> list[str]:
 def test_malformed_message_is_ignored_and_changes_nothing_but_the_cursor(
     engine: str, data: Any, detail: str
 ) -> None:
-    guard = make_guard(engine)
-    acts = guard.feed(ev.SseEvent(POST, data, "e1"))
+    guard = cs.make_guard(engine)
+    acts = guard.feed(ev.SseEvent(cs.POST, data, "e1"))
     assert len(acts) == 1 and isinstance(acts[0], Ignore)
     assert acts[0].reason == "malformed" and detail in acts[0].detail
     assert guard.tracked() == (0, 0, 2)
-    assert guard.stream_state(POST) == "open"
-    assert guard.cursor(POST) == "e1"  # the event id still counts as seen
+    assert guard.stream_state(cs.POST) == "open"
+    assert guard.cursor(cs.POST) == "e1"  # the event id still counts as seen
 
 
 def test_message_just_under_the_size_cap_is_parsed(engine: str) -> None:
-    msg = elicit(1, message="")
+    msg = cs.elicit(1, message="")
     raw = json.dumps(msg)
     padded = raw[:-1] + " " * (MAX_MESSAGE_BYTES - len(raw)) + "}"
     assert len(padded) == MAX_MESSAGE_BYTES
-    assert of(make_guard(engine).feed(ev.SseEvent(POST, padded, "e1")), Present)
+    assert cs.of(cs.make_guard(engine).feed(ev.SseEvent(cs.POST, padded, "e1")), Present)
 
 
 def test_int_and_string_ids_are_distinct_keys(engine: str) -> None:
-    guard = make_guard(engine)
-    first = guard.feed(ev.SseEvent(POST, elicit(1), "e1"))
-    second = guard.feed(ev.SseEvent(POST, elicit("1"), "e2"))
-    assert [p.key for p in of(first + second, Present)] == [(SESSION, 1), (SESSION, "1")]
-    assert guard.state_of((SESSION, 1)) == guard.state_of((SESSION, "1")) == "presented"
-    acts = guard.feed(ev.SseEvent(POST, cancel("1"), "e3"))
-    assert of(acts, Withdraw) == [Withdraw((SESSION, "1"), "cancelled")]
-    assert guard.state_of((SESSION, 1)) == "presented"
+    guard = cs.make_guard(engine)
+    first = guard.feed(ev.SseEvent(cs.POST, cs.elicit(1), "e1"))
+    second = guard.feed(ev.SseEvent(cs.POST, cs.elicit("1"), "e2"))
+    assert [p.key for p in cs.of(first + second, Present)] == [(cs.SESSION, 1), (cs.SESSION, "1")]
+    assert guard.state_of((cs.SESSION, 1)) == guard.state_of((cs.SESSION, "1")) == "presented"
+    acts = guard.feed(ev.SseEvent(cs.POST, cs.cancel("1"), "e3"))
+    assert cs.of(acts, Withdraw) == [Withdraw((cs.SESSION, "1"), "cancelled")]
+    assert guard.state_of((cs.SESSION, 1)) == "presented"
     guard.snapshot()  # mixed key types still order deterministically
 
 
 def test_id_reused_with_different_params_is_ignored(engine: str) -> None:
-    guard = make_guard(engine)
-    guard.feed(ev.SseEvent(POST, elicit(1, "Delete 3 files?"), "e1"))
-    acts = guard.feed(ev.SseEvent(POST, elicit(1, "Delete ALL files?"), "e2"))
-    assert reasons(acts) == ["id-reused"] and not of(acts, Present)
+    guard = cs.make_guard(engine)
+    guard.feed(ev.SseEvent(cs.POST, cs.elicit(1, "Delete 3 files?"), "e1"))
+    acts = guard.feed(ev.SseEvent(cs.POST, cs.elicit(1, "Delete ALL files?"), "e2"))
+    assert reasons(acts) == ["id-reused"] and not cs.of(acts, Present)
     other_method = {"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage", "params": {}}
-    assert reasons(guard.feed(ev.SseEvent(POST, other_method, "e3"))) == ["id-reused"]
-    assert guard.state_of((SESSION, 1)) == "presented"
+    assert reasons(guard.feed(ev.SseEvent(cs.POST, other_method, "e3"))) == ["id-reused"]
+    assert guard.state_of((cs.SESSION, 1)) == "presented"
 
 
 @pytest.mark.parametrize(
     ("event", "reason"),
     [
-        (ev.SseEvent(POST, cancel(99), "e9"), "cancel-unknown-request"),
-        (ev.LivenessAsserted((SESSION, 99)), "assertion-unknown-request"),
-        (ev.SseEvent("nope", elicit(1), "e9"), "unknown-stream"),
-        (ev.SseEvent(POST, response(12345), "e9"), "foreign-response"),
-        (ev.SseEvent(POST, response(str(ORIGIN)), "e9"), "foreign-response"),
-        (ev.SseEvent(GET, response(ORIGIN), "g9"), "foreign-response"),
-        (ev.SseEvent(POST, None, "e9", retry_ms=-5), "bad-retry"),
-        (ev.SseEvent(POST, None, "e9", retry_ms=True), "bad-retry"),
-        (ev.TimerFired(POST), "no-wait-pending"),
-        (ev.StreamResumed(POST), "no-resume-pending"),
-        (ev.ResumeRefused(POST, status=503), "no-resume-pending"),
-        (ev.OriginResponse(GET), "no-origin-pending"),
+        (ev.SseEvent(cs.POST, cs.cancel(99), "e9"), "cancel-unknown-request"),
+        (ev.LivenessAsserted((cs.SESSION, 99)), "assertion-unknown-request"),
+        (ev.SseEvent("nope", cs.elicit(1), "e9"), "unknown-stream"),
+        (ev.SseEvent(cs.POST, cs.response(12345), "e9"), "foreign-response"),
+        (ev.SseEvent(cs.POST, cs.response(str(cs.ORIGIN)), "e9"), "foreign-response"),
+        (ev.SseEvent(cs.GET, cs.response(cs.ORIGIN), "g9"), "foreign-response"),
+        (ev.SseEvent(cs.POST, None, "e9", retry_ms=-5), "bad-retry"),
+        (ev.SseEvent(cs.POST, None, "e9", retry_ms=True), "bad-retry"),
+        (ev.TimerFired(cs.POST), "no-wait-pending"),
+        (ev.StreamResumed(cs.POST), "no-resume-pending"),
+        (ev.ResumeRefused(cs.POST, status=503), "no-resume-pending"),
+        (ev.OriginResponse(cs.GET), "no-origin-pending"),
     ],
     ids=[
         "cancel-unknown",
@@ -155,13 +144,13 @@ def test_id_reused_with_different_params_is_ignored(engine: str) -> None:
 def test_out_of_place_input_is_ignored_with_a_stable_reason(
     engine: str, event: Any, reason: str
 ) -> None:
-    guard = make_guard(engine)
-    guard.feed(ev.SseEvent(POST, elicit(1), "e1"))
+    guard = cs.make_guard(engine)
+    guard.feed(ev.SseEvent(cs.POST, cs.elicit(1), "e1"))
     before = guard.snapshot()
     acts = guard.feed(event)
     assert reasons(acts) == [reason]
-    assert not of(acts, Fail) and not of(acts, Complete) and not of(acts, Present)
-    assert guard.stream_state(POST) == "open"
+    assert not cs.of(acts, Fail) and not cs.of(acts, Complete) and not cs.of(acts, Present)
+    assert guard.stream_state(cs.POST) == "open"
     if reason not in ("bad-retry",):
         after = guard.snapshot()
         # only the cursor may move (the event id was seen)
@@ -169,76 +158,78 @@ def test_out_of_place_input_is_ignored_with_a_stable_reason(
 
 
 def test_events_after_a_terminal_stream_are_ignored(engine: str) -> None:
-    guard = make_guard(engine)
-    assert guard.feed(ev.SseEvent(POST, response(ORIGIN), "e1")) == (Complete(POST),)
-    for data in (elicit(1), progress(), response(ORIGIN), cancel(1), "{bad"):
-        acts = guard.feed(ev.SseEvent(POST, data, "e2"))
+    guard = cs.make_guard(engine)
+    assert guard.feed(ev.SseEvent(cs.POST, cs.response(cs.ORIGIN), "e1")) == (Complete(cs.POST),)
+    for data in (cs.elicit(1), cs.progress(), cs.response(cs.ORIGIN), cs.cancel(1), "{bad"):
+        acts = guard.feed(ev.SseEvent(cs.POST, data, "e2"))
         assert reasons(acts) == ["stream-terminal"]
-    assert guard.on_event(POST, "e3", progress()) == (
-        Ignore("stream-terminal", f"{POST} is done", stream=POST),
+    assert guard.on_event(cs.POST, "e3", cs.progress()) == (
+        Ignore("stream-terminal", f"{cs.POST} is done", stream=cs.POST),
     )
-    assert reasons(guard.feed(ev.StreamLost(POST, clean=True))) == ["not-connected"]
-    assert guard.cursor(POST) == "e1"
+    assert reasons(guard.feed(ev.StreamLost(cs.POST, clean=True))) == ["not-connected"]
+    assert guard.cursor(cs.POST) == "e1"
 
 
 def test_liveness_assertion_for_terminal_request_is_ignored(engine: str) -> None:
-    guard = make_guard(engine)
-    guard.feed(ev.SseEvent(POST, elicit(1), "e1"))
-    guard.feed(ev.SseEvent(POST, cancel(1), "e2"))
-    assert reasons(guard.feed(ev.LivenessAsserted((SESSION, 1)))) == ["assertion-unknown-request"]
+    guard = cs.make_guard(engine)
+    guard.feed(ev.SseEvent(cs.POST, cs.elicit(1), "e1"))
+    guard.feed(ev.SseEvent(cs.POST, cs.cancel(1), "e2"))
+    assert reasons(guard.feed(ev.LivenessAsserted((cs.SESSION, 1)))) == [
+        "assertion-unknown-request"
+    ]
 
 
 def test_answer_after_death_is_dropped(engine: str) -> None:
-    guard = make_guard(engine)
-    guard.feed(ev.SseEvent(POST, elicit(1), "e1"))
-    guard.feed(ev.SseEvent(POST, cancel(1), "e2"))
-    acts = guard.feed(ev.UserAnswered((SESSION, 1), {"action": "accept"}))
+    guard = cs.make_guard(engine)
+    guard.feed(ev.SseEvent(cs.POST, cs.elicit(1), "e1"))
+    guard.feed(ev.SseEvent(cs.POST, cs.cancel(1), "e2"))
+    acts = guard.feed(ev.UserAnswered((cs.SESSION, 1), {"action": "accept"}))
     assert reasons(acts) == ["answer-after-death"]
 
 
 @pytest.mark.parametrize("via", ["out-of-band", "sse"])
 def test_origin_response_while_stream_waits_does_not_crash(engine: str, via: str) -> None:
-    guard = make_guard(engine)
-    guard.feed(ev.SseEvent(POST, progress(), "e1"))
-    guard.feed(ev.StreamLost(POST, clean=False))
-    assert guard.stream_state(POST) == "waiting"
+    guard = cs.make_guard(engine)
+    guard.feed(ev.SseEvent(cs.POST, cs.progress(), "e1"))
+    guard.feed(ev.StreamLost(cs.POST, clean=False))
+    assert guard.stream_state(cs.POST) == "waiting"
     event = (
-        ev.OriginResponse(POST)
+        ev.OriginResponse(cs.POST)
         if via == "out-of-band"
-        else ev.SseEvent(POST, response(ORIGIN), "e2")
+        else ev.SseEvent(cs.POST, cs.response(cs.ORIGIN), "e2")
     )
     acts = guard.feed(event)
-    assert of(acts, Complete) == [Complete(POST)] or reasons(acts)
+    assert cs.of(acts, Complete) == [Complete(cs.POST)] or reasons(acts)
 
 
 # ------------------------------------------------------------------ floods and caps
 
 
 def test_over_cap_requests_are_refused_with_capacity_error(engine: str) -> None:
-    guard = make_guard(engine, max_live_requests=50)
+    guard = cs.make_guard(engine, max_live_requests=50)
     acts: list[Any] = []
     for i in range(60):
-        acts += guard.feed(ev.SseEvent(GET, elicit(i), f"g{i}"))
-    assert [p.key[1] for p in of(acts, Present)] == list(range(50))
-    refused = of(acts, Refuse)
+        acts += guard.feed(ev.SseEvent(cs.GET, cs.elicit(i), f"g{i}"))
+    assert [p.key[1] for p in cs.of(acts, Present)] == list(range(50))
+    refused = cs.of(acts, Refuse)
     assert [r.key[1] for r in refused] == list(range(50, 60))
     assert all(isinstance(r.error, CapacityError) for r in refused)
     assert guard.tracked()[0] == 50
-    assert guard.state_of((SESSION, 55)) is None
+    assert guard.state_of((cs.SESSION, 55)) is None
     # a slot freed by a cancellation admits the next request
-    guard.feed(ev.SseEvent(GET, cancel(0), "gc"))
-    assert of(guard.feed(ev.SseEvent(GET, elicit(60), "g60")), Present)
+    guard.feed(ev.SseEvent(cs.GET, cs.cancel(0), "gc"))
+    assert cs.of(guard.feed(ev.SseEvent(cs.GET, cs.elicit(60), "g60")), Present)
 
 
 def test_flood_of_ten_thousand_requests_keeps_tombstones_bounded(engine: str) -> None:
-    guard = make_guard(engine, max_live_requests=8, max_tombstones=100, max_seen_event_ids=64)
+    guard = cs.make_guard(engine, max_live_requests=8, max_tombstones=100, max_seen_event_ids=64)
     presented = refused = 0
     for i in range(10_000):
-        acts = guard.feed(ev.SseEvent(GET, elicit(i), f"g{i}"))
-        presented += len(of(acts, Present))
-        refused += len(of(acts, Refuse))
+        acts = guard.feed(ev.SseEvent(cs.GET, cs.elicit(i), f"g{i}"))
+        presented += len(cs.of(acts, Present))
+        refused += len(cs.of(acts, Refuse))
         if i % 1250 != 1:  # every 1250th request stays live: the cap fills at i=8751
-            guard.feed(ev.SseEvent(GET, cancel(i), f"c{i}"))
+            guard.feed(ev.SseEvent(cs.GET, cs.cancel(i), f"c{i}"))
         live, tombstones, streams = guard.tracked()
         assert live <= 8 and tombstones <= 100 and streams == 2
     assert presented + refused == 10_000
@@ -246,36 +237,36 @@ def test_flood_of_ten_thousand_requests_keeps_tombstones_bounded(engine: str) ->
     live, tombstones, _ = guard.tracked()
     assert (live, tombstones) == (8, 100)
     # oldest evicted first: the newest cancelled keys are still remembered, the oldest not
-    assert guard.state_of((SESSION, 8_750)) == "cancelled"
-    assert guard.state_of((SESSION, 8_651)) == "cancelled"  # the oldest of the 100 kept
-    assert guard.state_of((SESSION, 8_650)) is None  # one older: evicted
-    assert guard.state_of((SESSION, 8_751)) == "presented"
-    assert guard.state_of((SESSION, 1)) == "presented"
-    assert guard.state_of((SESSION, 0)) is None
-    assert guard.state_of((SESSION, 9_999)) is None
+    assert guard.state_of((cs.SESSION, 8_750)) == "cancelled"
+    assert guard.state_of((cs.SESSION, 8_651)) == "cancelled"  # the oldest of the 100 kept
+    assert guard.state_of((cs.SESSION, 8_650)) is None  # one older: evicted
+    assert guard.state_of((cs.SESSION, 8_751)) == "presented"
+    assert guard.state_of((cs.SESSION, 1)) == "presented"
+    assert guard.state_of((cs.SESSION, 0)) is None
+    assert guard.state_of((cs.SESSION, 9_999)) is None
     assert len(guard.snapshot()[2]) == live + tombstones
 
 
 def test_evicted_tombstone_key_looks_new_again(engine: str) -> None:
-    guard = make_guard(engine, max_tombstones=2)
+    guard = cs.make_guard(engine, max_tombstones=2)
     for i in range(3):
-        guard.feed(ev.SseEvent(GET, elicit(i), f"g{i}"))
-        guard.feed(ev.SseEvent(GET, cancel(i), f"c{i}"))
-    assert guard.state_of((SESSION, 0)) is None
-    assert reasons(guard.feed(ev.SseEvent(GET, elicit(2), "x2"))) == ["request-terminal"]
-    assert of(guard.feed(ev.SseEvent(GET, elicit(0), "x0")), Present)  # documented
+        guard.feed(ev.SseEvent(cs.GET, cs.elicit(i), f"g{i}"))
+        guard.feed(ev.SseEvent(cs.GET, cs.cancel(i), f"c{i}"))
+    assert guard.state_of((cs.SESSION, 0)) is None
+    assert reasons(guard.feed(ev.SseEvent(cs.GET, cs.elicit(2), "x2"))) == ["request-terminal"]
+    assert cs.of(guard.feed(ev.SseEvent(cs.GET, cs.elicit(0), "x0")), Present)  # documented
 
 
 def test_flood_of_duplicates_keeps_memory_stable(engine: str) -> None:
     # memory grows with new event ids only up to the history's cap (6 bytes an id), then
     # stays flat: fill the window and the history first
-    guard = make_guard(engine, max_seen_event_ids=256, max_event_history=744)
-    guard.feed(ev.SseEvent(GET, elicit(1), "g0"))
-    data = elicit(1)
+    guard = cs.make_guard(engine, max_seen_event_ids=256, max_event_history=744)
+    guard.feed(ev.SseEvent(cs.GET, cs.elicit(1), "g0"))
+    data = cs.elicit(1)
 
     def flood(start: int, n: int) -> None:
         for i in range(start, start + n):
-            acts = guard.feed(ev.SseEvent(GET, data, f"g{i}"))
+            acts = guard.feed(ev.SseEvent(cs.GET, data, f"g{i}"))
             assert reasons(acts) == ["duplicate-delivery"]
 
     flood(1, 1_000)
@@ -291,7 +282,7 @@ def test_flood_of_duplicates_keeps_memory_stable(engine: str) -> None:
 
 
 def test_many_streams_evict_oldest_terminal_stream(engine: str) -> None:
-    guard = make_guard(engine, streams=(), max_streams=4)
+    guard = cs.make_guard(engine, streams=(), max_streams=4)
     for i in range(10):
         guard.feed(ev.StreamOpened(f"post:{i}", i))
         guard.feed(ev.OriginResponse(f"post:{i}"))
@@ -311,6 +302,6 @@ def test_guard_module_doctest_runs() -> None:
 
 def test_hot_path_rejects_empty_method_like_feed(engine: str) -> None:
     data = {"jsonrpc": "2.0", "method": ""}
-    fed = make_guard(engine).feed(ev.SseEvent(POST, data, "e1"))
+    fed = cs.make_guard(engine).feed(ev.SseEvent(cs.POST, data, "e1"))
     assert reasons(fed) == ["malformed"]
-    assert make_guard(engine).on_event(POST, "e1", data) == fed
+    assert cs.make_guard(engine).on_event(cs.POST, "e1", data) == fed

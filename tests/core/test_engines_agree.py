@@ -15,19 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core_support import (
-    GET,
-    ORIGIN,
-    POST,
-    SESSION,
-    FakeClock,
-    cancel,
-    elicit,
-    make_guard,
-    normalise,
-    progress,
-    response,
-)
+import core_support as cs
 
 from fsm import Guard, SubmissionResult
 from fsm import events as ev
@@ -35,7 +23,7 @@ from fsm.actions import Present
 from fsm.errors import GuardUsageError
 from fsm.messages import is_plain_notification
 
-STREAMS = {POST: ORIGIN, GET: None, "post:8": 8}
+STREAMS = {cs.POST: cs.ORIGIN, cs.GET: None, "post:8": 8}
 RESULTS = [
     SubmissionResult(202),
     SubmissionResult(200),
@@ -52,19 +40,19 @@ def random_step(rng: random.Random, n: int) -> tuple[float, Any]:
     """One (clock advance, event) pair."""
     sid = rng.choice(list(STREAMS))
     rid = rng.randint(1, 4)
-    key = (SESSION, rid)
+    key = (cs.SESSION, rid)
     eid = f"{sid}-{rng.randint(0, n)}"  # ids repeat: duplicates and replays
     replayed = rng.choice([None, True, False])
     kind = rng.randrange(17)
     event: Any
     if kind <= 2:
-        event = ev.SseEvent(sid, elicit(rid), eid, replayed=replayed)
+        event = ev.SseEvent(sid, cs.elicit(rid), eid, replayed=replayed)
     elif kind == 3:
-        event = ev.SseEvent(sid, cancel(rid), eid, replayed=replayed)
+        event = ev.SseEvent(sid, cs.cancel(rid), eid, replayed=replayed)
     elif kind == 4:
-        event = ev.SseEvent(sid, progress(), eid, retry_ms=rng.choice([None, 200]))
+        event = ev.SseEvent(sid, cs.progress(), eid, retry_ms=rng.choice([None, 200]))
     elif kind == 5:
-        event = ev.SseEvent(sid, response(rng.choice([ORIGIN, 8, "7"])), eid)
+        event = ev.SseEvent(sid, cs.response(rng.choice([cs.ORIGIN, 8, "7"])), eid)
     elif kind == 6:
         event = ev.StreamLost(sid, clean=rng.random() < 0.5)
     elif kind == 7:
@@ -83,7 +71,7 @@ def random_step(rng: random.Random, n: int) -> tuple[float, Any]:
         batch = tuple(
             ev.SseEvent(
                 sid,
-                rng.choice([elicit(rng.randint(1, 6)), cancel(rng.randint(1, 6))]),
+                rng.choice([cs.elicit(rng.randint(1, 6)), cs.cancel(rng.randint(1, 6))]),
                 f"{sid}-b{rng.randint(0, n)}",
             )
             for _ in range(rng.randint(1, 4))
@@ -98,7 +86,7 @@ def random_step(rng: random.Random, n: int) -> tuple[float, Any]:
 
 def run(
     guard: Guard,
-    clock: FakeClock,
+    clock: cs.FakeClock,
     steps: list[tuple[float, Any]],
     feed: Callable[[Guard, Any], tuple[Any, ...]],
 ) -> list[Any]:
@@ -107,7 +95,7 @@ def run(
         clock.advance(advance)
         before = guard.snapshot()
         try:
-            trace.append(normalise(feed(guard, event)))
+            trace.append(cs.normalise(feed(guard, event)))
         except GuardUsageError as exc:
             assert guard.snapshot() == before, "a usage error must leave the state unchanged"
             trace.append(("raised", type(exc).__name__, str(exc)))
@@ -166,9 +154,9 @@ def scenario(seed: int, n: int = 60) -> list[tuple[float, Any]]:
     return steps
 
 
-def _new(engine: str) -> tuple[Guard, FakeClock]:
-    clock = FakeClock()
-    guard = make_guard(
+def _new(engine: str) -> tuple[Guard, cs.FakeClock]:
+    clock = cs.FakeClock()
+    guard = cs.make_guard(
         engine,
         clock,
         streams=list(STREAMS.items()),
@@ -228,7 +216,7 @@ def _agrees_with_feed(alternative: Any, first_seed: int, counted: Any) -> int:
 
 
 def test_hot_path_decides_like_feed() -> None:
-    assert _agrees_with_feed(hot_path_feed, 1000, lambda data: data == progress()) > 150
+    assert _agrees_with_feed(hot_path_feed, 1000, lambda data: data == cs.progress()) > 150
 
 
 def test_id_only_path_decides_like_feed() -> None:
@@ -243,8 +231,8 @@ def test_no_interactive_key_is_presented_twice_on_random_sequences() -> None:
     """P2 on both engines (default caps: no tombstone is evicted with six ids)."""
     for engine in ("transitions", "tables"):
         for seed in range(100):
-            clock = FakeClock()
-            guard = make_guard(engine, clock, streams=list(STREAMS.items()), request_ttl_s=30.0)
+            clock = cs.FakeClock()
+            guard = cs.make_guard(engine, clock, streams=list(STREAMS.items()), request_ttl_s=30.0)
             seen: set[Any] = set()
             for advance, event in scenario(2000 + seed):
                 clock.advance(advance)

@@ -4,28 +4,14 @@ nothing and pass every run, and a bound out of range would explore nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from fsm import mrtr, tasks
 from fsm.properties import PROPERTIES
-from fsm.testing import conformance_machine, guard_factory
-from fsm.testing.mrtr_kit import mrtr_conformance_machine
-from fsm.testing.tasks_kit import tasks_conformance_machine
 from fsm.worlds.sse import Bounds, World
 from models.guarded import CONFIG, GuardPolicy
-
-KITS: dict[str, Callable[..., type[Any]]] = {
-    "sse": lambda **kw: conformance_machine(guard_factory("tables"), **kw),
-    "mrtr": lambda **kw: mrtr_conformance_machine(
-        lambda clock: mrtr.MrtrCall("call", clock=clock), **kw
-    ),
-    "tasks": lambda **kw: tasks_conformance_machine(
-        lambda clock: tasks.TaskCall("task", clock=clock), **kw
-    ),
-}
+from support.kit_runs import KITS
 
 
 @pytest.mark.parametrize("kit", sorted(KITS))

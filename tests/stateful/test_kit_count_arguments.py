@@ -13,33 +13,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from fsm import mrtr, tasks
-from fsm.testing import (
-    ConformanceFailure,
-    Sdk230Client,
-    conformance_machine,
-    guard_factory,
-    kit_settings,
-    mrtr_conformance_machine,
-    tasks_conformance_machine,
-)
-
-KITS: dict[str, Callable[..., type[Any]]] = {
-    "sse": lambda **kw: conformance_machine(guard_factory("tables"), **kw),
-    "mrtr": lambda **kw: mrtr_conformance_machine(
-        lambda clock: mrtr.MrtrCall("call", clock=clock), **kw
-    ),
-    "tasks": lambda **kw: tasks_conformance_machine(
-        lambda clock: tasks.TaskCall("task", clock=clock), **kw
-    ),
-}
+from fsm.testing import ConformanceFailure, Sdk230Client, conformance_machine, kit_settings
+from support.kit_runs import KITS
 
 COUNTS = [
     ("sse", "max_tool_calls", 0),
