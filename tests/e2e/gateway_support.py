@@ -11,15 +11,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from support.scenarios import (
-    BackgroundCall,
-    Rig,
-    ScenarioClient,
-    ScenarioResult,
-    Step,
-    open_rig,
-    run_scenario,
-)
+from support import scenarios
 
 FAST = {"backoff_initial_s": 0.05, "backoff_max_s": 0.5}
 """The guard's policy in these tests: short backoffs (the harness server sends retry: 50)."""
@@ -28,25 +20,30 @@ FAST = {"backoff_initial_s": 0.05, "backoff_max_s": 0.5}
 @contextlib.asynccontextmanager
 async def gateway_rig(
     replicas: int = 1, upstream_faults: bool = False, **kwargs: object
-) -> AsyncIterator[Rig]:
+) -> AsyncIterator[scenarios.Rig]:
     """A rig with gateway replicas (keywords go to each ``Gateway``)."""
     from fsm.sse.guard import GuardConfig
 
     gateway = {"config": GuardConfig(**FAST), **kwargs}
-    async with open_rig(gateway=gateway, replicas=replicas, upstream_faults=upstream_faults) as rig:
+    async with scenarios.open_rig(
+        gateway=gateway, replicas=replicas, upstream_faults=upstream_faults
+    ) as rig:
         yield rig
 
 
 def two_replicas(
     before_second: Callable[[], Awaitable[None]] | None = None, completes: bool = True
-) -> Step:
+) -> scenarios.Step:
     """A tool call through replica A; the client's stream is cut twice; the second (stale)
     resume lands on replica B after A was killed (``before_second`` runs then), and the
     server may replay the elicitation A already presented. When the call ``completes``,
     the user answers through B and the tool finishes; otherwise B ends it."""
 
     async def two_replicas(
-        rig: Rig, client: ScenarioClient, call: BackgroundCall, tg: TaskGroup
+        rig: scenarios.Rig,
+        client: scenarios.ScenarioClient,
+        call: scenarios.BackgroundCall,
+        tg: TaskGroup,
     ) -> None:
         a, b = rig.middle.gateways
         tg.start_soon(call.run, client, "delete_files", {"deadline": "silent", "gated": True})
@@ -76,11 +73,11 @@ async def two_replica_resume(
     before_second: Callable[[], Awaitable[None]] | None = None,
     completes: bool = True,
     **gateway: object,
-) -> tuple[ScenarioResult, Rig]:
+) -> tuple[scenarios.ScenarioResult, scenarios.Rig]:
     """:func:`two_replicas` on two replicas sharing ``store`` (more keywords go to each
     ``Gateway``); its result and rig."""
     async with gateway_rig(store=store, replicas=2, **gateway) as rig:
-        return await run_scenario(two_replicas(before_second, completes), rig=rig), rig
+        return await scenarios.run_scenario(two_replicas(before_second, completes), rig=rig), rig
     raise AssertionError("unreachable")
 
 

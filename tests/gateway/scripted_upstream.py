@@ -29,9 +29,12 @@ from fsm.wire.serving import lifespan, on_loopback, whole_body
 from support.gateway import RunningGateway, running_gateway
 
 __all__ = [
+    "A_HEAD",
+    "B_HEAD",
     "CALL",
     "GUARD",
     "HEAD",
+    "IN_SESSION",
     "PARSERS",
     "PROGRESS",
     "SID",
@@ -42,9 +45,12 @@ __all__ = [
     "Piece",
     "Refusal",
     "Upstream",
+    "a_session",
     "elicit",
     "gateway_for",
+    "initialize",
     "json_reply",
+    "only_a",
     "peak_rss",
     "read_request",
     "reset_peak_rss",
@@ -83,6 +89,8 @@ SID = "hostile-session"
 """The session id the upstream gives every ``initialize`` (unless it issues its own)."""
 HEAD = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 """The headers of a client's POST."""
+IN_SESSION = f"Mcp-Session-Id: {SID}"
+"""The header line of session :data:`SID`, for a request written as raw bytes."""
 UNKNOWN_SESSION_BODY = json.dumps(
     {
         "jsonrpc": "2.0",
@@ -100,6 +108,10 @@ FORBIDDEN_BODY = json.dumps(
 ).encode()
 """The body of the upstream's ``403`` for credentials it does not accept
 (:attr:`Upstream.accepts`)."""
+A_HEAD = {**HEAD, "authorization": "Bearer tok-a"}
+"""The headers of principal A's POST (token ``tok-a``), before A has a session."""
+B_HEAD = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
+"""The headers of principal B's POST (token ``tok-b``) naming A's session :data:`SID`."""
 
 
 def sse(event_id: str | None, data: Any, retry: Any = None) -> bytes:
@@ -122,6 +134,11 @@ def elicit(rid: Any, message: str = "Delete?") -> dict[str, Any]:
         "method": "elicitation/create",
         "params": {"message": message, "requestedSchema": {"type": "object", "properties": {}}},
     }
+
+
+def only_a(headers: Mapping[str, str]) -> bool:
+    """An :attr:`Upstream.accepts` that accepts principal A's token (``tok-a``) alone."""
+    return headers.get("authorization") == "Bearer tok-a"
 
 
 def parse(raw: bytes) -> list[tuple[str | None, str]]:
@@ -565,6 +582,20 @@ async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[Runnin
     kwargs.setdefault("config", replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02))
     async with on_loopback(upstream) as url, running_gateway(url, **kwargs) as gw:
         yield gw
+
+
+async def initialize(http: Any, url: str) -> None:
+    """Begin a session through ``url`` with :data:`INIT` (``http``: an HTTP client); its
+    id is :data:`SID`."""
+    r = await http.post(url, json=INIT, headers=HEAD)
+    assert r.status_code == 200 and r.headers["mcp-session-id"] == SID
+
+
+async def a_session(http: Any, url: str) -> dict[str, str]:
+    """Principal A begins a session through ``url`` (``http``: an HTTP client): A's
+    headers from then on, in session :data:`SID`."""
+    assert (await http.post(url, json=INIT, headers=A_HEAD)).status_code == 200
+    return {**A_HEAD, "mcp-session-id": SID}
 
 
 class HeldCall(SessionApp):

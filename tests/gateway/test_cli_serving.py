@@ -26,11 +26,10 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import CALL, GUARD, HEAD, PROGRESS, SID, Upstream, parse, result, sse  # noqa: E402
-
 from fsm.gateway import cli  # noqa: E402
 from fsm.gateway.ids import ENV_KEY  # noqa: E402
 from fsm.wire.serving import serving  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -55,7 +54,7 @@ class Child:
         self.errors: list[str] = []
 
     async def line(self, stream: BufferedByteReceiveStream) -> str:
-        with anyio.fail_after(GUARD):
+        with anyio.fail_after(scripted.GUARD):
             return (await stream.receive_until(b"\n", 1 << 16)).decode() + "\n"
 
     async def stderr_until(self, text: str) -> str:
@@ -67,7 +66,7 @@ class Child:
                 return got
 
     async def rest_of_stderr(self) -> list[str]:
-        with anyio.fail_after(GUARD):
+        with anyio.fail_after(scripted.GUARD):
             rest = b""
             while True:
                 try:
@@ -77,7 +76,7 @@ class Child:
         return self.errors + rest.decode().splitlines(keepends=True)
 
     async def exit_code(self) -> int:
-        with anyio.fail_after(GUARD):
+        with anyio.fail_after(scripted.GUARD):
             return await self.process.wait()
 
 
@@ -97,7 +96,7 @@ async def gateway_process(upstream: str, *options: str) -> AsyncIterator[Child]:
 
 
 @asynccontextmanager
-async def upstream_served(up: Upstream) -> AsyncIterator[str]:
+async def upstream_served(up: scripted.Upstream) -> AsyncIterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     try:
@@ -109,7 +108,7 @@ async def upstream_served(up: Upstream) -> AsyncIterator[str]:
 
 async def begin(http: Any, url: str) -> None:
     body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-    assert (await http.post(url, json=body, headers=HEAD)).status_code == 200
+    assert (await http.post(url, json=body, headers=scripted.HEAD)).status_code == 200
 
 
 def port_of(url: str) -> int:
@@ -142,13 +141,13 @@ async def test_the_line_is_the_url_alone_metrics_have_their_address_logs_are_jso
         options = ("--metrics", f"127.0.0.1:{metrics}", "--log-format", "json")
         async with (
             gateway_process(upstream, *options) as child,
-            httpx2.AsyncClient(timeout=GUARD) as http,
+            httpx2.AsyncClient(timeout=scripted.GUARD) as http,
         ):
             line = await child.line(child.stdout)
             assert URL_LINE.fullmatch(line), line
             url = line.strip()
             ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
-            r = await http.post(url, json=ping, headers=HEAD)
+            r = await http.post(url, json=ping, headers=scripted.HEAD)
             assert r.status_code == 502 and r.json()["id"] == 3
             scraped = await http.get(f"http://127.0.0.1:{metrics}/metrics")
             assert scraped.status_code == 200
@@ -204,14 +203,14 @@ def test_a_metrics_address_in_use_exits_1_before_the_line(
 
 @asynccontextmanager
 async def _draining_gateway(
-    up: Upstream, seconds: str
+    up: scripted.Upstream, seconds: str
 ) -> AsyncIterator[tuple[Any, httpx2.AsyncClient]]:
     """A gateway process with ``--drain-seconds seconds`` in front of ``up``, and an HTTP
     client for it."""
     async with (
         upstream_served(up) as upstream,
         gateway_process(upstream, "--drain-seconds", seconds) as child,
-        httpx2.AsyncClient(timeout=GUARD) as http,
+        httpx2.AsyncClient(timeout=scripted.GUARD) as http,
     ):
         yield child, http
 
@@ -224,11 +223,11 @@ async def _a_call_under_way(
     rest of the call's body, and the events of its first piece."""
     url = (await child.line(child.stdout)).strip()
     await begin(http, url)
-    h = {**HEAD, "mcp-session-id": SID}
-    async with http.stream("POST", url, json=CALL, headers=h) as stream:
+    h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+    async with http.stream("POST", url, json=scripted.CALL, headers=h) as stream:
         pieces = stream.aiter_raw()
-        with anyio.fail_after(GUARD):
-            got = parse(await pieces.__anext__())
+        with anyio.fail_after(scripted.GUARD):
+            got = scripted.parse(await pieces.__anext__())
         yield url, pieces, got
 
 
@@ -236,16 +235,18 @@ async def test_sigterm_lets_a_stream_finish_within_the_drain() -> None:
     """SIGTERM with a call's stream open: no new connection is taken, the stream goes on
     (its result arrives when the upstream sends it), then the process exits 0."""
     finish = anyio.Event()
-    up = Upstream(call=[sse("e1", PROGRESS), finish, sse("e2", result(7))])
+    up = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS), finish, scripted.sse("e2", scripted.result(7))]
+    )
     async with _draining_gateway(up, "60") as (child, http):
         async with _a_call_under_way(child, http) as (url, pieces, got):
             child.process.send_signal(signal.SIGTERM)
             await child.stderr_until("draining")
             assert await refused(port_of(url))
             finish.set()
-            with anyio.fail_after(GUARD):
-                got += parse(b"".join([piece async for piece in pieces]))
-        assert [json.loads(d) for _, d in got] == [PROGRESS, result(7)]
+            with anyio.fail_after(scripted.GUARD):
+                got += scripted.parse(b"".join([piece async for piece in pieces]))
+        assert [json.loads(d) for _, d in got] == [scripted.PROGRESS, scripted.result(7)]
         assert await child.exit_code() == 0
 
 
@@ -254,12 +255,14 @@ async def test_sigterm_ends_a_stream_that_outlasts_the_drain_and_exits_0() -> No
     the bound passes the stream is ended after its last whole event (a clean end: the
     client resumes elsewhere from there), and the process exits 0."""
     hold = anyio.Event()  # never set
-    up = Upstream(call=[sse("e1", PROGRESS)], hold=hold)
+    up = scripted.Upstream(call=[scripted.sse("e1", scripted.PROGRESS)], hold=hold)
     async with _draining_gateway(up, "1") as (child, http):
         async with _a_call_under_way(child, http) as (_url, pieces, got):
             child.process.send_signal(signal.SIGTERM)
-            with anyio.fail_after(GUARD):
-                got += parse(b"".join([piece async for piece in pieces]))  # no error: clean
-        assert [json.loads(d) for _, d in got] == [PROGRESS]
+            with anyio.fail_after(scripted.GUARD):
+                got += scripted.parse(
+                    b"".join([piece async for piece in pieces])
+                )  # no error: clean
+        assert [json.loads(d) for _, d in got] == [scripted.PROGRESS]
         assert await child.exit_code() == 0
         assert any("1 requests ended by the bound" in e for e in await child.rest_of_stderr())

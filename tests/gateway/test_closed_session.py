@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import CALL, GUARD, HEAD, SID, HeldCall, gateway_for, parse  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -32,7 +32,7 @@ PING = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
 
 
 async def call_across(
-    gw: Any, http: Any, up: HeldCall, end: Callable[[], Awaitable[None]]
+    gw: Any, http: Any, up: scripted.HeldCall, end: Callable[[], Awaitable[None]]
 ) -> list[dict[str, Any]]:
     """A tools/call of session :data:`SID` through ``gw``: once it is upstream, ``end()``
     runs, then the upstream answers it. The messages of the call's ``200`` response, once
@@ -40,22 +40,22 @@ async def call_across(
     got: list[tuple[int, bytes]] = []
 
     async def call() -> None:
-        h = {**HEAD, "mcp-session-id": SID}
-        async with http.stream("POST", gw.url, json=CALL, headers=h) as r:
+        h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=h) as r:
             got.append((r.status_code, b"".join([piece async for piece in r.aiter_raw()])))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(call)
-        with anyio.fail_after(GUARD):
+        with anyio.fail_after(scripted.GUARD):
             await up.arrived.wait()
         await end()
         up.release.set()
-        with anyio.fail_after(GUARD):
+        with anyio.fail_after(scripted.GUARD):
             while not got or gw.gateway.in_flight:
                 await anyio.sleep(0.01)
     [(status, raw)] = got
     assert status == 200
-    return [json.loads(data) for _, data in parse(raw) if data]
+    return [json.loads(data) for _, data in scripted.parse(raw) if data]
 
 
 ENDINGS = {
@@ -80,24 +80,24 @@ async def test_a_call_upstream_when_its_session_ends_ends_with_it(ended: str, th
     the DELETE, or at the ``404``, gets); no resume goes upstream; the closed session is
     not held again once the gateway is done with the call."""
     method, body, status, reason = ENDINGS[ended]
-    up = HeldCall(then, ping_expires=True)
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
-        assert (await http.post(gw.url, json=INITIALIZE, headers=HEAD)).status_code == 200
+    up = scripted.HeldCall(then, ping_expires=True)
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
+        assert (await http.post(gw.url, json=INITIALIZE, headers=scripted.HEAD)).status_code == 200
         gateway = gw.gateway
-        session = gateway._sessions[SID]
+        session = gateway._sessions[scripted.SID]
 
         async def end() -> None:
-            h = {**HEAD, "mcp-session-id": SID}
+            h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
             assert (await http.request(method, gw.url, json=body, headers=h)).status_code == status
-            with anyio.fail_after(GUARD):  # the session ends as that answer is sent
-                while SID in gateway._sessions or not session.closed:
+            with anyio.fail_after(scripted.GUARD):  # the session ends as that answer is sent
+                while scripted.SID in gateway._sessions or not session.closed:
                     await anyio.sleep(0.01)
 
         [ending] = await call_across(gw, http, up, end)
-        assert ending["id"] == CALL["id"]
+        assert ending["id"] == scripted.CALL["id"]
         assert ending["error"]["data"]["reason"] == reason
         assert "GET" not in up.methods  # nothing resumed
-        assert SID not in gateway._sessions and gateway.sessions == 0
+        assert scripted.SID not in gateway._sessions and gateway.sessions == 0
 
 
 async def test_a_session_closed_before_the_upstream_accepted_it_is_never_held() -> None:
@@ -106,8 +106,8 @@ async def test_a_session_closed_before_the_upstream_accepted_it_is_never_held() 
     while the call is upstream, closing that session; then the upstream accepts the
     call. The closed session is not held: the replica's table stays empty, and the
     call ends as closed."""
-    up = HeldCall("result")
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+    up = scripted.HeldCall("result")
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
         gateway = gw.gateway
 
         async def halt() -> None:
@@ -115,4 +115,4 @@ async def test_a_session_closed_before_the_upstream_accepted_it_is_never_held() 
 
         [ending] = await call_across(gw, http, up, halt)
         assert ending["error"]["data"]["reason"] == "session-closed"
-        assert SID not in gateway._sessions and gateway.sessions == 0
+        assert scripted.SID not in gateway._sessions and gateway.sessions == 0

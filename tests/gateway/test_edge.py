@@ -20,7 +20,6 @@ import anyio
 import pytest
 import uvicorn
 from anyio.abc import SocketStream
-from scripted_upstream import GUARD, PARSERS
 from uvicorn.server import ServerState
 
 from fsm.gateway import edge as edge_module
@@ -33,6 +32,7 @@ from fsm.gateway.edge import (
     uvicorn_settings,
 )
 from fsm.wire.serving import serving, whole_body
+from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -96,7 +96,7 @@ def status(response: bytes) -> int:
 async def read_to_eof(stream: SocketStream) -> bytes:
     """What the server sends until it closes (a reset counts as a close)."""
     out = bytearray()
-    with anyio.fail_after(GUARD):
+    with anyio.fail_after(scripted.GUARD):
         while True:
             try:
                 out += await stream.receive()
@@ -107,7 +107,7 @@ async def read_to_eof(stream: SocketStream) -> bytes:
 async def read_response(stream: SocketStream) -> bytes:
     """One response with a ``Content-Length`` (the connection stays open)."""
     out = bytearray()
-    with anyio.fail_after(GUARD):
+    with anyio.fail_after(scripted.GUARD):
         while b"\r\n\r\n" not in out:
             out += await stream.receive()
         top, _, rest = bytes(out).partition(b"\r\n\r\n")
@@ -148,7 +148,7 @@ async def push(port: int, pieces: Iterable[bytes]) -> bytes:
                     if over.is_set():
                         break
                     await stream.send(piece)
-            with anyio.fail_after(GUARD):
+            with anyio.fail_after(scripted.GUARD):
                 await over.wait()
     return bytes(answer)
 
@@ -156,7 +156,7 @@ async def push(port: int, pieces: Iterable[bytes]) -> bytes:
 # --------------------------------------------------------------------------- request heads
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_64_mib_header_line_gets_431_and_is_not_held(http: str) -> None:
     chunk = b"a" * MIB
     pieces = [b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: ", *([chunk] * 64)]
@@ -172,7 +172,7 @@ async def test_a_64_mib_header_line_gets_431_and_is_not_held(http: str) -> None:
     assert peak < 16 * MIB, f"{peak / MIB:.1f} MiB allocated while the line was sent"
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_10000_headers_get_431(http: str) -> None:
     lines = [f"X-H{i}: v" for i in range(10_000)]
     async with served(http) as port:
@@ -180,7 +180,7 @@ async def test_10000_headers_get_431(http: str) -> None:
     assert status(answer) == 431
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_one_header_too_many_gets_431_though_the_head_is_small(http: str) -> None:
     limits = EdgeLimits(max_headers=20)  # Host and Connection are two of them
     async with served(http, limits) as port:
@@ -190,7 +190,7 @@ async def test_one_header_too_many_gets_431_though_the_head_is_small(http: str) 
     assert status(over) == 431
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_refused_head_with_more_bytes_behind_it_is_answered_once(
     http: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -215,7 +215,7 @@ def padded(size: int) -> bytes:
     return out
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_head_of_the_limit_passes_one_byte_more_gets_431_even_in_one_read(
     http: str,
 ) -> None:
@@ -258,7 +258,7 @@ class Transport(asyncio.Transport):
         return True
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_head_cut_across_reads_is_counted_whole(http: str) -> None:
     """The last read alone would hold a complete head within the limit (h11 itself only
     bounds an incomplete one)."""
@@ -277,16 +277,16 @@ async def test_a_head_cut_across_reads_is_counted_whole(http: str) -> None:
     protocol.connection_lost(None)
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_client_that_writes_all_before_reading_still_reads_its_431(
     http: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """More than the loopback's socket buffers hold: a server that closed at once, with
     the client's bytes unread, would reset the connection under the client's send."""
-    monkeypatch.setattr(edge_module, "LINGER_S", GUARD)  # no race with a slow machine
+    monkeypatch.setattr(edge_module, "LINGER_S", scripted.GUARD)  # no race with a slow machine
     request = b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * (32 * MIB)
     async with served(http) as port, await anyio.connect_tcp("127.0.0.1", port) as stream:
-        with anyio.fail_after(GUARD):
+        with anyio.fail_after(scripted.GUARD):
             await stream.send(request)
         answer = await read_to_eof(stream)
     assert status(answer) == 431
@@ -295,7 +295,7 @@ async def test_a_client_that_writes_all_before_reading_still_reads_its_431(
 # --------------------------------------------------------------------------- slow clients
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_slow_heads_get_408_while_a_fresh_request_is_served(http: str) -> None:
     limits = EdgeLimits(header_timeout_s=1.0)
     async with served(http, limits) as port, contextlib.AsyncExitStack() as stack:
@@ -319,7 +319,7 @@ async def test_slow_heads_get_408_while_a_fresh_request_is_served(http: str) -> 
     assert all(status(a) == 408 and b"connection: close" in a.lower() for a in answers)
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_connection_that_sends_nothing_is_closed_unanswered(http: str) -> None:
     async with (
         served(http, EdgeLimits(header_timeout_s=0.3)) as port,
@@ -339,23 +339,23 @@ async def kept_then(http: str, limits: EdgeLimits, then: bytes) -> tuple[bytes, 
         return first, await read_to_eof(stream)
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_next_head_stalled_on_a_kept_connection_gets_408(http: str) -> None:
-    limits = EdgeLimits(header_timeout_s=0.3, keep_alive_s=GUARD)
+    limits = EdgeLimits(header_timeout_s=0.3, keep_alive_s=scripted.GUARD)
     first, second = await kept_then(http, limits, b"GET / HTTP/1.1\r\nHost: localh")
     assert status(first) == 200
     assert status(second) == 408
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_an_idle_kept_connection_is_closed_after_keep_alive(http: str) -> None:
-    limits = EdgeLimits(keep_alive_s=0.3, header_timeout_s=GUARD)
+    limits = EdgeLimits(keep_alive_s=0.3, header_timeout_s=scripted.GUARD)
     first, rest = await kept_then(http, limits, b"")
     assert status(first) == 200
     assert rest == b""
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_response_longer_than_the_header_timeout_is_not_cut(http: str) -> None:
     """The stream's head came before a slow client's: when that client's timer has fired,
     the stream's would have too, had it been left running."""
@@ -367,7 +367,7 @@ async def test_a_response_longer_than_the_header_timeout_is_not_cut(http: str) -
     ):
         await stream.send(head(path="/stream"))
         got = b""
-        with anyio.fail_after(GUARD):
+        with anyio.fail_after(scripted.GUARD):
             while b"first," not in got:
                 got += await stream.receive()
         late = await exchange(port, b"GET / HTTP/1.1\r\n")  # times out after the stream's
@@ -377,9 +377,9 @@ async def test_a_response_longer_than_the_header_timeout_is_not_cut(http: str) -
     assert status(got) == 200 and got.endswith(b"0\r\n\r\n")
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_connection_over_max_connections_gets_503(http: str) -> None:
-    limits = EdgeLimits(max_connections=2, keep_alive_s=GUARD)
+    limits = EdgeLimits(max_connections=2, keep_alive_s=scripted.GUARD)
     async with served(http, limits) as port, contextlib.AsyncExitStack() as stack:
         answers = []
         for _ in range(2):  # kept open: both count
@@ -411,7 +411,7 @@ async def upstream(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_the_gateway_is_served_with_the_edge(http: str) -> None:
     from support.gateway import running_gateway
 

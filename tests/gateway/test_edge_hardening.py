@@ -22,13 +22,13 @@ from typing import Any
 import anyio
 import pytest
 import uvicorn
-from scripted_upstream import GUARD, PARSERS
 from test_edge import read_to_eof, status, upstream
 
 from fsm.gateway.app import GatewayLimits
 from fsm.gateway.edge import BodyBudget, EdgeLimits, HostPolicy, uvicorn_settings
 from fsm.wire.serving import serving, tcp_socket, whole_body
 from support.gateway import RunningGateway, running_gateway
+from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -110,7 +110,7 @@ def test_a_malformed_host_is_refused_not_raised(host: str) -> None:
     assert HostPolicy().refusal({"host": host}) == (421, "Invalid Host header")
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_malformed_origins_and_hosts_get_403_and_421_over_http(
     http: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -141,7 +141,7 @@ def test_uvicorn_settings_turn_websockets_off() -> None:
     assert uvicorn_settings(EdgeLimits(), "h11", relay=True)["ws"] == "none"
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_websocket_upgrade_is_served_as_plain_http(
     http: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -154,7 +154,7 @@ async def test_a_websocket_upgrade_is_served_as_plain_http(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_the_gateway_refuses_a_websocket_scope(
     http: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -200,7 +200,7 @@ RECEIVING = 12288
 async def held_reaches(gw: RunningGateway, value: Callable[[int], bool]) -> None:
     """Wait until the bytes of request bodies the gateway holds satisfy ``value``."""
     budget: BodyBudget = gw.gateway._bodies
-    with anyio.fail_after(GUARD):
+    with anyio.fail_after(scripted.GUARD):
         while not value(budget.held):  # a count the gateway reaches: polled
             await anyio.sleep(0.005)
 
@@ -224,7 +224,7 @@ def bounded(**kwargs: Any) -> GatewayLimits:
     return GatewayLimits(max_body=MAX_BODY, max_receiving_bytes=RECEIVING, **kwargs)
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_bodies_being_received_are_bounded_over_every_connection(http: str) -> None:
     async with gateway(http, limits=bounded()) as (gw, port):
         stall = await anyio.connect_tcp("127.0.0.1", port)
@@ -247,7 +247,7 @@ async def test_bodies_being_received_are_bounded_over_every_connection(http: str
     assert status(fits) != 503 and status(after) != 503
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_body_that_times_out_gives_its_bytes_back(http: str) -> None:
     async with gateway(http, limits=bounded(body_timeout_s=0.5)) as (gw, port):
         async with await anyio.connect_tcp("127.0.0.1", port) as stall:
@@ -305,7 +305,7 @@ def test_max_receiving_bytes_per_peer_is_within_max_body_and_max_receiving_bytes
     assert share(max_receiving_bytes_per_peer=1 << 30, max_receiving_bytes=1 << 30) == 1 << 30
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_one_client_cannot_hold_every_body_being_received(http: str) -> None:
     """One address's stalled bodies hold at most its share: its next request gets ``503``
     although the whole bound has room, and another address's request still fits (as the
@@ -342,7 +342,7 @@ async def test_one_client_cannot_hold_every_body_being_received(http: str) -> No
 # --------------------------------------------------------------------------- cut bodies
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_a_body_cut_off_by_a_disconnect_is_not_forwarded(http: str) -> None:
     """The client sends 7000 of 8000 declared bytes and leaves: the gateway ends the
     request once it sees the disconnect (its bytes given back, its flight over) and the
@@ -367,7 +367,7 @@ async def test_a_body_cut_off_by_a_disconnect_is_not_forwarded(http: str) -> Non
             await cut.send(request(port, body=body + b" " * 7000, length=8000))
             await held_reaches(gw, lambda held: held == len(body) + 7000)
         await held_reaches(gw, lambda held: held == 0)  # it saw the disconnect
-        with anyio.fail_after(GUARD):
+        with anyio.fail_after(scripted.GUARD):
             while gw.gateway._flights:  # the cut request's handling ends: polled
                 await anyio.sleep(0.005)
         cut_received = list(received)
@@ -392,7 +392,7 @@ async def header_count(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-@PARSERS
+@scripted.PARSERS
 @pytest.mark.parametrize("trailers", [1, 99, 150, 1000])
 async def test_trailers_are_not_counted_as_header_lines_nor_passed_on(
     http: str, trailers: int

@@ -24,10 +24,9 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import GUARD, HEAD, PARSERS, PROGRESS, SID, Upstream, parse, result, sse  # noqa: E402
-
 from fsm.wire.serving import lifespan, serving, whole_body  # noqa: E402
 from support.gateway import running_gateway  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -66,7 +65,7 @@ async def exchange(port: int, data: bytes) -> tuple[int, list[tuple[str, str]], 
     out = bytearray()
     async with await anyio.connect_tcp("127.0.0.1", port) as stream:
         await stream.send(data)
-        with anyio.fail_after(GUARD):
+        with anyio.fail_after(scripted.GUARD):
             while True:
                 try:
                     out += await stream.receive()
@@ -149,11 +148,11 @@ class Recording:
         msg = json.loads(body) if body else {}
         common = [(b"date", UPSTREAM_DATE), (b"server", b"scripted/1")]
         if msg.get("method") == "initialize":
-            payload = json.dumps(result(msg["id"])).encode()
+            payload = json.dumps(scripted.result(msg["id"])).encode()
             fields = [
                 (b"content-type", b"application/json"),
                 (b"content-length", b"%d" % len(payload)),
-                (b"mcp-session-id", SID.encode()),
+                (b"mcp-session-id", scripted.SID.encode()),
                 (b"connection", b"x-hop"),
                 (b"x-hop", b"hop only"),
                 (b"keep-alive", b"timeout=5"),
@@ -165,7 +164,10 @@ class Recording:
             return
         fields = [(b"content-type", b"text/event-stream"), *common]
         await send({"type": "http.response.start", "status": 200, "headers": fields})
-        for piece in (sse("e1", PROGRESS), sse("e2", result(msg.get("id")))):
+        for piece in (
+            scripted.sse("e1", scripted.PROGRESS),
+            scripted.sse("e2", scripted.result(msg.get("id"))),
+        ):
             await send({"type": "http.response.body", "body": piece, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
@@ -208,8 +210,8 @@ async def test_an_upstream_that_refuses_connections_gets_502(
     id (``null`` without one), ``data.reason`` ``upstream-unreachable``, whatever the
     request: not a ``200`` with the error (a request POST), a ``202`` (a notification) or
     a ``500`` (a stream, a DELETE). Counted as an upstream error of kind ``connect``."""
-    async with running_gateway(refusing) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
-        headers = {**HEAD, **({"mcp-session-id": fields[0]} if fields else {})}
+    async with running_gateway(refusing) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
+        headers = {**scripted.HEAD, **({"mcp-session-id": fields[0]} if fields else {})}
         content = json.dumps(body).encode() if body is not None else None
         r = await http.request(method, gw.url, content=content, headers=headers)
         assert r.status_code == 502, r.text
@@ -229,9 +231,9 @@ async def test_an_upstream_that_resets_before_answering_gets_502() -> None:
     async with (
         resetting() as url,
         running_gateway(url) as gw,
-        httpx2.AsyncClient(timeout=GUARD) as http,
+        httpx2.AsyncClient(timeout=scripted.GUARD) as http,
     ):
-        r = await http.post(gw.url, json=initialize("r1"), headers=HEAD)
+        r = await http.post(gw.url, json=initialize("r1"), headers=scripted.HEAD)
         assert r.status_code == 502, r.text
         assert r.json()["id"] == "r1"
         assert r.json()["error"]["data"]["reason"] == "upstream-unreachable"
@@ -254,9 +256,9 @@ async def test_a_response_keeps_the_upstreams_fields() -> None:
     assert values(fields, "server") == ["scripted/1"]
     assert values(fields, "content-length") == [str(len(raw))]
     assert values(fields, "transfer-encoding") == []
-    assert json.loads(raw) == result(0)
+    assert json.loads(raw) == scripted.result(0)
     assert values(fields, "x-end-to-end") == ["kept"]
-    assert values(fields, "mcp-session-id") == [SID]
+    assert values(fields, "mcp-session-id") == [scripted.SID]
     for hop in ("x-hop", "keep-alive"):
         assert values(fields, hop) == [], hop
     assert values(fields, "connection") == ["close"]  # the gateway's own, for this hop
@@ -265,9 +267,9 @@ async def test_a_response_keeps_the_upstreams_fields() -> None:
 async def test_a_stream_keeps_the_upstreams_date_and_a_made_response_gets_one() -> None:
     """An event stream (its ids rewritten, so no length) keeps the upstream's ``Date``
     and ``Server``; a response the gateway makes itself has one ``Date`` and a length."""
-    async with recorded() as (_up, port), httpx2.AsyncClient(timeout=GUARD) as http:
+    async with recorded() as (_up, port), httpx2.AsyncClient(timeout=scripted.GUARD) as http:
         url = f"http://127.0.0.1:{port}/mcp"
-        assert (await http.post(url, json=initialize(), headers=HEAD)).status_code == 200
+        assert (await http.post(url, json=initialize(), headers=scripted.HEAD)).status_code == 200
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
         body = json.dumps(call).encode()
         status, fields, raw = await exchange(
@@ -278,14 +280,14 @@ async def test_a_stream_keeps_the_upstreams_date_and_a_made_response_gets_one() 
                 body,
                 "Accept: application/json, text/event-stream",
                 "Content-Type: application/json",
-                f"Mcp-Session-Id: {SID}",
+                scripted.IN_SESSION,
             ),
         )
         assert status == 200
         assert values(fields, "date") == [UPSTREAM_DATE.decode()]
         assert values(fields, "server") == ["scripted/1"]
         assert values(fields, "content-length") == []
-        assert [json.loads(d) for _, d in parse(unchunked(raw))][-1] == result(7)
+        assert [json.loads(d) for _, d in scripted.parse(unchunked(raw))][-1] == scripted.result(7)
         status, fields, raw = await exchange(port, request("GET", port).replace(b"/mcp", b"/x"))
         assert status == 404
         assert len(values(fields, "date")) == 1 and values(fields, "server") == []
@@ -346,12 +348,14 @@ async def test_a_query_no_url_can_hold_is_refused_before_anything_is_forwarded()
     assert up.queries == [b"a=b"]
 
 
-@PARSERS
+@scripted.PARSERS
 async def test_an_http_1_0_client_gets_no_chunked_framing(http: str) -> None:
     """HTTP/1.0 has no chunked coding: an event stream (no length: its ids are rewritten)
     reaches an HTTP/1.0 client as it comes, ended by the connection's close, and so does
     a body the upstream sent chunked."""
-    up = Upstream(call=[sse("e1", PROGRESS), sse("e2", result(7))])
+    up = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS), scripted.sse("e2", scripted.result(7))]
+    )
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
@@ -367,17 +371,19 @@ async def test_an_http_1_0_client_gets_no_chunked_framing(http: str) -> None:
                 port, request("POST", port, begin, accept, version="1.0")
             )
             assert status == 200 and values(fields, "transfer-encoding") == []
-            assert json.loads(raw) == result(0)  # the upstream sent no length: to the close
+            assert json.loads(raw) == scripted.result(
+                0
+            )  # the upstream sent no length: to the close
             call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
             body = json.dumps(call).encode()
             status, fields, raw = await exchange(
-                port, request("POST", port, body, accept, f"Mcp-Session-Id: {SID}", version="1.0")
+                port, request("POST", port, body, accept, scripted.IN_SESSION, version="1.0")
             )
     finally:
         sock.close()
     assert status == 200
     assert values(fields, "transfer-encoding") == []
     assert values(fields, "content-length") == []
-    events = parse(raw)
-    assert [json.loads(d) for _, d in events] == [PROGRESS, result(7)]
+    events = scripted.parse(raw)
+    assert [json.loads(d) for _, d in events] == [scripted.PROGRESS, scripted.result(7)]
     assert all(event_id and event_id.endswith((".e1", ".e2")) for event_id, _ in events)

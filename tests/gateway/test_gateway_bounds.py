@@ -29,27 +29,11 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import (  # noqa: E402
-    HEAD,
-    SID,
-    UNKNOWN_SESSION_BODY,
-    Flood,
-    Piece,
-    Upstream,
-    elicit,
-    gateway_for,
-    parse,
-    peak_rss,
-    reset_peak_rss,
-    result,
-    rss,
-    sse,
-)
-
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.gateway.standalone import claimant  # noqa: E402
 from fsm.gateway.store import MemoryStore  # noqa: E402
 from fsm.sse.guard import GuardConfig  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -73,7 +57,7 @@ class Read:
 
     @property
     def events(self) -> list[tuple[str | None, str]]:
-        return parse(self.raw)
+        return scripted.parse(self.raw)
 
     def messages(self) -> list[dict[str, Any]]:
         """The JSON-RPC messages among the events."""
@@ -92,7 +76,7 @@ class Read:
         return [m for m in self.messages() if "error" in m]
 
     def results(self, rid: Any) -> int:
-        return sum(m == result(rid) for m in self.messages())
+        return sum(m == scripted.result(rid) for m in self.messages())
 
 
 async def read(
@@ -122,13 +106,15 @@ def tool_call(rid: Any) -> dict[str, Any]:
 
 async def call(http: Any, url: str, sid: str, rid: Any, **headers: Any) -> Read:
     """A tools/call ``rid`` of session ``sid``, read to the end."""
-    return await read(http, "POST", url, {**HEAD, "mcp-session-id": sid, **headers}, tool_call(rid))
+    return await read(
+        http, "POST", url, {**scripted.HEAD, "mcp-session-id": sid, **headers}, tool_call(rid)
+    )
 
 
 async def begin(http: Any, url: str, **headers: Any) -> str:
     """Initialize a session through the gateway; its id."""
     body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-    r = await http.post(url, json=body, headers={**HEAD, **headers})
+    r = await http.post(url, json=body, headers={**scripted.HEAD, **headers})
     assert r.status_code == 200
     return str(r.headers["mcp-session-id"])
 
@@ -137,13 +123,13 @@ def client() -> Any:
     return httpx2.AsyncClient(limits=httpx2.Limits(max_connections=None), timeout=HANG)
 
 
-def calls_by_id(scripts: dict[Any, Sequence[Piece]]) -> Any:
+def calls_by_id(scripts: dict[Any, Sequence[scripted.Piece]]) -> Any:
     """An upstream script: the pieces of each call by its request id (a result alone for
     any other id)."""
 
-    def script(msg: dict[str, Any], headers: dict[str, str]) -> Sequence[Piece]:
+    def script(msg: dict[str, Any], headers: dict[str, str]) -> Sequence[scripted.Piece]:
         rid = msg["id"]
-        return scripts.get(rid, [sse(f"r{rid}", result(rid))])
+        return scripts.get(rid, [scripted.sse(f"r{rid}", scripted.result(rid))])
 
     return script
 
@@ -176,12 +162,16 @@ async def test_a_header_byte_over_0x7f_gets_400_and_harms_no_session(
     A's call ends with its result."""
     store = MemoryStore()
     answered = anyio.Event()  # set by the first answer POST the upstream receives
-    first: list[Piece] = [sse("e1", elicit(1)), answered, sse("e2", result(7))]
-    up = Upstream(script=calls_by_id({7: first}), issue_sessions=True, answered=answered)
-    async with gateway_for(up, store=store) as gw, client() as http:
+    first: list[scripted.Piece] = [
+        scripted.sse("e1", scripted.elicit(1)),
+        answered,
+        scripted.sse("e2", scripted.result(7)),
+    ]
+    up = scripted.Upstream(script=calls_by_id({7: first}), issue_sessions=True, answered=answered)
+    async with scripted.gateway_for(up, store=store) as gw, client() as http:
         mine = await begin(http, gw.url, authorization="Bearer a")
         other = await begin(http, gw.url, authorization="Bearer b")
-        h = {**HEAD, "mcp-session-id": mine, "authorization": "Bearer a"}
+        h = {**scripted.HEAD, "mcp-session-id": mine, "authorization": "Bearer a"}
         shown = anyio.Event()
         got: list[Read] = []
 
@@ -267,11 +257,11 @@ async def test_a_header_with_a_control_character_gets_400_at_the_gateway(
     refuse most control characters first; this hands the request to the app directly):
     400 with a JSON-RPC error, nothing sent upstream or stored, the session unharmed."""
     store = MemoryStore()
-    up = Upstream(script=calls_by_id({}), issue_sessions=True)
-    async with gateway_for(up, store=store) as gw, client() as http:
+    up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True)
+    async with scripted.gateway_for(up, store=store) as gw, client() as http:
         sid = await begin(http, gw.url)
         seen, stored = len(up.requests), len(store)
-        headers = [(k.encode(), v.encode()) for k, v in HEAD.items()]
+        headers = [(k.encode(), v.encode()) for k, v in scripted.HEAD.items()]
         headers += [(b"mcp-session-id", sid.encode()), (name.encode(), value)]
         status, body = await asgi_request(gw, headers, json.dumps(tool_call(5)).encode())
         assert (len(up.requests), len(store)) == (seen, stored)
@@ -282,10 +272,10 @@ async def test_a_header_with_a_control_character_gets_400_at_the_gateway(
 
 async def test_a_tab_in_a_header_value_is_forwarded() -> None:
     """HTAB is the one control character a header value may hold: forwarded as it came."""
-    up = Upstream(script=calls_by_id({}), issue_sessions=True)
-    async with gateway_for(up) as gw, client() as http:
+    up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True)
+    async with scripted.gateway_for(up) as gw, client() as http:
         sid = await begin(http, gw.url)
-        headers = [(k.encode(), v.encode()) for k, v in HEAD.items()]
+        headers = [(k.encode(), v.encode()) for k, v in scripted.HEAD.items()]
         headers += [(b"mcp-session-id", sid.encode()), (b"x-trace", b"a\tb")]
         note = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
         status, _ = await asgi_request(gw, headers, note.encode())
@@ -310,14 +300,14 @@ async def test_streams_no_client_reads_do_not_fill_the_stream_cap(kind: str) -> 
     client connection does not hold a place in it: every one of the 70 is opened, and a
     call after them completes with its result."""
     never = anyio.Event()  # the abandoned streams' upstream side waits for the gateway
-    opened: dict[Any, Sequence[Piece]] = {
-        100 + i: [sse(f"c{100 + i}", ""), never] for i in range(70)
+    opened: dict[Any, Sequence[scripted.Piece]] = {
+        100 + i: [scripted.sse(f"c{100 + i}", ""), never] for i in range(70)
     }
-    up = Upstream(script=calls_by_id(opened), standalone=[sse("g1", "")])
+    up = scripted.Upstream(script=calls_by_id(opened), standalone=[scripted.sse("g1", "")])
     assert GuardConfig().max_streams == 64
-    async with gateway_for(up) as gw, client() as http:
+    async with scripted.gateway_for(up) as gw, client() as http:
         sid = await begin(http, gw.url)
-        h = {**HEAD, "mcp-session-id": sid}
+        h = {**scripted.HEAD, "mcp-session-id": sid}
         for i in range(70):
             method, body = ("POST", tool_call(100 + i)) if kind == "post" else ("GET", None)
             with anyio.fail_after(HANG):
@@ -335,11 +325,11 @@ A, A2, B = "Bearer a", "Bearer a2", "Bearer b"
 """A's token, the token A's client refreshes to, and a stranger's."""
 
 
-async def _at_the_cap(up: Upstream, http: Any, gw: Any) -> tuple[str, Any]:
+async def _at_the_cap(up: scripted.Upstream, http: Any, gw: Any) -> tuple[str, Any]:
     """A's session (token :data:`A`) holding the guard's live-stream cap, none of its
     streams read (A's connections dropped, its calls resumable): its id and its guard."""
     sid = await begin(http, gw.url, authorization=A)
-    h = {**HEAD, "mcp-session-id": sid, "authorization": A}
+    h = {**scripted.HEAD, "mcp-session-id": sid, "authorization": A}
     for i in range(GuardConfig().max_streams):
         with anyio.fail_after(HANG):
             async with http.stream("POST", gw.url, json=tool_call(100 + i), headers=h) as r:
@@ -352,21 +342,21 @@ async def _at_the_cap(up: Upstream, http: Any, gw: Any) -> tuple[str, Any]:
     return sid, guard
 
 
-def _capped_upstream(tokens: set[str]) -> Upstream:
+def _capped_upstream(tokens: set[str]) -> scripted.Upstream:
     """An upstream whose 64 calls stream until the gateway leaves them, accepting only
     ``tokens``."""
     never = anyio.Event()
-    opened: dict[Any, Sequence[Piece]] = {
-        100 + i: [sse(f"c{100 + i}", ""), never] for i in range(GuardConfig().max_streams)
+    opened: dict[Any, Sequence[scripted.Piece]] = {
+        100 + i: [scripted.sse(f"c{100 + i}", ""), never] for i in range(GuardConfig().max_streams)
     }
-    return Upstream(
+    return scripted.Upstream(
         script=calls_by_id(opened),
-        standalone=[sse("g1", "")],
+        standalone=[scripted.sse("g1", "")],
         accepts=lambda headers: headers.get("authorization") in tokens,
     )
 
 
-def _reached(up: Upstream, before: int) -> list[tuple[str, str | None, str | None]]:
+def _reached(up: scripted.Upstream, before: int) -> list[tuple[str, str | None, str | None]]:
     """(HTTP method, JSON-RPC method, credentials) of each request since ``before``."""
     out = []
     for method, headers, body in up.requests[before:]:
@@ -383,13 +373,13 @@ async def test_a_stranger_at_the_stream_cap_ends_no_stream_of_the_owner(method: 
     it refuses; the request gets ``503`` and never reaches the upstream, and A's oldest
     stream stays live. A's own next call makes room as before."""
     up = _capped_upstream({A})
-    async with gateway_for(up) as gw, client() as http:
+    async with scripted.gateway_for(up) as gw, client() as http:
         sid, guard = await _at_the_cap(up, http, gw)
         before = len(up.requests)
         if method == "POST":
             stranger = await call(http, gw.url, sid, 999, authorization=B)
         else:
-            h = {**HEAD, "mcp-session-id": sid, "authorization": B}
+            h = {**scripted.HEAD, "mcp-session-id": sid, "authorization": B}
             stranger = await read(http, "GET", gw.url, h)
         reached = _reached(up, before)
         oldest = guard.stream_state("post:100")
@@ -409,10 +399,10 @@ async def test_the_owner_with_a_refreshed_token_makes_room_at_the_stream_cap(
     the new token, which the upstream accepts: the oldest stream no client reads is
     abandoned for it, and the request goes through instead of getting ``503``."""
     up = _capped_upstream({A, A2})
-    async with gateway_for(up) as gw, client() as http:
+    async with scripted.gateway_for(up) as gw, client() as http:
         sid, guard = await _at_the_cap(up, http, gw)
         before = len(up.requests)
-        h = {**HEAD, "mcp-session-id": sid, "authorization": A2}
+        h = {**scripted.HEAD, "mcp-session-id": sid, "authorization": A2}
         if method == "POST":
             owner = await call(http, gw.url, sid, 7, authorization=A2)
         else:
@@ -438,15 +428,20 @@ async def test_a_stream_past_the_cap_gets_503_and_the_session_goes_on() -> None:
     gets 503, and neither reaches the upstream (no tool runs for a refused call);
     nothing else changes. Once one call ends, a new call completes, and so do the 64."""
     first, rest = anyio.Event(), anyio.Event()
-    scripts: dict[Any, Sequence[Piece]] = {100: [sse("c100", ""), first, sse("r100", result(100))]}
+    scripts: dict[Any, Sequence[scripted.Piece]] = {
+        100: [scripted.sse("c100", ""), first, scripted.sse("r100", scripted.result(100))]
+    }
     scripts.update(
-        {rid: [sse(f"c{rid}", ""), rest, sse(f"r{rid}", result(rid))] for rid in range(101, 164)}
+        {
+            rid: [scripted.sse(f"c{rid}", ""), rest, scripted.sse(f"r{rid}", scripted.result(rid))]
+            for rid in range(101, 164)
+        }
     )
-    up = Upstream(script=calls_by_id(scripts), standalone=[sse("g1", "")])
+    up = scripted.Upstream(script=calls_by_id(scripts), standalone=[scripted.sse("g1", "")])
     reads: dict[int, Read] = {}
-    async with gateway_for(up) as gw, client() as http:
+    async with scripted.gateway_for(up) as gw, client() as http:
         sid = await begin(http, gw.url)
-        h = {**HEAD, "mcp-session-id": sid}
+        h = {**scripted.HEAD, "mcp-session-id": sid}
         opened = 0
         all_open = anyio.Event()
         ended = {rid: anyio.Event() for rid in scripts}
@@ -497,17 +492,19 @@ async def test_an_event_over_max_event_bytes_ends_its_stream_unheld(end: bool) -
     ``event-too-large``, none of the event reaches the client, the gateway stops
     reading it, and this process's resident memory (gateway, upstream and client alike)
     grows by well under the event's size (< 32 MiB, peak)."""
-    flood = Flood(size=64 * MiB, end=end)
-    tail: list[Piece] = [sse("e2", result(7))] if end else [anyio.Event()]
-    up = Upstream(call=[sse("e1", ""), flood, *tail])
+    flood = scripted.Flood(size=64 * MiB, end=end)
+    tail: list[scripted.Piece] = (
+        [scripted.sse("e2", scripted.result(7))] if end else [anyio.Event()]
+    )
+    up = scripted.Upstream(call=[scripted.sse("e1", ""), flood, *tail])
     limits = GatewayLimits(max_event_bytes=1 * MiB)
-    async with gateway_for(up, limits=limits) as gw, client() as http:
+    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
         sid = await begin(http, gw.url)
-        before = rss()
-        exact = reset_peak_rss()
+        before = scripted.rss()
+        exact = scripted.reset_peak_rss()
         with anyio.fail_after(HANG):
             got = await call(http, gw.url, sid, 7)
-        peak = max(peak_rss() if exact else 0, flood.rss_max, rss())
+        peak = max(scripted.peak_rss() if exact else 0, flood.rss_max, scripted.rss())
     assert got.status == 200 and got.broken is None
     [err] = got.errors()
     assert err["id"] == 7 and err["error"]["data"]["reason"] == "event-too-large"
@@ -522,19 +519,19 @@ async def test_other_sessions_are_served_while_one_receives_an_oversized_event()
     upstream waits there. Meanwhile session B makes 20 calls: all 20 complete. Then the
     rest of A's event comes, and A's call ends with ``event-too-large``."""
     go_on = anyio.Event()
-    flood = Flood(size=64 * MiB, pause_at=MiB // 2, resume=go_on)
-    up = Upstream(script=calls_by_id({}), issue_sessions=True)
+    flood = scripted.Flood(size=64 * MiB, pause_at=MiB // 2, resume=go_on)
+    up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True)
 
-    def script(msg: dict[str, Any], headers: dict[str, str]) -> Sequence[Piece]:
+    def script(msg: dict[str, Any], headers: dict[str, str]) -> Sequence[scripted.Piece]:
         rid = msg["id"]
         if headers.get("mcp-session-id") == "session-1":
-            return [sse("a1", ""), flood, sse("a2", result(rid))]
-        return [sse(f"b{rid}", result(rid))]
+            return [scripted.sse("a1", ""), flood, scripted.sse("a2", scripted.result(rid))]
+        return [scripted.sse(f"b{rid}", scripted.result(rid))]
 
     up.script = script
     limits = GatewayLimits(max_event_bytes=1 * MiB)
     served = 0
-    async with gateway_for(up, limits=limits) as gw, client() as http:
+    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
         a, b = await begin(http, gw.url), await begin(http, gw.url)
         got: list[Read] = []
 
@@ -570,23 +567,25 @@ async def test_an_elicitation_flood_bounds_the_gateways_own_upstream_requests() 
     flood = 2_000
     release = anyio.Event()
     note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "sent"}}
-    flooded: list[Piece] = [sse(f"e{i}", elicit(i)) for i in range(1, flood + 1)]
-    scripts: dict[Any, Sequence[Piece]] = {
-        7: [*flooded, sse("note", note), release, sse("done", result(7))]
+    flooded: list[scripted.Piece] = [
+        scripted.sse(f"e{i}", scripted.elicit(i)) for i in range(1, flood + 1)
+    ]
+    scripts: dict[Any, Sequence[scripted.Piece]] = {
+        7: [*flooded, scripted.sse("note", note), release, scripted.sse("done", scripted.result(7))]
     }
-    up = Upstream(script=calls_by_id(scripts), answer_hold=release)
+    up = scripted.Upstream(script=calls_by_id(scripts), answer_hold=release)
     limits = GatewayLimits(upstream_requests_per_session=8, max_pending_refusals=64)
     live = GuardConfig().max_live_requests
     assert live < flood - 64 - 8
-    async with gateway_for(up, limits=limits) as gw, client() as http:
+    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
         sid = await begin(http, gw.url)
-        before = rss()
+        before = scripted.rss()
         all_sent = anyio.Event()
         got: list[Read] = []
 
         async def flooded_call() -> None:
             raw = bytearray()
-            h = {**HEAD, "mcp-session-id": sid}
+            h = {**scripted.HEAD, "mcp-session-id": sid}
             async with http.stream("POST", gw.url, json=tool_call(7), headers=h) as r:
                 async for chunk in r.aiter_raw():
                     raw += chunk
@@ -599,7 +598,7 @@ async def test_an_elicitation_flood_bounds_the_gateways_own_upstream_requests() 
             with anyio.fail_after(HANG):
                 await all_sent.wait()
                 await up.wait_until(lambda u: u.response_posts >= 8)
-            during = rss()
+            during = scripted.rss()
             release.set()
             with anyio.fail_after(HANG):
                 await up.wait_until(lambda u: len(u.responses("error")) >= 64)
@@ -626,15 +625,15 @@ async def test_session_ids_the_upstream_refuses_leave_no_guard_and_no_store_entr
     then held and stored (the counts are live)."""
     count, workers = 1_000, 8
     store = MemoryStore()
-    up = Upstream(script=calls_by_id({}), issue_sessions=True, refuse_unknown=True)
+    up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True, refuse_unknown=True)
     made_up = [f"made-up-{i}" for i in range(count)]
     answers: list[tuple[int, bytes]] = []
-    async with gateway_for(up, store=store) as gw, client() as http:
+    async with scripted.gateway_for(up, store=store) as gw, client() as http:
 
         async def worker(ids: list[str]) -> None:
             for sid in ids:
                 r = await http.post(
-                    gw.url, json=tool_call(1), headers={**HEAD, "mcp-session-id": sid}
+                    gw.url, json=tool_call(1), headers={**scripted.HEAD, "mcp-session-id": sid}
                 )
                 answers.append((r.status_code, r.content))
 
@@ -648,7 +647,7 @@ async def test_session_ids_the_upstream_refuses_leave_no_guard_and_no_store_entr
         held_after, stored_after = gw.gateway.sessions, len(store)
     assert len(answers) == count
     assert {status for status, _ in answers} == {404}
-    assert {body for _, body in answers} == {UNKNOWN_SESSION_BODY}
+    assert {body for _, body in answers} == {scripted.UNKNOWN_SESSION_BODY}
     assert sorted(str(sid) for sid in up.session_ids[:count]) == sorted(made_up)
     assert (held, stored) == (0, 0)
     assert ok.results(7) == 1 and held_after == 1 and stored_after > 0
@@ -665,13 +664,15 @@ def _raw(msg: dict[str, Any]) -> bytes:
 
 INVALID_UTF8 = {
     # an elicitation whose message holds a byte that is never UTF-8
-    "in-a-string": _raw(elicit(1, "Delete\udcff?")),
+    "in-a-string": _raw(scripted.elicit(1, "Delete\udcff?")),
     # one before the JSON
-    "before-the-json": b"\xff" + json.dumps(elicit(1)).encode(),
+    "before-the-json": b"\xff" + json.dumps(scripted.elicit(1)).encode(),
     # a multi-byte sequence cut short, inside a string
-    "cut-sequence": _raw(elicit(1, "Pay 5 \udce2\udc82?")),
+    "cut-sequence": _raw(scripted.elicit(1, "Pay 5 \udce2\udc82?")),
     # an overlong encoding of '"'
-    "overlong": json.dumps(elicit(1, "Delete?")).encode().replace(b'"Delete?"', b'"\xc0\xa2"'),
+    "overlong": json.dumps(scripted.elicit(1, "Delete?"))
+    .encode()
+    .replace(b'"Delete?"', b'"\xc0\xa2"'),
 }
 
 
@@ -683,15 +684,21 @@ async def test_invalid_utf8_in_an_event_reaches_nobody_as_a_request(data: bytes)
     client, decoding as HTTP clients do (invalid bytes as U+FFFD), gets no request 1,
     and the gateway claimed none."""
     store = MemoryStore()
-    up = Upstream(call=[sse("e1", ""), b"id: e2\ndata: " + data + b"\n\n", sse("e3", result(7))])
-    async with gateway_for(up, store=store) as gw, client() as http:
+    up = scripted.Upstream(
+        call=[
+            scripted.sse("e1", ""),
+            b"id: e2\ndata: " + data + b"\n\n",
+            scripted.sse("e3", scripted.result(7)),
+        ]
+    )
+    async with scripted.gateway_for(up, store=store) as gw, client() as http:
         await begin(http, gw.url)
         with anyio.fail_after(HANG):
-            got = await call(http, gw.url, SID, 7)
+            got = await call(http, gw.url, scripted.SID, 7)
     assert got.status == 200 and got.broken is None
     assert got.results(7) == 1 and got.errors() == []
     assert got.requests(1) == 0
-    assert not (await store.claim_status(SID, 1)).claimed
+    assert not (await store.claim_status(scripted.SID, 1)).claimed
 
 
 # --------------------------------------------------------------------------- 7. bodies
@@ -706,7 +713,7 @@ async def stalled_body(gw: Any, sid: str, *, to_end: bool = False) -> tuple[byte
     assert port is not None
     request = (
         f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
-        f"content-type: application/json\r\naccept: {HEAD['accept']}\r\n"
+        f"content-type: application/json\r\naccept: {scripted.HEAD['accept']}\r\n"
         f"mcp-session-id: {sid}\r\ncontent-length: 64\r\n\r\n"
     )
     answer, closed = b"", False
@@ -733,9 +740,9 @@ async def test_a_body_that_never_comes_gets_408_and_frees_its_session() -> None:
     ``body_timeout_s`` (0.3 s here) it gets 408 with a JSON-RPC error; nothing reached
     the upstream. The session is not left busy: with ``max_sessions=1`` a new session,
     which needs the held one dropped (only an idle one is), is then served."""
-    up = Upstream(script=calls_by_id({}), issue_sessions=True)
+    up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True)
     limits = GatewayLimits(max_sessions=1, body_timeout_s=0.3)
-    async with gateway_for(up, limits=limits) as gw, client() as http:
+    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
         first = await begin(http, gw.url)
         seen = len(up.requests)
         answer, _ = await stalled_body(gw, first)
@@ -752,9 +759,9 @@ async def test_a_408_for_a_body_that_never_came_closes_its_connection() -> None:
     ``Connection: close``): the gateway's 408 for a body that never came says so and
     the connection is closed, not kept for the keep-alive time with the request's
     unread body bytes still to come on it."""
-    up = Upstream(script=calls_by_id({}), issue_sessions=True)
+    up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True)
     limits = GatewayLimits(body_timeout_s=0.3)
-    async with gateway_for(up, limits=limits) as gw, client() as http:
+    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
         sid = await begin(http, gw.url)
         answer, closed = await stalled_body(gw, sid, to_end=True)
     head = answer.partition(b"\r\n\r\n")[0].lower()
@@ -770,8 +777,10 @@ async def test_a_long_session_keeps_bounded_state_per_stream() -> None:
     """200 calls in one session: what the gateway keeps per stream (id tables, kept
     results, the credentials a stream acted with) stays bounded by the streams still
     live and the newest ``max_finals`` results, not by the calls made."""
-    up = Upstream(script=lambda msg, headers: [sse(f"e{msg['id']}", result(msg["id"]))])
-    async with gateway_for(up, limits=GatewayLimits(max_finals=4)) as gw, client() as http:
+    up = scripted.Upstream(
+        script=lambda msg, headers: [scripted.sse(f"e{msg['id']}", scripted.result(msg["id"]))]
+    )
+    async with scripted.gateway_for(up, limits=GatewayLimits(max_finals=4)) as gw, client() as http:
         sid = await begin(http, gw.url)
         for rid in range(1, 201):
             assert (await call(http, gw.url, sid, rid)).results(rid) == 1
@@ -787,13 +796,13 @@ THREE_BIG = GatewayLimits(max_kept_bytes=350_000)
 """Room for three :data:`BIG` results kept, over every session."""
 
 
-def big_results() -> Upstream:
+def big_results() -> scripted.Upstream:
     """An upstream issuing sessions that answers every request with :data:`BIG`."""
 
     def script(msg: Any, headers: Any) -> list[bytes]:
-        return [sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": BIG})]
+        return [scripted.sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": BIG})]
 
-    return Upstream(script=script, issue_sessions=True)
+    return scripted.Upstream(script=script, issue_sessions=True)
 
 
 async def test_results_read_whole_cannot_fill_the_replica() -> None:
@@ -803,7 +812,7 @@ async def test_results_read_whole_cannot_fill_the_replica() -> None:
     newest resumes from what was kept, an evicted one is told ``result-not-kept``, and a
     session's end lets its result go."""
     up = big_results()
-    async with gateway_for(up, limits=THREE_BIG) as gw, client() as http:
+    async with scripted.gateway_for(up, limits=THREE_BIG) as gw, client() as http:
         kept, held = gw.gateway._kept, gw.gateway._sessions
         sids, firsts = [], []
         for _ in range(5):
@@ -818,11 +827,11 @@ async def test_results_read_whole_cannot_fill_the_replica() -> None:
         resumes = []
         for sid, first in ((sids[-1], firsts[-1]), (sids[0], firsts[0])):
             ((event_id, _),) = first.events
-            h = {**HEAD, "mcp-session-id": sid, "last-event-id": event_id}
+            h = {**scripted.HEAD, "mcp-session-id": sid, "last-event-id": event_id}
             resumes.append(await read(http, "GET", gw.url, h))
         gets = [method for method, _, _ in up.requests if method == "GET"]
         size, last = kept.size, held[sids[-1]]
-        gone = await http.delete(gw.url, headers={**HEAD, "mcp-session-id": sids[-1]})
+        gone = await http.delete(gw.url, headers={**scripted.HEAD, "mcp-session-id": sids[-1]})
         assert gone.status_code == 202
         with anyio.fail_after(HANG):  # the session ends as its DELETE's answer is sent
             while sids[-1] in held:
@@ -841,7 +850,7 @@ async def test_one_session_reading_many_results_pushes_out_its_own_not_anothers(
     three. The reader's oldest results go, not the other session's older one: the kept
     results are shared fairly, so no client takes another's resume away by reading."""
     up = big_results()
-    async with gateway_for(up, limits=THREE_BIG) as gw, client() as http:
+    async with scripted.gateway_for(up, limits=THREE_BIG) as gw, client() as http:
         kept, held = gw.gateway._kept, gw.gateway._sessions
 
         async def kept_after_call(sid: str, rid: int) -> Any:
@@ -858,7 +867,7 @@ async def test_one_session_reading_many_results_pushes_out_its_own_not_anothers(
             await kept_after_call(reader, rid)
         counts = (kept.count(held[victim]), kept.count(held[reader]))
         ((event_id, _),) = first.events
-        h = {**HEAD, "mcp-session-id": victim, "last-event-id": event_id}
+        h = {**scripted.HEAD, "mcp-session-id": victim, "last-event-id": event_id}
         resumed = await read(http, "GET", gw.url, h)
     assert counts == (1, 2)
     assert [m["result"] for m in resumed.messages()] == [BIG]  # from what was kept
@@ -869,8 +878,10 @@ async def test_proven_credentials_are_kept_as_digests() -> None:
     """Ten requests of one session, each with its own 30 KB cookie, all accepted: the
     session keeps a 32-byte digest of the newest eight (``max_credentials``), not the
     cookies; a request is trusted exactly when its credentials are one of them."""
-    up = Upstream(script=lambda msg, headers: [sse("e1", result(msg["id"]))])
-    async with gateway_for(up) as gw, client() as http:
+    up = scripted.Upstream(
+        script=lambda msg, headers: [scripted.sse("e1", scripted.result(msg["id"]))]
+    )
+    async with scripted.gateway_for(up) as gw, client() as http:
         sid = await begin(http, gw.url)
         cookies = [f"c={n}{'x' * 30_000}" for n in range(10)]
         for rid, cookie in enumerate(cookies, start=1):
@@ -902,8 +913,10 @@ async def test_a_resume_of_a_stream_the_guard_forgot_gets_its_kept_result() -> N
     """The gateway's guards remember few ended streams (``GATEWAY_GUARD``): a client
     resuming a finished call after 10 more gets the result the session kept for it,
     answered here, not a fresh resume of the stream upstream."""
-    up = Upstream(script=lambda msg, headers: [sse(f"e{msg['id']}", result(msg["id"]))])
-    async with gateway_for(up) as gw, client() as http:
+    up = scripted.Upstream(
+        script=lambda msg, headers: [scripted.sse(f"e{msg['id']}", scripted.result(msg["id"]))]
+    )
+    async with scripted.gateway_for(up) as gw, client() as http:
         sid = await begin(http, gw.url)
         first = await call(http, gw.url, sid, 1)
         ((event_id, _),) = first.events
@@ -912,7 +925,7 @@ async def test_a_resume_of_a_stream_the_guard_forgot_gets_its_kept_result() -> N
         held = gw.gateway._sessions[sid]
         assert held.engine.guard.stream_state("post:1") is None  # forgotten by the guard
         gets = sum(method == "GET" for method, _, _ in up.requests)
-        h = {**HEAD, "mcp-session-id": sid, "last-event-id": event_id}
+        h = {**scripted.HEAD, "mcp-session-id": sid, "last-event-id": event_id}
         again = await read(http, "GET", gw.url, h)
     assert again.status == 200 and again.results(1) == 1
     assert sum(method == "GET" for method, _, _ in up.requests) == gets
@@ -926,16 +939,16 @@ async def test_a_large_result_passed_on_in_pieces_is_kept_whole() -> None:
     big = {"content": [{"type": "text", "text": text}]}
 
     def script(msg: Any, headers: Any) -> list[bytes]:
-        return [sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": big})]
+        return [scripted.sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": big})]
 
-    up = Upstream(script=script)
-    async with gateway_for(up) as gw, client() as http:
+    up = scripted.Upstream(script=script)
+    async with scripted.gateway_for(up) as gw, client() as http:
         sid = await begin(http, gw.url)
         first = await call(http, gw.url, sid, 1)
         ((event_id, _),) = first.events
         for rid in range(2, 12):  # the guard forgets the stream; the session keeps it
             await call(http, gw.url, sid, rid)
-        h = {**HEAD, "mcp-session-id": sid, "last-event-id": event_id}
+        h = {**scripted.HEAD, "mcp-session-id": sid, "last-event-id": event_id}
         again = await read(http, "GET", gw.url, h)
     assert [m["result"] for m in first.messages()] == [big]
     assert [m["result"] for m in again.messages()] == [big]
@@ -952,11 +965,11 @@ async def test_an_answer_sent_before_the_server_asks_is_not_kept_for_the_questio
     the person asked then answers it. Through the gateway it changes no more than it
     does sent direct."""
     store = MemoryStore()
-    up = Upstream(script=calls_by_id({}))
-    async with gateway_for(up, store=store) as gw, client() as http:
+    up = scripted.Upstream(script=calls_by_id({}))
+    async with scripted.gateway_for(up, store=store) as gw, client() as http:
         sid = await begin(http, gw.url)
         planted = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
-        r = await http.post(gw.url, json=planted, headers={**HEAD, "mcp-session-id": sid})
+        r = await http.post(gw.url, json=planted, headers={**scripted.HEAD, "mcp-session-id": sid})
         assert r.status_code == 202  # the upstream's own answer, relayed
         assert await store.answer_of(sid, 1) is None
 
@@ -966,9 +979,9 @@ async def test_a_long_session_remembers_a_bounded_past() -> None:
     event id: nothing to resume from): what the session remembers of failed interactions,
     its monitor's ended interactions and its event log stay within ``remembered`` and
     ``observations``, not the calls made."""
-    up = Upstream(script=lambda msg, headers: [])
+    up = scripted.Upstream(script=lambda msg, headers: [])
     limits = GatewayLimits(remembered=8, observations=16)
-    async with gateway_for(up, limits=limits) as gw, client() as http:
+    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
         sid = await begin(http, gw.url)
         for rid in range(1, 101):
             assert b"no-cursor" in (await call(http, gw.url, sid, rid)).raw

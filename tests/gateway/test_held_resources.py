@@ -17,48 +17,28 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from scripted_upstream import (
-    CALL,
-    GUARD,
-    HEAD,
-    INIT,
-    PROGRESS,
-    SID,
-    SessionApp,
-    Upstream,
-    elicit,
-    gateway_for,
-    json_reply,
-    parse,
-    result,
-    sse,
-    sse_piece,
-    sse_start,
-    until_left,
-)
 from test_edge_hardening import request
 
 from fsm.adapters._transport import http as http_core
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
 from fsm.gateway.edge import EdgeLimits
 from fsm.gateway.store import MemoryStore
+from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
-IN_SESSION = f"Mcp-Session-Id: {SID}"
-
 
 async def initialize(url: str) -> None:
-    async with httpx2.AsyncClient(timeout=GUARD) as client:
-        resp = await client.post(url, json=INIT, headers=HEAD)
-        assert resp.status_code == 200 and resp.headers["mcp-session-id"] == SID
+    """:func:`scripted_upstream.initialize` through ``url``, on a client of its own."""
+    async with httpx2.AsyncClient(timeout=scripted.GUARD) as http:
+        await scripted.initialize(http, url)
 
 
 # --------------------------------------------------------------------------- a client that
 # leaves before the upstream's response head
 
 
-class SlowHead(SessionApp):
+class SlowHead(scripted.SessionApp):
     """``initialize`` gets :data:`SID`; a ``tools/call`` gets no response head until the
     gateway leaves it (a server in JSON-response mode whose tool runs long, or waits on a
     person): ``arrived`` counts those that reached it, ``left`` those whose reader went."""
@@ -81,7 +61,7 @@ class SlowHead(SessionApp):
         self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
     ) -> None:
         if msg.get("method") != "tools/call":
-            await json_reply(send, 202, b"")
+            await scripted.json_reply(send, 202, b"")
             return
         self.arrived += 1
         self._note()
@@ -101,7 +81,7 @@ async def test_a_client_that_leaves_before_the_response_head_releases_its_upstre
     upstream connections and flights past every edge bound (``max_connections`` counts
     only connections still open)."""
     up = SlowHead()
-    async with gateway_for(up) as gw:
+    async with scripted.gateway_for(up) as gw:
         port = gw.port
         await initialize(gw.url)
         n = 5
@@ -113,8 +93,10 @@ async def test_a_client_that_leaves_before_the_response_head_releases_its_upstre
                     "method": "tools/call",
                     "params": {"name": "x"},
                 }
-                await client.send(request(port, IN_SESSION, body=json.dumps(call).encode()))
-                with anyio.fail_after(GUARD):
+                await client.send(
+                    request(port, scripted.IN_SESSION, body=json.dumps(call).encode())
+                )
+                with anyio.fail_after(scripted.GUARD):
                     await up.until(lambda n=i + 1: up.arrived == n)
             # the client's connection is closed here
         with anyio.move_on_after(5):
@@ -130,17 +112,19 @@ async def test_clients_that_left_before_the_response_head_do_not_lock_others_out
     must still be served, not refused ``503`` because the departed clients' requests
     still count against the edge (uvicorn counts the app's tasks with its connections)."""
     up = SlowHead()
-    async with gateway_for(up, edge=EdgeLimits(max_connections=4)) as gw:
+    async with scripted.gateway_for(up, edge=EdgeLimits(max_connections=4)) as gw:
         port = gw.port
         await initialize(gw.url)
         for i in range(5):
             async with await anyio.connect_tcp("127.0.0.1", port) as client:
                 call = {"jsonrpc": "2.0", "id": 200 + i, "method": "tools/call", "params": {}}
-                await client.send(request(port, IN_SESSION, body=json.dumps(call).encode()))
-                with anyio.fail_after(GUARD):
+                await client.send(
+                    request(port, scripted.IN_SESSION, body=json.dumps(call).encode())
+                )
+                with anyio.fail_after(scripted.GUARD):
                     await up.until(lambda n=i + 1: up.arrived == n)
-        async with httpx2.AsyncClient(timeout=GUARD) as other:
-            resp = await other.post(gw.url, json=INIT, headers=HEAD)
+        async with httpx2.AsyncClient(timeout=scripted.GUARD) as other:
+            resp = await other.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
     assert resp.status_code == 200, (resp.status_code, resp.text)
 
 
@@ -164,23 +148,25 @@ async def test_a_call_written_otherwise_is_still_cancelled_when_its_client_leave
     not refused ``503``."""
     up = SlowHead()
     up.lenient = True
-    async with gateway_for(up, edge=EdgeLimits(max_connections=4)) as gw:
+    async with scripted.gateway_for(up, edge=EdgeLimits(max_connections=4)) as gw:
         port = gw.port
-        async with httpx2.AsyncClient(timeout=GUARD) as http:
-            assert (await http.post(gw.url, json=INIT, headers=HEAD)).status_code == 200
+        async with httpx2.AsyncClient(timeout=scripted.GUARD) as http:
+            assert (
+                await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
+            ).status_code == 200
         n = 5
         for i in range(n):
             call = CALLS_WRITTEN_OTHERWISE[written] % (300 + i)
             async with await anyio.connect_tcp("127.0.0.1", port) as client:
-                await client.send(request(port, IN_SESSION, body=call))
-                with anyio.fail_after(GUARD):
+                await client.send(request(port, scripted.IN_SESSION, body=call))
+                with anyio.fail_after(scripted.GUARD):
                     await up.until(lambda n=i + 1: up.arrived == n)
             # the client's connection is closed here
         with anyio.move_on_after(5):
             await up.until(lambda: up.left == n)
         left = up.left
-        async with httpx2.AsyncClient(timeout=GUARD) as other:
-            resp = await other.post(gw.url, json=INIT, headers=HEAD)
+        async with httpx2.AsyncClient(timeout=scripted.GUARD) as other:
+            resp = await other.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
     assert left == n, f"the upstream saw {left} of {n} readers go"
     assert resp.status_code == 200, (resp.status_code, resp.text)
 
@@ -215,21 +201,26 @@ async def test_an_answer_naming_a_method_is_not_lost_when_its_client_leaves_befo
     body that arrived whole directly, and as the gateway submits an answer whose content
     does not happen to hold the text ``"method"``."""
     store = SlowAnswerStore()
-    up = Upstream(call=[sse("e1", elicit("q1"))], hold=anyio.Event())
+    up = scripted.Upstream(call=[scripted.sse("e1", scripted.elicit("q1"))], hold=anyio.Event())
     answer = {"jsonrpc": "2.0", "id": "q1", "result": {"action": "accept"}}
     answer["result"]["content"] = {"method": "sms"}
-    async with gateway_for(up, store=store) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
-        await http.post(gw.url, json=INIT, headers=HEAD)
-        headers = {**HEAD, "mcp-session-id": SID}
-        async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
+    async with (
+        scripted.gateway_for(up, store=store) as gw,
+        httpx2.AsyncClient(timeout=scripted.GUARD) as http,
+    ):
+        await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
+        headers = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r:
             chunks = r.aiter_raw()
-            with anyio.fail_after(GUARD):
+            with anyio.fail_after(scripted.GUARD):
                 first = await chunks.__anext__()  # the prompt
             assert b"elicitation/create" in first
             port = gw.port
             async with await anyio.connect_tcp("127.0.0.1", port) as client:
-                await client.send(request(port, IN_SESSION, body=json.dumps(answer).encode()))
-                with anyio.fail_after(GUARD):
+                await client.send(
+                    request(port, scripted.IN_SESSION, body=json.dumps(answer).encode())
+                )
+                with anyio.fail_after(scripted.GUARD):
                     await store.saving.wait()
             # the client's connection is closed here, before its 202; the write goes on
             # (a Redis round trip ends), unless the gateway cancels it first
@@ -247,7 +238,7 @@ async def test_an_answer_naming_a_method_is_not_lost_when_its_client_leaves_befo
 # that refuses a resume with a body that never ends
 
 
-class DribbledRefusal(SessionApp):
+class DribbledRefusal(scripted.SessionApp):
     """A call's stream sends ``e1`` and is cut; every resume ``GET`` is refused ``409``
     (the TypeScript SDK's answer while it holds the old connection) with a body that
     comes a byte every ``drip_s`` seconds and never ends."""
@@ -261,23 +252,25 @@ class DribbledRefusal(SessionApp):
         self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
     ) -> None:
         if msg.get("method") == "tools/call":
-            await sse_start(send)
-            await sse_piece(send, sse("e1", {"jsonrpc": "2.0", "method": "x/progress"}))
+            await scripted.sse_start(send)
+            await scripted.sse_piece(
+                send, scripted.sse("e1", {"jsonrpc": "2.0", "method": "x/progress"})
+            )
             raise RuntimeError("cut")  # uvicorn drops the connection: an abrupt end
         elif scope["method"] == "GET" and "last-event-id" in headers:
             self.resumes += 1
             head = [(b"content-type", b"text/plain")]
             await send({"type": "http.response.start", "status": 409, "headers": head})
-            await sse_piece(send, b"Conflict: Stream already has an active connection")
+            await scripted.sse_piece(send, b"Conflict: Stream already has an active connection")
 
             async def drip() -> None:
                 while True:  # bounded by the gateway leaving
                     await anyio.sleep(self.drip_s)
-                    await sse_piece(send, b".")
+                    await scripted.sse_piece(send, b".")
 
-            await until_left(receive, drip)
+            await scripted.until_left(receive, drip)
         else:
-            await json_reply(send, 202, b"")
+            await scripted.json_reply(send, 202, b"")
 
 
 async def test_a_refusal_whose_body_never_ends_does_not_outlast_the_patience(
@@ -298,18 +291,18 @@ async def test_a_refusal_whose_body_never_ends_does_not_outlast_the_patience(
         resume_patience_s=0.5,
     )
     timeout = httpx2.Timeout(30.0, read=2.0)
-    async with gateway_for(up, config=config, timeout=timeout) as gw:
+    async with scripted.gateway_for(up, config=config, timeout=timeout) as gw:
         await initialize(gw.url)
-        h = {**HEAD, "mcp-session-id": SID}
+        h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
         raw = b""
-        async with httpx2.AsyncClient(timeout=GUARD) as client:
+        async with httpx2.AsyncClient(timeout=scripted.GUARD) as client:
             with anyio.move_on_after(10):
                 async with client.stream("POST", gw.url, json=call, headers=h) as resp:
                     async for chunk in resp.aiter_raw():
                         raw += chunk
         resumes = up.resumes
-    ending = [json.loads(d) for _, d in parse(raw) if d and '"error"' in d]
+    ending = [json.loads(d) for _, d in scripted.parse(raw) if d and '"error"' in d]
     assert resumes >= 1
     # one ending error (patience spent, or the resume cap if the refusals came fast)
     reasons = [e["error"]["data"]["reason"] for e in ending]
@@ -352,15 +345,21 @@ async def test_a_session_busy_with_calls_keeps_its_store_record() -> None:
     def script(msg: dict[str, Any], _headers: dict[str, str]) -> list[bytes]:
         rid = msg["id"]
         if asks["on"]:
-            return [sse(f"p{rid}", elicit("ask-1")), sse(f"r{rid}", result(rid))]
-        return [sse(f"p{rid}", PROGRESS), sse(f"r{rid}", result(rid))]
+            return [
+                scripted.sse(f"p{rid}", scripted.elicit("ask-1")),
+                scripted.sse(f"r{rid}", scripted.result(rid)),
+            ]
+        return [
+            scripted.sse(f"p{rid}", scripted.PROGRESS),
+            scripted.sse(f"r{rid}", scripted.result(rid)),
+        ]
 
-    up = Upstream(script=script)
+    up = scripted.Upstream(script=script)
     limits = GatewayLimits(lease_s=0.3, session_keepalive_s=0.0)
-    async with gateway_for(up, store=store, limits=limits) as gw:
+    async with scripted.gateway_for(up, store=store, limits=limits) as gw:
         await initialize(gw.url)
-        h = {**HEAD, "mcp-session-id": SID}
-        async with httpx2.AsyncClient(timeout=GUARD) as client:
+        h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+        async with httpx2.AsyncClient(timeout=scripted.GUARD) as client:
             for rid, at in ((1, 40.0), (2, 80.0), (3, 120.0), (4, 160.0)):
                 now[0] = at
                 asks["on"] = rid == 4
@@ -368,9 +367,9 @@ async def test_a_session_busy_with_calls_keeps_its_store_record() -> None:
                 kept = store.kept
                 resp = await client.post(gw.url, json=call, headers=h)
                 assert resp.status_code == 200
-                messages = [json.loads(d) for _, d in parse(resp.content) if d]
+                messages = [json.loads(d) for _, d in scripted.parse(resp.content) if d]
                 if rid < 4:  # the call's end is a use: the record is extended after it
-                    with anyio.fail_after(GUARD):
+                    with anyio.fail_after(scripted.GUARD):
                         await store.kept_once_more(kept)
         held = gw.gateway.sessions
     assert held == 1
@@ -382,12 +381,12 @@ async def test_an_idle_session_is_not_kept() -> None:
     """A session no request used since its record was last extended is not extended
     again: the store's TTL still ends the records of sessions nobody uses."""
     store = Kept()
-    up = Upstream(call=[sse("e1", result(7))])
+    up = scripted.Upstream(call=[scripted.sse("e1", scripted.result(7))])
     limits = GatewayLimits(lease_s=3600.0, session_keepalive_s=0.0)  # no pass of its own
-    async with gateway_for(up, store=store, limits=limits) as gw:
+    async with scripted.gateway_for(up, store=store, limits=limits) as gw:
         await initialize(gw.url)
         gateway = gw.gateway
-        assert await gateway._until(lambda: gateway.in_flight == 0, GUARD)  # served whole
+        assert await gateway._until(lambda: gateway.in_flight == 0, scripted.GUARD)  # served whole
         now = time.monotonic()
         await gateway._keep_alive_once(now)  # its initialize was a use
         await gateway._keep_alive_once(now + 1)
@@ -416,21 +415,21 @@ async def test_a_lease_is_renewed_before_any_session_record_is_extended() -> Non
     the prompt's lease before it extends any session's record, so records to extend (a
     store round trip each, 10,000 sessions in use at most) never hold a lease back."""
     store = StalledKeep()
-    up = Upstream(call=[sse("e1", elicit("q1"))], hold=anyio.Event())
+    up = scripted.Upstream(call=[scripted.sse("e1", scripted.elicit("q1"))], hold=anyio.Event())
     limits = GatewayLimits(lease_s=3600.0, session_keepalive_s=0.0)  # no pass of its own
-    headers = {**HEAD, "mcp-session-id": SID}
-    async with gateway_for(up, store=store, limits=limits) as gw:
+    headers = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+    async with scripted.gateway_for(up, store=store, limits=limits) as gw:
         await initialize(gw.url)
         async with (
-            httpx2.AsyncClient(timeout=GUARD) as http,
-            http.stream("POST", gw.url, json=CALL, headers=headers) as r,
+            httpx2.AsyncClient(timeout=scripted.GUARD) as http,
+            http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r,
         ):
             chunks = r.aiter_raw()
-            with anyio.fail_after(GUARD):
+            with anyio.fail_after(scripted.GUARD):
                 assert b"elicitation/create" in await chunks.__anext__()  # claimed
             async with anyio.create_task_group() as tg:
                 tg.start_soon(gw.gateway._keep_alive_once, time.monotonic())
-                with anyio.fail_after(GUARD):
+                with anyio.fail_after(scripted.GUARD):
                     await store.renewed.wait()
                 tg.cancel_scope.cancel()
             up.hold.set()

@@ -19,24 +19,10 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import (  # noqa: E402
-    CALL,
-    GUARD,
-    HEAD,
-    PROGRESS,
-    SID,
-    Piece,
-    Upstream,
-    elicit,
-    gateway_for,
-    parse,
-    result,
-    sse,
-)
-
 from fsm.gateway.app import HEALTH_PATH, READY_PATH, Gateway  # noqa: E402
 from fsm.gateway.redis_store import RedisStore  # noqa: E402
 from support.redis_server import RedisServer  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -58,7 +44,7 @@ def total(gateway: Gateway, name: str) -> float:
 
 async def begin(http: Any, url: str) -> None:
     body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-    assert (await http.post(url, json=body, headers=HEAD)).status_code == 200
+    assert (await http.post(url, json=body, headers=scripted.HEAD)).status_code == 200
 
 
 def origin(url: str) -> str:
@@ -72,8 +58,8 @@ async def test_health_and_readiness_answer_any_host_and_touch_no_session() -> No
     """``/-/healthz`` and ``/-/readyz`` answer ``200`` whatever the ``Host`` (a load
     balancer's probe names the replica's own address, outside the host policy), without a
     session: nothing reaches the upstream, nothing is held."""
-    up = Upstream()
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+    up = scripted.Upstream()
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
         for path in (HEALTH_PATH, READY_PATH):
             r = await http.get(origin(gw.url) + path, headers={"host": "10.1.2.3:8100"})
             assert (r.status_code, r.json()) == (200, {"status": "ok"}), path
@@ -92,8 +78,11 @@ async def test_readiness_follows_the_store_and_the_drain(server: RedisServer) ->
     """Readiness is ``503`` while Redis does not answer and again ``200`` once it does;
     ``503`` once the gateway drains, while health stays ``200`` (the process is alive)."""
     store = RedisStore.from_url(server.url, prefix=f"t{uuid.uuid4().hex[:8]}:")
-    up = Upstream()
-    async with gateway_for(up, store=store) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+    up = scripted.Upstream()
+    async with (
+        scripted.gateway_for(up, store=store) as gw,
+        httpx2.AsyncClient(timeout=scripted.GUARD) as http,
+    ):
         ready, health = origin(gw.url) + READY_PATH, origin(gw.url) + HEALTH_PATH
         assert (await http.get(ready)).status_code == 200
         await anyio.to_thread.run_sync(server.stop)
@@ -121,12 +110,17 @@ async def test_metrics_count_presentations_blanks_and_failures() -> None:
     the request is presented once (one claim won, one store round trip for it), its
     replays are blanked, and the call ends with ``resume-budget-spent``: each counted.
     The session is held, no stream is open after the call."""
-    same: list[Piece] = [sse("e1", PROGRESS), sse("e2", elicit(1))]
-    up = Upstream(call=same, replay=lambda cursor: same, complete=False)
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+    same: list[scripted.Piece] = [
+        scripted.sse("e1", scripted.PROGRESS),
+        scripted.sse("e2", scripted.elicit(1)),
+    ]
+    up = scripted.Upstream(call=same, replay=lambda cursor: same, complete=False)
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
         await begin(http, gw.url)
-        r = await http.post(gw.url, json=CALL, headers={**HEAD, "mcp-session-id": SID})
-        events = parse(r.content)
+        r = await http.post(
+            gw.url, json=scripted.CALL, headers={**scripted.HEAD, "mcp-session-id": scripted.SID}
+        )
+        events = scripted.parse(r.content)
         g = gw.gateway
         resumes = sum(1 for method, _, _ in up.requests if method == "GET")
         assert sample(g, "fsm_gateway_presentations_total") == 1
@@ -139,7 +133,7 @@ async def test_metrics_count_presentations_blanks_and_failures() -> None:
         begun = {"op": "begin_session"}
         assert sample(g, "fsm_gateway_store_round_trip_seconds_count", begun) == 1
         assert sample(g, "fsm_gateway_sessions") == 1
-        assert await g.drain(GUARD) == 0  # returns once the call's request ended here
+        assert await g.drain(scripted.GUARD) == 0  # returns once the call's request ended here
         assert sample(g, "fsm_gateway_streams") == 0
         assert sample(g, "fsm_gateway_requests_in_flight") == 0
     ended = [json.loads(d) for _, d in events if d and "error" in json.loads(d)]
@@ -151,27 +145,27 @@ async def test_a_resume_from_an_old_event_counts_a_rewritten_cursor() -> None:
     gateway passed on a newer one: the stream is resumed upstream from the newer one
     (the cursor rewritten, counted); a live stream counts in ``streams`` meanwhile."""
     hold = anyio.Event()
-    up = Upstream(
-        call=[sse("e1", PROGRESS), sse("e2", PROGRESS)],
+    up = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS), scripted.sse("e2", scripted.PROGRESS)],
         hold=hold,
-        replay=lambda cursor: [sse("e3", result(7))],
+        replay=lambda cursor: [scripted.sse("e3", scripted.result(7))],
     )
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
         await begin(http, gw.url)
-        h = {**HEAD, "mcp-session-id": SID}
-        async with http.stream("POST", gw.url, json=CALL, headers=h) as old:
+        h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=h) as old:
             seen: list[tuple[str | None, str]] = []
             pieces = old.aiter_raw()
-            with anyio.fail_after(GUARD):
+            with anyio.fail_after(scripted.GUARD):
                 while len(seen) < 2:
-                    seen += parse(await pieces.__anext__())
+                    seen += scripted.parse(await pieces.__anext__())
             assert sample(gw.gateway, "fsm_gateway_streams") == 1
             first = seen[0][0]
             assert first is not None
             resume = {**h, "last-event-id": first}
             r = await http.get(gw.url, headers=resume)
         hold.set()
-        assert [json.loads(d) for _, d in parse(r.content) if d] == [result(7)]
+        assert [json.loads(d) for _, d in scripted.parse(r.content) if d] == [scripted.result(7)]
         [(_, get, _)] = [req for req in up.requests if req[0] == "GET"]
         assert get["last-event-id"] == "e2"
         assert sample(gw.gateway, "fsm_gateway_cursor_rewrites_total") == 1
@@ -183,22 +177,24 @@ async def test_a_call_open_when_its_client_deletes_the_session_ends_as_closed() 
     with the guard's ``session-closed`` error (not a generic end), counted as no
     failure, and nothing is resumed."""
     hold = anyio.Event()
-    up = Upstream(call=[sse("e1", PROGRESS)], hold=hold, replay=lambda c: [], complete=False)
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+    up = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS)], hold=hold, replay=lambda c: [], complete=False
+    )
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
         await begin(http, gw.url)
-        h = {**HEAD, "mcp-session-id": SID}
-        async with http.stream("POST", gw.url, json=CALL, headers=h) as call:
+        h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=h) as call:
             pieces = call.aiter_raw()
             seen: list[tuple[str | None, str]] = []
-            with anyio.fail_after(GUARD):
+            with anyio.fail_after(scripted.GUARD):
                 while not seen:
-                    seen += parse(await pieces.__anext__())
+                    seen += scripted.parse(await pieces.__anext__())
             assert (await http.delete(gw.url, headers=h)).status_code == 202
             hold.set()  # the upstream ends the session's streams abruptly
-            with anyio.fail_after(GUARD):
+            with anyio.fail_after(scripted.GUARD):
                 rest = b"".join([piece async for piece in pieces])
-        [ending] = [json.loads(d) for _, d in parse(rest) if d]
-        assert ending["id"] == CALL["id"]
+        [ending] = [json.loads(d) for _, d in scripted.parse(rest) if d]
+        assert ending["id"] == scripted.CALL["id"]
         assert ending["error"]["data"]["reason"] == "session-closed"
         assert total(gw.gateway, "fsm_gateway_failures_total") == 0
         assert not [r for r in up.requests if r[0] == "GET"]
@@ -213,21 +209,21 @@ async def test_a_drain_waits_for_its_bound_then_ends_a_stream_after_its_last_eve
     elsewhere, from that event). A request arriving once the bound passed gets ``503``
     before it reaches the upstream. The drain says it ended one request."""
     hold = anyio.Event()  # never set: the upstream holds the call open
-    up = Upstream(call=[sse("e1", PROGRESS)], hold=hold)
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
+    up = scripted.Upstream(call=[scripted.sse("e1", scripted.PROGRESS)], hold=hold)
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
         await begin(http, gw.url)
-        h = {**HEAD, "mcp-session-id": SID}
+        h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
         got: list[tuple[str | None, str]] = []
-        async with http.stream("POST", gw.url, json=CALL, headers=h) as stream:
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=h) as stream:
             pieces = stream.aiter_raw()
-            with anyio.fail_after(GUARD):
-                got += parse(await pieces.__anext__())
+            with anyio.fail_after(scripted.GUARD):
+                got += scripted.parse(await pieces.__anext__())
                 ended = await gw.gateway.drain(0.05)
-                got += parse(b"".join([piece async for piece in pieces]))  # a clean end
+                got += scripted.parse(b"".join([piece async for piece in pieces]))  # a clean end
         assert ended == 1
-        assert [json.loads(d) for _, d in got] == [PROGRESS]
+        assert [json.loads(d) for _, d in got] == [scripted.PROGRESS]
         assert sample(gw.gateway, "fsm_gateway_streams") == 0
         before = len(up.requests)
-        late = await http.post(gw.url, json=CALL, headers=h)
+        late = await http.post(gw.url, json=scripted.CALL, headers=h)
         assert late.status_code == 503 and late.json()["error"]["code"] == -32000
         assert len(up.requests) == before

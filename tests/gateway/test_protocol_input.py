@@ -25,27 +25,12 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import (  # noqa: E402
-    CALL,
-    GUARD,
-    HEAD,
-    INIT,
-    SID,
-    Upstream,
-    elicit,
-    gateway_for,
-    parse,
-    result,
-    sse,
-)
 from test_edge_hardening import exchange, request  # noqa: E402
 
 from support.gateway import running_gateway  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-
-IN_SESSION = f"Mcp-Session-Id: {SID}"
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -164,7 +149,7 @@ def json_response(message: Any, status: str = "200 OK", *more: tuple[str, Any]) 
     return http_response(status, fields, body)
 
 
-def scripted(call: Callable[[], bytes]) -> Respond:
+def answering_calls_with(call: Callable[[], bytes]) -> Respond:
     """An upstream that begins session :data:`SID`, answers ``ping``, answers a
     ``tools/call`` with ``call()`` and anything else ``202``."""
 
@@ -172,7 +157,9 @@ def scripted(call: Callable[[], bytes]) -> Respond:
         msg: Any = json.loads(body) if body else None
         name = msg.get("method") if isinstance(msg, dict) else None
         if name == "initialize":
-            return json_response(result(msg["id"]), "200 OK", ("mcp-session-id", SID))
+            return json_response(
+                scripted.result(msg["id"]), "200 OK", ("mcp-session-id", scripted.SID)
+            )
         if name == "ping":
             return json_response({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
         if name == "tools/call":
@@ -201,7 +188,9 @@ async def call_through(port: int) -> tuple[int | None, bytes]:
     """``initialize``, then the call of :data:`CALL` in its session, both raw, to the
     gateway on ``port``; the call's status (``None``: no response) and body."""
     await exchange(port, request(port))
-    raw = await exchange(port, request(port, IN_SESSION, body=json.dumps(CALL).encode()))
+    raw = await exchange(
+        port, request(port, scripted.IN_SESSION, body=json.dumps(scripted.CALL).encode())
+    )
     return split_response(raw)
 
 
@@ -215,13 +204,15 @@ async def test_a_lower_case_method_is_not_sent_upstream_as_an_mcp_method(method:
     MCP method it is not; a server reached directly refuses it. The gateway answers
     ``501`` and forwards nothing. (With the h11 parser the edge lets such a method in;
     llhttp refuses it itself.)"""
-    up = Upstream(call=[sse("e1", elicit("q1")), sse("e2", result(7))])
-    async with gateway_for(up, http="h11") as gw:
+    up = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.elicit("q1")), scripted.sse("e2", scripted.result(7))]
+    )
+    async with scripted.gateway_for(up, http="h11") as gw:
         port = gw.port
         await exchange(port, request(port))
         before = len(up.requests)
-        body = json.dumps(CALL).encode() if method == "post" else b""
-        got = await exchange(port, request(port, IN_SESSION, body=body, method=method))
+        body = json.dumps(scripted.CALL).encode() if method == "post" else b""
+        got = await exchange(port, request(port, scripted.IN_SESSION, body=body, method=method))
     status, _ = split_response(got)
     assert (status, up.requests[before:]) == (501, [])
 
@@ -263,22 +254,26 @@ async def test_an_answer_the_gateway_cannot_send_is_not_taken(content: bytes) ->
     JSON in UTF-8: it is not taken (not stored, not answered ``202`` by the gateway) but
     sent upstream as it came, which refuses it, as it would directly. The prompt stays
     open, and the client's corrected answer completes the call."""
-    up = Upstream()
-    up.call = [sse("e1", elicit("q1")), up.answered, sse("e2", result(7))]
+    up = scripted.Upstream()
+    up.call = [
+        scripted.sse("e1", scripted.elicit("q1")),
+        up.answered,
+        scripted.sse("e2", scripted.result(7)),
+    ]
     bad = b'{"jsonrpc":"2.0","id":"q1","result":{"action":"accept","content":' + content + b"}}"
     good = {"jsonrpc": "2.0", "id": "q1", "result": {"action": "accept", "content": {}}}
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
-        await http.post(gw.url, json=INIT, headers=HEAD)
-        headers = {**HEAD, "mcp-session-id": SID}
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
+        await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
+        headers = {**scripted.HEAD, "mcp-session-id": scripted.SID}
         with anyio.fail_after(20):
-            async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
+            async with http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r:
                 chunks = r.aiter_raw()
                 body = await chunks.__anext__()  # the prompt
                 await http.post(gw.url, content=bad, headers=headers)
                 await http.post(gw.url, json=good, headers=headers)
                 body += b"".join([c async for c in chunks])
-    messages = [json.loads(data) for _, data in parse(body) if data]
-    assert messages[-1] == result(7), messages[-1]
+    messages = [json.loads(data) for _, data in scripted.parse(body) if data]
+    assert messages[-1] == scripted.result(7), messages[-1]
 
 
 # -------------------------------------------------- an upstream status no edge can send
@@ -294,10 +289,10 @@ async def test_an_upstream_status_the_edge_cannot_send_gets_a_clear_error(status
 
     def call() -> bytes:
         fields: list[tuple[str, Any]] = [("content-type", "application/json")]
-        body = json.dumps(result(7)).encode()
+        body = json.dumps(scripted.result(7)).encode()
         return http_response(status, [*fields, ("content-length", len(body))], body)
 
-    async with raw_gateway(scripted(call), http="h11") as (gw, _up):
+    async with raw_gateway(answering_calls_with(call), http="h11") as (gw, _up):
         with server_errors() as logged:
             got, _body = await call_through(gw.port)
     assert got is not None and 200 <= got <= 599, got
@@ -312,13 +307,13 @@ async def test_a_forwarded_body_cut_short_logs_no_traceback() -> None:
     closes (a server that dies mid-response). The gateway passes on what came and cuts
     the client's response where the upstream cut its own (the connection closes short
     of the length), with a warning: no exception escapes the app."""
-    whole = json.dumps(result(7)).encode()
+    whole = json.dumps(scripted.result(7)).encode()
 
     def call() -> bytes:
         fields = [("content-type", "application/json"), ("content-length", 100)]
         return http_response("200 OK", [*fields, ("connection", "close")], whole)
 
-    async with raw_gateway(scripted(call)) as (gw, _up):
+    async with raw_gateway(answering_calls_with(call)) as (gw, _up):
         with server_errors() as logged:
             status, body = await call_through(gw.port)
     assert (status, body) == (200, whole)  # cut where the upstream cut it
@@ -334,14 +329,17 @@ async def test_a_forwarded_expect_100_continue_does_not_hold_the_body_back() -> 
     field is not forwarded; the body goes upstream with the head. (Forwarded, it made
     the upstream connection send the head alone and wait for a ``100`` that a server
     waiting for the content never sends: RFC 9110 section 10.1.1.)"""
-    async with raw_gateway(scripted(lambda: json_response(result(7)))) as (gw, _up):
+    async with raw_gateway(answering_calls_with(lambda: json_response(scripted.result(7)))) as (
+        gw,
+        _up,
+    ):
         port = gw.port
         await exchange(port, request(port))
         expect = "Expect: 100-continue"
-        head = request(port, IN_SESSION, expect, body=json.dumps(CALL).encode())
+        head = request(port, scripted.IN_SESSION, expect, body=json.dumps(scripted.CALL).encode())
         with anyio.move_on_after(5):  # answered in milliseconds once the body is sent
             got = await exchange(port, head)
             status, body = split_response(got.replace(b"HTTP/1.1 100 Continue\r\n\r\n", b""))
-            assert (status, json.loads(body)) == (200, result(7))
+            assert (status, json.loads(body)) == (200, scripted.result(7))
             return
     pytest.fail("no answer within 5 s: the upstream request waits for a 100 Continue")

@@ -21,9 +21,8 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import HEAD, SID, HeldCallStream, Refusal, gateway_for, parse, result  # noqa: E402
-
 from fsm.gateway.app import GATEWAY_GUARD  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -40,7 +39,7 @@ REFUSALS: dict[str, tuple[int, bytes, tuple[tuple[bytes, bytes], ...]]] = {
 }
 
 
-class HoldsTheOldConnection(HeldCallStream):
+class HoldsTheOldConnection(scripted.HeldCallStream):
     """A call stream that sends one event and stays open until its reader goes; a resume
     ``GET`` is refused (``refusal``) ``refuse`` times (``None``: always), then gets the
     call's result."""
@@ -50,7 +49,7 @@ class HoldsTheOldConnection(HeldCallStream):
         self.refusal_reply = REFUSALS[refusal]
         self.left = refuse
 
-    def refusal(self) -> Refusal | None:
+    def refusal(self) -> scripted.Refusal | None:
         if self.left is None:
             return self.refusal_reply
         if self.left > 0:
@@ -74,17 +73,17 @@ async def _resume_after_a_break(gw: Any) -> tuple[int, list[dict[str, Any]]]:
     gateway gave: the resume's status and the messages it brought."""
     async with httpx2.AsyncClient(timeout=30) as http:
         begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        assert (await http.post(gw.url, json=begin, headers=HEAD)).status_code == 200
-        h = {**HEAD, "mcp-session-id": SID}
+        assert (await http.post(gw.url, json=begin, headers=scripted.HEAD)).status_code == 200
+        h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
         async with http.stream("POST", gw.url, json=call, headers=h) as old:
-            [(event_id, _)] = parse(await old.aiter_raw().__anext__())
+            [(event_id, _)] = scripted.parse(await old.aiter_raw().__anext__())
         assert event_id is not None
         with anyio.fail_after(30):
             resume = {**h, "last-event-id": event_id}
             async with http.stream("GET", gw.url, headers=resume) as resumed:
                 raw = b"".join([c async for c in resumed.aiter_raw()])
-        return resumed.status_code, [json.loads(d) for _, d in parse(raw) if d]
+        return resumed.status_code, [json.loads(d) for _, d in scripted.parse(raw) if d]
 
 
 @pytest.mark.parametrize("refusal", list(REFUSALS))
@@ -92,9 +91,9 @@ async def test_a_refused_resume_is_retried_until_the_upstream_takes_it(refusal: 
     """Refused three times, then accepted: the client's resume gets the result, and
     never the refusal; every retry resumes from the same event."""
     up = HoldsTheOldConnection(refusal, refuse=3)
-    async with gateway_for(up, config=_config(patience_s=150.0)) as gw:
+    async with scripted.gateway_for(up, config=_config(patience_s=150.0)) as gw:
         status, messages = await _resume_after_a_break(gw)
-    assert (status, messages) == (200, [result(7)])
+    assert (status, messages) == (200, [scripted.result(7)])
     assert up.refused == 3
     assert len(up.resumed_from) == 4 and len(set(up.resumed_from)) == 1
 
@@ -103,7 +102,7 @@ async def test_a_resume_refused_past_the_patience_ends_the_call_with_one_error()
     """Refused for good: after ``resume_patience_s`` the client's resume gets one
     JSON-RPC error for its call, ``resume-patience-spent``, not the upstream's ``409``."""
     up = HoldsTheOldConnection("409", refuse=None)
-    async with gateway_for(up, config=_config(patience_s=0.1)) as gw:
+    async with scripted.gateway_for(up, config=_config(patience_s=0.1)) as gw:
         status, messages = await _resume_after_a_break(gw)
     assert status == 200
     [ending] = messages

@@ -16,20 +16,9 @@ from fsm.gateway.ids import EventIdKeys, parse_event_id
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import (  # noqa: E402
-    CALL,
-    GUARD,
-    HEAD,
-    INIT,
-    PROGRESS,
-    SID,
-    Upstream,
-    gateway_for,
-    parse,
-    result,
-    sse,
-)
 from test_gateway_bounds import begin, call, client, read  # noqa: E402
+
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte order mark (U+FEFF)."""
@@ -116,20 +105,20 @@ def test_the_start_of_a_mark_that_is_not_one_is_given_back() -> None:
 # ---------------------------------------------------- through a gateway (loopback)
 
 
-async def _call(up: Upstream) -> tuple[bytes, EventIdKeys]:
+async def _call(up: scripted.Upstream) -> tuple[bytes, EventIdKeys]:
     """The raw body of :data:`CALL` through a gateway in front of ``up``, and the
     gateway's event-id keys."""
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
-        await http.post(gw.url, json=INIT, headers=HEAD)
-        headers = {**HEAD, "mcp-session-id": SID}
-        async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
+        await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
+        headers = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r:
             body = b"".join([c async for c in r.aiter_raw()])
         return body, gw.gateway.id_keys
 
 
 def _issued(event_id: str | None, keys: EventIdKeys) -> str | None:
     """The upstream id a gateway id names (``None``: not one the gateway issued)."""
-    got = parse_event_id(event_id or "", SID, keys)
+    got = parse_event_id(event_id or "", scripted.SID, keys)
     return None if got is None else got.upstream_id
 
 
@@ -138,13 +127,13 @@ def _issued(event_id: str | None, keys: EventIdKeys) -> str | None:
 async def test_a_final_event_ended_by_a_bare_cr_is_passed_on() -> None:
     """The call's result, its lines ended by bare CRs, the last CR the last byte before
     a clean end: passed on (its id rewritten), not lost to a ``no-cursor`` error."""
-    progress = b"id: e0\rdata: " + json.dumps(PROGRESS).encode() + b"\r\r"
-    final = b"id: e1\rdata: " + json.dumps(result(7)).encode() + b"\r\r"
-    up = Upstream(call=[progress + final])
+    progress = b"id: e0\rdata: " + json.dumps(scripted.PROGRESS).encode() + b"\r\r"
+    final = b"id: e1\rdata: " + json.dumps(scripted.result(7)).encode() + b"\r\r"
+    up = scripted.Upstream(call=[progress + final])
     body, keys = await _call(up)
     text = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # as a WHATWG reader does
-    events = [(eid, json.loads(data)) for eid, data in parse(text) if data]
-    assert [m for _, m in events] == [PROGRESS, result(7)]
+    events = [(eid, json.loads(data)) for eid, data in scripted.parse(text) if data]
+    assert [m for _, m in events] == [scripted.PROGRESS, scripted.result(7)]
     assert [_issued(eid, keys) for eid, _ in events] == ["e0", "e1"]
 
 
@@ -155,14 +144,16 @@ async def test_a_leading_byte_order_mark_does_not_hide_the_first_event_id(split:
     """A mark before the first event, and one before the resumed connection's: the
     guard reads ``e1`` and resumes from it; the client gets every id signed and no mark
     (a resume's connection is spliced into its stream, where a reader keeps one)."""
-    first = BOM + sse("e1", PROGRESS)
+    first = BOM + scripted.sse("e1", scripted.PROGRESS)
     call: list[bytes] = [first[:2], first[2:]] if split else [first]  # the mark cut, or not
-    up = Upstream(call=list(call), complete=False)
-    up.replay = lambda cursor: [BOM + sse("e2", result(7))] if cursor == "e1" else []
+    up = scripted.Upstream(call=list(call), complete=False)
+    up.replay = lambda cursor: (
+        [BOM + scripted.sse("e2", scripted.result(7))] if cursor == "e1" else []
+    )
     body, keys = await _call(up)
     assert BOM not in body
-    events = [(eid, json.loads(data)) for eid, data in parse(body) if data]
-    assert [m for _, m in events] == [PROGRESS, result(7)]
+    events = [(eid, json.loads(data)) for eid, data in scripted.parse(body) if data]
+    assert [m for _, m in events] == [scripted.PROGRESS, scripted.result(7)]
     assert [_issued(eid, keys) for eid, _ in events] == ["e1", "e2"]
     assert [m for m, _, _ in up.requests if m == "GET"] == ["GET"]
 
@@ -173,17 +164,17 @@ def whatwg_events(raw: bytes) -> list[tuple[str | None, str]]:
     the stream dropped, line ends normalised, then read as :func:`parse` reads."""
     if raw.startswith(BOM):
         raw = raw[len(BOM) :]
-    return parse(raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
+    return scripted.parse(raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     "first",
     [
-        BOM + BOM + sse("e1", PROGRESS),
+        BOM + BOM + scripted.sse("e1", scripted.PROGRESS),
         # a malformed first event (not UTF-8, no id: the guard passes nothing of it),
         # then one whose line starts with a mark that is data: the client's first bytes
-        b"data: \xff\n\n" + BOM + sse("e1", PROGRESS),
+        b"data: \xff\n\n" + BOM + scripted.sse("e1", scripted.PROGRESS),
     ],
     ids=["two-marks", "mark-after-a-dropped-event"],
 )
@@ -195,16 +186,16 @@ async def test_a_byte_order_mark_first_in_the_clients_stream_passes_no_unsigned_
     reader drops it and reads the line after it: the client reads that line as the
     guard did (``\\ufeffid``: no id), never the server's own id unsigned (a resume from
     it refused as not issued by the gateway) nor a ``data:`` line the guard never saw."""
-    up = Upstream(call=[first, sse("e2", result(7))])
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=GUARD) as http:
-        await http.post(gw.url, json=INIT, headers=HEAD)
-        headers = {**HEAD, "mcp-session-id": SID}
-        with anyio.fail_after(GUARD):
-            async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
+    up = scripted.Upstream(call=[first, scripted.sse("e2", scripted.result(7))])
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
+        await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
+        headers = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+        with anyio.fail_after(scripted.GUARD):
+            async with http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r:
                 body = b"".join([c async for c in r.aiter_raw()])
         keys = gw.gateway.id_keys
     ids = [eid for eid, _ in whatwg_events(body) if eid]
-    unsigned = [eid for eid in ids if parse_event_id(eid, SID, keys) is None]
+    unsigned = [eid for eid in ids if parse_event_id(eid, scripted.SID, keys) is None]
     assert unsigned == [], (unsigned, body[:120])
 
 
@@ -223,11 +214,11 @@ async def test_a_kept_result_never_begins_a_resume_with_a_mark_the_guard_read_as
     def script(msg: Any, headers: Any) -> list[bytes]:
         if msg["id"] == 1:
             body = BOM + b"id: up-raw\ndata: " + json.dumps(real).encode() + b"\n\n"
-            return [sse("p1", progress), body]
-        return [sse(f"e{msg['id']}", result(msg["id"]))]
+            return [scripted.sse("p1", progress), body]
+        return [scripted.sse(f"e{msg['id']}", scripted.result(msg["id"]))]
 
-    up = Upstream(script=script)
-    async with gateway_for(up) as gw, client() as http:
+    up = scripted.Upstream(script=script)
+    async with scripted.gateway_for(up) as gw, client() as http:
         sid = await begin(http, gw.url)
         first = await call(http, gw.url, sid, 1)
         got = whatwg_events(first.raw)
@@ -236,7 +227,7 @@ async def test_a_kept_result_never_begins_a_resume_with_a_mark_the_guard_read_as
         assert p1 is not None and got[1][0] is None  # the marked line is no id
         for rid in range(2, 12):  # the guard forgets the stream; the session keeps it
             await call(http, gw.url, sid, rid)
-        h = {**HEAD, "mcp-session-id": sid, "last-event-id": p1}
+        h = {**scripted.HEAD, "mcp-session-id": sid, "last-event-id": p1}
         again = await read(http, "GET", gw.url, h)
     assert again.status == 200
     replayed = whatwg_events(again.raw)

@@ -20,25 +20,11 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import (  # noqa: E402
-    HEAD,
-    SID,
-    elicit,
-    gateway_for,
-    json_reply,
-    parse,
-    read_request,
-    result,
-    sse_end,
-    sse_piece,
-    sse_start,
-    until_left,
-)
-
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.gateway.redis_store import RedisStore  # noqa: E402
 from fsm.wire.serving import lifespan  # noqa: E402
 from support.redis_server import RedisServer  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
@@ -73,7 +59,7 @@ class DropsBeforeGet:
         if scope["type"] == "lifespan":
             await lifespan(receive, send)
             return
-        headers, msg = await read_request(scope, receive)
+        headers, msg = await scripted.read_request(scope, receive)
         try:
             await self._serve(scope["method"], headers, msg, receive, send)
         finally:
@@ -83,57 +69,66 @@ class DropsBeforeGet:
         self, method: str, headers: dict[str, str], msg: Any, receive: Any, send: Any
     ) -> None:
         if headers.get("authorization") not in self.accepted:
-            await json_reply(send, 403, b"forbidden")
+            await scripted.json_reply(send, 403, b"forbidden")
             return
         if msg.get("method") == "initialize":
-            head = [(b"mcp-session-id", SID.encode())]
-            await json_reply(send, 200, json.dumps(result(msg["id"])).encode(), head)
+            head = [(b"mcp-session-id", scripted.SID.encode())]
+            await scripted.json_reply(
+                send, 200, json.dumps(scripted.result(msg["id"])).encode(), head
+            )
         elif method == "GET":
             await self._standalone(headers, receive, send)
         elif msg.get("method") == "tools/call":
             if self.attached is not None:
-                await self.attached.send(elicit(ASK))
+                await self.attached.send(scripted.elicit(ASK))
                 self.delivered += 1
             else:
                 self.dropped += 1
             self._changed.set()
-            await sse_start(send)
+            await scripted.sse_start(send)
             await self.answered.wait()
-            await sse_piece(
-                send, b"id: c1\ndata: " + json.dumps(result(msg["id"])).encode() + b"\n\n"
+            await scripted.sse_piece(
+                send, b"id: c1\ndata: " + json.dumps(scripted.result(msg["id"])).encode() + b"\n\n"
             )
-            await sse_end(send)
+            await scripted.sse_end(send)
         else:  # the answer, or a notification
             if "method" not in msg:
                 self.answered.set()
-            await json_reply(send, 202, b"")
+            await scripted.json_reply(send, 202, b"")
 
     async def _standalone(self, headers: dict[str, str], receive: Any, send: Any) -> None:
         if self.attached is not None:
-            await json_reply(send, 409, b"Conflict: only one SSE stream is allowed per session")
+            await scripted.json_reply(
+                send, 409, b"Conflict: only one SSE stream is allowed per session"
+            )
             return
         self.gets.append(headers)
         out, pending = anyio.create_memory_object_stream[Any](16)
         self.attached = out
         self._changed.set()
-        await sse_start(send)
+        await scripted.sse_start(send)
 
         async def pump() -> None:
             n = 0
             async for message in pending:
                 n += 1
                 event = f"id: g{n}\ndata: {json.dumps(message)}\n\n".encode()
-                await sse_piece(send, event)
+                await scripted.sse_piece(send, event)
 
         try:
-            await until_left(receive, pump)
+            await scripted.until_left(receive, pump)
         finally:
             self.attached = None
             self.detached += 1
 
 
-H = {**HEAD, "authorization": TOKEN, "mcp-session-id": SID, "mcp-protocol-version": "2025-06-18"}
-GET = {"accept": "text/event-stream", **{k: v for k, v in H.items() if k not in HEAD}}
+H = {
+    **scripted.HEAD,
+    "authorization": TOKEN,
+    "mcp-session-id": scripted.SID,
+    "mcp-protocol-version": "2025-06-18",
+}
+GET = {"accept": "text/event-stream", **{k: v for k, v in H.items() if k not in scripted.HEAD}}
 
 
 class KeyInTheUrl(DropsBeforeGet):
@@ -162,7 +157,7 @@ async def _first_event(resp: Any) -> dict[str, Any]:
     buf = b""
     async for piece in resp.aiter_raw():
         buf += piece
-        events = [d for _, d in parse(buf) if d]
+        events = [d for _, d in scripted.parse(buf) if d]
         if events:
             msg: dict[str, Any] = json.loads(events[0])
             return msg
@@ -181,7 +176,10 @@ async def test_a_request_sent_on_the_standalone_get_before_the_clients_get_arriv
     it directly in that order."""
     up = DropsBeforeGet()
     limits = GatewayLimits(standalone_hold_s=hold_s)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=20) as http:
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=20) as http,
+    ):
         await _initialized(http, gw.url)
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
         async with http.stream("POST", gw.url, json=call, headers=H) as called:
@@ -192,7 +190,7 @@ async def test_a_request_sent_on_the_standalone_get_before_the_clients_get_arriv
                 return
             assert (up.delivered, up.dropped) == (1, 0)
             [sent] = up.gets
-            assert sent["authorization"] == TOKEN and sent["mcp-session-id"] == SID
+            assert sent["authorization"] == TOKEN and sent["mcp-session-id"] == scripted.SID
             assert sent["mcp-protocol-version"] == "2025-06-18"
             assert "x-forwarded-for" not in sent and "forwarded" not in sent
             async with http.stream("GET", gw.url, headers=GET) as standalone:
@@ -201,7 +199,7 @@ async def test_a_request_sent_on_the_standalone_get_before_the_clients_get_arriv
                 assert asked["id"] == ASK and asked["method"] == "elicitation/create"
                 answer = {"jsonrpc": "2.0", "id": ASK, "result": {"action": "accept"}}
                 assert (await http.post(gw.url, json=answer, headers=H)).status_code == 202
-                assert await _first_event(called) == result(7)
+                assert await _first_event(called) == scripted.result(7)
         assert len(up.gets) == 1  # the client's GET took the one opened ahead
 
 
@@ -210,7 +208,7 @@ async def test_a_get_with_credentials_the_upstream_refuses_does_not_take_the_hel
     upstream as it came and gets the upstream's refusal; the stream opened ahead stays
     for the session's client, whose GET then gets the server's request."""
     up = DropsBeforeGet()
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
         await _initialized(http, gw.url)
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
         async with http.stream("POST", gw.url, json=call, headers=H) as called:
@@ -221,7 +219,7 @@ async def test_a_get_with_credentials_the_upstream_refuses_does_not_take_the_hel
                 assert (await _first_event(standalone))["id"] == ASK
                 answer = {"jsonrpc": "2.0", "id": ASK, "result": {"action": "accept"}}
                 assert (await http.post(gw.url, json=answer, headers=H)).status_code == 202
-                assert await _first_event(called) == result(7)
+                assert await _first_event(called) == scripted.result(7)
 
 
 async def test_a_stream_opened_ahead_that_no_client_takes_is_closed_after_its_hold() -> None:
@@ -230,7 +228,10 @@ async def test_a_stream_opened_ahead_that_no_client_takes_is_closed_after_its_ho
     afterwards goes upstream itself."""
     up = DropsBeforeGet()
     limits = GatewayLimits(standalone_hold_s=0.05)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=20) as http:
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=20) as http,
+    ):
         await _initialized(http, gw.url)
         assert len(up.gets) == 1
         with anyio.fail_after(10):
@@ -249,7 +250,10 @@ async def test_replicas_on_a_shared_store_open_no_get_ahead_by_default(
     up = DropsBeforeGet()
     store = RedisStore.from_url(server.url, prefix="ahead:")
     try:
-        async with gateway_for(up, store=store) as gw, httpx2.AsyncClient(timeout=20) as http:
+        async with (
+            scripted.gateway_for(up, store=store) as gw,
+            httpx2.AsyncClient(timeout=20) as http,
+        ):
             assert gw.gateway.standalone_hold_s == 0
             await _initialized(http, gw.url)
             assert up.gets == []
@@ -263,7 +267,7 @@ async def test_a_get_without_the_openers_url_key_does_not_take_the_held_stream()
     opened with the key stays for the client that has it."""
     up = KeyInTheUrl()
     bare = {k: v for k, v in H.items() if k != "authorization"}
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
         await _initialized(http, gw.url + "?key=K", bare)
         assert len(up.gets) == 1
         stranger = {k: v for k, v in GET.items() if k != "authorization"}
@@ -278,7 +282,7 @@ async def test_another_principal_of_the_session_does_not_take_the_openers_stream
     a request of its own) gets what the upstream answers its own GET (``409``: a stream
     is attached), never the stream opened with the first one's credentials."""
     up = DropsBeforeGet(accepted=frozenset({TOKEN, OTHER}))
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
         await _initialized(http, gw.url)
         other = {**H, "authorization": OTHER}
         ping = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}
@@ -292,7 +296,7 @@ async def test_another_principal_of_the_session_does_not_take_the_openers_stream
 
 async def test_only_the_first_initialized_opens_a_stream_ahead() -> None:
     up = DropsBeforeGet()
-    async with gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
         await _initialized(http, gw.url)
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         for _ in range(5):
@@ -303,7 +307,7 @@ async def test_only_the_first_initialized_opens_a_stream_ahead() -> None:
 async def test_a_held_stream_is_closed_when_its_client_deletes_the_session() -> None:
     up = DropsBeforeGet()
     async with (
-        gateway_for(up, limits=GatewayLimits(standalone_hold_s=1000)) as gw,
+        scripted.gateway_for(up, limits=GatewayLimits(standalone_hold_s=1000)) as gw,
         httpx2.AsyncClient(timeout=20) as http,
     ):
         await _initialized(http, gw.url)

@@ -11,37 +11,23 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from scripted_upstream import (
-    GUARD,
-    HEAD,
-    INIT,
-    SessionApp,
-    gateway_for,
-    json_reply,
-    parse,
-    result,
-    sse,
-    sse_piece,
-    sse_reply,
-    sse_start,
-    until_left,
-)
 
 from fsm.gateway.app import GatewayLimits
 from fsm.gateway.ids import EventIdKeys
 from fsm.gateway.redis_store import RedisStore
 from support.gateway import running_gateway
+from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
-GET = {**HEAD, "accept": "text/event-stream"}
+GET = {**scripted.HEAD, "accept": "text/event-stream"}
 
 
 def note(n: int) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": n}}
 
 
-class TwoStandalones(SessionApp):
+class TwoStandalones(scripted.SessionApp):
     """The first fresh ``GET`` ends at once, with no event (the stream cannot be resumed:
     it ends, ``no-cursor``); the second sends ``s1`` and stays open until its reader
     goes; a resume from ``s1`` replays ``s2``. A ``ping`` gets its result; anything
@@ -55,23 +41,23 @@ class TwoStandalones(SessionApp):
         self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
     ) -> None:
         if msg.get("method") == "ping":  # the gateway's question: these credentials?
-            await json_reply(send, 200, json.dumps(result(msg["id"])).encode())
+            await scripted.json_reply(send, 200, json.dumps(scripted.result(msg["id"])).encode())
         elif scope["method"] != "GET":
-            await json_reply(send, 202, b"")
+            await scripted.json_reply(send, 202, b"")
         elif headers.get("last-event-id") == "s1":
-            await sse_start(send)
-            await sse_piece(send, sse("s2", note(2)))
-            await until_left(receive, anyio.sleep_forever)
+            await scripted.sse_start(send)
+            await scripted.sse_piece(send, scripted.sse("s2", note(2)))
+            await scripted.until_left(receive, anyio.sleep_forever)
         elif "last-event-id" in headers:
-            await json_reply(send, 404, b"{}")
+            await scripted.json_reply(send, 404, b"{}")
         else:
             self.fresh += 1
             if self.fresh == 1:
-                await sse_reply(send, [])
+                await scripted.sse_reply(send, [])
                 return
-            await sse_start(send)
-            await sse_piece(send, sse("s1", note(1)))
-            await until_left(receive, anyio.sleep_forever)
+            await scripted.sse_start(send)
+            await scripted.sse_piece(send, scripted.sse("s1", note(1)))
+            await scripted.until_left(receive, anyio.sleep_forever)
 
 
 async def test_a_resume_of_a_fresh_get_through_another_replica_resumes_it(redis: Any) -> None:
@@ -85,12 +71,12 @@ async def test_a_resume_of_a_fresh_get_through_another_replica_resumes_it(redis:
     stores = [RedisStore.from_url(redis.url, prefix=prefix) for _ in range(2)]
     limits = GatewayLimits(standalone_hold_s=0)
     async with (
-        gateway_for(up, store=stores[0], id_keys=keys, limits=limits) as r1,
+        scripted.gateway_for(up, store=stores[0], id_keys=keys, limits=limits) as r1,
         running_gateway(r1.gateway.upstream, store=stores[1], id_keys=keys, limits=limits) as r2,
-        httpx2.AsyncClient(timeout=GUARD) as http,
+        httpx2.AsyncClient(timeout=scripted.GUARD) as http,
     ):
-        with anyio.fail_after(GUARD):
-            init = await http.post(r1.url, json=INIT, headers=HEAD)
+        with anyio.fail_after(scripted.GUARD):
+            init = await http.post(r1.url, json=scripted.INIT, headers=scripted.HEAD)
             head = {**GET, "mcp-session-id": init.headers["mcp-session-id"]}
             first = await http.get(r1.url, headers=head)  # ends: nothing to resume from
             async with http.stream("GET", r2.url, headers=head) as r:
@@ -98,7 +84,7 @@ async def test_a_resume_of_a_fresh_get_through_another_replica_resumes_it(redis:
                 seen = b""
                 while b"\n\n" not in seen:
                     seen += await pieces.__anext__()
-            last = parse(seen)[0][0]
+            last = scripted.parse(seen)[0][0]
             assert last is not None
             async with http.stream("GET", r1.url, headers={**head, "last-event-id": last}) as r:
                 status, got = r.status_code, b""
@@ -107,4 +93,4 @@ async def test_a_resume_of_a_fresh_get_through_another_replica_resumes_it(redis:
                     if b"\n\n" in got:
                         break
     assert first.status_code == 200  # it ended: nothing of it to resume from
-    assert (status, [json.loads(d) for _, d in parse(got) if d]) == (200, [note(2)]), got
+    assert (status, [json.loads(d) for _, d in scripted.parse(got) if d]) == (200, [note(2)]), got

@@ -19,19 +19,18 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from scripted_upstream import HEAD, SID, HeldCallStream, Refusal, gateway_for, parse, result  # noqa: E402
-
 from fsm.sse.guard import GuardConfig  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-class OneReader(HeldCallStream):
+class OneReader(scripted.HeldCallStream):
     """An upstream that serves one reader per call stream: the call's POST streams one
     event and is held (waiting for an answer, say) until its connection goes; a resume
     ``GET`` meanwhile gets ``409``; after it, the result. Counts the refusals."""
 
-    def refusal(self) -> Refusal | None:
+    def refusal(self) -> scripted.Refusal | None:
         return (409, b'{"error": "the stream already has a reader"}', ()) if self.held else None
 
     def other(self, msg: Any) -> tuple[int, bytes]:
@@ -45,18 +44,21 @@ async def test_a_resume_while_the_old_connection_is_half_open_completes_the_call
     resume gets the result; no resume is refused."""
     up = OneReader()
     config = GuardConfig(backoff_initial_s=0.01, backoff_max_s=0.05)
-    async with gateway_for(up, config=config) as gw, httpx2.AsyncClient(timeout=30) as http:
+    async with (
+        scripted.gateway_for(up, config=config) as gw,
+        httpx2.AsyncClient(timeout=30) as http,
+    ):
         begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        assert (await http.post(gw.url, json=begin, headers=HEAD)).status_code == 200
-        h = {**HEAD, "mcp-session-id": SID}
+        assert (await http.post(gw.url, json=begin, headers=scripted.HEAD)).status_code == 200
+        h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
         async with http.stream("POST", gw.url, json=call, headers=h) as old:
             pieces = old.aiter_raw()  # kept: the old connection stays open
-            [(event_id, _)] = parse(await pieces.__anext__())
+            [(event_id, _)] = scripted.parse(await pieces.__anext__())
             assert event_id is not None
             with anyio.fail_after(30):
                 resume = {**h, "last-event-id": event_id}
                 async with http.stream("GET", gw.url, headers=resume) as resumed:
-                    events = parse(b"".join([c async for c in resumed.aiter_raw()]))
-            assert [json.loads(d) for _, d in events if d] == [result(7)]
+                    events = scripted.parse(b"".join([c async for c in resumed.aiter_raw()]))
+            assert [json.loads(d) for _, d in events if d] == [scripted.result(7)]
             assert up.refused == 0

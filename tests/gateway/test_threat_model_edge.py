@@ -27,12 +27,12 @@ import pytest
 pytest.importorskip("uvicorn")
 
 from auth_upstream import SessionAuth, running_auth_server
-from scripted_upstream import HEAD, Upstream, gateway_for, result, sse
 
 from fsm.gateway.app import CREDENTIAL_HEADERS, Gateway, GatewayLimits
 from fsm.wire.server import ServerController, build_app, running_server
 from fsm.wire.serving import serving
 from support.gateway import running_gateway
+from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -59,7 +59,7 @@ def _ping(rid: int = 9) -> dict[str, Any]:
 
 def _head(token: str | None = None, sid: str | None = None, **extra: str) -> dict[str, str]:
     """A client's POST headers: its bearer token, its session id, ``extra``."""
-    out = {**HEAD, "mcp-protocol-version": PROTOCOL}
+    out = {**scripted.HEAD, "mcp-protocol-version": PROTOCOL}
     if token is not None:
         out["authorization"] = f"Bearer {token}"
     if sid is not None:
@@ -81,8 +81,8 @@ def _head(token: str | None = None, sid: str | None = None, **extra: str) -> dic
 async def test_a_connection_naming_a_header_the_gateway_reads_is_refused(
     connection: str,
 ) -> None:
-    upstream = Upstream(call=[sse("e1", result(9))])
-    async with gateway_for(upstream) as gw, httpx2.AsyncClient(timeout=10) as http:
+    upstream = scripted.Upstream(call=[scripted.sse("e1", scripted.result(9))])
+    async with scripted.gateway_for(upstream) as gw, httpx2.AsyncClient(timeout=10) as http:
         head = _head("tok-a", "some-session", connection=connection)
         head.setdefault("cookie", "c=1")
         resp = await http.post(gw.url, json=_ping(), headers=head)
@@ -122,9 +122,12 @@ async def test_sessions_accepted_under_new_ids_leave_no_waiting_entry() -> None:
     """The upstream answers an ``initialize`` that names a made-up session id with an id
     of its own; past ``max_unaccepted`` such initializes, a request for a session this
     replica does not hold is still served."""
-    upstream = Upstream(call=[sse("e1", result(9))], issue_sessions=True)
+    upstream = scripted.Upstream(call=[scripted.sse("e1", scripted.result(9))], issue_sessions=True)
     limits = GatewayLimits(max_unaccepted=2)
-    async with gateway_for(upstream, limits=limits) as gw, httpx2.AsyncClient(timeout=10) as http:
+    async with (
+        scripted.gateway_for(upstream, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
         for n in range(4):
             resp = await http.post(gw.url, json=_init(n), headers=_head(sid=f"made-up-{n}"))
             assert resp.status_code == 200, resp.text

@@ -26,28 +26,28 @@ pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
 from auth_upstream import SessionAuth  # noqa: E402
-from scripted_upstream import HEAD, PROGRESS, SID, Upstream, gateway_for, parse, result, sse  # noqa: E402
 
 from fsm.gateway import ids  # noqa: E402
 from fsm.gateway.store import MemoryStore  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 PROTOCOL = "2025-11-25"
 BOGUS = "1999-01-01"
-A = {**HEAD, "mcp-protocol-version": PROTOCOL, "authorization": "Bearer tok-a"}
+A = {**scripted.HEAD, "mcp-protocol-version": PROTOCOL, "authorization": "Bearer tok-a"}
 """A's headers (its bearer token, the protocol version its client negotiated)."""
 STEP = 10.0
 """Safety timeout of one step (seconds): it only elapses when the step's event never comes."""
 
 
-def resumes(upstream: Upstream) -> list[dict[str, str]]:
+def resumes(upstream: scripted.Upstream) -> list[dict[str, str]]:
     """The headers of each resume ``GET`` (one with ``Last-Event-ID``) the upstream got."""
     return [h for m, h, _ in upstream.requests if m == "GET" and "last-event-id" in h]
 
 
 async def own_resume(
-    upstream: Upstream,
+    upstream: scripted.Upstream,
     url: str,
     cut: anyio.Event,
     meanwhile: Callable[[httpx2.AsyncClient], Awaitable[None]],
@@ -71,14 +71,16 @@ async def own_resume(
                 cut.set()
                 raw += b"".join([c async for c in chunks])
     [own] = resumes(upstream)
-    return own, [json.loads(d) for _, d in parse(raw) if d]
+    return own, [json.loads(d) for _, d in scripted.parse(raw) if d]
 
 
-def cut_upstream(cut: anyio.Event, **kwargs: Any) -> Upstream:
+def cut_upstream(cut: anyio.Event, **kwargs: Any) -> scripted.Upstream:
     """An upstream whose call stream sends one event, then ends abruptly once ``cut`` is
     set; a resume brings the call's result (keywords go to :class:`Upstream`)."""
-    replay = lambda _: [sse("e2", result(7))]  # noqa: E731
-    return Upstream(call=[sse("e1", PROGRESS), cut], complete=False, replay=replay, **kwargs)
+    replay = lambda _: [scripted.sse("e2", scripted.result(7))]  # noqa: E731
+    return scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS), cut], complete=False, replay=replay, **kwargs
+    )
 
 
 async def test_a_refused_request_does_not_change_the_sessions_protocol_version() -> None:
@@ -91,16 +93,16 @@ async def test_a_refused_request_does_not_change_the_sessions_protocol_version()
 
     async def b_pings(http: httpx2.AsyncClient) -> None:
         ping = {"jsonrpc": "2.0", "id": "b", "method": "ping"}
-        headers = {**HEAD, "mcp-session-id": SID, "mcp-protocol-version": BOGUS}
+        headers = {**scripted.HEAD, "mcp-session-id": scripted.SID, "mcp-protocol-version": BOGUS}
         refused.append((await http.post(url, json=ping, headers=headers)).status_code)
 
     # the bearer check of auth_upstream.py in front: no or an unknown token gets 401
-    async with gateway_for(SessionAuth(upstream)) as gw:  # type: ignore[arg-type]
+    async with scripted.gateway_for(SessionAuth(upstream)) as gw:  # type: ignore[arg-type]
         url = gw.url
         own, messages = await own_resume(upstream, url, cut, b_pings)
     assert refused == [401]
     assert own["mcp-protocol-version"] == PROTOCOL
-    assert messages == [PROGRESS, result(7)]
+    assert messages == [scripted.PROGRESS, scripted.result(7)]
 
 
 async def test_an_established_session_id_is_never_replaced() -> None:
@@ -116,13 +118,13 @@ async def test_an_established_session_id_is_never_replaced() -> None:
         resp = await http.post(url, json=again, headers=headers)
         answered.append(resp.headers.get("mcp-session-id"))
 
-    async with gateway_for(upstream) as gw:
+    async with scripted.gateway_for(upstream) as gw:
         url = gw.url
         own, messages = await own_resume(upstream, url, cut, initialize_again)
     assert upstream.issued == ["session-1", "session-2"]
     assert answered == ["session-2"]  # the upstream's answer, passed on as it came
     assert own["mcp-session-id"] == "session-1"
-    assert messages == [PROGRESS, result(7)]
+    assert messages == [scripted.PROGRESS, scripted.result(7)]
 
 
 async def call_and_resume(rid: Any) -> tuple[bytes, str, int, list[Any], list[str]]:
@@ -130,20 +132,20 @@ async def call_and_resume(rid: Any) -> tuple[bytes, str, int, list[Any], list[st
     resumed with that event's id: the first event as the client got it, its id, the
     resume's status, the messages it brought and the stream names of the cursors the
     gateway's store holds then."""
-    upstream = Upstream(
-        call=[sse("e1", PROGRESS)],
+    upstream = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS)],
         hold=anyio.Event(),  # held open until the gateway leaves it
-        replay=lambda _: [sse("e2", result(rid))],
+        replay=lambda _: [scripted.sse("e2", scripted.result(rid))],
     )
-    async with gateway_for(upstream) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+    async with scripted.gateway_for(upstream) as gw, httpx2.AsyncClient(timeout=STEP) as http:
         begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        assert (await http.post(gw.url, json=begin, headers=HEAD)).status_code == 200
-        h = {**HEAD, "mcp-session-id": SID}
+        assert (await http.post(gw.url, json=begin, headers=scripted.HEAD)).status_code == 200
+        h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
         call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "x"}}
         with anyio.fail_after(STEP):
             async with http.stream("POST", gw.url, json=call, headers=h) as old:
                 first = await old.aiter_raw().__anext__()
-            [(event_id, _)] = parse(first)
+            [(event_id, _)] = scripted.parse(first)
             assert event_id is not None
             resume = {**h, "last-event-id": event_id}
             async with http.stream("GET", gw.url, headers=resume) as resumed:
@@ -151,7 +153,7 @@ async def call_and_resume(rid: Any) -> tuple[bytes, str, int, list[Any], list[st
             entries = cast(MemoryStore, gw.gateway.store)._entries
             while not (cursors := [item for kind, _, item in entries if kind == "cursor"]):
                 await anyio.sleep(0.01)  # written as the client's first connection ended
-    messages = [json.loads(d) for _, d in parse(raw) if d]
+    messages = [json.loads(d) for _, d in scripted.parse(raw) if d]
     return first, event_id, resumed.status_code, messages, cursors
 
 
@@ -165,8 +167,8 @@ async def test_an_event_id_does_not_grow_with_the_request_id() -> None:
     long, digest_id, *long_resume, long_cursors = await call_and_resume(long_id)
     assert len(long) <= len(short) + 32
     assert digest_id.startswith(ids.DIGEST_MARK) and not short_id.startswith(ids.DIGEST_MARK)
-    assert short_resume == [200, [result(7)]]
-    assert long_resume == [200, [result(long_id)]]
+    assert short_resume == [200, [scripted.result(7)]]
+    assert long_resume == [200, [scripted.result(long_id)]]
     assert short_cursors == ["post:7"]
     assert long_cursors == [ids.store_name("post:" + json.dumps(long_id))]
     assert long_cursors[0].startswith(ids.DIGEST_MARK) and len(long_cursors[0]) < 64

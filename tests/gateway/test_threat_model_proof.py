@@ -45,19 +45,6 @@ from auth_upstream import (
     refused_in_rpc,
     running_auth_server,
 )
-from scripted_upstream import (
-    CALL,
-    HEAD,
-    INIT,
-    PROGRESS,
-    SID,
-    Upstream,
-    elicit,
-    gateway_for,
-    parse,
-    result,
-    sse,
-)
 from test_threat_model import (
     A_TOKEN,
     B_CONTENT,
@@ -81,6 +68,7 @@ from test_threat_model import (
 
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
 from support.gateway import running_gateway
+from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -202,25 +190,24 @@ async def test_a_get_the_upstream_lets_through_proves_nothing() -> None:
     """Row 6: an upstream that checks a session's ``POST``s but lets a ``GET`` through
     opens B's standalone stream (``200``); B's answer to A's prompt then gets the
     upstream's ``403``, as direct, and A's own answer ends A's call."""
-    up = Upstream(
-        accepts=lambda headers: headers.get("authorization") == "Bearer tok-a",
-        unchecked=frozenset({"GET"}),
-        standalone=[sse("s1", PROGRESS)],
+    up = asking_upstream(
+        unchecked=frozenset({"GET"}), standalone=[scripted.sse("s1", scripted.PROGRESS)]
     )
-    up.call = [sse("e1", elicit(1)), up.answered, sse("e2", result(7))]
-    b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
     limits = GatewayLimits(standalone_hold_s=0)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
 
         async def b_acts() -> tuple[int, int]:
-            async with http.stream("GET", gw.url, headers=b_head) as b_get:
+            async with http.stream("GET", gw.url, headers=scripted.B_HEAD) as b_get:
                 b_status = b_get.status_code
-            b = await http.post(gw.url, json=ANSWER, headers=b_head)
+            b = await http.post(gw.url, json=ANSWER, headers=scripted.B_HEAD)
             return b_status, b.status_code
 
         b_got, a, messages = await while_a_is_asked(http, gw.url, b_acts)
     errors = [m for m in messages if "error" in m]
-    assert (b_got, a, messages[-1], errors) == ((200, 403), 202, result(7), [])
+    assert (b_got, a, messages[-1], errors) == ((200, 403), 202, scripted.result(7), [])
 
 
 @pytest.mark.parametrize("via", VIAS)
@@ -260,15 +247,21 @@ async def test_an_initialize_answered_with_the_sessions_id_proves_nothing(
     assert (seen.b_reached, seen.a) == (False, fate_expected(bed))
 
 
-async def a_session(http: Any, url: str) -> dict[str, str]:
-    """A initializes a session through ``url`` with ``tok-a``: its headers from then on."""
-    head = {**HEAD, "authorization": "Bearer tok-a"}
-    assert (await http.post(url, json=INIT, headers=head)).status_code == 200
-    return {**head, "mcp-session-id": SID}
-
-
 ANSWER: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
 """An answer to the scripted upstream's prompt (``elicit(1)``)."""
+
+
+def asking_upstream(**script: Any) -> scripted.Upstream:
+    """An upstream that accepts A's token alone (more of its script: ``script``), whose
+    call asks A's prompt (id 1) and, once it is answered, ends with the call's result:
+    the call :func:`while_a_is_asked` makes."""
+    up = scripted.Upstream(accepts=scripted.only_a, **script)
+    up.call = [
+        scripted.sse("e1", scripted.elicit(1)),
+        up.answered,
+        scripted.sse("e2", scripted.result(7)),
+    ]
+    return up
 
 
 async def while_a_is_asked(
@@ -277,8 +270,8 @@ async def while_a_is_asked(
     """A begins a session through ``url`` (``tok-a``) and calls a tool (id 7) until its
     prompt (id 1) shows; then ``meanwhile()`` runs; then A answers and reads the call to
     its end: what ``meanwhile`` returned, the status of A's answer, the call's messages."""
-    a_head = await a_session(http, url)
-    async with http.stream("POST", url, json=CALL, headers=a_head) as stream:
+    a_head = await scripted.a_session(http, url)
+    async with http.stream("POST", url, json=scripted.CALL, headers=a_head) as stream:
         pieces = stream.aiter_raw()
         seen = b""
         while b"elicitation/create" not in seen:
@@ -286,18 +279,29 @@ async def while_a_is_asked(
         got = await meanwhile()
         a = await http.post(url, json=ANSWER, headers=a_head)
         rest = b"".join([piece async for piece in pieces])
-    return got, a.status_code, [json.loads(data) for _, data in parse(seen + rest) if data]
+    return got, a.status_code, [json.loads(data) for _, data in scripted.parse(seen + rest) if data]
 
 
 async def call_through(http: Any, url: str, headers: dict[str, str]) -> list[Any]:
     """A ``tools/call`` (id 7) with ``headers``: the messages of its event stream."""
     with anyio.fail_after(STEP):  # only against a hang
-        async with http.stream("POST", url, json=CALL, headers=headers) as r:
+        async with http.stream("POST", url, json=scripted.CALL, headers=headers) as r:
             raw = b"".join([piece async for piece in r.aiter_raw()])
-    return [json.loads(data) for _, data in parse(raw) if data]
+    return [json.loads(data) for _, data in scripted.parse(raw) if data]
 
 
-def pings(up: Upstream, token: str) -> int:
+async def call_with_a_refreshed_token(up: scripted.Upstream, limits: GatewayLimits) -> list[Any]:
+    """A begins a session through a gateway (``limits``) in front of ``up``, then calls a
+    tool (id 7) with its refreshed token (``tok-a2``): the messages of the call's stream."""
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
+        headers = await scripted.a_session(http, gw.url)
+        return await call_through(http, gw.url, {**headers, "authorization": "Bearer tok-a2"})
+
+
+def pings(up: scripted.Upstream, token: str) -> int:
     """The ``ping``s with ``token`` that reached the upstream."""
     auth = f"Bearer {token}"
     return sum(
@@ -310,43 +314,43 @@ async def test_a_refreshed_tokens_probe_goes_before_its_request() -> None:
     """A's refreshed token (``tok-a2``) on a replica with one upstream connection: its
     credentials are asked about before its ``tools/call`` is sent, not while the call's
     stream holds the only connection."""
-    up = Upstream(call=[sse("e1", result(7))])
+    up = scripted.Upstream(call=[scripted.sse("e1", scripted.result(7))])
     limits = GatewayLimits(upstream_connections=1, standalone_hold_s=0)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
-        headers = await a_session(http, gw.url)
-        messages = await call_through(http, gw.url, {**headers, "authorization": "Bearer tok-a2"})
+    messages = await call_with_a_refreshed_token(up, limits)
     order = [json.loads(body).get("method") for m, _, body in up.requests if m == "POST"]
-    assert (messages, order[-2:]) == ([result(7)], ["ping", "tools/call"])
+    assert (messages, order[-2:]) == ([scripted.result(7)], ["ping", "tools/call"])
 
 
 async def test_a_probe_the_upstream_never_answers_ends_in_time() -> None:
     """The upstream opens a ``ping``'s event stream and writes nothing: the probe of a
     refreshed token gives up after ``probe_timeout_s``, and the call goes on."""
-    up = Upstream(call=[sse("e1", result(7))], ping=[anyio.Event()])
+    up = scripted.Upstream(call=[scripted.sse("e1", scripted.result(7))], ping=[anyio.Event()])
     limits = GatewayLimits(probe_timeout_s=0.2, standalone_hold_s=0)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
-        headers = await a_session(http, gw.url)
-        messages = await call_through(http, gw.url, {**headers, "authorization": "Bearer tok-a2"})
-    assert (messages, pings(up, "tok-a2")) == ([result(7)], 1)
+    messages = await call_with_a_refreshed_token(up, limits)
+    assert (messages, pings(up, "tok-a2")) == ([scripted.result(7)], 1)
 
 
 async def test_a_strangers_resume_costs_the_upstream_one_probe() -> None:
     """B's resume of A's stream with its own token: one ``ping`` to ask about it (refused),
     then the resume as it came (the upstream lets a ``GET`` through); never a second
     probe for the same request."""
-    up = Upstream(
-        accepts=lambda headers: headers.get("authorization") == "Bearer tok-a",
+    up = scripted.Upstream(
+        accepts=scripted.only_a,
         unchecked=frozenset({"GET"}),
-        call=[sse("e1", PROGRESS), sse("e2", result(7))],
-        replay=lambda cursor: [sse("e2", result(7))],
+        call=[scripted.sse("e1", scripted.PROGRESS), scripted.sse("e2", scripted.result(7))],
+        replay=lambda cursor: [scripted.sse("e2", scripted.result(7))],
     )
     limits = GatewayLimits(standalone_hold_s=0)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
-        headers = await a_session(http, gw.url)
-        async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
-            first = next(eid for eid, _ in parse(b"".join([p async for p in r.aiter_raw()])))
-        b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
-        resumed = await http.get(gw.url, headers={**b_head, "last-event-id": first})
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
+        headers = await scripted.a_session(http, gw.url)
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r:
+            first = next(
+                eid for eid, _ in scripted.parse(b"".join([p async for p in r.aiter_raw()]))
+            )
+        resumed = await http.get(gw.url, headers={**scripted.B_HEAD, "last-event-id": first})
     assert (resumed.status_code, pings(up, "tok-b")) == (200, 1)
 
 
@@ -355,22 +359,21 @@ async def test_a_request_at_the_stream_cap_is_asked_about_once() -> None:
     stream: its credentials are asked about once (before it is sent; the stream cap's
     question reuses the verdict), refused, and the ``GET`` gets ``503``."""
     release = anyio.Event()
-    up = Upstream(
-        accepts=lambda headers: headers.get("authorization") == "Bearer tok-a",
-        call=[sse("e1", PROGRESS)],
+    up = scripted.Upstream(
+        accepts=scripted.only_a,
+        call=[scripted.sse("e1", scripted.PROGRESS)],
         hold=release,
     )
     config = replace(GATEWAY_GUARD, max_streams=1)
     limits = GatewayLimits(standalone_hold_s=0)
     async with (
-        gateway_for(up, config=config, limits=limits) as gw,
+        scripted.gateway_for(up, config=config, limits=limits) as gw,
         httpx2.AsyncClient(timeout=STEP) as http,
     ):
-        headers = await a_session(http, gw.url)
-        async with http.stream("POST", gw.url, json=CALL, headers=headers) as r:
+        headers = await scripted.a_session(http, gw.url)
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r:
             await r.aiter_raw().__anext__()  # A's stream is open and read
-            b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
-            refused = await http.get(gw.url, headers=b_head)
+            refused = await http.get(gw.url, headers=scripted.B_HEAD)
             release.set()
     assert (refused.status_code, pings(up, "tok-b")) == (503, 1)
 
@@ -379,23 +382,21 @@ async def test_a_notification_answered_202_unchecked_proves_nothing() -> None:
     """Row 9: an upstream answers notifications ``202`` before any check (its check is
     in its protocol layer) but refuses B's answers; B's notification in A's session
     then proves nothing, and B's answer to A's prompt gets the upstream's ``403``."""
-    up = Upstream(
-        accepts=lambda headers: headers.get("authorization") == "Bearer tok-a",
-        unchecked_notifications=True,
-    )
-    up.call = [sse("e1", elicit(1)), up.answered, sse("e2", result(7))]
-    b_head = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
+    up = asking_upstream(unchecked_notifications=True)
     limits = GatewayLimits(standalone_hold_s=0)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
 
         async def b_acts() -> tuple[int, int]:
             note = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
-            noted = await http.post(gw.url, json=note, headers=b_head)
-            b = await http.post(gw.url, json=ANSWER, headers=b_head)
+            noted = await http.post(gw.url, json=note, headers=scripted.B_HEAD)
+            b = await http.post(gw.url, json=ANSWER, headers=scripted.B_HEAD)
             return noted.status_code, b.status_code
 
         b_got, a, messages = await while_a_is_asked(http, gw.url, b_acts)
-    assert (b_got, a, messages[-1]) == ((202, 403), 202, result(7))
+    assert (b_got, a, messages[-1]) == ((202, 403), 202, scripted.result(7))
 
 
 async def test_a_session_held_elsewhere_with_a_stream_open_here_leaves_the_waiting_room() -> None:
@@ -403,13 +404,16 @@ async def test_a_session_held_elsewhere_with_a_stream_open_here_leaves_the_waiti
     stream here: the gateway asks about its credentials once the stream opens and holds
     it, so it does not wait, stream open, among the sessions not yet accepted (with
     ``max_unaccepted=1``, another such session is then still served)."""
-    up = Upstream(standalone=[sse("s1", PROGRESS)])
+    up = scripted.Upstream(standalone=[scripted.sse("s1", scripted.PROGRESS)])
     limits = GatewayLimits(max_unaccepted=1, standalone_hold_s=0)
-    get = {**HEAD, "accept": "text/event-stream"}
+    get = {**scripted.HEAD, "accept": "text/event-stream"}
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
         first = {**get, "mcp-session-id": "held-1"}
-        second = {**HEAD, "mcp-session-id": "held-2"}
+        second = {**scripted.HEAD, "mcp-session-id": "held-2"}
         async with http.stream("GET", gw.url, headers=first) as g:
             opened = g.status_code
             other = await http.post(gw.url, json=note, headers=second)

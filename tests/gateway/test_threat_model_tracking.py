@@ -17,37 +17,15 @@ import pytest
 
 pytest.importorskip("uvicorn")
 
-from scripted_upstream import (
-    CALL,
-    HEAD,
-    INIT,
-    PROGRESS,
-    SID,
-    SessionApp,
-    Upstream,
-    gateway_for,
-    json_reply,
-    parse,
-    result,
-    sse,
-    sse_reply,
-)
-
 from fsm.gateway.app import GatewayLimits
 from fsm.gateway.ids import EventIdKeys
 from fsm.gateway.redis_store import RedisStore
 from support.gateway import running_gateway
+from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 STEP = 15.0
-A_HEAD = {**HEAD, "authorization": "Bearer tok-a"}
-B_HEAD = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
-
-
-async def a_session(http: Any, url: str) -> dict[str, str]:
-    assert (await http.post(url, json=INIT, headers=A_HEAD)).status_code == 200
-    return {**A_HEAD, "mcp-session-id": SID}
 
 
 # --------------------------------------------------------------------------------------
@@ -57,19 +35,19 @@ async def a_session(http: Any, url: str) -> dict[str, str]:
 #    A's next call is served, as it is direct.
 
 
-def get_through_upstream() -> Upstream:
-    return Upstream(
-        accepts=lambda headers: headers.get("authorization") == "Bearer tok-a",
+def get_through_upstream() -> scripted.Upstream:
+    return scripted.Upstream(
+        accepts=scripted.only_a,
         unchecked=frozenset({"GET"}),
-        standalone=[sse("s1", PROGRESS)],
-        call=[sse("e1", result(7))],
+        standalone=[scripted.sse("s1", scripted.PROGRESS)],
+        call=[scripted.sse("e1", scripted.result(7))],
     )
 
 
 async def strangers_gets_then_a_call(url: str, a_head: dict[str, str], n: int) -> Any:
     """B opens ``n`` standalone GETs in A's session and keeps reading them; meanwhile A
     calls a tool: B's statuses, A's status and A's messages (or body)."""
-    b_get = {**B_HEAD, "accept": "text/event-stream"}
+    b_get = {**scripted.B_HEAD, "accept": "text/event-stream"}
     limits = httpx2.Limits(max_connections=n + 8)
     async with httpx2.AsyncClient(timeout=STEP, limits=limits) as http:
         opened = anyio.Event()
@@ -90,23 +68,30 @@ async def strangers_gets_then_a_call(url: str, a_head: dict[str, str], n: int) -
                 for _ in range(n):
                     tg.start_soon(b_reads)
                 await opened.wait()
-                a = await http.post(url, json=CALL, headers=a_head)
+                a = await http.post(url, json=scripted.CALL, headers=a_head)
                 done.set()
-    got = [json.loads(d) for _, d in parse(a.content) if d] if a.status_code == 200 else a.text
+    got = (
+        [json.loads(d) for _, d in scripted.parse(a.content) if d]
+        if a.status_code == 200
+        else a.text
+    )
     return set(statuses), a.status_code, got
 
 
 async def test_strangers_get_streams_do_not_lock_the_owner_out_of_its_calls() -> None:
     up = get_through_upstream()
     limits = GatewayLimits(standalone_hold_s=0)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
         n = gw.gateway.config.max_streams  # 64 by default
         upstream_url = gw.gateway.upstream
-        a_head = await a_session(http, upstream_url)
+        a_head = await scripted.a_session(http, upstream_url)
         direct = await strangers_gets_then_a_call(upstream_url, a_head, n)
-        a_head = await a_session(http, gw.url)
+        a_head = await scripted.a_session(http, gw.url)
         through = await strangers_gets_then_a_call(gw.url, a_head, n)
-    assert direct == ({200}, 200, [result(7)])
+    assert direct == ({200}, 200, [scripted.result(7)])
     assert through == direct
 
 
@@ -124,7 +109,7 @@ def _refusal(rid: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid, "error": error}
 
 
-class RpcStreamUpstream(SessionApp):
+class RpcStreamUpstream(scripted.SessionApp):
     """Binds the session to tok-a (its ``initialize``'s token) and refuses anyone else in
     its protocol layer: a request POST gets an event stream either way (``ping``
     included), with the result for tok-a (a progress event, then the result) and one
@@ -137,46 +122,54 @@ class RpcStreamUpstream(SessionApp):
         owner = headers.get("authorization") == "Bearer tok-a"
         if scope["method"] == "GET" and "last-event-id" in headers:
             if not owner:
-                await json_reply(send, 403, b"{}")
+                await scripted.json_reply(send, 403, b"{}")
                 return
-            await sse_reply(send, [sse("a2", result(8))])
+            await scripted.sse_reply(send, [scripted.sse("a2", scripted.result(8))])
             return
         if not ("method" in msg and "id" in msg):
-            await json_reply(send, 202, b"")
+            await scripted.json_reply(send, 202, b"")
             return
         rid = msg["id"]
         if not owner:
-            await sse_reply(send, [sse("b1", _refusal(rid))])
+            await scripted.sse_reply(send, [scripted.sse("b1", _refusal(rid))])
         elif msg["method"] == "ping":
-            await sse_reply(send, [sse(None, {"jsonrpc": "2.0", "id": rid, "result": {}})])
+            await scripted.sse_reply(
+                send, [scripted.sse(None, {"jsonrpc": "2.0", "id": rid, "result": {}})]
+            )
         else:
-            await sse_reply(send, [sse("a1", PROGRESS), sse("a2", result(rid))])
+            await scripted.sse_reply(
+                send,
+                [scripted.sse("a1", scripted.PROGRESS), scripted.sse("a2", scripted.result(rid))],
+            )
 
 
 async def owner_call_after_strangers(url: str, http: Any) -> tuple[Any, Any, Any]:
     """B's tools/call 8 in A's session, then A's own call 8, then A's resume of it from
     its first event: what each got."""
-    call8 = {**CALL, "id": 8}
-    a_head = await a_session(http, url)
-    b = await http.post(url, json=call8, headers=B_HEAD)
+    call8 = {**scripted.CALL, "id": 8}
+    a_head = await scripted.a_session(http, url)
+    b = await http.post(url, json=call8, headers=scripted.B_HEAD)
     a = await http.post(url, json=call8, headers=a_head)
-    a_events = parse(a.content)
+    a_events = scripted.parse(a.content)
     get = {**a_head, "accept": "text/event-stream", "last-event-id": a_events[0][0] or ""}
     resumed = await http.get(url, headers=get)
     return (
-        [json.loads(d) for _, d in parse(b.content) if d],
+        [json.loads(d) for _, d in scripted.parse(b.content) if d],
         [json.loads(d) for _, d in a_events if d],
-        [json.loads(d) for _, d in parse(resumed.content) if d][-1:],
+        [json.loads(d) for _, d in scripted.parse(resumed.content) if d][-1:],
     )
 
 
 async def test_a_strangers_refused_call_is_not_kept_as_the_owners_result() -> None:
     up = RpcStreamUpstream()
     limits = GatewayLimits(standalone_hold_s=0)
-    async with gateway_for(up, limits=limits) as gw, httpx2.AsyncClient(timeout=STEP) as http:
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
         direct = await owner_call_after_strangers(gw.gateway.upstream, http)
         through = await owner_call_after_strangers(gw.url, http)
-    assert direct == ([_refusal(8)], [PROGRESS, result(8)], [result(8)])
+    assert direct == ([_refusal(8)], [scripted.PROGRESS, scripted.result(8)], [scripted.result(8)])
     assert through == direct
 
 
@@ -196,36 +189,43 @@ async def test_a_strangers_get_on_another_replica_does_not_move_the_owners_curso
     redis: Any,
 ) -> None:
     gate = anyio.Event()
-    up = Upstream(
-        accepts=lambda headers: headers.get("authorization") == "Bearer tok-a",
+    up = scripted.Upstream(
+        accepts=scripted.only_a,
         unchecked=frozenset({"GET"}),
-        standalone=[sse("s1", note(1)), gate, sse("s2", note(2)), sse("s3", note(3))],
-        replay=lambda cursor: [sse("s2", note(2)), sse("s3", note(3))] if cursor == "s1" else [],
-        call=[sse("c1", result(7))],
+        standalone=[
+            scripted.sse("s1", note(1)),
+            gate,
+            scripted.sse("s2", note(2)),
+            scripted.sse("s3", note(3)),
+        ],
+        replay=lambda cursor: (
+            [scripted.sse("s2", note(2)), scripted.sse("s3", note(3))] if cursor == "s1" else []
+        ),
+        call=[scripted.sse("c1", scripted.result(7))],
     )
     keys = EventIdKeys.generate()
     prefix = f"tracking-{secrets.token_hex(4)}:"
     stores = [RedisStore.from_url(redis.url, prefix=prefix) for _ in range(2)]
-    get = {**HEAD, "accept": "text/event-stream"}
+    get = {**scripted.HEAD, "accept": "text/event-stream"}
     async with (
-        gateway_for(up, store=stores[0], id_keys=keys) as r1,
+        scripted.gateway_for(up, store=stores[0], id_keys=keys) as r1,
         running_gateway(r1.gateway.upstream, store=stores[1], id_keys=keys) as r2,
         httpx2.AsyncClient(timeout=STEP) as http,
     ):
         with anyio.fail_after(STEP):
-            a_head = await a_session(http, r1.url)
+            a_head = await scripted.a_session(http, r1.url)
             # A's own GET on replica 1: it reads s1, then its connection breaks
             async with http.stream("GET", r1.url, headers={**get, **a_head}) as r:
                 pieces = r.aiter_raw()
                 seen = b""
                 while b"\n\n" not in seen:
                     seen += await pieces.__anext__()
-            a_last = parse(seen)[0][0]
+            a_last = scripted.parse(seen)[0][0]
             # A calls through replica 2 (so replica 2 holds A's session)
-            call = await http.post(r2.url, json=CALL, headers=a_head)
-            assert [json.loads(d) for _, d in parse(call.content)] == [result(7)]
+            call = await http.post(r2.url, json=scripted.CALL, headers=a_head)
+            assert [json.loads(d) for _, d in scripted.parse(call.content)] == [scripted.result(7)]
             # B's GET on replica 2, read to s3, then B leaves
-            async with http.stream("GET", r2.url, headers={**get, **B_HEAD}) as r:
+            async with http.stream("GET", r2.url, headers={**get, **scripted.B_HEAD}) as r:
                 pieces = r.aiter_raw()
                 seen = await pieces.__anext__()
                 gate.set()

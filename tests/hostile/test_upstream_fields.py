@@ -26,19 +26,7 @@ from fsm.adapters._transport.sse import MAX_EVENT_ID  # noqa: E402
 from fsm.gateway.app import GATEWAY_GUARD  # noqa: E402
 from fsm.gateway.ids import EventIdKeys, IdRewriter  # noqa: E402
 from fsm.gateway.store import MemoryStore  # noqa: E402
-from tests.gateway.scripted_upstream import (  # noqa: E402
-    CALL,
-    GUARD,
-    HEAD,
-    INIT,
-    PROGRESS,
-    SID,
-    Upstream,
-    gateway_for,
-    parse,
-    result,
-    sse,
-)
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -46,7 +34,7 @@ CONFIG = replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02, max_
 """The gateway's policy with short waits: a server's ``retry:`` counts up to 50 ms."""
 
 
-def raw_event(event_id: bytes, data: Any = PROGRESS, retry: bytes | None = None) -> bytes:
+def raw_event(event_id: bytes, data: Any = scripted.PROGRESS, retry: bytes | None = None) -> bytes:
     head = b"id: " + event_id + b"\n"
     if retry is not None:
         head += b"retry: " + retry + b"\n"
@@ -55,15 +43,18 @@ def raw_event(event_id: bytes, data: Any = PROGRESS, retry: bytes | None = None)
 
 async def call(url: str) -> list[tuple[str | None, str]]:
     """Initialize, then POST a tools/call (id 7) and read its SSE body to the end."""
-    async with httpx2.AsyncClient(timeout=GUARD) as http:
-        r = await http.post(url, json=INIT, headers=HEAD)
+    async with httpx2.AsyncClient(timeout=scripted.GUARD) as http:
+        r = await http.post(url, json=scripted.INIT, headers=scripted.HEAD)
         assert r.status_code == 200
-        with anyio.fail_after(GUARD):  # only against a hang: an endless wait
+        with anyio.fail_after(scripted.GUARD):  # only against a hang: an endless wait
             async with http.stream(
-                "POST", url, json=CALL, headers={**HEAD, "mcp-session-id": SID}
+                "POST",
+                url,
+                json=scripted.CALL,
+                headers={**scripted.HEAD, "mcp-session-id": scripted.SID},
             ) as resp:
                 assert resp.status_code == 200
-                return parse(b"".join([c async for c in resp.aiter_raw()]))
+                return scripted.parse(b"".join([c async for c in resp.aiter_raw()]))
 
 
 def outcomes(events: list[tuple[str | None, str]]) -> list[dict[str, Any]]:
@@ -79,17 +70,17 @@ def outcomes(events: list[tuple[str | None, str]]) -> list[dict[str, Any]]:
     return out
 
 
-async def run_call(up: Upstream) -> tuple[list[dict[str, Any]], str | None]:
+async def run_call(up: scripted.Upstream) -> tuple[list[dict[str, Any]], str | None]:
     """A call (id 7) through a gateway replica on ``up``: its outcomes (its result or its
     ending error) and the state of its stream in the session's guard after."""
-    async with gateway_for(up, config=CONFIG) as gw:
+    async with scripted.gateway_for(up, config=CONFIG) as gw:
         events = await call(gw.url)
-        guard = gw.gateway.session_guard(SID)
+        guard = gw.gateway.session_guard(scripted.SID)
         state = guard.guard.stream_state("post:7") if guard is not None else None
     return outcomes(events), state
 
 
-def resumed_from(up: Upstream) -> list[str]:
+def resumed_from(up: scripted.Upstream) -> list[str]:
     return [h["last-event-id"] for m, h, _ in up.requests if m == "GET" and "last-event-id" in h]
 
 
@@ -97,18 +88,20 @@ def resumed_from(up: Upstream) -> list[str]:
 async def test_a_huge_retry_then_a_cut_resumes_after_the_capped_wait(digits: int) -> None:
     """``retry: 1000...0`` (``digits`` zeros), then the connection is cut: the stream
     resumes after ``max_server_wait_s`` and the call gets its result."""
-    up = Upstream(
+    up = scripted.Upstream(
         call=[raw_event(b"e1", retry=b"1" + b"0" * digits)],
         complete=False,
-        replay=lambda cursor: [sse("e2", result(7))],
+        replay=lambda cursor: [scripted.sse("e2", scripted.result(7))],
     )
-    assert await run_call(up) == ([result(7)], "done")
+    assert await run_call(up) == ([scripted.result(7)], "done")
     assert resumed_from(up) == ["e1"]
 
 
 async def test_a_retry_of_5000_digits_without_a_cut_passes_the_call_on() -> None:
-    up = Upstream(call=[raw_event(b"e1", retry=b"1" * 5000), sse("e2", result(7))])
-    assert (await run_call(up))[0] == [result(7)]
+    up = scripted.Upstream(
+        call=[raw_event(b"e1", retry=b"1" * 5000), scripted.sse("e2", scripted.result(7))]
+    )
+    assert (await run_call(up))[0] == [scripted.result(7)]
 
 
 BAD_IDS = {
@@ -124,12 +117,12 @@ BAD_IDS = {
 async def test_an_unusable_id_then_a_cut_resumes_from_the_last_usable_one(bad: bytes) -> None:
     """A usable ``e1``, then an event whose id no ``Last-Event-ID`` header can carry, then
     a cut: the resume names ``e1`` and the call gets its one result."""
-    up = Upstream(
-        call=[sse("e1", PROGRESS), raw_event(bad)],
+    up = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS), raw_event(bad)],
         complete=False,
-        replay=lambda cursor: [sse("e3", result(7))],
+        replay=lambda cursor: [scripted.sse("e3", scripted.result(7))],
     )
-    assert await run_call(up) == ([result(7)], "done")
+    assert await run_call(up) == ([scripted.result(7)], "done")
     assert resumed_from(up) == ["e1"]
 
 
@@ -137,7 +130,7 @@ async def test_an_unusable_id_then_a_cut_resumes_from_the_last_usable_one(bad: b
 async def test_only_unusable_ids_then_a_cut_end_the_call_with_one_error(bad: bytes) -> None:
     """No usable id before the cut: nothing to resume from, so no resume is sent and the
     call ends with one JSON-RPC error (``no-cursor``); the stream is ended in the guard."""
-    up = Upstream(call=[raw_event(bad)], complete=False)
+    up = scripted.Upstream(call=[raw_event(bad)], complete=False)
     [err], state = await run_call(up)
     assert (err["error"]["data"]["reason"], state) == ("no-cursor", "dead")
     assert resumed_from(up) == []
@@ -147,8 +140,10 @@ async def test_a_blanked_event_with_an_id_that_is_not_utf8_does_not_end_the_stre
     """A server request with an id that is not UTF-8 (the event is malformed, so it is
     blanked): the stream goes on to its result."""
     ask = {"jsonrpc": "2.0", "id": 1, "method": "elicitation/create", "params": {}}
-    up = Upstream(call=[raw_event(b"\xff\xfe", ask), sse("e2", result(7))])
-    assert (await run_call(up))[0] == [result(7)]
+    up = scripted.Upstream(
+        call=[raw_event(b"\xff\xfe", ask), scripted.sse("e2", scripted.result(7))]
+    )
+    assert (await run_call(up))[0] == [scripted.result(7)]
 
 
 async def test_an_over_long_final_id_is_not_kept_as_the_streams_cursor() -> None:
@@ -163,16 +158,18 @@ async def test_an_over_long_final_id_is_not_kept_as_the_streams_cursor() -> None
 
     store = Noting()
     big = b"x" * (1 << 20)
-    up = Upstream(call=[sse("e1", PROGRESS), raw_event(big, result(7))])
-    async with gateway_for(up, config=CONFIG, store=store) as gw:
+    up = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS), raw_event(big, scripted.result(7))]
+    )
+    async with scripted.gateway_for(up, config=CONFIG, store=store) as gw:
         events = await call(gw.url)
-        guard = gw.gateway.session_guard(SID)
+        guard = gw.gateway.session_guard(scripted.SID)
         assert guard is not None
         assert guard.guard.cursor("post:7") == "e1"
-        with anyio.fail_after(GUARD):  # written in the background once the call ended
+        with anyio.fail_after(scripted.GUARD):  # written in the background once the call ended
             await saved.wait()
-        cursor = await store.cursor_of(SID, "post:7")
-    assert outcomes(events) == [result(7)]
+        cursor = await store.cursor_of(scripted.SID, "post:7")
+    assert outcomes(events) == [scripted.result(7)]
     first, again = (eid for eid, _ in events)
     assert first is not None and again == first  # e1's id, issued again
     assert cursor is not None and (cursor.position, cursor.event_id) == (1, "e1")
@@ -202,22 +199,26 @@ async def test_a_client_resumes_from_the_id_it_was_given_for_an_unusable_one(bad
     the unusable one: ``400 last-event-id must be visible ASCII`` (a tab) or ``400
     Last-Event-ID was not issued by this gateway`` (a trailing space, stripped in
     transit), where resuming with ``e1``'s id worked."""
-    up = Upstream(
-        call=[sse("e1", PROGRESS), raw_event(bad)],
+    up = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS), raw_event(bad)],
         complete=False,
-        replay=lambda cursor: [sse("e3", result(7))],
+        replay=lambda cursor: [scripted.sse("e3", scripted.result(7))],
     )
-    async with gateway_for(up, config=CONFIG) as gw:
+    async with scripted.gateway_for(up, config=CONFIG) as gw:
         events = await call(gw.url)
-        assert outcomes(events) == [result(7)] and resumed_from(up) == ["e1"]
+        assert outcomes(events) == [scripted.result(7)] and resumed_from(up) == ["e1"]
         given = [eid for eid, _ in events[:-1]]  # what the client had before the result
         assert given[0] is not None and set(given) == {given[0]}  # e1's id (again)
-        headers = {**HEAD, "mcp-session-id": SID, "last-event-id": given[-1].encode()}
-        async with httpx2.AsyncClient(timeout=GUARD) as http:
-            with anyio.fail_after(GUARD):
+        headers = {
+            **scripted.HEAD,
+            "mcp-session-id": scripted.SID,
+            "last-event-id": given[-1].encode(),
+        }
+        async with httpx2.AsyncClient(timeout=scripted.GUARD) as http:
+            with anyio.fail_after(scripted.GUARD):
                 r = await http.get(gw.url, headers=headers)
     assert r.status_code == 200, r.text
-    assert outcomes(parse(r.content)) == [result(7)]
+    assert outcomes(scripted.parse(r.content)) == [scripted.result(7)]
 
 
 async def test_a_resume_get_that_cannot_be_sent_ends_the_call_with_one_error() -> None:
@@ -230,19 +231,21 @@ async def test_a_resume_get_that_cannot_be_sent_ends_the_call_with_one_error() -
 
     keys = EventIdKeys.generate()
     store = MemoryStore()
-    await store.save_cursor(SID, "post:7", Cursor(5, "e\ufffd1"))
-    up = Upstream(replay=lambda cursor: [sse("e9", result(7))])
-    cursor = IdRewriter("post:7", SID, keys).rewrite(b"id: e1\n").decode().split()[-1]
+    await store.save_cursor(scripted.SID, "post:7", Cursor(5, "e\ufffd1"))
+    up = scripted.Upstream(replay=lambda cursor: [scripted.sse("e9", scripted.result(7))])
+    cursor = IdRewriter("post:7", scripted.SID, keys).rewrite(b"id: e1\n").decode().split()[-1]
     async with (
-        gateway_for(up, config=CONFIG, store=store, id_keys=keys) as gw,
-        httpx2.AsyncClient(timeout=GUARD) as http,
+        scripted.gateway_for(up, config=CONFIG, store=store, id_keys=keys) as gw,
+        httpx2.AsyncClient(timeout=scripted.GUARD) as http,
     ):
-        assert (await http.post(gw.url, json=INIT, headers=HEAD)).status_code == 200
-        h = {**HEAD, "mcp-session-id": SID, "last-event-id": cursor}
-        with anyio.fail_after(GUARD):
+        assert (
+            await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
+        ).status_code == 200
+        h = {**scripted.HEAD, "mcp-session-id": scripted.SID, "last-event-id": cursor}
+        with anyio.fail_after(scripted.GUARD):
             async with http.stream("GET", gw.url, headers=h) as r:
-                events = parse(b"".join([c async for c in r.aiter_raw()]))
-        guard = gw.gateway.session_guard(SID)
+                events = scripted.parse(b"".join([c async for c in r.aiter_raw()]))
+        guard = gw.gateway.session_guard(scripted.SID)
         assert guard is not None and guard.guard.stream_state("post:7") == "dead"
     [err] = outcomes(events)
     assert err["error"]["data"]["reason"] == "resume-budget-spent"
