@@ -3,11 +3,12 @@ the store wiring (:func:`start`: a resumed call's record read at the start and r
 from, or its recorded end raised; :func:`write_ahead`: each :class:`~fsm.actions.Persist`
 written and waited for before the next action; :func:`store_failure`: a refused write
 ends the call with that one ``StoreError``), the actions both take alike (:func:`take_common`:
-a prompt started or taken down), a prompt's scope and context (:func:`prompt_scope`,
-:func:`prompt_context`), the loop's wait for the next events or the decider's deadline
-(:class:`Inbox`), and how mcp 2.x's errors meet the rules: a failed request read as an
-outcome (:func:`as_outcome`), a typed error raised as an ``MCPError`` too (:data:`ERRORS`,
-the error type of :data:`fsm.adapters.mcp2.BINDING` as well).
+a prompt started or taken down), a prompt's scope (:func:`prompt_scope`), the loop's wait
+for the next events or the decider's deadline (:class:`Inbox`), and how mcp 2.x's errors
+meet the rules: a failed request read as an outcome (:func:`as_outcome`), a typed error
+raised as an ``MCPError`` too (:data:`ERRORS`, the error type of
+:data:`fsm.adapters.mcp2.BINDING` as well). How a prompt asks the application's callback
+is :mod:`fsm.adapters._asking`.
 
 Writes run in a worker thread (``anyio.to_thread``): a SQLite write with synchronous
 commits must not block the event loop, and the caller awaits it, so the decision is on
@@ -28,7 +29,6 @@ try:
     import anyio.to_thread
     from anyio.abc import TaskGroup
     from mcp import types
-    from mcp.client.session import ClientRequestContext, ClientSession
     from mcp.shared.exceptions import MCPError
 except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters._stored", exc) from exc
@@ -48,7 +48,6 @@ __all__ = [
     "as_outcome",
     "ended",
     "load_record",
-    "prompt_context",
     "prompt_scope",
     "start",
     "store_failure",
@@ -169,13 +168,6 @@ def prompt_scope(
             yield scope
         finally:
             prompts.pop(key, None)
-
-
-def prompt_context(session: ClientSession, shown: act.Present) -> ClientRequestContext:
-    """The context a question's callback gets: ``request_id`` the key's id, and
-    ``meta[RESHOWN_META]`` true for a question shown again after a restart."""
-    meta: Any = {RESHOWN_META: True} if isinstance(shown, act.Reshown) else None
-    return ClientRequestContext(session=session, request_id=str(shown.key[1]), meta=meta)
 
 
 async def take_common(

@@ -39,14 +39,17 @@ question's age must mean the same across processes).
 ``on_action`` sees every action the rules emit (for logs and the demo). What it relies
 on: ``Client.session``, ``ClientSession.call_tool(..., input_responses=, request_state=,
 allow_input_required=True)``, ``ClientSession.dispatch_input_request`` and
-``ClientRequestContext``, all public in mcp 2.3.0. A callback that returns ``ErrorData``
-ends the call (as the SDK's driver does); one that raises ends it too, the typed error
-chained to the callback's exception. A result the SDK cannot parse
-(``pydantic.ValidationError``, e.g. an input-required result without ``resultType``) is
-judged ``unparseable-result``: :class:`~fsm.errors.MalformedInputRequiredError`, whose
-message says the client's SDK rejected the round's result (the server answered), chained
-to the SDK's error. Limits: one call per invocation; the tool's
-output schema is validated by the SDK on each round as usual.
+``ClientRequestContext``, all public in mcp 2.3.0. A question left unanswered ends the call
+(reason ``cancelled``; :mod:`fsm.adapters._asking` tells the ways apart): its callback
+returned ``ErrorData`` (as the SDK's driver ends it); its callback raised (chained to the
+callback's exception); or it is shown again after a restart and the SDK cannot parse its
+stored request (chained to the SDK's ``pydantic.ValidationError``, the callback never
+called). A result the SDK cannot parse (``pydantic.ValidationError``, e.g. an
+input-required result without ``resultType``) is judged ``unparseable-result``:
+:class:`~fsm.errors.MalformedInputRequiredError`, whose message says the client's SDK
+rejected the round's result (the server answered), chained to the SDK's error. Limits:
+one call per invocation; the tool's output schema is validated by the SDK on each round
+as usual.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ except ModuleNotFoundError as exc:
 
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters import _stored
+from fsm.adapters import _asking, _stored
 from fsm.adapters._stored import RESHOWN_META
 from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, RequestKey
@@ -80,7 +83,6 @@ __all__ = ["RESHOWN_META", "guarded_call_tool"]
 
 _CALLS = itertools.count(1)
 
-_REQUEST: TypeAdapter[Any] = TypeAdapter(types.InputRequest)
 _RESPONSE: TypeAdapter[Any] = TypeAdapter(types.InputResponse)
 
 
@@ -108,7 +110,7 @@ async def guarded_call_tool(
     session = client.session
     requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
     answers: dict[RequestKey, Any] = {}  # question -> the callback's InputResponse model
-    broken: list[Exception] = []  # what callbacks raised
+    unanswered: list[Exception] = []  # why a question went unanswered (_asking.Unanswered)
     prompts: dict[RequestKey, anyio.CancelScope] = {}
     final: types.CallToolResult | None = None
     done = anyio.Event()
@@ -143,26 +145,18 @@ async def guarded_call_tool(
         post(mrtr.RoundResult(body))
 
     async def ask(shown: act.Present) -> None:
-        with _stored.prompt_scope(prompts, shown.key):  # down however its callback ends
-            await answer_of(shown, shown.key)
-
-    async def answer_of(shown: act.Present, key: RequestKey) -> None:
-        ctx = _stored.prompt_context(session, shown)
-        try:
-            request = requests.get(key)
-            if request is None:  # shown again after a restart: rebuilt from the store
-                request = _REQUEST.validate_python({"method": shown.method, "params": shown.params})
-            answer = await session.dispatch_input_request(ctx, request)
-        except Exception as exc:  # a callback bug ends the call, chained to its error
-            broken.append(exc)
-            post(mrtr.CallCancelled(f"the callback for {key[1]} raised {type(exc).__name__}"))
-            return
-        if isinstance(answer, types.ErrorData):
-            post(mrtr.CallCancelled(f"the callback refused {key[1]}: {answer.message}"))
-        else:
-            answers[key] = answer
-            dumped = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
-            post(ev.UserAnswered(key, dumped))
+        key = shown.key
+        with _stored.prompt_scope(prompts, key):  # down however its callback ends
+            # a question shown again after a restart has no SDK model: parsed from the store
+            got = await _asking.ask_callback(session, shown, requests.get(key))
+            if isinstance(got, _asking.Unanswered):  # ends the call, chained to its cause
+                if got.cause is not None:
+                    unanswered.append(got.cause)
+                post(mrtr.CallCancelled(got.reason))
+            else:
+                answers[key] = got
+                dumped = got.model_dump(by_alias=True, exclude_none=True, mode="json")
+                post(ev.UserAnswered(key, dumped))
 
     # The loop sends every request itself: while one is in flight nothing is showing (a
     # retry goes only once every question has its answer), so nothing else can happen.
@@ -212,6 +206,6 @@ async def guarded_call_tool(
                         await take(action, event)
             tg.cancel_scope.cancel()
     if failure is not None:
-        raise _stored.ERRORS.wrap(failure) from (broken[0] if broken else cause)
+        raise _stored.ERRORS.wrap(failure) from (unanswered[0] if unanswered else cause)
     assert final is not None
     return final

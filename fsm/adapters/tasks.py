@@ -36,9 +36,10 @@ cause when one ended the call.
 
 A callback that returns ``ErrorData`` or raises, or an input request the SDK cannot parse
 into its model (an elicitation without a ``message``), ends the call
-(:class:`~fsm.errors.TaskCancelledError`, reason ``cancelled``, chained to what was raised)
-and the task is cancelled on the server (``tasks/cancel``, best effort). ``on_action``
-sees every action the rules emit (logs, the demo).
+(:class:`~fsm.errors.TaskCancelledError`, reason ``cancelled``, chained to what was raised;
+its message tells the three apart: :mod:`fsm.adapters._asking`) and the task is cancelled
+on the server (``tasks/cancel``, best effort). ``on_action`` sees every action the rules
+emit (logs, the demo).
 
 **Durable** (``store=``; the task id is the call's key in the store): the rules are a
 :class:`~fsm.durable.calls.DurableCall`; each ``Persist`` is written to the store in a
@@ -89,7 +90,7 @@ except ModuleNotFoundError as exc:
 
 from fsm import actions as act
 from fsm import events as ev
-from fsm.adapters import _stored
+from fsm.adapters import _asking, _stored
 from fsm.adapters._stored import RESHOWN_META
 from fsm.durable.store import Store
 from fsm.errors import InteractionFailed, MalformedTaskError, RequestKey, TaskCancelledError
@@ -112,8 +113,6 @@ __all__ = [
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 """The extension's identifier."""
-
-_INPUT_REQUEST: pydantic.TypeAdapter[types.InputRequest] = pydantic.TypeAdapter(types.InputRequest)
 
 
 class TaskHandle(Result):
@@ -228,30 +227,15 @@ async def run_task(
 
     async def ask(shown: act.Present) -> None:
         nonlocal gave_up
-        key = shown.key
-        with _stored.prompt_scope(prompts, key):
-            try:
-                request = _INPUT_REQUEST.validate_python(
-                    {"method": shown.method, "params": shown.params}
-                )
-            except pydantic.ValidationError as exc:  # the SDK cannot present it
-                cause[:], gave_up = [exc], True
-                post(tasks.TaskCancelled(f"the SDK cannot parse input request {key[1]!r}"))
-                return
-            ctx = _stored.prompt_context(session, shown)
-            try:
-                answer = await session.dispatch_input_request(ctx, request)
-            except Exception as exc:  # a callback bug
-                cause[:], gave_up = [exc], True
-                post(
-                    tasks.TaskCancelled(f"the callback for {key[1]!r} raised {type(exc).__name__}")
-                )
-                return
-            if isinstance(answer, types.ErrorData):
+        with _stored.prompt_scope(prompts, shown.key):
+            got = await _asking.ask_callback(session, shown)  # parsed from the poll or store
+            if isinstance(got, _asking.Unanswered):  # the call ends, the task is cancelled
+                if got.cause is not None:
+                    cause[:] = [got.cause]
                 gave_up = True
-                post(tasks.TaskCancelled(f"the callback refused {key[1]!r}: {answer.message}"))
+                post(tasks.TaskCancelled(got.reason))
             else:
-                post(ev.UserAnswered(key, _dump(answer)))
+                post(ev.UserAnswered(shown.key, _dump(got)))
 
     async def take(action: Any, event: TaskEvent | None) -> None:
         nonlocal failure, done

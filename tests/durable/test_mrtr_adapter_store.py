@@ -6,18 +6,21 @@ callback once, again at most once marked as re-shown, and the call ends with its
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import types
+from pydantic import ValidationError
 from recording_user import User
 
 from fsm.adapters.mrtr import guarded_call_tool
 from fsm.durable import SqliteStore
 from fsm.durable.store import Written
 from fsm.errors import InteractionFailed
+from fsm.questions import canonical_json
 from fsm.wire.mrtr_server import MrtrServer, running_mrtr_server
 from fsm.wire.sdk import modern_client
 
@@ -106,3 +109,29 @@ async def test_a_call_whose_end_was_recorded_fails_once_typed(
     ended = await attempt(server.url, path, user, None)
     assert isinstance(ended, InteractionFailed) and ended.reason == "ended-before-restart"
     assert len(user.prompts) == 1
+
+
+async def test_a_stored_question_the_sdk_cannot_parse_is_not_blamed_on_the_callback(
+    server: MrtrServer, tmp_path: Path
+) -> None:
+    """The question on screen at the crash is stored without the ``message`` an
+    elicitation needs (a store another SDK version wrote, or edited): its restart ends the
+    call saying the SDK cannot parse it, chained to the SDK's error, never that the
+    callback raised, and the callback is not called for it."""
+    user, path = User(), tmp_path / "p.sqlite3"
+    await attempt(server.url, path, user, 1)  # the question written, its answer not
+    with SqliteStore(path) as store:
+        record = store.call("turn-1")
+        assert record is not None
+        (question,) = record.questions
+        assert question.params is not None
+        params = json.loads(question.params)
+        del params["message"]
+        spoiled = question._replace(params=canonical_json(params))
+        store.write(record._replace(questions=(spoiled,)))
+    failed = await attempt(server.url, path, user, None)
+    assert isinstance(failed, InteractionFailed) and failed.reason == "cancelled", failed
+    assert "the SDK cannot parse input request" in str(failed)
+    assert "callback" not in str(failed)
+    assert isinstance(failed.__cause__, ValidationError)
+    assert [shown for _, shown in user.prompts] == [False]  # never shown again
