@@ -34,6 +34,7 @@ __all__ = [
     "CALL",
     "GUARD",
     "HEAD",
+    "INIT",
     "IN_SESSION",
     "PARSERS",
     "PROGRESS",
@@ -47,6 +48,7 @@ __all__ = [
     "Upstream",
     "a_session",
     "elicit",
+    "empty_results",
     "gateway_for",
     "initialize",
     "json_reply",
@@ -60,6 +62,7 @@ __all__ = [
     "sse_end",
     "sse_piece",
     "sse_start",
+    "tool_call",
 ]
 
 PARSERS = pytest.mark.parametrize(
@@ -83,7 +86,7 @@ PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"pr
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
 """A client's ``initialize``, as the tests send it (the upstream answers :data:`SID`)."""
 CALL = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-"""A client's ``tools/call``, id 7."""
+"""A client's ``tools/call``, id 7 (:func:`tool_call` gives it another id)."""
 
 SID = "hostile-session"
 """The session id the upstream gives every ``initialize`` (unless it issues its own)."""
@@ -124,6 +127,11 @@ def sse(event_id: str | None, data: Any, retry: Any = None) -> bytes:
     text = data if isinstance(data, str) else json.dumps(data)
     lines.append(f"data: {text}")
     return ("\n".join(lines) + "\n\n").encode()
+
+
+def tool_call(rid: Any) -> dict[str, Any]:
+    """:data:`CALL` with the id ``rid``."""
+    return {**CALL, "id": rid}
 
 
 def elicit(rid: Any, message: str = "Delete?") -> dict[str, Any]:
@@ -495,6 +503,21 @@ async def json_reply(send: Any, status: int, body: bytes, extra: Any = ()) -> No
 async def _reply(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def empty_results(scope: Any, receive: Any, send: Any) -> None:
+    """An MCP endpoint that answers every request with an empty JSON-RPC result (JSON,
+    session ``edge-test``) and anything else (a notification, a response) with ``202``."""
+    if scope["type"] == "lifespan":
+        await lifespan(receive, send)
+        return
+    body = await whole_body(receive)
+    msg = json.loads(body) if body else {}
+    if "id" not in msg:
+        await _reply(send, 202, b"", [])
+        return
+    payload = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}).encode()
+    await json_reply(send, 200, payload, [(b"mcp-session-id", b"edge-test")])
 
 
 Refusal = tuple[int, bytes, Sequence[tuple[bytes, bytes]]]

@@ -106,11 +106,6 @@ async def upstream_served(up: scripted.Upstream) -> AsyncIterator[str]:
         sock.close()
 
 
-async def begin(http: Any, url: str) -> None:
-    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-    assert (await http.post(url, json=body, headers=scripted.HEAD)).status_code == 200
-
-
 def port_of(url: str) -> int:
     return int(url.split(":")[2].split("/")[0])
 
@@ -222,7 +217,7 @@ async def _a_call_under_way(
     """A session opened through ``child``'s URL and a call streaming in it: the URL, the
     rest of the call's body, and the events of its first piece."""
     url = (await child.line(child.stdout)).strip()
-    await begin(http, url)
+    await scripted.initialize(http, url)
     h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
     async with http.stream("POST", url, json=scripted.CALL, headers=h) as stream:
         pieces = stream.aiter_raw()

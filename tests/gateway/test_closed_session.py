@@ -27,7 +27,6 @@ from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
 PING = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
 
 
@@ -82,7 +81,7 @@ async def test_a_call_upstream_when_its_session_ends_ends_with_it(ended: str, th
     method, body, status, reason = ENDINGS[ended]
     up = scripted.HeldCall(then, ping_expires=True)
     async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
-        assert (await http.post(gw.url, json=INITIALIZE, headers=scripted.HEAD)).status_code == 200
+        await scripted.initialize(http, gw.url)
         gateway = gw.gateway
         session = gateway._sessions[scripted.SID]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
 import tracemalloc
 from collections.abc import AsyncIterator, Iterable
@@ -31,7 +30,8 @@ from fsm.gateway.edge import (
     protocol_class,
     uvicorn_settings,
 )
-from fsm.wire.serving import serving, whole_body
+from fsm.wire.serving import serving
+from tests.gateway import raw_http
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -88,22 +88,6 @@ def head(*lines: str, path: str = "/", close: bool = True) -> bytes:
     )
 
 
-def status(response: bytes) -> int:
-    assert response.startswith(b"HTTP/1.1 "), response[:200]
-    return int(response.split(b" ", 2)[1])
-
-
-async def read_to_eof(stream: SocketStream) -> bytes:
-    """What the server sends until it closes (a reset counts as a close)."""
-    out = bytearray()
-    with anyio.fail_after(scripted.GUARD):
-        while True:
-            try:
-                out += await stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
-                return bytes(out)
-
-
 async def read_response(stream: SocketStream) -> bytes:
     """One response with a ``Content-Length`` (the connection stays open)."""
     out = bytearray()
@@ -121,13 +105,6 @@ async def read_response(stream: SocketStream) -> bytes:
     return top + b"\r\n\r\n" + rest
 
 
-async def exchange(port: int, request: bytes) -> bytes:
-    """Send ``request`` on a fresh connection and read until the server closes it."""
-    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
-        await stream.send(request)
-        return await read_to_eof(stream)
-
-
 async def push(port: int, pieces: Iterable[bytes]) -> bytes:
     """Send ``pieces`` on a fresh connection while reading; stop sending as soon as the
     server answered or closed. Returns what it sent before closing."""
@@ -137,7 +114,7 @@ async def push(port: int, pieces: Iterable[bytes]) -> bytes:
 
         async def reader() -> None:
             try:
-                answer.extend(await read_to_eof(stream))
+                answer.extend(await raw_http.read_to_eof(stream))
             finally:
                 over.set()
 
@@ -167,7 +144,7 @@ async def test_a_64_mib_header_line_gets_431_and_is_not_held(http: str) -> None:
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-    assert status(answer) == 431
+    assert raw_http.status(answer) == 431
     assert b"connection: close" in answer.lower()
     assert peak < 16 * MIB, f"{peak / MIB:.1f} MiB allocated while the line was sent"
 
@@ -177,17 +154,17 @@ async def test_10000_headers_get_431(http: str) -> None:
     lines = [f"X-H{i}: v" for i in range(10_000)]
     async with served(http) as port:
         answer = await push(port, [head(*lines)])
-    assert status(answer) == 431
+    assert raw_http.status(answer) == 431
 
 
 @scripted.PARSERS
 async def test_one_header_too_many_gets_431_though_the_head_is_small(http: str) -> None:
     limits = EdgeLimits(max_headers=20)  # Host and Connection are two of them
     async with served(http, limits) as port:
-        at_limit = await exchange(port, head(*(f"X-H{i}: v" for i in range(18))))
-        over = await exchange(port, head(*(f"X-H{i}: v" for i in range(19))))
-    assert status(at_limit) == 200 and at_limit.endswith(b"\r\n\r\n20")
-    assert status(over) == 431
+        at_limit = await raw_http.exchange(port, head(*(f"X-H{i}: v" for i in range(18))))
+        over = await raw_http.exchange(port, head(*(f"X-H{i}: v" for i in range(19))))
+    assert raw_http.status(at_limit) == 200 and at_limit.endswith(b"\r\n\r\n20")
+    assert raw_http.status(over) == 431
 
 
 @scripted.PARSERS
@@ -201,7 +178,7 @@ async def test_a_refused_head_with_more_bytes_behind_it_is_answered_once(
     with caplog.at_level("WARNING"):
         async with served(http, EdgeLimits(max_headers=20)) as port:
             answer = await push(port, [request + head()])
-    assert status(answer) == 431
+    assert raw_http.status(answer) == 431
     assert answer.count(b"HTTP/1.1") == 1
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")], caplog.text
 
@@ -221,10 +198,10 @@ async def test_a_head_of_the_limit_passes_one_byte_more_gets_431_even_in_one_rea
 ) -> None:
     limit = 4096
     async with served(http, EdgeLimits(max_header_bytes=limit)) as port:
-        at_limit = await exchange(port, padded(limit))
-        over = await exchange(port, padded(limit + 1))
-    assert status(at_limit) == 200
-    assert status(over) == 431
+        at_limit = await raw_http.exchange(port, padded(limit))
+        over = await raw_http.exchange(port, padded(limit + 1))
+    assert raw_http.status(at_limit) == 200
+    assert raw_http.status(over) == 431
 
 
 class Transport(asyncio.Transport):
@@ -272,7 +249,7 @@ async def test_a_head_cut_across_reads_is_counted_whole(http: str) -> None:
     request = padded(4097)
     protocol.data_received(request[:100])
     protocol.data_received(request[100:])
-    assert status(bytes(transport.written)) == 431
+    assert raw_http.status(bytes(transport.written)) == 431
     assert transport.eof
     protocol.connection_lost(None)
 
@@ -288,8 +265,8 @@ async def test_a_client_that_writes_all_before_reading_still_reads_its_431(
     async with served(http) as port, await anyio.connect_tcp("127.0.0.1", port) as stream:
         with anyio.fail_after(scripted.GUARD):
             await stream.send(request)
-        answer = await read_to_eof(stream)
-    assert status(answer) == 431
+        answer = await raw_http.read_to_eof(stream)
+    assert raw_http.status(answer) == 431
 
 
 # --------------------------------------------------------------------------- slow clients
@@ -305,18 +282,18 @@ async def test_slow_heads_get_408_while_a_fresh_request_is_served(http: str) -> 
         ]
         for stream in slow:
             await stream.send(b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
-        normal = await exchange(port, head())
+        normal = await raw_http.exchange(port, head())
         answers: list[bytes] = []
 
         async def wait(stream: SocketStream) -> None:
-            answers.append(await read_to_eof(stream))
+            answers.append(await raw_http.read_to_eof(stream))
 
         async with anyio.create_task_group() as tg:
             for stream in slow:
                 tg.start_soon(wait, stream)
-    assert status(normal) == 200
+    assert raw_http.status(normal) == 200
     assert len(answers) == 50
-    assert all(status(a) == 408 and b"connection: close" in a.lower() for a in answers)
+    assert all(raw_http.status(a) == 408 and b"connection: close" in a.lower() for a in answers)
 
 
 @scripted.PARSERS
@@ -325,7 +302,7 @@ async def test_a_connection_that_sends_nothing_is_closed_unanswered(http: str) -
         served(http, EdgeLimits(header_timeout_s=0.3)) as port,
         await anyio.connect_tcp("127.0.0.1", port) as stream,
     ):
-        assert await read_to_eof(stream) == b""
+        assert await raw_http.read_to_eof(stream) == b""
 
 
 async def kept_then(http: str, limits: EdgeLimits, then: bytes) -> tuple[bytes, bytes]:
@@ -336,22 +313,22 @@ async def kept_then(http: str, limits: EdgeLimits, then: bytes) -> tuple[bytes, 
         first = await read_response(stream)
         if then:
             await stream.send(then)
-        return first, await read_to_eof(stream)
+        return first, await raw_http.read_to_eof(stream)
 
 
 @scripted.PARSERS
 async def test_a_next_head_stalled_on_a_kept_connection_gets_408(http: str) -> None:
     limits = EdgeLimits(header_timeout_s=0.3, keep_alive_s=scripted.GUARD)
     first, second = await kept_then(http, limits, b"GET / HTTP/1.1\r\nHost: localh")
-    assert status(first) == 200
-    assert status(second) == 408
+    assert raw_http.status(first) == 200
+    assert raw_http.status(second) == 408
 
 
 @scripted.PARSERS
 async def test_an_idle_kept_connection_is_closed_after_keep_alive(http: str) -> None:
     limits = EdgeLimits(keep_alive_s=0.3, header_timeout_s=scripted.GUARD)
     first, rest = await kept_then(http, limits, b"")
-    assert status(first) == 200
+    assert raw_http.status(first) == 200
     assert rest == b""
 
 
@@ -370,11 +347,11 @@ async def test_a_response_longer_than_the_header_timeout_is_not_cut(http: str) -
         with anyio.fail_after(scripted.GUARD):
             while b"first," not in got:
                 got += await stream.receive()
-        late = await exchange(port, b"GET / HTTP/1.1\r\n")  # times out after the stream's
+        late = await raw_http.exchange(port, b"GET / HTTP/1.1\r\n")  # times out after the stream's
         STREAM_GO.set()
-        got += await read_to_eof(stream)
-    assert status(late) == 408
-    assert status(got) == 200 and got.endswith(b"0\r\n\r\n")
+        got += await raw_http.read_to_eof(stream)
+    assert raw_http.status(late) == 408
+    assert raw_http.status(got) == 200 and got.endswith(b"0\r\n\r\n")
 
 
 @scripted.PARSERS
@@ -386,52 +363,17 @@ async def test_a_connection_over_max_connections_gets_503(http: str) -> None:
             stream = await stack.enter_async_context(await anyio.connect_tcp("127.0.0.1", port))
             await stream.send(head(close=False))
             answers.append(await read_response(stream))
-        third = await exchange(port, head())
-    assert [status(a) for a in answers] == [200, 200]
-    assert status(third) == 503
+        third = await raw_http.exchange(port, head())
+    assert [raw_http.status(a) for a in answers] == [200, 200]
+    assert raw_http.status(third) == 503
 
 
 # --------------------------------------------------------------------------- the gateway
 
 
-async def upstream(scope: Any, receive: Any, send: Any) -> None:
-    """An MCP endpoint that answers every request with an empty JSON-RPC result."""
-    if scope["type"] == "lifespan":
-        await app(scope, receive, send)
-        return
-    body = await whole_body(receive)
-    msg = json.loads(body) if body else {}
-    if "id" not in msg:
-        await send({"type": "http.response.start", "status": 202, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-        return
-    payload = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"mcp-session-id", b"edge-test")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
-
-
 @scripted.PARSERS
 async def test_the_gateway_is_served_with_the_edge(http: str) -> None:
     from support.gateway import running_gateway
-
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
-
-    def post(port: int, *lines: str) -> bytes:
-        fields = [
-            f"Host: 127.0.0.1:{port}",
-            "Content-Type: application/json",
-            "Accept: application/json, text/event-stream",
-            f"Content-Length: {len(body)}",
-            "Connection: close",
-            *lines,
-        ]
-        return (
-            b"POST /mcp HTTP/1.1\r\n"
-            + "".join(f"{f}\r\n" for f in fields).encode()
-            + b"\r\n"
-            + body.encode()
-        )
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -439,24 +381,26 @@ async def test_the_gateway_is_served_with_the_edge(http: str) -> None:
     limits = EdgeLimits(max_headers=20)
     try:
         async with (
-            serving(upstream, sock, log_level="critical"),
+            serving(scripted.empty_results, sock, log_level="critical"),
             running_gateway(f"http://127.0.0.1:{up}/mcp", edge=limits, http=http) as gw,
         ):
-            port = int(gw.url.split(":")[2].split("/")[0])
-            fine = await exchange(port, post(port))
-            crowded = await exchange(port, post(port, *(f"X-H{i}: v" for i in range(20))))
-            rebinding = await exchange(
+            port = gw.port
+            fine = await raw_http.exchange(port, raw_http.request(port))
+            crowded = await raw_http.exchange(
+                port, raw_http.request(port, *(f"X-H{i}: v" for i in range(20)))
+            )
+            rebinding = await raw_http.exchange(
                 port,
-                post(port).replace(
+                raw_http.request(port).replace(
                     f"Host: 127.0.0.1:{port}".encode(),
                     b"Host: evil.example.com\r\nOrigin: http://evil.example.com",
                 ),
             )
     finally:
         sock.close()
-    assert status(fine) == 200 and b'"id":1' in fine.replace(b" ", b"")
-    assert status(crowded) == 431
-    assert status(rebinding) == 421
+    assert raw_http.status(fine) == 200 and b'"id":1' in fine.replace(b" ", b"")
+    assert raw_http.status(crowded) == 431
+    assert raw_http.status(rebinding) == 421
 
 
 # --------------------------------------------------------------------------- settings

@@ -22,12 +22,12 @@ from typing import Any
 import anyio
 import pytest
 import uvicorn
-from test_edge import read_to_eof, status, upstream
 
 from fsm.gateway.app import GatewayLimits
 from fsm.gateway.edge import BodyBudget, EdgeLimits, HostPolicy, uvicorn_settings
 from fsm.wire.serving import serving, tcp_socket, whole_body
 from support.gateway import RunningGateway, running_gateway
+from tests.gateway import raw_http
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -38,10 +38,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 @contextlib.asynccontextmanager
 async def gateway(
-    http: str = "auto", app: Any = upstream, **kwargs: Any
+    http: str = "auto", app: Any = scripted.empty_results, **kwargs: Any
 ) -> AsyncIterator[tuple[RunningGateway, int]]:
     """A gateway (keywords: :class:`~fsm.gateway.app.Gateway`'s) in front of ``app``
-    (default :func:`upstream`); yields it and its port."""
+    (default :func:`scripted_upstream.empty_results`); yields it and its port."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     up = sock.getsockname()[1]
@@ -50,41 +50,9 @@ async def gateway(
             serving(app, sock, log_level="critical"),
             running_gateway(f"http://127.0.0.1:{up}/mcp", http=http, **kwargs) as gw,
         ):
-            yield gw, int(gw.url.split(":")[2].split("/")[0])
+            yield gw, gw.port
     finally:
         sock.close()
-
-
-def request(
-    port: int,
-    *lines: str,
-    body: bytes = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}',
-    method: str = "POST",
-    path: str = "/mcp",
-    host: str | None = None,
-    length: int | None = None,
-) -> bytes:
-    """A request head (``Connection: close``) and ``body``; ``length``: the declared
-    ``Content-Length`` (default ``len(body)``; ``-1``: none)."""
-    fields = [
-        f"Host: {host if host is not None else f'127.0.0.1:{port}'}",
-        "Content-Type: application/json",
-        "Accept: application/json, text/event-stream",
-        "Connection: close",
-        *lines,
-    ]
-    declared = len(body) if length is None else length
-    if declared >= 0:
-        fields.append(f"Content-Length: {declared}")
-    head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{f}\r\n" for f in fields) + "\r\n"
-    return head.encode() + body
-
-
-async def exchange(port: int, data: bytes) -> bytes:
-    """Send ``data`` on a fresh connection and read until the server closes it."""
-    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
-        await stream.send(data)
-        return await read_to_eof(stream)
 
 
 def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -117,12 +85,16 @@ async def test_malformed_origins_and_hosts_get_403_and_421_over_http(
     with caplog.at_level(logging.WARNING):
         async with gateway(http) as (_gw, port):
             origins = [
-                await exchange(port, request(port, f"Origin: {o}")) for o in MALFORMED_ORIGINS
+                await raw_http.exchange(port, raw_http.request(port, f"Origin: {o}"))
+                for o in MALFORMED_ORIGINS
             ]
-            hosts = [await exchange(port, request(port, host=h)) for h in MALFORMED_HOSTS]
-    assert [status(a) for a in origins] == [403] * len(MALFORMED_ORIGINS)
+            hosts = [
+                await raw_http.exchange(port, raw_http.request(port, host=h))
+                for h in MALFORMED_HOSTS
+            ]
+    assert [raw_http.status(a) for a in origins] == [403] * len(MALFORMED_ORIGINS)
     assert all(b"Invalid Origin header" in a for a in origins)
-    assert [status(a) for a in hosts] == [421] * len(MALFORMED_HOSTS)
+    assert [raw_http.status(a) for a in hosts] == [421] * len(MALFORMED_HOSTS)
     assert not errors(caplog), caplog.text
 
 
@@ -147,10 +119,14 @@ async def test_a_websocket_upgrade_is_served_as_plain_http(
 ) -> None:
     with caplog.at_level(logging.WARNING):
         async with gateway(http) as (_gw, port):
-            health = await exchange(port, request(port, *UPGRADE, method="GET", path="/-/healthz"))
-            other = await exchange(port, request(port, *UPGRADE, method="GET", path="/x"))
-    assert status(health) == 200 and health.endswith(b'{"status": "ok"}')
-    assert status(other) == 404
+            health = await raw_http.exchange(
+                port, raw_http.request(port, *UPGRADE, method="GET", path="/-/healthz")
+            )
+            other = await raw_http.exchange(
+                port, raw_http.request(port, *UPGRADE, method="GET", path="/x")
+            )
+    assert raw_http.status(health) == 200 and health.endswith(b'{"status": "ok"}')
+    assert raw_http.status(other) == 404
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
@@ -182,12 +158,14 @@ async def test_the_gateway_refuses_a_websocket_scope(
                     while not server.started:  # startup poll, not test synchronisation
                         await anyio.sleep(0.005)
                 try:
-                    answer = await exchange(port, request(port, *UPGRADE, method="GET", body=b""))
+                    answer = await raw_http.exchange(
+                        port, raw_http.request(port, *UPGRADE, method="GET", body=b"")
+                    )
                 finally:
                     server.should_exit = True
     finally:
         sock.close()
-    assert status(answer) == 403
+    assert raw_http.status(answer) == 403
     assert not errors(caplog), caplog.text
 
 
@@ -208,11 +186,11 @@ async def held_reaches(gw: RunningGateway, value: Callable[[int], bool]) -> None
 async def past_the_bound(port: int, size: int) -> tuple[bytes, bytes]:
     """The answers to two requests of ``size`` body bytes that pass a bound: one that
     declares its length (refused before its body is sent), one sent chunked."""
-    declared = await exchange(port, request(port, body=b"", length=size))
+    declared = await raw_http.exchange(port, raw_http.request(port, body=b"", length=size))
     chunk = b" " * size
-    chunked = await exchange(
+    chunked = await raw_http.exchange(
         port,
-        request(port, "Transfer-Encoding: chunked", body=b"", length=-1)
+        raw_http.request(port, "Transfer-Encoding: chunked", body=b"", length=-1)
         + b"%x\r\n" % len(chunk)
         + chunk
         + b"\r\n",
@@ -229,32 +207,34 @@ async def test_bodies_being_received_are_bounded_over_every_connection(http: str
     async with gateway(http, limits=bounded()) as (gw, port):
         stall = await anyio.connect_tcp("127.0.0.1", port)
         try:  # 7000 of 8000 declared bytes, the rest never sent
-            await stall.send(request(port, body=b" " * 7000, length=8000))
+            await stall.send(raw_http.request(port, body=b" " * 7000, length=8000))
             await held_reaches(gw, lambda held: held == 7000)
             # a declared length that does not fit: refused before its body is sent
             # and one without a length (chunked), refused once a piece would pass it
             declared, chunked = await past_the_bound(port, 6000)
             assert gw.gateway._bodies.held == 7000  # the refused ones gave theirs back
-            fits = await exchange(port, request(port, body=b" " * 5000 + b"{}"))
+            fits = await raw_http.exchange(port, raw_http.request(port, body=b" " * 5000 + b"{}"))
         finally:
             await stall.aclose()
         await held_reaches(gw, lambda held: held == 0)  # the stalled client left
-        after = await exchange(port, request(port, body=b" " * 7000 + b"{}", length=7002))
+        after = await raw_http.exchange(
+            port, raw_http.request(port, body=b" " * 7000 + b"{}", length=7002)
+        )
     for refused in (declared, chunked):
-        assert status(refused) == 503, refused
+        assert raw_http.status(refused) == 503, refused
         assert b"retry-after: 1" in refused.lower()
         assert b'"code": -32000' in refused and b"retry" in refused
-    assert status(fits) != 503 and status(after) != 503
+    assert raw_http.status(fits) != 503 and raw_http.status(after) != 503
 
 
 @scripted.PARSERS
 async def test_a_body_that_times_out_gives_its_bytes_back(http: str) -> None:
     async with gateway(http, limits=bounded(body_timeout_s=0.5)) as (gw, port):
         async with await anyio.connect_tcp("127.0.0.1", port) as stall:
-            await stall.send(request(port, body=b" " * 7000, length=8000))
-            answer = await read_to_eof(stall)  # the body timeout's 408
+            await stall.send(raw_http.request(port, body=b" " * 7000, length=8000))
+            answer = await raw_http.read_to_eof(stall)  # the body timeout's 408
         await held_reaches(gw, lambda held: held == 0)
-    assert status(answer) == 408
+    assert raw_http.status(answer) == 408
 
 
 def test_max_receiving_bytes_is_at_least_max_body() -> None:
@@ -315,7 +295,7 @@ async def test_one_client_cannot_hold_every_body_being_received(http: str) -> No
     async with gateway(http, limits=limits) as (gw, port):
         stall = await anyio.connect_tcp("127.0.0.1", port)
         try:  # 7000 of 8000 declared bytes from 127.0.0.1, the rest never sent
-            await stall.send(request(port, body=b" " * 7000, length=8000))
+            await stall.send(raw_http.request(port, body=b" " * 7000, length=8000))
             await held_reaches(gw, lambda held: held == 7000)
             assert gw.gateway._bodies.peers == {"127.0.0.1": 7000}
             # 7000 + 2000 fits the whole bound (12288), not 127.0.0.1's share (8192)
@@ -324,19 +304,21 @@ async def test_one_client_cannot_hold_every_body_being_received(http: str) -> No
             async with await anyio.connect_tcp(
                 "127.0.0.1", port, local_host="127.0.0.2"
             ) as other:  # another address: its share is whole
-                await other.send(request(port, body=b" " * 5000 + b"{}"))
-                fits = await read_to_eof(other)
+                await other.send(raw_http.request(port, body=b" " * 5000 + b"{}"))
+                fits = await raw_http.read_to_eof(other)
         finally:
             await stall.aclose()
         await held_reaches(gw, lambda held: held == 0)
         assert gw.gateway._bodies.peers == {}  # nothing kept for peers holding nothing
-        after = await exchange(port, request(port, body=b" " * 7000 + b"{}", length=7002))
+        after = await raw_http.exchange(
+            port, raw_http.request(port, body=b" " * 7000 + b"{}", length=7002)
+        )
     for refused in (declared, chunked):
-        assert status(refused) == 503, refused
+        assert raw_http.status(refused) == 503, refused
         assert b"retry-after: 1" in refused.lower()
         assert b"this client's request bodies: retry" in refused
-    assert status(fits) == 202, fits  # forwarded (a notification: 202)
-    assert status(after) == 202, after
+    assert raw_http.status(fits) == 202, fits  # forwarded (a notification: 202)
+    assert raw_http.status(after) == 202, after
 
 
 # --------------------------------------------------------------------------- cut bodies
@@ -354,26 +336,26 @@ async def test_a_body_cut_off_by_a_disconnect_is_not_forwarded(http: str) -> Non
             body = await whole_body(receive)
             received.append(body)
 
-            async def again() -> Any:  # the body, read whole above, for ``upstream``
+            async def again() -> Any:  # the body, read whole above, for ``empty_results``
                 return {"type": "http.request", "body": body, "more_body": False}
 
-            await upstream(scope, again, send)
+            await scripted.empty_results(scope, again, send)
             return
-        await upstream(scope, receive, send)
+        await scripted.empty_results(scope, receive, send)
 
     async with gateway(http, app=recording, limits=bounded()) as (gw, port):
-        body = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}'
+        body = raw_http.INITIALIZE
         async with await anyio.connect_tcp("127.0.0.1", port) as cut:
-            await cut.send(request(port, body=body + b" " * 7000, length=8000))
+            await cut.send(raw_http.request(port, body=body + b" " * 7000, length=8000))
             await held_reaches(gw, lambda held: held == len(body) + 7000)
         await held_reaches(gw, lambda held: held == 0)  # it saw the disconnect
         with anyio.fail_after(scripted.GUARD):
             while gw.gateway._flights:  # the cut request's handling ends: polled
                 await anyio.sleep(0.005)
         cut_received = list(received)
-        whole = await exchange(port, request(port, body=body))
+        whole = await raw_http.exchange(port, raw_http.request(port, body=body))
     assert cut_received == []
-    assert status(whole) == 200 and received == [body]
+    assert raw_http.status(whole) == 200 and received == [body]
 
 
 # --------------------------------------------------------------------------- trailers
@@ -383,7 +365,7 @@ async def header_count(scope: Any, receive: Any, send: Any) -> None:
     """Answers a request ``200`` with the number of header fields its scope holds once its
     body has been read whole."""
     if scope["type"] == "lifespan":
-        await upstream(scope, receive, send)
+        await scripted.empty_results(scope, receive, send)
         return
     await whole_body(receive)
     body = str(len(scope["headers"])).encode()
@@ -406,8 +388,8 @@ async def test_trailers_are_not_counted_as_header_lines_nor_passed_on(
     sock.bind(("127.0.0.1", 0))
     try:
         async with serving(header_count, sock, log_level="critical", http=http):
-            answer = await exchange(sock.getsockname()[1], head + body + b"\r\n")
+            answer = await raw_http.exchange(sock.getsockname()[1], head + body + b"\r\n")
     finally:
         sock.close()
-    assert status(answer) == 200
+    assert raw_http.status(answer) == 200
     assert answer.endswith(b"\r\n\r\n3")  # Host, Transfer-Encoding, Connection

@@ -33,10 +33,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 UPSTREAM_DATE = b"Mon, 01 Jan 2001 00:00:00 GMT"
 
 
-def initialize(rid: Any = 0) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "method": "initialize", "params": {}}
-
-
 # --------------------------------------------------------------------------- raw HTTP
 
 
@@ -196,7 +192,7 @@ async def recorded(http: str = "auto") -> AsyncIterator[tuple[Recording, int]]:
 @pytest.mark.parametrize(
     ("method", "body", "fields", "rid"),
     [
-        ("POST", initialize(7), (), 7),
+        ("POST", {**scripted.INIT, "id": 7}, (), 7),
         ("POST", {"jsonrpc": "2.0", "method": "notifications/initialized"}, ("s1",), None),
         ("GET", None, ("s1",), None),
         ("DELETE", None, ("s1",), None),
@@ -233,7 +229,7 @@ async def test_an_upstream_that_resets_before_answering_gets_502() -> None:
         running_gateway(url) as gw,
         httpx2.AsyncClient(timeout=scripted.GUARD) as http,
     ):
-        r = await http.post(gw.url, json=initialize("r1"), headers=scripted.HEAD)
+        r = await http.post(gw.url, json={**scripted.INIT, "id": "r1"}, headers=scripted.HEAD)
         assert r.status_code == 502, r.text
         assert r.json()["id"] == "r1"
         assert r.json()["error"]["data"]["reason"] == "upstream-unreachable"
@@ -248,7 +244,7 @@ async def test_a_response_keeps_the_upstreams_fields() -> None:
     whole, not chunked), its end-to-end fields; not its hop-by-hop ones, nor the field its
     ``Connection`` names."""
     async with recorded() as (_up, port):
-        body = json.dumps(initialize()).encode()
+        body = json.dumps(scripted.INIT).encode()
         got = request("POST", port, body, "Accept: application/json, text/event-stream")
         status, fields, raw = await exchange(port, got)
     assert status == 200
@@ -269,9 +265,8 @@ async def test_a_stream_keeps_the_upstreams_date_and_a_made_response_gets_one() 
     and ``Server``; a response the gateway makes itself has one ``Date`` and a length."""
     async with recorded() as (_up, port), httpx2.AsyncClient(timeout=scripted.GUARD) as http:
         url = f"http://127.0.0.1:{port}/mcp"
-        assert (await http.post(url, json=initialize(), headers=scripted.HEAD)).status_code == 200
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-        body = json.dumps(call).encode()
+        assert (await http.post(url, json=scripted.INIT, headers=scripted.HEAD)).status_code == 200
+        body = json.dumps(scripted.CALL).encode()
         status, fields, raw = await exchange(
             port,
             request(
@@ -300,7 +295,7 @@ async def test_hop_by_hop_request_fields_stay_and_forwarded_for_is_appended() ->
     and ``Forwarded`` do, with this hop appended (the client's address, the ``Host`` it
     asked for, the scheme)."""
     async with recorded() as (up, port):
-        body = json.dumps(initialize()).encode()
+        body = json.dumps(scripted.INIT).encode()
         data = request(
             "POST",
             port,
@@ -333,7 +328,7 @@ async def test_a_query_no_url_can_hold_is_refused_before_anything_is_forwarded()
     nothing reaches the upstream, not a ``500``; the session and a plain query are
     unharmed."""
     accept = "Accept: application/json, text/event-stream"
-    body = json.dumps(initialize()).encode()
+    body = json.dumps(scripted.INIT).encode()
     async with recorded("h11") as (up, port):
         for target in ("/mcp?a=b#f", "/mcp?#"):
             sent = request("POST", port, body, accept, target=target)
@@ -366,7 +361,7 @@ async def test_an_http_1_0_client_gets_no_chunked_framing(http: str) -> None:
         ):
             port = int(gw.url.split(":")[2].split("/")[0])
             accept = "Accept: application/json, text/event-stream"
-            begin = json.dumps(initialize()).encode()
+            begin = json.dumps(scripted.INIT).encode()
             status, fields, raw = await exchange(
                 port, request("POST", port, begin, accept, version="1.0")
             )
@@ -374,8 +369,7 @@ async def test_an_http_1_0_client_gets_no_chunked_framing(http: str) -> None:
             assert json.loads(raw) == scripted.result(
                 0
             )  # the upstream sent no length: to the close
-            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-            body = json.dumps(call).encode()
+            body = json.dumps(scripted.CALL).encode()
             status, fields, raw = await exchange(
                 port, request("POST", port, body, accept, scripted.IN_SESSION, version="1.0")
             )

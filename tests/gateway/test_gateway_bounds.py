@@ -15,11 +15,9 @@ only guard against hangs."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,94 +31,15 @@ from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.gateway.standalone import claimant  # noqa: E402
 from fsm.gateway.store import MemoryStore  # noqa: E402
 from fsm.sse.guard import GuardConfig  # noqa: E402
+from tests.gateway import gateway_client as client  # noqa: E402
 from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 MiB = 1024 * 1024
-HANG = 60  # seconds: a hang guard, never a measurement
 
 
-# --------------------------------------------------------------------------- the client
-
-
-@dataclass
-class Read:
-    """What a client read of one response: its status, the SSE events of its body (at
-    most ``cap`` bytes of it kept, decoded as an HTTP client decodes text: invalid UTF-8
-    as U+FFFD), how many body bytes arrived, and the transport error that broke it."""
-
-    status: int
-    raw: bytes
-    received: int
-    broken: str | None
-
-    @property
-    def events(self) -> list[tuple[str | None, str]]:
-        return scripted.parse(self.raw)
-
-    def messages(self) -> list[dict[str, Any]]:
-        """The JSON-RPC messages among the events."""
-        out = []
-        for _, data in self.events:
-            with contextlib.suppress(ValueError, RecursionError):
-                msg = json.loads(data)
-                if isinstance(msg, dict):
-                    out.append(msg)
-        return out
-
-    def requests(self, rid: Any) -> int:
-        return sum(m.get("id") == rid and "method" in m for m in self.messages())
-
-    def errors(self) -> list[dict[str, Any]]:
-        return [m for m in self.messages() if "error" in m]
-
-    def results(self, rid: Any) -> int:
-        return sum(m == scripted.result(rid) for m in self.messages())
-
-
-async def read(
-    http: Any,
-    method: str,
-    url: str,
-    headers: dict[str, Any],
-    body: Any = None,
-    cap: int = 4 * MiB,
-) -> Read:
-    """Send a request and read its response to the end (keeping at most ``cap`` bytes)."""
-    raw, received, broken, status = bytearray(), 0, None, 0
-    try:
-        async with http.stream(method, url, json=body, headers=headers) as r:
-            status = r.status_code
-            async for chunk in r.aiter_raw():
-                received += len(chunk)
-                raw += chunk[: max(0, cap - len(raw))]
-    except httpx2.TransportError as exc:
-        broken = type(exc).__name__
-    return Read(status, bytes(raw), received, broken)
-
-
-def tool_call(rid: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "x"}}
-
-
-async def call(http: Any, url: str, sid: str, rid: Any, **headers: Any) -> Read:
-    """A tools/call ``rid`` of session ``sid``, read to the end."""
-    return await read(
-        http, "POST", url, {**scripted.HEAD, "mcp-session-id": sid, **headers}, tool_call(rid)
-    )
-
-
-async def begin(http: Any, url: str, **headers: Any) -> str:
-    """Initialize a session through the gateway; its id."""
-    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-    r = await http.post(url, json=body, headers={**scripted.HEAD, **headers})
-    assert r.status_code == 200
-    return str(r.headers["mcp-session-id"])
-
-
-def client() -> Any:
-    return httpx2.AsyncClient(limits=httpx2.Limits(max_connections=None), timeout=HANG)
+# --------------------------------------------------------------------------- the scripts
 
 
 def calls_by_id(scripts: dict[Any, Sequence[scripted.Piece]]) -> Any:
@@ -168,30 +87,30 @@ async def test_a_header_byte_over_0x7f_gets_400_and_harms_no_session(
         scripted.sse("e2", scripted.result(7)),
     ]
     up = scripted.Upstream(script=calls_by_id({7: first}), issue_sessions=True, answered=answered)
-    async with scripted.gateway_for(up, store=store) as gw, client() as http:
-        mine = await begin(http, gw.url, authorization="Bearer a")
-        other = await begin(http, gw.url, authorization="Bearer b")
+    async with scripted.gateway_for(up, store=store) as gw, client.unlimited() as http:
+        mine = await client.begin(http, gw.url, authorization="Bearer a")
+        other = await client.begin(http, gw.url, authorization="Bearer b")
         h = {**scripted.HEAD, "mcp-session-id": mine, "authorization": "Bearer a"}
         shown = anyio.Event()
-        got: list[Read] = []
+        got: list[client.Read] = []
 
         async def call_a() -> None:
             raw = bytearray()
-            async with http.stream("POST", gw.url, json=tool_call(7), headers=h) as r:
+            async with http.stream("POST", gw.url, json=scripted.tool_call(7), headers=h) as r:
                 async for chunk in r.aiter_raw():
                     raw += chunk
                     shown.set()  # the elicitation reached the client
-            got.append(Read(r.status_code, bytes(raw), len(raw), None))
+            got.append(client.Read(r.status_code, bytes(raw), len(raw), None))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(call_a)
-            with anyio.fail_after(HANG):
+            with anyio.fail_after(client.HANG):
                 await shown.wait()
             seen, stored = len(up.requests), len(store)
-            body = tool_call(5) if kind == "call" else ANSWER
+            body = scripted.tool_call(5) if kind == "call" else ANSWER
             refused = await http.post(gw.url, json=body, headers={**h, name: value})
             assert (len(up.requests), len(store)) == (seen, stored)  # nothing forwarded, stored
-            theirs = await call(http, gw.url, other, 6, authorization="Bearer b")
+            theirs = await client.call(http, gw.url, other, 6, authorization="Bearer b")
             taken = await http.post(gw.url, json=ANSWER, headers=h)
     assert refused.status_code == 400
     assert refused.json()["id"] in (None, 5 if kind == "call" else None)
@@ -239,7 +158,7 @@ async def asgi_request(
         "client": ("127.0.0.1", 40000),
         "server": ("127.0.0.1", port),
     }
-    with anyio.fail_after(HANG):
+    with anyio.fail_after(client.HANG):
         await gw.gateway(scope, receive, send)
     start = next(m for m in sent if m["type"] == "http.response.start")
     return start["status"], b"".join(m.get("body", b"") for m in sent[1:])
@@ -258,14 +177,14 @@ async def test_a_header_with_a_control_character_gets_400_at_the_gateway(
     400 with a JSON-RPC error, nothing sent upstream or stored, the session unharmed."""
     store = MemoryStore()
     up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True)
-    async with scripted.gateway_for(up, store=store) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    async with scripted.gateway_for(up, store=store) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
         seen, stored = len(up.requests), len(store)
         headers = [(k.encode(), v.encode()) for k, v in scripted.HEAD.items()]
         headers += [(b"mcp-session-id", sid.encode()), (name.encode(), value)]
-        status, body = await asgi_request(gw, headers, json.dumps(tool_call(5)).encode())
+        status, body = await asgi_request(gw, headers, json.dumps(scripted.tool_call(5)).encode())
         assert (len(up.requests), len(store)) == (seen, stored)
-        again = await call(http, gw.url, sid, 7)
+        again = await client.call(http, gw.url, sid, 7)
     assert status == 400 and json.loads(body)["error"]["code"] == -32600
     assert again.status == 200 and again.results(7) == 1
 
@@ -273,8 +192,8 @@ async def test_a_header_with_a_control_character_gets_400_at_the_gateway(
 async def test_a_tab_in_a_header_value_is_forwarded() -> None:
     """HTAB is the one control character a header value may hold: forwarded as it came."""
     up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True)
-    async with scripted.gateway_for(up) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    async with scripted.gateway_for(up) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
         headers = [(k.encode(), v.encode()) for k, v in scripted.HEAD.items()]
         headers += [(b"mcp-session-id", sid.encode()), (b"x-trace", b"a\tb")]
         note = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -305,19 +224,21 @@ async def test_streams_no_client_reads_do_not_fill_the_stream_cap(kind: str) -> 
     }
     up = scripted.Upstream(script=calls_by_id(opened), standalone=[scripted.sse("g1", "")])
     assert GuardConfig().max_streams == 64
-    async with scripted.gateway_for(up) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    async with scripted.gateway_for(up) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
         h = {**scripted.HEAD, "mcp-session-id": sid}
         for i in range(70):
-            method, body = ("POST", tool_call(100 + i)) if kind == "post" else ("GET", None)
-            with anyio.fail_after(HANG):
+            method, body = (
+                ("POST", scripted.tool_call(100 + i)) if kind == "post" else ("GET", None)
+            )
+            with anyio.fail_after(client.HANG):
                 async with http.stream(method, gw.url, json=body, headers=h) as r:
                     assert (i, r.status_code) == (i, 200)
                     async for _ in r.aiter_raw():
                         break  # the stream is open: its first event arrived
                 # the connection is dropped with the stream unfinished
                 await up.wait_until(left_at_least(i + 1))
-        final = await call(http, gw.url, sid, 7)
+        final = await client.call(http, gw.url, sid, 7)
     assert final.status == 200 and final.results(7) == 1 and final.errors() == []
 
 
@@ -328,11 +249,13 @@ A, A2, B = "Bearer a", "Bearer a2", "Bearer b"
 async def _at_the_cap(up: scripted.Upstream, http: Any, gw: Any) -> tuple[str, Any]:
     """A's session (token :data:`A`) holding the guard's live-stream cap, none of its
     streams read (A's connections dropped, its calls resumable): its id and its guard."""
-    sid = await begin(http, gw.url, authorization=A)
+    sid = await client.begin(http, gw.url, authorization=A)
     h = {**scripted.HEAD, "mcp-session-id": sid, "authorization": A}
     for i in range(GuardConfig().max_streams):
-        with anyio.fail_after(HANG):
-            async with http.stream("POST", gw.url, json=tool_call(100 + i), headers=h) as r:
+        with anyio.fail_after(client.HANG):
+            async with http.stream(
+                "POST", gw.url, json=scripted.tool_call(100 + i), headers=h
+            ) as r:
                 assert (i, r.status_code) == (i, 200)
                 async for _ in r.aiter_raw():
                     break
@@ -373,17 +296,17 @@ async def test_a_stranger_at_the_stream_cap_ends_no_stream_of_the_owner(method: 
     it refuses; the request gets ``503`` and never reaches the upstream, and A's oldest
     stream stays live. A's own next call makes room as before."""
     up = _capped_upstream({A})
-    async with scripted.gateway_for(up) as gw, client() as http:
+    async with scripted.gateway_for(up) as gw, client.unlimited() as http:
         sid, guard = await _at_the_cap(up, http, gw)
         before = len(up.requests)
         if method == "POST":
-            stranger = await call(http, gw.url, sid, 999, authorization=B)
+            stranger = await client.call(http, gw.url, sid, 999, authorization=B)
         else:
             h = {**scripted.HEAD, "mcp-session-id": sid, "authorization": B}
-            stranger = await read(http, "GET", gw.url, h)
+            stranger = await client.read(http, "GET", gw.url, h)
         reached = _reached(up, before)
         oldest = guard.stream_state("post:100")
-        owner = await call(http, gw.url, sid, 7, authorization=A)
+        owner = await client.call(http, gw.url, sid, 7, authorization=A)
     assert stranger.status == 503 and reached == [("POST", "ping", B)]
     assert oldest not in (None, "dead", "done")
     assert owner.status == 200 and owner.results(7) == 1
@@ -399,14 +322,14 @@ async def test_the_owner_with_a_refreshed_token_makes_room_at_the_stream_cap(
     the new token, which the upstream accepts: the oldest stream no client reads is
     abandoned for it, and the request goes through instead of getting ``503``."""
     up = _capped_upstream({A, A2})
-    async with scripted.gateway_for(up) as gw, client() as http:
+    async with scripted.gateway_for(up) as gw, client.unlimited() as http:
         sid, guard = await _at_the_cap(up, http, gw)
         before = len(up.requests)
         h = {**scripted.HEAD, "mcp-session-id": sid, "authorization": A2}
         if method == "POST":
-            owner = await call(http, gw.url, sid, 7, authorization=A2)
+            owner = await client.call(http, gw.url, sid, 7, authorization=A2)
         else:
-            with anyio.fail_after(HANG):
+            with anyio.fail_after(client.HANG):
                 async with http.stream("GET", gw.url, headers=h) as r:
                     status = r.status_code
                     async for _ in r.aiter_raw():
@@ -438,9 +361,9 @@ async def test_a_stream_past_the_cap_gets_503_and_the_session_goes_on() -> None:
         }
     )
     up = scripted.Upstream(script=calls_by_id(scripts), standalone=[scripted.sse("g1", "")])
-    reads: dict[int, Read] = {}
-    async with scripted.gateway_for(up) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    reads: dict[int, client.Read] = {}
+    async with scripted.gateway_for(up) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
         h = {**scripted.HEAD, "mcp-session-id": sid}
         opened = 0
         all_open = anyio.Event()
@@ -449,27 +372,27 @@ async def test_a_stream_past_the_cap_gets_503_and_the_session_goes_on() -> None:
         async def stream(rid: int) -> None:
             nonlocal opened
             raw = bytearray()
-            async with http.stream("POST", gw.url, json=tool_call(rid), headers=h) as r:
+            async with http.stream("POST", gw.url, json=scripted.tool_call(rid), headers=h) as r:
                 async for chunk in r.aiter_raw():
                     if not raw:
                         opened += 1
                         if opened == len(scripts):
                             all_open.set()
                     raw += chunk
-                reads[rid] = Read(r.status_code, bytes(raw), len(raw), None)
+                reads[rid] = client.Read(r.status_code, bytes(raw), len(raw), None)
             ended[rid].set()
 
         async with anyio.create_task_group() as tg:
             for rid in scripts:
                 tg.start_soon(stream, rid)
-            with anyio.fail_after(HANG):
+            with anyio.fail_after(client.HANG):
                 await all_open.wait()
-            past = await http.post(gw.url, json=tool_call(999), headers=h)
-            get = await read(http, "GET", gw.url, h)
+            past = await http.post(gw.url, json=scripted.tool_call(999), headers=h)
+            get = await client.read(http, "GET", gw.url, h)
             first.set()
-            with anyio.fail_after(HANG):
+            with anyio.fail_after(client.HANG):
                 await ended[100].wait()
-            after = await call(http, gw.url, sid, 7)
+            after = await client.call(http, gw.url, sid, 7)
             rest.set()
     assert past.status_code == 503
     assert past.json()["id"] == 999 and isinstance(past.json()["error"]["code"], int)
@@ -498,12 +421,12 @@ async def test_an_event_over_max_event_bytes_ends_its_stream_unheld(end: bool) -
     )
     up = scripted.Upstream(call=[scripted.sse("e1", ""), flood, *tail])
     limits = GatewayLimits(max_event_bytes=1 * MiB)
-    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    async with scripted.gateway_for(up, limits=limits) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
         before = scripted.rss()
         exact = scripted.reset_peak_rss()
-        with anyio.fail_after(HANG):
-            got = await call(http, gw.url, sid, 7)
+        with anyio.fail_after(client.HANG):
+            got = await client.call(http, gw.url, sid, 7)
         peak = max(scripted.peak_rss() if exact else 0, flood.rss_max, scripted.rss())
     assert got.status == 200 and got.broken is None
     [err] = got.errors()
@@ -531,20 +454,20 @@ async def test_other_sessions_are_served_while_one_receives_an_oversized_event()
     up.script = script
     limits = GatewayLimits(max_event_bytes=1 * MiB)
     served = 0
-    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
-        a, b = await begin(http, gw.url), await begin(http, gw.url)
-        got: list[Read] = []
+    async with scripted.gateway_for(up, limits=limits) as gw, client.unlimited() as http:
+        a, b = await client.begin(http, gw.url), await client.begin(http, gw.url)
+        got: list[client.Read] = []
 
         async def call_a() -> None:
-            got.append(await call(http, gw.url, a, 7))
+            got.append(await client.call(http, gw.url, a, 7))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(call_a)
-            with anyio.fail_after(HANG):
+            with anyio.fail_after(client.HANG):
                 await flood.paused.wait()
             for rid in range(1, 21):
-                with anyio.fail_after(HANG):
-                    r = await call(http, gw.url, b, rid)
+                with anyio.fail_after(client.HANG):
+                    r = await client.call(http, gw.url, b, rid)
                 served += r.status == 200 and r.results(rid) == 1
             go_on.set()
     assert served == 20
@@ -577,32 +500,32 @@ async def test_an_elicitation_flood_bounds_the_gateways_own_upstream_requests() 
     limits = GatewayLimits(upstream_requests_per_session=8, max_pending_refusals=64)
     live = GuardConfig().max_live_requests
     assert live < flood - 64 - 8
-    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    async with scripted.gateway_for(up, limits=limits) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
         before = scripted.rss()
         all_sent = anyio.Event()
-        got: list[Read] = []
+        got: list[client.Read] = []
 
         async def flooded_call() -> None:
             raw = bytearray()
             h = {**scripted.HEAD, "mcp-session-id": sid}
-            async with http.stream("POST", gw.url, json=tool_call(7), headers=h) as r:
+            async with http.stream("POST", gw.url, json=scripted.tool_call(7), headers=h) as r:
                 async for chunk in r.aiter_raw():
                     raw += chunk
                     if b'"data": "sent"' in raw[-len(chunk) - 32 :]:
                         all_sent.set()  # every elicitation of the flood was read
-                got.append(Read(r.status_code, bytes(raw), len(raw), None))
+                got.append(client.Read(r.status_code, bytes(raw), len(raw), None))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(flooded_call)
-            with anyio.fail_after(HANG):
+            with anyio.fail_after(client.HANG):
                 await all_sent.wait()
                 await up.wait_until(lambda u: u.response_posts >= 8)
             during = scripted.rss()
             release.set()
-            with anyio.fail_after(HANG):
+            with anyio.fail_after(client.HANG):
                 await up.wait_until(lambda u: len(u.responses("error")) >= 64)
-        nxt = await call(http, gw.url, sid, 8)
+        nxt = await client.call(http, gw.url, sid, 8)
         refused = len(up.responses("error"))
     assert up.response_posts_max <= 8
     assert refused <= 64 + 8
@@ -628,22 +551,24 @@ async def test_session_ids_the_upstream_refuses_leave_no_guard_and_no_store_entr
     up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True, refuse_unknown=True)
     made_up = [f"made-up-{i}" for i in range(count)]
     answers: list[tuple[int, bytes]] = []
-    async with scripted.gateway_for(up, store=store) as gw, client() as http:
+    async with scripted.gateway_for(up, store=store) as gw, client.unlimited() as http:
 
         async def worker(ids: list[str]) -> None:
             for sid in ids:
                 r = await http.post(
-                    gw.url, json=tool_call(1), headers={**scripted.HEAD, "mcp-session-id": sid}
+                    gw.url,
+                    json=scripted.tool_call(1),
+                    headers={**scripted.HEAD, "mcp-session-id": sid},
                 )
                 answers.append((r.status_code, r.content))
 
-        with anyio.fail_after(HANG):
+        with anyio.fail_after(client.HANG):
             async with anyio.create_task_group() as tg:
                 for w in range(workers):
                     tg.start_soon(worker, made_up[w::workers])
         held, stored = gw.gateway.sessions, len(store)
-        real = await begin(http, gw.url)
-        ok = await call(http, gw.url, real, 7)
+        real = await client.begin(http, gw.url)
+        ok = await client.call(http, gw.url, real, 7)
         held_after, stored_after = gw.gateway.sessions, len(store)
     assert len(answers) == count
     assert {status for status, _ in answers} == {404}
@@ -691,10 +616,10 @@ async def test_invalid_utf8_in_an_event_reaches_nobody_as_a_request(data: bytes)
             scripted.sse("e3", scripted.result(7)),
         ]
     )
-    async with scripted.gateway_for(up, store=store) as gw, client() as http:
-        await begin(http, gw.url)
-        with anyio.fail_after(HANG):
-            got = await call(http, gw.url, scripted.SID, 7)
+    async with scripted.gateway_for(up, store=store) as gw, client.unlimited() as http:
+        await client.begin(http, gw.url)
+        with anyio.fail_after(client.HANG):
+            got = await client.call(http, gw.url, scripted.SID, 7)
     assert got.status == 200 and got.broken is None
     assert got.results(7) == 1 and got.errors() == []
     assert got.requests(1) == 0
@@ -719,7 +644,7 @@ async def stalled_body(gw: Any, sid: str, *, to_end: bool = False) -> tuple[byte
     answer, closed = b"", False
     async with await anyio.connect_tcp("127.0.0.1", port) as conn:
         await conn.send(request.encode())
-        with anyio.fail_after(HANG):
+        with anyio.fail_after(client.HANG):
             while b"\r\n\r\n" not in answer:
                 answer += await conn.receive()
             head, _, body = answer.partition(b"\r\n\r\n")
@@ -742,12 +667,12 @@ async def test_a_body_that_never_comes_gets_408_and_frees_its_session() -> None:
     which needs the held one dropped (only an idle one is), is then served."""
     up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True)
     limits = GatewayLimits(max_sessions=1, body_timeout_s=0.3)
-    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
-        first = await begin(http, gw.url)
+    async with scripted.gateway_for(up, limits=limits) as gw, client.unlimited() as http:
+        first = await client.begin(http, gw.url)
         seen = len(up.requests)
         answer, _ = await stalled_body(gw, first)
         assert len(up.requests) == seen
-        second = await begin(http, gw.url)
+        second = await client.begin(http, gw.url)
         held = gw.gateway.sessions
     assert answer.startswith(b"HTTP/1.1 408 ")
     assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["code"] == -32600
@@ -761,8 +686,8 @@ async def test_a_408_for_a_body_that_never_came_closes_its_connection() -> None:
     unread body bytes still to come on it."""
     up = scripted.Upstream(script=calls_by_id({}), issue_sessions=True)
     limits = GatewayLimits(body_timeout_s=0.3)
-    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    async with scripted.gateway_for(up, limits=limits) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
         answer, closed = await stalled_body(gw, sid, to_end=True)
     head = answer.partition(b"\r\n\r\n")[0].lower()
     assert head.startswith(b"http/1.1 408 ")
@@ -780,10 +705,13 @@ async def test_a_long_session_keeps_bounded_state_per_stream() -> None:
     up = scripted.Upstream(
         script=lambda msg, headers: [scripted.sse(f"e{msg['id']}", scripted.result(msg["id"]))]
     )
-    async with scripted.gateway_for(up, limits=GatewayLimits(max_finals=4)) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    async with (
+        scripted.gateway_for(up, limits=GatewayLimits(max_finals=4)) as gw,
+        client.unlimited() as http,
+    ):
+        sid = await client.begin(http, gw.url)
         for rid in range(1, 201):
-            assert (await call(http, gw.url, sid, rid)).results(rid) == 1
+            assert (await client.call(http, gw.url, sid, rid)).results(rid) == 1
         held = gw.gateway._sessions[sid]
     # the newest kept results, and the last call's stream if its end is not filed yet
     assert gw.gateway._kept.count(held) <= 4 and len(held.ids) <= 5
@@ -812,14 +740,14 @@ async def test_results_read_whole_cannot_fill_the_replica() -> None:
     newest resumes from what was kept, an evicted one is told ``result-not-kept``, and a
     session's end lets its result go."""
     up = big_results()
-    async with scripted.gateway_for(up, limits=THREE_BIG) as gw, client() as http:
+    async with scripted.gateway_for(up, limits=THREE_BIG) as gw, client.unlimited() as http:
         kept, held = gw.gateway._kept, gw.gateway._sessions
         sids, firsts = [], []
         for _ in range(5):
-            sid = await begin(http, gw.url)
-            firsts.append(await call(http, gw.url, sid, 1))
+            sid = await client.begin(http, gw.url)
+            firsts.append(await client.call(http, gw.url, sid, 1))
             sids.append(sid)
-            with anyio.fail_after(HANG):  # the gateway files the result as the stream ends
+            with anyio.fail_after(client.HANG):  # the gateway files the result as the stream ends
                 while kept.count(held[sid]) != 1:
                     await anyio.sleep(0.01)
         assert [kept.count(held[sid]) for sid in sids] == [0, 0, 1, 1, 1]
@@ -828,12 +756,12 @@ async def test_results_read_whole_cannot_fill_the_replica() -> None:
         for sid, first in ((sids[-1], firsts[-1]), (sids[0], firsts[0])):
             ((event_id, _),) = first.events
             h = {**scripted.HEAD, "mcp-session-id": sid, "last-event-id": event_id}
-            resumes.append(await read(http, "GET", gw.url, h))
+            resumes.append(await client.read(http, "GET", gw.url, h))
         gets = [method for method, _, _ in up.requests if method == "GET"]
         size, last = kept.size, held[sids[-1]]
         gone = await http.delete(gw.url, headers={**scripted.HEAD, "mcp-session-id": sids[-1]})
         assert gone.status_code == 202
-        with anyio.fail_after(HANG):  # the session ends as its DELETE's answer is sent
+        with anyio.fail_after(client.HANG):  # the session ends as its DELETE's answer is sent
             while sids[-1] in held:
                 await anyio.sleep(0.01)
         assert kept.count(last) == 0
@@ -850,25 +778,25 @@ async def test_one_session_reading_many_results_pushes_out_its_own_not_anothers(
     three. The reader's oldest results go, not the other session's older one: the kept
     results are shared fairly, so no client takes another's resume away by reading."""
     up = big_results()
-    async with scripted.gateway_for(up, limits=THREE_BIG) as gw, client() as http:
+    async with scripted.gateway_for(up, limits=THREE_BIG) as gw, client.unlimited() as http:
         kept, held = gw.gateway._kept, gw.gateway._sessions
 
         async def kept_after_call(sid: str, rid: int) -> Any:
             before = set(kept.of(held[sid]))
-            answer = await call(http, gw.url, sid, rid)
-            with anyio.fail_after(HANG):  # the gateway files the result as the stream ends
+            answer = await client.call(http, gw.url, sid, rid)
+            with anyio.fail_after(client.HANG):  # the gateway files the result as the stream ends
                 while not set(kept.of(held[sid])) - before:
                     await anyio.sleep(0.01)
             return answer
 
-        victim, reader = await begin(http, gw.url), await begin(http, gw.url)
+        victim, reader = await client.begin(http, gw.url), await client.begin(http, gw.url)
         first = await kept_after_call(victim, 1)
         for rid in range(1, 5):
             await kept_after_call(reader, rid)
         counts = (kept.count(held[victim]), kept.count(held[reader]))
         ((event_id, _),) = first.events
         h = {**scripted.HEAD, "mcp-session-id": victim, "last-event-id": event_id}
-        resumed = await read(http, "GET", gw.url, h)
+        resumed = await client.read(http, "GET", gw.url, h)
     assert counts == (1, 2)
     assert [m["result"] for m in resumed.messages()] == [BIG]  # from what was kept
     assert [method for method, _, _ in up.requests if method == "GET"] == []
@@ -881,11 +809,11 @@ async def test_proven_credentials_are_kept_as_digests() -> None:
     up = scripted.Upstream(
         script=lambda msg, headers: [scripted.sse("e1", scripted.result(msg["id"]))]
     )
-    async with scripted.gateway_for(up) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    async with scripted.gateway_for(up) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
         cookies = [f"c={n}{'x' * 30_000}" for n in range(10)]
         for rid, cookie in enumerate(cookies, start=1):
-            assert (await call(http, gw.url, sid, rid, cookie=cookie)).results(rid) == 1
+            assert (await client.call(http, gw.url, sid, rid, cookie=cookie)).results(rid) == 1
         session = gw.gateway._sessions[sid]
         proven = list(session.proven)
         trusted = [
@@ -916,17 +844,17 @@ async def test_a_resume_of_a_stream_the_guard_forgot_gets_its_kept_result() -> N
     up = scripted.Upstream(
         script=lambda msg, headers: [scripted.sse(f"e{msg['id']}", scripted.result(msg["id"]))]
     )
-    async with scripted.gateway_for(up) as gw, client() as http:
-        sid = await begin(http, gw.url)
-        first = await call(http, gw.url, sid, 1)
+    async with scripted.gateway_for(up) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
+        first = await client.call(http, gw.url, sid, 1)
         ((event_id, _),) = first.events
         for rid in range(2, 12):
-            assert (await call(http, gw.url, sid, rid)).results(rid) == 1
+            assert (await client.call(http, gw.url, sid, rid)).results(rid) == 1
         held = gw.gateway._sessions[sid]
         assert held.engine.guard.stream_state("post:1") is None  # forgotten by the guard
         gets = sum(method == "GET" for method, _, _ in up.requests)
         h = {**scripted.HEAD, "mcp-session-id": sid, "last-event-id": event_id}
-        again = await read(http, "GET", gw.url, h)
+        again = await client.read(http, "GET", gw.url, h)
     assert again.status == 200 and again.results(1) == 1
     assert sum(method == "GET" for method, _, _ in up.requests) == gets
 
@@ -942,14 +870,14 @@ async def test_a_large_result_passed_on_in_pieces_is_kept_whole() -> None:
         return [scripted.sse(f"e{msg['id']}", {"jsonrpc": "2.0", "id": msg["id"], "result": big})]
 
     up = scripted.Upstream(script=script)
-    async with scripted.gateway_for(up) as gw, client() as http:
-        sid = await begin(http, gw.url)
-        first = await call(http, gw.url, sid, 1)
+    async with scripted.gateway_for(up) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
+        first = await client.call(http, gw.url, sid, 1)
         ((event_id, _),) = first.events
         for rid in range(2, 12):  # the guard forgets the stream; the session keeps it
-            await call(http, gw.url, sid, rid)
+            await client.call(http, gw.url, sid, rid)
         h = {**scripted.HEAD, "mcp-session-id": sid, "last-event-id": event_id}
-        again = await read(http, "GET", gw.url, h)
+        again = await client.read(http, "GET", gw.url, h)
     assert [m["result"] for m in first.messages()] == [big]
     assert [m["result"] for m in again.messages()] == [big]
     assert [i for i, _ in again.events] == [event_id]
@@ -966,8 +894,8 @@ async def test_an_answer_sent_before_the_server_asks_is_not_kept_for_the_questio
     does sent direct."""
     store = MemoryStore()
     up = scripted.Upstream(script=calls_by_id({}))
-    async with scripted.gateway_for(up, store=store) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    async with scripted.gateway_for(up, store=store) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
         planted = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
         r = await http.post(gw.url, json=planted, headers={**scripted.HEAD, "mcp-session-id": sid})
         assert r.status_code == 202  # the upstream's own answer, relayed
@@ -981,10 +909,10 @@ async def test_a_long_session_remembers_a_bounded_past() -> None:
     ``observations``, not the calls made."""
     up = scripted.Upstream(script=lambda msg, headers: [])
     limits = GatewayLimits(remembered=8, observations=16)
-    async with scripted.gateway_for(up, limits=limits) as gw, client() as http:
-        sid = await begin(http, gw.url)
+    async with scripted.gateway_for(up, limits=limits) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
         for rid in range(1, 101):
-            assert b"no-cursor" in (await call(http, gw.url, sid, rid)).raw
+            assert b"no-cursor" in (await client.call(http, gw.url, sid, rid)).raw
         held = gw.gateway._sessions[sid]
     assert 0 < len(held.engine.failures) <= 8
     assert len(held.engine.og.log) <= 16

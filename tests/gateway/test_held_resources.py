@@ -17,12 +17,12 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from test_edge_hardening import request
 
 from fsm.adapters._transport import http as http_core
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
 from fsm.gateway.edge import EdgeLimits
 from fsm.gateway.store import MemoryStore
+from tests.gateway import raw_http
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -87,14 +87,9 @@ async def test_a_client_that_leaves_before_the_response_head_releases_its_upstre
         n = 5
         for i in range(n):
             async with await anyio.connect_tcp("127.0.0.1", port) as client:
-                call = {
-                    "jsonrpc": "2.0",
-                    "id": 100 + i,
-                    "method": "tools/call",
-                    "params": {"name": "x"},
-                }
+                call = scripted.tool_call(100 + i)
                 await client.send(
-                    request(port, scripted.IN_SESSION, body=json.dumps(call).encode())
+                    raw_http.request(port, scripted.IN_SESSION, body=json.dumps(call).encode())
                 )
                 with anyio.fail_after(scripted.GUARD):
                     await up.until(lambda n=i + 1: up.arrived == n)
@@ -117,9 +112,9 @@ async def test_clients_that_left_before_the_response_head_do_not_lock_others_out
         await initialize(gw.url)
         for i in range(5):
             async with await anyio.connect_tcp("127.0.0.1", port) as client:
-                call = {"jsonrpc": "2.0", "id": 200 + i, "method": "tools/call", "params": {}}
+                call = scripted.tool_call(200 + i)
                 await client.send(
-                    request(port, scripted.IN_SESSION, body=json.dumps(call).encode())
+                    raw_http.request(port, scripted.IN_SESSION, body=json.dumps(call).encode())
                 )
                 with anyio.fail_after(scripted.GUARD):
                     await up.until(lambda n=i + 1: up.arrived == n)
@@ -158,7 +153,7 @@ async def test_a_call_written_otherwise_is_still_cancelled_when_its_client_leave
         for i in range(n):
             call = CALLS_WRITTEN_OTHERWISE[written] % (300 + i)
             async with await anyio.connect_tcp("127.0.0.1", port) as client:
-                await client.send(request(port, scripted.IN_SESSION, body=call))
+                await client.send(raw_http.request(port, scripted.IN_SESSION, body=call))
                 with anyio.fail_after(scripted.GUARD):
                     await up.until(lambda n=i + 1: up.arrived == n)
             # the client's connection is closed here
@@ -218,7 +213,7 @@ async def test_an_answer_naming_a_method_is_not_lost_when_its_client_leaves_befo
             port = gw.port
             async with await anyio.connect_tcp("127.0.0.1", port) as client:
                 await client.send(
-                    request(port, scripted.IN_SESSION, body=json.dumps(answer).encode())
+                    raw_http.request(port, scripted.IN_SESSION, body=json.dumps(answer).encode())
                 )
                 with anyio.fail_after(scripted.GUARD):
                     await store.saving.wait()
@@ -294,11 +289,10 @@ async def test_a_refusal_whose_body_never_ends_does_not_outlast_the_patience(
     async with scripted.gateway_for(up, config=config, timeout=timeout) as gw:
         await initialize(gw.url)
         h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
         raw = b""
         async with httpx2.AsyncClient(timeout=scripted.GUARD) as client:
             with anyio.move_on_after(10):
-                async with client.stream("POST", gw.url, json=call, headers=h) as resp:
+                async with client.stream("POST", gw.url, json=scripted.CALL, headers=h) as resp:
                     async for chunk in resp.aiter_raw():
                         raw += chunk
         resumes = up.resumes
@@ -363,7 +357,7 @@ async def test_a_session_busy_with_calls_keeps_its_store_record() -> None:
             for rid, at in ((1, 40.0), (2, 80.0), (3, 120.0), (4, 160.0)):
                 now[0] = at
                 asks["on"] = rid == 4
-                call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {}}
+                call = scripted.tool_call(rid)
                 kept = store.kept
                 resp = await client.post(gw.url, json=call, headers=h)
                 assert resp.status_code == 200

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any
 
 import anyio
 import pytest
@@ -40,11 +39,6 @@ def total(gateway: Gateway, name: str) -> float:
         for s in metric.samples
         if s.name == name
     )
-
-
-async def begin(http: Any, url: str) -> None:
-    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-    assert (await http.post(url, json=body, headers=scripted.HEAD)).status_code == 200
 
 
 def origin(url: str) -> str:
@@ -116,7 +110,7 @@ async def test_metrics_count_presentations_blanks_and_failures() -> None:
     ]
     up = scripted.Upstream(call=same, replay=lambda cursor: same, complete=False)
     async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
-        await begin(http, gw.url)
+        await scripted.initialize(http, gw.url)
         r = await http.post(
             gw.url, json=scripted.CALL, headers={**scripted.HEAD, "mcp-session-id": scripted.SID}
         )
@@ -151,7 +145,7 @@ async def test_a_resume_from_an_old_event_counts_a_rewritten_cursor() -> None:
         replay=lambda cursor: [scripted.sse("e3", scripted.result(7))],
     )
     async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
-        await begin(http, gw.url)
+        await scripted.initialize(http, gw.url)
         h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
         async with http.stream("POST", gw.url, json=scripted.CALL, headers=h) as old:
             seen: list[tuple[str | None, str]] = []
@@ -181,7 +175,7 @@ async def test_a_call_open_when_its_client_deletes_the_session_ends_as_closed() 
         call=[scripted.sse("e1", scripted.PROGRESS)], hold=hold, replay=lambda c: [], complete=False
     )
     async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
-        await begin(http, gw.url)
+        await scripted.initialize(http, gw.url)
         h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
         async with http.stream("POST", gw.url, json=scripted.CALL, headers=h) as call:
             pieces = call.aiter_raw()
@@ -211,7 +205,7 @@ async def test_a_drain_waits_for_its_bound_then_ends_a_stream_after_its_last_eve
     hold = anyio.Event()  # never set: the upstream holds the call open
     up = scripted.Upstream(call=[scripted.sse("e1", scripted.PROGRESS)], hold=hold)
     async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
-        await begin(http, gw.url)
+        await scripted.initialize(http, gw.url)
         h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
         got: list[tuple[str | None, str]] = []
         async with http.stream("POST", gw.url, json=scripted.CALL, headers=h) as stream:

@@ -25,9 +25,8 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from test_edge_hardening import exchange, request  # noqa: E402
-
 from support.gateway import running_gateway  # noqa: E402
+from tests.gateway import raw_http  # noqa: E402
 from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -187,9 +186,9 @@ async def raw_gateway(respond: Respond, **kwargs: Any) -> AsyncIterator[tuple[An
 async def call_through(port: int) -> tuple[int | None, bytes]:
     """``initialize``, then the call of :data:`CALL` in its session, both raw, to the
     gateway on ``port``; the call's status (``None``: no response) and body."""
-    await exchange(port, request(port))
-    raw = await exchange(
-        port, request(port, scripted.IN_SESSION, body=json.dumps(scripted.CALL).encode())
+    await raw_http.exchange(port, raw_http.request(port))
+    raw = await raw_http.exchange(
+        port, raw_http.request(port, scripted.IN_SESSION, body=json.dumps(scripted.CALL).encode())
     )
     return split_response(raw)
 
@@ -209,10 +208,12 @@ async def test_a_lower_case_method_is_not_sent_upstream_as_an_mcp_method(method:
     )
     async with scripted.gateway_for(up, http="h11") as gw:
         port = gw.port
-        await exchange(port, request(port))
+        await raw_http.exchange(port, raw_http.request(port))
         before = len(up.requests)
         body = json.dumps(scripted.CALL).encode() if method == "post" else b""
-        got = await exchange(port, request(port, scripted.IN_SESSION, body=body, method=method))
+        got = await raw_http.exchange(
+            port, raw_http.request(port, scripted.IN_SESSION, body=body, method=method)
+        )
     status, _ = split_response(got)
     assert (status, up.requests[before:]) == (501, [])
 
@@ -233,7 +234,9 @@ async def test_the_gateways_own_error_for_a_nan_id_is_json(rid: bytes) -> None:
     async with running_gateway(f"http://127.0.0.1:{dead}/mcp") as gw:
         port = gw.port
         body = b'{"jsonrpc":"2.0","id":' + rid + b',"method":"ping"}'
-        status, got = split_response(await exchange(port, request(port, body=body)))
+        status, got = split_response(
+            await raw_http.exchange(port, raw_http.request(port, body=body))
+        )
     assert status == 502
     message = strict_json(got)
     assert message["id"] is None
@@ -334,11 +337,13 @@ async def test_a_forwarded_expect_100_continue_does_not_hold_the_body_back() -> 
         _up,
     ):
         port = gw.port
-        await exchange(port, request(port))
+        await raw_http.exchange(port, raw_http.request(port))
         expect = "Expect: 100-continue"
-        head = request(port, scripted.IN_SESSION, expect, body=json.dumps(scripted.CALL).encode())
+        head = raw_http.request(
+            port, scripted.IN_SESSION, expect, body=json.dumps(scripted.CALL).encode()
+        )
         with anyio.move_on_after(5):  # answered in milliseconds once the body is sent
-            got = await exchange(port, head)
+            got = await raw_http.exchange(port, head)
             status, body = split_response(got.replace(b"HTTP/1.1 100 Continue\r\n\r\n", b""))
             assert (status, json.loads(body)) == (200, scripted.result(7))
             return

@@ -72,11 +72,9 @@ async def _resume_after_a_break(gw: Any) -> tuple[int, list[dict[str, Any]]]:
     """Begin a call, read its first event, drop the connection, resume with the id the
     gateway gave: the resume's status and the messages it brought."""
     async with httpx2.AsyncClient(timeout=30) as http:
-        begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        assert (await http.post(gw.url, json=begin, headers=scripted.HEAD)).status_code == 200
+        await scripted.initialize(http, gw.url)
         h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-        async with http.stream("POST", gw.url, json=call, headers=h) as old:
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=h) as old:
             [(event_id, _)] = scripted.parse(await old.aiter_raw().__anext__())
         assert event_id is not None
         with anyio.fail_after(30):

@@ -16,8 +16,7 @@ from fsm.gateway.ids import EventIdKeys, parse_event_id
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from test_gateway_bounds import begin, call, client, read  # noqa: E402
-
+from tests.gateway import gateway_client as client  # noqa: E402
 from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 BOM = b"\xef\xbb\xbf"
@@ -208,7 +207,7 @@ async def test_a_kept_result_never_begins_a_resume_with_a_mark_the_guard_read_as
     result the session kept (``_ended_here``), and that body too never begins with the
     mark (an empty comment line first), so the client reads the line as the guard did,
     never ``id: up-raw``, the upstream's id unsigned."""
-    real = {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": False}}
+    real = scripted.result(1)
     progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}
 
     def script(msg: Any, headers: Any) -> list[bytes]:
@@ -218,17 +217,17 @@ async def test_a_kept_result_never_begins_a_resume_with_a_mark_the_guard_read_as
         return [scripted.sse(f"e{msg['id']}", scripted.result(msg["id"]))]
 
     up = scripted.Upstream(script=script)
-    async with scripted.gateway_for(up) as gw, client() as http:
-        sid = await begin(http, gw.url)
-        first = await call(http, gw.url, sid, 1)
+    async with scripted.gateway_for(up) as gw, client.unlimited() as http:
+        sid = await client.begin(http, gw.url)
+        first = await client.call(http, gw.url, sid, 1)
         got = whatwg_events(first.raw)
         assert [json.loads(d) for _, d in got] == [progress, real]
         p1 = got[0][0]
         assert p1 is not None and got[1][0] is None  # the marked line is no id
         for rid in range(2, 12):  # the guard forgets the stream; the session keeps it
-            await call(http, gw.url, sid, rid)
+            await client.call(http, gw.url, sid, rid)
         h = {**scripted.HEAD, "mcp-session-id": sid, "last-event-id": p1}
-        again = await read(http, "GET", gw.url, h)
+        again = await client.read(http, "GET", gw.url, h)
     assert again.status == 200
     replayed = whatwg_events(again.raw)
     assert [json.loads(d) for _, d in replayed] == [real]

@@ -145,9 +145,8 @@ class KeyInTheUrl(DropsBeforeGet):
 
 
 async def _initialized(http: Any, url: str, headers: dict[str, str] = H) -> None:
-    begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
     session_less = {k: v for k, v in headers.items() if k != "mcp-session-id"}
-    init = await http.post(url, json=begin, headers=session_less)
+    init = await http.post(url, json=scripted.INIT, headers=session_less)
     assert init.status_code == 200
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     assert (await http.post(url, json=note, headers=headers)).status_code == 202
@@ -181,8 +180,7 @@ async def test_a_request_sent_on_the_standalone_get_before_the_clients_get_arriv
         httpx2.AsyncClient(timeout=20) as http,
     ):
         await _initialized(http, gw.url)
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-        async with http.stream("POST", gw.url, json=call, headers=H) as called:
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=H) as called:
             await up.wait_until(lambda u: u.delivered + u.dropped == 1)
             if hold_s == 0:
                 assert (up.dropped, up.gets) == (1, [])
@@ -210,8 +208,7 @@ async def test_a_get_with_credentials_the_upstream_refuses_does_not_take_the_hel
     up = DropsBeforeGet()
     async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
         await _initialized(http, gw.url)
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-        async with http.stream("POST", gw.url, json=call, headers=H) as called:
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=H) as called:
             await up.wait_until(lambda u: u.delivered == 1)
             other = await http.get(gw.url, headers={**GET, "authorization": OTHER})
             assert other.status_code == 403

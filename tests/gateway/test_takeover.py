@@ -48,11 +48,9 @@ async def test_a_resume_while_the_old_connection_is_half_open_completes_the_call
         scripted.gateway_for(up, config=config) as gw,
         httpx2.AsyncClient(timeout=30) as http,
     ):
-        begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        assert (await http.post(gw.url, json=begin, headers=scripted.HEAD)).status_code == 200
+        await scripted.initialize(http, gw.url)
         h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
-        async with http.stream("POST", gw.url, json=call, headers=h) as old:
+        async with http.stream("POST", gw.url, json=scripted.CALL, headers=h) as old:
             pieces = old.aiter_raw()  # kept: the old connection stays open
             [(event_id, _)] = scripted.parse(await pieces.__anext__())
             assert event_id is not None

@@ -57,14 +57,12 @@ async def own_resume(
     (``cut``: ``upstream.call`` waits for it) and the gateway resumes it on its own: the
     headers of that resume as the upstream got them, and the messages A's call brought."""
     async with httpx2.AsyncClient(timeout=STEP) as http:
-        begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        sid = (await http.post(url, json=begin, headers=A)).headers["mcp-session-id"]
+        sid = (await http.post(url, json=scripted.INIT, headers=A)).headers["mcp-session-id"]
         h = {**A, "mcp-session-id": sid}
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         assert (await http.post(url, json=initialized, headers=h)).status_code == 202
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
         with anyio.fail_after(STEP):
-            async with http.stream("POST", url, json=call, headers=h) as resp:
+            async with http.stream("POST", url, json=scripted.CALL, headers=h) as resp:
                 chunks = resp.aiter_raw()
                 raw = await chunks.__anext__()
                 await meanwhile(http)
@@ -113,7 +111,7 @@ async def test_an_established_session_id_is_never_replaced() -> None:
     answered: list[str | None] = []
 
     async def initialize_again(http: httpx2.AsyncClient) -> None:
-        again = {"jsonrpc": "2.0", "id": "again", "method": "initialize", "params": {}}
+        again = {**scripted.INIT, "id": "again"}
         headers = {**A, "mcp-session-id": upstream.issued[0]}
         resp = await http.post(url, json=again, headers=headers)
         answered.append(resp.headers.get("mcp-session-id"))
@@ -138,12 +136,10 @@ async def call_and_resume(rid: Any) -> tuple[bytes, str, int, list[Any], list[st
         replay=lambda _: [scripted.sse("e2", scripted.result(rid))],
     )
     async with scripted.gateway_for(upstream) as gw, httpx2.AsyncClient(timeout=STEP) as http:
-        begin = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        assert (await http.post(gw.url, json=begin, headers=scripted.HEAD)).status_code == 200
+        await scripted.initialize(http, gw.url)
         h = {**scripted.HEAD, "mcp-session-id": scripted.SID}
-        call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "x"}}
         with anyio.fail_after(STEP):
-            async with http.stream("POST", gw.url, json=call, headers=h) as old:
+            async with http.stream("POST", gw.url, json=scripted.tool_call(rid), headers=h) as old:
                 first = await old.aiter_raw().__anext__()
             [(event_id, _)] = scripted.parse(first)
             assert event_id is not None

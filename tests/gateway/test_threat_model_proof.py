@@ -45,36 +45,15 @@ from auth_upstream import (
     refused_in_rpc,
     running_auth_server,
 )
-from test_threat_model import (
-    A_TOKEN,
-    B_CONTENT,
-    B_TOKEN,
-    INITIALIZE,
-    STEP,
-    VIAS,
-    Reply,
-    Seen,
-    Via,
-    alice,
-    answer_of,
-    b_answers,
-    b_post,
-    fate_expected,
-    open_bed,
-    post_rpc,
-    reached,
-    rpc_headers,
-)
 
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
 from support.gateway import running_gateway
 from tests.gateway import scripted_upstream as scripted
+from tests.gateway import threat_bed as threat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
 
 _T = TypeVar("_T")
-
-PING: dict[str, Any] = {"jsonrpc": "2.0", "id": "b-ping", "method": "ping"}
 
 
 def rpc_method(message: Any) -> str | None:
@@ -97,53 +76,64 @@ def preflight(sid: str, token: str | None, **extra: str) -> dict[str, str]:
     return headers
 
 
-@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("via", threat.VIAS)
 @pytest.mark.parametrize(
     ("token", "refused"),
-    [(None, Reply(401, UNAUTHORIZED_BODY)), (B_TOKEN, Reply(403, FORBIDDEN_BODY))],
+    [
+        (None, threat.Reply(401, UNAUTHORIZED_BODY)),
+        (threat.B_TOKEN, threat.Reply(403, FORBIDDEN_BODY)),
+    ],
     ids=["no-token", "own-token"],
 )
-async def test_a_preflight_proves_nothing(via: Via, token: str | None, refused: Reply) -> None:
+async def test_a_preflight_proves_nothing(
+    via: threat.Via, token: str | None, refused: threat.Reply
+) -> None:
     """Row 1: the CORS layer answers B's preflight ``200``; B's answer to A's prompt then
     gets the upstream's refusal, as direct, and A's prompt stays A's. The upstream is
     asked nothing more than direct: the preflight sets off no probe of B's
     credentials."""
-    async with open_bed(via, cors=True) as bed, alice(bed) as a:
+    async with threat.open_bed(via, cors=True) as bed, threat.alice(bed) as a:
         a.start()
-        await bed.user.wait_presented(1, STEP)
+        await bed.user.wait_presented(1, threat.STEP)
         pre = await bed.raw.request("OPTIONS", bed.target(0), headers=preflight(a.sid, token))
-        seen = await b_answers(bed, a, token)
+        seen = await threat.b_answers(bed, a, token)
         asked = [(r.method, rpc_method(r.message)) for r in bed.upstream.auth.refused]
-    expected = Seen(refused, False, fate_expected(bed))
+    expected = threat.Seen(refused, False, threat.fate_expected(bed))
     assert (pre.status_code, seen, asked) == (200, expected, [("POST", None)])
 
 
-@pytest.mark.parametrize("via", VIAS)
-async def test_a_preflight_then_a_404_does_not_end_the_session(via: Via) -> None:
+@pytest.mark.parametrize("via", threat.VIAS)
+async def test_a_preflight_then_a_404_does_not_end_the_session(via: threat.Via) -> None:
     """Row 2: after B's preflight with its own token, a server that hides other
     principals' sessions answers B's ``ping`` ``404``; A's session lives everywhere."""
-    async with open_bed(via, mode="404", cors=True) as bed, alice(bed) as a:
+    async with threat.open_bed(via, mode="404", cors=True) as bed, threat.alice(bed) as a:
         a.start()
-        await bed.user.wait_presented(1, STEP)
-        pre = await bed.raw.request("OPTIONS", bed.target(0), headers=preflight(a.sid, B_TOKEN))
-        b = await b_post(bed, bed.target(0), PING, rpc_headers(a.sid, B_TOKEN))
+        await bed.user.wait_presented(1, threat.STEP)
+        pre = await bed.raw.request(
+            "OPTIONS", bed.target(0), headers=preflight(a.sid, threat.B_TOKEN)
+        )
+        b = await threat.b_post(
+            bed, bed.target(0), threat.B_PING, threat.rpc_headers(a.sid, threat.B_TOKEN)
+        )
         fate = await a.fate()
-        seen = Seen(b, reached(bed, "b-ping"), fate)
-    expected = Seen(Reply(404, SESSION_NOT_FOUND_BODY), False, fate_expected(bed))
+        seen = threat.Seen(b, threat.reached(bed, "b-ping"), fate)
+    expected = threat.Seen(
+        threat.Reply(404, SESSION_NOT_FOUND_BODY), False, threat.fate_expected(bed)
+    )
     assert (pre.status_code, seen) == (200, expected)
 
 
-@pytest.mark.parametrize("via", VIAS)
-async def test_a_preflight_sets_no_protocol_version(via: Via) -> None:
+@pytest.mark.parametrize("via", threat.VIAS)
+async def test_a_preflight_sets_no_protocol_version(via: threat.Via) -> None:
     """Row 3: B's preflight (no token) names a protocol version no server speaks; the
     gateway's own requests for A go on carrying A's, and A's call completes."""
-    async with open_bed(via, cors=True) as bed, alice(bed) as a:
+    async with threat.open_bed(via, cors=True) as bed, threat.alice(bed) as a:
         a.start()
-        await bed.user.wait_presented(1, STEP)
+        await bed.user.wait_presented(1, threat.STEP)
         headers = preflight(a.sid, None, **{"mcp-protocol-version": "1999-01-01"})
         pre = await bed.raw.request("OPTIONS", bed.target(0), headers=headers)
         fate = await a.fate()
-    assert (pre.status_code, fate) == (200, fate_expected(bed))
+    assert (pre.status_code, fate) == (200, threat.fate_expected(bed))
 
 
 async def test_preflights_naming_made_up_sessions_hold_none() -> None:
@@ -153,9 +143,11 @@ async def test_preflights_naming_made_up_sessions_hold_none() -> None:
     async with (
         running_auth_server(TOKENS, cors=True) as upstream,
         running_gateway(upstream.url, limits=GatewayLimits(max_sessions=2)) as gw,
-        httpx2.AsyncClient(timeout=STEP) as raw,
+        httpx2.AsyncClient(timeout=threat.STEP) as raw,
     ):
-        _, headers, _ = await post_rpc(raw, gw.url, INITIALIZE, rpc_headers(None, A_TOKEN))
+        _, headers, _ = await threat.post_rpc(
+            raw, gw.url, threat.INITIALIZE, threat.rpc_headers(None, threat.A_TOKEN)
+        )
         sid = headers["mcp-session-id"]
         statuses = []
         for n in range(3):
@@ -165,25 +157,31 @@ async def test_preflights_naming_made_up_sessions_hold_none() -> None:
     assert (statuses, held) == ([200, 200, 200], [sid])
 
 
-@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("via", threat.VIAS)
 @pytest.mark.parametrize("ping_first", [False, True], ids=["answer", "ping-then-answer"])
-async def test_a_refusal_in_a_200_proves_nothing(via: Via, ping_first: bool) -> None:
+async def test_a_refusal_in_a_200_proves_nothing(via: threat.Via, ping_first: bool) -> None:
     """Row 5: the upstream refuses B (own token) with ``200`` and a JSON-RPC error, to a
     ``ping`` and to an answer to A's prompt alike; the gateway relays both refusals,
     records nothing, and A's own answer ends A's call."""
-    async with open_bed(via, mode="rpc") as bed, alice(bed) as a:
+    async with threat.open_bed(via, mode="rpc") as bed, threat.alice(bed) as a:
         a.start()
-        prompt = await bed.user.wait_presented(1, STEP)
+        prompt = await bed.user.wait_presented(1, threat.STEP)
         pinged = None
         if ping_first:
-            pinged = await b_post(bed, bed.target(0), PING, rpc_headers(a.sid, B_TOKEN))
-        answer = answer_of(prompt.request.request_id, B_CONTENT)
-        b = await b_post(bed, bed.target(0), answer, rpc_headers(a.sid, B_TOKEN))
+            pinged = await threat.b_post(
+                bed, bed.target(0), threat.B_PING, threat.rpc_headers(a.sid, threat.B_TOKEN)
+            )
+        answer = threat.answer_of(prompt.request.request_id, threat.B_CONTENT)
+        b = await threat.b_post(
+            bed, bed.target(0), answer, threat.rpc_headers(a.sid, threat.B_TOKEN)
+        )
         fate = await a.fate()
-        seen = Seen((pinged, b), reached(bed, "bob") or reached(bed, "b-ping"), fate)
-    refused_ping = Reply(200, refused_in_rpc(PING)) if ping_first else None
-    expected_b = (refused_ping, Reply(200, refused_in_rpc(answer)))
-    assert seen == Seen(expected_b, False, fate_expected(bed))
+        seen = threat.Seen(
+            (pinged, b), threat.reached(bed, "bob") or threat.reached(bed, "b-ping"), fate
+        )
+    refused_ping = threat.Reply(200, refused_in_rpc(threat.B_PING)) if ping_first else None
+    expected_b = (refused_ping, threat.Reply(200, refused_in_rpc(answer)))
+    assert seen == threat.Seen(expected_b, False, threat.fate_expected(bed))
 
 
 async def test_a_get_the_upstream_lets_through_proves_nothing() -> None:
@@ -196,7 +194,7 @@ async def test_a_get_the_upstream_lets_through_proves_nothing() -> None:
     limits = GatewayLimits(standalone_hold_s=0)
     async with (
         scripted.gateway_for(up, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP) as http,
+        httpx2.AsyncClient(timeout=threat.STEP) as http,
     ):
 
         async def b_acts() -> tuple[int, int]:
@@ -210,41 +208,43 @@ async def test_a_get_the_upstream_lets_through_proves_nothing() -> None:
     assert (b_got, a, messages[-1], errors) == ((200, 403), 202, scripted.result(7), [])
 
 
-@pytest.mark.parametrize("via", VIAS)
-async def test_a_refused_delete_does_not_end_the_session(via: Via) -> None:
+@pytest.mark.parametrize("via", threat.VIAS)
+async def test_a_refused_delete_does_not_end_the_session(via: threat.Via) -> None:
     """Row 7: the upstream refuses B's ``DELETE`` of A's session with ``200`` and a
     JSON-RPC error; the session lives on, on every replica, and A's call completes."""
-    async with open_bed(via, mode="rpc") as bed, alice(bed) as a:
+    async with threat.open_bed(via, mode="rpc") as bed, threat.alice(bed) as a:
         a.start()
-        await bed.user.wait_presented(1, STEP)
-        headers = rpc_headers(a.sid, B_TOKEN)
+        await bed.user.wait_presented(1, threat.STEP)
+        headers = threat.rpc_headers(a.sid, threat.B_TOKEN)
         deleted = await bed.raw.delete(bed.target(0), headers=headers)
         fate = await a.fate()
     assert (deleted.status_code, deleted.json(), fate) == (
         200,
         refused_in_rpc(None),
-        fate_expected(bed),
+        threat.fate_expected(bed),
     )
 
 
-@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("via", threat.VIAS)
 @pytest.mark.parametrize("replica", [0, 1], ids=["holding", "not-holding"])
 async def test_an_initialize_answered_with_the_sessions_id_proves_nothing(
-    via: Via, replica: int
+    via: threat.Via, replica: int
 ) -> None:
     """Row 8: B's ``initialize`` names A's session; the upstream refuses it with ``200``,
     a JSON-RPC error and A's session id (as the session's transport answers). That is
     no new session, on the replica that holds A's session or on one that does not: B's
     answer to A's prompt there then gets the upstream's refusal too."""
-    async with open_bed(via, mode="rpc") as bed, alice(bed) as a:
+    async with threat.open_bed(via, mode="rpc") as bed, threat.alice(bed) as a:
         a.start()
-        await bed.user.wait_presented(1, STEP)
-        init = {**INITIALIZE, "id": "b-init"}
-        began = await b_post(bed, bed.target(replica), init, rpc_headers(a.sid, B_TOKEN))
-        seen = await b_answers(bed, a, B_TOKEN, replica)
-    assert began == Reply(200, refused_in_rpc(init))
-    assert seen.b == Reply(200, refused_in_rpc(answer_of(1, B_CONTENT)))
-    assert (seen.b_reached, seen.a) == (False, fate_expected(bed))
+        await bed.user.wait_presented(1, threat.STEP)
+        init = {**threat.INITIALIZE, "id": "b-init"}
+        began = await threat.b_post(
+            bed, bed.target(replica), init, threat.rpc_headers(a.sid, threat.B_TOKEN)
+        )
+        seen = await threat.b_answers(bed, a, threat.B_TOKEN, replica)
+    assert began == threat.Reply(200, refused_in_rpc(init))
+    assert seen.b == threat.Reply(200, refused_in_rpc(threat.answer_of(1, threat.B_CONTENT)))
+    assert (seen.b_reached, seen.a) == (False, threat.fate_expected(bed))
 
 
 ANSWER: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
@@ -284,7 +284,7 @@ async def while_a_is_asked(
 
 async def call_through(http: Any, url: str, headers: dict[str, str]) -> list[Any]:
     """A ``tools/call`` (id 7) with ``headers``: the messages of its event stream."""
-    with anyio.fail_after(STEP):  # only against a hang
+    with anyio.fail_after(threat.STEP):  # only against a hang
         async with http.stream("POST", url, json=scripted.CALL, headers=headers) as r:
             raw = b"".join([piece async for piece in r.aiter_raw()])
     return [json.loads(data) for _, data in scripted.parse(raw) if data]
@@ -295,7 +295,7 @@ async def call_with_a_refreshed_token(up: scripted.Upstream, limits: GatewayLimi
     tool (id 7) with its refreshed token (``tok-a2``): the messages of the call's stream."""
     async with (
         scripted.gateway_for(up, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP) as http,
+        httpx2.AsyncClient(timeout=threat.STEP) as http,
     ):
         headers = await scripted.a_session(http, gw.url)
         return await call_through(http, gw.url, {**headers, "authorization": "Bearer tok-a2"})
@@ -343,7 +343,7 @@ async def test_a_strangers_resume_costs_the_upstream_one_probe() -> None:
     limits = GatewayLimits(standalone_hold_s=0)
     async with (
         scripted.gateway_for(up, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP) as http,
+        httpx2.AsyncClient(timeout=threat.STEP) as http,
     ):
         headers = await scripted.a_session(http, gw.url)
         async with http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r:
@@ -368,7 +368,7 @@ async def test_a_request_at_the_stream_cap_is_asked_about_once() -> None:
     limits = GatewayLimits(standalone_hold_s=0)
     async with (
         scripted.gateway_for(up, config=config, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP) as http,
+        httpx2.AsyncClient(timeout=threat.STEP) as http,
     ):
         headers = await scripted.a_session(http, gw.url)
         async with http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r:
@@ -386,7 +386,7 @@ async def test_a_notification_answered_202_unchecked_proves_nothing() -> None:
     limits = GatewayLimits(standalone_hold_s=0)
     async with (
         scripted.gateway_for(up, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP) as http,
+        httpx2.AsyncClient(timeout=threat.STEP) as http,
     ):
 
         async def b_acts() -> tuple[int, int]:
@@ -410,7 +410,7 @@ async def test_a_session_held_elsewhere_with_a_stream_open_here_leaves_the_waiti
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     async with (
         scripted.gateway_for(up, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP) as http,
+        httpx2.AsyncClient(timeout=threat.STEP) as http,
     ):
         first = {**get, "mcp-session-id": "held-1"}
         second = {**scripted.HEAD, "mcp-session-id": "held-2"}

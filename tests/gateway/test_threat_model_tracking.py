@@ -7,8 +7,10 @@ and through the gateway and expects the same.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -20,12 +22,28 @@ pytest.importorskip("uvicorn")
 from fsm.gateway.app import GatewayLimits
 from fsm.gateway.ids import EventIdKeys
 from fsm.gateway.redis_store import RedisStore
-from support.gateway import running_gateway
+from support.gateway import RunningGateway, running_gateway
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 STEP = 15.0
+
+
+@contextlib.asynccontextmanager
+async def gateway_and_client(
+    up: Any,
+) -> AsyncIterator[tuple[RunningGateway, httpx2.AsyncClient]]:
+    """``up`` behind a gateway replica that opens no standalone stream ahead
+    (``standalone_hold_s=0``: every ``GET`` the upstream sees is one a client sent, as
+    direct), and a client: a test sends the same requests to ``gw.gateway.upstream``
+    (direct) and to ``gw.url``."""
+    limits = GatewayLimits(standalone_hold_s=0)
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
+        yield gw, http
 
 
 # --------------------------------------------------------------------------------------
@@ -80,11 +98,7 @@ async def strangers_gets_then_a_call(url: str, a_head: dict[str, str], n: int) -
 
 async def test_strangers_get_streams_do_not_lock_the_owner_out_of_its_calls() -> None:
     up = get_through_upstream()
-    limits = GatewayLimits(standalone_hold_s=0)
-    async with (
-        scripted.gateway_for(up, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP) as http,
-    ):
+    async with gateway_and_client(up) as (gw, http):
         n = gw.gateway.config.max_streams  # 64 by default
         upstream_url = gw.gateway.upstream
         a_head = await scripted.a_session(http, upstream_url)
@@ -162,11 +176,7 @@ async def owner_call_after_strangers(url: str, http: Any) -> tuple[Any, Any, Any
 
 async def test_a_strangers_refused_call_is_not_kept_as_the_owners_result() -> None:
     up = RpcStreamUpstream()
-    limits = GatewayLimits(standalone_hold_s=0)
-    async with (
-        scripted.gateway_for(up, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP) as http,
-    ):
+    async with gateway_and_client(up) as (gw, http):
         direct = await owner_call_after_strangers(gw.gateway.upstream, http)
         through = await owner_call_after_strangers(gw.url, http)
     assert direct == ([_refusal(8)], [scripted.PROGRESS, scripted.result(8)], [scripted.result(8)])

@@ -21,6 +21,7 @@ httpx2 = pytest.importorskip("httpx2")
 
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.sse.guard import GuardConfig  # noqa: E402
+from tests.gateway import gateway_client as client  # noqa: E402
 from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -145,8 +146,7 @@ async def test_the_gateway_keeps_no_upstream_cookie() -> None:
         set_cookie=b"affinity=a1; Path=/",
     )
     async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=scripted.GUARD) as http:
-        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
-        r = await http.post(gw.url, json=body, headers=scripted.HEAD)
+        r = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
         assert r.headers["set-cookie"] == "affinity=a1; Path=/"
         http.cookies.clear()  # this client does not send it back
         events = await call_events(http, gw.url)
@@ -220,9 +220,8 @@ async def test_a_flood_of_sessions_keeps_at_most_max_sessions() -> None:
         httpx2.AsyncClient(timeout=scripted.GUARD) as http,
     ):
         for i in range(60):
-            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}}
             r = await http.post(
-                gw.url, json=call, headers={**scripted.HEAD, "mcp-session-id": f"s{i}"}
+                gw.url, json=scripted.CALL, headers={**scripted.HEAD, "mcp-session-id": f"s{i}"}
             )
             assert r.status_code == 200
         assert gw.gateway.sessions == 10
@@ -236,24 +235,17 @@ async def test_max_sessions_is_a_hard_cap_while_every_session_is_busy() -> None:
     up = scripted.Upstream(call=[scripted.sse("e1", "")], hold=release, issue_sessions=True)
     limits = GatewayLimits(max_sessions=2)
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
     async with (
         scripted.gateway_for(up, limits=limits) as gw,
         httpx2.AsyncClient(timeout=scripted.GUARD) as http,
     ):
-        sids = [
-            (await http.post(gw.url, json=init, headers=scripted.HEAD)).headers["mcp-session-id"]
-        ]
-        sids.append(
-            (await http.post(gw.url, json=init, headers=scripted.HEAD)).headers["mcp-session-id"]
-        )
+        sids = [await client.begin(http, gw.url) for _ in range(2)]
         async with anyio.create_task_group() as tg:
             started = [anyio.Event(), anyio.Event()]
 
             async def busy(i: int) -> None:
-                body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}}
                 h = {**scripted.HEAD, "mcp-session-id": sids[i]}
-                async with http.stream("POST", gw.url, json=body, headers=h) as r:
+                async with http.stream("POST", gw.url, json=scripted.CALL, headers=h) as r:
                     async for _ in r.aiter_raw():
                         started[i].set()
 

@@ -3,12 +3,22 @@
 with exactly one outcome (its result, or one ending JSON-RPC error), no task dies, no
 wait is endless and no over-long id is kept as a cursor.
 
-Reproduced before the fix: a ``retry:`` of 5,000 digits raised ``ValueError`` in the
-parser; 10**400 then a cut raised ``OverflowError`` in the guard's backoff; 10**30 then a
-cut waited 10**27 s; an id that is not UTF-8 crashed the blanking of its event; an id
-with a control character or a non-ASCII one crashed the resume ``GET`` (a header no HTTP
-client sends); a 1 MB id of a call's last event was kept as the stream's cursor for an
-hour (RSS grew 54 -> 225 MB over 150 calls)."""
+Each case, and the bound it holds:
+
+* a ``retry:`` of 30, 400 or 5,000 digits, then a cut: the wait before the resume is
+  capped at the guard's ``max_server_wait_s`` and the call gets its result; 5,000 digits
+  and no cut: the call is passed on;
+* an event id no ``Last-Event-ID`` header can carry (not UTF-8, non-ASCII, a control
+  character, ``DEL``, longer than ``MAX_EVENT_ID``), then a cut: the resume names the last
+  usable id; with none, no resume is sent and the call ends with one ``no-cursor`` error;
+* a server request whose id is not UTF-8 is blanked, and the stream goes on;
+* a call's last event with a 1 MB id reaches the client, but neither the guard nor the
+  store (which keeps a stream's cursor for an hour) holds that id, and no id the gateway
+  issues embeds it;
+* a client that lost its connection after an unusable id resumes with the last id it was
+  given and gets the result;
+* a stored cursor no header can carry: each resume that cannot be sent counts as a refusal,
+  and the stream's resume budget ends the call with one error."""
 
 from __future__ import annotations
 
@@ -44,8 +54,7 @@ def raw_event(event_id: bytes, data: Any = scripted.PROGRESS, retry: bytes | Non
 async def call(url: str) -> list[tuple[str | None, str]]:
     """Initialize, then POST a tools/call (id 7) and read its SSE body to the end."""
     async with httpx2.AsyncClient(timeout=scripted.GUARD) as http:
-        r = await http.post(url, json=scripted.INIT, headers=scripted.HEAD)
-        assert r.status_code == 200
+        await scripted.initialize(http, url)
         with anyio.fail_after(scripted.GUARD):  # only against a hang: an endless wait
             async with http.stream(
                 "POST",
@@ -195,10 +204,10 @@ RESUMED_BAD_IDS = {**BAD_IDS, "tab": b"a\tb", "trailing-space": b"abc ", "leadin
 async def test_a_client_resumes_from_the_id_it_was_given_for_an_unusable_one(bad: bytes) -> None:
     """A usable ``e1``, an event whose upstream id is not usable, then a cut: the guard
     resumes from ``e1``. A client whose connection was lost after that event resumes
-    with the last id it was given, and gets the call's result. Before, that id embedded
-    the unusable one: ``400 last-event-id must be visible ASCII`` (a tab) or ``400
-    Last-Event-ID was not issued by this gateway`` (a trailing space, stripped in
-    transit), where resuming with ``e1``'s id worked."""
+    with the last id it was given (``e1``'s, issued again: never one that embeds the
+    unusable id, which a client could not send back as it came: a tab is refused as
+    ``last-event-id must be visible ASCII``, a trailing space is stripped in transit), and
+    gets the call's result."""
     up = scripted.Upstream(
         call=[scripted.sse("e1", scripted.PROGRESS), raw_event(bad)],
         complete=False,
@@ -238,9 +247,7 @@ async def test_a_resume_get_that_cannot_be_sent_ends_the_call_with_one_error() -
         scripted.gateway_for(up, config=CONFIG, store=store, id_keys=keys) as gw,
         httpx2.AsyncClient(timeout=scripted.GUARD) as http,
     ):
-        assert (
-            await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
-        ).status_code == 200
+        await scripted.initialize(http, gw.url)
         h = {**scripted.HEAD, "mcp-session-id": scripted.SID, "last-event-id": cursor}
         with anyio.fail_after(scripted.GUARD):
             async with http.stream("GET", gw.url, headers=h) as r:
