@@ -240,7 +240,9 @@ POSTs forwarded unchanged (the client handles them)."""
 
 @dataclass(frozen=True)
 class GatewayLimits:
-    """Bounds on what one gateway process holds and accepts."""
+    """Bounds on what one gateway process holds and accepts. Every number of seconds is
+    finite (a bound that never ends bounds nothing); a value out of range is
+    ``ValueError`` at construction."""
 
     max_body: int = 4 * 1024 * 1024
     """Bytes of a request body; more gets ``413``."""
@@ -367,21 +369,23 @@ class GatewayLimits:
                 "GatewayLimits.max_receiving_bytes_per_peer must be >= max_body"
                 " and <= max_receiving_bytes"
             )
-        if self.standalone_hold_s is not None and not self.standalone_hold_s >= 0:
-            raise ValueError("GatewayLimits.standalone_hold_s must be >= 0")
         if self.max_pending_refusals < 0:
             raise ValueError("GatewayLimits.max_pending_refusals must be >= 0")
-        if not self.session_keepalive_s >= 0:
-            raise ValueError("GatewayLimits.session_keepalive_s must be >= 0")
-        for name in (
-            "session_idle_s",
-            "upstream_idle_s",
-            "body_timeout_s",
-            "lease_s",
-            "probe_timeout_s",
-        ):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"GatewayLimits.{name} must be > 0")
+        seconds: list[tuple[str, float | None, bool]] = [
+            ("standalone_hold_s", self.standalone_hold_s, False),
+            ("session_keepalive_s", self.session_keepalive_s, False),
+            ("session_idle_s", self.session_idle_s, True),
+            ("upstream_idle_s", self.upstream_idle_s, True),
+            ("body_timeout_s", self.body_timeout_s, True),
+            ("lease_s", self.lease_s, True),
+            ("probe_timeout_s", self.probe_timeout_s, True),
+        ]
+        for name, value, positive in seconds:
+            if value is not None and not (
+                math.isfinite(value) and (value > 0 if positive else value >= 0)
+            ):
+                bound = "> 0" if positive else ">= 0"
+                raise ValueError(f"GatewayLimits.{name} must be finite and {bound}")
         if self.upstream_connections is not None and self.upstream_connections < 1:
             raise ValueError("GatewayLimits.upstream_connections must be None or >= 1")
 
