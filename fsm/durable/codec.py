@@ -229,7 +229,8 @@ def bounded(text: str) -> str:
 def storable(text: str) -> str:
     """``text``, a value about to be written, if a load will read it back (at most
     :data:`MAX_VALUE_BYTES` long); otherwise :class:`~fsm.errors.StoreError` before
-    anything is written."""
+    anything is written, naming no store (the store writing it names itself:
+    :func:`naming_store`)."""
     if _too_long(text):
         raise StoreError(
             f"a record of {len(text.encode('utf-8', 'replace'))} bytes is longer than "
@@ -246,16 +247,18 @@ def _json(text: str) -> Any:
 
 
 @contextmanager
-def read_from(where: str) -> Iterator[None]:
-    """Within it, a :class:`~fsm.errors.StoreCorruptError` that names no store (a record
-    that does not read back, as the loaders raise it) is raised again naming the store
-    ``where``: its message starts with it and its ``path`` is it."""
+def naming_store(where: str) -> Iterator[None]:
+    """Within it, a :class:`~fsm.errors.StoreError` that names no store (a record that
+    does not read back, as the loaders raise it; one refused before it is written, as
+    :func:`storable` raises it) is raised again, of its class, naming the store
+    ``where``: its message starts with it and its ``path`` is it. One that names a store
+    passes through unchanged. Each store reads and writes its records within it."""
     try:
         yield
-    except StoreCorruptError as exc:
+    except StoreError as exc:
         if exc.path:
             raise
-        raise StoreCorruptError(f"{where}: {exc}", path=where) from exc
+        raise type(exc)(f"{where}: {exc}", path=where) from exc
 
 
 def fields(text: str, n: int) -> list[Any]:

@@ -407,17 +407,20 @@ class RedisStore:
     def write(self, delta: store.Delta) -> None:
         """Write ``delta`` in one script call; returns once Redis acknowledged it (and
         ``wait_replicas`` replicas did, when asked)."""
-        if isinstance(delta, CallRecord):
-            ended = "1" if delta.ended else "0"
-            argv = (delta.call, codec.dump_call(delta), ended, store.MAX_ENDED_CALLS)
-            self._write(delta, "call", self._call_keys, *argv)
-        else:
-            self._write(delta, "sse", self._keys, *_steps(delta))
+        with codec.naming_store(self.path):
+            if isinstance(delta, CallRecord):
+                ended = "1" if delta.ended else "0"
+                argv = (delta.call, codec.dump_call(delta), ended, store.MAX_ENDED_CALLS)
+                self._write(delta, "call", self._call_keys, *argv)
+            else:
+                self._write(delta, "sse", self._keys, *_steps(delta))
 
     def write_session(self, record: store.SessionRecord) -> None:
         """Replace the SSE adapter's session record (in ``P:meta``, field ``rejoin``) in
         one script call, acknowledged as :meth:`write` is; counted in ``writes``."""
-        self._write(record, "sse", self._keys, "set", _META, "rejoin", codec.dump_session(record))
+        with codec.naming_store(self.path):
+            rejoin = codec.dump_session(record)
+            self._write(record, "sse", self._keys, "set", _META, "rejoin", rejoin)
 
     def _write(self, written: store.Written, op: str, keys: list[str], *argv: Any) -> None:
         with self._lock:
@@ -441,7 +444,7 @@ class RedisStore:
             got = self._fenced("rejoin", self._keys, label="session")
         if got[0] is None:
             return None
-        with codec.read_from(self.path):
+        with codec.naming_store(self.path):
             return codec.load_session(link.text(got[0]))
 
     def load(self, limits: store.LoadLimits | None = None) -> SseStored:
@@ -454,7 +457,7 @@ class RedisStore:
         if limits is not None and not isinstance(got[0], list):  # "over", and the counts
             limits.check(self.path, store.LoadLimits(*(int(n) for n in got[1:])))
         try:
-            with codec.read_from(self.path):
+            with codec.naming_store(self.path):
                 meta, streams, requests, questions = (_pairs(part) for part in got[:4])
                 reshown_fields = {link.text(f) for f in got[4]}
                 session, expired = codec.load_meta(meta)
@@ -503,7 +506,7 @@ class RedisStore:
         return None if got[0] is None else self._load_call(call_id, link.text(got[0]))
 
     def _load_call(self, call: str, text: str) -> CallRecord:
-        with codec.read_from(self.path):
+        with codec.naming_store(self.path):
             return codec.load_call_of(call, text)
 
     def close(self) -> None:

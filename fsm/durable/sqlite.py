@@ -134,7 +134,7 @@ class SqliteStore:
         db = self._conn()
         if self._before_write is not None:
             self._before_write(delta)
-        with _errors(self.path):
+        with _errors(self.path), codec.naming_store(self.path):
             db.execute("BEGIN")
             try:
                 if isinstance(delta, store.SessionRecord):
@@ -161,7 +161,7 @@ class SqliteStore:
 
     def _load_locked(self, limits: store.LoadLimits | None) -> SseStored:
         db = self._conn()
-        with _errors(self.path), codec.read_from(self.path):
+        with _errors(self.path), codec.naming_store(self.path):
             if limits is not None:
                 limits.check(self.path, store.LoadLimits(*db.execute(_COUNTS).fetchone()))
             session, expired = codec.load_meta(dict(db.execute("SELECT name, value FROM meta")))
@@ -204,11 +204,11 @@ class SqliteStore:
                 row = db.execute("SELECT value FROM meta WHERE name = 'rejoin'").fetchone()
         if row is None:
             return None
-        with codec.read_from(self.path):
+        with codec.naming_store(self.path):
             return codec.load_session(row[0])
 
     def _load_call(self, call: str, text: str) -> CallRecord:
-        with codec.read_from(self.path):
+        with codec.naming_store(self.path):
             return codec.load_call_of(call, text)
 
     def close(self) -> None:

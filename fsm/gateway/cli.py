@@ -52,7 +52,8 @@ process exits 0.
 
 Exit status: 0 after a clean stop (SIGTERM or SIGINT, drained, the store released), 2 for
 bad arguments (an unparsable address, an upstream that is not an
-http(s) URL or holds a password, a store that is neither ``memory`` nor ``redis://``, a
+http(s) URL or holds a password, a number of seconds that is negative, not finite or not
+a number, a store that is neither ``memory`` nor ``redis://``, a
 ``--loop`` or ``--http`` that is not installed, a bad or missing id key), 1 if the
 server could not start (the port or the metrics port is taken, Redis unreachable at
 startup: no line on stdout then) or its
@@ -91,6 +92,21 @@ _SHARED = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+clust
 """Store URLs of a store replicas share (Redis)."""
 
 
+def _seconds(text: str) -> float:
+    """The argparse type of every option that is a number of seconds: a finite number
+    >= 0, else ``argparse.ArgumentTypeError`` (the command exits 2 naming the option).
+    ``--ttl``, the timeouts and ``--lease`` must also be > 0, which :func:`_build` and the
+    limits they configure (:class:`~fsm.gateway.edge.EdgeLimits`,
+    :class:`~fsm.gateway.app.GatewayLimits`) check."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, not {text!r}")
+    return seconds
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fsm gateway",
@@ -118,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--ttl",
-        type=float,
+        type=_seconds,
         default=3600.0,
         help="seconds the store keeps a session's state after its last write",
     )
@@ -146,11 +162,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-header-bytes", type=int, help="bytes of a request head")
     p.add_argument("--max-headers", type=int, help="header lines of a request")
-    p.add_argument("--header-timeout", type=float, help="seconds to receive a request head")
-    p.add_argument("--keep-alive", type=float, help="seconds an idle connection is kept")
+    p.add_argument("--header-timeout", type=_seconds, help="seconds to receive a request head")
+    p.add_argument("--keep-alive", type=_seconds, help="seconds an idle connection is kept")
     p.add_argument("--max-connections", type=int, help="client connections at once")
     p.add_argument("--max-event-bytes", type=int, help="bytes of one upstream SSE event")
-    p.add_argument("--body-timeout", type=float, help="seconds to receive a request body")
+    p.add_argument("--body-timeout", type=_seconds, help="seconds to receive a request body")
     p.add_argument(
         "--max-receiving-bytes",
         type=int,
@@ -163,16 +179,16 @@ def _parser() -> argparse.ArgumentParser:
         help="of those, what one client address may hold at once (default 16 MiB; a "
         "request past it gets 503; behind a proxy give --max-receiving-bytes)",
     )
-    p.add_argument("--lease", type=float, help="seconds a claim of a prompt lasts unrenewed")
+    p.add_argument("--lease", type=_seconds, help="seconds a claim of a prompt lasts unrenewed")
     p.add_argument(
         "--resume-patience",
-        type=float,
+        type=_seconds,
         help="seconds a resume the upstream refuses while it holds the old connection "
         "(409, 429/503 with Retry-After) is retried (default 150)",
     )
     p.add_argument(
         "--standalone-hold",
-        type=float,
+        type=_seconds,
         help="seconds the standalone GET opened ahead for a session waits for its client "
         "(default 10 with --store memory, 0 with a shared store: give it when the balancer "
         "keeps a session on one replica; 0: none opened ahead)",
@@ -191,7 +207,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--drain-seconds",
-        type=float,
+        type=_seconds,
         default=DRAIN_S,
         help="seconds open requests and streams get to end after SIGTERM (default %(default)s)",
     )
@@ -328,8 +344,6 @@ def _build(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, A
     or ``ImportError`` for anything wrong with them."""
     if args.ttl <= 0:
         raise ValueError("--ttl must be > 0")
-    if not (args.drain_seconds >= 0 and math.isfinite(args.drain_seconds)):
-        raise ValueError("--drain-seconds must be >= 0")
     for option, module in (("--loop", args.loop), ("--http", args.http)):
         if module in ("uvloop", "httptools") and importlib.util.find_spec(module) is None:
             raise ValueError(f"{option} {module}: {module} is not installed")
@@ -388,8 +402,6 @@ def _build(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Any, A
     )
     config = GATEWAY_GUARD
     if args.resume_patience is not None:
-        if not (args.resume_patience >= 0 and math.isfinite(args.resume_patience)):
-            raise ValueError("--resume-patience must be >= 0")
         config = dataclasses.replace(config, resume_patience_s=args.resume_patience)
     policy = HostPolicy()
     if args.allow_host is not None or args.allow_origin is not None:

@@ -17,11 +17,13 @@ from durable_script import drive
 from sqlite_damage import Damage, assert_corrupt_after
 from test_redis_store import OpenStore, aof_fixture, open_store_fixture, profile, raw, written
 
-from fsm.durable import MemoryStore, SqliteStore
-from fsm.durable.codec import MAX_VALUE_BYTES
+from fsm.durable import MemoryStore, SqliteStore, Store
+from fsm.durable.calls import DurableCall
+from fsm.durable.codec import MAX_VALUE_BYTES, naming_store
 from fsm.durable.redis_store import RedisStore
 from fsm.durable.store import LoadLimits, SessionRecord, SseCall, counts
 from fsm.errors import StoreCorruptError, StoreError
+from fsm.mrtr.call import MrtrCall
 from fsm.sse.guard import GuardConfig, Question, SseDelta
 from support.redis_server import RedisServer
 
@@ -103,6 +105,39 @@ def test_a_value_a_load_would_refuse_is_not_written(open_store: OpenStore) -> No
         assert again.session() == record
         assert again.load() == stored
         again.write_session(record._replace(calls=()))
+
+
+def test_a_write_refused_for_its_length_names_the_store(open_store: OpenStore) -> None:
+    """As a read that meets a record that does not read back names the store
+    (``test_corrupt_names_store.py``), so does a write refused for its length, whichever
+    record it is (a session record, an SSE delta, a call's record): in its message and as
+    its ``path``."""
+    long_question = Question(("s1", 2), "elicitation/create", LONG_PARAMS)
+    long_call = SseCall("post:2", "tools/call", LONG_PARAMS)
+    call = DurableCall(MrtrCall("c", clock=lambda: 0.0)).record()
+    writes: list[Callable[[Store], None]] = [
+        lambda store: store.write_session(SessionRecord("s1", "{}", (long_call,), "http://h/mcp")),
+        lambda store: store.write(SseDelta("s1", False, (), (), (long_question,), ())),
+        lambda store: store.write(call._replace(questions=(long_question,))),
+    ]
+    with open_store() as store:
+        assert isinstance(store, SqliteStore | RedisStore)
+        for write in writes:
+            with pytest.raises(StoreError, match="not written") as refused:
+                write(store)
+            assert type(refused.value) is StoreError
+            assert refused.value.path == store.path
+            assert str(refused.value).startswith(f"{store.path}: ")
+        assert store.writes == 0
+
+
+def test_an_error_that_names_its_store_passes_through_unchanged() -> None:
+    """Only an error naming no store is named: one that names a store (a store's own
+    failure, naming its file or server) is raised as it came."""
+    named = StoreCorruptError("elsewhere: bad", path="elsewhere")
+    with pytest.raises(StoreCorruptError) as caught, naming_store("here"):
+        raise named
+    assert caught.value is named
 
 
 def test_a_load_reads_up_to_its_limits_and_refuses_one_record_more(

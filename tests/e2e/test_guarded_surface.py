@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from mcp import ClientSession
 
-from fsm.adapters.core import NOT_RACED, NOT_TAKEN
+from fsm.adapters.core import NOT_RACED, NOT_TAKEN, RACED_METHODS, raced_method
 from fsm.adapters.mcp2 import GuardedSession, guarded_session
 from support.guarded_surface import GuardedSurfaceTests
 
@@ -51,3 +53,23 @@ def test_every_exclusion_is_documented() -> None:
     text = DOCS.read_text(encoding="utf-8")
     undocumented = [name for name in (*NOT_RACED, *NOT_TAKEN) if f"`{name}`" not in text]
     assert undocumented == []
+
+
+async def test_a_method_it_does_not_race_is_refused_by_name() -> None:
+    """Only the request methods :data:`RACED_METHODS` names are raced: another method of
+    the SDK session (here the handshake, which :data:`NOT_RACED` excludes) is refused, as
+    a derived method and through ``raced``, before anything reaches the raw session."""
+    assert "initialize" in NOT_RACED and "initialize" not in RACED_METHODS
+    refused = "'initialize' is not a request method a guarded session races"
+    with pytest.raises(ValueError, match=refused):
+        raced_method(ClientSession.initialize)
+    sent: list[str] = []
+
+    class RawSession:
+        async def initialize(self) -> None:
+            sent.append("initialize")
+
+    guarded = GuardedSession(RawSession(), cast(Any, None))  # refused before the guard
+    with pytest.raises(ValueError, match=refused):
+        await guarded.raced("initialize")
+    assert sent == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -33,13 +34,8 @@ UPSTREAM = ["--upstream", "http://127.0.0.1:9/mcp"]
         ([*UPSTREAM, "--loop", "trio"], "invalid choice: 'trio'"),
         ([*UPSTREAM, "--http", "h2"], "invalid choice: 'h2'"),
         (["--listen", "127.0.0.1:0"], "the following arguments are required: --upstream"),
-        ([*UPSTREAM, "--drain-seconds", "-1"], "--drain-seconds must be >= 0"),
-        ([*UPSTREAM, "--drain-seconds", "inf"], "--drain-seconds must be >= 0"),
         ([*UPSTREAM, "--metrics", "nowhere"], "--metrics must be HOST:PORT"),
         ([*UPSTREAM, "--log-format", "xml"], "invalid choice: 'xml'"),
-        ([*UPSTREAM, "--resume-patience", "-1"], "--resume-patience must be >= 0"),
-        ([*UPSTREAM, "--resume-patience", "nan"], "--resume-patience must be >= 0"),
-        ([*UPSTREAM, "--standalone-hold", "-1"], "standalone_hold_s must be >= 0"),
         ([*UPSTREAM, "--credential-header", "mcp-session-id"], "is not forwarded as it came"),
         ([*UPSTREAM, "--credential-header", "x key"], "is not a header name"),
     ],
@@ -49,6 +45,45 @@ def test_bad_arguments_exit_2_saying_why(
 ) -> None:
     assert cli.main(args) == 2
     assert says in capsys.readouterr().err
+
+
+SECONDS_OPTIONS = (
+    "--ttl",
+    "--header-timeout",
+    "--keep-alive",
+    "--body-timeout",
+    "--lease",
+    "--resume-patience",
+    "--standalone-hold",
+    "--drain-seconds",
+)
+"""Every option that is a number of seconds."""
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])
+@pytest.mark.parametrize("option", SECONDS_OPTIONS)
+def test_a_number_of_seconds_is_finite_and_not_negative(
+    option: str, value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused as an argument, with argparse's line naming the option: nothing is built
+    (a value accepted would otherwise start a gateway that serves until stopped)."""
+
+    def built(*_: object) -> NoReturn:
+        raise AssertionError(f"{option} {value} was accepted")
+
+    monkeypatch.setattr(cli, "_build", built)
+    assert cli.main([*UPSTREAM, option, value]) == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: must be a finite number of seconds >= 0, not {value!r}" in err
+
+
+def test_every_option_of_seconds_is_read_by_one_type() -> None:
+    """No option takes a bare ``float`` (which reads ``nan``, ``inf`` and ``-1``): a new
+    option of seconds takes ``_seconds`` and joins :data:`SECONDS_OPTIONS`."""
+    actions = cli._parser()._actions
+    assert not [a.option_strings for a in actions if a.type is float]
+    seconds = {o for a in actions if a.type is cli._seconds for o in a.option_strings}
+    assert seconds == set(SECONDS_OPTIONS)
 
 
 @pytest.mark.parametrize(("option", "module"), [("--loop", "uvloop"), ("--http", "httptools")])
