@@ -13,10 +13,13 @@ things, and the answers are the same in every era:
   it); the call's own instance ending ends the call, once, with ``Complete`` when it
   ended in :attr:`CallDecider.complete_state` and ``Fail`` with its cause otherwise.
 
-Both eras also end a call alike, and take these from here: the actions of an event with
-the outcome last (:meth:`CallDecider._flush`), an answer to a question not showing
-ignored (:meth:`CallDecider._presented`), a request that failed once more than its
-bound allows in a row (:meth:`CallDecider._fail_in_a_row`), a re-ask past its budget
+Both eras also feed and end a call alike, and take these from here: what an event
+does once the call has ended, and the actions of one fed before, with the outcome last
+(:meth:`CallDecider._feed`), an answer to a question not showing ignored
+(:meth:`CallDecider._awaiting_answer`), an event that answers no request in flight
+ignored (:meth:`CallDecider._not_awaiting`), a malformed result
+(:meth:`CallDecider._malformed`), a request that failed once more than its bound allows
+in a row (:meth:`CallDecider._retries_exhausted`), a re-ask past its budget
 (:meth:`CallDecider._reask_refused`), and the call's own instance
 (:class:`CallInstance`).
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
+from fsm import events as ev
 from fsm.actions import Complete, Fail, Ignore, Withdraw
 from fsm.errors import (
     GuardUsageError,
@@ -71,11 +75,13 @@ class CallDecider(Generic[Q, C]):
     """The part of a one-call decider the product runtime calls back (see the module
     docstring). ``Q`` is the decider's question instance type, ``C`` its call's.
 
-    A subclass sets :attr:`call_machine`, :attr:`complete_state` and
-    :attr:`never_asked`, gives ``_own`` (the call's own instance), ``_asked`` (its
-    questions by id), ``_run``, ``_out`` (the actions of the event being fed) and
-    ``_ended`` (whether the call's outcome was emitted), and names the call by overriding
-    :meth:`_call_id`; it may refine :meth:`_withdraw_reason` and :meth:`_call_ended`."""
+    A subclass sets :attr:`call_machine`, :attr:`complete_state`, :attr:`never_asked`,
+    :attr:`ended_reason`, :attr:`malformed_error` and :attr:`result_name`, gives ``_own``
+    (the call's own instance), ``_asked`` (its questions by id), ``_run``, ``_out`` (the
+    actions of the event being fed) and ``_ended`` (whether the call's outcome was
+    emitted), names the call by overriding :meth:`_call_id`, decides a live call's events
+    in :meth:`_decide` and says where a result came in :meth:`_result_at`; its ``feed``
+    returns :meth:`_feed`. It may refine :meth:`_withdraw_reason` and :meth:`_call_ended`."""
 
     call_machine: ClassVar[str]
     """The name of the call's own machine in the product."""
@@ -84,6 +90,13 @@ class CallDecider(Generic[Q, C]):
     never_asked: ClassVar[str]
     """How the call's error for an answer to a key it never asked ends, e.g. ``"was never
     presented by this call"``."""
+    ended_reason: ClassVar[str]
+    """The reason of the ``Ignore`` every event fed after the call's outcome gets, e.g.
+    ``"call-ended"``."""
+    malformed_error: ClassVar[type[InteractionFailed]]
+    """The error a malformed result ends the call with."""
+    result_name: ClassVar[str]
+    """What the error of a malformed result calls the result, e.g. ``"result"``."""
 
     _own: C
     """The call's own instance (an MRTR call's rounds, a task)."""
@@ -95,6 +108,15 @@ class CallDecider(Generic[Q, C]):
 
     def _call_id(self) -> str:
         """The call's name in the actions (``Complete``, ``Fail``) and errors."""
+        raise NotImplementedError
+
+    def _decide(self, event: Any) -> None:
+        """Decide ``event``, fed while the call is live: append its actions to ``_out``."""
+        raise NotImplementedError
+
+    def _result_at(self) -> str:
+        """Where in the call the result being judged came, for the evidence of a
+        malformed one (e.g. ``"round 2"``)."""
         raise NotImplementedError
 
     @property
@@ -144,6 +166,20 @@ class CallDecider(Generic[Q, C]):
         cause = Cause(error, message, key, evidence, reason)
         self._run.kill(self._own, trigger, cause)
 
+    def _feed(self, event: Any) -> tuple[Any, ...]:
+        """The actions of ``event``, what ``feed`` returns. Once the call has ended, the
+        event is ignored (:attr:`ended_reason`), but an answer must still name a question
+        this call asked (:class:`~fsm.errors.GuardUsageError` if not); before, :meth:`_decide`
+        decides it, and its actions come out of :meth:`_flush`."""
+        if self._ended:
+            if isinstance(event, ev.UserAnswered):
+                self._known(event.key)
+            name = self._call_id()
+            return (Ignore(self.ended_reason, f"{name} already ended", stream=name),)
+        self._out = []
+        self._decide(event)
+        return self._flush()
+
     def _flush(self) -> tuple[Any, ...]:
         """The actions of the event just fed, the call's outcome (``Complete``, ``Fail``)
         last, so prompts are taken down before the caller hears of it; ``_out`` is
@@ -152,27 +188,52 @@ class CallDecider(Generic[Q, C]):
         self._out = []
         return tuple(out)
 
-    def _presented(self, key: RequestKey, state: str) -> bool:
-        """Whether a question in ``state`` awaits the user's answer; if not, the answer
-        to ``key`` is ignored (``not-presented``) and the call goes on."""
-        if state == "presented":
-            return True
+    def _awaiting_answer(self, key: RequestKey) -> Q | None:
+        """The question asked under ``key`` if it awaits the user's answer (it is
+        ``presented``); if not, ``None``: the answer to ``key`` is ignored
+        (``not-presented``) and the call goes on. An answer to a key this call never
+        asked raises (:meth:`_known`)."""
+        question = self._known(key)
+        if question.state == "presented":
+            return question
         name = self._call_id()
-        self._out.append(Ignore("not-presented", f"{key!r} is {state}", key=key, stream=name))
-        return False
+        self._out.append(
+            Ignore("not-presented", f"{key!r} is {question.state}", key=key, stream=name)
+        )
+        return None
 
-    def _fail_in_a_row(
-        self, what: str, failures: int, bound: str, evidence: tuple[str, ...]
-    ) -> None:
-        """End the call (``exhaust``, :class:`~fsm.errors.SubmissionFailedError`) as
-        ``what`` failed once more than the ``failures`` retries its ``bound`` (``name=value``)
-        allowed in a row."""
+    def _not_awaiting(self, request: str) -> None:
+        """Ignore an outcome of ``request`` (e.g. ``"tasks/get"``) fed while none is in
+        flight (``not-awaiting``): the call goes on."""
+        name = self._call_id()
+        self._out.append(Ignore("not-awaiting", f"no {request} in flight", stream=name))
+
+    def _malformed(self, problem: str) -> None:
+        """End the call (``exhaust``, :attr:`malformed_error`): the result that came
+        :meth:`_result_at` has ``problem``."""
+        self._fail(
+            "exhaust",
+            self.malformed_error,
+            f"{self._call_id()}: malformed {self.result_name}: {problem}",
+            (self._result_at(), problem),
+        )
+
+    def _retries_exhausted(
+        self, what: str, failures: int, bound: str, limit: int, evidence: tuple[str, ...]
+    ) -> bool:
+        """Whether ``what``, which failed retryably after ``failures`` retried failures in
+        a row, is past the ``limit`` retries its ``bound`` (a config field's name) allows;
+        if so the call ends (``exhaust``, :class:`~fsm.errors.SubmissionFailedError`, with
+        ``evidence`` and ``bound=limit``), else the caller retries it."""
+        if failures < limit:
+            return False
         self._fail(
             "exhaust",
             SubmissionFailedError,
             f"{self._call_id()}: {what} failed {failures + 1} times in a row",
-            (*evidence, bound),
+            (*evidence, f"{bound}={limit}"),
         )
+        return True
 
     def _reask_refused(
         self,

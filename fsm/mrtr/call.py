@@ -242,9 +242,6 @@ class _Question:
         self.cause: Cause | None = None
 
 
-_NOTHING: tuple[MrtrAction, ...] = ()
-
-
 class MrtrCall(CallDecider[_Question, CallInstance]):
     """The rules of one MRTR call. See the module docstring.
 
@@ -255,6 +252,9 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
     call_machine = ROUNDS.name
     complete_state = "complete"
     never_asked = "was never presented by this call"
+    ended_reason = "call-ended"
+    malformed_error = MalformedInputRequiredError
+    result_name = "result"
 
     def __init__(
         self,
@@ -283,22 +283,7 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
 
     def feed(self, event: MrtrEvent) -> tuple[MrtrAction, ...]:
         """Apply ``event``; return the actions to perform, in order."""
-        if self._ended:
-            if isinstance(event, ev.UserAnswered):
-                self._known(event.key)
-            return (Ignore("call-ended", f"{self.call} already ended", stream=self.call),)
-        self._out = []
-        if isinstance(event, RoundResult):
-            self._on_result(event.result)
-        elif isinstance(event, RoundFailed):
-            self._on_failed(event.outcome)
-        elif isinstance(event, ev.UserAnswered):
-            self._on_answer(event)
-        elif isinstance(event, Tick):
-            self._age_out()
-        elif isinstance(event, CallCancelled):
-            self._fail("cancel", InteractionFailed, event.reason, (), reason="cancelled")
-        return self._flush() or _NOTHING
+        return self._feed(event)
 
     @property
     def round(self) -> int:
@@ -353,10 +338,21 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
 
     # ------------------------------------------------------------------ handlers
 
+    def _decide(self, event: MrtrEvent) -> None:
+        if isinstance(event, RoundResult):
+            self._on_result(event.result)
+        elif isinstance(event, RoundFailed):
+            self._on_failed(event.outcome)
+        elif isinstance(event, ev.UserAnswered):
+            self._on_answer(event)
+        elif isinstance(event, Tick):
+            self._age_out()
+        elif isinstance(event, CallCancelled):
+            self._fail("cancel", InteractionFailed, event.reason, (), reason="cancelled")
+
     def _on_result(self, result: Any) -> None:
         if self._own.state != "sent":
-            self._out.append(Ignore("not-awaiting", "no request in flight", stream=self.call))
-            return
+            return self._not_awaiting("request")
         if not isinstance(result, Mapping):
             return self._malformed(f"result is {type(result).__name__}, not an object")
         kind = result.get("resultType", "complete")
@@ -428,10 +424,8 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
             self._out.append(Present(q.key, q.method, q.params))
 
     def _on_answer(self, e: ev.UserAnswered) -> None:
-        q = self._known(e.key)
-        if not self._presented(e.key, q.state):
-            return
-        if self._age_out():
+        q = self._awaiting_answer(e.key)
+        if q is None or self._age_out():
             return
         q.answer_text = canonical_json(dict(e.answer))
         self._run.fire(q, "answer")
@@ -441,8 +435,7 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
 
     def _on_failed(self, outcome: SubmissionResult) -> None:
         if self._own.state != "sent":
-            self._out.append(Ignore("not-awaiting", "no request in flight", stream=self.call))
-            return
+            return self._not_awaiting("request")
         verdict = self.config.classifier.classify(outcome)
         carried = [q for q in self._asked.values() if q.state == "submitting"]
         what = _describe(outcome)
@@ -458,13 +451,10 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
                 q.cause = Cause(error, message, q.key, evidence, verdict.rule)
                 self._run.fire(q, "reject")
             return self._run.settle()
-        if self._resends >= self.config.max_resends:
-            return self._fail_in_a_row(
-                f"round {self._round}",
-                self._resends,
-                f"max_resends={self.config.max_resends}",
-                evidence,
-            )
+        if self._retries_exhausted(
+            f"round {self._round}", self._resends, "max_resends", self.config.max_resends, evidence
+        ):
+            return
         delay = verdict.retry_after
         if delay is None:
             delay = self.config.backoff(self._resends)
@@ -542,18 +532,13 @@ class MrtrCall(CallDecider[_Question, CallInstance]):
         cfg = self.config
         return input_requests_problem(asked, cfg.max_input_requests, cfg.input_methods)
 
-    def _malformed(self, problem: str) -> None:
-        self._fail(
-            "exhaust",
-            MalformedInputRequiredError,
-            f"{self.call}: malformed result: {problem}",
-            (f"round {self._round + 1}", problem),
-        )
-
     # -- the call's parts, as the product runtime's callbacks name them (fsm.machines.call)
 
     def _call_id(self) -> str:
         return self.call
+
+    def _result_at(self) -> str:
+        return f"round {self._round + 1}"  # a result counts as a round once found well formed
 
 
 def _describe(outcome: SubmissionResult) -> str:

@@ -352,7 +352,6 @@ class _Question:
         self.reuses = 0
 
 
-_NOTHING: tuple[TaskAction, ...] = ()
 _ENDED_STATUS = {"completed": "complete", "cancelled": "cancel", "failed": "fail"}
 
 
@@ -366,6 +365,9 @@ class TaskCall(CallDecider[_Key, CallInstance]):
     call_machine = TASK.name
     complete_state = "completed"
     never_asked = "was never listed by this task"
+    ended_reason = "task-ended"
+    malformed_error = MalformedTaskError
+    result_name = "tasks/get result"
 
     def __init__(
         self,
@@ -404,32 +406,7 @@ class TaskCall(CallDecider[_Key, CallInstance]):
 
     def feed(self, event: TaskEvent) -> tuple[TaskAction, ...]:
         """Apply ``event``; return the actions to perform, in order (the outcome last)."""
-        if self._ended:
-            if isinstance(event, ev.UserAnswered):
-                self._known(event.key)
-            return (Ignore("task-ended", f"{self.task} already ended", stream=self.task),)
-        self._out = []
-        if isinstance(event, ev.UserAnswered):
-            self._on_answer(event)
-        elif isinstance(event, Polled | TaskCreated):  # a final status counts past the TTL
-            self._on_result(event.result if isinstance(event, Polled) else event.task, event)
-        elif not self._expired():
-            if isinstance(event, TaskResumed):
-                if self._polls:
-                    self._out.append(
-                        Ignore("started", "the task is polled already", stream=self.task)
-                    )
-                else:
-                    self._poll(0.0)
-            elif isinstance(event, PollFailed):
-                self._on_poll_failed(event.outcome)
-            elif isinstance(event, UpdateAcked):
-                self._on_update(None)
-            elif isinstance(event, UpdateFailed):
-                self._on_update(event.outcome)
-            elif isinstance(event, TaskCancelled):
-                self._fail("cancel", TaskCancelledError, event.reason, (), reason="cancelled")
-        return self._flush() or _NOTHING
+        return self._feed(event)
 
     def deadline(self) -> float | None:
         """When ``createdAt + ttlMs`` passes (feed a :class:`Tick` then), or ``None``."""
@@ -486,11 +463,32 @@ class TaskCall(CallDecider[_Key, CallInstance]):
 
     # ------------------------------------------------------------------ handlers
 
+    def _decide(self, event: TaskEvent) -> None:
+        if isinstance(event, ev.UserAnswered):
+            self._on_answer(event)
+        elif isinstance(event, Polled | TaskCreated):  # a final status counts past the TTL
+            self._on_result(event.result if isinstance(event, Polled) else event.task, event)
+        elif not self._expired():
+            if isinstance(event, TaskResumed):
+                if self._polls:
+                    self._out.append(
+                        Ignore("started", "the task is polled already", stream=self.task)
+                    )
+                else:
+                    self._poll(0.0)
+            elif isinstance(event, PollFailed):
+                self._on_poll_failed(event.outcome)
+            elif isinstance(event, UpdateAcked):
+                self._on_update(None)
+            elif isinstance(event, UpdateFailed):
+                self._on_update(event.outcome)
+            elif isinstance(event, TaskCancelled):
+                self._fail("cancel", TaskCancelledError, event.reason, (), reason="cancelled")
+
     def _on_result(self, result: Any, event: Polled | TaskCreated) -> None:
         if isinstance(event, Polled):
             if not self._get_pending:
-                self._out.append(Ignore("not-awaiting", "no tasks/get in flight", stream=self.task))
-                return
+                return self._not_awaiting("tasks/get")
             self._get_pending = False
             self._poll_errors = 0
         elif self._polls:
@@ -598,10 +596,8 @@ class TaskCall(CallDecider[_Key, CallInstance]):
         )
 
     def _on_answer(self, e: ev.UserAnswered) -> None:
-        k = self._known(e.key)
-        if not self._presented(e.key, k.state):
-            return
-        if self._expired():
+        k = self._awaiting_answer(e.key)
+        if k is None or self._expired():
             return
         k.answer = canonical_json(dict(e.answer))
         q = self._questions[k.qid]
@@ -612,27 +608,22 @@ class TaskCall(CallDecider[_Key, CallInstance]):
 
     def _on_poll_failed(self, outcome: SubmissionResult) -> None:
         if not self._get_pending:
-            self._out.append(Ignore("not-awaiting", "no tasks/get in flight", stream=self.task))
-            return
+            return self._not_awaiting("tasks/get")
         self._get_pending = False
         verdict = self.config.classifier.classify(outcome)
         evidence = (f"tasks/get {outcome.describe()}", f"rule {verdict.rule}")
         if verdict.outcome is not OutcomeClass.RETRYABLE:
             return self._gone(verdict.rule, "tasks/get", evidence)
-        if self._poll_errors >= self.config.max_poll_errors:
-            return self._fail_in_a_row(
-                "tasks/get",
-                self._poll_errors,
-                f"max_poll_errors={self.config.max_poll_errors}",
-                evidence,
-            )
+        if self._retries_exhausted(
+            "tasks/get", self._poll_errors, "max_poll_errors", self.config.max_poll_errors, evidence
+        ):
+            return
         self._poll_errors += 1
         self._poll(max(self._interval, self._backoff(self._poll_errors - 1, verdict.retry_after)))
 
     def _on_update(self, outcome: SubmissionResult | None) -> None:
         if self._update is None:
-            self._out.append(Ignore("not-awaiting", "no tasks/update in flight", stream=self.task))
-            return
+            return self._not_awaiting("tasks/update")
         carried = [self._asked[key] for key in self._update if key in self._asked]
         carried = [k for k in carried if k.state == "submitting"]
         self._update = None
@@ -657,13 +648,10 @@ class TaskCall(CallDecider[_Key, CallInstance]):
                     )
                     self._run.fire(k, "reject")
                 return self._run.settle()
-            if self._resends >= self.config.max_resends:
-                return self._fail_in_a_row(
-                    "tasks/update",
-                    self._resends,
-                    f"max_resends={self.config.max_resends}",
-                    evidence,
-                )
+            if self._retries_exhausted(
+                "tasks/update", self._resends, "max_resends", self.config.max_resends, evidence
+            ):
+                return
             self._resends += 1
             for k in carried:  # kept, resent only while a poll still lists the key
                 self._run.fire(k, "retry")
@@ -787,18 +775,13 @@ class TaskCall(CallDecider[_Key, CallInstance]):
             asked, cfg.max_input_requests, cfg.input_methods, cfg.max_key_chars
         )
 
-    def _malformed(self, problem: str) -> None:
-        self._fail(
-            "exhaust",
-            MalformedTaskError,
-            f"{self.task}: malformed tasks/get result: {problem}",
-            (f"poll {self._polls}", problem),
-        )
-
     # -- the task's parts, as the product runtime's callbacks name them (fsm.machines.call)
 
     def _call_id(self) -> str:
         return self.task
+
+    def _result_at(self) -> str:
+        return f"poll {self._polls}"
 
     def _withdraw_reason(self, why: str, trigger: str) -> str:
         return "superseded" if trigger == "supersede" else why
