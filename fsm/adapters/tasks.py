@@ -188,15 +188,14 @@ async def run_task(
     decider = TaskCall(task_id, clock=clock, config=config)
     # only a persisted id resumes: a handle is a task the server created just now
     call, first = await _stored.start(decider, store, "tasks", resumed=isinstance(handle, str))
+    created = None if isinstance(handle, str) else _dump(handle)
     events: list[TaskEvent] = []  # a restart from the store goes on from its actions
     if first is None:
-        events = [
-            tasks.TaskResumed() if isinstance(handle, str) else tasks.TaskCreated(_dump(handle))
-        ]
+        events = [tasks.TaskResumed() if created is None else tasks.TaskCreated(created)]
     prompts: dict[RequestKey, anyio.CancelScope] = {}
     inbox: _stored.Inbox[TaskEvent] = _stored.Inbox()
     post = inbox.post
-    last: list[Any] = [None]  # the last tasks/get result
+    last: list[Any] = [created]  # the task as last seen: created (it may be done), then polled
     cause: list[BaseException] = []  # what ended the call: an SDK error, a callback's
     failure: InteractionFailed | None = None
     gave_up = False  # a callback refused or raised: the task is cancelled on the server
