@@ -5,32 +5,35 @@ number or infinite."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import pytest
 
 from fsm.gateway.app import GatewayLimits
 
-COUNTS = (
-    "max_body",
-    "max_sessions",
-    "max_final",
-    "max_finals",
-    "max_kept_bytes",
-    "observations",
-    "remembered",
-    "max_event_bytes",
-    "upstream_requests_per_session",
-    "max_unaccepted",
-    "max_credentials",
-)
-"""The counts that must be at least 1."""
-WAITS = ("session_idle_s", "upstream_idle_s", "body_timeout_s", "lease_s", "probe_timeout_s")
-"""The numbers of seconds that must be finite and > 0."""
+OTHER_RULES = {
+    "max_pending_refusals": ">= 0",
+    "upstream_connections": "None or >= 1",
+    "max_receiving_bytes": ">= max_body",
+    "max_receiving_bytes_per_peer": "None, or between max_body and max_receiving_bytes",
+}
+"""The counts with a rule of their own (tested below); every other count is >= 1."""
+COUNTS = [f.name for f in fields(GatewayLimits) if f.type == "int" and f.name not in OTHER_RULES]
+"""The counts that must be at least 1: every ``int`` field not in :data:`OTHER_RULES`, so
+that a count added without a range check fails here."""
 HOLDS = ("standalone_hold_s", "session_keepalive_s")
 """The numbers of seconds that must be finite and >= 0 (0: none)."""
+WAITS = [f.name for f in fields(GatewayLimits) if "float" in f.type and f.name not in HOLDS]
+"""The numbers of seconds that must be finite and > 0: every other ``float`` field."""
 
 NAN, INF = float("nan"), float("inf")
+
+
+def test_every_field_is_a_count_or_a_number_of_seconds_with_a_rule() -> None:
+    ruled = {*COUNTS, *OTHER_RULES, *WAITS, *HOLDS}
+    assert ruled == {f.name for f in fields(GatewayLimits)}
+    assert len(COUNTS) == 11 and len(WAITS) == 5
 
 
 def _refused(kwargs: dict[str, Any], message: str) -> None:
