@@ -43,7 +43,7 @@ import pytest
 pytest.importorskip("mcp")
 pytest.importorskip("uvicorn")
 
-from auth_upstream import FORBIDDEN_BODY, SESSION_NOT_FOUND_BODY, UNAUTHORIZED_BODY
+from auth_upstream import SESSION_NOT_FOUND_BODY, UNAUTHORIZED_BODY
 
 from fsm.wire.proxy import Exchange
 from tests.gateway import threat_bed as threat
@@ -98,14 +98,7 @@ def resumed_upstream(bed: threat.Bed) -> bool:
 
 
 @pytest.mark.parametrize("via", threat.VIAS)
-@pytest.mark.parametrize(
-    ("token", "refused"),
-    [
-        (None, threat.Reply(401, UNAUTHORIZED_BODY)),
-        (threat.B_TOKEN, threat.Reply(403, FORBIDDEN_BODY)),
-    ],
-    ids=["no-token", "own-token"],
-)
+@threat.B_TOKENS
 async def test_an_answer_from_another_client_is_refused_and_changes_nothing(
     via: threat.Via, token: str | None, refused: threat.Reply
 ) -> None:

@@ -23,8 +23,15 @@ from typing import Any, Literal
 
 import anyio
 import httpx2
+import pytest
 from anyio.abc import TaskGroup
-from auth_upstream import AuthServer, Mode, running_auth_server
+from auth_upstream import (
+    FORBIDDEN_BODY,
+    UNAUTHORIZED_BODY,
+    AuthServer,
+    Mode,
+    running_auth_server,
+)
 
 from fsm.gateway.ids import EventIdKeys
 from fsm.wire.proxy import Exchange, FaultProxy, is_resume_get
@@ -48,6 +55,7 @@ ALICE_OTHER = "tok-a3"
 upstream accepts it for A's session."""
 B_TOKEN = "tok-b"
 TOKENS = {A_TOKEN: "alice", A_REFRESHED: "alice", ALICE_OTHER: "alice", B_TOKEN: "bob"}
+
 
 PROTOCOL = "2025-11-25"
 DELETED = "Deleted 3 files: a.txt, b.txt, c.txt"
@@ -365,6 +373,15 @@ class Reply:
     status: int
     body: Any = None
     prompts: tuple[str, ...] = ()
+
+
+B_TOKENS = pytest.mark.parametrize(
+    ("token", "refused"),
+    [(None, Reply(401, UNAUTHORIZED_BODY)), (B_TOKEN, Reply(403, FORBIDDEN_BODY))],
+    ids=["no-token", "own-token"],
+)
+"""B's two ways to come, for a test taking ``token`` and ``refused``: with no token (the
+upstream refuses with ``401``) or with its own, another principal's (``403``)."""
 
 
 async def b_post(bed: Bed, url: str, message: dict[str, Any], headers: dict[str, Any]) -> Reply:
