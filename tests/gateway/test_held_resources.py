@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -71,6 +72,22 @@ class SlowHead(scripted.SessionApp):
         self._note()
 
 
+async def calls_that_leave(up: SlowHead, port: int, bodies: Iterable[bytes]) -> None:
+    """Send each of ``bodies`` (a ``tools/call``) in the held session, one connection at a
+    time, each connection closed once the upstream has the call (before its response
+    head: :class:`SlowHead` never sends one)."""
+    for i, body in enumerate(bodies):
+        async with await anyio.connect_tcp("127.0.0.1", port) as client:
+            await client.send(raw_http.request(port, scripted.IN_SESSION, body=body))
+            with anyio.fail_after(scripted.GUARD):
+                await up.until(lambda n=i + 1: up.arrived == n)
+
+
+def tool_calls(ids: range) -> list[bytes]:
+    """The bodies of a ``tools/call`` of each id in ``ids``."""
+    return [json.dumps(scripted.tool_call(rid)).encode() for rid in ids]
+
+
 async def test_a_client_that_leaves_before_the_response_head_releases_its_upstream_request() -> (
     None
 ):
@@ -85,15 +102,7 @@ async def test_a_client_that_leaves_before_the_response_head_releases_its_upstre
         port = gw.port
         await initialize(gw.url)
         n = 5
-        for i in range(n):
-            async with await anyio.connect_tcp("127.0.0.1", port) as client:
-                call = scripted.tool_call(100 + i)
-                await client.send(
-                    raw_http.request(port, scripted.IN_SESSION, body=json.dumps(call).encode())
-                )
-                with anyio.fail_after(scripted.GUARD):
-                    await up.until(lambda n=i + 1: up.arrived == n)
-            # the client's connection is closed here
+        await calls_that_leave(up, port, tool_calls(range(100, 100 + n)))
         with anyio.move_on_after(5):
             await up.until(lambda: up.left == n)
         left, in_flight = up.left, gw.gateway.in_flight
@@ -110,14 +119,7 @@ async def test_clients_that_left_before_the_response_head_do_not_lock_others_out
     async with scripted.gateway_for(up, edge=EdgeLimits(max_connections=4)) as gw:
         port = gw.port
         await initialize(gw.url)
-        for i in range(5):
-            async with await anyio.connect_tcp("127.0.0.1", port) as client:
-                call = scripted.tool_call(200 + i)
-                await client.send(
-                    raw_http.request(port, scripted.IN_SESSION, body=json.dumps(call).encode())
-                )
-                with anyio.fail_after(scripted.GUARD):
-                    await up.until(lambda n=i + 1: up.arrived == n)
+        await calls_that_leave(up, port, tool_calls(range(200, 205)))
         async with httpx2.AsyncClient(timeout=scripted.GUARD) as other:
             resp = await other.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
     assert resp.status_code == 200, (resp.status_code, resp.text)
@@ -150,13 +152,8 @@ async def test_a_call_written_otherwise_is_still_cancelled_when_its_client_leave
                 await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
             ).status_code == 200
         n = 5
-        for i in range(n):
-            call = CALLS_WRITTEN_OTHERWISE[written] % (300 + i)
-            async with await anyio.connect_tcp("127.0.0.1", port) as client:
-                await client.send(raw_http.request(port, scripted.IN_SESSION, body=call))
-                with anyio.fail_after(scripted.GUARD):
-                    await up.until(lambda n=i + 1: up.arrived == n)
-            # the client's connection is closed here
+        calls = [CALLS_WRITTEN_OTHERWISE[written] % (300 + i) for i in range(n)]
+        await calls_that_leave(up, port, calls)
         with anyio.move_on_after(5):
             await up.until(lambda: up.left == n)
         left = up.left
