@@ -23,7 +23,8 @@ gateway enforces on the wire what the adapters enforce in-process:
   gateway-issued, signed ``Last-Event-ID`` (:mod:`fsm.gateway.ids`): the stream is taken
   over (the old upstream response closed first) and resumed upstream from the newest
   event the gateway passed on (a stale client cursor is rewritten), or, on a replica that
-  never saw the stream, from the newer of the client's id and the store's cursor.
+  never saw the stream or saw less of it than the client's id proves, from the newer of
+  the client's id and the store's cursor (a cursor never moves back).
 * **One outcome.** An interaction the guard ends (dead request, budget spent, session
   gone, store unavailable, an event over the size bound) gets exactly one JSON-RPC error
   response for its origin request on the client's stream: code
@@ -995,6 +996,12 @@ class Gateway:
                 logger.warning("a new session was not recorded: %s", exc)
 
     async def _client_resume(self, session: _Session, request: Any, value: str) -> Any:
+        """A client's resume ``GET`` with ``Last-Event-ID`` ``value``: ``400`` for an id
+        this gateway did not issue in the session; relayed as it came for credentials the
+        upstream does not accept; else the stream is taken over and resumed upstream from
+        the newest event the gateway passed on that this replica can prove: its own
+        cursor, the client's id if newer (another replica carried the stream since), and
+        then the store's cursor if newer still. A cursor never moves back."""
         e = session.engine
         got = parse_event_id(value, e.session or "", self.id_keys)
         if got is None:
@@ -1010,7 +1017,9 @@ class Gateway:
         if not known and ((session, stream) in self._kept or stream in e.failures):
             return self._ended_here(session, stream, origin)  # its guard record forgotten
         ids = session.rewriter(stream)
-        seen = [] if known else [got]
+        # positions never go back: the client's signed id moves this replica's cursor
+        # only forward, and an id past it means another replica carried the stream since
+        seen = [got] if not known or got.position > ids.position else []
         if seen and e.session is not None:  # another replica carried it: its cursor?
             try:
                 stored = await self._store.cursor_of(e.session, store_name(stream))

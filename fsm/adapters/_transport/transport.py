@@ -233,9 +233,11 @@ class GuardedTransport:
         the guard's cursor (never older than the newest event seen) and goes on as the
         stream's guarded body; ``None`` if the stream already ended here (done or dead:
         the caller answers). ``origin`` is the stream's origin request id; ``seen`` the
-        event ids the client proved it has, oldest first, fed to the guard first when this
-        process never saw the stream (another replica carried it). A previous body of the
-        stream (the client's broken connection) is stopped."""
+        event ids the client proved it has that are newer than any this process passed on
+        in the stream (another replica carried it, whether or not this process saw it),
+        oldest first: fed to the guard first, so the resume goes on after the newest (an
+        id the stream already carried moves no cursor). A previous body of the stream (the
+        client's broken connection) is stopped."""
         e = self.e
         state = e.guard.stream_state(stream)
         if state in ("done", "dead"):
@@ -244,8 +246,8 @@ class GuardedTransport:
             if not e.room_for_stream(stream):
                 return local_response(e.hx, request, 503, too_many_streams(request))
             e.feed(ev.StreamOpened(stream, origin))
-            for event_id in seen:
-                e.feed(ev.SseEvent(stream, None, event_id, None))
+        for event_id in seen:
+            e.feed(ev.SseEvent(stream, None, event_id, None))
         old = e.tees.get(stream)
         tee = Tee()
         e.tees[stream] = tee
