@@ -1062,7 +1062,8 @@ class Gateway:
         this replica does not hold, made up or held elsewhere, has no state here that a
         stranger could change, and a flood of made-up ids must cost the upstream one
         request each, not two: such a session is held once a request of it proves its
-        credentials, a resume by its probe, an answer or notification by its ``202``)."""
+        credentials, one the upstream opened an event stream for or an answer it took,
+        by the probe asked then: :meth:`_vouch_opened`, :meth:`_vouch_answer`)."""
         return session.held and await self._probe(session, request)
 
     async def _vouch_opened(self, session: _Session, request: Any) -> bool:
@@ -1073,6 +1074,17 @@ class Gateway:
         for a held one (asked before its request was sent)."""
         return not session.held and await self._probe(session, request)
 
+    async def _vouch_answer(self, session: _Session, request: Any) -> bool:
+        """The transport core's :attr:`SessionIO.vouch_answer`: :meth:`_probe`, whether
+        or not the session is held here, for an answer with unproven credentials the
+        upstream took (``202``) and the guard would record (answering a prompt it
+        presented, or kept in the store for the replica that did): the ``202`` says
+        nothing of them, and a stranger's answer a server dropped after it must not
+        end the owner's prompt. Held elsewhere, it is the owner's answer after a
+        failover that the probe proves (and the session is held here). A made-up id the
+        upstream refuses (``404``) gets no ``202`` and costs it nothing more."""
+        return await self._probe(session, request)
+
     async def _probe(self, session: _Session, request: Any) -> bool:
         """Whether the upstream accepts ``request``'s credentials for its session, asked
         with a ``ping`` carrying them (a request with no effect) and answered only by the
@@ -1081,7 +1093,9 @@ class Gateway:
         they are the session's. Asked before a request with unproven credentials changes
         or asks anything of the session (a resume takes over a stream, a new stream at
         the cap abandons one no client reads, a request's 2xx proves nothing by its
-        status), and at most once per request: its verdict is kept on the request.
+        status) and before the guard records an answer the upstream took with them (a
+        ``202`` proves nothing either), at most once per request: its verdict is kept
+        on the request.
         ``False`` once the replica halted or the session closed: nobody is asked."""
         known = request.extensions.get(_PROBED)
         if known is not None:
@@ -1303,6 +1317,7 @@ class Gateway:
         engine.accepted = session.prove
         engine.vouch = functools.partial(self._vouch, session)
         engine.vouch_opened = functools.partial(self._vouch_opened, session)
+        engine.vouch_answer = functools.partial(self._vouch_answer, session)
         engine.max_event = limits.max_event_bytes
         engine.max_pending_refusals = limits.max_pending_refusals
         engine.upstream_slots = anyio.CapacityLimiter(limits.upstream_requests_per_session)
@@ -1501,10 +1516,11 @@ class Gateway:
 
     def _answer_keeper(self, session: _Session) -> Any:
         async def keep(key: RequestKey, answer: Mapping[str, Any]) -> None:
-            """Write ``answer`` to the store. One this guard never saw (relayed, the
-            upstream accepted it) is kept only for a request some replica claimed, so
-            presented: an answer sent before the server asks is never kept to answer
-            the question when it comes (the upstream takes such an answer, and drops it)."""
+            """Write ``answer`` to the store. One this guard never saw (relayed: the
+            upstream accepted it and the credentials it came with) is kept only for a
+            request some replica claimed, so presented: an answer sent before the server
+            asks is never kept to answer the question when it comes (the upstream takes
+            such an answer, and drops it)."""
             sid = session.engine.session
             if not sid:
                 return

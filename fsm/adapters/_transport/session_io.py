@@ -148,6 +148,13 @@ class SessionIO:
         not trust (its credentials not asked about before it was sent): a gateway asks
         about a session it does not hold yet there, so a made-up id, which gets no
         stream, costs the upstream nothing more. ``False`` by default."""
+        self.vouch_answer: Callable[[Any], Awaitable[bool]] = _no_voucher
+        """Asked after the upstream took (``202``) an answer the engine does not trust,
+        before anything records it: whether the upstream accepts its credentials for the
+        session (a gateway asks with a ``ping`` carrying them, whether or not it holds
+        the session, and proves them if so). A ``202`` says nothing of them (a server
+        whose check is in its protocol layer answers before it, and drops the answer);
+        refused, the answer is the relayed request's alone. ``False`` by default."""
         self.max_event: int | None = None
         """Characters of one SSE event held (``None``: no bound); past it the stream
         ends with :class:`~fsm.errors.EventTooLargeError`."""
@@ -503,8 +510,9 @@ class SessionIO:
 
     async def relayed(self, key: RequestKey, answer: Mapping[str, Any]) -> None:
         """The upstream accepted an answer, relayed as it came, to a request this guard
-        never saw: remembered (not sent again from here) and kept for other processes
-        that watch for it (:attr:`on_answer`)."""
+        never saw, and its credentials for the session (a gateway's
+        :attr:`vouch_answer`): remembered (not sent again from here) and kept for other
+        processes that watch for it (:attr:`on_answer`)."""
         self.relayed_answers[key[1]] = None
         if self.on_answer is not None:
             await self.on_answer(key, answer)
@@ -513,8 +521,9 @@ class SessionIO:
         self, key: RequestKey, answer: Mapping[str, Any], result: SubmissionResult
     ) -> None:
         """The client's answer for ``key`` went upstream as it was (relayed, not
-        submitted by the guard) and the upstream accepted it: the guard records it as
-        answered and submitted, without a submission of its own."""
+        submitted by the guard) and the upstream accepted it and its credentials for the
+        session: the guard records it as answered and submitted, without a submission of
+        its own."""
         self.flush()
         actions = self.og.feed(ev.UserAnswered(key, answer))
         self.perform(tuple(a for a in actions if not isinstance(a, act.Submit)))

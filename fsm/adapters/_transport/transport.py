@@ -152,11 +152,16 @@ class GuardedTransport:
     async def _relay_answer(self, request: Any, body: dict[str, Any]) -> Any:
         """An answer POST the engine does not trust (credentials the upstream has not
         accepted for the session): sent upstream as it came, its response returned as
-        it is. Only if the upstream accepted it (``202``, the transport's answer to input
-        it accepts: a ``200`` may carry a JSON-RPC error) does the guard record the
-        request as answered (and submitted): an answer the upstream refused changes
-        nothing. Its credentials are not proven by it: that takes a request the upstream
-        answers (the ``ping`` of :attr:`SessionIO.vouch`)."""
+        it is. The guard records the request as answered (and submitted), or the answer
+        as relayed (:meth:`SessionIO.relayed`), only if the upstream took it (``202``,
+        the transport's answer to input it accepts: a ``200`` may carry a JSON-RPC
+        error) and then accepts its credentials for the session
+        (:attr:`SessionIO.vouch_answer`, asked once, only for an answer it would
+        record). A ``202`` alone proves nothing: a server whose check is in its protocol
+        layer answers it before the check and drops a stranger's answer, which must
+        neither end the owner's prompt nor be kept for another replica to submit as the
+        owner's. An answer refused, or whose credentials are not proven (the probe
+        refused or timed out), changes nothing."""
         e = self.e
         resp = await e.http.send(request, stream=True)
         status = resp.status_code
@@ -165,16 +170,32 @@ class GuardedTransport:
         if (
             isinstance(rid, int | str)
             and not isinstance(rid, bool)
+            and isinstance(result, Mapping)
             and says_accepted(request, resp)
         ):
             key: RequestKey = (e.session or "", rid)
-            state = e.guard.state_of(key)
-            if state == "presented" and isinstance(result, Mapping):
-                e.act_for_answer(key, request)
-                e.answered_upstream(key, result, SubmissionResult(status, None))
-            elif state is None and isinstance(result, Mapping):
-                await e.relayed(key, result)
+            async with _closed_unless_returned(resp):
+                await self._record_relayed(request, key, result, status)
         return wrap_response(e.hx, resp, request, e.bound.passthrough(resp))
+
+    async def _record_relayed(
+        self, request: Any, key: RequestKey, answer: Mapping[str, Any], status: int
+    ) -> None:
+        """The upstream took (``202``, ``status``) ``answer`` to ``key``, relayed as
+        ``request``: recorded as answered upstream if the guard presented the request,
+        as relayed if it never saw it, once the upstream accepts ``request``'s
+        credentials for the session (asked only for an answer that would be recorded);
+        else nothing is recorded."""
+        e = self.e
+        if e.guard.state_of(key) not in ("presented", None):
+            return  # answered, withdrawn or ended here: a relayed answer changes nothing
+        proven = await e.vouch_answer(request)
+        state = e.guard.state_of(key)  # again: the probe took a round trip
+        if proven and state == "presented":
+            e.act_for_answer(key, request)
+            e.answered_upstream(key, answer, SubmissionResult(status, None))
+        elif proven and state is None:
+            await e.relayed(key, answer)
 
     async def _answer(self, request: Any, body: dict[str, Any]) -> Any:
         """An answer POST from the SDK: the guard submits it (or it is dropped)."""
