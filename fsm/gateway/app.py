@@ -59,7 +59,8 @@ gets ``421`` or ``403``.
 ``event-too-large``), the gateway's own upstream requests per session and its queued
 refusals, live streams per session (a stream no client reads is abandoned for a new
 one; with every one read, the new stream gets ``503``), sessions held (the least
-recently used idle one is dropped first; when all are busy a new session gets ``503``),
+recently used with nothing under way is dropped for a session the upstream accepted; with
+none, a new session gets ``503``),
 sessions not yet accepted. Each session's work runs contained: its faults end its own
 interactions, never another's; if the gateway's own background work fails, it stops
 (``on_fatal``) instead of serving errors.
@@ -248,8 +249,12 @@ class GatewayLimits:
     max_body: int = 4 * 1024 * 1024
     """Bytes of a request body; more gets ``413``."""
     max_sessions: int = 10_000
-    """Sessions (guards) held; past it the least recently used idle one is dropped, and
-    a new session is refused (``503``) while every held one has a request in flight."""
+    """Sessions (guards) held. Room is made when the upstream accepts a session: the
+    least recently used held one with nothing under way (no request in flight, no answer
+    submission pending, no prompt presented here awaiting its answer) is dropped. A
+    request of a session not held (an ``initialize``, an id held elsewhere or made up)
+    drops nothing, and is refused (``503``) before it is sent upstream while every held
+    one has work under way."""
     session_idle_s: float = 3600.0
     """A session with no request for this long is dropped (its guard forgotten)."""
     max_final: int = 1024 * 1024
@@ -974,9 +979,13 @@ class Gateway:
             await session.ahead.open(send, e.spawn, hold_s, session.credentials(request))
 
     async def _accept(self, session: _Session) -> None:
-        """The upstream accepted a request of ``session``: hold it. A session that began
-        here (its ``initialize`` was answered) is recorded in the store before the
-        client learns its id, so no claim of it can come first."""
+        """The upstream accepted a request of ``session``: hold it, room made for it now
+        (:meth:`_make_room`). With no room (every held session got work under way since
+        its request was let in), it is not held: its requests in flight are served as
+        those of a session not held here, and a later request of it is held if there is
+        room then; held sessions never pass ``max_sessions``. A session that began here
+        (its ``initialize`` was answered) is recorded in the store before the client
+        learns its id, held or not, so no claim of it can come first."""
         sid = session.engine.session
         assert sid is not None
         held = self._sessions.get(sid)
@@ -985,9 +994,10 @@ class Gateway:
             return
         if held is session:
             return
-        session.held = True
-        self._unfile(session)
-        self._hold(sid, session)
+        if self._make_room():
+            session.held = True
+            self._unfile(session)
+            self._hold(sid, session)
         if session.began_here:
             session.kept_at = time.monotonic()
             try:
@@ -1227,7 +1237,11 @@ class Gateway:
         earlier process, began it; or it is made up) one that is kept only if the
         upstream accepts a request of it; for ``None`` (an ``initialize``) a new one,
         kept once the upstream answers it with a session id. ``None`` when the session
-        ended. Raises :class:`_Full` when there is no room."""
+        ended. Raises :class:`_Full` when there is no room: ``max_sessions`` are held and
+        none could be let go (:meth:`_droppable`). It lets none go: a request that may
+        never be held (a made-up id, an ``initialize`` the upstream refuses) must not
+        cost a held session its guard; room is made once the upstream accepts the
+        session (:meth:`_accept`)."""
         if sid is not None:
             held = self._sessions.get(sid)
             if held is not None:
@@ -1241,7 +1255,7 @@ class Gateway:
             raise _Full(f"gateway busy: {unaccepted} session ids not yet accepted here")
         if sid is not None and await self._store.session_ended(sid) is not None:
             return None
-        if not self._make_room():
+        if not self._room_possible():  # refused before anything is sent upstream
             raise _Full(f"gateway full: {self.limits.max_sessions} sessions in use")
         session = self._new_session(sid)
         self._provisional.add(session)
@@ -1327,19 +1341,45 @@ class Gateway:
         return session
 
     def _make_room(self) -> bool:
-        """Drop sessions idle past ``session_idle_s`` and, while ``max_sessions`` are
-        held, the least recently used ones with no request in flight; whether there is
-        room for one more."""
+        """Drop the sessions unused past ``session_idle_s`` and, while ``max_sessions``
+        are held, the least recently used ones, of those that may be let go
+        (:meth:`_droppable`); whether there is room for one more. Called only for a
+        session the upstream accepted (:meth:`_accept`)."""
         now = time.monotonic()
         for old_sid, old in list(self._sessions.items()):
             idle = now - old.last_used > self.limits.session_idle_s
             full = len(self._sessions) >= self.limits.max_sessions
             if not (idle or full):
                 break  # least recently used first: the rest are newer
-            if old.busy == 0:
+            if self._droppable(old, now):
                 self._close(old)
                 del self._sessions[old_sid]
         return len(self._sessions) < self.limits.max_sessions
+
+    def _room_possible(self) -> bool:
+        """Whether :meth:`_make_room` would find room now, letting nothing go: fewer
+        than ``max_sessions`` held, or one of them droppable."""
+        if len(self._sessions) < self.limits.max_sessions:
+            return True
+        now = time.monotonic()
+        return any(self._droppable(old, now) for old in self._sessions.values())
+
+    def _droppable(self, session: _Session, now: float) -> bool:
+        """Whether held ``session`` may be let go (its guard, its kept results): nothing
+        of it is under way. A request of it in flight, and an answer submission of its
+        guard not ended (the client was told ``202``: letting the session go would
+        cancel it), keep it. So does a prompt this replica presented (claimed, its lease
+        renewed here) still awaiting its answer, until the session has had no request
+        for ``session_idle_s``: its client is gone, and the prompt's lease then lapses.
+        Sessions with work under way are bounded by ``max_sessions`` (a new one is
+        refused ``503`` while none can be let go)."""
+        e = session.engine
+        if session.busy > 0 or e.submissions > 0:
+            return False
+        if now - session.last_used > self.limits.session_idle_s:
+            return True
+        sid = e.session or ""
+        return not any(e.guard.state_of((sid, rid)) == "presented" for rid in session.claimed)
 
     def _hold(self, sid: str, session: _Session) -> None:
         """Hold ``session`` as the most recently used."""

@@ -110,6 +110,12 @@ class SessionIO:
         self._bg: set[anyio.CancelScope] = set()
         self.closing = False
         self.dropped_answers = 0
+        self.submissions = 0
+        """Answer submissions begun and not ended: awaiting their backoff or in flight (a
+        resubmission begins before the attempt it follows ends, so this stays above zero
+        until the answer's submitting is over). While it is, the client was told its
+        answer was taken and the session has work under way: a gateway does not let it
+        go."""
         self.get_generations = 0
         """Connection generations of the standalone GET stream opened so far."""
         self.claim: Claim | None = None
@@ -292,6 +298,8 @@ class SessionIO:
                     raise ValueError("a Persist reached a session without a store")
                 self.store.write(a.delta)
             elif isinstance(a, act.Submit):
+                if not self.closing:  # spawned: _submit counts it out
+                    self.submissions += 1
                 self.spawn(self._submit, a)
             elif isinstance(a, act.Withdraw):
                 self.withdrawn[a.key] = None
@@ -470,11 +478,14 @@ class SessionIO:
         return self.room_for_stream(stream, request)
 
     async def _submit(self, a: act.Submit) -> None:
-        if a.delay_s > 0:
-            await anyio.sleep(a.delay_s)
-        body = {"jsonrpc": "2.0", "id": a.key[1], "result": dict(a.answer)}
-        result = await self._post(body, *self.acting_for(a.key))
-        self.feed(ev.SubmissionOutcome(a.key, result))
+        try:
+            if a.delay_s > 0:
+                await anyio.sleep(a.delay_s)
+            body = {"jsonrpc": "2.0", "id": a.key[1], "result": dict(a.answer)}
+            result = await self._post(body, *self.acting_for(a.key))
+            self.feed(ev.SubmissionOutcome(a.key, result))
+        finally:
+            self.submissions -= 1
 
     async def _refuse(self, a: act.Refuse) -> None:
         body = {
