@@ -1,14 +1,19 @@
 """A scripted streamable-HTTP upstream for the gateway tests: an ASGI app that answers as
 it is told (no SDK server sends garbage, floods requests or writes one endless event on
-command), the rig that puts a real gateway replica in front of it on loopback, and the
-small helpers that write what it sends.
+command), the rig that puts a real gateway replica (or two) in front of it on loopback,
+and the small helpers that write what it sends.
 
 :class:`Upstream` records every request that reached it (method, headers, body), counts
 the response POSTs (answer submissions, refusals) it is serving at once, can hold them
 open until an event is set, can issue a session id per ``initialize`` and refuse unknown
 ones with ``404``, and notices when the gateway leaves a stream it is writing.
 :class:`Flood` is one SSE event of any size (or one that never ends), written a piece at
-a time as the gateway reads it: the upstream never holds it whole.
+a time as the gateway reads it: the upstream never holds it whole. :class:`PostScreen`
+puts a test's own check of each ``POST`` in front of an :class:`Upstream`.
+
+Principal A's side: :func:`a_session` and :func:`a_call` begin A's session and call;
+:func:`while_a_is_asked` runs something while the prompt of an :func:`asking` upstream is
+open, then answers it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -25,10 +30,12 @@ import pytest
 
 from fsm.gateway.app import GATEWAY_GUARD
 from fsm.gateway.edge import HAS_HTTPTOOLS
+from fsm.gateway.ids import EventIdKeys
 from fsm.wire.serving import lifespan, on_loopback, whole_body
 from support.gateway import RunningGateway, running_gateway
 
 __all__ = [
+    "ANSWER",
     "A_HEAD",
     "B_HEAD",
     "CALL",
@@ -44,9 +51,12 @@ __all__ = [
     "HeldCall",
     "HeldCallStream",
     "Piece",
+    "PostScreen",
     "Refusal",
     "Upstream",
+    "a_call",
     "a_session",
+    "asking",
     "elicit",
     "empty_results",
     "gateway_for",
@@ -55,6 +65,8 @@ __all__ = [
     "only_a",
     "peak_rss",
     "read_request",
+    "read_until",
+    "replaying",
     "reset_peak_rss",
     "result",
     "rss",
@@ -63,7 +75,11 @@ __all__ = [
     "sse_piece",
     "sse_start",
     "tool_call",
+    "two_replicas_for",
+    "while_a_is_asked",
 ]
+
+_T = TypeVar("_T")
 
 PARSERS = pytest.mark.parametrize(
     "http",
@@ -115,6 +131,8 @@ A_HEAD = {**HEAD, "authorization": "Bearer tok-a"}
 """The headers of principal A's POST (token ``tok-a``), before A has a session."""
 B_HEAD = {**HEAD, "authorization": "Bearer tok-b", "mcp-session-id": SID}
 """The headers of principal B's POST (token ``tok-b``) naming A's session :data:`SID`."""
+ANSWER: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
+"""An answer (accepting) to the prompt :func:`elicit` ``(1)``, the one :func:`asking` asks."""
 
 
 def sse(event_id: str | None, data: Any, retry: Any = None) -> bytes:
@@ -321,6 +339,15 @@ class Upstream:
                 out.append(msg)
         return out
 
+    def pings(self, token: str) -> int:
+        """The ``ping``s with bearer ``token`` that reached the upstream (a gateway's
+        probes of that token)."""
+        auth = f"Bearer {token}"
+        return sum(
+            method == "POST" and headers.get("authorization") == auth and b'"ping"' in body
+            for method, headers, body in self.requests
+        )
+
     async def wait_until(self, predicate: Callable[[Upstream], bool]) -> None:
         """Return once ``predicate(self)`` holds, checked after each change the upstream
         sees (a request, a response POST's end, a stream left). Guard it with a timeout."""
@@ -441,6 +468,52 @@ class Upstream:
             self.left += 1
             self._note()
         return finished
+
+
+def asking(up: Upstream) -> Upstream:
+    """``up``, whose call (:data:`CALL`, id 7) asks prompt 1 (:func:`elicit`) and ends
+    with its result once an answer reaches ``up`` (:attr:`Upstream.answered`)."""
+    up.call = [sse("e1", elicit(1)), up.answered, sse("e2", result(7))]
+    return up
+
+
+def replaying(body: bytes, receive: Any) -> Callable[[], Awaitable[Any]]:
+    """An ASGI ``receive`` that gives ``body`` (a request's body, already read whole from
+    ``receive``) in one message, then what ``receive`` gives (its disconnect)."""
+    given = False
+
+    async def again() -> Any:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
+
+
+class PostScreen:
+    """An upstream in front of ``inner`` that sees each ``POST`` first: :meth:`screen`
+    gets its headers and JSON message and answers it itself (``True``), or lets it go on
+    to ``inner`` with its body as it came (``False``). Any other request, and the
+    lifespan, go to ``inner`` untouched."""
+
+    def __init__(self, inner: Upstream) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.inner(scope, receive, send)
+            return
+        body = await whole_body(receive)
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if not await self.screen(headers, json.loads(body) if body else None, send):
+            await self.inner(scope, replaying(body, receive), send)
+
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
+        """Answer this ``POST`` (``msg``: its JSON body, ``None`` when it has none) with
+        ``send`` and return ``True``, or return ``False`` to let it go on to ``inner``."""
+        raise NotImplementedError
 
 
 async def until_left(receive: Any, work: Callable[[], Awaitable[Any]]) -> None:
@@ -598,7 +671,9 @@ class HeldCallStream(SessionApp):
 
 
 @contextlib.asynccontextmanager
-async def gateway_for(upstream: Upstream, **kwargs: Any) -> AsyncIterator[RunningGateway]:
+async def gateway_for(
+    upstream: Upstream | PostScreen, **kwargs: Any
+) -> AsyncIterator[RunningGateway]:
     """``upstream`` served on loopback, and a gateway replica in front of it (keywords go
     to :func:`~support.gateway.running_gateway`; the gateway's guard policy with a short
     backoff unless ``config`` is given)."""
@@ -619,6 +694,70 @@ async def a_session(http: Any, url: str) -> dict[str, str]:
     headers from then on, in session :data:`SID`."""
     assert (await http.post(url, json=INIT, headers=A_HEAD)).status_code == 200
     return {**A_HEAD, "mcp-session-id": SID}
+
+
+@contextlib.asynccontextmanager
+async def two_replicas_for(
+    upstream: Upstream | PostScreen, **kwargs: Any
+) -> AsyncIterator[tuple[RunningGateway, RunningGateway]]:
+    """``upstream`` served on loopback, and two gateway replicas in front of it that read
+    each other's event ids (one key for both, as replicas behind one balancer share it);
+    keywords (a shared ``store``, say) go to both replicas'
+    :func:`~support.gateway.running_gateway`."""
+    shared = {"id_keys": EventIdKeys.generate(), **kwargs}
+    async with (
+        on_loopback(upstream) as url,
+        running_gateway(url, **shared) as first,
+        running_gateway(url, **shared) as second,
+    ):
+        yield first, second
+
+
+async def read_until(pieces: AsyncIterator[bytes], word: bytes) -> bytes:
+    """What ``pieces`` (a response's raw pieces, as an async iterator) give until ``word``
+    shows in them (within :data:`GUARD`)."""
+    seen = b""
+    with anyio.fail_after(GUARD):
+        while word not in seen:
+            seen += await pieces.__anext__()
+    return seen
+
+
+@contextlib.asynccontextmanager
+async def a_call(http: Any, url: str) -> AsyncIterator[tuple[dict[str, str], AsyncIterator[bytes]]]:
+    """Principal A begins a session through ``url`` (:func:`a_session`) and calls a tool
+    (:data:`CALL`): A's headers and the raw pieces of the call's stream, open until the
+    block exits (then A's connection breaks)."""
+    a_head = await a_session(http, url)
+    async with http.stream("POST", url, json=CALL, headers=a_head) as stream:
+        yield a_head, stream.aiter_raw()
+
+
+async def while_a_is_asked(
+    http: Any,
+    url: str,
+    up: Upstream,
+    meanwhile: Callable[[], Awaitable[_T]],
+    answer_headers: Mapping[str, str] | None = None,
+) -> tuple[_T, int, bool, list[Any]]:
+    """A begins a session through ``url`` (:func:`a_session`) and calls a tool
+    (:data:`CALL`) until its prompt shows (``up`` scripted by :func:`asking`); then
+    ``meanwhile()`` runs; then A answers (:data:`ANSWER`; ``answer_headers`` over A's own
+    headers, if given). Returns what ``meanwhile()`` returned, the status of A's answer,
+    whether an answer reached ``up`` (within :data:`GUARD`), and the messages of A's
+    call: up to its end if an answer reached ``up``, else up to the prompt."""
+    async with a_call(http, url) as (a_head, pieces):
+        seen = await read_until(pieces, b"elicitation/create")
+        got = await meanwhile()
+        a = await http.post(url, json=ANSWER, headers={**a_head, **(answer_headers or {})})
+        with anyio.move_on_after(GUARD):
+            await up.answered.wait()
+        reached = up.answered.is_set()
+        if reached:
+            with anyio.move_on_after(GUARD):
+                async for piece in pieces:
+                    seen += piece
+    return got, a.status_code, reached, [json.loads(d) for _, d in parse(seen) if d]
 
 
 class HeldCall(SessionApp):

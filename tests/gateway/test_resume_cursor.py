@@ -17,10 +17,8 @@ import httpx2
 import pytest
 
 from fsm.gateway.app import GatewayLimits
-from fsm.gateway.ids import EventIdKeys
 from fsm.gateway.store import Cursor, MemoryStore
-from fsm.wire.serving import on_loopback
-from support.gateway import RunningGateway, running_gateway
+from support.gateway import RunningGateway
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -43,15 +41,9 @@ async def two_replicas(
     """``up`` on loopback behind two replicas sharing ``store`` and their keys (nothing
     opened ahead), and an HTTP client; the session :data:`scripted.SID` begun on the
     first replica."""
-    shared: dict[str, Any] = {
-        "store": store,
-        "id_keys": EventIdKeys.generate(),
-        "limits": GatewayLimits(standalone_hold_s=0),
-    }
+    limits = GatewayLimits(standalone_hold_s=0)
     async with (
-        on_loopback(up) as url,
-        running_gateway(url, **shared) as r1,
-        running_gateway(url, **shared) as r2,
+        scripted.two_replicas_for(up, store=store, limits=limits) as (r1, r2),
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
         await scripted.initialize(http, r1.url)
@@ -66,13 +58,8 @@ async def read_until(http: Any, url: str, last_event_id: str | None, word: bytes
         headers = {**scripted.HEAD, "mcp-session-id": scripted.SID}
     else:
         method, body, headers = "GET", None, {**GET, "last-event-id": last_event_id}
-    seen = b""
     async with http.stream(method, url, json=body, headers=headers) as r:
-        pieces = r.aiter_raw()
-        with anyio.fail_after(STEP):
-            while word not in seen:
-                seen += await pieces.__anext__()
-    return seen
+        return await scripted.read_until(r.aiter_raw(), word)
 
 
 def last_id(raw: bytes) -> str:

@@ -26,7 +26,6 @@ import httpx2
 import pytest
 
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
-from fsm.wire.serving import whole_body
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -34,109 +33,71 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 STEP = 5.0
 """Safety bound of one wait: it only elapses when the awaited thing never comes."""
 
-ANSWER: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
 PING = {"jsonrpc": "2.0", "id": "b", "method": "ping"}
 
 
-def asking(up: scripted.Upstream) -> scripted.Upstream:
-    """``up``, whose call (id 7) asks prompt 1 and ends with its result once answered."""
-    up.call = [
-        scripted.sse("e1", scripted.elicit(1)),
-        up.answered,
-        scripted.sse("e2", scripted.result(7)),
-    ]
-    return up
-
-
-async def replay(receive: Any, body: bytes) -> Any:
-    """An ASGI ``receive`` that gives ``body`` whole, then what ``receive`` gives."""
-    sent = False
-
-    async def again() -> Any:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return again
-
-
-class RefusesInitializeOfB:
+class RefusesInitializeOfB(scripted.PostScreen):
     """An upstream that refuses (``401``) an ``initialize`` carrying principal B's token
-    (``tok-b``); everything else goes to ``inner``."""
+    (``tok-b``), counted in ``refused``; everything else goes to ``inner``."""
 
     def __init__(self, inner: scripted.Upstream) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.refused = 0
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.inner(scope, receive, send)
-            return
-        body = await whole_body(receive)
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        msg = json.loads(body) if body else None
-        b = headers.get("authorization") == "Bearer tok-b"
-        if b and isinstance(msg, dict) and msg.get("method") == "initialize":
-            self.refused += 1
-            await send({"type": "http.response.start", "status": 401, "headers": []})
-            await send({"type": "http.response.body", "body": b"unauthorized"})
-            return
-        await self.inner(scope, await replay(receive, body), send)
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
+        initialize = isinstance(msg, dict) and msg.get("method") == "initialize"
+        if not (initialize and headers.get("authorization") == "Bearer tok-b"):
+            return False
+        self.refused += 1
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b"unauthorized"})
+        return True
 
 
-class FirstAnswerUnavailable:
+class FirstAnswerUnavailable(scripted.PostScreen):
     """An upstream whose first JSON-RPC response POST (an answer submission) gets ``503``
     without being taken (``refused`` is set then); the rest go to ``inner``."""
 
     def __init__(self, inner: scripted.Upstream) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.refused = anyio.Event()
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.inner(scope, receive, send)
-            return
-        body = await whole_body(receive)
-        msg = json.loads(body) if body else None
-        if isinstance(msg, dict) and "method" not in msg and not self.refused.is_set():
-            await send({"type": "http.response.start", "status": 503, "headers": []})
-            await send({"type": "http.response.body", "body": b"busy"})
-            self.refused.set()
-            return
-        await self.inner(scope, await replay(receive, body), send)
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
+        answer = isinstance(msg, dict) and "method" not in msg
+        if not answer or self.refused.is_set():
+            return False
+        await send({"type": "http.response.start", "status": 503, "headers": []})
+        await send({"type": "http.response.body", "body": b"busy"})
+        self.refused.set()
+        return True
 
 
-class GatedCalls:
+class GatedCalls(scripted.PostScreen):
     """An upstream that holds back a ``tools/call`` of session ``sid`` until ``gate`` is
-    set (``arrived`` is set when one comes); everything else goes to ``inner``."""
+    set (``arrived`` is set when one comes); everything goes on to ``inner``."""
 
     def __init__(self, inner: scripted.Upstream, sid: str) -> None:
-        self.inner, self.sid = inner, sid
+        super().__init__(inner)
+        self.sid = sid
         self.arrived, self.gate = anyio.Event(), anyio.Event()
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.inner(scope, receive, send)
-            return
-        body = await whole_body(receive)
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        msg = json.loads(body) if body else None
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
         call = isinstance(msg, dict) and msg.get("method") == "tools/call"
         if call and headers.get("mcp-session-id") == self.sid:
             self.arrived.set()
             await self.gate.wait()
-        await self.inner(scope, await replay(receive, body), send)
+        return False
 
 
-async def read_until(pieces: Any, word: bytes) -> bytes:
-    """What ``pieces`` (a response's raw pieces) give until ``word`` shows."""
-    seen = b""
-    with anyio.fail_after(STEP):
-        while word not in seen:
-            seen += await pieces.__anext__()
-    return seen
+async def a_prompt_shown(http: Any, url: str) -> tuple[str, dict[str, str]]:
+    """A begins a session through ``url`` (its id issued by the upstream) and calls a tool
+    until its prompt shows; then A's connection breaks. A's session id and headers."""
+    r = await http.post(url, json=scripted.INIT, headers=scripted.HEAD)
+    sid = r.headers["mcp-session-id"]
+    a_head = {**scripted.HEAD, "mcp-session-id": sid}
+    async with http.stream("POST", url, json=scripted.CALL, headers=a_head) as stream:
+        await scripted.read_until(stream.aiter_raw(), b"elicitation/create")
+    return sid, a_head
 
 
 async def no_request_in_flight(gw: Any, sid: str) -> None:
@@ -163,7 +124,7 @@ async def test_a_request_that_is_never_held_lets_no_held_session_go(stranger: st
     up = RefusesInitializeOfB(inner)
     limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
     async with (
-        scripted.gateway_for(up, limits=limits) as gw,  # type: ignore[arg-type]
+        scripted.gateway_for(up, limits=limits) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
         await scripted.initialize(http, gw.url)
@@ -200,20 +161,16 @@ async def test_an_answer_being_resubmitted_keeps_its_session(new_session: bool) 
     session has no request in flight. At ``max_sessions`` (1), a new session is refused
     ``503`` meanwhile (A's session is not let go), A's answer reaches the server, and
     once its submission is over the new session is served, A's let go for it."""
-    inner = asking(scripted.Upstream(issue_sessions=True))
+    inner = scripted.asking(scripted.Upstream(issue_sessions=True))
     up = FirstAnswerUnavailable(inner)
     config = replace(GATEWAY_GUARD, backoff_initial_s=2.0, backoff_max_s=2.0)
     limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
     async with (
-        scripted.gateway_for(up, config=config, limits=limits) as gw,  # type: ignore[arg-type]
+        scripted.gateway_for(up, config=config, limits=limits) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
-        r = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
-        sid = r.headers["mcp-session-id"]
-        a_head = {**scripted.HEAD, "mcp-session-id": sid}
-        async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as stream:
-            await read_until(stream.aiter_raw(), b"elicitation/create")
-        a = await http.post(gw.url, json=ANSWER, headers=a_head)
+        sid, a_head = await a_prompt_shown(http, gw.url)
+        a = await http.post(gw.url, json=scripted.ANSWER, headers=a_head)
         with anyio.fail_after(STEP):
             await up.refused.wait()
         await no_request_in_flight(gw, sid)
@@ -240,21 +197,17 @@ async def test_a_prompt_presented_here_keeps_its_session() -> None:
     """A's call shows A's prompt (claimed here) and A's connection breaks before A
     answers. At ``max_sessions`` (1), a new session is refused ``503``: A's session, with
     its prompt, is kept, and A's answer is taken by its guard and ends A's call."""
-    inner = asking(scripted.Upstream(issue_sessions=True))
+    inner = scripted.asking(scripted.Upstream(issue_sessions=True))
     limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
     async with (
         scripted.gateway_for(inner, limits=limits) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
-        r = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
-        sid = r.headers["mcp-session-id"]
-        a_head = {**scripted.HEAD, "mcp-session-id": sid}
-        async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as stream:
-            await read_until(stream.aiter_raw(), b"elicitation/create")
+        sid, a_head = await a_prompt_shown(http, gw.url)
         await no_request_in_flight(gw, sid)
         c = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
         held = sorted(gw.gateway._sessions)
-        a = await http.post(gw.url, json=ANSWER, headers=a_head)
+        a = await http.post(gw.url, json=scripted.ANSWER, headers=a_head)
         with anyio.move_on_after(STEP):
             await inner.answered.wait()
         guard = gw.gateway._sessions[sid].engine.guard
@@ -268,17 +221,13 @@ async def test_a_prompt_does_not_keep_a_session_unused_past_session_idle_s() -> 
     """A's prompt is shown and A's connection breaks; A then makes no request for
     ``session_idle_s``: a new session is served, and A's session is let go for it (the
     prompt's client is gone; a prompt alone does not hold a replica's room for ever)."""
-    inner = asking(scripted.Upstream(issue_sessions=True))
+    inner = scripted.asking(scripted.Upstream(issue_sessions=True))
     limits = GatewayLimits(max_sessions=1, standalone_hold_s=0, session_idle_s=60.0)
     async with (
         scripted.gateway_for(inner, limits=limits) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
-        r = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
-        sid = r.headers["mcp-session-id"]
-        a_head = {**scripted.HEAD, "mcp-session-id": sid}
-        async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as stream:
-            await read_until(stream.aiter_raw(), b"elicitation/create")
+        sid, _ = await a_prompt_shown(http, gw.url)
         await no_request_in_flight(gw, sid)
         gw.gateway._sessions[sid].last_used -= 61.0  # as if unused for session_idle_s
         c = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
@@ -300,7 +249,7 @@ async def test_a_session_accepted_with_no_room_is_served_not_held() -> None:
     limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
     b_head = {**scripted.HEAD, "mcp-session-id": "held-elsewhere"}
     async with (
-        scripted.gateway_for(up, limits=limits) as gw,  # type: ignore[arg-type]
+        scripted.gateway_for(up, limits=limits) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
         await scripted.initialize(http, gw.url)
@@ -312,7 +261,7 @@ async def test_a_session_accepted_with_no_room_is_served_not_held() -> None:
             async def b_calls() -> None:
                 async with http.stream("POST", gw.url, json=scripted.CALL, headers=b_head) as r:
                     pieces = r.aiter_raw()
-                    got["b"] = await read_until(pieces, b"progress")
+                    got["b"] = await scripted.read_until(pieces, b"progress")
                     b_began.set()
                     async for piece in pieces:
                         got["b"] += piece
@@ -322,7 +271,7 @@ async def test_a_session_accepted_with_no_room_is_served_not_held() -> None:
                 await up.arrived.wait()
             async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as r:
                 pieces = r.aiter_raw()
-                got["a"] = await read_until(pieces, b"progress")
+                got["a"] = await scripted.read_until(pieces, b"progress")
                 up.gate.set()
                 with anyio.fail_after(STEP):
                     await b_began.wait()

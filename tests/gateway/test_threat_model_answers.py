@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -25,10 +25,8 @@ import pytest
 pytest.importorskip("uvicorn")
 
 from fsm.gateway.app import GatewayLimits
-from fsm.gateway.ids import EventIdKeys
 from fsm.gateway.store import MemoryStore
-from fsm.wire.serving import on_loopback, whole_body
-from support.gateway import running_gateway
+from fsm.wire.serving import on_loopback
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -36,11 +34,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 STEP = 5.0
 """Safety bound of one wait: it only elapses when the awaited thing never comes."""
 
-ANSWER: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
-DECLINED: dict[str, Any] = {**ANSWER, "result": {"action": "decline"}}
+DECLINED: dict[str, Any] = {**scripted.ANSWER, "result": {"action": "decline"}}
 
 
-class ProtocolLayerCheck:
+class ProtocolLayerCheck(scripted.PostScreen):
     """An upstream whose transport answers every JSON-RPC response POST ``202`` before
     its protocol layer looks at who sent it (as the mcp SDK's streamable HTTP transport
     answers responses and notifications), and whose protocol layer then drops a response
@@ -49,50 +46,17 @@ class ProtocolLayerCheck:
     upstream."""
 
     def __init__(self, inner: scripted.Upstream) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.dropped: list[dict[str, Any]] = []
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.inner(scope, receive, send)
-            return
-        body = await whole_body(receive)
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        msg = json.loads(body) if body else None
-        if isinstance(msg, dict) and "method" not in msg and not scripted.only_a(headers):
-            self.dropped.append(msg)  # accepted by the transport, dropped by the session
-            await send({"type": "http.response.start", "status": 202, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        sent = False
-
-        async def again() -> Any:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.inner(scope, again, send)
-
-
-def asking(up: scripted.Upstream) -> scripted.Upstream:
-    """``up`` scripted so that a call (id 7) asks A (prompt id 1) and ends with its
-    result once an answer reaches it."""
-    up.call = [
-        scripted.sse("e1", scripted.elicit(1)),
-        up.answered,
-        scripted.sse("e2", scripted.result(7)),
-    ]
-    return up
-
-
-def pings(up: scripted.Upstream, token: str) -> int:
-    """The ``ping``s with bearer ``token`` that reached ``up`` (the gateway's probes)."""
-    return sum(
-        m == "POST" and h.get("authorization") == f"Bearer {token}" and b'"ping"' in body
-        for m, h, body in up.requests
-    )
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
+        response = isinstance(msg, dict) and "method" not in msg
+        if not response or scripted.only_a(headers):
+            return False
+        self.dropped.append(msg)  # accepted by the transport, dropped by the session
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return True
 
 
 def answers_taken(up: scripted.Upstream) -> list[tuple[str | None, Any]]:
@@ -102,37 +66,6 @@ def answers_taken(up: scripted.Upstream) -> list[tuple[str | None, Any]]:
         for m, h, body in up.requests
         if m == "POST" and body and "result" in json.loads(body)
     ]
-
-
-async def while_a_is_asked(
-    http: Any,
-    url: str,
-    meanwhile: Callable[[], Awaitable[Any]],
-    up: scripted.Upstream,
-    a_answers: dict[str, str] | None = None,
-) -> tuple[Any, int, bool, list[Any]]:
-    """A begins a session (``tok-a``) and calls a tool (id 7) until its prompt (id 1)
-    shows; ``meanwhile()`` runs; A answers (with ``a_answers`` headers over its own, if
-    given); then ``meanwhile()``'s value, the status of A's answer, whether it reached the
-    upstream (within :data:`STEP`), and the call's messages as far as they came."""
-    a_head = await scripted.a_session(http, url)
-    async with http.stream("POST", url, json=scripted.CALL, headers=a_head) as stream:
-        pieces = stream.aiter_raw()
-        seen = b""
-        while b"elicitation/create" not in seen:
-            seen += await pieces.__anext__()
-        got = await meanwhile()
-        a = await http.post(url, json=ANSWER, headers={**a_head, **(a_answers or {})})
-        with anyio.move_on_after(STEP):
-            await up.answered.wait()
-        reached = up.answered.is_set()
-        rest = b""
-        if reached:
-            with anyio.move_on_after(STEP):
-                async for piece in pieces:
-                    rest += piece
-    messages = [json.loads(d) for _, d in scripted.parse(seen + rest) if d]
-    return got, a.status_code, reached, messages
 
 
 @contextlib.asynccontextmanager
@@ -158,7 +91,7 @@ async def test_a_strangers_answer_taken_202_unchecked_does_not_swallow_the_owner
     its protocol layer drops B's answer. A's own answer then reaches the server (``202``)
     and A's call ends with its result, as direct: B's ``202`` recorded nothing, since the
     ``ping`` the gateway asks with B's token (one, for B's one answer) is refused."""
-    inner = asking(scripted.Upstream(accepts=scripted.only_a))
+    inner = scripted.asking(scripted.Upstream(accepts=scripted.only_a))
     up = ProtocolLayerCheck(inner)
     limits = GatewayLimits(standalone_hold_s=0)
     async with (
@@ -170,12 +103,12 @@ async def test_a_strangers_answer_taken_202_unchecked_does_not_swallow_the_owner
             b = await http.post(url, json=DECLINED, headers=scripted.B_HEAD)
             return b.status_code
 
-        b, a, reached, messages = await while_a_is_asked(http, url, b_answers, inner)
+        b, a, reached, messages = await scripted.while_a_is_asked(http, url, inner, b_answers)
     assert (b, len(up.dropped)) == (202, 1)  # as direct: B's answer dropped upstream
     assert (a, reached) == (202, True), "A's answer never reached the upstream"
     assert messages[-1] == scripted.result(7)
     assert answers_taken(inner) == [("Bearer tok-a", {"action": "accept"})]
-    assert pings(inner, "tok-b") == (0 if via == "direct" else 1)
+    assert inner.pings("tok-b") == (0 if via == "direct" else 1)
 
 
 async def test_a_strangers_answer_on_another_replica_is_not_submitted_as_the_owners() -> None:
@@ -197,26 +130,15 @@ async def test_a_strangers_answer_on_another_replica_is_not_submitted_as_the_own
     inner.replay = lambda cursor: [inner.answered, scripted.sse("e2", scripted.result(7))]
     up = ProtocolLayerCheck(inner)
     store = MemoryStore()
-    shared: dict[str, Any] = {
-        "store": store,
-        "id_keys": EventIdKeys.generate(),
-        "limits": GatewayLimits(standalone_hold_s=0, lease_s=0.3),
-    }
+    limits = GatewayLimits(standalone_hold_s=0, lease_s=0.3)
     async with (
-        on_loopback(up) as url,
-        running_gateway(url, **shared) as r1,
-        running_gateway(url, **shared) as r2,
+        scripted.two_replicas_for(up, store=store, limits=limits) as (r1, r2),
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
-        a_head = await scripted.a_session(http, r1.url)
-        async with http.stream("POST", r1.url, json=scripted.CALL, headers=a_head) as stream:
-            seen = b""
-            pieces = stream.aiter_raw()
-            while b"progress" not in seen:
-                seen += await pieces.__anext__()
+        async with scripted.a_call(http, r1.url) as (a_head, pieces):
+            seen = await scripted.read_until(pieces, b"progress")
             gap.set()
-            while b"elicitation/create" not in seen:
-                seen += await pieces.__anext__()
+            seen += await scripted.read_until(pieces, b"elicitation/create")
         # A's connection broke with the prompt shown; B answers through replica 2
         b = await http.post(r2.url, json=DECLINED, headers=scripted.B_HEAD)
         stored = await store.answer_of(scripted.SID, 1)
@@ -239,37 +161,27 @@ async def test_the_owners_answer_through_a_replica_not_holding_the_session_is_ke
     replica 2 asks with A's token proves it: A's answer is kept in the store for the
     replica that presented the prompt, replica 2 holds the session from then on, and
     A's call ends with its result."""
-    inner = asking(scripted.Upstream(accepts=scripted.only_a))
+    inner = scripted.asking(scripted.Upstream(accepts=scripted.only_a))
     up = ProtocolLayerCheck(inner)
     store = MemoryStore()
-    shared: dict[str, Any] = {
-        "store": store,
-        "id_keys": EventIdKeys.generate(),
-        "limits": GatewayLimits(standalone_hold_s=0),
-    }
+    limits = GatewayLimits(standalone_hold_s=0)
     async with (
-        on_loopback(up) as url,
-        running_gateway(url, **shared) as r1,
-        running_gateway(url, **shared) as r2,
+        scripted.two_replicas_for(up, store=store, limits=limits) as (r1, r2),
         httpx2.AsyncClient(timeout=STEP * 2) as http,
+        scripted.a_call(http, r1.url) as (a_head, pieces),
     ):
-        a_head = await scripted.a_session(http, r1.url)
-        async with http.stream("POST", r1.url, json=scripted.CALL, headers=a_head) as stream:
-            seen = b""
-            pieces = stream.aiter_raw()
-            while b"elicitation/create" not in seen:
-                seen += await pieces.__anext__()
-            a = await http.post(r2.url, json=ANSWER, headers=a_head)
-            stored = await store.answer_of(scripted.SID, 1)
-            held = sorted(r2.gateway._sessions)
-            with anyio.fail_after(STEP):
-                async for piece in pieces:
-                    seen += piece
+        seen = await scripted.read_until(pieces, b"elicitation/create")
+        a = await http.post(r2.url, json=scripted.ANSWER, headers=a_head)
+        stored = await store.answer_of(scripted.SID, 1)
+        held = sorted(r2.gateway._sessions)
+        with anyio.fail_after(STEP):
+            async for piece in pieces:
+                seen += piece
     messages = [json.loads(d) for _, d in scripted.parse(seen) if d]
     assert a.status_code == 202
     assert stored == {"action": "accept"}
     assert held == [scripted.SID]
-    assert pings(inner, "tok-a") == 1  # replica 2's probe, once
+    assert inner.pings("tok-a") == 1  # replica 2's probe, once
     assert answers_taken(inner) == [("Bearer tok-a", {"action": "accept"})]
     assert messages[-1] == scripted.result(7)
 
@@ -282,7 +194,7 @@ async def test_an_answer_whose_probe_times_out_is_relayed_and_not_recorded(via: 
     with its result, as direct; the probe (one) times out, so the gateway neither
     records the answer nor submits one of its own, and ``tok-a2`` stays unproven."""
     never = anyio.Event()
-    inner = asking(scripted.Upstream(ping=[never]))
+    inner = scripted.asking(scripted.Upstream(ping=[never]))
     limits = GatewayLimits(standalone_hold_s=0, probe_timeout_s=0.5)
     guards: list[Any] = []
     async with contextlib.AsyncExitStack() as stack:
@@ -298,7 +210,9 @@ async def test_an_answer_whose_probe_times_out_is_relayed_and_not_recorded(via: 
             return None
 
         refreshed = {"authorization": "Bearer tok-a2"}
-        _, a, reached, messages = await while_a_is_asked(http, url, nothing, inner, refreshed)
+        _, a, reached, messages = await scripted.while_a_is_asked(
+            http, url, inner, nothing, refreshed
+        )
         observed = [g.session_guard(scripted.SID) for g in guards]
         states = [og.guard.state_of((scripted.SID, 1)) for og in observed]
         violations = [og.violations for og in observed]
@@ -307,6 +221,6 @@ async def test_an_answer_whose_probe_times_out_is_relayed_and_not_recorded(via: 
     assert messages == [scripted.elicit(1), scripted.result(7)]
     assert answers_taken(inner) == [("Bearer tok-a2", {"action": "accept"})]
     assert inner.responses("error") == []  # no refusal of the prompt either
-    assert pings(inner, "tok-a2") == (0 if via == "direct" else 1)
+    assert inner.pings("tok-a2") == (0 if via == "direct" else 1)
     assert not {"answered", "submitting", "submitted"} & set(states)
     assert violations == ([] if via == "direct" else [[]])

@@ -26,9 +26,8 @@ that only elapses when the event never comes.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import httpx2
@@ -50,8 +49,6 @@ from tests.gateway import scripted_upstream as scripted
 from tests.gateway import threat_bed as threat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.timeout(60)]
-
-_T = TypeVar("_T")
 
 
 def rpc_method(message: Any) -> str | None:
@@ -179,8 +176,12 @@ async def test_a_get_the_upstream_lets_through_proves_nothing() -> None:
     """Row 6: an upstream that checks a session's ``POST``s but lets a ``GET`` through
     opens B's standalone stream (``200``); B's answer to A's prompt then gets the
     upstream's ``403``, as direct, and A's own answer ends A's call."""
-    up = asking_upstream(
-        unchecked=frozenset({"GET"}), standalone=[scripted.sse("s1", scripted.PROGRESS)]
+    up = scripted.asking(
+        scripted.Upstream(
+            accepts=scripted.only_a,
+            unchecked=frozenset({"GET"}),
+            standalone=[scripted.sse("s1", scripted.PROGRESS)],
+        )
     )
     limits = GatewayLimits(standalone_hold_s=0)
     async with (
@@ -191,12 +192,13 @@ async def test_a_get_the_upstream_lets_through_proves_nothing() -> None:
         async def b_acts() -> tuple[int, int]:
             async with http.stream("GET", gw.url, headers=scripted.B_HEAD) as b_get:
                 b_status = b_get.status_code
-            b = await http.post(gw.url, json=ANSWER, headers=scripted.B_HEAD)
+            b = await http.post(gw.url, json=scripted.ANSWER, headers=scripted.B_HEAD)
             return b_status, b.status_code
 
-        b_got, a, messages = await while_a_is_asked(http, gw.url, b_acts)
+        b_got, a, reached, messages = await scripted.while_a_is_asked(http, gw.url, up, b_acts)
     errors = [m for m in messages if "error" in m]
-    assert (b_got, a, messages[-1], errors) == ((200, 403), 202, scripted.result(7), [])
+    assert (b_got, a, reached) == ((200, 403), 202, True)
+    assert (messages[-1], errors) == (scripted.result(7), [])
 
 
 @pytest.mark.parametrize("via", threat.VIAS)
@@ -238,41 +240,6 @@ async def test_an_initialize_answered_with_the_sessions_id_proves_nothing(
     assert (seen.b_reached, seen.a) == (False, threat.fate_expected(bed))
 
 
-ANSWER: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}
-"""An answer to the scripted upstream's prompt (``elicit(1)``)."""
-
-
-def asking_upstream(**script: Any) -> scripted.Upstream:
-    """An upstream that accepts A's token alone (more of its script: ``script``), whose
-    call asks A's prompt (id 1) and, once it is answered, ends with the call's result:
-    the call :func:`while_a_is_asked` makes."""
-    up = scripted.Upstream(accepts=scripted.only_a, **script)
-    up.call = [
-        scripted.sse("e1", scripted.elicit(1)),
-        up.answered,
-        scripted.sse("e2", scripted.result(7)),
-    ]
-    return up
-
-
-async def while_a_is_asked(
-    http: Any, url: str, meanwhile: Callable[[], Awaitable[_T]]
-) -> tuple[_T, int, list[Any]]:
-    """A begins a session through ``url`` (``tok-a``) and calls a tool (id 7) until its
-    prompt (id 1) shows; then ``meanwhile()`` runs; then A answers and reads the call to
-    its end: what ``meanwhile`` returned, the status of A's answer, the call's messages."""
-    a_head = await scripted.a_session(http, url)
-    async with http.stream("POST", url, json=scripted.CALL, headers=a_head) as stream:
-        pieces = stream.aiter_raw()
-        seen = b""
-        while b"elicitation/create" not in seen:
-            seen += await pieces.__anext__()
-        got = await meanwhile()
-        a = await http.post(url, json=ANSWER, headers=a_head)
-        rest = b"".join([piece async for piece in pieces])
-    return got, a.status_code, [json.loads(data) for _, data in scripted.parse(seen + rest) if data]
-
-
 async def call_through(http: Any, url: str, headers: dict[str, str]) -> list[Any]:
     """A ``tools/call`` (id 7) with ``headers``: the messages of its event stream."""
     with anyio.fail_after(threat.STEP):  # only against a hang
@@ -292,15 +259,6 @@ async def call_with_a_refreshed_token(up: scripted.Upstream, limits: GatewayLimi
         return await call_through(http, gw.url, {**headers, "authorization": "Bearer tok-a2"})
 
 
-def pings(up: scripted.Upstream, token: str) -> int:
-    """The ``ping``s with ``token`` that reached the upstream."""
-    auth = f"Bearer {token}"
-    return sum(
-        m == "POST" and h.get("authorization") == auth and b'"ping"' in body
-        for m, h, body in up.requests
-    )
-
-
 async def test_a_refreshed_tokens_probe_goes_before_its_request() -> None:
     """A's refreshed token (``tok-a2``) on a replica with one upstream connection: its
     credentials are asked about before its ``tools/call`` is sent, not while the call's
@@ -318,7 +276,7 @@ async def test_a_probe_the_upstream_never_answers_ends_in_time() -> None:
     up = scripted.Upstream(call=[scripted.sse("e1", scripted.result(7))], ping=[anyio.Event()])
     limits = GatewayLimits(probe_timeout_s=0.2, standalone_hold_s=0)
     messages = await call_with_a_refreshed_token(up, limits)
-    assert (messages, pings(up, "tok-a2")) == ([scripted.result(7)], 1)
+    assert (messages, up.pings("tok-a2")) == ([scripted.result(7)], 1)
 
 
 async def test_a_strangers_resume_costs_the_upstream_one_probe() -> None:
@@ -336,13 +294,10 @@ async def test_a_strangers_resume_costs_the_upstream_one_probe() -> None:
         scripted.gateway_for(up, limits=limits) as gw,
         httpx2.AsyncClient(timeout=threat.STEP) as http,
     ):
-        headers = await scripted.a_session(http, gw.url)
-        async with http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r:
-            first = next(
-                eid for eid, _ in scripted.parse(b"".join([p async for p in r.aiter_raw()]))
-            )
+        async with scripted.a_call(http, gw.url) as (_, pieces):
+            first = next(eid for eid, _ in scripted.parse(b"".join([p async for p in pieces])))
         resumed = await http.get(gw.url, headers={**scripted.B_HEAD, "last-event-id": first})
-    assert (resumed.status_code, pings(up, "tok-b")) == (200, 1)
+    assert (resumed.status_code, up.pings("tok-b")) == (200, 1)
 
 
 async def test_a_request_at_the_stream_cap_is_asked_about_once() -> None:
@@ -360,20 +315,19 @@ async def test_a_request_at_the_stream_cap_is_asked_about_once() -> None:
     async with (
         scripted.gateway_for(up, config=config, limits=limits) as gw,
         httpx2.AsyncClient(timeout=threat.STEP) as http,
+        scripted.a_call(http, gw.url) as (_, pieces),
     ):
-        headers = await scripted.a_session(http, gw.url)
-        async with http.stream("POST", gw.url, json=scripted.CALL, headers=headers) as r:
-            await r.aiter_raw().__anext__()  # A's stream is open and read
-            refused = await http.get(gw.url, headers=scripted.B_HEAD)
-            release.set()
-    assert (refused.status_code, pings(up, "tok-b")) == (503, 1)
+        await pieces.__anext__()  # A's stream is open and read
+        refused = await http.get(gw.url, headers=scripted.B_HEAD)
+        release.set()
+    assert (refused.status_code, up.pings("tok-b")) == (503, 1)
 
 
 async def test_a_notification_answered_202_unchecked_proves_nothing() -> None:
     """Row 9: an upstream answers notifications ``202`` before any check (its check is
     in its protocol layer) but refuses B's answers; B's notification in A's session
     then proves nothing, and B's answer to A's prompt gets the upstream's ``403``."""
-    up = asking_upstream(unchecked_notifications=True)
+    up = scripted.asking(scripted.Upstream(accepts=scripted.only_a, unchecked_notifications=True))
     limits = GatewayLimits(standalone_hold_s=0)
     async with (
         scripted.gateway_for(up, limits=limits) as gw,
@@ -383,11 +337,11 @@ async def test_a_notification_answered_202_unchecked_proves_nothing() -> None:
         async def b_acts() -> tuple[int, int]:
             note = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
             noted = await http.post(gw.url, json=note, headers=scripted.B_HEAD)
-            b = await http.post(gw.url, json=ANSWER, headers=scripted.B_HEAD)
+            b = await http.post(gw.url, json=scripted.ANSWER, headers=scripted.B_HEAD)
             return noted.status_code, b.status_code
 
-        b_got, a, messages = await while_a_is_asked(http, gw.url, b_acts)
-    assert (b_got, a, messages[-1]) == ((202, 403), 202, scripted.result(7))
+        b_got, a, reached, messages = await scripted.while_a_is_asked(http, gw.url, up, b_acts)
+    assert (b_got, a, reached, messages[-1]) == ((202, 403), 202, True, scripted.result(7))
 
 
 async def test_a_session_held_elsewhere_with_a_stream_open_here_leaves_the_waiting_room() -> None:
