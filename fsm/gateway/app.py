@@ -322,9 +322,12 @@ class GatewayLimits:
     lowered to ``max_receiving_bytes`` if needed. Given, at least ``max_body`` and at most
     ``max_receiving_bytes``."""
     max_unaccepted: int = 256
-    """Session ids at once with a request in flight that the upstream has not accepted
-    here (a guard is made for such a session only while its request is in flight, kept
-    only if the upstream accepts it); past it ``503``. An ``initialize`` (no session id
+    """Session ids at once not held here with a request in flight: not yet accepted by
+    the upstream, or accepted when no room could be made (``max_sessions``); past it
+    ``503``. A guard is made for such a session only while its request is in flight
+    (held if the upstream accepts it and there is room), and kept past its last request
+    only while an answer submission of it the client was told ``202`` for is under way
+    (at most ``max_submit_attempts`` of the guard's). An ``initialize`` (no session id
     yet) is bounded by ``max_sessions`` and the edge's connections instead."""
     max_credentials: int = 8
     """Credentials the upstream accepted kept per session (the most recent ones: a
@@ -601,11 +604,12 @@ class Gateway:
         """The last piece passed on of each finished stream, by session: its last event
         is the stream's result, parsed out only when a resume asks for it."""
         self._unaccepted: dict[str, _Session] = {}
-        """Sessions the upstream has not accepted here, by id, while a request is in
-        flight for them (shared by concurrent requests of one id)."""
+        """Sessions not held here, by the id they were filed under, while a request or an
+        answer submission is under way for them (shared by concurrent requests of one
+        id): at most ``max_unaccepted``."""
         self._provisional: set[_Session] = set()
-        """Every session not yet accepted with a request in flight (``initialize``s
-        included): at most ``max_unaccepted``."""
+        """Every session not held here with a request or an answer submission under way
+        (``initialize``s included: :meth:`_let_go` forgets each once none is)."""
         self._http: httpx2.AsyncClient | None = None
         self._tg: TaskGroup | None = None
         self._halted = False
@@ -865,8 +869,8 @@ class Gateway:
             session.last_used = time.monotonic()
             if session.held:
                 await self._after(session)
-            elif session.busy == 0:  # the upstream never accepted it: forgotten
-                self._forget(session)
+            else:
+                self._let_go(session)
 
     async def _serve(
         self,
@@ -1280,6 +1284,20 @@ class Gateway:
         self._unfile(session)
         self._close(session)
 
+    def _let_go(self, session: _Session) -> None:
+        """Forget ``session``, not held here (never accepted, or served with no room to
+        hold it), once nothing of it is under way: no request of it in flight, and no
+        answer submission of its guard not ended (the client was told ``202``;
+        forgetting the session would cancel the submission). Called as each request of
+        it ends and as its last submission ends (:attr:`SessionIO.on_submissions_over`).
+        Until then it stays among the sessions not held (``max_unaccepted`` counts it
+        under the id it was filed by); a submission ends within the guard's
+        ``max_submit_attempts``. Held or closed: left alone."""
+        if session.held or session.closed:
+            return
+        if session.busy == 0 and session.engine.submissions == 0:
+            self._forget(session)
+
     @staticmethod
     def _end_streams(session: _Session) -> None:
         """End every stream of ``session`` still open, as the session ended: expired when
@@ -1337,6 +1355,7 @@ class Gateway:
         engine.upstream_slots = anyio.CapacityLimiter(limits.upstream_requests_per_session)
         engine.claim = self._claimer(session)
         engine.on_answer = self._answer_keeper(session)
+        engine.on_submissions_over = functools.partial(self._let_go, session)
         session.last_used = time.monotonic()
         return session
 
@@ -1516,9 +1535,10 @@ class Gateway:
 
     async def _keep_alive(self) -> None:
         """Every third of the lease: renew the lease of every request this replica
-        claimed that still awaits its answer, and extend the store record of every held
-        session in use since its last extension (a request of it served, or being served:
-        an event stream of it open) once ``session_keepalive_s`` passed since then."""
+        claimed that still awaits its answer (in a session held here, or served here
+        without being held), and extend the store record of every held session in use
+        since its last extension (a request of it served, or being served: an event
+        stream of it open) once ``session_keepalive_s`` passed since then."""
         period = self.limits.lease_s / 3
         while not self._halted:
             await anyio.sleep(period)
@@ -1529,7 +1549,9 @@ class Gateway:
         first, then the session records (a store round trip each, which must not hold
         a lease's renewal back)."""
         sessions = list(self._sessions.values())
-        for session in sessions:
+        # a session not held (no room when the upstream accepted it) may serve a
+        # prompt too: its lease lapsing would end a call this replica still serves
+        for session in [*sessions, *self._provisional]:
             await self._renew(session)
         for session in sessions:
             sid = session.engine.session
@@ -1543,9 +1565,12 @@ class Gateway:
 
     async def _renew(self, session: _Session) -> None:
         """Renew the lease of each request of ``session`` this replica claimed that still
-        awaits its answer; forget the others."""
+        awaits its answer; forget the others. Nothing of a closed session (let go, or
+        forgotten, before or during the pass): its prompts are served here no more."""
         e, sid = session.engine, session.engine.session
         for rid in list(session.claimed):
+            if session.closed:
+                return
             if e.guard.state_of((sid or "", rid)) != "presented" or not sid:
                 session.claimed.discard(rid)
                 continue

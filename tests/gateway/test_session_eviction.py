@@ -10,7 +10,9 @@ go: an answer submission the guard will retry after its backoff (the client was 
 refused ``503`` while every held one has work under way, and served once one has none.
 Past ``session_idle_s`` with no request, a prompt no longer keeps its session. A session
 the upstream accepts while no room can be made is served but not held: held sessions
-never pass ``max_sessions``.
+never pass ``max_sessions``. Such a session is still kept while an answer submission of
+it is under way (let go once it ends), and the prompts it shows keep their leases while
+the replica serves them.
 
 Every wait is for something observed (a byte read, a request the upstream saw, a
 counter); timeouts only guard against hangs."""
@@ -26,6 +28,7 @@ import httpx2
 import pytest
 
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
+from fsm.gateway.store import MemoryStore
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -34,6 +37,9 @@ STEP = 5.0
 """Safety bound of one wait: it only elapses when the awaited thing never comes."""
 
 PING = {"jsonrpc": "2.0", "id": "b", "method": "ping"}
+
+ELSEWHERE = "held-elsewhere"
+"""B's session id: a session another replica began (recorded in the store)."""
 
 
 class RefusesInitializeOfB(scripted.PostScreen):
@@ -87,6 +93,22 @@ class GatedCalls(scripted.PostScreen):
             self.arrived.set()
             await self.gate.wait()
         return False
+
+
+class GatedCallsFirstAnswerUnavailable(GatedCalls):
+    """:class:`GatedCalls`, whose first JSON-RPC response POST (an answer submission)
+    also gets ``503`` without being taken, as :class:`FirstAnswerUnavailable` does
+    (``refused`` is set then)."""
+
+    def __init__(self, inner: scripted.Upstream, sid: str) -> None:
+        super().__init__(inner, sid)
+        self.first_answer = FirstAnswerUnavailable(inner)
+        self.refused = self.first_answer.refused
+
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
+        if await self.first_answer.screen(headers, msg, send):
+            return True
+        return await super().screen(headers, msg, send)
 
 
 async def a_prompt_shown(http: Any, url: str) -> tuple[str, dict[str, str]]:
@@ -285,3 +307,191 @@ async def test_a_session_accepted_with_no_room_is_served_not_held() -> None:
     assert b"progress" in got["a"] and b"progress" in got["b"]
     assert b_again.status_code == 200
     assert after == ["held-elsewhere"]
+
+
+async def test_an_answer_taken_in_a_session_served_not_held_reaches_the_server() -> None:
+    """At ``max_sessions`` (1) A's session is held and idle when B's call (a session
+    another replica began) is let in; the upstream holds B's call back until A's call is
+    under way, so when it accepts B's session no room can be made: B's session is served,
+    not held. B's call shows B's prompt; B answers, and the gateway says ``202`` (its
+    guard took the answer). The first submission gets ``503`` and the guard resubmits it
+    after its backoff (1 s); meanwhile B's call connection breaks, so B's session has no
+    request in flight. B's answer, taken with ``202``, still reaches the server, once,
+    as a held session's does (:func:`test_an_answer_being_resubmitted_keeps_its_session`);
+    once its submission is over, B's session is let go (not held, nothing under way)."""
+    a_release = anyio.Event()
+    inner = scripted.Upstream()
+
+    def script(msg: dict[str, Any], headers: dict[str, str]) -> list[Any]:
+        if headers.get("mcp-session-id") == ELSEWHERE:
+            return [
+                scripted.sse("e1", scripted.elicit(1)),
+                inner.answered,
+                scripted.sse("e2", scripted.result(7)),
+            ]
+        return [scripted.sse("a1", scripted.PROGRESS), a_release]
+
+    inner.script = script
+    up = GatedCallsFirstAnswerUnavailable(inner, ELSEWHERE)
+    config = replace(GATEWAY_GUARD, backoff_initial_s=1.0, backoff_max_s=1.0)
+    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
+    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
+    a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+    async with (
+        scripted.gateway_for(up, config=config, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+    ):
+        gateway = gw.gateway
+        await gateway.store.begin_session(ELSEWHERE)  # another replica began it
+        await scripted.initialize(http, gw.url)
+        async with anyio.create_task_group() as tg:
+            b_shown, b_left = anyio.Event(), anyio.Event()
+            got: dict[str, Any] = {}
+
+            async def b_calls() -> None:
+                async with http.stream("POST", gw.url, json=scripted.CALL, headers=b_head) as r:
+                    b_pieces = r.aiter_raw()  # kept: its reader going would end the call
+                    await scripted.read_until(b_pieces, b"elicitation/create")
+                    b_shown.set()
+                    got["answer"] = await http.post(gw.url, json=scripted.ANSWER, headers=b_head)
+                    with anyio.fail_after(STEP):
+                        await up.refused.wait()
+                b_left.set()  # B's call connection broke, its answer to be resubmitted
+
+            tg.start_soon(b_calls)
+            with anyio.fail_after(STEP):
+                await up.arrived.wait()
+            async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as r:
+                a_pieces = r.aiter_raw()  # kept: A's call goes on while B's is accepted
+                await scripted.read_until(a_pieces, b"progress")
+                up.gate.set()
+                with anyio.fail_after(STEP):
+                    await b_shown.wait()
+                held_during = sorted(gateway._sessions)
+                with anyio.fail_after(STEP):
+                    await b_left.wait()
+                b_session = gateway._unaccepted.get(ELSEWHERE)
+                with anyio.move_on_after(STEP):
+                    await inner.answered.wait()
+                a_release.set()
+        with anyio.fail_after(STEP):  # its submission's outcome reaches B's guard
+            while ELSEWHERE in gateway._unaccepted:
+                await anyio.sleep(0.01)
+        kept = b_session is not None and b_session in gateway._provisional
+    assert held_during == [scripted.SID]  # B's session served, not held
+    assert got["answer"].status_code == 202
+    assert inner.answered.is_set(), "B's answer, taken with 202, never reached the server"
+    assert [m["result"] for m in inner.responses("result")] == [{"action": "accept"}]
+    assert b_session is not None and not kept  # let go once nothing of it was under way
+
+
+async def test_a_prompt_shown_by_a_session_served_not_held_keeps_its_lease() -> None:
+    """Two replicas on one store (lease 0.3 s), ``max_sessions`` 1. On replica 1 B's
+    session is served, not held (as above), and B's call shows B's prompt, claimed there
+    under a lease. Replica 1 is alive and still serves B's call (B's connection to it
+    half-open), so it renews that lease as it does a held session's: six lease periods
+    later the claim has not lapsed, and a resume of B's stream on replica 2 (a balancer
+    without affinity) waits for B's answer instead of ending B's call with
+    ``claim-lapsed``; B answers through replica 2 and the resumed stream ends with the
+    call's result."""
+    a_release = anyio.Event()
+    gap = anyio.Event()  # the prompt comes in a read of its own, after B read e0
+    inner = scripted.Upstream()
+
+    def script(msg: dict[str, Any], headers: dict[str, str]) -> list[Any]:
+        if headers.get("mcp-session-id") == ELSEWHERE:
+            return [
+                scripted.sse("e0", scripted.PROGRESS),
+                gap,
+                scripted.sse("e1", scripted.elicit(1)),
+                inner.answered,
+                scripted.sse("e2", scripted.result(7)),
+            ]
+        return [scripted.sse("a1", scripted.PROGRESS), a_release]
+
+    inner.script = script
+    inner.replay = lambda cursor: [inner.answered, scripted.sse("e2", scripted.result(7))]
+    up = GatedCalls(inner, ELSEWHERE)
+    store = MemoryStore()
+    lease = 0.3
+    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0, lease_s=lease)
+    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
+    a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+    async with (
+        scripted.two_replicas_for(up, store=store, limits=limits) as (r1, r2),
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+    ):
+        await store.begin_session(ELSEWHERE)  # another replica began it
+        await scripted.initialize(http, r1.url)
+        async with anyio.create_task_group() as tg:
+            b_shown, b_finished = anyio.Event(), anyio.Event()
+            got: dict[str, bytes] = {}
+
+            async def b_calls() -> None:
+                async with http.stream("POST", r1.url, json=scripted.CALL, headers=b_head) as r:
+                    pieces = r.aiter_raw()
+                    got["shown"] = await scripted.read_until(pieces, b"progress")
+                    gap.set()
+                    got["shown"] += await scripted.read_until(pieces, b"elicitation/create")
+                    b_shown.set()
+                    await b_finished.wait()  # half-open: replica 1 still serves it
+
+            tg.start_soon(b_calls)
+            with anyio.fail_after(STEP):
+                await up.arrived.wait()
+            async with http.stream("POST", r1.url, json=scripted.CALL, headers=a_head) as r:
+                a_pieces = r.aiter_raw()  # kept: A's call goes on while B's is accepted
+                await scripted.read_until(a_pieces, b"progress")
+                up.gate.set()
+                with anyio.fail_after(STEP):
+                    await b_shown.wait()
+                held_on_r1 = sorted(r1.gateway._sessions)
+                # six lease periods go by while replica 1 serves B's call: returns early
+                # only if the claim lapses
+                with anyio.move_on_after(lease * 6):
+                    while not (await store.claim_status(ELSEWHERE, 1)).lapsed:
+                        await anyio.sleep(0.02)
+                lapsed = (await store.claim_status(ELSEWHERE, 1)).lapsed
+                prompt_id = next(
+                    eid for eid, d in scripted.parse(got["shown"]) if "elicitation" in d
+                )
+                get = {
+                    "accept": "text/event-stream",
+                    "mcp-session-id": ELSEWHERE,
+                    "last-event-id": str(prompt_id),
+                }
+                seen = b""
+                changed = anyio.Event()
+
+                async def until(word: bytes) -> None:
+                    nonlocal changed
+                    while word not in seen:
+                        await changed.wait()
+                        changed = anyio.Event()
+
+                async with http.stream("GET", r2.url, headers=get) as resumed:
+
+                    async def read_resumed() -> None:
+                        nonlocal seen
+                        async for piece in resumed.aiter_raw():
+                            seen += piece
+                            changed.set()
+
+                    tg.start_soon(read_resumed)
+                    # B reads its resumed stream a while before answering (its prompt is
+                    # open on replica 1, alive): nothing is to come before the answer
+                    with anyio.move_on_after(lease * 3):
+                        await until(b'"error"')
+                    if b'"error"' not in seen:
+                        answer = await http.post(r2.url, json=scripted.ANSWER, headers=b_head)
+                        assert answer.status_code == 202
+                        with anyio.move_on_after(STEP):
+                            await until(b'"id": 7')
+                b_finished.set()
+                a_release.set()
+    messages = [json.loads(d) for _, d in scripted.parse(seen) if d]
+    assert held_on_r1 == [scripted.SID]  # B's session served, not held, on replica 1
+    assert not lapsed, "the lease of a prompt replica 1 still serves lapsed"
+    assert messages and messages[-1] == scripted.result(7), (
+        f"B's call, its prompt alive on a running replica, ended with {messages}"
+    )
