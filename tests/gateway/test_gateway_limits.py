@@ -60,7 +60,7 @@ def test_a_hold_is_finite_and_not_negative(name: str, value: float) -> None:
 
 
 @pytest.mark.parametrize("name", HOLDS)
-def test_a_hold_of_zero_is_none(name: str) -> None:
+def test_a_hold_of_zero_is_accepted(name: str) -> None:
     assert getattr(GatewayLimits(**{name: 0.0}), name) == 0.0
 
 

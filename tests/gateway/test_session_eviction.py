@@ -377,12 +377,14 @@ async def test_an_answer_taken_in_a_session_served_not_held_reaches_the_server()
         with anyio.fail_after(STEP):  # its submission's outcome reaches B's guard
             while ELSEWHERE in gateway._unaccepted:
                 await anyio.sleep(0.01)
-        kept = b_session is not None and b_session in gateway._provisional
+        held_after = sorted(gateway._sessions)
     assert held_during == [scripted.SID]  # B's session served, not held
     assert got["answer"].status_code == 202
     assert inner.answered.is_set(), "B's answer, taken with 202, never reached the server"
     assert [m["result"] for m in inner.responses("result")] == [{"action": "accept"}]
-    assert b_session is not None and not kept  # let go once nothing of it was under way
+    # let go once nothing of it was under way: closed, and never held
+    assert b_session is not None and b_session.closed
+    assert held_after == [scripted.SID]
 
 
 async def test_a_prompt_shown_by_a_session_served_not_held_keeps_its_lease() -> None:
