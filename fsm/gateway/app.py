@@ -256,7 +256,9 @@ class GatewayLimits:
     drops nothing, and is refused (``503``) before it is sent upstream while every held
     one has work under way."""
     session_idle_s: float = 3600.0
-    """A session with no request for this long is dropped (its guard forgotten)."""
+    """A session with no request for this long is dropped (its guard forgotten) when
+    room is made (:attr:`max_sessions`), never while a request or an answer submission of
+    it is under way."""
     max_final: int = 1024 * 1024
     """Bytes of a stream's final response kept to answer a resume that lost it."""
     max_finals: int = 16
@@ -1256,7 +1258,7 @@ class Gateway:
                 return waiting
         unaccepted = len(self._unaccepted)
         if sid is not None and unaccepted >= self.limits.max_unaccepted:
-            raise _Full(f"gateway busy: {unaccepted} session ids not yet accepted here")
+            raise _Full(f"gateway busy: {unaccepted} sessions not held here have work under way")
         if sid is not None and await self._store.session_ended(sid) is not None:
             return None
         if not self._room_possible():  # refused before anything is sent upstream
@@ -1271,16 +1273,17 @@ class Gateway:
         return session
 
     def _unfile(self, session: _Session) -> None:
-        """``session`` awaits the upstream's acceptance no more (accepted, merged into
-        the held one of its id, or forgotten): it leaves the table of those that do by
-        the id it was filed under, whatever id the upstream gave it."""
+        """``session`` is counted among the sessions not held here no more (held, merged
+        into the held one of its id, or forgotten): it leaves their table by the id it
+        was filed under, whatever id the upstream gave it."""
         self._provisional.discard(session)
         sid, session.waiting_as = session.waiting_as, None
         if sid is not None and self._unaccepted.get(sid) is session:
             del self._unaccepted[sid]
 
     def _forget(self, session: _Session) -> None:
-        """Drop a session the upstream never accepted (its guard, its engine)."""
+        """Drop a session not held here (its guard, its engine): one the upstream never
+        accepted, or one it accepted when there was no room for it."""
         self._unfile(session)
         self._close(session)
 

@@ -362,12 +362,11 @@ class GuardedSession(GuardedConnection):
         (:func:`non_default`), so a release of the line without a newer parameter works
         while the caller leaves it alone.
         """
-        if name not in RACED_METHODS:
-            raise ValueError(f"{name!r} is not a request method a guarded session races")
+        method = raced_request(name)
         send = getattr(self.session, name)
         own = getattr(type(self), name, None)
         given = non_default(own, arguments) if callable(own) else dict(arguments)
-        return await self.call(lambda: send(**given), method=RACED_METHODS[name])
+        return await self.call(lambda: send(**given), method=method)
 
     @property
     def restored_calls(self) -> tuple[SseCall, ...]:
@@ -389,6 +388,15 @@ class GuardedSession(GuardedConnection):
         return await resume_call(self, rejoin, call)
 
 
+def raced_request(name: str) -> str | None:
+    """The JSON-RPC method the ``ClientSession`` method ``name`` sends, for a method a
+    guarded session races (:data:`RACED_METHODS`; ``None``: any request, as
+    ``send_request``); ``ValueError`` for a method it does not race."""
+    if name not in RACED_METHODS:
+        raise ValueError(f"{name!r} is not a request method a guarded session races")
+    return RACED_METHODS[name]
+
+
 def raced_method(
     sdk_method: Callable[Concatenate[Any, _P], Awaitable[_T]],
 ) -> Callable[Concatenate[GuardedSession, _P], Coroutine[Any, Any, _T]]:
@@ -403,8 +411,7 @@ def raced_method(
     Arguments are passed on by name (``sdk_method`` takes no ``*args`` or ``**kwargs``);
     ``ValueError`` for a method :data:`RACED_METHODS` does not name."""
     name = sdk_method.__name__
-    if name not in RACED_METHODS:
-        raise ValueError(f"{name!r} is not a request method a guarded session races")
+    sent = raced_request(name)
     signature = inspect.signature(sdk_method)
     receiver = next(iter(signature.parameters))
 
@@ -414,7 +421,7 @@ def raced_method(
         del arguments[receiver]
         return cast("_T", await self.raced(name, **arguments))
 
-    request = f"``{RACED_METHODS[name]}``" if RACED_METHODS[name] else "any request"
+    request = f"``{sent}``" if sent else "any request"
     method.__doc__ = f"``ClientSession.{name}`` ({request}), raced against the guard."
     return method
 
