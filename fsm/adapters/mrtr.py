@@ -110,7 +110,7 @@ async def guarded_call_tool(
     session = client.session
     requests: dict[RequestKey, Any] = {}  # question -> the SDK's InputRequest model
     answers: dict[RequestKey, Any] = {}  # question -> the callback's InputResponse model
-    unanswered: list[Exception] = []  # why a question went unanswered (_asking.Unanswered)
+    causes: list[Exception] = []  # what left a question unanswered (an SDK or callback error)
     prompts: dict[RequestKey, anyio.CancelScope] = {}
     final: types.CallToolResult | None = None
     done = anyio.Event()
@@ -151,7 +151,7 @@ async def guarded_call_tool(
             got = await _asking.ask_callback(session, shown, requests.get(key))
             if isinstance(got, _asking.Unanswered):  # ends the call, chained to its cause
                 if got.cause is not None:
-                    unanswered.append(got.cause)
+                    causes.append(got.cause)
                 post(mrtr.CallCancelled(got.reason))
             else:
                 answers[key] = got
@@ -206,6 +206,6 @@ async def guarded_call_tool(
                         await take(action, event)
             tg.cancel_scope.cancel()
     if failure is not None:
-        raise _stored.ERRORS.wrap(failure) from (unanswered[0] if unanswered else cause)
+        raise _stored.ERRORS.wrap(failure) from (causes[0] if causes else cause)
     assert final is not None
     return final
