@@ -31,6 +31,7 @@ import pytest
 from fsm.gateway.app import GATEWAY_GUARD
 from fsm.gateway.edge import HAS_HTTPTOOLS
 from fsm.gateway.ids import EventIdKeys
+from fsm.gateway.store import MemoryStore
 from fsm.wire.serving import lifespan, on_loopback, whole_body
 from support.gateway import RunningGateway, running_gateway
 
@@ -50,6 +51,7 @@ __all__ = [
     "Flood",
     "HeldCall",
     "HeldCallStream",
+    "Kept",
     "Piece",
     "PostScreen",
     "Refusal",
@@ -801,3 +803,27 @@ class HeldCall(SessionApp):
             raise RuntimeError("cut")  # uvicorn drops the connection: an abrupt end
         while (await receive())["type"] != "http.disconnect":
             pass  # held, with no event, until the gateway leaves
+
+
+class Kept(MemoryStore):
+    """A memory store that counts the extensions of session records it is asked for:
+    :attr:`kept` in all, :attr:`kept_of` per session."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kept = 0
+        self.kept_of: dict[str, int] = {}
+        self.changed = anyio.Event()
+
+    async def keep_session(self, session: str) -> None:
+        await super().keep_session(session)
+        self.kept += 1
+        self.kept_of[session] = self.kept_of.get(session, 0) + 1
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def kept_once_more(self, before: int, session: str | None = None) -> None:
+        """Until the records (of ``session``, if given) were extended more than
+        ``before`` times."""
+        while (self.kept if session is None else self.kept_of.get(session, 0)) <= before:
+            await self.changed.wait()

@@ -304,25 +304,6 @@ async def test_a_refusal_whose_body_never_ends_does_not_outlast_the_patience(
 # session whose record in the store expires
 
 
-class Kept(MemoryStore):
-    """A memory store that counts the extensions of session records it is asked for."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.kept = 0
-        self.changed = anyio.Event()
-
-    async def keep_session(self, session: str) -> None:
-        await super().keep_session(session)
-        self.kept += 1
-        self.changed.set()
-        self.changed = anyio.Event()
-
-    async def kept_once_more(self, before: int) -> None:
-        while self.kept <= before:
-            await self.changed.wait()
-
-
 async def test_a_session_busy_with_calls_keeps_its_store_record() -> None:
     """A session makes a call every 40 s of the store's clock (its TTL 100 s), none
     bringing a prompt; at 160 s a call brings one. The session is in use all along, so
@@ -330,7 +311,7 @@ async def test_a_session_busy_with_calls_keeps_its_store_record() -> None:
     ``session_keepalive_s``: every time here): the prompt is presented, not blanked by a
     claim that finds no record of the session."""
     now = [0.0]
-    store = Kept(ttl_s=100.0, clock=lambda: now[0])
+    store = scripted.Kept(ttl_s=100.0, clock=lambda: now[0])
     asks = {"on": False}
 
     def script(msg: dict[str, Any], _headers: dict[str, str]) -> list[bytes]:
@@ -371,7 +352,7 @@ async def test_a_session_busy_with_calls_keeps_its_store_record() -> None:
 async def test_an_idle_session_is_not_kept() -> None:
     """A session no request used since its record was last extended is not extended
     again: the store's TTL still ends the records of sessions nobody uses."""
-    store = Kept()
+    store = scripted.Kept()
     up = scripted.Upstream(call=[scripted.sse("e1", scripted.result(7))])
     limits = GatewayLimits(lease_s=3600.0, session_keepalive_s=0.0)  # no pass of its own
     async with scripted.gateway_for(up, store=store, limits=limits) as gw:
