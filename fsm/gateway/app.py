@@ -58,12 +58,12 @@ gets ``421`` or ``403``.
 (``413``), the time to send one (``408``), SSE event size (the stream ends with
 ``event-too-large``), the gateway's own upstream requests per session and its queued
 refusals, live streams per session (a stream no client reads is abandoned for a new
-one; with every one read, the new stream gets ``503``), sessions held (the least
-recently used with nothing under way is dropped for a session the upstream accepted; with
-none, a new session gets ``503``),
-sessions not yet accepted. Each session's work runs contained: its faults end its own
-interactions, never another's; if the gateway's own background work fails, it stops
-(``on_fatal``) instead of serving errors.
+one; with every one read, the new stream gets ``503``), sessions held (every session the
+upstream accepts is held, the least recently used with nothing under way dropped for it;
+with none, a new session gets ``503``, and one accepted meanwhile is held over the bound
+until sessions can be dropped), sessions not yet accepted. Each session's work runs
+contained: its faults end its own interactions, never another's; if the gateway's own
+background work fails, it stops (``on_fatal``) instead of serving errors.
 
 Limits (see docs/gateway.md): the gateway cannot know which events a client received
 before its connection broke; an event written to a connection that then broke counts as
@@ -249,12 +249,20 @@ class GatewayLimits:
     max_body: int = 4 * 1024 * 1024
     """Bytes of a request body; more gets ``413``."""
     max_sessions: int = 10_000
-    """Sessions (guards) held. Room is made when the upstream accepts a session: the
-    least recently used held one with nothing under way (no request in flight, no answer
-    submission pending, no prompt presented here awaiting its answer) is dropped. A
-    request of a session not held (an ``initialize``, an id held elsewhere or made up)
-    drops nothing, and is refused (``503``) before it is sent upstream while every held
-    one has work under way."""
+    """Sessions (guards) held. Every session the upstream accepts is held, room made for
+    it then: the least recently used held ones with nothing under way (no request in
+    flight, no answer submission pending, no prompt presented here awaiting its answer)
+    are dropped until fewer than this are held. A request of a session not held (an
+    ``initialize``, an id held elsewhere or made up) drops no session within the bound,
+    and is refused (``503``) before it is sent upstream while this many are held and
+    none could be dropped. The held sessions pass the bound only by sessions accepted
+    when no room could be made (every held one got work under way after their requests
+    were let in): a new session is let in only with at most this many held, so held
+    sessions number at most this plus the sessions not yet accepted with a request in
+    flight when the last new one was let in (at most ``max_unaccepted`` naming an id,
+    plus the ``initialize`` requests then in flight, bounded by the edge's connections).
+    What is over the bound is dropped, least recently used first, as soon as sessions
+    can be, checked when a new session's request is let in and when one is accepted."""
     session_idle_s: float = 3600.0
     """A session with no request for this long is dropped (its guard forgotten) when
     room is made (:attr:`max_sessions`), never while a request or an answer submission of
@@ -324,13 +332,11 @@ class GatewayLimits:
     lowered to ``max_receiving_bytes`` if needed. Given, at least ``max_body`` and at most
     ``max_receiving_bytes``."""
     max_unaccepted: int = 256
-    """Session ids at once not held here with a request in flight: not yet accepted by
-    the upstream, or accepted when no room could be made (``max_sessions``); past it
-    ``503``. A guard is made for such a session only while its request is in flight
-    (held if the upstream accepts it and there is room), and kept past its last request
-    only while an answer submission of it the client was told ``202`` for is under way
-    (at most ``max_submit_attempts`` of the guard's). An ``initialize`` (no session id
-    yet) is bounded by ``max_sessions`` and the edge's connections instead."""
+    """Session ids at once with a request in flight that the upstream has not accepted
+    here (a guard is made for such a session only while its request is in flight, held
+    once the upstream accepts it: :attr:`max_sessions`); past it ``503``. An
+    ``initialize`` (no session id yet) is bounded by ``max_sessions`` and the edge's
+    connections instead."""
     max_credentials: int = 8
     """Credentials the upstream accepted kept per session (the most recent ones: a
     client refreshing its token proves the new one with its next request)."""
@@ -606,12 +612,12 @@ class Gateway:
         """The last piece passed on of each finished stream, by session: its last event
         is the stream's result, parsed out only when a resume asks for it."""
         self._unaccepted: dict[str, _Session] = {}
-        """Sessions not held here, by the id they were filed under, while a request or an
-        answer submission is under way for them (shared by concurrent requests of one
-        id): at most ``max_unaccepted``."""
+        """Sessions the upstream has not accepted here, by the id they were filed under,
+        while a request is in flight for them (shared by concurrent requests of one id):
+        at most ``max_unaccepted``."""
         self._provisional: set[_Session] = set()
-        """Every session not held here with a request or an answer submission under way
-        (``initialize``s included: :meth:`_let_go` forgets each once none is)."""
+        """Every session not yet accepted with a request in flight (``initialize``s
+        included)."""
         self._http: httpx2.AsyncClient | None = None
         self._tg: TaskGroup | None = None
         self._halted = False
@@ -871,8 +877,8 @@ class Gateway:
             session.last_used = time.monotonic()
             if session.held:
                 await self._after(session)
-            else:
-                self._let_go(session)
+            elif session.busy == 0:  # never accepted, or merged into the held one
+                self._forget(session)
 
     async def _serve(
         self,
@@ -986,12 +992,13 @@ class Gateway:
 
     async def _accept(self, session: _Session) -> None:
         """The upstream accepted a request of ``session``: hold it, room made for it now
-        (:meth:`_make_room`). With no room (every held session got work under way since
-        its request was let in), it is not held: its requests in flight are served as
-        those of a session not held here, and a later request of it is held if there is
-        room then; held sessions never pass ``max_sessions``. A session that began here
-        (its ``initialize`` was answered) is recorded in the store before the client
-        learns its id, held or not, so no claim of it can come first."""
+        (:meth:`_make_room`). It is held even with no room (every held session got work
+        under way since its request was let in): the table then passes ``max_sessions``
+        by it until sessions can be let go (the bound: :attr:`GatewayLimits.max_sessions`).
+        Every session with a proven credential is thus held, so its answers taken, its
+        prompts' leases and its store record are kept as any held session's. A session
+        that began here (its ``initialize`` was answered) is recorded in the store before
+        the client learns its id, so no claim of it can come first."""
         sid = session.engine.session
         assert sid is not None
         held = self._sessions.get(sid)
@@ -1000,10 +1007,10 @@ class Gateway:
             return
         if held is session:
             return
-        if self._make_room():
-            session.held = True
-            self._unfile(session)
-            self._hold(sid, session)
+        self._make_room()  # with no room, held over the bound all the same
+        session.held = True
+        self._unfile(session)
+        self._hold(sid, session)
         if session.began_here:
             session.kept_at = time.monotonic()
             try:
@@ -1244,9 +1251,10 @@ class Gateway:
         upstream accepts a request of it; for ``None`` (an ``initialize``) a new one,
         kept once the upstream answers it with a session id. ``None`` when the session
         ended. Raises :class:`_Full` when there is no room: ``max_sessions`` are held and
-        none could be let go (:meth:`_droppable`). It lets none go: a request that may
-        never be held (a made-up id, an ``initialize`` the upstream refuses) must not
-        cost a held session its guard; room is made once the upstream accepts the
+        none could be let go (:meth:`_droppable`). It lets go only sessions held over
+        ``max_sessions`` (accepted when no room could be made): a request that may never
+        be held (a made-up id, an ``initialize`` the upstream refuses) must not cost a
+        session within the bound its guard; room is made once the upstream accepts the
         session (:meth:`_accept`)."""
         if sid is not None:
             held = self._sessions.get(sid)
@@ -1261,6 +1269,11 @@ class Gateway:
             raise _Full(f"gateway busy: {unaccepted} sessions not held here have work under way")
         if sid is not None and await self._store.session_ended(sid) is not None:
             return None
+        if len(self._sessions) > self.limits.max_sessions:
+            # sessions held over the bound (accepted with no room) go first: let in only
+            # with the table within it, held sessions pass it by no more than the
+            # sessions not yet accepted at once
+            self._make_room(room=0)
         if not self._room_possible():  # refused before anything is sent upstream
             raise _Full(f"gateway full: {self.limits.max_sessions} sessions in use")
         session = self._new_session(sid)
@@ -1273,33 +1286,21 @@ class Gateway:
         return session
 
     def _unfile(self, session: _Session) -> None:
-        """``session`` is counted among the sessions not held here no more (held, merged
-        into the held one of its id, or forgotten): it leaves their table by the id it
-        was filed under, whatever id the upstream gave it."""
+        """``session`` is counted among the sessions not yet accepted no more (held,
+        merged into the held one of its id, or forgotten): it leaves their table by the id
+        it was filed under, whatever id the upstream gave it."""
         self._provisional.discard(session)
         sid, session.waiting_as = session.waiting_as, None
         if sid is not None and self._unaccepted.get(sid) is session:
             del self._unaccepted[sid]
 
     def _forget(self, session: _Session) -> None:
-        """Drop a session not held here (its guard, its engine): one the upstream never
-        accepted, or one it accepted when there was no room for it."""
+        """Drop a session not held here (its guard, its engine) once its last request
+        ended: one for which the upstream accepted no credential (its requests refused,
+        or relayed as a stranger's: its guard took no answer and presented no prompt),
+        or one merged into the held session of its id (:meth:`_accept`)."""
         self._unfile(session)
         self._close(session)
-
-    def _let_go(self, session: _Session) -> None:
-        """Forget ``session``, not held here (never accepted, or served with no room to
-        hold it), once nothing of it is under way: no request of it in flight, and no
-        answer submission of its guard not ended (the client was told ``202``;
-        forgetting the session would cancel the submission). Called as each request of
-        it ends and as its last submission ends (:attr:`SessionIO.on_submissions_over`).
-        Until then it stays among the sessions not held (``max_unaccepted`` counts it
-        under the id it was filed by); a submission ends within the guard's
-        ``max_submit_attempts``. Held or closed: left alone."""
-        if session.held or session.closed:
-            return
-        if session.busy == 0 and session.engine.submissions == 0:
-            self._forget(session)
 
     @staticmethod
     def _end_streams(session: _Session) -> None:
@@ -1358,29 +1359,29 @@ class Gateway:
         engine.upstream_slots = anyio.CapacityLimiter(limits.upstream_requests_per_session)
         engine.claim = self._claimer(session)
         engine.on_answer = self._answer_keeper(session)
-        engine.on_submissions_over = functools.partial(self._let_go, session)
         session.last_used = time.monotonic()
         return session
 
-    def _make_room(self) -> bool:
-        """Drop the sessions unused past ``session_idle_s`` and, while ``max_sessions``
-        are held, the least recently used ones, of those that may be let go
-        (:meth:`_droppable`); whether there is room for one more. Called only for a
-        session the upstream accepted (:meth:`_accept`)."""
+    def _make_room(self, room: int = 1) -> None:
+        """Drop the sessions unused past ``session_idle_s`` and, while more than
+        ``max_sessions - room`` are held, the least recently used ones, of those that may
+        be let go (:meth:`_droppable`): as many as it takes, the table may be over the
+        bound (:meth:`_accept`). ``room`` 1 makes room for a session the upstream
+        accepted (:meth:`_accept`); 0 only trims the table back to the bound."""
         now = time.monotonic()
+        most = self.limits.max_sessions - room
         for old_sid, old in list(self._sessions.items()):
             idle = now - old.last_used > self.limits.session_idle_s
-            full = len(self._sessions) >= self.limits.max_sessions
-            if not (idle or full):
+            if not (idle or len(self._sessions) > most):
                 break  # least recently used first: the rest are newer
             if self._droppable(old, now):
                 self._close(old)
                 del self._sessions[old_sid]
-        return len(self._sessions) < self.limits.max_sessions
 
     def _room_possible(self) -> bool:
         """Whether :meth:`_make_room` would find room now, letting nothing go: fewer
-        than ``max_sessions`` held, or one of them droppable."""
+        than ``max_sessions`` held, or one of them droppable (the table held within the
+        bound: :meth:`_session_for` trims it first)."""
         if len(self._sessions) < self.limits.max_sessions:
             return True
         now = time.monotonic()
@@ -1393,8 +1394,8 @@ class Gateway:
         cancel it), keep it. So does a prompt this replica presented (claimed, its lease
         renewed here) still awaiting its answer, until the session has had no request
         for ``session_idle_s``: its client is gone, and the prompt's lease then lapses.
-        Sessions with work under way are bounded by ``max_sessions`` (a new one is
-        refused ``503`` while none can be let go)."""
+        Sessions with work under way are bounded as held sessions are (a new one is
+        refused ``503`` while none can be let go: :attr:`GatewayLimits.max_sessions`)."""
         e = session.engine
         if session.busy > 0 or e.submissions > 0:
             return False
@@ -1538,10 +1539,11 @@ class Gateway:
 
     async def _keep_alive(self) -> None:
         """Every third of the lease: renew the lease of every request this replica
-        claimed that still awaits its answer (in a session held here, or served here
-        without being held), and extend the store record of every held session in use
-        since its last extension (a request of it served, or being served: an event
-        stream of it open) once ``session_keepalive_s`` passed since then."""
+        claimed that still awaits its answer, and extend the store record of every held
+        session in use since its last extension (a request of it served, or being served:
+        an event stream of it open) once ``session_keepalive_s`` passed since then. Held
+        sessions only: every session with a proven credential is held (:meth:`_accept`);
+        one without presents no prompt (its streams are relayed untracked)."""
         period = self.limits.lease_s / 3
         while not self._halted:
             await anyio.sleep(period)
@@ -1552,9 +1554,7 @@ class Gateway:
         first, then the session records (a store round trip each, which must not hold
         a lease's renewal back)."""
         sessions = list(self._sessions.values())
-        # a session not held (no room when the upstream accepted it) may serve a
-        # prompt too: its lease lapsing would end a call this replica still serves
-        for session in [*sessions, *self._provisional]:
+        for session in sessions:
             await self._renew(session)
         for session in sessions:
             sid = session.engine.session
@@ -1568,8 +1568,9 @@ class Gateway:
 
     async def _renew(self, session: _Session) -> None:
         """Renew the lease of each request of ``session`` this replica claimed that still
-        awaits its answer; forget the others. Nothing of a closed session (let go, or
-        forgotten, before or during the pass): its prompts are served here no more."""
+        awaits its answer; forget the others. Nothing of a closed session (let go for
+        room, or ended, before or during the pass): its prompts are served here no
+        more."""
         e, sid = session.engine, session.engine.session
         for rid in list(session.claimed):
             if session.closed:

@@ -8,11 +8,16 @@ upstream refuses) lets no held session go. A session with work under way is not 
 go: an answer submission the guard will retry after its backoff (the client was told
 ``202``), a prompt this replica presented that still awaits its answer; a new session is
 refused ``503`` while every held one has work under way, and served once one has none.
-Past ``session_idle_s`` with no request, a prompt no longer keeps its session. A session
-the upstream accepts while no room can be made is served but not held: held sessions
-never pass ``max_sessions``. Such a session is still kept while an answer submission of
-it is under way (let go once it ends), and the prompts it shows keep their leases while
-the replica serves them.
+Past ``session_idle_s`` with no request, a prompt no longer keeps its session.
+
+Every session the upstream accepts is held: one accepted while no room can be made
+(every held session got work under way after its request was let in) is held over
+``max_sessions``, a new session is refused ``503`` while none can be let go, and the
+table is trimmed back below the bound once sessions can be let go. A session held over
+the bound is held as any other: its answer taken with ``202`` reaches the server, or
+the submission's failure reaches its client's resume; the prompts it shows keep their
+leases while the replica runs, whether or not their client is still connected to it;
+its store record is extended while it is in use.
 
 Every wait is for something observed (a byte read, a request the upstream saw, a
 counter); timeouts only guard against hangs."""
@@ -95,6 +100,28 @@ class GatedCalls(scripted.PostScreen):
         return False
 
 
+class GatedCallsAnswersUnavailable(GatedCalls):
+    """:class:`GatedCalls`, which also answers every JSON-RPC response POST (an answer
+    submission) ``503`` without taking it, counted in ``refusals``: the first sets
+    ``refused``, and each one after it waits for ``later`` first."""
+
+    def __init__(self, inner: scripted.Upstream, sid: str) -> None:
+        super().__init__(inner, sid)
+        self.refused, self.later = anyio.Event(), anyio.Event()
+        self.refusals = 0
+
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
+        if not (isinstance(msg, dict) and "method" not in msg):
+            return await super().screen(headers, msg, send)
+        if self.refused.is_set():
+            await self.later.wait()
+        self.refusals += 1
+        await send({"type": "http.response.start", "status": 503, "headers": []})
+        await send({"type": "http.response.body", "body": b"busy"})
+        self.refused.set()
+        return True
+
+
 class GatedCallsFirstAnswerUnavailable(GatedCalls):
     """:class:`GatedCalls`, whose first JSON-RPC response POST (an answer submission)
     also gets ``503`` without being taken, as :class:`FirstAnswerUnavailable` does
@@ -120,6 +147,15 @@ async def a_prompt_shown(http: Any, url: str) -> tuple[str, dict[str, str]]:
     async with http.stream("POST", url, json=scripted.CALL, headers=a_head) as stream:
         await scripted.read_until(stream.aiter_raw(), b"elicitation/create")
     return sid, a_head
+
+
+async def until(pred: Any, seconds: float = STEP) -> bool:
+    """Poll ``pred()`` (an observation of state, not a race provoker) up to ``seconds``;
+    whether it holds."""
+    with anyio.move_on_after(seconds):
+        while not pred():
+            await anyio.sleep(0.01)
+    return bool(pred())
 
 
 async def no_request_in_flight(gw: Any, sid: str) -> None:
@@ -258,24 +294,30 @@ async def test_a_prompt_does_not_keep_a_session_unused_past_session_idle_s() -> 
     assert held == [c.headers["mcp-session-id"]]
 
 
-async def test_a_session_accepted_with_no_room_is_served_not_held() -> None:
+async def test_a_session_accepted_with_no_room_is_held_over_the_bound_until_sessions_free() -> None:
     """At ``max_sessions`` (1) A's session is idle when B's call (a session held
     elsewhere) is let in; the upstream holds B's call back while A's call begins, so when
-    the upstream accepts B's session every held one is busy. B's call is served, B's
-    session not held (held sessions never pass ``max_sessions``), and A's call goes on.
-    Once both calls ended, B's next call holds B's session, A's let go for it."""
+    the upstream accepts B's session no held one can be let go. B's session is held all
+    the same (two held: one over the bound) and both calls go on; a new session is refused
+    ``503`` meanwhile (none can be let go). Once both calls ended, a new session C is
+    served, the table trimmed back below the bound for it: A's and B's sessions are let
+    go, C's alone is held."""
     inner = scripted.Upstream(
-        call=[scripted.sse("e1", scripted.PROGRESS)], hold=anyio.Event(), complete=True
+        call=[scripted.sse("e1", scripted.PROGRESS)],
+        hold=anyio.Event(),
+        complete=True,
+        issue_sessions=True,
     )
-    up = GatedCalls(inner, "held-elsewhere")
+    up = GatedCalls(inner, ELSEWHERE)
     limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
-    b_head = {**scripted.HEAD, "mcp-session-id": "held-elsewhere"}
+    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
     async with (
         scripted.gateway_for(up, limits=limits) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
-        await scripted.initialize(http, gw.url)
-        a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+        a = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
+        a_sid = a.headers["mcp-session-id"]
+        a_head = {**scripted.HEAD, "mcp-session-id": a_sid}
         async with anyio.create_task_group() as tg:
             got: dict[str, bytes] = {}
             b_began = anyio.Event()
@@ -298,27 +340,34 @@ async def test_a_session_accepted_with_no_room_is_served_not_held() -> None:
                 with anyio.fail_after(STEP):
                     await b_began.wait()
                 during = sorted(gw.gateway._sessions)
+                refused = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
                 inner.hold.set()
                 async for piece in pieces:
                     got["a"] += piece
-        b_again = await http.post(gw.url, json=scripted.CALL, headers=b_head)
+        await no_request_in_flight(gw, a_sid)
+        await no_request_in_flight(gw, ELSEWHERE)
+        held_then = sorted(gw.gateway._sessions)
+        c = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
         after = sorted(gw.gateway._sessions)
-    assert during == [scripted.SID], "held sessions passed max_sessions"
     assert b"progress" in got["a"] and b"progress" in got["b"]
-    assert b_again.status_code == 200
-    assert after == ["held-elsewhere"]
+    assert during == sorted([a_sid, ELSEWHERE]), "B's session, accepted, was not held"
+    assert refused.status_code == 503 and "gateway full" in refused.text
+    assert held_then == during  # over the bound until a session needs the room
+    assert c.status_code == 200
+    assert after == [c.headers["mcp-session-id"]]
 
 
-async def test_an_answer_taken_in_a_session_served_not_held_reaches_the_server() -> None:
+async def test_an_answer_taken_in_a_session_held_over_the_bound_reaches_the_server() -> None:
     """At ``max_sessions`` (1) A's session is held and idle when B's call (a session
     another replica began) is let in; the upstream holds B's call back until A's call is
-    under way, so when it accepts B's session no room can be made: B's session is served,
-    not held. B's call shows B's prompt; B answers, and the gateway says ``202`` (its
-    guard took the answer). The first submission gets ``503`` and the guard resubmits it
-    after its backoff (1 s); meanwhile B's call connection breaks, so B's session has no
-    request in flight. B's answer, taken with ``202``, still reaches the server, once,
-    as a held session's does (:func:`test_an_answer_being_resubmitted_keeps_its_session`);
-    once its submission is over, B's session is let go (not held, nothing under way)."""
+    under way, so when it accepts B's session no room can be made: B's session is held
+    over the bound. B's call shows B's prompt; B answers, and the gateway says ``202``
+    (its guard took the answer). The first submission gets ``503`` and the guard
+    resubmits it after its backoff (1 s); meanwhile B's call connection breaks, so B's
+    session has no request in flight. B's answer, taken with ``202``, reaches the server,
+    once, as any held session's does
+    (:func:`test_an_answer_being_resubmitted_keeps_its_session`), and B's session is
+    still held (the same guard) once its submission is over."""
     a_release = anyio.Event()
     inner = scripted.Upstream()
 
@@ -370,28 +419,28 @@ async def test_an_answer_taken_in_a_session_served_not_held_reaches_the_server()
                 held_during = sorted(gateway._sessions)
                 with anyio.fail_after(STEP):
                     await b_left.wait()
-                b_session = gateway._unaccepted.get(ELSEWHERE)
+                b_session = gateway._sessions.get(ELSEWHERE)
                 with anyio.move_on_after(STEP):
                     await inner.answered.wait()
                 a_release.set()
-        with anyio.fail_after(STEP):  # its submission's outcome reaches B's guard
-            while ELSEWHERE in gateway._unaccepted:
-                await anyio.sleep(0.01)
+        # its submission's outcome reaches B's guard
+        over = await until(lambda: b_session is None or b_session.engine.submissions == 0)
+        b_kept = b_session is not None and not b_session.closed
+        b_kept = b_kept and gateway._sessions.get(ELSEWHERE) is b_session
         held_after = sorted(gateway._sessions)
-    assert held_during == [scripted.SID]  # B's session served, not held
     assert got["answer"].status_code == 202
     assert inner.answered.is_set(), "B's answer, taken with 202, never reached the server"
     assert [m["result"] for m in inner.responses("result")] == [{"action": "accept"}]
-    # let go once nothing of it was under way: closed, and never held
-    assert b_session is not None and b_session.closed
-    assert held_after == [scripted.SID]
+    assert held_during == sorted([scripted.SID, ELSEWHERE])  # B's held over the bound
+    assert over and b_kept, "B's session was let go with its answer under way"
+    assert held_after == held_during
 
 
-async def test_a_prompt_shown_by_a_session_served_not_held_keeps_its_lease() -> None:
+async def test_a_prompt_shown_by_a_session_held_over_the_bound_keeps_its_lease() -> None:
     """Two replicas on one store (lease 0.3 s), ``max_sessions`` 1. On replica 1 B's
-    session is served, not held (as above), and B's call shows B's prompt, claimed there
-    under a lease. Replica 1 is alive and still serves B's call (B's connection to it
-    half-open), so it renews that lease as it does a held session's: six lease periods
+    session is held over the bound (as above), and B's call shows B's prompt, claimed
+    there under a lease. Replica 1 is alive and still serves B's call (B's connection to
+    it half-open), so it renews that lease as it does any held session's: six lease periods
     later the claim has not lapsed, and a resume of B's stream on replica 2 (a balancer
     without affinity) waits for B's answer instead of ending B's call with
     ``claim-lapsed``; B answers through replica 2 and the resumed stream ends with the
@@ -492,8 +541,286 @@ async def test_a_prompt_shown_by_a_session_served_not_held_keeps_its_lease() -> 
                 b_finished.set()
                 a_release.set()
     messages = [json.loads(d) for _, d in scripted.parse(seen) if d]
-    assert held_on_r1 == [scripted.SID]  # B's session served, not held, on replica 1
     assert not lapsed, "the lease of a prompt replica 1 still serves lapsed"
     assert messages and messages[-1] == scripted.result(7), (
         f"B's call, its prompt alive on a running replica, ended with {messages}"
     )
+    assert held_on_r1 == sorted([scripted.SID, ELSEWHERE])  # B's held over the bound
+
+
+async def test_a_failed_submission_in_a_session_held_over_the_bound_reaches_its_resume() -> None:
+    """One replica, ``max_sessions`` 1: A's session is held and busy when B's session
+    (begun on another replica) is accepted, so B's is held over the bound. B's call shows
+    B's prompt; B answers (``202``: the guard took it); the upstream refuses every
+    submission (``503``), and B's call connection breaks after the first. The guard
+    spends ``max_submit_attempts`` and ends B's call with ``submission-failed``. B then
+    resumes its call stream and gets that outcome (B was told ``202``; talking to the
+    server directly B would have seen the ``503``), from B's session, still held: the
+    resume does not go upstream, where the server (which never got the answer) still
+    waits."""
+    a_release = anyio.Event()
+    never = anyio.Event()
+    inner = scripted.Upstream()
+
+    def script(msg: dict[str, Any], headers: dict[str, str]) -> list[Any]:
+        if headers.get("mcp-session-id") == ELSEWHERE:
+            return [scripted.sse("e1", scripted.elicit(1)), never]
+        return [
+            scripted.sse("a1", scripted.PROGRESS),
+            a_release,
+            scripted.sse("a2", scripted.result(7)),
+        ]
+
+    inner.script = script
+    inner.replay = lambda cursor: [never]  # the server never got B's answer: still asking
+    up = GatedCallsAnswersUnavailable(inner, ELSEWHERE)
+    config = replace(GATEWAY_GUARD, backoff_initial_s=0.05, backoff_max_s=0.05)
+    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
+    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
+    a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+    seen = b""
+    async with (
+        scripted.gateway_for(up, config=config, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+    ):
+        gateway = gw.gateway
+        await gateway.store.begin_session(ELSEWHERE)  # another replica began it
+        await scripted.initialize(http, gw.url)
+        got: dict[str, Any] = {}
+        async with anyio.create_task_group() as tg:
+            b_left = anyio.Event()
+
+            async def b_calls() -> None:
+                async with http.stream("POST", gw.url, json=scripted.CALL, headers=b_head) as r:
+                    pieces = r.aiter_raw()
+                    got["shown"] = await scripted.read_until(pieces, b"elicitation/create")
+                    got["answer"] = await http.post(gw.url, json=scripted.ANSWER, headers=b_head)
+                    with anyio.fail_after(STEP):
+                        await up.refused.wait()
+                b_left.set()  # B's call connection broke; its answer is being resubmitted
+
+            tg.start_soon(b_calls)
+            with anyio.fail_after(STEP):
+                await up.arrived.wait()
+            async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as r:
+                a_pieces = r.aiter_raw()
+                await scripted.read_until(a_pieces, b"progress")
+                up.gate.set()
+                with anyio.fail_after(STEP):
+                    await b_left.wait()
+                with anyio.fail_after(STEP):  # the gateway left B's call stream
+                    await inner.wait_until(lambda u: u.left >= 1)
+                got["held"] = sorted(gateway._sessions)
+                up.later.set()  # the remaining submissions are refused too
+                spent = await until(lambda: up.refusals >= config.max_submit_attempts)
+                assert spent, up.refusals
+                a_release.set()
+                await scripted.read_until(a_pieces, b'"id": 7')
+        # B's submissions are over (the guard ended B's call); B resumes its call stream
+        b_session = gateway._sessions.get(ELSEWHERE)
+        await until(lambda: b_session is None or b_session.engine.submissions == 0)
+        prompt_id = next(e for e, d in scripted.parse(got["shown"]) if "elicitation" in d)
+        get = {
+            "accept": "text/event-stream",
+            "mcp-session-id": ELSEWHERE,
+            "last-event-id": prompt_id,
+        }
+        with anyio.move_on_after(STEP):
+            async with http.stream("GET", gw.url, headers=get) as resumed:
+                got["resume_status"] = resumed.status_code
+                async for piece in resumed.aiter_raw():
+                    seen += piece
+                    if b'"error"' in seen:
+                        break
+        never.set()
+    assert got["answer"].status_code == 202
+    assert b"submission-failed" in seen, (
+        f"B was told 202, its answer never reached the server, and B's resume got "
+        f"{got.get('resume_status')} {seen!r}: the call has no outcome"
+    )
+    assert got["held"] == sorted([scripted.SID, ELSEWHERE])  # B's held over the bound
+
+
+async def test_a_prompt_shown_by_a_session_held_over_the_bound_keeps_its_lease_once_moved() -> None:
+    """Two replicas on one store (lease 0.3 s), ``max_sessions`` 1. On replica 1 B's
+    session is held over the bound (as above), and B's call shows B's prompt, claimed
+    there under a lease. B's connection to replica 1 breaks (a balancer moved B) and B
+    resumes its stream on replica 2, where the person takes a while (six leases) to
+    answer. Replica 1 is alive and its guard presented the prompt, so it keeps renewing
+    the lease (the presented prompt keeps B's session: ``_droppable``): replica 2 waits
+    for B's answer, and B's answer ends the call with its result (as it would, direct)."""
+    a_release = anyio.Event()
+    inner = scripted.Upstream()
+
+    def script(msg: dict[str, Any], headers: dict[str, str]) -> list[Any]:
+        if headers.get("mcp-session-id") == ELSEWHERE:
+            return [
+                scripted.sse("e1", scripted.elicit(1)),
+                inner.answered,
+                scripted.sse("e2", scripted.result(7)),
+            ]
+        return [
+            scripted.sse("a1", scripted.PROGRESS),
+            a_release,
+            scripted.sse("a2", scripted.result(7)),
+        ]
+
+    inner.script = script
+    inner.replay = lambda cursor: [inner.answered, scripted.sse("e2", scripted.result(7))]
+    up = GatedCalls(inner, ELSEWHERE)
+    store = MemoryStore()
+    lease = 0.3
+    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0, lease_s=lease)
+    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
+    a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+    seen = b""
+    got: dict[str, Any] = {}
+    async with (
+        scripted.two_replicas_for(up, store=store, limits=limits) as (r1, r2),
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+    ):
+        await store.begin_session(ELSEWHERE)  # another replica began it
+        await scripted.initialize(http, r1.url)
+        async with anyio.create_task_group() as tg:
+            b_left = anyio.Event()
+
+            async def b_calls() -> None:
+                async with http.stream("POST", r1.url, json=scripted.CALL, headers=b_head) as r:
+                    pieces = r.aiter_raw()
+                    got["shown"] = await scripted.read_until(pieces, b"elicitation/create")
+                b_left.set()  # B's connection to replica 1 broke
+
+            tg.start_soon(b_calls)
+            with anyio.fail_after(STEP):
+                await up.arrived.wait()
+            async with http.stream("POST", r1.url, json=scripted.CALL, headers=a_head) as r:
+                a_pieces = r.aiter_raw()
+                await scripted.read_until(a_pieces, b"progress")
+                up.gate.set()
+                with anyio.fail_after(STEP):
+                    await b_left.wait()
+                got["held"] = sorted(r1.gateway._sessions)
+                prompt_id = next(e for e, d in scripted.parse(got["shown"]) if "elicitation" in d)
+                get = {
+                    "accept": "text/event-stream",
+                    "mcp-session-id": ELSEWHERE,
+                    "last-event-id": prompt_id,
+                }
+                changed = anyio.Event()
+
+                async def until_seen(word: bytes) -> None:
+                    nonlocal changed
+                    while word not in seen:
+                        await changed.wait()
+                        changed = anyio.Event()
+
+                async with http.stream("GET", r2.url, headers=get) as resumed:
+
+                    async def read_resumed() -> None:
+                        nonlocal seen, changed
+                        async for piece in resumed.aiter_raw():
+                            seen += piece
+                            changed.set()
+
+                    tg.start_soon(read_resumed)
+                    # the person takes six lease periods to answer; replica 1 is alive:
+                    # returns early only if the call ends first
+                    with anyio.move_on_after(lease * 6):
+                        await until_seen(b'"error"')
+                    got["lapsed"] = (await store.claim_status(ELSEWHERE, 1)).lapsed
+                    if b'"error"' not in seen:
+                        answer = await http.post(r2.url, json=scripted.ANSWER, headers=b_head)
+                        got["answer"] = answer.status_code
+                        with anyio.move_on_after(STEP):
+                            await until_seen(b'"id": 7')
+                a_release.set()
+    messages = [json.loads(d) for _, d in scripted.parse(seen) if d]
+    assert not got["lapsed"], "the lease of a prompt replica 1 presented lapsed while it ran"
+    assert messages and messages[-1] == scripted.result(7), (
+        f"B's call, its prompt presented by a running replica, ended with {messages}"
+    )
+    assert got["held"] == sorted([scripted.SID, ELSEWHERE])  # B's held over the bound
+
+
+async def test_a_session_held_over_the_bound_keeps_its_store_record_while_in_use() -> None:
+    """One replica, a store keeping records 100 s of its clock (``ttl_s``),
+    ``max_sessions`` 1. B's session (begun on another replica, recorded in the store) is
+    held over the bound (as above), and B's call streams progress while the store's
+    clock moves 240 s, in steps of 60 s, before its prompt comes. B's session is in use,
+    so its record is extended after each step (``session_keepalive_s``) as any held
+    session's is: the prompt's claim finds it, and B's call shows its prompt (as it
+    would, direct) instead of ending with ``store-state-lost``."""
+    a_release, gap = anyio.Event(), anyio.Event()
+    inner = scripted.Upstream()
+
+    def script(msg: dict[str, Any], headers: dict[str, str]) -> list[Any]:
+        if headers.get("mcp-session-id") == ELSEWHERE:
+            return [
+                scripted.sse("e0", scripted.PROGRESS),
+                gap,
+                scripted.sse("e1", scripted.elicit(1)),
+                inner.answered,
+                scripted.sse("e2", scripted.result(7)),
+            ]
+        return [
+            scripted.sse("a1", scripted.PROGRESS),
+            a_release,
+            scripted.sse("a2", scripted.result(7)),
+        ]
+
+    inner.script = script
+    up = GatedCalls(inner, ELSEWHERE)
+    now = [0.0]
+    store = scripted.Kept(ttl_s=100.0, clock=lambda: now[0])
+    limits = GatewayLimits(
+        max_sessions=1, standalone_hold_s=0, lease_s=0.3, session_keepalive_s=0.0
+    )
+    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
+    a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+    got: dict[str, Any] = {}
+    async with (
+        scripted.gateway_for(up, store=store, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+    ):
+        await store.begin_session(ELSEWHERE)  # another replica began it
+        await scripted.initialize(http, gw.url)
+        async with anyio.create_task_group() as tg:
+            b_progress, b_done = anyio.Event(), anyio.Event()
+
+            async def b_calls() -> None:
+                async with http.stream("POST", gw.url, json=scripted.CALL, headers=b_head) as r:
+                    pieces = r.aiter_raw()
+                    got["b"] = await scripted.read_until(pieces, b"progress")
+                    b_progress.set()
+                    with anyio.move_on_after(STEP):
+                        while not any(w in got["b"] for w in (b"elicitation/create", b'"error"')):
+                            got["b"] += await pieces.__anext__()
+                b_done.set()
+
+            tg.start_soon(b_calls)
+            with anyio.fail_after(STEP):
+                await up.arrived.wait()
+            async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as r:
+                a_pieces = r.aiter_raw()
+                await scripted.read_until(a_pieces, b"progress")
+                up.gate.set()
+                with anyio.fail_after(STEP):
+                    await b_progress.wait()
+                got["held"] = sorted(gw.gateway._sessions)
+                # the store's clock passes the record's life, a step at a time, while
+                # B's call goes on without a prompt; each step is followed by an
+                # extension of B's record (the keep-alive pass of a held session)
+                for step in range(1, 5):
+                    kept = store.kept_of.get(ELSEWHERE, 0)
+                    now[0] = 60.0 * step
+                    with anyio.move_on_after(STEP):
+                        await store.kept_once_more(kept, ELSEWHERE)
+                gap.set()
+                with anyio.fail_after(STEP):
+                    await b_done.wait()
+                inner.answered.set()
+                a_release.set()
+    assert b"elicitation/create" in got["b"], (
+        f"B's call, served by a running replica, lost its store record: {got['b'][-300:]!r}"
+    )
+    assert got["held"] == sorted([scripted.SID, ELSEWHERE])  # B's held over the bound

@@ -116,10 +116,6 @@ class SessionIO:
         until the answer's submitting is over). While it is, the client was told its
         answer was taken and the session has work under way: a gateway does not let it
         go."""
-        self.on_submissions_over: Callable[[], None] | None = None
-        """Called when :attr:`submissions` returns to zero (the last answer submission
-        under way ended, its outcome fed to the guard), unless the engine is closing: a
-        gateway lets go then a session it kept only for its submissions."""
         self.get_generations = 0
         """Connection generations of the standalone GET stream opened so far."""
         self.claim: Claim | None = None
@@ -490,9 +486,6 @@ class SessionIO:
             self.feed(ev.SubmissionOutcome(a.key, result))
         finally:
             self.submissions -= 1
-            over = self.on_submissions_over
-            if self.submissions == 0 and over is not None and not self.closing:
-                over()
 
     async def _refuse(self, a: act.Refuse) -> None:
         body = {
