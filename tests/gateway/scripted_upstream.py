@@ -341,6 +341,15 @@ class Upstream:
                 out.append(msg)
         return out
 
+    def resumes(self) -> list[str]:
+        """The event ids the resumes that reached the upstream named (``Last-Event-ID`` of
+        each ``GET`` carrying one), in order."""
+        return [
+            headers["last-event-id"]
+            for method, headers, _ in self.requests
+            if method == "GET" and "last-event-id" in headers
+        ]
+
     def pings(self, token: str) -> int:
         """The ``ping``s with bearer ``token`` that reached the upstream (a gateway's
         probes of that token)."""

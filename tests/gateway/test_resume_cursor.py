@@ -50,7 +50,9 @@ async def two_replicas(
         yield r1, r2, http
 
 
-async def read_until(http: Any, url: str, last_event_id: str | None, word: bytes) -> bytes:
+async def call_or_resume_until(
+    http: Any, url: str, last_event_id: str | None, word: bytes
+) -> bytes:
     """What the client reads of the call (``POST``, when ``last_event_id`` is ``None``)
     or of its resume ``GET`` up to ``word``; then its connection is closed."""
     if last_event_id is None:
@@ -69,11 +71,6 @@ def last_id(raw: bytes) -> str:
     return ids[-1]
 
 
-def resumed_from(up: scripted.Upstream) -> list[str]:
-    """The upstream event ids the resumes that reached ``up`` named, in order."""
-    return [h["last-event-id"] for m, h, _ in up.requests if m == "GET"]
-
-
 async def test_a_resume_back_on_the_first_replica_goes_on_from_the_clients_newer_event() -> None:
     """The call's stream goes R1 (e1) -> R2 (e2) -> R1. Back on R1, which knows the
     stream only up to e1, the resume goes upstream from e2, the newer event the client's
@@ -87,15 +84,15 @@ async def test_a_resume_back_on_the_first_replica_goes_on_from_the_clients_newer
     }
     up.replay = lambda cursor: later.get(cursor, [])
     async with two_replicas(up, MemoryStore()) as (r1, r2, http):
-        id1 = last_id(await read_until(http, r1.url, None, b'"progress": 1'))
-        id2 = last_id(await read_until(http, r2.url, id1, b'"progress": 2'))
-        got3 = await read_until(http, r1.url, id2, b'"progress"')
+        id1 = last_id(await call_or_resume_until(http, r1.url, None, b'"progress": 1'))
+        id2 = last_id(await call_or_resume_until(http, r2.url, id1, b'"progress": 2'))
+        got3 = await call_or_resume_until(http, r1.url, id2, b'"progress"')
     again = [eid for eid, data in scripted.parse(got3) if '"progress": 2' in data]
     assert again == [], "the client got e2 a second time, under the id it had"
     assert [data for _, data in scripted.parse(got3) if data] == [
         '{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 3}}'
     ]
-    assert resumed_from(up) == ["e1", "e2"], "R1 resumed from its own older cursor"
+    assert up.resumes() == ["e1", "e2"], "R1 resumed from its own older cursor"
 
 
 async def test_a_stale_id_back_on_the_first_replica_goes_on_from_the_stores_newer_cursor() -> None:
@@ -117,13 +114,13 @@ async def test_a_stale_id_back_on_the_first_replica_goes_on_from_the_stores_newe
     up.replay = lambda cursor: later.get(cursor, [])
     store = MemoryStore()
     async with two_replicas(up, store) as (r1, r2, http):
-        id1 = last_id(await read_until(http, r1.url, None, b'"progress": 1'))
-        got2 = await read_until(http, r2.url, id1, b"elicitation/create")
+        id1 = last_id(await call_or_resume_until(http, r1.url, None, b'"progress": 1'))
+        got2 = await call_or_resume_until(http, r2.url, id1, b"elicitation/create")
         id2 = next(eid for eid, data in scripted.parse(got2) if '"progress": 2' in data)
         assert id2 is not None
         with anyio.fail_after(STEP):  # R2 records e3, passed on, when its client leaves
             while await store.cursor_of(scripted.SID, "post:7") != Cursor(3, "e3"):
                 await anyio.sleep(0.01)
-        got3 = await read_until(http, r1.url, id2, b'"progress"')
+        got3 = await call_or_resume_until(http, r1.url, id2, b'"progress"')
     assert b"elicitation/create" not in got3, "R2's prompt came again through R1"
-    assert resumed_from(up) == ["e1", "e3"], "R1 resumed from its own older cursor"
+    assert up.resumes() == ["e1", "e3"], "R1 resumed from its own older cursor"

@@ -89,10 +89,6 @@ async def run_call(up: scripted.Upstream) -> tuple[list[dict[str, Any]], str | N
     return outcomes(events), state
 
 
-def resumed_from(up: scripted.Upstream) -> list[str]:
-    return [h["last-event-id"] for m, h, _ in up.requests if m == "GET" and "last-event-id" in h]
-
-
 @pytest.mark.parametrize("digits", [30, 400, 5000])
 async def test_a_huge_retry_then_a_cut_resumes_after_the_capped_wait(digits: int) -> None:
     """``retry: 1000...0`` (``digits`` zeros), then the connection is cut: the stream
@@ -103,7 +99,7 @@ async def test_a_huge_retry_then_a_cut_resumes_after_the_capped_wait(digits: int
         replay=lambda cursor: [scripted.sse("e2", scripted.result(7))],
     )
     assert await run_call(up) == ([scripted.result(7)], "done")
-    assert resumed_from(up) == ["e1"]
+    assert up.resumes() == ["e1"]
 
 
 async def test_a_retry_of_5000_digits_without_a_cut_passes_the_call_on() -> None:
@@ -132,7 +128,7 @@ async def test_an_unusable_id_then_a_cut_resumes_from_the_last_usable_one(bad: b
         replay=lambda cursor: [scripted.sse("e3", scripted.result(7))],
     )
     assert await run_call(up) == ([scripted.result(7)], "done")
-    assert resumed_from(up) == ["e1"]
+    assert up.resumes() == ["e1"]
 
 
 @pytest.mark.parametrize("bad", BAD_IDS.values(), ids=BAD_IDS.keys())
@@ -142,7 +138,7 @@ async def test_only_unusable_ids_then_a_cut_end_the_call_with_one_error(bad: byt
     up = scripted.Upstream(call=[raw_event(bad)], complete=False)
     [err], state = await run_call(up)
     assert (err["error"]["data"]["reason"], state) == ("no-cursor", "dead")
-    assert resumed_from(up) == []
+    assert up.resumes() == []
 
 
 async def test_a_blanked_event_with_an_id_that_is_not_utf8_does_not_end_the_stream() -> None:
@@ -215,7 +211,7 @@ async def test_a_client_resumes_from_the_id_it_was_given_for_an_unusable_one(bad
     )
     async with scripted.gateway_for(up, config=CONFIG) as gw:
         events = await call(gw.url)
-        assert outcomes(events) == [scripted.result(7)] and resumed_from(up) == ["e1"]
+        assert outcomes(events) == [scripted.result(7)] and up.resumes() == ["e1"]
         given = [eid for eid, _ in events[:-1]]  # what the client had before the result
         assert given[0] is not None and set(given) == {given[0]}  # e1's id (again)
         headers = {
@@ -256,4 +252,4 @@ async def test_a_resume_get_that_cannot_be_sent_ends_the_call_with_one_error() -
         assert guard is not None and guard.guard.stream_state("post:7") == "dead"
     [err] = outcomes(events)
     assert err["error"]["data"]["reason"] == "resume-budget-spent"
-    assert resumed_from(up) == []
+    assert up.resumes() == []
