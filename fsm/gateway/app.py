@@ -1257,18 +1257,16 @@ class Gateway:
         session within the bound its guard; room is made once the upstream accepts the
         session (:meth:`_accept`)."""
         if sid is not None:
-            held = self._sessions.get(sid)
-            if held is not None:
-                self._sessions.move_to_end(sid)
-                return None if held.engine.expired is not None else held
-            waiting = self._unaccepted.get(sid)
-            if waiting is not None:
-                return waiting
-        unaccepted = len(self._unaccepted)
-        if sid is not None and unaccepted >= self.limits.max_unaccepted:
-            raise _Full(f"gateway busy: {unaccepted} sessions not held here have work under way")
-        if sid is not None and await self._store.session_ended(sid) is not None:
-            return None
+            known, session = self._known(sid)
+            if known:
+                return session
+            if await self._store.session_ended(sid) is not None:
+                return None
+            # the store's answer took a round trip: a request of the same id may have
+            # been filed or held meanwhile, and others counted against max_unaccepted
+            known, session = self._known(sid)
+            if known:
+                return session
         if len(self._sessions) > self.limits.max_sessions:
             # sessions held over the bound (accepted with no room) go first: let in only
             # with the table within it, held sessions pass it by no more than the
@@ -1284,6 +1282,24 @@ class Gateway:
             self._unaccepted[sid] = session
             session.waiting_as = sid
         return session
+
+    def _known(self, sid: str) -> tuple[bool, _Session | None]:
+        """Whether session ``sid`` is held or filed here, and the session that serves a
+        request of it (``None``: held and expired); :class:`_Full` when it is neither and
+        ``max_unaccepted`` ids are filed. Asked again after every wait before a new
+        session is filed, so that requests of one id arriving together share one session
+        and no burst of ids passes ``max_unaccepted``."""
+        held = self._sessions.get(sid)
+        if held is not None:
+            self._sessions.move_to_end(sid)
+            return True, (None if held.engine.expired is not None else held)
+        waiting = self._unaccepted.get(sid)
+        if waiting is not None:
+            return True, waiting
+        unaccepted = len(self._unaccepted)
+        if unaccepted >= self.limits.max_unaccepted:
+            raise _Full(f"gateway busy: {unaccepted} sessions not held here have work under way")
+        return False, None
 
     def _unfile(self, session: _Session) -> None:
         """``session`` is counted among the sessions not yet accepted no more (held,
@@ -1542,8 +1558,9 @@ class Gateway:
         claimed that still awaits its answer, and extend the store record of every held
         session in use since its last extension (a request of it served, or being served:
         an event stream of it open) once ``session_keepalive_s`` passed since then. Held
-        sessions only: every session with a proven credential is held (:meth:`_accept`);
-        one without presents no prompt (its streams are relayed untracked)."""
+        sessions only: every session with a proven credential is held (:meth:`_accept`),
+        and requests of one id share one session (:meth:`_known`); one without presents
+        no prompt (its streams are relayed untracked)."""
         period = self.limits.lease_s / 3
         while not self._halted:
             await anyio.sleep(period)
