@@ -24,16 +24,21 @@ counter); timeouts only guard against hangs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from dataclasses import replace
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
+from anyio.abc import TaskGroup
 
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
 from fsm.gateway.store import MemoryStore
+from support.gateway import RunningGateway
+from tests.gateway import gateway_client as client
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -45,6 +50,16 @@ PING = {"jsonrpc": "2.0", "id": "b", "method": "ping"}
 
 ELSEWHERE = "held-elsewhere"
 """B's session id: a session another replica began (recorded in the store)."""
+B_SESSION_HEAD = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
+"""The headers of a POST in B's session :data:`ELSEWHERE`."""
+
+ONE_SESSION = GatewayLimits(max_sessions=1, standalone_hold_s=0)
+"""The limits of every replica here: one session held before room must be made for the
+next (``max_sessions``), and no standalone ``GET`` opened ahead of a client's
+(``standalone_hold_s`` 0)."""
+LEASE_S = 0.3
+"""The lease of a presented prompt's claim where a test watches it (seconds): short, so
+that a test sees several lease periods go by."""
 
 
 class RefusesInitializeOfB(scripted.PostScreen):
@@ -167,6 +182,182 @@ async def no_request_in_flight(gw: Any, sid: str) -> None:
             await anyio.sleep(0.01)
 
 
+def script_a_and_b(inner: scripted.Upstream, b_call: Sequence[scripted.Piece]) -> anyio.Event:
+    """Script the calls ``inner`` serves: B's (session :data:`ELSEWHERE`) gets ``b_call``;
+    any other (A's) gets progress (``a1``), then, once the event returned is set, its
+    result (``a2``)."""
+    a_release = anyio.Event()
+    a_script = [
+        scripted.sse("a1", scripted.PROGRESS),
+        a_release,
+        scripted.sse("a2", scripted.result(7)),
+    ]
+
+    def script(msg: dict[str, Any], headers: dict[str, str]) -> Sequence[scripted.Piece]:
+        return b_call if headers.get("mcp-session-id") == ELSEWHERE else a_script
+
+    inner.script = script
+    return a_release
+
+
+def b_asks(inner: scripted.Upstream, *first: scripted.Piece) -> anyio.Event:
+    """Script ``inner`` as :func:`script_a_and_b` does, B's call giving ``first``, then
+    asking B's prompt (:func:`scripted.elicit` ``(1)``, ``e1``), then giving its result
+    (``e2``) once ``inner`` got an answer; a resume of B's call gets that result once
+    answered. The event that lets A's call end."""
+    inner.replay = lambda cursor: [inner.answered, scripted.sse("e2", scripted.result(7))]
+    b_call = [
+        *first,
+        scripted.sse("e1", scripted.elicit(1)),
+        inner.answered,
+        scripted.sse("e2", scripted.result(7)),
+    ]
+    return script_a_and_b(inner, b_call)
+
+
+@dataclass
+class BCall:
+    """B's call in :func:`b_held_over_the_bound`, as the test's function for it sees it."""
+
+    http: httpx2.AsyncClient
+    url: str
+    """The replica B calls through."""
+    pieces: AsyncIterator[bytes]
+    """The raw pieces of B's call stream, open until the test's function returns."""
+    under_way: anyio.Event
+    """For the test's function to set once B's call shows what the test waits for: the
+    scenario goes on then."""
+
+    async def answer(self) -> httpx2.Response:
+        """B answers its prompt (:data:`scripted.ANSWER`) through the replica."""
+        return await self.http.post(self.url, json=scripted.ANSWER, headers=B_SESSION_HEAD)
+
+
+@dataclass
+class OverTheBound:
+    """The handles of :func:`b_held_over_the_bound`: the replica, A's session and call,
+    B's connection, and the task group B's call runs in."""
+
+    replica: RunningGateway
+    a_sid: str
+    a_seen: bytes
+    """What A's call stream gave first: up to its progress."""
+    a_pieces: AsyncIterator[bytes]
+    """The rest of A's call stream, open until the block exits."""
+    b_left: anyio.Event
+    """Set once B's call connection closed (the test's function for it returned)."""
+    tg: TaskGroup
+    """For the test's own tasks; the block's exit waits for them and for B's call."""
+
+    def held(self) -> list[str]:
+        """The sessions the replica holds now, sorted."""
+        return sorted(self.replica.gateway._sessions)
+
+
+@contextlib.asynccontextmanager
+async def b_held_over_the_bound(
+    http: httpx2.AsyncClient,
+    replica: RunningGateway,
+    up: GatedCalls,
+    b_while_calling: Callable[[BCall], Awaitable[None]],
+) -> AsyncIterator[OverTheBound]:
+    """B's session held over the bound on ``replica`` (``max_sessions`` 1, in front of
+    ``up``, which holds back the calls of :data:`ELSEWHERE`). A begins a session, held and
+    idle; B's session :data:`ELSEWHERE` (recorded in the store, as another replica began
+    it) has its call let in while room can be made; ``up`` holds it back until A's call
+    shows its progress, so when the upstream accepts B's session no held one can be let
+    go. ``b_while_calling`` runs as a task while B's call stream is open; the block runs
+    once it sets :attr:`BCall.under_way`, A's call still open. On exit A's call connection
+    closes and the task group waits for B's call and the test's tasks."""
+    await replica.gateway.store.begin_session(ELSEWHERE)  # another replica began it
+    a_sid = await client.begin(http, replica.url)
+    b_under_way, b_left = anyio.Event(), anyio.Event()
+
+    async def b_calls() -> None:
+        async with http.stream(
+            "POST", replica.url, json=scripted.CALL, headers=B_SESSION_HEAD
+        ) as r:
+            await b_while_calling(BCall(http, replica.url, r.aiter_raw(), b_under_way))
+        b_left.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(b_calls)
+        with anyio.fail_after(STEP):
+            await up.arrived.wait()
+        a_head = {**scripted.HEAD, "mcp-session-id": a_sid}
+        async with http.stream("POST", replica.url, json=scripted.CALL, headers=a_head) as r:
+            a_pieces = r.aiter_raw()  # kept: A's call goes on while B's is accepted
+            a_seen = await scripted.read_until(a_pieces, b"progress")
+            up.gate.set()
+            with anyio.fail_after(STEP):
+                await b_under_way.wait()
+            yield OverTheBound(replica, a_sid, a_seen, a_pieces, b_left, tg)
+
+
+def b_resume_head(shown: bytes) -> dict[str, str]:
+    """The headers of B's resume of its call stream from its prompt: the event that
+    carries it among ``shown`` (what B's call stream gave)."""
+    prompt_id = next(eid for eid, data in scripted.parse(shown) if "elicitation" in data)
+    return {
+        "accept": "text/event-stream",
+        "mcp-session-id": ELSEWHERE,
+        "last-event-id": str(prompt_id),
+    }
+
+
+class Reading:
+    """A stream read as a task (:meth:`read`): what it gave so far is :attr:`seen`;
+    :meth:`until` waits for a word to show in it."""
+
+    def __init__(self) -> None:
+        self.seen = b""
+        self._changed = anyio.Event()
+
+    async def read(self, pieces: AsyncIterator[bytes]) -> None:
+        async for piece in pieces:
+            self.seen += piece
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def until(self, word: bytes) -> None:
+        """Return once ``word`` shows in :attr:`seen` (never, if the stream ends without
+        it: guard it with a timeout)."""
+        while word not in self.seen:
+            await self._changed.wait()
+
+
+@contextlib.asynccontextmanager
+async def b_resumed(
+    http: httpx2.AsyncClient, url: str, shown: bytes, tg: TaskGroup
+) -> AsyncIterator[Reading]:
+    """B resumes its call stream through ``url`` from its prompt (:func:`b_resume_head`
+    of ``shown``), read as a task of ``tg`` until the block exits."""
+    async with http.stream("GET", url, headers=b_resume_head(shown)) as resumed:
+        reading = Reading()
+        tg.start_soon(reading.read, resumed.aiter_raw())
+        yield reading
+
+
+async def b_answers_unless_ended(
+    http: httpx2.AsyncClient, url: str, resumed: Reading
+) -> int | None:
+    """Unless B's resumed stream has already ended B's call with an error, B answers its
+    prompt through ``url`` and reads on until the call's result (up to :data:`STEP`):
+    the status of B's answer, ``None`` when B did not answer."""
+    if b'"error"' in resumed.seen:
+        return None
+    answer = await http.post(url, json=scripted.ANSWER, headers=B_SESSION_HEAD)
+    with anyio.move_on_after(STEP):
+        await resumed.until(b'"id": 7')
+    return answer.status_code
+
+
+async def submissions_over(session: Any) -> bool:
+    """Whether held session ``session`` (``None``: not held) has no answer submission under
+    way, polled up to :data:`STEP` for its last submission's outcome to reach its guard."""
+    return await until(lambda: session is None or session.engine.submissions == 0)
+
+
 @pytest.mark.parametrize("stranger", ["ping", "preflight", "refused-initialize"])
 async def test_a_request_that_is_never_held_lets_no_held_session_go(stranger: str) -> None:
     """A replica at ``max_sessions`` (1) holds A's idle session, whose finished call's
@@ -180,9 +371,8 @@ async def test_a_request_that_is_never_held_lets_no_held_session_go(stranger: st
         refuse_unknown=True,
     )
     up = RefusesInitializeOfB(inner)
-    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
     async with (
-        scripted.gateway_for(up, limits=limits) as gw,
+        scripted.gateway_for(up, limits=ONE_SESSION) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
         await scripted.initialize(http, gw.url)
@@ -222,9 +412,8 @@ async def test_an_answer_being_resubmitted_keeps_its_session(new_session: bool) 
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
     up = FirstAnswerUnavailable(inner)
     config = replace(GATEWAY_GUARD, backoff_initial_s=2.0, backoff_max_s=2.0)
-    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
     async with (
-        scripted.gateway_for(up, config=config, limits=limits) as gw,
+        scripted.gateway_for(up, config=config, limits=ONE_SESSION) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
         sid, a_head = await a_prompt_shown(http, gw.url)
@@ -256,9 +445,8 @@ async def test_a_prompt_presented_here_keeps_its_session() -> None:
     answers. At ``max_sessions`` (1), a new session is refused ``503``: A's session, with
     its prompt, is kept, and A's answer is taken by its guard and ends A's call."""
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
-    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
     async with (
-        scripted.gateway_for(inner, limits=limits) as gw,
+        scripted.gateway_for(inner, limits=ONE_SESSION) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
         sid, a_head = await a_prompt_shown(http, gw.url)
@@ -280,7 +468,7 @@ async def test_a_prompt_does_not_keep_a_session_unused_past_session_idle_s() -> 
     ``session_idle_s``: a new session is served, and A's session is let go for it (the
     prompt's client is gone; a prompt alone does not hold a replica's room for ever)."""
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
-    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0, session_idle_s=60.0)
+    limits = replace(ONE_SESSION, session_idle_s=60.0)
     async with (
         scripted.gateway_for(inner, limits=limits) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
@@ -309,48 +497,32 @@ async def test_a_session_accepted_with_no_room_is_held_over_the_bound_until_sess
         issue_sessions=True,
     )
     up = GatedCalls(inner, ELSEWHERE)
-    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
-    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
+    got: dict[str, bytes] = {}
+
+    async def b_while_calling(b: BCall) -> None:
+        got["b"] = await scripted.read_until(b.pieces, b"progress")
+        b.under_way.set()
+        async for piece in b.pieces:
+            got["b"] += piece
+
     async with (
-        scripted.gateway_for(up, limits=limits) as gw,
+        scripted.gateway_for(up, limits=ONE_SESSION) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
-        a = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
-        a_sid = a.headers["mcp-session-id"]
-        a_head = {**scripted.HEAD, "mcp-session-id": a_sid}
-        async with anyio.create_task_group() as tg:
-            got: dict[str, bytes] = {}
-            b_began = anyio.Event()
-
-            async def b_calls() -> None:
-                async with http.stream("POST", gw.url, json=scripted.CALL, headers=b_head) as r:
-                    pieces = r.aiter_raw()
-                    got["b"] = await scripted.read_until(pieces, b"progress")
-                    b_began.set()
-                    async for piece in pieces:
-                        got["b"] += piece
-
-            tg.start_soon(b_calls)
-            with anyio.fail_after(STEP):
-                await up.arrived.wait()
-            async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as r:
-                pieces = r.aiter_raw()
-                got["a"] = await scripted.read_until(pieces, b"progress")
-                up.gate.set()
-                with anyio.fail_after(STEP):
-                    await b_began.wait()
-                during = sorted(gw.gateway._sessions)
-                refused = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
-                inner.hold.set()
-                async for piece in pieces:
-                    got["a"] += piece
-        await no_request_in_flight(gw, a_sid)
+        async with b_held_over_the_bound(http, gw, up, b_while_calling) as s:
+            during = s.held()
+            refused = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
+            inner.hold.set()
+            got["a"] = s.a_seen
+            async for piece in s.a_pieces:
+                got["a"] += piece
+        await no_request_in_flight(gw, s.a_sid)
         await no_request_in_flight(gw, ELSEWHERE)
-        held_then = sorted(gw.gateway._sessions)
+        held_then = s.held()
         c = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
-        after = sorted(gw.gateway._sessions)
+        after = s.held()
     assert b"progress" in got["a"] and b"progress" in got["b"]
-    assert during == sorted([a_sid, ELSEWHERE]), "B's session, accepted, was not held"
+    assert during == sorted([s.a_sid, ELSEWHERE]), "B's session, accepted, was not held"
     assert refused.status_code == 503 and "gateway full" in refused.text
     assert held_then == during  # over the bound until a session needs the room
     assert c.status_code == 200
@@ -368,66 +540,37 @@ async def test_an_answer_taken_in_a_session_held_over_the_bound_reaches_the_serv
     once, as any held session's does
     (:func:`test_an_answer_being_resubmitted_keeps_its_session`), and B's session is
     still held (the same guard) once its submission is over."""
-    a_release = anyio.Event()
     inner = scripted.Upstream()
-
-    def script(msg: dict[str, Any], headers: dict[str, str]) -> list[Any]:
-        if headers.get("mcp-session-id") == ELSEWHERE:
-            return [
-                scripted.sse("e1", scripted.elicit(1)),
-                inner.answered,
-                scripted.sse("e2", scripted.result(7)),
-            ]
-        return [scripted.sse("a1", scripted.PROGRESS), a_release]
-
-    inner.script = script
+    a_release = b_asks(inner)
     up = GatedCallsFirstAnswerUnavailable(inner, ELSEWHERE)
     config = replace(GATEWAY_GUARD, backoff_initial_s=1.0, backoff_max_s=1.0)
-    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
-    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
-    a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+    got: dict[str, Any] = {}
+
+    async def b_while_calling(b: BCall) -> None:
+        # B's stream is kept open: its reader going would end the call
+        await scripted.read_until(b.pieces, b"elicitation/create")
+        b.under_way.set()
+        got["answer"] = await b.answer()
+        with anyio.fail_after(STEP):
+            await up.refused.wait()
+        # B's call connection breaks now, its answer to be resubmitted
+
     async with (
-        scripted.gateway_for(up, config=config, limits=limits) as gw,
+        scripted.gateway_for(up, config=config, limits=ONE_SESSION) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
-        gateway = gw.gateway
-        await gateway.store.begin_session(ELSEWHERE)  # another replica began it
-        await scripted.initialize(http, gw.url)
-        async with anyio.create_task_group() as tg:
-            b_shown, b_left = anyio.Event(), anyio.Event()
-            got: dict[str, Any] = {}
-
-            async def b_calls() -> None:
-                async with http.stream("POST", gw.url, json=scripted.CALL, headers=b_head) as r:
-                    b_pieces = r.aiter_raw()  # kept: its reader going would end the call
-                    await scripted.read_until(b_pieces, b"elicitation/create")
-                    b_shown.set()
-                    got["answer"] = await http.post(gw.url, json=scripted.ANSWER, headers=b_head)
-                    with anyio.fail_after(STEP):
-                        await up.refused.wait()
-                b_left.set()  # B's call connection broke, its answer to be resubmitted
-
-            tg.start_soon(b_calls)
+        async with b_held_over_the_bound(http, gw, up, b_while_calling) as s:
+            held_during = s.held()
             with anyio.fail_after(STEP):
-                await up.arrived.wait()
-            async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as r:
-                a_pieces = r.aiter_raw()  # kept: A's call goes on while B's is accepted
-                await scripted.read_until(a_pieces, b"progress")
-                up.gate.set()
-                with anyio.fail_after(STEP):
-                    await b_shown.wait()
-                held_during = sorted(gateway._sessions)
-                with anyio.fail_after(STEP):
-                    await b_left.wait()
-                b_session = gateway._sessions.get(ELSEWHERE)
-                with anyio.move_on_after(STEP):
-                    await inner.answered.wait()
-                a_release.set()
-        # its submission's outcome reaches B's guard
-        over = await until(lambda: b_session is None or b_session.engine.submissions == 0)
+                await s.b_left.wait()
+            b_session = gw.gateway._sessions.get(ELSEWHERE)
+            with anyio.move_on_after(STEP):
+                await inner.answered.wait()
+            a_release.set()
+        over = await submissions_over(b_session)
         b_kept = b_session is not None and not b_session.closed
-        b_kept = b_kept and gateway._sessions.get(ELSEWHERE) is b_session
-        held_after = sorted(gateway._sessions)
+        b_kept = b_kept and gw.gateway._sessions.get(ELSEWHERE) is b_session
+        held_after = s.held()
     assert got["answer"].status_code == 202
     assert inner.answered.is_set(), "B's answer, taken with 202, never reached the server"
     assert [m["result"] for m in inner.responses("result")] == [{"action": "accept"}]
@@ -445,102 +588,44 @@ async def test_a_prompt_shown_by_a_session_held_over_the_bound_keeps_its_lease()
     without affinity) waits for B's answer instead of ending B's call with
     ``claim-lapsed``; B answers through replica 2 and the resumed stream ends with the
     call's result."""
-    a_release = anyio.Event()
     gap = anyio.Event()  # the prompt comes in a read of its own, after B read e0
     inner = scripted.Upstream()
-
-    def script(msg: dict[str, Any], headers: dict[str, str]) -> list[Any]:
-        if headers.get("mcp-session-id") == ELSEWHERE:
-            return [
-                scripted.sse("e0", scripted.PROGRESS),
-                gap,
-                scripted.sse("e1", scripted.elicit(1)),
-                inner.answered,
-                scripted.sse("e2", scripted.result(7)),
-            ]
-        return [scripted.sse("a1", scripted.PROGRESS), a_release]
-
-    inner.script = script
-    inner.replay = lambda cursor: [inner.answered, scripted.sse("e2", scripted.result(7))]
+    a_release = b_asks(inner, scripted.sse("e0", scripted.PROGRESS), gap)
     up = GatedCalls(inner, ELSEWHERE)
     store = MemoryStore()
-    lease = 0.3
-    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0, lease_s=lease)
-    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
-    a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+    limits = replace(ONE_SESSION, lease_s=LEASE_S)
+    b_finished = anyio.Event()
+    got: dict[str, bytes] = {}
+
+    async def b_while_calling(b: BCall) -> None:
+        got["shown"] = await scripted.read_until(b.pieces, b"progress")
+        gap.set()
+        got["shown"] += await scripted.read_until(b.pieces, b"elicitation/create")
+        b.under_way.set()
+        await b_finished.wait()  # half-open: replica 1 still serves it
+
     async with (
         scripted.two_replicas_for(up, store=store, limits=limits) as (r1, r2),
         httpx2.AsyncClient(timeout=STEP * 2) as http,
+        b_held_over_the_bound(http, r1, up, b_while_calling) as s,
     ):
-        await store.begin_session(ELSEWHERE)  # another replica began it
-        await scripted.initialize(http, r1.url)
-        async with anyio.create_task_group() as tg:
-            b_shown, b_finished = anyio.Event(), anyio.Event()
-            got: dict[str, bytes] = {}
-
-            async def b_calls() -> None:
-                async with http.stream("POST", r1.url, json=scripted.CALL, headers=b_head) as r:
-                    pieces = r.aiter_raw()
-                    got["shown"] = await scripted.read_until(pieces, b"progress")
-                    gap.set()
-                    got["shown"] += await scripted.read_until(pieces, b"elicitation/create")
-                    b_shown.set()
-                    await b_finished.wait()  # half-open: replica 1 still serves it
-
-            tg.start_soon(b_calls)
-            with anyio.fail_after(STEP):
-                await up.arrived.wait()
-            async with http.stream("POST", r1.url, json=scripted.CALL, headers=a_head) as r:
-                a_pieces = r.aiter_raw()  # kept: A's call goes on while B's is accepted
-                await scripted.read_until(a_pieces, b"progress")
-                up.gate.set()
-                with anyio.fail_after(STEP):
-                    await b_shown.wait()
-                held_on_r1 = sorted(r1.gateway._sessions)
-                # six lease periods go by while replica 1 serves B's call: returns early
-                # only if the claim lapses
-                with anyio.move_on_after(lease * 6):
-                    while not (await store.claim_status(ELSEWHERE, 1)).lapsed:
-                        await anyio.sleep(0.02)
-                lapsed = (await store.claim_status(ELSEWHERE, 1)).lapsed
-                prompt_id = next(
-                    eid for eid, d in scripted.parse(got["shown"]) if "elicitation" in d
-                )
-                get = {
-                    "accept": "text/event-stream",
-                    "mcp-session-id": ELSEWHERE,
-                    "last-event-id": str(prompt_id),
-                }
-                seen = b""
-                changed = anyio.Event()
-
-                async def until(word: bytes) -> None:
-                    nonlocal changed
-                    while word not in seen:
-                        await changed.wait()
-                        changed = anyio.Event()
-
-                async with http.stream("GET", r2.url, headers=get) as resumed:
-
-                    async def read_resumed() -> None:
-                        nonlocal seen
-                        async for piece in resumed.aiter_raw():
-                            seen += piece
-                            changed.set()
-
-                    tg.start_soon(read_resumed)
-                    # B reads its resumed stream a while before answering (its prompt is
-                    # open on replica 1, alive): nothing is to come before the answer
-                    with anyio.move_on_after(lease * 3):
-                        await until(b'"error"')
-                    if b'"error"' not in seen:
-                        answer = await http.post(r2.url, json=scripted.ANSWER, headers=b_head)
-                        assert answer.status_code == 202
-                        with anyio.move_on_after(STEP):
-                            await until(b'"id": 7')
-                b_finished.set()
-                a_release.set()
-    messages = [json.loads(d) for _, d in scripted.parse(seen) if d]
+        held_on_r1 = s.held()
+        # six lease periods go by while replica 1 serves B's call: returns early only if
+        # the claim lapses
+        with anyio.move_on_after(LEASE_S * 6):
+            while not (await store.claim_status(ELSEWHERE, 1)).lapsed:
+                await anyio.sleep(0.02)
+        lapsed = (await store.claim_status(ELSEWHERE, 1)).lapsed
+        async with b_resumed(http, r2.url, got["shown"], s.tg) as resumed:
+            # B reads its resumed stream a while before answering (its prompt is open on
+            # replica 1, alive): nothing is to come before the answer
+            with anyio.move_on_after(LEASE_S * 3):
+                await resumed.until(b'"error"')
+            answer = await b_answers_unless_ended(http, r2.url, resumed)
+        b_finished.set()
+        a_release.set()
+    messages = [json.loads(d) for _, d in scripted.parse(resumed.seen) if d]
+    assert answer in (None, 202)
     assert not lapsed, "the lease of a prompt replica 1 still serves lapsed"
     assert messages and messages[-1] == scripted.result(7), (
         f"B's call, its prompt alive on a running replica, ended with {messages}"
@@ -558,73 +643,38 @@ async def test_a_failed_submission_in_a_session_held_over_the_bound_reaches_its_
     server directly B would have seen the ``503``), from B's session, still held: the
     resume does not go upstream, where the server (which never got the answer) still
     waits."""
-    a_release = anyio.Event()
     never = anyio.Event()
     inner = scripted.Upstream()
-
-    def script(msg: dict[str, Any], headers: dict[str, str]) -> list[Any]:
-        if headers.get("mcp-session-id") == ELSEWHERE:
-            return [scripted.sse("e1", scripted.elicit(1)), never]
-        return [
-            scripted.sse("a1", scripted.PROGRESS),
-            a_release,
-            scripted.sse("a2", scripted.result(7)),
-        ]
-
-    inner.script = script
+    a_release = script_a_and_b(inner, [scripted.sse("e1", scripted.elicit(1)), never])
     inner.replay = lambda cursor: [never]  # the server never got B's answer: still asking
     up = GatedCallsAnswersUnavailable(inner, ELSEWHERE)
     config = replace(GATEWAY_GUARD, backoff_initial_s=0.05, backoff_max_s=0.05)
-    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0)
-    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
-    a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
     seen = b""
+    got: dict[str, Any] = {}
+
+    async def b_while_calling(b: BCall) -> None:
+        got["shown"] = await scripted.read_until(b.pieces, b"elicitation/create")
+        got["answer"] = await b.answer()
+        with anyio.fail_after(STEP):
+            await up.refused.wait()
+        b.under_way.set()  # B's call connection breaks now; its answer is being resubmitted
+
     async with (
-        scripted.gateway_for(up, config=config, limits=limits) as gw,
+        scripted.gateway_for(up, config=config, limits=ONE_SESSION) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
-        gateway = gw.gateway
-        await gateway.store.begin_session(ELSEWHERE)  # another replica began it
-        await scripted.initialize(http, gw.url)
-        got: dict[str, Any] = {}
-        async with anyio.create_task_group() as tg:
-            b_left = anyio.Event()
-
-            async def b_calls() -> None:
-                async with http.stream("POST", gw.url, json=scripted.CALL, headers=b_head) as r:
-                    pieces = r.aiter_raw()
-                    got["shown"] = await scripted.read_until(pieces, b"elicitation/create")
-                    got["answer"] = await http.post(gw.url, json=scripted.ANSWER, headers=b_head)
-                    with anyio.fail_after(STEP):
-                        await up.refused.wait()
-                b_left.set()  # B's call connection broke; its answer is being resubmitted
-
-            tg.start_soon(b_calls)
-            with anyio.fail_after(STEP):
-                await up.arrived.wait()
-            async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as r:
-                a_pieces = r.aiter_raw()
-                await scripted.read_until(a_pieces, b"progress")
-                up.gate.set()
-                with anyio.fail_after(STEP):
-                    await b_left.wait()
-                with anyio.fail_after(STEP):  # the gateway left B's call stream
-                    await inner.wait_until(lambda u: u.left >= 1)
-                got["held"] = sorted(gateway._sessions)
-                up.later.set()  # the remaining submissions are refused too
-                spent = await until(lambda: up.refusals >= config.max_submit_attempts)
-                assert spent, up.refusals
-                a_release.set()
-                await scripted.read_until(a_pieces, b'"id": 7')
+        async with b_held_over_the_bound(http, gw, up, b_while_calling) as s:
+            with anyio.fail_after(STEP):  # the gateway left B's call stream
+                await inner.wait_until(lambda u: u.left >= 1)
+            got["held"] = s.held()
+            up.later.set()  # the remaining submissions are refused too
+            spent = await until(lambda: up.refusals >= config.max_submit_attempts)
+            assert spent, up.refusals
+            a_release.set()
+            await scripted.read_until(s.a_pieces, b'"id": 7')
         # B's submissions are over (the guard ended B's call); B resumes its call stream
-        b_session = gateway._sessions.get(ELSEWHERE)
-        await until(lambda: b_session is None or b_session.engine.submissions == 0)
-        prompt_id = next(e for e, d in scripted.parse(got["shown"]) if "elicitation" in d)
-        get = {
-            "accept": "text/event-stream",
-            "mcp-session-id": ELSEWHERE,
-            "last-event-id": prompt_id,
-        }
+        await submissions_over(gw.gateway._sessions.get(ELSEWHERE))
+        get = b_resume_head(got["shown"])
         with anyio.move_on_after(STEP):
             async with http.stream("GET", gw.url, headers=get) as resumed:
                 got["resume_status"] = resumed.status_code
@@ -649,92 +699,34 @@ async def test_a_prompt_shown_by_a_session_held_over_the_bound_keeps_its_lease_o
     answer. Replica 1 is alive and its guard presented the prompt, so it keeps renewing
     the lease (the presented prompt keeps B's session: ``_droppable``): replica 2 waits
     for B's answer, and B's answer ends the call with its result (as it would, direct)."""
-    a_release = anyio.Event()
     inner = scripted.Upstream()
-
-    def script(msg: dict[str, Any], headers: dict[str, str]) -> list[Any]:
-        if headers.get("mcp-session-id") == ELSEWHERE:
-            return [
-                scripted.sse("e1", scripted.elicit(1)),
-                inner.answered,
-                scripted.sse("e2", scripted.result(7)),
-            ]
-        return [
-            scripted.sse("a1", scripted.PROGRESS),
-            a_release,
-            scripted.sse("a2", scripted.result(7)),
-        ]
-
-    inner.script = script
-    inner.replay = lambda cursor: [inner.answered, scripted.sse("e2", scripted.result(7))]
+    a_release = b_asks(inner)
     up = GatedCalls(inner, ELSEWHERE)
     store = MemoryStore()
-    lease = 0.3
-    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0, lease_s=lease)
-    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
-    a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
-    seen = b""
+    limits = replace(ONE_SESSION, lease_s=LEASE_S)
     got: dict[str, Any] = {}
+
+    async def b_while_calling(b: BCall) -> None:
+        got["shown"] = await scripted.read_until(b.pieces, b"elicitation/create")
+        b.under_way.set()  # B's connection to replica 1 breaks now
+
     async with (
         scripted.two_replicas_for(up, store=store, limits=limits) as (r1, r2),
         httpx2.AsyncClient(timeout=STEP * 2) as http,
+        b_held_over_the_bound(http, r1, up, b_while_calling) as s,
     ):
-        await store.begin_session(ELSEWHERE)  # another replica began it
-        await scripted.initialize(http, r1.url)
-        async with anyio.create_task_group() as tg:
-            b_left = anyio.Event()
-
-            async def b_calls() -> None:
-                async with http.stream("POST", r1.url, json=scripted.CALL, headers=b_head) as r:
-                    pieces = r.aiter_raw()
-                    got["shown"] = await scripted.read_until(pieces, b"elicitation/create")
-                b_left.set()  # B's connection to replica 1 broke
-
-            tg.start_soon(b_calls)
-            with anyio.fail_after(STEP):
-                await up.arrived.wait()
-            async with http.stream("POST", r1.url, json=scripted.CALL, headers=a_head) as r:
-                a_pieces = r.aiter_raw()
-                await scripted.read_until(a_pieces, b"progress")
-                up.gate.set()
-                with anyio.fail_after(STEP):
-                    await b_left.wait()
-                got["held"] = sorted(r1.gateway._sessions)
-                prompt_id = next(e for e, d in scripted.parse(got["shown"]) if "elicitation" in d)
-                get = {
-                    "accept": "text/event-stream",
-                    "mcp-session-id": ELSEWHERE,
-                    "last-event-id": prompt_id,
-                }
-                changed = anyio.Event()
-
-                async def until_seen(word: bytes) -> None:
-                    nonlocal changed
-                    while word not in seen:
-                        await changed.wait()
-                        changed = anyio.Event()
-
-                async with http.stream("GET", r2.url, headers=get) as resumed:
-
-                    async def read_resumed() -> None:
-                        nonlocal seen, changed
-                        async for piece in resumed.aiter_raw():
-                            seen += piece
-                            changed.set()
-
-                    tg.start_soon(read_resumed)
-                    # the person takes six lease periods to answer; replica 1 is alive:
-                    # returns early only if the call ends first
-                    with anyio.move_on_after(lease * 6):
-                        await until_seen(b'"error"')
-                    got["lapsed"] = (await store.claim_status(ELSEWHERE, 1)).lapsed
-                    if b'"error"' not in seen:
-                        answer = await http.post(r2.url, json=scripted.ANSWER, headers=b_head)
-                        got["answer"] = answer.status_code
-                        with anyio.move_on_after(STEP):
-                            await until_seen(b'"id": 7')
-                a_release.set()
-    messages = [json.loads(d) for _, d in scripted.parse(seen) if d]
+        with anyio.fail_after(STEP):
+            await s.b_left.wait()
+        got["held"] = s.held()
+        async with b_resumed(http, r2.url, got["shown"], s.tg) as resumed:
+            # the person takes six lease periods to answer; replica 1 is alive: returns
+            # early only if the call ends first
+            with anyio.move_on_after(LEASE_S * 6):
+                await resumed.until(b'"error"')
+            got["lapsed"] = (await store.claim_status(ELSEWHERE, 1)).lapsed
+            got["answer"] = await b_answers_unless_ended(http, r2.url, resumed)
+        a_release.set()
+    messages = [json.loads(d) for _, d in scripted.parse(resumed.seen) if d]
     assert not got["lapsed"], "the lease of a prompt replica 1 presented lapsed while it ran"
     assert messages and messages[-1] == scripted.result(7), (
         f"B's call, its prompt presented by a running replica, ended with {messages}"
@@ -750,76 +742,41 @@ async def test_a_session_held_over_the_bound_keeps_its_store_record_while_in_use
     so its record is extended after each step (``session_keepalive_s``) as any held
     session's is: the prompt's claim finds it, and B's call shows its prompt (as it
     would, direct) instead of ending with ``store-state-lost``."""
-    a_release, gap = anyio.Event(), anyio.Event()
+    gap = anyio.Event()
     inner = scripted.Upstream()
-
-    def script(msg: dict[str, Any], headers: dict[str, str]) -> list[Any]:
-        if headers.get("mcp-session-id") == ELSEWHERE:
-            return [
-                scripted.sse("e0", scripted.PROGRESS),
-                gap,
-                scripted.sse("e1", scripted.elicit(1)),
-                inner.answered,
-                scripted.sse("e2", scripted.result(7)),
-            ]
-        return [
-            scripted.sse("a1", scripted.PROGRESS),
-            a_release,
-            scripted.sse("a2", scripted.result(7)),
-        ]
-
-    inner.script = script
+    a_release = b_asks(inner, scripted.sse("e0", scripted.PROGRESS), gap)
     up = GatedCalls(inner, ELSEWHERE)
     now = [0.0]
     store = scripted.Kept(ttl_s=100.0, clock=lambda: now[0])
-    limits = GatewayLimits(
-        max_sessions=1, standalone_hold_s=0, lease_s=0.3, session_keepalive_s=0.0
-    )
-    b_head = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
-    a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+    limits = replace(ONE_SESSION, lease_s=LEASE_S, session_keepalive_s=0.0)
     got: dict[str, Any] = {}
+
+    async def b_while_calling(b: BCall) -> None:
+        got["b"] = await scripted.read_until(b.pieces, b"progress")
+        b.under_way.set()
+        with anyio.move_on_after(STEP):
+            while not any(w in got["b"] for w in (b"elicitation/create", b'"error"')):
+                got["b"] += await b.pieces.__anext__()
+
     async with (
         scripted.gateway_for(up, store=store, limits=limits) as gw,
         httpx2.AsyncClient(timeout=STEP * 2) as http,
+        b_held_over_the_bound(http, gw, up, b_while_calling) as s,
     ):
-        await store.begin_session(ELSEWHERE)  # another replica began it
-        await scripted.initialize(http, gw.url)
-        async with anyio.create_task_group() as tg:
-            b_progress, b_done = anyio.Event(), anyio.Event()
-
-            async def b_calls() -> None:
-                async with http.stream("POST", gw.url, json=scripted.CALL, headers=b_head) as r:
-                    pieces = r.aiter_raw()
-                    got["b"] = await scripted.read_until(pieces, b"progress")
-                    b_progress.set()
-                    with anyio.move_on_after(STEP):
-                        while not any(w in got["b"] for w in (b"elicitation/create", b'"error"')):
-                            got["b"] += await pieces.__anext__()
-                b_done.set()
-
-            tg.start_soon(b_calls)
-            with anyio.fail_after(STEP):
-                await up.arrived.wait()
-            async with http.stream("POST", gw.url, json=scripted.CALL, headers=a_head) as r:
-                a_pieces = r.aiter_raw()
-                await scripted.read_until(a_pieces, b"progress")
-                up.gate.set()
-                with anyio.fail_after(STEP):
-                    await b_progress.wait()
-                got["held"] = sorted(gw.gateway._sessions)
-                # the store's clock passes the record's life, a step at a time, while
-                # B's call goes on without a prompt; each step is followed by an
-                # extension of B's record (the keep-alive pass of a held session)
-                for step in range(1, 5):
-                    kept = store.kept_of.get(ELSEWHERE, 0)
-                    now[0] = 60.0 * step
-                    with anyio.move_on_after(STEP):
-                        await store.kept_once_more(kept, ELSEWHERE)
-                gap.set()
-                with anyio.fail_after(STEP):
-                    await b_done.wait()
-                inner.answered.set()
-                a_release.set()
+        got["held"] = s.held()
+        # the store's clock passes the record's life, a step at a time, while B's call
+        # goes on without a prompt; each step is followed by an extension of B's record
+        # (the keep-alive pass of a held session)
+        for step in range(1, 5):
+            kept = store.kept_of.get(ELSEWHERE, 0)
+            now[0] = 60.0 * step
+            with anyio.move_on_after(STEP):
+                await store.kept_once_more(kept, ELSEWHERE)
+        gap.set()
+        with anyio.fail_after(STEP):
+            await s.b_left.wait()
+        inner.answered.set()
+        a_release.set()
     assert b"elicitation/create" in got["b"], (
         f"B's call, served by a running replica, lost its store record: {got['b'][-300:]!r}"
     )
