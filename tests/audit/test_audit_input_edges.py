@@ -168,9 +168,8 @@ def p6_log(t: str) -> str:
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity"])
 def test_a_non_finite_time_does_not_silence_p6(tmp_path: Path, token: str) -> None:
-    """With a finite time the log is a P6 violation (exit 1); with NaN or Infinity it was
-    "conforms" (exit 0). It is now malformed (exit 2), naming line 3, and ``--json``
-    stays JSON."""
+    """With a finite time the log is a P6 violation (exit 1); with NaN or Infinity as its
+    time it is malformed (exit 2), naming line 3, and ``--json`` stays JSON."""
     assert audit(write(tmp_path, p6_log("0"), "finite.jsonl")).returncode == 1
     path = write(tmp_path, p6_log(token))
     got = audit(path, "--json")

@@ -59,8 +59,9 @@ def test_a_count_is_exactly_an_integer_at_least_its_minimum(
 @pytest.mark.parametrize(("kit", "name"), DURATIONS)
 @pytest.mark.parametrize("value", [True, "5", None, [1]], ids=repr)
 def test_a_duration_that_is_not_a_number_is_refused(kit: str, name: str, value: Any) -> None:
-    """A ``bool`` passed ``True > 0``; a string or ``None`` raised ``TypeError`` from the
-    comparison instead of the documented ``ValueError``."""
+    """A ``bool``, a string, ``None`` or a list as a duration is refused with the
+    documented ``ValueError`` naming the field (``True > 0`` holds, so a bool is checked
+    by type)."""
     with pytest.raises(ValueError, match=re.escape(f"{name}={value!r} (a finite number > 0)")):
         KITS[kit](**{name: value})
 
