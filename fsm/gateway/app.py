@@ -918,8 +918,8 @@ class Gateway:
         if not 200 <= resp.status_code <= 599:  # a status no edge can send as a final one
             await resp.aclose()
             resp = _unreachable(httpx2.RemoteProtocolError(f"status {resp.status_code}"), body)
-        if method == "POST" and resp.status_code < 300 and b"notifications/initialized" in body:
-            await self._open_ahead(session, request, body)
+        if method == "POST" and resp.status_code < 300 and is_initialized(parsed):
+            await self._open_ahead(session, request)
         await self._respond(session, resp, receive, send, flight)
         if method == "DELETE" and resp.status_code < 300 and e.session and session.trusts(request):
             e.expired = InteractionFailed("the client ended the session", reason="deleted")
@@ -961,19 +961,15 @@ class Gateway:
             session.ahead.seen_get()
         return resp
 
-    async def _open_ahead(self, session: _Session, request: Any, body: bytes) -> None:
-        """The upstream accepted ``request``, a POST: if it is the session's
-        ``notifications/initialized`` with proven credentials, open the session's
-        standalone ``GET`` upstream before the client is answered."""
+    async def _open_ahead(self, session: _Session, request: Any) -> None:
+        """The upstream accepted ``request``, the session's ``notifications/initialized``
+        (read from its parsed body, :func:`~fsm.gateway.standalone.is_initialized`): with
+        proven credentials, open the session's standalone ``GET`` upstream before the
+        client is answered."""
         hold_s = self.standalone_hold_s
         if not (hold_s > 0 and session.held and session.ahead.wanted()):
             return
         if not session.trusts(request):
-            return
-        try:
-            if not is_initialized(json.loads(body)):
-                return
-        except (ValueError, RecursionError):
             return
         assert self._http is not None
         http, e = self._http, session.engine

@@ -301,6 +301,20 @@ async def test_only_the_first_initialized_opens_a_stream_ahead() -> None:
         assert len(up.gets) == 1
 
 
+async def test_an_initialized_written_with_escapes_opens_a_stream_ahead() -> None:
+    """``notifications/initialized`` is read from the parsed body, as the upstream reads
+    it: a method name written with a JSON escape (``notifications\\/initialized``) opens
+    the standalone stream ahead as the plain one does."""
+    up = DropsBeforeGet()
+    async with scripted.gateway_for(up) as gw, httpx2.AsyncClient(timeout=20) as http:
+        session_less = {k: v for k, v in H.items() if k != "mcp-session-id"}
+        assert (await http.post(gw.url, json=scripted.INIT, headers=session_less)).is_success
+        note = b'{"jsonrpc": "2.0", "method": "notifications\\/initialized"}'
+        headers = {**H, "content-type": "application/json"}
+        assert (await http.post(gw.url, content=note, headers=headers)).status_code == 202
+        assert len(up.gets) == 1
+
+
 async def test_a_held_stream_is_closed_when_its_client_deletes_the_session() -> None:
     up = DropsBeforeGet()
     async with (
