@@ -113,7 +113,7 @@ class StandaloneAhead:
     async def open(
         self,
         send: Callable[[], Awaitable[Any]],
-        spawn: Callable[[Callable[[Any], Awaitable[None]], Any], None],
+        spawn: Callable[[Callable[[Any], Awaitable[None]], Any], object],
         hold_s: float,
         owner: bytes,
     ) -> None:

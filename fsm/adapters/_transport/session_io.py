@@ -298,9 +298,8 @@ class SessionIO:
                     raise ValueError("a Persist reached a session without a store")
                 self.store.write(a.delta)
             elif isinstance(a, act.Submit):
-                if not self.closing:  # spawned: _submit counts it out
+                if self.spawn(self._submit, a):  # _submit counts it out as it ends
                     self.submissions += 1
-                self.spawn(self._submit, a)
             elif isinstance(a, act.Withdraw):
                 self.withdrawn[a.key] = None
                 scope = self.prompts.get(a.key)
@@ -343,9 +342,12 @@ class SessionIO:
 
     # -- background IO -------------------------------------------------------------
 
-    def spawn(self, fn: Callable[[Any], Awaitable[None]], arg: Any) -> None:
+    def spawn(self, fn: Callable[[Any], Awaitable[None]], arg: Any) -> bool:
+        """Run ``fn(arg)`` in the session's task group, an exception in it logged and
+        contained, cancelled by :meth:`close`; whether it was started (not once the
+        session is closing)."""
         if self.closing:
-            return
+            return False
 
         async def run() -> None:
             with anyio.CancelScope() as scope:
@@ -358,6 +360,7 @@ class SessionIO:
                     self._bg.discard(scope)
 
         self.tg.start_soon(run)
+        return True
 
     def start_detached(self, fn: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
         """Run ``fn()`` in the session's task group under ``scope`` (the caller cancels
