@@ -64,6 +64,7 @@ __all__ = [
     "gateway_for",
     "initialize",
     "json_reply",
+    "lapses_within",
     "only_a",
     "peak_rss",
     "read_request",
@@ -836,3 +837,13 @@ class Kept(MemoryStore):
         ``before`` times."""
         while (self.kept if session is None else self.kept_of.get(session, 0)) <= before:
             await self.changed.wait()
+
+
+async def lapses_within(store: Any, session: str, rid: Any, seconds: float) -> bool:
+    """Whether the claim of request ``rid`` of ``session`` in ``store`` (a
+    :class:`~fsm.gateway.store.StateStore`) lapses within ``seconds``: watched as they go
+    by (a replica that keeps serving the prompt renews its lease all along)."""
+    with anyio.move_on_after(seconds):
+        while not (await store.claim_status(session, rid)).lapsed:
+            await anyio.sleep(0.02)
+    return bool((await store.claim_status(session, rid)).lapsed)

@@ -187,10 +187,7 @@ async def test_a_prompt_shown_by_calls_of_one_id_arriving_together_keeps_its_lea
             up.gate.set()
             with anyio.fail_after(STEP):
                 await shown.wait()
-            with anyio.move_on_after(lease * 6):  # returns early only if the claim lapses
-                while not (await store.claim_status(sid, 1)).lapsed:
-                    await anyio.sleep(0.02)
-            lapsed = (await store.claim_status(sid, 1)).lapsed
+            lapsed = await scripted.lapses_within(store, sid, 1, lease * 6)
             prompt_id = next(e for e, d in scripted.parse(got["call"]) if "elicitation" in d)
             get = {
                 "accept": "text/event-stream",

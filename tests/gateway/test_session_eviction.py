@@ -177,9 +177,7 @@ async def no_request_in_flight(gw: Any, sid: str) -> None:
     """Return once the gateway has seen the end of every request of held session ``sid``
     (a client's closed connection reaches it a moment later)."""
     session = gw.gateway._sessions[sid]
-    with anyio.fail_after(STEP):
-        while session.busy:
-            await anyio.sleep(0.01)
+    assert await until(lambda: not session.busy), "a request of the session never ended"
 
 
 def script_a_and_b(inner: scripted.Upstream, b_call: Sequence[scripted.Piece]) -> anyio.Event:
@@ -429,9 +427,8 @@ async def test_an_answer_being_resubmitted_keeps_its_session(new_session: bool) 
             await inner.answered.wait()
         reached = inner.answered.is_set()
         engine = gw.gateway._sessions[sid].engine
-        with anyio.fail_after(STEP):  # the submission's outcome reaches the guard
-            while engine.submissions:
-                await anyio.sleep(0.01)
+        # the submission's outcome reaches the guard
+        assert await until(lambda: not engine.submissions), "the submission never ended"
         later = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
         held = sorted(gw.gateway._sessions)
     assert a.status_code == 202
@@ -612,10 +609,7 @@ async def test_a_prompt_shown_by_a_session_held_over_the_bound_keeps_its_lease()
         held_on_r1 = s.held()
         # six lease periods go by while replica 1 serves B's call: returns early only if
         # the claim lapses
-        with anyio.move_on_after(LEASE_S * 6):
-            while not (await store.claim_status(ELSEWHERE, 1)).lapsed:
-                await anyio.sleep(0.02)
-        lapsed = (await store.claim_status(ELSEWHERE, 1)).lapsed
+        lapsed = await scripted.lapses_within(store, ELSEWHERE, 1, LEASE_S * 6)
         async with b_resumed(http, r2.url, got["shown"], s.tg) as resumed:
             # B reads its resumed stream a while before answering (its prompt is open on
             # replica 1, alive): nothing is to come before the answer
