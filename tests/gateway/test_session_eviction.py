@@ -526,6 +526,44 @@ async def test_a_session_accepted_with_no_room_is_held_over_the_bound_until_sess
     assert after == [c.headers["mcp-session-id"]]
 
 
+async def test_a_table_over_the_bound_is_trimmed_before_a_new_session_is_let_in() -> None:
+    """A's and B's sessions are held, one over the bound (as above); B's call ends (its
+    client leaves) while A's goes on, so B's session could be let go and A's could not. A
+    request of another session id not held here is let in only once the table is back
+    within the bound: B's session is let go first, and then none can be, so the request
+    is refused ``503`` before it goes upstream and A's session alone is held (not let in
+    because B's could be let go, which would leave the table over the bound)."""
+    inner = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS)],
+        hold=anyio.Event(),
+        complete=True,
+        issue_sessions=True,
+    )
+    up = GatedCalls(inner, ELSEWHERE)
+
+    async def b_while_calling(b: BCall) -> None:
+        await scripted.read_until(b.pieces, b"progress")
+        b.under_way.set()  # and B's connection closes: B's call ends
+
+    other = {**scripted.HEAD, "mcp-session-id": "held-elsewhere-too"}
+    async with (
+        scripted.gateway_for(up, limits=ONE_SESSION) as gw,
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+        b_held_over_the_bound(http, gw, up, b_while_calling) as s,
+    ):
+        with anyio.fail_after(STEP):
+            await s.b_left.wait()
+        await no_request_in_flight(gw, ELSEWHERE)
+        during = s.held()
+        await gw.gateway.store.begin_session("held-elsewhere-too")
+        refused = await http.post(gw.url, json=scripted.tool_call(9), headers=other)
+        after = s.held()
+        inner.hold.set()
+    assert during == sorted([s.a_sid, ELSEWHERE])  # over the bound, B's droppable
+    assert refused.status_code == 503 and "gateway full" in refused.text, refused.text
+    assert after == [s.a_sid]  # trimmed back to the bound, not past it
+
+
 async def test_an_answer_taken_in_a_session_held_over_the_bound_reaches_the_server() -> None:
     """At ``max_sessions`` (1) A's session is held and idle when B's call (a session
     another replica began) is let in; the upstream holds B's call back until A's call is
