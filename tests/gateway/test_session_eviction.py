@@ -479,6 +479,19 @@ async def test_a_prompt_does_not_keep_a_session_unused_past_session_idle_s() -> 
     assert held == [c.headers["mcp-session-id"]]
 
 
+def calls_in_progress() -> tuple[scripted.Upstream, GatedCalls]:
+    """An upstream whose calls show their progress and then wait for its ``hold`` (set:
+    they complete), and in front of it the gate that holds back the calls of
+    :data:`ELSEWHERE` (:func:`b_held_over_the_bound`)."""
+    inner = scripted.Upstream(
+        call=[scripted.sse("e1", scripted.PROGRESS)],
+        hold=anyio.Event(),
+        complete=True,
+        issue_sessions=True,
+    )
+    return inner, GatedCalls(inner, ELSEWHERE)
+
+
 async def test_a_session_accepted_with_no_room_is_held_over_the_bound_until_sessions_free() -> None:
     """At ``max_sessions`` (1) A's session is idle when B's call (a session held
     elsewhere) is let in; the upstream holds B's call back while A's call begins, so when
@@ -487,13 +500,7 @@ async def test_a_session_accepted_with_no_room_is_held_over_the_bound_until_sess
     ``503`` meanwhile (none can be let go). Once both calls ended, a new session C is
     served, the table trimmed back below the bound for it: A's and B's sessions are let
     go, C's alone is held."""
-    inner = scripted.Upstream(
-        call=[scripted.sse("e1", scripted.PROGRESS)],
-        hold=anyio.Event(),
-        complete=True,
-        issue_sessions=True,
-    )
-    up = GatedCalls(inner, ELSEWHERE)
+    inner, up = calls_in_progress()
     got: dict[str, bytes] = {}
 
     async def b_while_calling(b: BCall) -> None:
@@ -533,13 +540,7 @@ async def test_a_table_over_the_bound_is_trimmed_before_a_new_session_is_let_in(
     within the bound: B's session is let go first, and then none can be, so the request
     is refused ``503`` before it goes upstream and A's session alone is held (not let in
     because B's could be let go, which would leave the table over the bound)."""
-    inner = scripted.Upstream(
-        call=[scripted.sse("e1", scripted.PROGRESS)],
-        hold=anyio.Event(),
-        complete=True,
-        issue_sessions=True,
-    )
-    up = GatedCalls(inner, ELSEWHERE)
+    inner, up = calls_in_progress()
 
     async def b_while_calling(b: BCall) -> None:
         await scripted.read_until(b.pieces, b"progress")
