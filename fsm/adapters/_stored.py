@@ -34,7 +34,7 @@ except ModuleNotFoundError as exc:
     raise missing_extra("mcp", "fsm.adapters._stored", exc) from exc
 
 from fsm import actions as act
-from fsm.adapters._transport.session import lone_store_error
+from fsm.adapters._transport.session import store_failure
 from fsm.adapters.sdkerrors import SdkErrorType
 from fsm.durable.calls import CallRecord, Decider, DurableCall
 from fsm.durable.store import Store
@@ -136,23 +136,6 @@ async def start(
     if record.ended:
         raise ERRORS.wrap(ended(record))
     return DurableCall.restart(decider, record)
-
-
-@contextlib.contextmanager
-def store_failure() -> Iterator[None]:
-    """Around a call's task group: a :class:`~fsm.errors.StoreError` the group failed
-    with alone (a write ahead refused: a full disk, a record longer than the store reads
-    back) is raised as itself, chained to the group, so the call ends with exactly that
-    one typed error, as a guarded session's opening does
-    (:func:`~fsm.adapters._transport.session.lone_store_error`); any other group is
-    raised unchanged."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        failure = lone_store_error(group)
-        if failure is None:
-            raise
-        raise failure from group
 
 
 @contextlib.contextmanager

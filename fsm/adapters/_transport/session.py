@@ -571,10 +571,7 @@ async def open_guarded_connection(
 
 def lone_store_error(group: BaseExceptionGroup[BaseException]) -> StoreError | None:
     """The one :class:`~fsm.errors.StoreError` ``group`` holds (at any depth) when it holds
-    nothing else but cancellations, else ``None``: what a guarded session's opening, or a
-    one-call adapter's call (:func:`fsm.adapters._stored.store_failure`), failed with
-    inside the task groups it runs in, so that it is raised as itself, not as a group.
-    Imports no SDK (both lines' adapters share it)."""
+    nothing else but cancellations, else ``None`` (see :func:`store_failure`)."""
     leaves: list[BaseException] = []
     todo: list[BaseException] = [group]
     while todo:
@@ -586,6 +583,24 @@ def lone_store_error(group: BaseExceptionGroup[BaseException]) -> StoreError | N
     errors = [x for x in leaves if isinstance(x, StoreError)]
     rest = [x for x in leaves if not isinstance(x, (StoreError, anyio.get_cancelled_exc_class()))]
     return errors[0] if len(errors) == 1 and not rest else None
+
+
+@contextlib.contextmanager
+def store_failure(applies: Callable[[], bool] = lambda: True) -> Iterator[None]:
+    """Around task groups a guarded session's opening, or a one-call adapter's call, runs
+    in: a :class:`~fsm.errors.StoreError` a group failed with alone (a write ahead
+    refused: a full disk, a record longer than the store reads back; a stored session
+    that does not read back) is raised as itself, chained to the group, so the opening or
+    the call ends with exactly that one typed error (:func:`lone_store_error`), while
+    ``applies()``; any other group is raised unchanged. Imports no SDK (both lines'
+    adapters and both one-call adapters share it)."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        failure = lone_store_error(group) if applies() else None
+        if failure is None:
+            raise
+        raise failure from group
 
 
 @contextlib.asynccontextmanager
@@ -629,7 +644,7 @@ async def open_guarded_session(
     if store is not None and rejoin is None:
         raise ValueError(f"a {binding.name} guarded session takes no store")
     opened = False
-    try:
+    with store_failure(lambda: not opened):  # a failure of the opening, not of its use
         async with (
             open_guarded_connection(
                 binding,
@@ -662,8 +677,3 @@ async def open_guarded_session(
                     await record_session(e, store, rejoin.dump_initialize(result))
             opened = True
             yield session_type(session, e)
-    except BaseExceptionGroup as group:
-        failure = None if opened else lone_store_error(group)
-        if failure is None:
-            raise
-        raise failure from group
