@@ -25,7 +25,14 @@ import types
 import typing
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["FieldRule", "FloatRule", "check_fields", "field_problem", "field_rules"]
+__all__ = [
+    "FieldRule",
+    "FloatRule",
+    "check_fields",
+    "field_problem",
+    "field_rules",
+    "seconds_problem",
+]
 
 FloatRule = Literal["number", "positive"]
 """How a ``float`` field is checked: a number >= 0 (``"number"``) or > 0 (``"positive"``)."""
@@ -95,6 +102,18 @@ def field_problem(rule: FieldRule, value: Any) -> str | None:
     if rule.kind == "positive":
         return None if number and value > 0 else "is not a number > 0"
     return None if number and value >= 0 else "is not a number >= 0"
+
+
+def seconds_problem(value: float, *, positive: bool) -> str | None:
+    """What is wrong with ``value`` as the seconds a bound lasts, in words (``"is not a
+    finite number of seconds > 0"``), or ``None`` if it is allowed: an ``int`` or a
+    ``float`` (not a ``bool``), finite (a bound that never ends is no bound), ``> 0`` when
+    ``positive``, else ``>= 0``. The gateway's limits, its options and its store's leases
+    share it."""
+    number = type(value) in (int, float) and math.isfinite(value)
+    if number and (value > 0 if positive else value >= 0):
+        return None
+    return f"is not a finite number of seconds {'> 0' if positive else '>= 0'}"
 
 
 def check_fields(

@@ -34,13 +34,13 @@ error is classified, never when this module is imported; missing, it is
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
 from fsm._extras import missing_extra
+from fsm.fields import seconds_problem
 
 __all__ = [
     "CLUSTER_SCHEMES",
@@ -96,8 +96,9 @@ def check_lease(owner: str, lease_s: float | None) -> None:
     > 0 given with a non-empty ``owner``."""
     if lease_s is None:
         return
-    if not (0 < lease_s < math.inf):
-        raise ValueError(f"lease_s must be > 0 and finite, not {lease_s!r}")
+    problem = seconds_problem(lease_s, positive=True)
+    if problem is not None:
+        raise ValueError(f"lease_s: {lease_s!r} {problem}")
     if not owner:
         raise ValueError("a lease needs an owner")
 

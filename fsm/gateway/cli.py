@@ -78,6 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from fsm._extras import missing_extra
+from fsm.fields import seconds_problem
 
 __all__ = ["DRAIN_S", "ENV_STORE", "main"]
 
@@ -102,7 +103,7 @@ def _seconds(text: str) -> float:
         seconds = float(text)
     except ValueError:
         seconds = math.nan
-    if not (seconds >= 0 and math.isfinite(seconds)):
+    if seconds_problem(seconds, positive=False) is not None:
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, not {text!r}")
     return seconds
 

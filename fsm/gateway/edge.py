@@ -82,7 +82,6 @@ import functools
 import http
 import importlib.util
 import logging
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -93,6 +92,8 @@ import h11
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
+
+from fsm.fields import seconds_problem
 
 if TYPE_CHECKING:
     from uvicorn.protocols.http.flow_control import FlowControl
@@ -149,9 +150,11 @@ class EdgeLimits:
             raise ValueError("EdgeLimits.max_header_bytes must be >= 1024")
         if self.max_headers < 1:
             raise ValueError("EdgeLimits.max_headers must be >= 1")
-        for timeout in (self.header_timeout_s, self.keep_alive_s):
-            if not (timeout > 0 and math.isfinite(timeout)):
-                raise ValueError("EdgeLimits timeouts must be > 0 (and finite)")
+        for name in ("header_timeout_s", "keep_alive_s"):
+            timeout = getattr(self, name)
+            problem = seconds_problem(timeout, positive=True)
+            if problem is not None:
+                raise ValueError(f"EdgeLimits.{name}: {timeout!r} {problem}")
         if self.max_connections is not None and self.max_connections < 1:
             raise ValueError("EdgeLimits.max_connections must be None or >= 1")
 

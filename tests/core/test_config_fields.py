@@ -12,7 +12,8 @@ from typing import Any, Literal
 import pytest
 
 from fsm import GuardConfig
-from fsm.fields import FieldRule, check_fields, field_problem, field_rules
+from fsm.durable.redis_link import check_lease
+from fsm.fields import FieldRule, check_fields, field_problem, field_rules, seconds_problem
 from fsm.mrtr import MrtrConfig
 from fsm.properties import Budgets
 from fsm.tasks import TaskConfig
@@ -100,6 +101,29 @@ def test_a_flag_must_be_a_bool() -> None:
 )
 def test_each_rule_names_what_it_refuses(rule: FieldRule, value: Any, problem: str | None) -> None:
     assert field_problem(rule, value) == problem
+
+
+@pytest.mark.parametrize(
+    ("value", "positive", "problem"),
+    [
+        (0, False, None),
+        (0.0, True, "is not a finite number of seconds > 0"),
+        (1e-9, True, None),
+        (-1e-9, False, "is not a finite number of seconds >= 0"),
+        (math.inf, False, "is not a finite number of seconds >= 0"),
+        (-math.inf, True, "is not a finite number of seconds > 0"),
+        (math.nan, False, "is not a finite number of seconds >= 0"),
+        (True, True, "is not a finite number of seconds > 0"),
+    ],
+)
+def test_seconds_a_bound_lasts_are_finite(value: Any, positive: bool, problem: str | None) -> None:
+    assert seconds_problem(value, positive=positive) == problem
+
+
+@pytest.mark.parametrize("lease_s", [0, -1.0, math.inf, math.nan, True])
+def test_a_lease_that_never_holds_or_never_lapses_is_refused(lease_s: Any) -> None:
+    with pytest.raises(ValueError, match=r"^lease_s: .* is not a finite number of seconds > 0$"):
+        check_lease("replica", lease_s)
 
 
 def test_a_strict_class_refuses_a_field_no_rule_reads_and_a_lax_one_skips_it() -> None:

@@ -29,7 +29,7 @@ UPSTREAM = ["--upstream", "http://127.0.0.1:9/mcp"]
         ([*UPSTREAM, "--store", "memory", "--store-file", "f"], "--store or --store-file"),
         ([*UPSTREAM, "--store-file", "/no/such/file"], "--store-file /no/such/file"),
         ([*UPSTREAM, "--max-event-bytes", "0"], "max_event_bytes must be >= 1"),
-        ([*UPSTREAM, "--header-timeout", "0"], "timeouts must be > 0"),
+        ([*UPSTREAM, "--header-timeout", "0"], "header_timeout_s: 0.0 is not a finite number"),
         ([*UPSTREAM, "--ttl", "0"], "--ttl must be > 0"),
         ([*UPSTREAM, "--loop", "trio"], "invalid choice: 'trio'"),
         ([*UPSTREAM, "--http", "h2"], "invalid choice: 'h2'"),
