@@ -33,6 +33,7 @@ from fsm.gateway.edge import HAS_HTTPTOOLS
 from fsm.gateway.ids import EventIdKeys
 from fsm.gateway.store import MemoryStore
 from fsm.wire.serving import lifespan, on_loopback, whole_body
+from support.changes import Changes
 from support.gateway import RunningGateway, running_gateway
 
 __all__ = [
@@ -326,7 +327,9 @@ class Upstream:
     response_posts_max: int = 0
     left: int = 0
     """Streams the gateway left before their script ended."""
-    _changed: list[anyio.Event] = field(default_factory=list)
+    changes: Changes = field(default_factory=Changes)
+    """What :meth:`wait_until` waits on: noted at each request, response POST's end and
+    stream left."""
 
     @property
     def session_ids(self) -> list[str | None]:
@@ -363,15 +366,7 @@ class Upstream:
     async def wait_until(self, predicate: Callable[[Upstream], bool]) -> None:
         """Return once ``predicate(self)`` holds, checked after each change the upstream
         sees (a request, a response POST's end, a stream left). Guard it with a timeout."""
-        while not predicate(self):
-            changed = anyio.Event()
-            self._changed.append(changed)
-            await changed.wait()
-
-    def _note(self) -> None:
-        waiting, self._changed = self._changed, []
-        for changed in waiting:
-            changed.set()
+        await self.changes.until(lambda: predicate(self))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -381,7 +376,7 @@ class Upstream:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         body = await whole_body(receive)
         self.requests.append((scope["method"], headers, body))
-        self._note()
+        self.changes.note()
         msg: Any = json.loads(body) if body else None
         method = scope["method"]
         is_request = isinstance(msg, dict) and "method" in msg and "id" in msg
@@ -445,13 +440,13 @@ class Upstream:
     async def _response_post(self) -> None:
         self.response_posts += 1
         self.response_posts_max = max(self.response_posts_max, self.response_posts)
-        self._note()
+        self.changes.note()
         try:
             if self.answer_hold is not None:
                 await self.answer_hold.wait()
         finally:
             self.response_posts -= 1
-            self._note()
+            self.changes.note()
 
     async def _stream(
         self, out: Sequence[Piece], method: str, open_until_left: bool, receive: Any, send: Any
@@ -478,7 +473,7 @@ class Upstream:
         await until_left(receive, play)
         if not finished:
             self.left += 1
-            self._note()
+            self.changes.note()
         return finished
 
 

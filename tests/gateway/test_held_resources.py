@@ -23,6 +23,7 @@ from fsm.adapters._transport import http as http_core
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
 from fsm.gateway.edge import EdgeLimits
 from fsm.gateway.store import MemoryStore
+from support.changes import Changes
 from tests.gateway import raw_http
 from tests.gateway import scripted_upstream as scripted
 
@@ -48,15 +49,7 @@ class SlowHead(scripted.SessionApp):
         super().__init__()
         self.arrived = 0
         self.left = 0
-        self.changed = anyio.Event()
-
-    def _note(self) -> None:
-        self.changed.set()
-        self.changed = anyio.Event()
-
-    async def until(self, ok: Any) -> None:
-        while not ok():
-            await self.changed.wait()
+        self.changes = Changes()
 
     async def serve(
         self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
@@ -65,11 +58,11 @@ class SlowHead(scripted.SessionApp):
             await scripted.json_reply(send, 202, b"")
             return
         self.arrived += 1
-        self._note()
+        self.changes.note()
         while (await receive())["type"] != "http.disconnect":
             pass
         self.left += 1
-        self._note()
+        self.changes.note()
 
 
 async def calls_that_leave(up: SlowHead, port: int, bodies: Iterable[bytes]) -> None:
@@ -80,7 +73,7 @@ async def calls_that_leave(up: SlowHead, port: int, bodies: Iterable[bytes]) -> 
         async with await anyio.connect_tcp("127.0.0.1", port) as client:
             await client.send(raw_http.request(port, scripted.IN_SESSION, body=body))
             with anyio.fail_after(scripted.GUARD):
-                await up.until(lambda n=i + 1: up.arrived == n)
+                await up.changes.until(lambda n=i + 1: up.arrived == n)
 
 
 def tool_calls(ids: range) -> list[bytes]:
@@ -104,7 +97,7 @@ async def test_a_client_that_leaves_before_the_response_head_releases_its_upstre
         n = 5
         await calls_that_leave(up, port, tool_calls(range(100, 100 + n)))
         with anyio.move_on_after(5):
-            await up.until(lambda: up.left == n)
+            await up.changes.until(lambda: up.left == n)
         left, in_flight = up.left, gw.gateway.in_flight
     assert left == n, f"the upstream saw {left} of {n} readers go; {in_flight} flights left"
     assert in_flight == 0
@@ -155,7 +148,7 @@ async def test_a_call_written_otherwise_is_still_cancelled_when_its_client_leave
         calls = [CALLS_WRITTEN_OTHERWISE[written] % (300 + i) for i in range(n)]
         await calls_that_leave(up, port, calls)
         with anyio.move_on_after(5):
-            await up.until(lambda: up.left == n)
+            await up.changes.until(lambda: up.left == n)
         left = up.left
         async with httpx2.AsyncClient(timeout=scripted.GUARD) as other:
             resp = await other.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)

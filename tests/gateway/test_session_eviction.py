@@ -37,6 +37,7 @@ from anyio.abc import TaskGroup
 
 from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
 from fsm.gateway.store import MemoryStore
+from support.changes import Changes
 from support.gateway import RunningGateway
 from tests.gateway import gateway_client as client
 from tests.gateway import scripted_upstream as scripted
@@ -309,19 +310,17 @@ class Reading:
 
     def __init__(self) -> None:
         self.seen = b""
-        self._changed = anyio.Event()
+        self._changes = Changes()
 
     async def read(self, pieces: AsyncIterator[bytes]) -> None:
         async for piece in pieces:
             self.seen += piece
-            self._changed.set()
-            self._changed = anyio.Event()
+            self._changes.note()
 
     async def until(self, word: bytes) -> None:
         """Return once ``word`` shows in :attr:`seen` (never, if the stream ends without
         it: guard it with a timeout)."""
-        while word not in self.seen:
-            await self._changed.wait()
+        await self._changes.until(lambda: word in self.seen)
 
 
 @contextlib.asynccontextmanager

@@ -23,6 +23,7 @@ httpx2 = pytest.importorskip("httpx2")
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.gateway.redis_store import RedisStore  # noqa: E402
 from fsm.wire.serving import lifespan  # noqa: E402
+from support.changes import Changes  # noqa: E402
 from support.redis_server import RedisServer  # noqa: E402
 from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
@@ -48,12 +49,10 @@ class DropsBeforeGet:
         self.gets: list[dict[str, str]] = []
         self.detached = 0
         self.answered = anyio.Event()
-        self._changed = anyio.Event()
+        self.changes = Changes()
 
     async def wait_until(self, predicate: Any) -> None:
-        while not predicate(self):
-            self._changed = anyio.Event()
-            await self._changed.wait()
+        await self.changes.until(lambda: predicate(self))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -63,7 +62,7 @@ class DropsBeforeGet:
         try:
             await self._serve(scope["method"], headers, msg, receive, send)
         finally:
-            self._changed.set()
+            self.changes.note()
 
     async def _serve(
         self, method: str, headers: dict[str, str], msg: Any, receive: Any, send: Any
@@ -84,7 +83,7 @@ class DropsBeforeGet:
                 self.delivered += 1
             else:
                 self.dropped += 1
-            self._changed.set()
+            self.changes.note()
             await scripted.sse_start(send)
             await self.answered.wait()
             await scripted.sse_piece(
@@ -105,7 +104,7 @@ class DropsBeforeGet:
         self.gets.append(headers)
         out, pending = anyio.create_memory_object_stream[Any](16)
         self.attached = out
-        self._changed.set()
+        self.changes.note()
         await scripted.sse_start(send)
 
         async def pump() -> None:

@@ -56,6 +56,7 @@ from fsm.wire.rig import (
     run_scenario,
 )
 from fsm.wire.scenarios import seed
+from support.changes import Changes
 
 __all__ = [
     "SDK_LINES",
@@ -155,13 +156,8 @@ class TsClient:
         self.lines: list[Event] = []
         self.stderr = bytearray()
         self.ended = False
-        self._changed = anyio.Event()
+        self._changes = Changes()
         self._calls = itertools.count(1)
-
-    # -- observation
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
 
     def events(self, kind: str) -> list[Event]:
         """The printed lines whose ``event`` is ``kind``, in order."""
@@ -184,7 +180,7 @@ class TsClient:
                         return i, self.lines[i]
                 if self.ended:
                     raise EOFError(f"client.mjs exited; stderr: {self.stderr.decode()[-2000:]}")
-                await self._changed.wait()
+                await self._changes.next()
 
     async def wait_count(
         self, predicate: Callable[[Event], bool], count: int, timeout: float = 10.0
@@ -258,12 +254,12 @@ class TsClient:
                 if not isinstance(parsed, dict):
                     parsed = {"event": "unparsed", "text": raw.decode(errors="replace")}
                 self.lines.append(parsed)
-                self._notify()
+                self._changes.note()
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
             pass
         finally:
             self.ended = True
-            self._notify()
+            self._changes.note()
 
     async def _read_stderr(self) -> None:
         assert self.process.stderr is not None
