@@ -15,9 +15,10 @@ the body's ``Content-Length``: no ``User-Agent``, ``Accept``, ``Accept-Encoding`
 ``Content-Type`` of its own), never follows a redirect, keeps no cookie, reads no proxy
 from the environment, and does not decode the body (``httpx2`` decodes it for
 ``aiter_bytes``). Failures are raised as ``httpx2``'s exceptions (:func:`_translated`),
-while sending and while the body is read. A body closed before its end closes its
-connection (the upstream sees the client go); a body read to its end returns the
-connection to the pool.
+while sending and while the body is read; their text, ``repr`` and traceback never hold
+the request's URL (its query string may carry a client's key). A body closed before its
+end closes its connection (the upstream sees the client go); a body read to its end
+returns the connection to the pool.
 
 Limits: it runs on an ``asyncio`` loop only (uvloop included), HTTP/1.1 only; of a
 request's ``timeout`` extension, ``connect`` bounds opening a connection, ``pool`` the
@@ -162,27 +163,53 @@ def _unread(content: aiohttp.StreamReader) -> bytes:
 
 @contextlib.contextmanager
 def _translated(request: httpx2.Request) -> Iterator[None]:
-    """aiohttp's failures as the ``httpx2`` exceptions the core handles."""
+    """aiohttp's failures as the ``httpx2`` exceptions the core handles. Their text is
+    :func:`_told`'s, never the request's URL, and aiohttp's exception is not chained to
+    them: a log line or a traceback of one would otherwise carry the URL's query string,
+    which may hold a client's credential (``?key=...``)."""
     try:
         yield
-    except aiohttp.ConnectionTimeoutError as exc:
-        raise httpx2.ConnectTimeout(str(exc) or "connect timeout", request=request) from exc
-    except (TimeoutError, aiohttp.SocketTimeoutError) as exc:
-        raise httpx2.ReadTimeout(str(exc) or "read timeout", request=request) from exc
+    except aiohttp.ConnectionTimeoutError:  # past ``connect`` + ``pool``
+        raise httpx2.ConnectTimeout("connect timeout", request=request) from None
+    except (TimeoutError, aiohttp.SocketTimeoutError):
+        raise httpx2.ReadTimeout("read timeout", request=request) from None
     except aiohttp.ClientConnectorError as exc:  # refused, DNS, TLS handshake
-        raise httpx2.ConnectError(str(exc), request=request) from exc
+        raise httpx2.ConnectError(_told(exc), request=request) from None
     except (
         aiohttp.ServerDisconnectedError,
         aiohttp.ClientPayloadError,
         aiohttp.ClientResponseError,
     ) as exc:  # closed early, broken framing, a malformed response
-        raise httpx2.RemoteProtocolError(str(exc) or type(exc).__name__, request=request) from exc
+        raise httpx2.RemoteProtocolError(_told(exc), request=request) from None
     except (aiohttp.ClientOSError, aiohttp.ClientConnectionError) as exc:
-        raise httpx2.ReadError(str(exc) or type(exc).__name__, request=request) from exc
+        raise httpx2.ReadError(_told(exc), request=request) from None
     except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
-        raise httpx2.UnsupportedProtocol(str(exc), request=request) from exc
+        raise httpx2.UnsupportedProtocol(_told(exc), request=request) from None
     except aiohttp.ClientError as exc:  # any other failure of the connection
-        raise httpx2.NetworkError(str(exc) or type(exc).__name__, request=request) from exc
+        raise httpx2.NetworkError(_told(exc), request=request) from None
+
+
+_TOLD_WHOLE = (
+    aiohttp.ClientOSError,
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientPayloadError,
+)
+"""aiohttp's failures whose text describes the connection or the response, never the
+request: an OS error (a connector's names the upstream's host and port, no path or
+query), a disconnect, a broken body."""
+
+
+def _told(exc: BaseException) -> str:
+    """What an ``httpx2`` exception made of aiohttp's ``exc`` says: its type, and the
+    text of a failure of :data:`_TOLD_WHOLE` or a malformed response's status and parser
+    message (what the upstream sent wrong). Nothing else of aiohttp's text: a
+    ``ClientResponseError``'s, a connect timeout's, an invalid URL's hold the request's
+    URL, query string included."""
+    kind = type(exc).__name__
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"{kind}: {exc.status}, {exc.message}"
+    text = str(exc) if isinstance(exc, _TOLD_WHOLE) else ""
+    return f"{kind}: {text}" if text else kind
 
 
 @lru_cache(maxsize=256)

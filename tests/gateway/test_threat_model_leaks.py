@@ -1,0 +1,274 @@
+"""Nothing secret is logged or told when the upstream fails: a client's URL carries its
+query string to the upstream (where an upstream may take a key, ``?key=...``, a
+credential), and no failure of the upstream connection puts that URL into a log line at
+``INFO`` or above or into a client's answer.
+
+| attacker | what they try | what they would get | what they get | test |
+|---|---|---|---|---|
+| anyone reading the gateway's logs | a client's call, its key in the URL's query, the upstream answering with a head aiohttp cannot parse, or cutting a body short, or every upstream connection busy past the wait for one | the key in a ``WARNING`` line (``POST failed without a response``, ``upstream response cut short``): aiohttp's text of a malformed response or a connect timeout holds the request's whole URL | the failure's type and what it says of the connection or the response; the URL nowhere in the logs nor in the client's answer | ``test_an_upstream_failure_logs_no_query_string`` |
+| the same | any failure of the gateway's upstream transport (refused, malformed head, head cut, body cut, wait for a connection, read timeout) | the URL in the text, the ``repr`` or the traceback of the ``httpx2`` exception it raises (aiohttp's exception chained as its cause) | none of the three holds the URL's query | ``test_no_transport_failure_carries_the_request_url`` |
+
+Real loopback TCP; every wait is on a response, with a timeout only against a hang (and
+the wait for an upstream connection and for a response, set to 0.1 s where that is the
+case).
+"""  # noqa: E501 (a Markdown table's rows are one line each)
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import traceback
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+
+pytest.importorskip("uvicorn")
+httpx2 = pytest.importorskip("httpx2")
+
+from fsm.gateway.app import GatewayLimits  # noqa: E402
+from fsm.gateway.upstream import AiohttpTransport  # noqa: E402
+from support.gateway import running_gateway  # noqa: E402
+from tests.gateway import scripted_upstream as scripted  # noqa: E402
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+SECRET = "s3cr3t-api-key-0123456789"
+"""A client's key, in the query string of the URL it calls."""
+
+
+def http_response(status: str, fields: list[tuple[str, Any]], body: bytes = b"") -> bytes:
+    head = "".join(f"{name}: {value}\r\n" for name, value in fields)
+    return f"HTTP/1.1 {status}\r\n{head}\r\n".encode() + body
+
+
+def json_response(message: Any, *more: tuple[str, Any]) -> bytes:
+    body = json.dumps(message).encode()
+    fields = [("content-type", "application/json"), ("content-length", len(body)), *more]
+    return http_response("200 OK", fields, body)
+
+
+Respond = Callable[[str, str, dict[str, str], bytes], bytes | None]
+
+MALFORMED_HEAD = b"HTTP/1.1 200 OK\r\nthis is not a header line\r\n\r\n"
+"""A response head aiohttp's parser refuses (a header line without a colon)."""
+CUT_HEAD = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-len"
+"""A response head the upstream closes its connection inside."""
+CUT_BODY = b'HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 100\r\n\r\n{"jsonrpc"'
+"""A response whose body the upstream closes its connection inside."""
+OPEN_STREAM = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
+"""An event stream's head, its body never ended: the connection stays taken."""
+
+
+class RawUpstream:
+    """A TCP upstream answering each request with the bytes ``respond`` gives (``None``:
+    no answer, the connection left open); it closes a connection after an answer that
+    says ``connection: close``."""
+
+    def __init__(self, respond: Respond) -> None:
+        self.respond = respond
+        self.seen: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    async def handle(self, stream: anyio.abc.ByteStream) -> None:
+        async with stream:
+            buf = b""
+            while True:
+                try:
+                    while b"\r\n\r\n" not in buf:
+                        buf += await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    return
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, target = lines[0].split(" ")[:2]
+                headers = {}
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                size = int(headers.get("content-length", "0"))
+                try:
+                    while len(rest) < size:
+                        rest += await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    return
+                body, buf = rest[:size], rest[size:]
+                self.seen.append((method, target, headers, body))
+                answer = self.respond(method, target, headers, body)
+                if answer is None:
+                    await anyio.sleep_forever()  # until the server stops
+                await stream.send(answer)
+                if b"connection: close" in answer.lower():
+                    return
+
+
+@contextlib.asynccontextmanager
+async def raw_server(respond: Respond) -> AsyncIterator[tuple[str, RawUpstream]]:
+    """:class:`RawUpstream` on 127.0.0.1: its MCP endpoint's URL, and it."""
+    up = RawUpstream(respond)
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, up.handle)
+        try:
+            yield f"http://127.0.0.1:{port}/mcp", up
+        finally:
+            tg.cancel_scope.cancel()
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def at_info_or_above(self) -> list[str]:
+        """Each record at ``INFO`` or above as a handler formats it: logger, message and
+        the traceback of its exception, if it has one."""
+        out = []
+        for r in self.records:
+            if r.levelno >= logging.INFO:
+                trace = logging.Formatter().formatException(r.exc_info) if r.exc_info else ""
+                out.append(f"{r.name}: {r.getMessage()}\n{trace}")
+        return out
+
+
+@contextlib.contextmanager
+def fsm_logs() -> Any:
+    """Every record of the ``fsm`` loggers while the block runs."""
+    handler = _Records()
+    logger = logging.getLogger("fsm")
+    old = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+
+
+def upstream_of(call_answer: bytes | None) -> Respond:
+    """An upstream that begins session :data:`scripted.SID`, answers a ``tools/call``
+    with ``call_answer`` (``None``: never) and anything else ``202``."""
+
+    def respond(method: str, target: str, headers: dict[str, str], body: bytes) -> bytes | None:
+        msg: Any = json.loads(body) if body else None
+        name = msg.get("method") if isinstance(msg, dict) else None
+        if name == "initialize":
+            return json_response(scripted.result(msg["id"]), ("mcp-session-id", scripted.SID))
+        if name == "ping":
+            return json_response({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
+        if name == "tools/call":
+            return call_answer
+        return http_response("202 Accepted", [("content-length", 0)])
+
+    return respond
+
+
+@pytest.mark.parametrize("failure", ["malformed-head", "cut-body", "no-free-connection"], ids=str)
+async def test_an_upstream_failure_logs_no_query_string(failure: str) -> None:
+    """docs/gateway.md, Operating it: no query string is logged at ``INFO`` or above by
+    the gateway's own code. A client authenticates by a key in its URL (``?key=...``, a
+    credential the gateway passes upstream); its call then fails upstream: a head aiohttp
+    cannot parse (the client gets ``502``), a body cut short (the client's response is
+    cut short too), or, with one upstream connection allowed and another call's stream
+    holding it, no connection within the wait for one (0.1 s here; ``504``).
+    The key reaches the upstream, and appears in no log line at ``INFO`` or above (nor
+    its traceback) and not in the client's answer."""
+    limits, timeout = None, None
+    call_answer: bytes | None = {"malformed-head": MALFORMED_HEAD, "cut-body": CUT_BODY}.get(
+        failure, OPEN_STREAM
+    )
+    if failure == "no-free-connection":
+        limits = GatewayLimits(upstream_connections=1)
+        timeout = httpx2.Timeout(10.0, connect=0.1, pool=0.1)
+    async with (
+        raw_server(upstream_of(call_answer)) as (upstream, up),
+        running_gateway(upstream, limits=limits, timeout=timeout) as gw,
+        httpx2.AsyncClient(timeout=20) as http,
+    ):
+        url = f"{gw.url}?key={SECRET}"
+        r = await http.post(url, json=scripted.INIT, headers=scripted.HEAD)
+        assert r.status_code == 200
+        headers = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+        async with contextlib.AsyncExitStack() as held:
+            if failure == "no-free-connection":  # a call's open stream takes the connection
+                call = scripted.tool_call(1)
+                first = await held.enter_async_context(
+                    http.stream("POST", gw.url, json=call, headers=headers)
+                )
+                assert first.status_code == 200
+            with fsm_logs() as logged:
+                try:
+                    r = await http.post(url, json=scripted.CALL, headers=headers)
+                    status, told = r.status_code, r.text
+                except httpx2.RemoteProtocolError:  # the body was cut short, as upstream
+                    status, told = 0, ""
+    assert any(SECRET in target for _, target, _, _ in up.seen)  # the key went upstream
+    expected = {"malformed-head": 502, "cut-body": 0, "no-free-connection": 504}[failure]
+    assert status == expected, (status, told)
+    leaked = [line for line in logged.at_info_or_above() if SECRET in line]
+    assert not leaked, leaked
+    assert SECRET not in told and "127.0.0.1" not in told, told
+
+
+@contextlib.asynccontextmanager
+async def transport(**kwargs: Any) -> AsyncIterator[httpx2.AsyncClient]:
+    """An ``httpx2`` client on the gateway's upstream transport (``kwargs`` to it)."""
+    async with httpx2.AsyncClient(transport=AiohttpTransport(**kwargs)) as http:
+        yield http
+
+
+@pytest.mark.parametrize(
+    ("failure", "raised"),
+    [
+        ("refused", httpx2.ConnectError),
+        ("malformed-head", httpx2.RemoteProtocolError),
+        ("cut-head", httpx2.RemoteProtocolError),
+        ("cut-body", httpx2.RemoteProtocolError),
+        ("no-free-connection", httpx2.ConnectTimeout),
+        ("silent", httpx2.ReadTimeout),
+    ],
+    ids=["refused", "malformed-head", "cut-head", "cut-body", "no-free-connection", "silent"],
+)
+async def test_no_transport_failure_carries_the_request_url(
+    failure: str, raised: type[Exception]
+) -> None:
+    """Each failure of the gateway's upstream transport (:mod:`fsm.gateway.upstream`) is
+    raised as the ``httpx2`` exception the core handles, and neither its text, nor its
+    ``repr``, nor its traceback as a log handler formats it holds the query string of
+    the request's URL: a refused connection, a head aiohttp cannot parse, a head or a
+    body cut short, no connection free within the wait for one (one allowed, held by an
+    open stream; 0.1 s), no response within the read timeout (0.1 s)."""
+    answer = {
+        "malformed-head": MALFORMED_HEAD,
+        "cut-head": CUT_HEAD,
+        "cut-body": CUT_BODY,
+        "no-free-connection": OPEN_STREAM,
+    }.get(failure)
+    timeout = httpx2.Timeout(10.0, connect=0.1, pool=0.1, read=0.1)
+    async with (
+        raw_server(lambda *_: answer) as (upstream, _up),
+        transport(connections=1) as http,
+    ):
+        url = f"{upstream}?key={SECRET}"
+        if failure == "refused":
+            with contextlib.closing(__import__("socket").socket()) as sock:
+                sock.bind(("127.0.0.1", 0))  # a port no one listens on
+                url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp?key={SECRET}"
+        async with contextlib.AsyncExitStack() as held:
+            if failure == "no-free-connection":  # the one connection, taken
+                request = http.build_request("GET", url, timeout=timeout)
+                first = await http.send(request, stream=True)
+                held.push_async_callback(first.aclose)
+            with pytest.raises(raised) as caught:
+                async with http.stream("GET", url, timeout=timeout) as resp:
+                    await resp.aread()
+    exc = caught.value
+    told = [str(exc), repr(exc), "".join(traceback.format_exception(exc))]
+    assert not [text for text in told if SECRET in text], told
