@@ -80,6 +80,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from weakref import WeakValueDictionary
 
+from fsm.adapters._transport.http import MAX_TRACKED_ID
 from fsm.adapters._transport.sse import usable_event_id
 
 __all__ = [
@@ -100,9 +101,11 @@ ENV_PREVIOUS_KEY = "FSM_GATEWAY_ID_KEY_PREVIOUS"
 MIN_KEY_BYTES = 32
 """The shortest key accepted (bytes of its UTF-8)."""
 
-WHOLE_NAME_MAX = 256
-"""The longest stream name (UTF-8 bytes) an id carries whole; a longer one (a call whose
-request id is that long) is named by a digest."""
+WHOLE_NAME_MAX = MAX_TRACKED_ID
+"""The longest stream name (UTF-8 bytes) an id carries whole; a longer one is named by a
+digest. The bound of a tracked call's request id too
+(:func:`~fsm.adapters._transport.http.tracked_id`): a call's stream name, ``post:`` and
+its id's JSON text, is at most 5 bytes longer."""
 DIGEST_MARK = "~"
 """How a tag that is a digest of its stream's name begins (no base64 tag does)."""
 

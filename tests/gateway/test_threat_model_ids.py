@@ -6,7 +6,7 @@ request id's length.
 |---|---|---|---|---|
 | B, no token, A's session id | a `ping` with `MCP-Protocol-Version: 1999-01-01` (refused `401`) | every request the gateway makes for A carries the bogus version: A's resume is refused | the version is the session's only once the upstream accepted a request carrying it | `test_a_refused_request_does_not_change_the_sessions_protocol_version` |
 | B, A's session id | an `initialize` in A's session, answered with a new `Mcp-Session-Id` | the gateway's requests for A go to the new session | an established session's id is never replaced | `test_an_established_session_id_is_never_replaced` |
-| a client | a call whose request id is megabytes long | each event id carries the id's base64: megabytes written per event, held per stream | a long stream name is named by a digest in event ids; a resume with one works | `test_an_event_id_does_not_grow_with_the_request_id` |
+| a client | a call whose request id is long | each event id carries the id's base64: megabytes written per event, held per stream | a call whose id is longer than the gateway tracks (its JSON text over 256 characters) goes untracked, its events with the upstream's ids (`test_long_request_ids.py`); a tracked call's stream name over 256 bytes is named by a digest in event ids; a resume with one works | `test_an_event_id_does_not_grow_with_the_request_id` |
 
 Real loopback HTTP: the scripted upstream (``scripted_upstream.py``), behind the bearer
 check of ``auth_upstream.py`` where a request must be refused; every wait is on an
@@ -27,6 +27,7 @@ httpx2 = pytest.importorskip("httpx2")
 
 from auth_upstream import SessionAuth  # noqa: E402
 
+from fsm.adapters._transport.http import MAX_TRACKED_ID  # noqa: E402
 from fsm.gateway import ids  # noqa: E402
 from fsm.gateway.store import MemoryStore  # noqa: E402
 from tests.gateway import scripted_upstream as scripted  # noqa: E402
@@ -154,11 +155,12 @@ async def call_and_resume(rid: Any) -> tuple[bytes, str, int, list[Any], list[st
 
 
 async def test_an_event_id_does_not_grow_with_the_request_id() -> None:
-    """A call whose request id is 200,000 characters: its first event is written with
-    about the bytes of a call with id 7 (its stream is named by a digest in its event
-    ids, and in the store that keeps its cursor), and a resume with that event's id
-    brings the call's result."""
-    long_id = "x" * 200_000
+    """A call whose request id is the longest the gateway tracks (its JSON text
+    ``MAX_TRACKED_ID`` characters; its stream's name, over 256 bytes): its first event is
+    written with about the bytes of a call with id 7 (its stream is named by a digest in
+    its event ids, and in the store that keeps its cursor), and a resume with that
+    event's id brings the call's result."""
+    long_id = "x" * (MAX_TRACKED_ID - 2)  # two quotes: its JSON text is at the bound
     short, short_id, *short_resume, short_cursors = await call_and_resume(7)
     long, digest_id, *long_resume, long_cursors = await call_and_resume(long_id)
     assert len(long) <= len(short) + 32

@@ -17,6 +17,7 @@ from fsm.adapters._transport.sse import SseFrame, SseParser
 from fsm.errors import (
     InteractionFailed,
 )
+from fsm.messages import valid_id
 from fsm.outcomes import SubmissionResult
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class HttpResponse(Protocol):
     @property
     def stream(self) -> Any: ...
     def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+    def aiter_raw(self) -> AsyncIterator[bytes]: ...
     async def aclose(self) -> None: ...
 
 
@@ -122,6 +124,24 @@ def origin_of(stream: str) -> Any:
 
 def stream_name(origin: Any) -> str:
     return f"post:{json.dumps(origin)}"
+
+
+MAX_TRACKED_ID = 256
+"""The longest JSON text (characters) of a request id whose call is tracked
+(:func:`tracked_id`); also the longest stream name a gateway's event ids carry whole
+(:data:`fsm.gateway.ids.WHOLE_NAME_MAX`)."""
+
+
+def tracked_id(origin: object) -> bool:
+    """Whether a call whose request id is ``origin`` is tracked: an id the guard takes
+    (:func:`~fsm.messages.valid_id`, an integer or a string) whose JSON text is at most
+    :data:`MAX_TRACKED_ID` characters. Any other call is forwarded untracked, as it came:
+    everything the guard remembers of an ended call is named by its id (its stream,
+    ``post:<id>``, in tables bounded by count, not size), so a session's memory would
+    grow with its ids' length. An SDK's client numbers its requests (0, 1, ...)."""
+    if isinstance(origin, str) and len(origin) > MAX_TRACKED_ID:
+        return False  # its JSON text is longer still: not encoded to find out
+    return valid_id(origin) and len(json.dumps(origin)) <= MAX_TRACKED_ID
 
 
 RESULT_BODY_LIMIT = 64 * 1024
@@ -183,6 +203,71 @@ def opens_stream(resp: HttpResponse) -> bool:
     """Whether ``resp`` is an open event stream (``200``, ``text/event-stream``)."""
     ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
     return resp.status_code == 200 and ctype == "text/event-stream"
+
+
+_DECODED: dict[str, frozenset[str]] = {}
+
+
+def decoded_codings(hx: HttpLib) -> frozenset[str]:
+    """The content codings (lower case, ``identity`` among them) a response of ``hx``
+    decodes as it is read. The library reads a body in any other coding as if it had
+    none, silently. It names the set nowhere public, and the set depends on what is
+    installed (``br`` only with a brotli module, ``zstd`` only with a zstd one); its
+    clients ask for exactly those codings in their default ``Accept-Encoding``, read here
+    from a client that never connects (the library's base transport, nothing taken from
+    the environment). Made once per library."""
+    known = _DECODED.get(hx.__name__)
+    if known is None:
+        client = hx.AsyncClient(transport=hx.AsyncBaseTransport(), trust_env=False)
+        named = client.headers.get("accept-encoding", "")
+        codings = {coding.strip().lower() for coding in named.split(",")} - {""}
+        known = _DECODED[hx.__name__] = frozenset(codings | {"identity"})
+    return known
+
+
+def undecoded(hx: HttpLib, resp: HttpResponse) -> bool:
+    """Whether ``resp``'s ``Content-Encoding`` names a coding ``hx`` does not decode
+    (:func:`decoded_codings`): its body, as the library reads it, is still in that
+    coding. Such a body is never parsed (as events or JSON) here: it goes on as it
+    came, its bytes still encoded and the field that names their coding kept
+    (:func:`wrap_response`), for its reader to decode as it would the upstream's own."""
+    decoded = decoded_codings(hx)
+    return any(
+        coding.strip().lower() not in decoded
+        for name, value in resp.headers.multi_items()
+        if name.lower() == "content-encoding"
+        for coding in value.split(",")
+        if coding.strip()
+    )
+
+
+def decodable_accept(hx: HttpLib, value: str) -> str:
+    """``value``, a client's ``Accept-Encoding``, less the codings ``hx`` does not decode
+    (:func:`decoded_codings`; ``*`` among them, which lets the upstream pick any): what
+    the upstream is asked for, so that every body it sends can be read here (an event
+    stream tracked) while the client still gets only codings it asked for. ``identity``
+    if none is left (what an empty field means, said plainly: no field at all would let
+    the upstream pick any coding)."""
+    decoded = decoded_codings(hx)
+    kept = [
+        element.strip()
+        for element in value.split(",")
+        if element.partition(";")[0].strip().lower() in decoded
+    ]
+    return ", ".join(kept) or "identity"
+
+
+def answer_result(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The result an answer ``body`` (a JSON-RPC response: an ``id``, no ``method``)
+    gives the request it answers, as the guard reads it: its ``result``, a JSON object,
+    if the body holds no ``error`` member at all; else ``None``. A body holding both is
+    read two ways (the mcp SDK's server takes the error, a refusal; a reader that looks
+    for ``result`` first takes the result): the guard takes neither reading, records
+    nothing of it and lets the upstream, which decides, read the body as it came."""
+    result = body.get("result")
+    if "error" in body or not isinstance(result, Mapping):
+        return None
+    return result
 
 
 def says_accepted(request: HttpRequest, resp: HttpResponse) -> bool:
@@ -366,6 +451,7 @@ def body_method(request: HttpRequest) -> str | None:
 
 
 _STRIPPED = frozenset(name.encode() for name in STRIP_HEADERS)
+_CODED = _STRIPPED - {b"content-encoding"}
 
 
 def wrap_response(
@@ -373,8 +459,15 @@ def wrap_response(
 ) -> HttpResponse:
     """``resp`` with the body ``stream``: its fields as their bytes came (a value that is
     not ASCII passes as it came, never decoded and encoded again), the framing ones
-    (:data:`STRIP_HEADERS`) left out."""
-    headers = [(k, v) for k, v in resp.headers.raw if k.lower() not in _STRIPPED]
+    (:data:`STRIP_HEADERS`) left out. A :class:`Passthrough` of a body in a coding
+    ``hx`` does not decode (:func:`undecoded`) passes its bytes as they came, and keeps
+    the ``Content-Encoding`` that names their coding (the library would pass them on
+    decoded by none of it, and the field dropped, label them plain)."""
+    raw = isinstance(stream, Passthrough) and undecoded(hx, resp)
+    if raw:
+        stream.raw = True
+    dropped = _CODED if raw else _STRIPPED
+    headers = [(k, v) for k, v in resp.headers.raw if k.lower() not in dropped]
     return hx.Response(
         resp.status_code,
         headers=headers,
@@ -385,13 +478,17 @@ def wrap_response(
 
 
 class Passthrough:
-    """A forwarded body, unchanged (bound to the HTTP library by :func:`bind`)."""
+    """A forwarded body, unchanged (bound to the HTTP library by :func:`bind`): as the
+    library decodes it, or, if :attr:`raw`, its bytes as they came."""
 
     def __init__(self, resp: HttpResponse) -> None:
         self.resp = resp
+        self.raw = False
+        """The body is passed on still encoded (set by :func:`wrap_response`)."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self.resp.aiter_bytes():
+        chunks = self.resp.aiter_raw() if self.raw else self.resp.aiter_bytes()
+        async for chunk in chunks:
             yield chunk
 
     async def aclose(self) -> None:

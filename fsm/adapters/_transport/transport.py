@@ -20,6 +20,7 @@ from fsm.adapters._transport.http import (
     SESSION_GONE_BODY,
     HttpLib,
     Passthrough,
+    answer_result,
     body_method,
     json_body,
     json_sendable,
@@ -31,12 +32,13 @@ from fsm.adapters._transport.http import (
     says_accepted,
     stream_name,
     too_many_streams,
+    tracked_id,
+    undecoded,
     wrap_response,
 )
 from fsm.adapters._transport.rejoin import record_call
 from fsm.errors import RequestKey, StoreError
 from fsm.events import standalone_stream
-from fsm.messages import valid_id
 from fsm.outcomes import SubmissionResult
 
 if TYPE_CHECKING:
@@ -161,16 +163,17 @@ class GuardedTransport:
         layer answers it before the check and drops a stranger's answer, which must
         neither end the owner's prompt nor be kept for another replica to submit as the
         owner's. An answer refused, or whose credentials are not proven (the probe
-        refused or timed out), changes nothing."""
+        refused or timed out), changes nothing; nor does one that gives no result as the
+        guard reads it (:func:`answer_result`: an error, or a body holding both)."""
         e = self.e
         resp = await e.http.send(request, stream=True)
         status = resp.status_code
         rid = body.get("id")
-        result = body.get("result")
+        result = answer_result(body)
         if (
             isinstance(rid, int | str)
             and not isinstance(rid, bool)
-            and isinstance(result, Mapping)
+            and result is not None
             and says_accepted(request, resp)
         ):
             key: RequestKey = (e.session or "", rid)
@@ -185,9 +188,12 @@ class GuardedTransport:
         ``request``: recorded as answered upstream if the guard presented the request,
         as relayed if it never saw it, once the upstream accepts ``request``'s
         credentials for the session (asked only for an answer that would be recorded);
-        else nothing is recorded."""
+        else nothing is recorded. An answer to a request never seen here whose id is
+        past :data:`~fsm.adapters._transport.http.MAX_TRACKED_ID` is not remembered
+        either (:func:`tracked_id`: a session's memory does not grow with its ids)."""
         e = self.e
-        if e.guard.state_of(key) not in ("presented", None):
+        state = e.guard.state_of(key)
+        if state not in ("presented", None) or (state is None and not tracked_id(key[1])):
             return  # answered, withdrawn or ended here: a relayed answer changes nothing
         proven = await e.vouch_answer(request)
         state = e.guard.state_of(key)  # again: the probe took a round trip
@@ -198,28 +204,32 @@ class GuardedTransport:
             await e.relayed(key, answer)
 
     async def _answer(self, request: Any, body: dict[str, Any]) -> Any:
-        """An answer POST from the SDK: the guard submits it (or it is dropped)."""
+        """An answer POST from the SDK: the guard submits it (or it is dropped). Only a
+        result as the guard reads it (:func:`answer_result`) is submitted, relayed or
+        kept; an error, or a body holding both, to a presented request goes as it came
+        (``None``), for the upstream to read."""
         e = self.e
         rid = body.get("id")
         if not isinstance(rid, int | str) or isinstance(rid, bool):
             return None
         key: RequestKey = (e.session or "", rid)
         state = e.guard.state_of(key)
+        result = answer_result(body)
         if state is None:  # idempotent or untracked request: the answer goes as it is
-            if e.on_answer is None or not isinstance(body.get("result"), Mapping):
+            if e.on_answer is None or result is None or not tracked_id(rid):
                 return None
             resp = await self._send(request)
             if resp.status_code < 300:
-                await e.relayed(key, body["result"])
+                await e.relayed(key, result)
             return resp
         if state == "presented" and not json_sendable(body.get("result")):
             return None  # not JSON the guard could send: forwarded as it came, to be refused
-        if state == "presented" and isinstance(body.get("result"), Mapping):
+        if state == "presented" and result is not None:
             if e.on_answer is not None:  # written ahead: a crash after the 202 keeps it
-                await e.on_answer(key, body["result"])
+                await e.on_answer(key, result)
             if e.guard.state_of(key) == "presented":
                 e.act_for_answer(key, request)
-                e.feed(ev.UserAnswered(key, body["result"]))
+                e.feed(ev.UserAnswered(key, result))
             else:
                 e.dropped_answers += 1
             return local_response(self.e.hx, request, 202)
@@ -231,7 +241,8 @@ class GuardedTransport:
     async def _forward_post(self, request: Any, body: Any) -> Any:
         e = self.e
         origin = body.get("id") if isinstance(body, dict) and "method" in body else None
-        if valid_id(origin):  # another id (1.0, true, an object) goes untracked, as it came
+        # another id (1.0, true, an object, one past MAX_TRACKED_ID) goes untracked, as it came
+        if tracked_id(origin):
             slot = CURRENT_CALL.get() or e.sent_calls.pop(origin, None)
             if slot is not None and slot.binds(body.get("method")):
                 slot.origin = origin
@@ -310,7 +321,9 @@ class GuardedTransport:
         while it has none (the answer to its ``initialize``): an established session's
         id is never replaced, whatever a later response carries; the credentials of the
         ``initialize`` it answers are the ones the upstream made the session for
-        (accepted). Any other request is judged by :meth:`_prove`."""
+        (accepted). Any other request is judged by :meth:`_prove`. A stream in a content
+        coding the HTTP library does not decode (:func:`undecoded`) is never tracked:
+        relayed as it came, its bytes still encoded, with its ``Content-Encoding``."""
         e = self.e
         sid = resp.headers.get("mcp-session-id")
         begun = (
@@ -330,11 +343,19 @@ class GuardedTransport:
             accepted(e, request)
         else:
             await self._prove(request, resp)
-        if not opens_stream(resp) or not e.session or not (e.trusted(request) or e.closing):
+        if (
+            not opens_stream(resp)
+            or not e.session
+            or not (e.trusted(request) or e.closing)
+            or undecoded(e.hx, resp)
+        ):
             # a stream opened for credentials the upstream has not accepted for the
             # session is that client's alone: relayed as it came, never tracked (it would
             # take a place under the session's stream cap, its result and its cursor);
-            # one of a session closing here is tracked, to end as its other streams end
+            # one of a session closing here is tracked, to end as its other streams end.
+            # One in a coding the HTTP library does not decode cannot be read as events
+            # here (it would end with no cursor, its result unread): relayed as it came,
+            # still encoded, for the client to decode as it would the upstream's own
             return wrap_response(self.e.hx, resp, request, self.e.bound.passthrough(resp))
         if stream is None:
             e.get_generations += 1
