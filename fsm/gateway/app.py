@@ -9,8 +9,11 @@ gateway enforces on the wire what the adapters enforce in-process:
   empty event that keeps its id; the client never sees it twice.
 * **Presentation is claimed.** Before a request is passed on, the gateway claims it in its
   :class:`~fsm.gateway.store.StateStore` (atomic: two replicas never both present a key),
-  under a lease this replica renews while the request awaits its answer. A lost claim
-  blanks the request; if the holder's lease lapses with no answer stored, the call ends
+  under a lease this replica renews while the request awaits its answer and while its
+  submission of the answer is under way. A lost claim blanks the request; the replica
+  that lost it submits a stored answer only if the holder died before marking its
+  submission ended (the answer reaches the server once while the holder lives); if the
+  holder's lease lapses with no answer stored, the call ends
   with :class:`~fsm.gateway.store.ClaimLapsedError`. A store that cannot answer blanks it
   and ends the interaction with :class:`~fsm.gateway.store.StoreUnavailableError` (fail
   closed).
@@ -135,6 +138,7 @@ from fsm.gateway.standalone import (
 from fsm.gateway.store import (
     DEFAULT_LEASE_S,
     ClaimLapsedError,
+    ClaimStatus,
     Cursor,
     MemoryStore,
     RequestId,
@@ -144,6 +148,7 @@ from fsm.gateway.store import (
 )
 from fsm.gateway.upstream import AiohttpTransport
 from fsm.messages import valid_id
+from fsm.outcomes import SubmissionResult
 from fsm.sse.guard import Guard, GuardConfig
 from fsm.sse.observe import ObservedGuard
 
@@ -472,6 +477,9 @@ class _Session:
     session (newest last): 32 bytes each, however long the cookies."""
     claimed: set[RequestId] = field(default_factory=set)
     """Requests this replica claimed and presented, whose leases it renews."""
+    watching: set[RequestId] = field(default_factory=set)
+    """Requests another replica claimed whose claim this replica watches
+    (:meth:`Gateway._watch_claim`): one watcher per request."""
     held: bool = False
     """Accepted by the upstream and held in the gateway's table."""
     closed: bool = False
@@ -1371,6 +1379,7 @@ class Gateway:
         engine.upstream_slots = anyio.CapacityLimiter(limits.upstream_requests_per_session)
         engine.claim = self._claimer(session)
         engine.on_answer = self._answer_keeper(session)
+        engine.on_submitted = self._submission_marker(session)
         session.last_used = time.monotonic()
         return session
 
@@ -1442,10 +1451,10 @@ class Gateway:
     def _claimer(self, session: _Session) -> Claim:
         """The engine's claim: the store's compare-and-set, held under this replica's
         lease. A lost claim whose request has an answer kept in the store (the client
-        answered through another replica) hands that answer to this replica's guard,
-        which submits it as its own: the server asking again is answered, the person is
-        not asked again. A lost claim with no answer yet is watched until an answer
-        arrives or the holder's lease lapses (:meth:`_watch_claim`)."""
+        answered through another replica) is settled as :meth:`_stored_answer` says: the
+        person is not asked again, and the answer goes upstream once (this replica's
+        guard submits it only when the replica that was to submit it died). Otherwise the
+        claim is watched (:meth:`_watch_claim`)."""
         store = self._store
 
         async def claim(key: RequestKey, stream: str, event_id: str | None) -> bool:
@@ -1469,11 +1478,9 @@ class Gateway:
                 session.claimed.add(key[1])
                 return True
             self.metrics.blanked("claimed-elsewhere")
-            answer = await store.answer_of(sid, key[1])
-            if answer is not None and e.guard.state_of(key) == "presented":
-                e.feed(events.UserAnswered(key, answer))
-            elif answer is None:
-                e.spawn(self._watch_claim, (session, key, stream))
+            status = await store.claim_status(sid, key[1])
+            if status.answer is None or not await self._stored_answer(session, key, stream, status):
+                self._watch(session, key, stream)
             return False
 
         return claim
@@ -1492,17 +1499,33 @@ class Gateway:
             return
         for rid in claimed:
             if rid not in session.claimed:
-                e.spawn(self._watch_claim, (session, (e.session or "", rid), stream))
+                self._watch(session, (e.session or "", rid), stream)
+
+    def _watch(self, session: _Session, key: RequestKey, stream: str) -> None:
+        """Watch the claim of ``key`` (:meth:`_watch_claim`) unless this session already
+        does: each replay that loses the claim and each take-over of its stream asks, and
+        one watcher polling the store is enough."""
+        if key[1] in session.watching:
+            return
+        if session.engine.spawn(self._watch_claim, (session, key, stream)):
+            session.watching.add(key[1])
 
     async def _watch_claim(self, args: tuple[_Session, RequestKey, str]) -> None:
         """Watch a request another replica claimed (and so presented) until the client's
-        answer reaches the store (this replica submits it: through its guard if a
-        replay brought the request here, else as it is) or the holder's lease lapses
-        with no answer: the holder died with the prompt, and the call ends with one
-        :class:`~fsm.gateway.store.ClaimLapsedError` (the request is never presented
+        answer in the store is settled (:meth:`_stored_answer`: submitted once, by the
+        replica that took it while it lives, else by this one) or the holder's lease
+        lapses with no answer: the holder died with the prompt, and the call ends with
+        one :class:`~fsm.gateway.store.ClaimLapsedError` (the request is never presented
         twice). Ends early when the request or its stream ends, or the claim is this
-        replica's or gone."""
+        replica's, marked submitted, or gone. Started through :meth:`_watch` only."""
         session, key, stream = args
+        try:
+            await self._watching(session, key, stream)
+        finally:
+            session.watching.discard(key[1])
+
+    async def _watching(self, session: _Session, key: RequestKey, stream: str) -> None:
+        """The loop of :meth:`_watch_claim`."""
         e = session.engine
         period = self.limits.lease_s / 3
         while True:
@@ -1521,12 +1544,10 @@ class Gateway:
             if status.owner == self.replica:
                 return
             if status.answer is not None:
-                if state == "presented":
-                    e.feed(events.UserAnswered(key, status.answer))
-                elif key[1] not in e.relayed_answers:  # the holder took it, and may
-                    # have died before sending it
-                    body = {"jsonrpc": "2.0", "id": key[1], "result": dict(status.answer)}
-                    await e._post(body, *e.acting_for(stream=stream))
+                if await self._stored_answer(session, key, stream, status):
+                    return
+                continue  # its holder lives: the submission is its, or under way elsewhere
+            if status.submitted:  # submitted by a replica that could not keep it ahead
                 return
             err: InteractionFailed
             if status.lapsed:
@@ -1548,6 +1569,40 @@ class Gateway:
             e.feed(events.StreamAbandoned(stream, err.reason, str(err)))
             e.failures[stream] = err
             return
+
+    async def _stored_answer(
+        self, session: _Session, key: RequestKey, stream: str, status: ClaimStatus
+    ) -> bool:
+        """Settle the answer ``status`` holds for ``key``, a request another replica
+        claimed; whether it is settled (``False``: watch on). A stored answer goes upstream
+        from the replica whose client gave it (the holder, or one whose guard was
+        replayed the request), or was relayed from one: that replica marks it submitted
+        once its submission ended. So: marked, nobody sends it again (a guard that was
+        replayed the request records it as answered upstream, so that the origin's
+        response resolves it); unmarked while the holder's lease holds, its submission is
+        under way or to come, and this replica waits; unmarked once the lease lapsed,
+        the holder died before its submission ended, and this replica submits it: through
+        its guard if the request was replayed here (which marks it when that ends), else
+        as it is unless this replica relayed it. A replica that dies between its POST and
+        its mark leaves the answer to be sent again: at least once, never for another
+        client. (A claim won without a lease has no holder to wait for.)"""
+        e = session.engine
+        answer = status.answer
+        assert answer is not None
+        state = e.guard.state_of(key)
+        if status.submitted:
+            if state == "presented":
+                e.answered_upstream(key, answer, SubmissionResult(202, None), tell=False)
+            return True
+        if status.owner is not None and not status.lease_lapsed:
+            return False
+        if state == "presented":
+            e.feed(events.UserAnswered(key, answer))
+        elif state is None and key[1] not in e.relayed_answers:
+            body = {"jsonrpc": "2.0", "id": key[1], "result": dict(answer)}
+            await e._post(body, *e.acting_for(stream=stream))
+            await self._mark_submitted(session, key)
+        return True
 
     async def _keep_alive(self) -> None:
         """Every third of the lease: renew the lease of every request this replica
@@ -1581,14 +1636,17 @@ class Gateway:
 
     async def _renew(self, session: _Session) -> None:
         """Renew the lease of each request of ``session`` this replica claimed that still
-        awaits its answer; forget the others. Nothing of a closed session (let go for
-        room, or ended, before or during the pass): its prompts are served here no
-        more."""
+        awaits its answer, or whose answer's submission is under way here (awaiting a
+        retry's backoff, or in flight): while the lease holds, a replica watching the
+        claim leaves a stored answer to this one (:meth:`_stored_answer`), so it must
+        not lapse before the submission ended and was marked. Forget the others. Nothing
+        of a closed session (let go for room, or ended, before or during the pass): its
+        prompts are served here no more."""
         e, sid = session.engine, session.engine.session
         for rid in list(session.claimed):
             if session.closed:
                 return
-            if e.guard.state_of((sid or "", rid)) != "presented" or not sid:
+            if e.guard.state_of((sid or "", rid)) not in _AWAITING or not sid:
                 session.claimed.discard(rid)
                 continue
             try:
@@ -1615,6 +1673,29 @@ class Gateway:
                 logger.warning("answer not written ahead: %s", exc)
 
         return keep
+
+    def _submission_marker(self, session: _Session) -> Callable[[RequestKey], Awaitable[None]]:
+        """The engine's :attr:`~SessionIO.on_submitted`: the submission of ``key``'s
+        answer from this replica ended (or an answer relayed from here was taken with
+        proven credentials), so it is marked submitted in the store."""
+
+        async def mark(key: RequestKey) -> None:
+            await self._mark_submitted(session, key)
+
+        return mark
+
+    async def _mark_submitted(self, session: _Session, key: RequestKey) -> None:
+        """Mark ``key``'s answer submitted in the store (:meth:`StateStore.mark_submitted`;
+        a request never claimed is not marked). Unmarked (the store unreachable), a
+        watcher of the claim sends it again once this replica's lease lapses: at least
+        once."""
+        sid = session.engine.session
+        if not sid:
+            return
+        try:
+            await self._store.mark_submitted(sid, key[1])
+        except StoreUnavailableError as exc:
+            logger.warning("answer submission not marked: %s", exc)
 
     def _spawn(self, fn: Any, *args: Any) -> None:
         if self._tg is None or self._halted:
@@ -1853,6 +1934,10 @@ _GENERATIONS = 1 << 31
 """Where a session's standalone generations are numbered from on a replica: a number
 below this, drawn at random (two replicas whose numbers land within a session's
 generations of each other: about one session in 10**8 that opens a dozen)."""
+
+_AWAITING = frozenset({"presented", "answered", "submitting"})
+"""Liveness states of a request this replica claimed whose lease it renews: awaiting its
+answer, or its answer's submission not over (a retry awaiting its backoff, or in flight)."""
 
 _FAILED = "fsm_gateway_failed"
 """The extension under which :class:`_Watched` leaves an upstream request's failure."""

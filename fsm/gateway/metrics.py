@@ -56,6 +56,7 @@ STORE_OPS = (
     "claim",
     "renew",
     "claim_status",
+    "mark_submitted",
     "open_claims",
     "save_answer",
     "answer_of",
@@ -203,6 +204,11 @@ class TimedStore:
             "claim_status", self.store.claim_status(session, request_id)
         )
         return status
+
+    async def mark_submitted(self, session: str, request_id: RequestId) -> bool:
+        return bool(
+            await self._timed("mark_submitted", self.store.mark_submitted(session, request_id))
+        )
 
     async def open_claims(self, session: str, stream: str) -> list[RequestId]:
         claims: list[RequestId] = await self._timed(

@@ -21,6 +21,8 @@ key                                value                            written by
                                    stream's leased claims (the      with a cursor
                                    newest ``MAX_OPEN_CLAIMS``)
 ``P{S}:answer:<type>:<id>``        the answer, as JSON              ``save_answer``
+``P{S}:submitted:<type>:<id>``     ``1``: the answer's submission   ``mark_submitted`` (the
+                                   ended                            claim's TTL refreshed)
 ``P{S}:cursor:<stream>``           ``<position> <event id>``        ``save_cursor``,
                                                                     ``claim`` with a cursor
 ``P{S}:ended``                     the reason                       ``end_session``
@@ -45,7 +47,8 @@ while the claim still says ``lease <owner>`` has lapsed, for good: ``renew`` nee
 The writes that read first (``claim``: the session's record checked and refreshed, the
 claim ``SET NX``, the lease set, the cursor advanced when given; ``renew``: owner and lease
 compared; ``save_cursor``: positions compared) and ``claim_status`` (claim, lease and
-answer read in one atomic step) are one Lua script (one ``EVALSHA``; after a Redis restart
+answer read in one atomic step; ``mark_submitted``: the claim checked and the mark set)
+are one Lua script (one ``EVALSHA``; after a Redis restart
 has emptied the script cache, one more round trip sends the script with ``EVAL``).
 Positions are compared on the server, so concurrent writers never move a cursor back (Lua
 compares numbers as doubles: positions are exact up to 2**53).
@@ -76,7 +79,8 @@ whose sessions must outlive a Redis restart run Redis with persistence (``append
 yes``); the store needs nothing else for that.
 
 Round trips by operation: ``begin_session`` 1, ``claim`` 1, ``claim`` with ``stream`` and
-``cursor`` and/or a lease 1, ``renew`` 1, ``claim_status`` 1, ``open_claims`` 1,
+``cursor`` and/or a lease 1, ``renew`` 1, ``claim_status`` 1, ``mark_submitted`` 1,
+``open_claims`` 1,
 ``save_cursor`` 1,
 ``cursor_of`` 1, ``save_answer`` 1, ``answer_of`` 1, ``end_session`` 1, ``session_ended``
 1, ``connect`` (optional: checks Redis and loads the script) 1, ``aclose`` 0. Connection
@@ -191,7 +195,13 @@ elseif op == 'renew' then
   return 1
 elseif op == 'status' then
   return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]),
-          redis.call('GET', KEYS[3])}
+          redis.call('GET', KEYS[3]), redis.call('EXISTS', KEYS[4])}
+elseif op == 'mark' then
+  if redis.call('PEXPIRE', KEYS[1], ttl) == 0 then
+    return 0
+  end
+  redis.call('SET', KEYS[2], '1', 'PX', ttl)
+  return 1
 end
 return redis.error_reply('fsm store script: unknown operation')
 """
@@ -213,8 +223,10 @@ TTL in milliseconds.
   lease key KEYS[3] still holds ARGV[4]), set the lease to ARGV[3] milliseconds and
   refresh the claim's and the session record's (KEYS[1]) TTLs: 1; else 0, nothing
   changed.
-* ``status``: the claim KEYS[1], whether the lease key KEYS[2] exists, the answer KEYS[3]
-  (read only).
+* ``status``: the claim KEYS[1], whether the lease key KEYS[2] exists, the answer KEYS[3],
+  whether the submission's mark KEYS[4] exists (read only).
+* ``mark``: while the claim KEYS[1] exists, refresh its TTL and set the mark KEYS[2] with
+  the same TTL: 1 (the two expire together); without a claim, 0, nothing written.
 
 The lease key is kept by the Redis link's lease functions
 (:data:`fsm.durable.redis_link.LEASE_LUA`), as the durable store's owner lease is."""
@@ -337,8 +349,8 @@ class RedisStore:
 
     def key(self, session: str, kind: str, item: str | None = None) -> str:
         """The Redis key of one entry (``kind``: ``claim``, ``lease``, ``answer``,
-        ``cursor``, ``ended`` or ``session``; ``item``: the request key or the stream), as
-        the module docstring lays them out."""
+        ``submitted``, ``cursor``, ``ended`` or ``session``; ``item``: the request key or
+        the stream), as the module docstring lays them out."""
         base = f"{self.prefix}{link.hash_tag(session)}:{kind}"
         return base if item is None else f"{base}:{item}"
 
@@ -459,20 +471,39 @@ class RedisStore:
             self.key(session, "claim", rkey),
             self.key(session, "lease", rkey),
             self.key(session, "answer", rkey),
+            self.key(session, "submitted", rkey),
         ]
         got = await self._script("claim_status", keys, "status", self._ttl_ms)
         try:
-            held_raw, leased_raw, answer_raw = got
+            held_raw, leased_raw, answer_raw, submitted_raw = got
         except (TypeError, ValueError) as exc:
             raise StoreUnavailableError("redis store: claim_status: unexpected reply") from exc
         answer = _answer(answer_raw, "claim_status")
         if held_raw is None:
             return ClaimStatus(claimed=False, owner=None, lapsed=False, answer=answer)
         held = link.text(held_raw)
+        submitted = int(submitted_raw) == 1
         if not held.startswith(_LEASED):  # won without a lease: it never lapses
-            return ClaimStatus(claimed=True, owner=None, lapsed=False, answer=answer)
-        lapsed = answer is None and int(leased_raw) == 0
-        return ClaimStatus(claimed=True, owner=held[len(_LEASED) :], lapsed=lapsed, answer=answer)
+            return ClaimStatus(
+                claimed=True, owner=None, lapsed=False, answer=answer, submitted=submitted
+            )
+        gone = int(leased_raw) == 0
+        return ClaimStatus(
+            claimed=True,
+            owner=held[len(_LEASED) :],
+            lapsed=gone and answer is None and not submitted,
+            answer=answer,
+            submitted=submitted,
+            lease_lapsed=gone,
+        )
+
+    async def mark_submitted(self, session: str, request_id: RequestId) -> bool:
+        """See :meth:`fsm.gateway.store.StateStore.mark_submitted`: one script (the
+        claim's existence checked and its TTL refreshed, the mark set, in Redis)."""
+        rkey = request_key(request_id)
+        keys = [self.key(session, "claim", rkey), self.key(session, "submitted", rkey)]
+        got = await self._script("mark_submitted", keys, "mark", self._ttl_ms)
+        return int(got) == 1
 
     async def open_claims(self, session: str, stream: str) -> list[RequestId]:
         """See :meth:`fsm.gateway.store.StateStore.open_claims`: one ``LRANGE``."""

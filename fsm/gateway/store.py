@@ -15,11 +15,18 @@ what two replicas behind one load balancer must agree on is kept here, per sessi
   that stream's cursor in the same atomic step (one round trip for a remote store).
 * **leases**: a claim won with ``lease_s`` is held by its ``owner`` (a replica id) for
   that long, and renewed by the owner (:meth:`StateStore.renew`) while its request awaits
-  the client's answer. A replica that lost the claim watches it
-  (:meth:`StateStore.claim_status`): when the answer is stored it submits it; when the
-  lease lapses with no answer stored (the owner died with the prompt), the call ends with
+  the client's answer and while its submission of the answer is under way. A replica
+  that lost the claim watches it (:meth:`StateStore.claim_status`): a stored answer it
+  submits only if the owner died before its submission ended (below); when the lease
+  lapses with no answer stored (the owner died with the prompt), the call ends with
   :class:`ClaimLapsedError`, never with a second presentation. A lapsed lease is final:
   its owner cannot renew it any more.
+* **submissions**: :meth:`StateStore.mark_submitted` records that the submission of a
+  claimed request's answer ended (accepted, or failed for good), so that a replica
+  watching the claim does not submit the stored answer again. A watcher submits a stored
+  answer only while it is not marked and the holder's lease has lapsed (the holder died
+  before its submission ended): no watcher sends an answer a live holder is submitting;
+  one is sent again only when a replica dies between its POST and its mark.
 * **answers**: the answer a client gave to a claimed request, so that a replica that sees
   the server ask again can resubmit it instead of asking the person.
 * **cursors**: per stream, the newest event the gateway passed on, as a
@@ -48,7 +55,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 from fsm.durable.redis_link import check_lease
@@ -128,14 +135,21 @@ class ClaimStatus:
     ``claimed``: some replica won the claim (and it has not expired). ``owner``: the
     replica that holds it under a lease (``None`` without a claim, or for a claim won
     without a lease). ``lapsed``: the claim was won under a lease that expired without
-    renewal and no answer is stored (the owner died with the prompt); a stored answer
-    settles the claim, so ``lapsed`` is then ``False``. ``answer``: the client's answer
-    kept in the store (:meth:`StateStore.save_answer`), or ``None``."""
+    renewal and neither an answer is stored nor its submission marked (the owner died with
+    the prompt); a stored answer or a mark settles the claim, so ``lapsed`` is then
+    ``False``. ``answer``: the client's answer kept in the store
+    (:meth:`StateStore.save_answer`), or ``None``. ``submitted``: a replica marked the
+    submission of the answer ended (:meth:`StateStore.mark_submitted`): nobody submits
+    it again. ``lease_lapsed``: the claim was won under a lease that expired without
+    renewal, whatever is stored (its holder stopped: a stored answer it has not marked
+    submitted is then a survivor's to submit)."""
 
     claimed: bool
     owner: str | None
     lapsed: bool
     answer: Mapping[str, Any] | None
+    submitted: bool = False
+    lease_lapsed: bool = False
 
 
 @dataclass(frozen=True, order=True)
@@ -195,6 +209,18 @@ class StateStore(Protocol):
     async def claim_status(self, session: str, request_id: RequestId) -> ClaimStatus:
         """The claim of ``request_id``, its owner, whether its lease lapsed, and the stored
         answer, read in one atomic step (:class:`ClaimStatus`). Writes nothing."""
+        ...
+
+    async def mark_submitted(self, session: str, request_id: RequestId) -> bool:
+        """Record that the submission of the answer to ``request_id`` ended (the upstream
+        accepted it, or it failed for good): a replica watching the claim never submits
+        the stored answer once it reads :attr:`ClaimStatus.submitted`. Marked by the
+        replica whose submission ended, never before it ended (one that dies mid-way
+        leaves it unmarked, and a survivor submits). ``True``; ``False``, writing nothing,
+        when the request has no claim (never claimed, or expired): a mark stands for a
+        claim's submission only, so none waits for a claim made later. Atomic with the
+        claim's check; the mark lives as the claim does (``ttl_s`` from this write, the
+        claim's TTL refreshed with it). Idempotent."""
         ...
 
     async def open_claims(self, session: str, stream: str) -> list[RequestId]:
@@ -291,10 +317,13 @@ _Key = tuple[str, str, str]
 @dataclass(frozen=True)
 class _Held:
     """A claim in :class:`MemoryStore`: its owner and when its lease lapses (both
-    ``None`` for a claim won without a lease)."""
+    ``None`` for a claim won without a lease), and whether its answer's submission was
+    marked ended (:meth:`StateStore.mark_submitted`: part of the claim's entry, so it
+    lives and expires with it)."""
 
     owner: str | None
     lease_until: float | None
+    submitted: bool = False
 
     def lapsed(self, now: float) -> bool:
         return self.lease_until is not None and self.lease_until <= now
@@ -386,7 +415,7 @@ class MemoryStore:
         now = self._clock()
         if not isinstance(held, _Held) or held.owner != owner or held.lapsed(now):
             return False
-        self._put(key, _Held(owner, now + lease_s))
+        self._put(key, _Held(owner, now + lease_s, held.submitted))
         began = ("session", session, "")
         if self._get(began) is not None:
             self._put(began, True)
@@ -397,8 +426,23 @@ class MemoryStore:
         answer = await self.answer_of(session, request_id)
         if not isinstance(held, _Held):
             return ClaimStatus(claimed=False, owner=None, lapsed=False, answer=answer)
-        lapsed = answer is None and held.lapsed(self._clock())
-        return ClaimStatus(claimed=True, owner=held.owner, lapsed=lapsed, answer=answer)
+        gone = held.lapsed(self._clock())
+        return ClaimStatus(
+            claimed=True,
+            owner=held.owner,
+            lapsed=gone and answer is None and not held.submitted,
+            answer=answer,
+            submitted=held.submitted,
+            lease_lapsed=gone,
+        )
+
+    async def mark_submitted(self, session: str, request_id: RequestId) -> bool:
+        key = ("claim", session, request_key(request_id))
+        held = self._get(key)
+        if not isinstance(held, _Held):
+            return False
+        self._put(key, replace(held, submitted=True))
+        return True
 
     async def begin_session(self, session: str) -> None:
         self._put(("session", session, ""), True)

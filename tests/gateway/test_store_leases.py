@@ -49,9 +49,23 @@ async def shared(request: pytest.FixtureRequest) -> AsyncIterator[Shared]:
 
 
 def status(
-    *, claimed: bool = True, owner: str | None = "a", lapsed: bool = False, answer: Any = None
+    *,
+    claimed: bool = True,
+    owner: str | None = "a",
+    lapsed: bool = False,
+    answer: Any = None,
+    submitted: bool = False,
+    lease_lapsed: bool | None = None,
 ) -> ClaimStatus:
-    return ClaimStatus(claimed=claimed, owner=owner, lapsed=lapsed, answer=answer)
+    """A claim's expected status; its lease lapsed as ``lapsed`` says unless told."""
+    return ClaimStatus(
+        claimed=claimed,
+        owner=owner,
+        lapsed=lapsed,
+        answer=answer,
+        submitted=submitted,
+        lease_lapsed=lapsed if lease_lapsed is None else lease_lapsed,
+    )
 
 
 # ------------------------------------------------------------------ conformance
@@ -113,10 +127,65 @@ async def test_an_answer_stored_settles_the_claim(shared: Shared) -> None:
     assert await one.claim("s", 2, owner="a", lease_s=LEASE_S) is True
     await one.save_answer("s", 1, answer)  # answered in time, then the owner died
     await shared.advance(LEASE_S + 1)
-    assert await two.claim_status("s", 1) == status(answer=answer)
+    assert await two.claim_status("s", 1) == status(answer=answer, lease_lapsed=True)
     assert await two.claim_status("s", 2) == status(lapsed=True)
     await two.save_answer("s", 2, answer)  # an answer that comes late still settles it
-    assert await two.claim_status("s", 2) == status(answer=answer)
+    assert await two.claim_status("s", 2) == status(answer=answer, lease_lapsed=True)
+
+
+async def test_a_submission_marked_settles_the_claim_for_every_replica(shared: Shared) -> None:
+    """``mark_submitted``: any replica reads the mark, with the answer, whether the
+    holder's lease holds or lapsed (``lease_lapsed`` says which: a watcher of an
+    unmarked answer submits it only once the holder is gone). A mark settles the claim
+    as an answer does (``lapsed`` stays ``False``: the submission went, even with no
+    answer kept ahead); it is idempotent, never revives a lease, and the claim still
+    never presents again."""
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    answer = {"action": "accept"}
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    assert await one.claim("s", 2, owner="a", lease_s=LEASE_S) is True
+    await one.save_answer("s", 1, answer)
+    assert await two.claim_status("s", 1) == status(answer=answer)  # not yet marked
+    assert await one.mark_submitted("s", 1) is True
+    assert await two.claim_status("s", 1) == status(answer=answer, submitted=True)
+    assert await two.mark_submitted("s", 1) is True  # idempotent, by any replica
+    assert await one.mark_submitted("s", 2) is True  # submitted, its answer not kept ahead
+    await shared.advance(LEASE_S + 1)  # the holder stopped renewing: its lease lapsed
+    got = await two.claim_status("s", 1)
+    assert got == status(answer=answer, submitted=True, lease_lapsed=True)
+    assert await two.claim_status("s", 2) == status(submitted=True, lease_lapsed=True)
+    assert await one.renew("s", 1, "a", LEASE_S) is False  # a mark revives no lease
+    assert await two.claim("s", 1, owner="b", lease_s=LEASE_S) is False
+    assert await two.claim_status("s", "1") == status(claimed=False, owner=None)  # str:1
+
+
+async def test_a_mark_on_a_request_never_claimed_writes_nothing(shared: Shared) -> None:
+    """A mark stands for a claim's submission: for a request with no claim (never
+    claimed, or its claim expired) ``mark_submitted`` is ``False`` and records nothing,
+    so a claim won later (the server asks that id after all) is not born submitted and
+    its stored answer is still submitted by a survivor."""
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    assert await one.mark_submitted("s", 1) is False
+    assert await one.mark_submitted("other session", 1) is False
+    assert await two.claim("s", 1, owner="b", lease_s=LEASE_S) is True
+    assert await one.claim_status("s", 1) == status(owner="b")
+
+
+async def test_a_mark_lives_as_its_claim_does(shared: Shared) -> None:
+    """The mark is written with the claim's TTL, and refreshes it: the two expire
+    together, ``ttl_s`` (an hour by default) after the mark, not before."""
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    await shared.advance(3000)
+    assert await two.mark_submitted("s", 1) is True  # 3000 s after the claim
+    await shared.advance(3000)  # the claim alone would have expired 2400 s ago
+    assert await two.claim_status("s", 1) == status(submitted=True, lease_lapsed=True)
+    await shared.advance(601)
+    assert await two.claim_status("s", 1) == status(claimed=False, owner=None)
+    assert await two.mark_submitted("s", 1) is False  # expired with its claim
 
 
 async def test_a_claim_without_a_lease_never_lapses(shared: Shared) -> None:
@@ -263,6 +332,30 @@ async def test_redis_lease_keys_carry_the_lease_and_renewal_refreshes_ttls(
         await store.aclose()
 
 
+async def test_redis_marks_a_submission_under_its_own_key_with_the_claims_ttl(
+    server: RedisServer,
+) -> None:
+    """The mark is ``P{S}:submitted:<type>:<id>``, ``1``, with the entries' TTL, set with
+    the claim's TTL refreshed (one script: the claim checked in Redis); nothing is
+    written for a request with no claim."""
+    store = RedisStore.from_url(server.url, ttl_s=300, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    try:
+        await store.begin_session("s")
+        assert await store.claim("s", 1, owner="replica-a", lease_s=LEASE_S) is True
+        claim, mark = store.key("s", "claim", "int:1"), store.key("s", "submitted", "int:1")
+        await store.client.pexpire(claim, 1000)
+        assert await store.mark_submitted("s", 1) is True
+        assert await store.client.get(mark) == b"1"
+        assert 299_000 < await store.client.pttl(mark) <= 300_000
+        assert 299_000 < await store.client.pttl(claim) <= 300_000
+        before = set(await store.client.keys(f"{store.prefix}*"))
+        assert await store.mark_submitted("s", 2) is False
+        assert await store.mark_submitted("s", "1") is False
+        assert set(await store.client.keys(f"{store.prefix}*")) == before
+    finally:
+        await store.aclose()
+
+
 @pytest.fixture
 async def store(server: RedisServer) -> AsyncIterator[RedisStore]:
     """A store on the module's Redis, under a key prefix of its own, session ``s`` begun."""
@@ -283,6 +376,8 @@ async def test_redis_lease_operations_are_one_round_trip(store: RedisStore) -> N
         lambda: store.renew("s", 1, "a", LEASE_S),
         lambda: store.renew("s", 1, "b", LEASE_S),
         lambda: store.claim_status("s", 1),
+        lambda: store.mark_submitted("s", 1),
+        lambda: store.mark_submitted("s", 99),
         lambda: store.open_claims("s", "g"),
     ]
     for call in calls:
@@ -315,6 +410,7 @@ async def test_an_unavailable_redis_fails_lease_operations_closed(fault: str) ->
                     "claim": lambda: store.claim("s", 2, owner="a", lease_s=LEASE_S),
                     "renew": lambda: store.renew("s", 1, "a", LEASE_S),
                     "claim_status": lambda: store.claim_status("s", 1),
+                    "mark_submitted": lambda: store.mark_submitted("s", 1),
                     "open_claims": lambda: store.open_claims("s", "get"),
                 }
                 for name, call in calls.items():

@@ -125,6 +125,15 @@ class SessionIO:
         self.on_answer: Callable[[RequestKey, Mapping[str, Any]], Awaitable[None]] | None = None
         """Awaited with each answer the guard takes from the client, before the client is
         told it was taken (a gateway writes it ahead to its store)."""
+        self.on_submitted: Callable[[RequestKey], Awaitable[None]] | None = None
+        """Awaited once this engine's own submission of an answer ended: the guard's
+        outcome for it is final (accepted, or failed for good; not after a retryable
+        failure, whose resubmission follows), and once an answer relayed from here was
+        accepted upstream with credentials proven for the session (:meth:`relayed`,
+        :meth:`answered_upstream`). Never for a submission cut short (the session closed,
+        the process stopped): a gateway marks the answer submitted in its store, so that
+        no other replica submits it again, and an unmarked one is a survivor's to
+        submit."""
         self.carried: tuple[str, ...] = ()
         """Names (lower case) of request headers the engine's own requests copy from the
         client request they act for: a gateway's client's credentials. An answer
@@ -487,6 +496,10 @@ class SessionIO:
             body = {"jsonrpc": "2.0", "id": a.key[1], "result": dict(a.answer)}
             result = await self._post(body, *self.acting_for(a.key))
             self.feed(ev.SubmissionOutcome(a.key, result))
+            # ended unless a retry was scheduled (its own submission then reports); the
+            # submission still counts (the session is kept) until this is told
+            if self.on_submitted is not None and self.guard.state_of(a.key) not in _RETRYING:
+                await self.on_submitted(a.key)
         finally:
             self.submissions -= 1
 
@@ -530,19 +543,29 @@ class SessionIO:
         self.relayed_answers[key[1]] = None
         if self.on_answer is not None:
             await self.on_answer(key, answer)
+        if self.on_submitted is not None:  # after the answer is kept: it went upstream
+            await self.on_submitted(key)
 
     def answered_upstream(
-        self, key: RequestKey, answer: Mapping[str, Any], result: SubmissionResult
+        self,
+        key: RequestKey,
+        answer: Mapping[str, Any],
+        result: SubmissionResult,
+        *,
+        tell: bool = True,
     ) -> None:
         """The client's answer for ``key`` went upstream as it was (relayed, not
         submitted by the guard) and the upstream accepted it and its credentials for the
         session: the guard records it as answered and submitted, without a submission of
-        its own."""
+        its own. ``tell``: :attr:`on_submitted` is told, in the background (``False``
+        for an answer another process submitted and already said so)."""
         self.flush()
         actions = self.og.feed(ev.UserAnswered(key, answer))
         self.perform(tuple(a for a in actions if not isinstance(a, act.Submit)))
         if any(isinstance(a, act.Submit) for a in actions):
             self.feed(ev.SubmissionOutcome(key, result))
+            if tell and self.on_submitted is not None:
+                self.spawn(self.on_submitted, key)
 
 
 def _always(_request: HttpRequest) -> bool:
@@ -556,6 +579,10 @@ async def _no_voucher(_request: HttpRequest) -> bool:
 def _never_mind(_request: HttpRequest) -> None:
     return None
 
+
+_RETRYING = frozenset({"answered", "submitting"})
+"""Liveness states of a request whose answer's submission is not over: a retry scheduled
+(``answered``) or under way."""
 
 LIVE_ANSWERS = frozenset({"presented", "answered", "submitting", "submitted"})
 """Liveness states whose answer may still be (re)submitted."""

@@ -1,0 +1,386 @@
+"""An answer the client gave reaches the server once, across replicas sharing a store.
+
+The replica that claims a prompt holds it under a lease and submits the client's answer;
+a replica whose copy of the stream lost the claim watches it, and submits the answer
+stored for it only when the holder died before its submission ended (its lease lapsed,
+the answer not marked submitted: :meth:`~fsm.gateway.store.StateStore.mark_submitted`).
+So: a stream that went to replica 2 and back to replica 1, answered on 1, sends the
+answer once (it was sent twice: 1 submitted it, and 2, watching, too); a holder that
+dies after the client's ``202`` and before its submission loses nothing (2 submits it,
+once); one that dies after its submission was marked is not followed by a second; and a
+replica runs one watcher per prompt, however many of its copies lost the claim.
+
+No sleep provokes an order: the upstream is scripted (its replays by turn), a replica's
+store calls are held or counted where a test needs an order, and every wait is for a
+state (bounded by :data:`STEP` against hanging).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+pytest.importorskip("uvicorn")
+
+from fsm.gateway.app import GATEWAY_GUARD, Gateway, GatewayLimits
+from fsm.gateway.ids import EventIdKeys
+from fsm.gateway.redis_store import RedisStore
+from fsm.gateway.store import ClaimStatus, Cursor, MemoryStore, RequestId
+from fsm.wire.serving import on_loopback
+from support.gateway import RunningGateway, running_gateway
+from tests.gateway import scripted_upstream as scripted
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+STEP = 15.0
+"""Safety bound of one wait: it only elapses when the awaited state never comes."""
+
+LEASE_S = 1.0
+"""The replicas' lease: renewed every third of it, watched as often; long enough that a
+loaded machine's holder keeps it while it lives, short enough to wait for its lapse."""
+
+CONFIG = replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02)
+HEAD = {**scripted.HEAD, "mcp-session-id": scripted.SID}
+"""The headers of the client's POSTs in session :data:`scripted.SID`."""
+GET = {"accept": "text/event-stream", "mcp-session-id": scripted.SID}
+"""The headers of the client's resume ``GET`` (its ``Last-Event-ID`` added)."""
+RESULT = b"isError"
+"""What only the call's result carries."""
+PROMPT = scripted.elicit(1)
+"""The server's prompt, id 1."""
+
+
+class View:
+    """One replica's view of the shared ``store``: every call passed on, and what a test
+    needs of it: ``claim_status`` held while :attr:`held` is set (until :attr:`go`),
+    cursors not recorded with :attr:`drop_cursors` (a replica that died before it
+    could), and :attr:`lost` set once a claim was lost and its status read."""
+
+    def __init__(self, store: Any, *, drop_cursors: bool = False) -> None:
+        self.store = store
+        self.drop_cursors = drop_cursors
+        self.held = False
+        self.go = anyio.Event()
+        self.lost = anyio.Event()
+        self.opened = anyio.Event()
+        self._losing = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def claim(self, session: str, request_id: RequestId, **terms: Any) -> bool:
+        won = bool(await self.store.claim(session, request_id, **terms))
+        self._losing = not won
+        return won
+
+    async def claim_status(self, session: str, request_id: RequestId) -> ClaimStatus:
+        if self.held:
+            await self.go.wait()
+        got: ClaimStatus = await self.store.claim_status(session, request_id)
+        if self._losing:
+            self._losing = False
+            self.lost.set()
+        return got
+
+    async def open_claims(self, session: str, stream: str) -> list[RequestId]:
+        got: list[RequestId] = await self.store.open_claims(session, stream)
+        self.opened.set()
+        return got
+
+    async def save_cursor(self, session: str, stream: str, cursor: Cursor) -> None:
+        if not self.drop_cursors:
+            await self.store.save_cursor(session, stream, cursor)
+
+
+class Watchers:
+    """Counts the claim watchers a replica runs (:meth:`Gateway._watch_claim`, wrapped on
+    the instance: every watcher is spawned by that name): started in all, running now,
+    the most running at once per request."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.started = 0
+        self.running = 0
+        self.most: dict[RequestId, int] = {}
+        self._now: dict[RequestId, int] = {}
+        self._changed = anyio.Event()
+        inner = gateway._watch_claim
+
+        async def watch(args: Any) -> None:
+            rid = args[1][1]
+            self.started += 1
+            self.running += 1
+            self._now[rid] = self._now.get(rid, 0) + 1
+            self.most[rid] = max(self.most.get(rid, 0), self._now[rid])
+            self._note()
+            try:
+                await inner(args)
+            finally:
+                self.running -= 1
+                self._now[rid] -= 1
+                self._note()
+
+        gateway._watch_claim = watch  # type: ignore[method-assign]
+
+    def _note(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, done: Callable[[], bool]) -> None:
+        """Until ``done()`` holds, checked as watchers start and end."""
+        with anyio.fail_after(STEP):
+            while not done():
+                await self._changed.wait()
+
+    async def all_ended(self) -> None:
+        """Until at least one watcher started and none runs."""
+        await self.until(lambda: bool(self.started and not self.running))
+
+
+class Swallow(scripted.PostScreen):
+    """The upstream as a dying replica sees it: its answer POSTs never get through (each
+    is held, counted in :attr:`held`, until its sender goes). Everything else goes on to
+    the scripted upstream."""
+
+    def __init__(self, inner: scripted.Upstream) -> None:
+        super().__init__(inner)
+        self.held = 0
+        self.arrived = anyio.Event()
+
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
+        if not (isinstance(msg, dict) and "result" in msg and "method" not in msg):
+            return False
+        self.held += 1
+        self.arrived.set()
+        await anyio.sleep_forever()  # cancelled when its sender's connection goes
+        return True  # pragma: no cover
+
+
+def by_turn(*turns: Sequence[scripted.Piece]) -> Callable[[str], Sequence[scripted.Piece]]:
+    """An :attr:`scripted.Upstream.replay` giving each resume the next of ``turns`` (the
+    last one again once they are spent), whatever its cursor."""
+    given = list(turns)
+
+    def replay(cursor: str) -> Sequence[scripted.Piece]:
+        return given.pop(0) if len(given) > 1 else given[0]
+
+    return replay
+
+
+def answers(up: scripted.Upstream) -> list[Any]:
+    """The answers to prompt 1 that reached ``up``."""
+    return [msg["result"] for msg in up.responses("result") if msg.get("id") == 1]
+
+
+def ids_of(raw: bytes, word: str) -> str:
+    """The id of the event of ``raw`` whose data holds ``word``."""
+    found = [eid for eid, data in scripted.parse(raw) if word in data and eid]
+    assert found, raw
+    return found[0]
+
+
+@contextlib.asynccontextmanager
+async def replicas(
+    up: scripted.Upstream,
+    views: tuple[Any, Any],
+    first_sees: Any = None,
+) -> AsyncIterator[tuple[RunningGateway, RunningGateway, httpx2.AsyncClient]]:
+    """``up`` on loopback behind two replicas with the stores ``views`` (views of one
+    shared store) and one key for their event ids; replica 1 reaches ``up`` through
+    ``first_sees`` when given. Session :data:`scripted.SID` begun on replica 1."""
+    limits = GatewayLimits(standalone_hold_s=0, lease_s=LEASE_S)
+    keys = EventIdKeys.generate()
+    common: dict[str, Any] = {"id_keys": keys, "limits": limits, "config": CONFIG}
+    async with (
+        on_loopback(up) as url,
+        on_loopback(first_sees if first_sees is not None else up) as first_url,
+        running_gateway(first_url, store=views[0], **common) as r1,
+        running_gateway(url, store=views[1], **common) as r2,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
+        await scripted.initialize(http, r1.url)
+        yield r1, r2, http
+
+
+def asks_after_progress(up: scripted.Upstream, *then: scripted.Piece) -> anyio.Event:
+    """Script ``up``'s call: a progress event (``e0``), then, once the returned event is
+    set, the prompt (``e1``: its claim records the stream, so a replica taking the stream
+    over finds it among the stream's open claims), then ``then``."""
+    gap = anyio.Event()
+    up.call = [scripted.sse("e0", scripted.PROGRESS), gap, scripted.sse("e1", PROMPT), *then]
+    return gap
+
+
+async def prompt_then_leave(http: httpx2.AsyncClient, url: str, gap: anyio.Event) -> bytes:
+    """The client calls the tool through ``url`` and reads its progress, then (``gap``
+    set) up to the prompt; then its connection breaks. What it read."""
+    async with http.stream("POST", url, json=scripted.CALL, headers=HEAD) as r:
+        pieces = r.aiter_raw()
+        seen = await scripted.read_until(pieces, b"progress")
+        gap.set()
+        return seen + await scripted.read_until(pieces, b"elicitation/create")
+
+
+async def resume_then_leave(http: httpx2.AsyncClient, url: str, last_event_id: str) -> None:
+    """The client resumes its call's stream through ``url`` from ``last_event_id`` (the
+    replica takes the stream over); its connection then breaks."""
+    resume = {**GET, "last-event-id": last_event_id}
+    async with http.stream("GET", url, headers=resume) as r:
+        assert r.status_code == 200
+
+
+@contextlib.asynccontextmanager
+async def shared_store(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[tuple[Any, Any]]:
+    """The store of each of two replicas, one shared state: one :class:`MemoryStore`, or
+    a :class:`RedisStore` each (a client of its own) on the module's real Redis, under
+    one prefix of their own."""
+    if kind == "memory":
+        memory = MemoryStore()
+        yield memory, memory
+        return
+    url = str(request.getfixturevalue("server").url)
+    prefix = f"once{uuid.uuid4().hex[:8]}:"
+    one, two = (RedisStore.from_url(url, prefix=prefix) for _ in range(2))
+    try:
+        yield one, two
+    finally:
+        await one.aclose()
+        await two.aclose()
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_a_stream_back_on_its_holder_sends_the_answer_once(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """The reproduction. The call's stream goes replica 1 (prompt shown, claimed there)
+    -> replica 2 (which takes it over and watches 1's claim) -> replica 1, where the
+    client answers. Replica 1, alive, submits the answer and marks it submitted;
+    replica 2's watcher sees the answer stored, then the mark, and sends nothing:
+    exactly one answer POST for the prompt reaches the server."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never], [up.answered, scripted.sse("e2", scripted.result(7))])
+    async with (
+        shared_store(kind, request) as (store, other),
+        replicas(up, (store, other)) as (r1, r2, http),
+    ):
+        watchers = Watchers(r2.gateway)
+        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+        await resume_then_leave(http, r2.url, prompt_id)  # replica 2 watches 1's claim
+        resume = {**GET, "last-event-id": prompt_id}
+        async with http.stream("GET", r1.url, headers=resume) as back:
+            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+            got = await scripted.read_until(back.aiter_raw(), RESULT)
+        await watchers.all_ended()
+        status = await store.claim_status(scripted.SID, 1)
+    assert a.status_code == 202
+    assert [json.loads(d) for _, d in scripted.parse(got) if d][-1] == scripted.result(7)
+    assert answers(up) == [{"action": "accept"}], "the answer reached the server twice"
+    assert (status.submitted, status.answer) == (True, {"action": "accept"})
+
+
+async def test_a_holder_dead_after_the_202_before_its_submission_loses_nothing() -> None:
+    """Replica 1 shows the prompt and takes the client's answer (``202``, the answer kept
+    in the store), but its submission never gets through; it dies. Replica 2, which took
+    the stream over, waits while 1's lease holds, then (lapsed, unmarked) submits the
+    stored answer: once, and the call ends with its result."""
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, anyio.Event())
+    up.replay = by_turn([up.answered, scripted.sse("e2", scripted.result(7))])
+    dying = Swallow(up)
+    store = MemoryStore()
+    async with replicas(up, (store, store), first_sees=dying) as (r1, r2, http):
+        watchers = Watchers(r2.gateway)
+        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+        resume = {**GET, "last-event-id": prompt_id}
+        async with http.stream("GET", r2.url, headers=resume) as moved:
+            await watchers.until(lambda: watchers.started > 0)  # 2 watches 1's claim
+            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+            with anyio.fail_after(STEP):
+                await dying.arrived.wait()  # replica 1's submission, held
+            before = answers(up)
+            r1.kill()
+            got = await scripted.read_until(moved.aiter_raw(), RESULT)
+        await watchers.all_ended()
+        status = await store.claim_status(scripted.SID, 1)
+    assert a.status_code == 202
+    assert before == [] and dying.held == 1
+    assert answers(up) == [{"action": "accept"}]
+    assert [json.loads(d) for _, d in scripted.parse(got) if d][-1] == scripted.result(7)
+    assert status.submitted and status.lease_lapsed
+
+
+async def test_a_holder_dead_after_its_submission_was_marked_is_not_followed() -> None:
+    """Replica 1 submits the client's answer (the server takes it) and marks it
+    submitted, then dies; its lease lapses. Replica 2's watcher, held until then, finds
+    the answer stored, marked, the holder gone: it sends nothing, and ends no call
+    (``claim-lapsed`` is for a prompt with no answer)."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never])
+    store = MemoryStore()
+    second = View(store)
+    second.held = True  # replica 2 reads the claim only once 1 is dead
+    async with replicas(up, (store, second)) as (r1, r2, http):
+        watchers = Watchers(r2.gateway)
+        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+        await resume_then_leave(http, r2.url, prompt_id)
+        a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+        with anyio.fail_after(STEP):
+            while not (await store.claim_status(scripted.SID, 1)).submitted:
+                await anyio.sleep(0.01)
+        r1.kill()
+        with anyio.fail_after(STEP):
+            while not (await store.claim_status(scripted.SID, 1)).lease_lapsed:
+                await anyio.sleep(0.05)
+        second.go.set()
+        await watchers.all_ended()
+        failures = dict(r2.gateway._sessions[scripted.SID].engine.failures.items())
+    assert a.status_code == 202
+    assert answers(up) == [{"action": "accept"}]
+    assert failures == {}
+
+
+async def test_one_watcher_runs_per_prompt_in_a_session() -> None:
+    """Replica 2 takes the stream over from a stale id (the cursor replica 1 reached was
+    not recorded): it watches the claims made on the stream, and the server's replay
+    brings the prompt again, whose claim it loses: two reasons to watch one prompt, one
+    watcher. The client answers on replica 1; replica 2's watcher finds it marked
+    submitted and records it as answered upstream: one answer reaches the server."""
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, anyio.Event())
+    up.replay = by_turn([scripted.sse("e1", PROMPT), anyio.Event()])
+    store = MemoryStore()
+    first, second = View(store, drop_cursors=True), View(store, drop_cursors=True)
+    async with replicas(up, (first, second)) as (r1, r2, http):
+        watchers = Watchers(r2.gateway)
+        async with http.stream("POST", r1.url, json=scripted.CALL, headers=HEAD) as r:
+            pieces = r.aiter_raw()
+            stale = ids_of(await scripted.read_until(pieces, b"progress"), "progress")
+            gap.set()
+            await scripted.read_until(pieces, b"elicitation/create")
+        resume = {**GET, "last-event-id": stale}
+        async with http.stream("GET", r2.url, headers=resume) as moved:
+            assert moved.status_code == 200
+            with anyio.fail_after(STEP):  # both reasons to watch came
+                await second.opened.wait()
+                await second.lost.wait()
+            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+            await watchers.all_ended()
+        guard = r2.gateway.session_guard(scripted.SID)
+        assert guard is not None
+        state = guard.guard.state_of((scripted.SID, 1))
+    assert a.status_code == 202
+    assert up.resumes() == ["e0"]  # the replay brought the prompt to replica 2
+    assert watchers.started == 1 and watchers.most == {1: 1}
+    assert answers(up) == [{"action": "accept"}]
+    assert state not in ("presented", "answered", "submitting")
