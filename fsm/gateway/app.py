@@ -107,6 +107,7 @@ from fsm.adapters._transport.http import (
     LOCAL_HEADER,
     SESSION_GONE_BODY,
     Passthrough,
+    decodable_accept,
     ending_error,
     holds_result,
     json_body,
@@ -2041,16 +2042,21 @@ def _upstream_headers(headers: Mapping[str, str], scope: Scope) -> list[tuple[st
     """The fields a client's request goes upstream with: its own (lower-case names,
     repeated ones joined), less hop-by-hop ones (:data:`_HOP_BY_HOP` and those its
     ``Connection`` names) and those the upstream connection writes (:data:`_REFRAMED`),
-    with the client's address appended to ``X-Forwarded-For`` and an element for this
-    hop appended to ``Forwarded`` (RFC 7239: ``for``, ``host``, ``proto``). A header the
-    gateway reads is never among those its ``Connection`` names: :func:`_headers`
-    refused such a request."""
+    its ``Accept-Encoding`` less the codings the gateway's HTTP library cannot decode
+    (:func:`~fsm.adapters._transport.http.decodable_accept`: an event stream in one could
+    not be tracked), with the client's address appended to ``X-Forwarded-For`` and an
+    element for this hop appended to ``Forwarded`` (RFC 7239: ``for``, ``host``,
+    ``proto``). A header the gateway reads is never among those its ``Connection``
+    names: :func:`_headers` refused such a request."""
     drop = _hop_by_hop(headers.get("connection", "").encode("latin-1"))
     out = {
         name: value
         for name, value in headers.items()
         if name not in _REFRAMED and name.encode("latin-1") not in drop
     }
+    codings = out.get("accept-encoding")
+    if codings is not None:  # none at all stays none: the client's headers only
+        out["accept-encoding"] = decodable_accept(httpx2, codings)
     client = scope.get("client")
     address = str(client[0]) if client else "unknown"
     xff = out.get("x-forwarded-for")
