@@ -82,7 +82,6 @@ import contextlib
 import functools
 import json
 import logging
-import math
 import re
 import secrets
 import time
@@ -120,6 +119,7 @@ from fsm.adapters._transport.sse import BOM, LARGE_EVENT, SseParser, encode_even
 from fsm.adapters._transport.transport import GuardedTransport, asks, bind
 from fsm.adapters.sdkversion import MCP2
 from fsm.errors import InteractionFailed, RequestKey
+from fsm.fields import seconds_problem
 from fsm.gateway.edge import BodiesFull, BodyBudget, HostPolicy
 from fsm.gateway.ids import (
     EventIdKeys,
@@ -404,11 +404,9 @@ class GatewayLimits:
             ("probe_timeout_s", self.probe_timeout_s, True),
         ]
         for name, value, positive in seconds:
-            if value is not None and not (
-                math.isfinite(value) and (value > 0 if positive else value >= 0)
-            ):
-                bound = "> 0" if positive else ">= 0"
-                raise ValueError(f"GatewayLimits.{name} must be finite and {bound}")
+            problem = None if value is None else seconds_problem(value, positive=positive)
+            if problem is not None:
+                raise ValueError(f"GatewayLimits.{name}: {value!r} {problem}")
         if self.upstream_connections is not None and self.upstream_connections < 1:
             raise ValueError("GatewayLimits.upstream_connections must be None or >= 1")
 
@@ -1746,8 +1744,9 @@ class Gateway:
         (``python -m fsm gateway`` does, on ``SIGTERM``, before it drains), and
         :meth:`running` ends the rest when the app shuts down. Requests that arrive while
         it drains are served until the bound passes, then get ``503`` at once."""
-        if not (seconds >= 0 and math.isfinite(seconds)):
-            raise ValueError("drain seconds must be >= 0 and finite")
+        problem = seconds_problem(seconds, positive=False)
+        if problem is not None:
+            raise ValueError(f"drain: {seconds!r} {problem}")
         self.draining = True
         if await self._until(lambda: not self._flights, seconds):
             ended = 0

@@ -221,3 +221,13 @@ async def test_a_drain_waits_for_its_bound_then_ends_a_stream_after_its_last_eve
         late = await http.post(gw.url, json=scripted.CALL, headers=h)
         assert late.status_code == 503 and late.json()["error"]["code"] == -32000
         assert len(up.requests) == before
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("nan"), float("inf")])
+async def test_a_drain_bound_that_never_ends_is_refused_and_changes_nothing(
+    seconds: float,
+) -> None:
+    g = Gateway("http://127.0.0.1:9/mcp")
+    with pytest.raises(ValueError, match=r"^drain: .* is not a finite number of seconds >= 0$"):
+        await g.drain(seconds)
+    assert not g.draining
