@@ -9,7 +9,9 @@ open until an event is set, can issue a session id per ``initialize`` and refuse
 ones with ``404``, and notices when the gateway leaves a stream it is writing.
 :class:`Flood` is one SSE event of any size (or one that never ends), written a piece at
 a time as the gateway reads it: the upstream never holds it whole. :class:`PostScreen`
-puts a test's own check of each ``POST`` in front of an :class:`Upstream`.
+puts a test's own check of each ``POST`` in front of an :class:`Upstream`. A test with a
+direct counterpart runs both ways (:data:`VIAS`), reaching the upstream as
+:func:`served` does.
 
 Principal A's side: :func:`a_session` and :func:`a_call` begin A's session and call;
 :func:`while_a_is_asked` runs something while the prompt of an :func:`asking` upstream is
@@ -49,6 +51,7 @@ __all__ = [
     "PROGRESS",
     "SID",
     "UNKNOWN_SESSION_BODY",
+    "VIAS",
     "Flood",
     "HeldCall",
     "HeldCallStream",
@@ -74,6 +77,7 @@ __all__ = [
     "reset_peak_rss",
     "result",
     "rss",
+    "served",
     "sse",
     "sse_end",
     "sse_piece",
@@ -97,6 +101,10 @@ PARSERS = pytest.mark.parametrize(
 )
 """Runs a test on each HTTP parser the gateway's edge can use (``http``: uvicorn's
 ``h11`` and ``httptools``; httptools skipped where it is not installed)."""
+
+VIAS = pytest.mark.parametrize("via", ["direct", "gateway"])
+"""Runs a test with a direct counterpart both ways (``via``: ``direct`` or ``gateway``,
+for :func:`served`)."""
 
 GUARD = 30.0
 """Hang guard of one wait (seconds): it only elapses when the awaited event never comes."""
@@ -687,6 +695,22 @@ async def gateway_for(
     kwargs.setdefault("config", replace(GATEWAY_GUARD, backoff_initial_s=0.01, backoff_max_s=0.02))
     async with on_loopback(upstream) as url, running_gateway(url, **kwargs) as gw:
         yield gw
+
+
+@contextlib.asynccontextmanager
+async def served(
+    via: str, upstream: Any, **kwargs: Any
+) -> AsyncIterator[tuple[str, RunningGateway | None]]:
+    """The URL clients use to reach ``upstream`` (an ASGI app), and the gateway replica
+    they reach it through: ``upstream`` itself on loopback (``via`` ``direct``; no
+    gateway) or a gateway replica in front of it (``gateway``; keywords go to
+    :func:`gateway_for`)."""
+    if via == "direct":
+        async with on_loopback(upstream) as url:
+            yield url, None
+    else:
+        async with gateway_for(upstream, **kwargs) as gw:
+            yield gw.url, gw
 
 
 async def initialize(http: Any, url: str) -> None:

@@ -4,7 +4,8 @@ traceback escapes it. (Event streams' own edges: ``test_sse_stream_edges.py``.)
 
 Real loopback HTTP: the scripted upstream (:mod:`scripted_upstream`), or, for what an
 ASGI server cannot send (a status outside 100-599, a body cut short of its
-``Content-Length``), :class:`RawUpstream`, a TCP server that writes the bytes it is told.
+``Content-Length``), :class:`raw_http.RawUpstream`, a TCP server that writes the bytes
+it is told.
 Every wait is on a response or on EOF; the timeouts only stop a hang.
 """
 
@@ -12,24 +13,26 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import socket
-import traceback
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
-import anyio.abc
 import pytest
 
 pytest.importorskip("uvicorn")
 httpx2 = pytest.importorskip("httpx2")
 
-from support.gateway import running_gateway  # noqa: E402
+from support.gateway import RunningGateway, running_gateway  # noqa: E402
+from support.log_records import captured  # noqa: E402
 from tests.gateway import raw_http  # noqa: E402
 from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+GATEWAY_CODE = "fsm/gateway/app.py"
+"""The gateway's own code: a logged traceback through it (uvicorn's "Exception in ASGI
+application" for a request the gateway served) is an exception that escaped it."""
 
 # --------------------------------------------------------------------------- helpers
 
@@ -62,125 +65,18 @@ def strict_json(data: bytes) -> Any:
     return json.loads(data, parse_constant=refuse)
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def tracebacks(self) -> list[str]:
-        """Tracebacks logged for exceptions that escaped the gateway's own code
-        (uvicorn's "Exception in ASGI application" for a request the gateway served)."""
-        out = []
-        for record in self.records:
-            if record.exc_info and record.exc_info[1] is not None:
-                text = "".join(traceback.format_exception(*record.exc_info))
-                if "fsm/gateway/app.py" in text:
-                    out.append(text)
-        return out
-
-
-@contextlib.contextmanager
-def server_errors() -> Any:
-    """What uvicorn logs (``uvicorn.error``) while the block runs, whatever the logging
-    configuration of the process (a handler of its own on that logger)."""
-    handler = _Records()
-    logger = logging.getLogger("uvicorn.error")
-    logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-
-
-Respond = Callable[[str, dict[str, str], bytes], bytes]
-
-
-class RawUpstream:
-    """A TCP upstream that answers each request (its head and ``Content-Length`` body)
-    with the bytes ``respond(method, headers, body)`` gives, as they are; the connection
-    stays open for the next request unless the answer says ``connection: close``."""
-
-    def __init__(self, respond: Respond) -> None:
-        self.respond = respond
-        self.seen: list[tuple[str, dict[str, str], bytes]] = []
-
-    async def handle(self, stream: anyio.abc.ByteStream) -> None:
-        async with stream:
-            buf = b""
-            while True:
-                try:
-                    while b"\r\n\r\n" not in buf:
-                        buf += await stream.receive()
-                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                    return
-                head, _, rest = buf.partition(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                method = lines[0].split(" ", 1)[0]
-                headers = {}
-                for line in lines[1:]:
-                    name, _, value = line.partition(":")
-                    headers[name.strip().lower()] = value.strip()
-                size = int(headers.get("content-length", "0"))
-                try:
-                    while len(rest) < size:  # a body it waits for, whatever is expected
-                        rest += await stream.receive()
-                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                    return
-                body, buf = rest[:size], rest[size:]
-                self.seen.append((method, headers, body))
-                answer = self.respond(method, headers, body)
-                await stream.send(answer)
-                if b"connection: close" in answer.lower():
-                    return
-
-
-def http_response(status: str, fields: list[tuple[str, Any]], body: bytes = b"") -> bytes:
-    head = "".join(f"{name}: {value}\r\n" for name, value in fields)
-    return f"HTTP/1.1 {status}\r\n{head}\r\n".encode() + body
-
-
-def json_response(message: Any, status: str = "200 OK", *more: tuple[str, Any]) -> bytes:
-    body = json.dumps(message).encode()
-    fields = [("content-type", "application/json"), ("content-length", len(body)), *more]
-    return http_response(status, fields, body)
-
-
-def answering_calls_with(call: Callable[[], bytes]) -> Respond:
-    """An upstream that begins session :data:`SID`, answers ``ping``, answers a
-    ``tools/call`` with ``call()`` and anything else ``202``."""
-
-    def respond(method: str, headers: dict[str, str], body: bytes) -> bytes:
-        msg: Any = json.loads(body) if body else None
-        name = msg.get("method") if isinstance(msg, dict) else None
-        if name == "initialize":
-            return json_response(
-                scripted.result(msg["id"]), "200 OK", ("mcp-session-id", scripted.SID)
-            )
-        if name == "ping":
-            return json_response({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
-        if name == "tools/call":
-            return call()
-        return http_response("202 Accepted", [("content-length", 0)])
-
-    return respond
-
-
 @contextlib.asynccontextmanager
-async def raw_gateway(respond: Respond, **kwargs: Any) -> AsyncIterator[tuple[Any, RawUpstream]]:
-    """A :class:`RawUpstream` on loopback and a gateway replica in front of it."""
-    up = RawUpstream(respond)
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, up.handle)
-        try:
-            async with running_gateway(f"http://127.0.0.1:{port}/mcp", **kwargs) as gw:
-                yield gw, up
-        finally:
-            tg.cancel_scope.cancel()
+async def raw_gateway(
+    call: Callable[[], bytes], **kwargs: Any
+) -> AsyncIterator[tuple[RunningGateway, raw_http.RawUpstream]]:
+    """A :class:`~raw_http.RawUpstream` on loopback answering a call with ``call()``
+    (:func:`raw_http.answering_calls_with`), and a gateway replica in front of it
+    (keywords go to it)."""
+    async with (
+        raw_http.upstream(raw_http.answering_calls_with(call)) as (url, up),
+        running_gateway(url, **kwargs) as gw,
+    ):
+        yield gw, up
 
 
 async def call_through(port: int) -> tuple[int | None, bytes]:
@@ -293,13 +189,13 @@ async def test_an_upstream_status_the_edge_cannot_send_gets_a_clear_error(status
     def call() -> bytes:
         fields: list[tuple[str, Any]] = [("content-type", "application/json")]
         body = json.dumps(scripted.result(7)).encode()
-        return http_response(status, [*fields, ("content-length", len(body))], body)
+        return raw_http.http_response(status, [*fields, ("content-length", len(body))], body)
 
-    async with raw_gateway(answering_calls_with(call), http="h11") as (gw, _up):
-        with server_errors() as logged:
+    async with raw_gateway(call, http="h11") as (gw, _up):
+        with captured("uvicorn.error") as logged:  # what uvicorn logs
             got, _body = await call_through(gw.port)
     assert got is not None and 200 <= got <= 599, got
-    assert not logged.tracebacks()
+    assert not logged.tracebacks(GATEWAY_CODE)
 
 
 # --------------------------------------------- a forwarded body the upstream cuts short
@@ -314,13 +210,13 @@ async def test_a_forwarded_body_cut_short_logs_no_traceback() -> None:
 
     def call() -> bytes:
         fields = [("content-type", "application/json"), ("content-length", 100)]
-        return http_response("200 OK", [*fields, ("connection", "close")], whole)
+        return raw_http.http_response("200 OK", [*fields, ("connection", "close")], whole)
 
-    async with raw_gateway(answering_calls_with(call)) as (gw, _up):
-        with server_errors() as logged:
+    async with raw_gateway(call) as (gw, _up):
+        with captured("uvicorn.error") as logged:  # what uvicorn logs
             status, body = await call_through(gw.port)
     assert (status, body) == (200, whole)  # cut where the upstream cut it
-    assert not logged.tracebacks()
+    assert not logged.tracebacks(GATEWAY_CODE)
 
 
 # ----------------------------------------------------------------- Expect: 100-continue
@@ -332,10 +228,8 @@ async def test_a_forwarded_expect_100_continue_does_not_hold_the_body_back() -> 
     field is not forwarded; the body goes upstream with the head. (Forwarded, it made
     the upstream connection send the head alone and wait for a ``100`` that a server
     waiting for the content never sends: RFC 9110 section 10.1.1.)"""
-    async with raw_gateway(answering_calls_with(lambda: json_response(scripted.result(7)))) as (
-        gw,
-        _up,
-    ):
+    answer = raw_http.json_response(scripted.result(7))
+    async with raw_gateway(lambda: answer) as (gw, _up):
         port = gw.port
         await raw_http.exchange(port, raw_http.request(port))
         expect = "Expect: 100-continue"

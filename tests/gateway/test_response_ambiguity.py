@@ -16,7 +16,6 @@ Real loopback HTTP (scripted upstreams); every wait is on a response or an event
 from __future__ import annotations
 
 import base64
-import contextlib
 import gzip
 import json
 from collections.abc import AsyncIterator
@@ -32,28 +31,12 @@ from fsm.adapters._transport.http import decoded_codings, wrap_response  # noqa:
 from fsm.adapters._transport.transport import bind  # noqa: E402
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.gateway.store import MemoryStore  # noqa: E402
-from fsm.wire.serving import on_loopback  # noqa: E402
 from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 STEP = 10.0
 """Safety bound of one wait: it only elapses when the awaited thing never comes."""
-
-VIAS = pytest.mark.parametrize("via", ["direct", "gateway"])
-
-
-@contextlib.asynccontextmanager
-async def target(via: str, app: Any, **kwargs: Any) -> AsyncIterator[str]:
-    """The URL clients use: ``app`` itself (``direct``) or a gateway replica in front of
-    it (``gateway``; keywords go to it)."""
-    if via == "direct":
-        async with on_loopback(app) as url:
-            yield url
-    else:
-        async with scripted.gateway_for(app, **kwargs) as gw:
-            yield gw.url
-
 
 # ---------------------------------------------------------------- content codings
 
@@ -100,7 +83,7 @@ def offered(value: str) -> set[str]:
     return {e.partition(";")[0].strip().lower() for e in value.split(",")} - {""}
 
 
-@VIAS
+@scripted.VIAS
 async def test_a_call_stream_in_a_coding_the_gateway_cannot_decode_reaches_the_client_as_it_came(
     via: str,
 ) -> None:
@@ -111,7 +94,7 @@ async def test_a_call_stream_in_a_coding_the_gateway_cannot_decode_reaches_the_c
     in plain text: never the compressed bytes labelled plain."""
     assert "br" not in decoded_codings(httpx2)  # what makes the stream opaque here
     up = BrotliCall()
-    async with target(via, up) as url, httpx2.AsyncClient(timeout=STEP) as http:
+    async with scripted.served(via, up) as (url, _gw), httpx2.AsyncClient(timeout=STEP) as http:
         await scripted.initialize(http, url)
         headers = {**scripted.HEAD, "mcp-session-id": scripted.SID, "accept-encoding": "br"}
         async with http.stream("POST", url, json=scripted.CALL, headers=headers) as r:
@@ -155,14 +138,14 @@ class Sent(httpx2.AsyncByteStream):
         yield self.data
 
 
-@VIAS
+@scripted.VIAS
 async def test_the_upstream_is_asked_only_for_codings_the_gateway_decodes(via: str) -> None:
     """The client accepts ``br`` and ``gzip``. Through the gateway, the upstream is asked
     for no coding the gateway's HTTP library cannot decode (here ``br``), so the call's
     stream comes in one it reads and is tracked: the client gets its result in plain
     text. Directly, the upstream is asked for ``br`` and answers in it."""
     up = BrotliCall()
-    async with target(via, up) as url, httpx2.AsyncClient(timeout=STEP) as http:
+    async with scripted.served(via, up) as (url, _gw), httpx2.AsyncClient(timeout=STEP) as http:
         await scripted.initialize(http, url)
         headers = {
             **scripted.HEAD,
@@ -214,7 +197,7 @@ def gated(up: scripted.Upstream) -> anyio.Event:
     return gate
 
 
-@pytest.mark.parametrize("via", ["direct", "gateway"])
+@scripted.VIAS
 @pytest.mark.parametrize("token", ["tok-a", "tok-a2"], ids=["proven", "refreshed"])
 async def test_an_answer_holding_result_and_error_goes_upstream_as_it_came_and_is_not_taken(
     via: str, token: str
@@ -229,15 +212,11 @@ async def test_an_answer_holding_result_and_error_goes_upstream_as_it_came_and_i
     up = scripted.Upstream()
     gate = gated(up)
     limits = GatewayLimits(standalone_hold_s=0)
-    guards: list[Any] = []
-    async with contextlib.AsyncExitStack() as stack:
-        if via == "direct":
-            url = await stack.enter_async_context(on_loopback(up))
-        else:
-            gw = await stack.enter_async_context(scripted.gateway_for(up, limits=limits))
-            url = gw.url
-            guards.append(gw.gateway)
-        http = await stack.enter_async_context(httpx2.AsyncClient(timeout=STEP))
+    async with (
+        scripted.served(via, up, limits=limits) as (url, gw),
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
+        guards = [gw.gateway] if gw is not None else []
         async with scripted.a_call(http, url) as (a_head, pieces):
             seen = await scripted.read_until(pieces, b"elicitation/create")
             answer_head = {**a_head, "authorization": f"Bearer {token}"}

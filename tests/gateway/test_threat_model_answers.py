@@ -13,9 +13,7 @@ the same.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -26,7 +24,6 @@ pytest.importorskip("uvicorn")
 
 from fsm.gateway.app import GatewayLimits
 from fsm.gateway.store import MemoryStore
-from fsm.wire.serving import on_loopback
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -68,22 +65,7 @@ def answers_taken(up: scripted.Upstream) -> list[tuple[str | None, Any]]:
     ]
 
 
-@contextlib.asynccontextmanager
-async def target(via: str, app: Any, **kwargs: Any) -> AsyncIterator[str]:
-    """The URL clients use: ``app`` itself (``direct``) or a gateway replica in front of
-    it (``gateway``; keywords go to it)."""
-    if via == "direct":
-        async with on_loopback(app) as url:
-            yield url
-    else:
-        async with scripted.gateway_for(app, **kwargs) as gw:
-            yield gw.url
-
-
-VIAS = pytest.mark.parametrize("via", ["direct", "gateway"])
-
-
-@VIAS
+@scripted.VIAS
 async def test_a_strangers_answer_taken_202_unchecked_does_not_swallow_the_owners(
     via: str,
 ) -> None:
@@ -95,7 +77,7 @@ async def test_a_strangers_answer_taken_202_unchecked_does_not_swallow_the_owner
     up = ProtocolLayerCheck(inner)
     limits = GatewayLimits(standalone_hold_s=0)
     async with (
-        target(via, up, limits=limits) as url,
+        scripted.served(via, up, limits=limits) as (url, _gw),
         httpx2.AsyncClient(timeout=STEP * 2) as http,
     ):
 
@@ -186,7 +168,7 @@ async def test_the_owners_answer_through_a_replica_not_holding_the_session_is_ke
     assert messages[-1] == scripted.result(7)
 
 
-@VIAS
+@scripted.VIAS
 async def test_an_answer_whose_probe_times_out_is_relayed_and_not_recorded(via: str) -> None:
     """A answers its prompt with a refreshed token (``tok-a2``, one the upstream takes,
     not yet proven for the session) against an upstream whose ``ping`` never answers.
@@ -196,15 +178,11 @@ async def test_an_answer_whose_probe_times_out_is_relayed_and_not_recorded(via: 
     never = anyio.Event()
     inner = scripted.asking(scripted.Upstream(ping=[never]))
     limits = GatewayLimits(standalone_hold_s=0, probe_timeout_s=0.5)
-    guards: list[Any] = []
-    async with contextlib.AsyncExitStack() as stack:
-        if via == "direct":
-            url = await stack.enter_async_context(on_loopback(inner))
-        else:
-            gw = await stack.enter_async_context(scripted.gateway_for(inner, limits=limits))
-            url = gw.url
-            guards.append(gw.gateway)
-        http = await stack.enter_async_context(httpx2.AsyncClient(timeout=STEP * 2))
+    async with (
+        scripted.served(via, inner, limits=limits) as (url, gw),
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+    ):
+        guards = [gw.gateway] if gw is not None else []
 
         async def nothing() -> None:
             return None

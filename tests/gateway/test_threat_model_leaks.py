@@ -16,14 +16,11 @@ case).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import traceback
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
-import anyio.abc
 import pytest
 
 pytest.importorskip("uvicorn")
@@ -32,6 +29,8 @@ httpx2 = pytest.importorskip("httpx2")
 from fsm.gateway.app import GatewayLimits  # noqa: E402
 from fsm.gateway.upstream import AiohttpTransport  # noqa: E402
 from support.gateway import running_gateway  # noqa: E402
+from support.log_records import captured  # noqa: E402
+from tests.gateway import raw_http  # noqa: E402
 from tests.gateway import scripted_upstream as scripted  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -39,19 +38,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 SECRET = "s3cr3t-api-key-0123456789"
 """A client's key, in the query string of the URL it calls."""
 
-
-def http_response(status: str, fields: list[tuple[str, Any]], body: bytes = b"") -> bytes:
-    head = "".join(f"{name}: {value}\r\n" for name, value in fields)
-    return f"HTTP/1.1 {status}\r\n{head}\r\n".encode() + body
-
-
-def json_response(message: Any, *more: tuple[str, Any]) -> bytes:
-    body = json.dumps(message).encode()
-    fields = [("content-type", "application/json"), ("content-length", len(body)), *more]
-    return http_response("200 OK", fields, body)
-
-
-Respond = Callable[[str, str, dict[str, str], bytes], bytes | None]
 
 MALFORMED_HEAD = b"HTTP/1.1 200 OK\r\nthis is not a header line\r\n\r\n"
 """A response head aiohttp's parser refuses (a header line without a colon)."""
@@ -61,113 +47,6 @@ CUT_BODY = b'HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 100\r\n\r\n
 """A response whose body the upstream closes its connection inside."""
 OPEN_STREAM = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
 """An event stream's head, its body never ended: the connection stays taken."""
-
-
-class RawUpstream:
-    """A TCP upstream answering each request with the bytes ``respond`` gives (``None``:
-    no answer, the connection left open); it closes a connection after an answer that
-    says ``connection: close``."""
-
-    def __init__(self, respond: Respond) -> None:
-        self.respond = respond
-        self.seen: list[tuple[str, str, dict[str, str], bytes]] = []
-
-    async def handle(self, stream: anyio.abc.ByteStream) -> None:
-        async with stream:
-            buf = b""
-            while True:
-                try:
-                    while b"\r\n\r\n" not in buf:
-                        buf += await stream.receive()
-                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                    return
-                head, _, rest = buf.partition(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                method, target = lines[0].split(" ")[:2]
-                headers = {}
-                for line in lines[1:]:
-                    name, _, value = line.partition(":")
-                    headers[name.strip().lower()] = value.strip()
-                size = int(headers.get("content-length", "0"))
-                try:
-                    while len(rest) < size:
-                        rest += await stream.receive()
-                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                    return
-                body, buf = rest[:size], rest[size:]
-                self.seen.append((method, target, headers, body))
-                answer = self.respond(method, target, headers, body)
-                if answer is None:
-                    await anyio.sleep_forever()  # until the server stops
-                await stream.send(answer)
-                if b"connection: close" in answer.lower():
-                    return
-
-
-@contextlib.asynccontextmanager
-async def raw_server(respond: Respond) -> AsyncIterator[tuple[str, RawUpstream]]:
-    """:class:`RawUpstream` on 127.0.0.1: its MCP endpoint's URL, and it."""
-    up = RawUpstream(respond)
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, up.handle)
-        try:
-            yield f"http://127.0.0.1:{port}/mcp", up
-        finally:
-            tg.cancel_scope.cancel()
-
-
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def at_info_or_above(self) -> list[str]:
-        """Each record at ``INFO`` or above as a handler formats it: logger, message and
-        the traceback of its exception, if it has one."""
-        out = []
-        for r in self.records:
-            if r.levelno >= logging.INFO:
-                trace = logging.Formatter().formatException(r.exc_info) if r.exc_info else ""
-                out.append(f"{r.name}: {r.getMessage()}\n{trace}")
-        return out
-
-
-@contextlib.contextmanager
-def fsm_logs() -> Any:
-    """Every record of the ``fsm`` loggers while the block runs."""
-    handler = _Records()
-    logger = logging.getLogger("fsm")
-    old = logger.level
-    logger.setLevel(logging.DEBUG)
-    logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(old)
-
-
-def upstream_of(call_answer: bytes | None) -> Respond:
-    """An upstream that begins session :data:`scripted.SID`, answers a ``tools/call``
-    with ``call_answer`` (``None``: never) and anything else ``202``."""
-
-    def respond(method: str, target: str, headers: dict[str, str], body: bytes) -> bytes | None:
-        msg: Any = json.loads(body) if body else None
-        name = msg.get("method") if isinstance(msg, dict) else None
-        if name == "initialize":
-            return json_response(scripted.result(msg["id"]), ("mcp-session-id", scripted.SID))
-        if name == "ping":
-            return json_response({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
-        if name == "tools/call":
-            return call_answer
-        return http_response("202 Accepted", [("content-length", 0)])
-
-    return respond
 
 
 @pytest.mark.parametrize("failure", ["malformed-head", "cut-body", "no-free-connection"], ids=str)
@@ -188,7 +67,7 @@ async def test_an_upstream_failure_logs_no_query_string(failure: str) -> None:
         limits = GatewayLimits(upstream_connections=1)
         timeout = httpx2.Timeout(10.0, connect=0.1, pool=0.1)
     async with (
-        raw_server(upstream_of(call_answer)) as (upstream, up),
+        raw_http.upstream(raw_http.answering_calls_with(lambda: call_answer)) as (upstream, up),
         running_gateway(upstream, limits=limits, timeout=timeout) as gw,
         httpx2.AsyncClient(timeout=20) as http,
     ):
@@ -203,7 +82,7 @@ async def test_an_upstream_failure_logs_no_query_string(failure: str) -> None:
                     http.stream("POST", gw.url, json=call, headers=headers)
                 )
                 assert first.status_code == 200
-            with fsm_logs() as logged:
+            with captured("fsm", logging.DEBUG) as logged:
                 try:
                     r = await http.post(url, json=scripted.CALL, headers=headers)
                     status, told = r.status_code, r.text
@@ -253,7 +132,7 @@ async def test_no_transport_failure_carries_the_request_url(
     }.get(failure)
     timeout = httpx2.Timeout(10.0, connect=0.1, pool=0.1, read=0.1)
     async with (
-        raw_server(lambda *_: answer) as (upstream, _up),
+        raw_http.upstream(lambda *_: answer) as (upstream, _up),
         transport(connections=1) as http,
     ):
         url = f"{upstream}?key={SECRET}"
