@@ -55,10 +55,12 @@ compares numbers as doubles: positions are exact up to 2**53).
 
 Fail closed: every Redis error, refused or reset connection, and every operation that has
 no answer within ``timeout_s`` (the socket timeouts and an overall deadline both hold it)
-raises :class:`~fsm.gateway.store.StoreUnavailableError` naming the operation and the
-cause (never a key, a session or request id, an answer or a password: the gateway logs
-these messages); nothing is retried inside the store and nothing hangs. An operation that finds
-every pooled connection busy waits for one within the same timeout (a store made by
+raises :class:`~fsm.gateway.store.StoreUnavailableError` whose message is fixed text naming
+the operation (the gateway tells it to clients, to a peer with no credentials too: the
+cause, redis-py's ``Error 111 connecting to HOST:PORT``, would name the store's address);
+the cause is logged and chained (``__cause__``); nothing is retried inside the store and
+nothing hangs. An operation that finds every pooled connection busy waits for one within
+the same timeout (a store made by
 :meth:`RedisStore.from_url` opens at most ``max_connections``). Once Redis answers again the
 same store works again: the pool replaces, before use, a connection the server closed once
 the event loop has seen it close (so a restart between two calls costs no failed call; a
@@ -97,8 +99,10 @@ operation fails closed at once (redis-py's cluster client has no blocking pool).
 ``connect`` loads the script on every master; a master that lost it (a failover) gets it
 with ``EVAL`` as a restarted Redis does. Only database 0 exists on a cluster.
 
-Logging: the module logs each failure at ``DEBUG`` only (the operation and the cause, as
-the error says); nothing at ``INFO`` or above.
+Logging: the module logs each Redis failure at ``WARNING``, for operators: the operation
+and the cause (redis-py's exception class and text, which may name the store's host and
+port but never a password; the store never adds a key, so never a session or request id
+nor an answer); nothing else at ``INFO`` or above.
 """
 
 from __future__ import annotations
@@ -361,9 +365,8 @@ class RedisStore:
         routes by it; the rest as :func:`_wire` encodes them); every failure becomes
         ``StoreUnavailableError``, except Redis
         not knowing a script, which returns ``no_script`` when that is given. ``route``
-        goes to a cluster client (``target_nodes``). Failure
-        messages name the operation and the cause, never a key (keys hold session and
-        request ids)."""
+        goes to a cluster client (``target_nodes``). Failure messages name the operation
+        only (:meth:`_unavailable`)."""
         self.round_trips += 1
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -377,9 +380,13 @@ class RedisStore:
 
     @staticmethod
     def _unavailable(op: str, cause: str) -> StoreUnavailableError:
-        error = StoreUnavailableError(f"redis store: {op} failed: {cause}")
-        logger.debug("%s", error)
-        return error
+        """The error for ``op`` failing with ``cause``: its message is fixed text naming
+        the operation, because the gateway tells it to clients (a ``503`` before any
+        credential is checked, a call's ending error) and ``cause`` may name the store's
+        host and port. ``cause`` is logged at ``WARNING`` instead, where operators see it
+        (redis-py's text never holds a password, and the store never puts a key in it)."""
+        logger.warning("redis store: %s failed: %s", op, cause)
+        return StoreUnavailableError(f"redis store: {op} failed")
 
     async def _script(self, op: str, keys: list[str], *argv: Any) -> Any:
         """Run the store's script (:data:`_SCRIPT`) for ``op`` (the script's operation is

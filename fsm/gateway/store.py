@@ -107,7 +107,11 @@ def request_key(request_id: RequestId) -> str:
 class StoreUnavailableError(InteractionFailed):
     """The gateway's state store could not be reached or did not answer in time. The
     gateway fails closed: the request it could not claim is not presented and its
-    interaction ends with this error (``reason = "store-unavailable"``)."""
+    interaction ends with this error (``reason = "store-unavailable"``).
+
+    Its message is told to clients (a ``503`` before any credential is checked, a call's
+    ending error), so a store makes it fixed text naming the operation: the cause (which
+    may name the store's address) goes to the log and to ``__cause__``, never here."""
 
     reason = "store-unavailable"
 
