@@ -82,6 +82,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import re
 import secrets
 import time
@@ -625,6 +626,14 @@ class Gateway:
         self._provisional: set[_Session] = set()
         """Every session not yet accepted with a request in flight (``initialize``s
         included)."""
+        self._unsure: dict[_Session, None] = {}
+        """The held sessions :meth:`_room_possible` asks :meth:`_droppable` about (in
+        order): held, or told changed (:meth:`_recheck`), since it last found them kept.
+        Every other held session was kept then and stays kept until it is told changed
+        or :attr:`_idle_at` passes."""
+        self._idle_at = math.inf
+        """The earliest time a held session not in :attr:`_unsure` may go idle
+        (:meth:`_idle_after`): from then on every held session is asked again."""
         self._http: httpx2.AsyncClient | None = None
         self._tg: TaskGroup | None = None
         self._halted = False
@@ -882,6 +891,7 @@ class Gateway:
         finally:
             session.busy -= 1
             session.last_used = time.monotonic()
+            self._recheck(session)
             if session.held:
                 await self._after(session)
             elif session.busy == 0:  # never accepted, or merged into the held one
@@ -1270,10 +1280,11 @@ class Gateway:
             known, session = self._known(sid)
             if known:
                 return session
-        if len(self._sessions) > self.limits.max_sessions:
+        if len(self._sessions) > self.limits.max_sessions and self._room_possible():
             # sessions held over the bound (accepted with no room) go first: let in only
             # with the table within it, held sessions pass it by no more than the
-            # sessions not yet accepted at once
+            # sessions not yet accepted at once; asked first, as a trim that lets none
+            # go would ask every held session
             self._make_room(room=0)
         if not self._room_possible():  # refused before anything is sent upstream
             raise _Full(f"gateway full: {self.limits.max_sessions} sessions in use")
@@ -1340,6 +1351,7 @@ class Gateway:
         session.closed = True
         session.engine.close()
         self._kept.forget(session)
+        self._unsure.pop(session, None)
 
     def _new_session(self, sid: str | None) -> _Session:
         assert self._http is not None and self._tg is not None
@@ -1379,6 +1391,7 @@ class Gateway:
         engine.claim = self._claimer(session)
         engine.on_answer = self._answer_keeper(session)
         engine.on_submitted = self._submission_marker(session)
+        engine.changed = functools.partial(self._recheck, session)
         session.last_used = time.monotonic()
         return session
 
@@ -1401,11 +1414,41 @@ class Gateway:
     def _room_possible(self) -> bool:
         """Whether :meth:`_make_room` would find room now, letting nothing go: fewer
         than ``max_sessions`` held, or one of them droppable (the table held within the
-        bound: :meth:`_session_for` trims it first)."""
+        bound: :meth:`_session_for` trims it first). :meth:`_droppable` is asked only of
+        the sessions in :attr:`_unsure` (each dropped from it once found kept), and of
+        every held one once :attr:`_idle_at` passed: a request refused while nothing
+        changed costs no scan of the table, and a session that may be let go is found
+        by the very next request. One found droppable stays first, asked first next."""
         if len(self._sessions) < self.limits.max_sessions:
             return True
         now = time.monotonic()
-        return any(self._droppable(old, now) for old in self._sessions.values())
+        if now > self._idle_at:  # a session kept by a prompt alone may have gone idle
+            self._unsure = dict.fromkeys(self._sessions.values())
+            self._idle_at = math.inf
+        unsure = self._unsure
+        while unsure:
+            session = next(iter(unsure))
+            if self._droppable(session, now):
+                return True
+            del unsure[session]
+            if session.busy == 0 and session.engine.submissions == 0:
+                # kept by a prompt presented here until it goes idle: the ends of a
+                # request and of a submission are told (_recheck), time is not
+                self._idle_at = min(self._idle_at, self._idle_after(session))
+        return False
+
+    def _recheck(self, session: _Session) -> None:
+        """What keeps ``session`` may be over (a request of it ended, an answer
+        submission of its guard ended, its guard was fed an event: a prompt presented
+        may have ended): :meth:`_room_possible` asks :meth:`_droppable` about it again.
+        Every change that can make a held session droppable, but time, is told here."""
+        if session.held and not session.closed:
+            self._unsure[session] = None
+
+    def _idle_after(self, session: _Session) -> float:
+        """When ``session`` goes idle: ``session_idle_s`` past its last use (after it,
+        a prompt no longer keeps it: :meth:`_droppable`)."""
+        return session.last_used + self.limits.session_idle_s
 
     def _droppable(self, session: _Session, now: float) -> bool:
         """Whether held ``session`` may be let go (its guard, its kept results): nothing
@@ -1419,15 +1462,17 @@ class Gateway:
         e = session.engine
         if session.busy > 0 or e.submissions > 0:
             return False
-        if now - session.last_used > self.limits.session_idle_s:
+        if now > self._idle_after(session):
             return True
         sid = e.session or ""
         return not any(e.guard.state_of((sid, rid)) == "presented" for rid in session.claimed)
 
     def _hold(self, sid: str, session: _Session) -> None:
-        """Hold ``session`` as the most recently used."""
+        """Hold ``session`` as the most recently used (:meth:`_room_possible` asks about
+        it: it was never found kept)."""
         self._sessions[sid] = session
         self._sessions.move_to_end(sid)
+        self._unsure[session] = None
 
     async def _after(self, session: _Session) -> None:
         """After a request: a session that ended (the server said 404 to credentials it

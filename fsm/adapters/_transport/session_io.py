@@ -116,6 +116,11 @@ class SessionIO:
         until the answer's submitting is over). While it is, the client was told its
         answer was taken and the session has work under way: a gateway does not let it
         go."""
+        self.changed: Callable[[], None] = _unchanged
+        """Told, at once, after each event fed to the guard (a prompt presented may have
+        left ``presented``) and each answer submission that ended (:attr:`submissions`
+        fell): what keeps a gateway from letting the session go may be over, so it asks
+        again. Nothing by default."""
         self.get_generations = 0
         """Connection generations of the standalone GET stream opened so far."""
         self.claim: Claim | None = None
@@ -225,6 +230,7 @@ class SessionIO:
         """Feed ``event`` (observed) and perform the global actions it returns."""
         self.flush()
         actions = self.og.feed(event)
+        self.changed()
         self.perform(actions)
         return actions
 
@@ -502,6 +508,7 @@ class SessionIO:
                 await self.on_submitted(a.key)
         finally:
             self.submissions -= 1
+            self.changed()
 
     async def _refuse(self, a: act.Refuse) -> None:
         body = {
@@ -561,6 +568,7 @@ class SessionIO:
         for an answer another process submitted and already said so)."""
         self.flush()
         actions = self.og.feed(ev.UserAnswered(key, answer))
+        self.changed()
         self.perform(tuple(a for a in actions if not isinstance(a, act.Submit)))
         if any(isinstance(a, act.Submit) for a in actions):
             self.feed(ev.SubmissionOutcome(key, result))
@@ -577,6 +585,10 @@ async def _no_voucher(_request: HttpRequest) -> bool:
 
 
 def _never_mind(_request: HttpRequest) -> None:
+    return None
+
+
+def _unchanged() -> None:
     return None
 
 

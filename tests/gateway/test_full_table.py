@@ -1,0 +1,340 @@
+"""A replica holding ``max_sessions`` sessions, none of which may be let go: what a
+request it cannot hold a new session for costs it, and when it holds one again. A real
+gateway replica (uvicorn, in this process) on loopback in front of the scripted upstream
+(:mod:`scripted_upstream`).
+
+A request of a session not held here (a made-up id needs no credentials, and never
+reaches the upstream) and every ``initialize`` ask whether room could be made. Refused
+``503`` while nothing changed, they ask nothing of the held sessions: a flood of them
+costs no scan of the table each, and a held session's own request costs one check of
+that session. And no refusal is stale: a held session that may be let go, whatever let
+it (its last request ended, its answer's submission ended, its presented prompt ended,
+``session_idle_s`` passed since its last use, it ended), makes room for the very next
+request.
+
+Every wait is for something observed (a byte read, a request the upstream saw, a
+counter); timeouts only guard against hangs. Checks of the held sessions are counted by
+wrapping ``Gateway._droppable``."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import pytest
+
+from fsm import events
+from fsm.gateway import app
+from fsm.gateway.app import GatewayLimits
+from fsm.gateway.store import MemoryStore
+from tests.gateway import scripted_upstream as scripted
+
+httpx2 = pytest.importorskip("httpx2")
+pytest.importorskip("uvicorn")
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+STEP = 5.0
+"""Safety bound of one wait: it only elapses when the awaited thing never comes."""
+
+ONE_SESSION = GatewayLimits(max_sessions=1, standalone_hold_s=0)
+"""One session held before room must be made for the next, and no standalone ``GET``
+opened ahead of a client's."""
+
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+
+def counted_checks(gw: Any) -> Callable[[], int]:
+    """Count the replica's checks of whether a held session may be let go from now on
+    (``Gateway._droppable`` wrapped); the count so far."""
+    calls = 0
+    real = gw.gateway._droppable
+
+    def counted(session: Any, now: float) -> bool:
+        nonlocal calls
+        calls += 1
+        return bool(real(session, now))
+
+    gw.gateway._droppable = counted
+    return lambda: calls
+
+
+@contextlib.asynccontextmanager
+async def full_of_streams(held: int) -> AsyncIterator[tuple[Any, Any, list[str]]]:
+    """A replica at ``max_sessions`` ``held``, each held session with work under way (a
+    standalone stream its client reads), so none may be let go: the replica, an HTTP
+    client, and the held session ids."""
+    up = scripted.Upstream(issue_sessions=True, standalone=[])
+    limits = GatewayLimits(max_sessions=held)
+    async with (
+        scripted.gateway_for(up, limits=limits) as gw,
+        httpx2.AsyncClient(
+            timeout=scripted.GUARD, limits=httpx2.Limits(max_connections=200)
+        ) as http,
+        contextlib.AsyncExitStack() as streams,
+    ):
+        sids = []
+        with anyio.fail_after(20):
+            for _ in range(held):
+                r = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
+                sid = r.headers["mcp-session-id"]
+                get = {"accept": "text/event-stream", "mcp-session-id": sid}
+                resp = await streams.enter_async_context(http.stream("GET", gw.url, headers=get))
+                assert resp.status_code == 200
+                sids.append(sid)
+        assert gw.gateway.sessions == held
+        yield gw, http, sids
+
+
+async def made_up(http: Any, url: str, i: int) -> int:
+    """The status of a ``ping`` naming made-up session id ``i``."""
+    headers = {**scripted.HEAD, "mcp-session-id": f"made-up-{i}"}
+    return int((await http.post(url, json=PING, headers=headers)).status_code)
+
+
+async def new_session(http: Any, url: str) -> httpx2.Response:
+    """An ``initialize``: a new session, served if the replica has room for it."""
+    return await http.post(url, json=scripted.INIT, headers=scripted.HEAD)
+
+
+async def until(pred: Callable[[], bool], seconds: float = STEP) -> bool:
+    """Poll ``pred()`` (an observation of state, not a race provoker) up to ``seconds``;
+    whether it holds."""
+    with anyio.move_on_after(seconds):
+        while not pred():
+            await anyio.sleep(0.01)
+    return bool(pred())
+
+
+async def a_prompt_shown(http: Any, url: str) -> tuple[str, dict[str, str]]:
+    """A begins a session through ``url`` and calls a tool until its prompt shows (claimed
+    here); then A's connection breaks, and the replica sees A's call end. A's session id
+    and headers."""
+    r = await new_session(http, url)
+    sid = r.headers["mcp-session-id"]
+    a_head = {**scripted.HEAD, "mcp-session-id": sid}
+    async with http.stream("POST", url, json=scripted.CALL, headers=a_head) as stream:
+        await scripted.read_until(stream.aiter_raw(), b"elicitation/create")
+    return sid, a_head
+
+
+async def no_request_in_flight(gw: Any, sid: str) -> Any:
+    """Held session ``sid`` once the replica saw the end of each of its requests."""
+    session = gw.gateway._sessions[sid]
+    assert await until(lambda: not session.busy), "a request of the session never ended"
+    return session
+
+
+# ----------------------------------------------------------------- what a refusal costs
+
+
+async def test_a_refused_request_costs_no_scan_of_the_held_sessions() -> None:
+    """48 sessions held, each with a stream open: requests naming made-up session ids are
+    refused ``503``. The first may check every held session once; the 19 after it, while
+    nothing changed, check none."""
+    refusals = 20
+    async with full_of_streams(48) as (gw, http, _):
+        checks = counted_checks(gw)
+        with anyio.fail_after(20):
+            assert await made_up(http, gw.url, 0) == 503
+            first = checks()
+            for i in range(1, refusals):
+                assert await made_up(http, gw.url, i) == 503
+            assert (await new_session(http, gw.url)).status_code == 503
+    assert first <= 48
+    assert checks() == first, f"{refusals} refusals made {checks()} checks"
+
+
+async def test_a_held_sessions_request_costs_one_check_of_that_session() -> None:
+    """48 sessions held, each with a stream open: between refusals of made-up ids, one
+    held session's client sends a ``ping`` (served). Each such request changes one
+    session, so the refusal after it checks that session alone."""
+    refusals = 20
+    async with full_of_streams(48) as (gw, http, sids):
+        assert await made_up(http, gw.url, 0) == 503
+        checks = counted_checks(gw)
+        own = {**scripted.HEAD, "mcp-session-id": sids[0]}
+        with anyio.fail_after(20):
+            for i in range(1, refusals):
+                assert (await http.post(gw.url, json=PING, headers=own)).status_code == 200
+                assert await made_up(http, gw.url, i) == 503
+    assert checks() <= refusals - 1, f"{refusals - 1} refusals made {checks()} checks"
+
+
+# ----------------------------------------------------- no refusal once room can be made
+
+
+class PingsHeldBack(scripted.PostScreen):
+    """An upstream that holds a ``ping`` back until ``release`` is set (``arrived`` is set
+    when one comes); everything goes on to ``inner``."""
+
+    def __init__(self, inner: scripted.Upstream) -> None:
+        super().__init__(inner)
+        self.arrived, self.release = anyio.Event(), anyio.Event()
+
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
+        if isinstance(msg, dict) and msg.get("method") == "ping":
+            self.arrived.set()
+            await self.release.wait()
+        return False
+
+
+async def test_a_session_whose_last_request_ended_makes_room_for_the_next() -> None:
+    """At ``max_sessions`` (1), A's ``ping`` is held back upstream: a new session is
+    refused ``503``. Once A's ``ping`` is answered (A's session has no request in
+    flight), the next new session is served, A's let go for it."""
+    up = PingsHeldBack(scripted.Upstream(issue_sessions=True))
+    async with (
+        scripted.gateway_for(up, limits=ONE_SESSION) as gw,
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+        anyio.create_task_group() as tg,
+    ):
+        sid = (await new_session(http, gw.url)).headers["mcp-session-id"]
+        a_head = {**scripted.HEAD, "mcp-session-id": sid}
+        pinged: list[int] = []
+
+        async def ping() -> None:
+            pinged.append((await http.post(gw.url, json=PING, headers=a_head)).status_code)
+
+        tg.start_soon(ping)
+        with anyio.fail_after(STEP):
+            await up.arrived.wait()
+        refused = await new_session(http, gw.url)
+        up.release.set()
+        await no_request_in_flight(gw, sid)
+        served = await new_session(http, gw.url)
+        held = sorted(gw.gateway._sessions)
+    assert (refused.status_code, pinged) == (503, [200])
+    assert served.status_code == 200
+    assert held == [served.headers["mcp-session-id"]]
+
+
+class MarksHeldBack(MemoryStore):
+    """A store whose marks of a submitted answer wait for ``release`` (``marking`` is
+    set when one begins): the replica's answer submission ends only then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marking, self.release = anyio.Event(), anyio.Event()
+
+    async def mark_submitted(self, session: str, request_id: Any) -> bool:
+        self.marking.set()
+        await self.release.wait()
+        return await super().mark_submitted(session, request_id)
+
+
+async def test_a_session_whose_answer_submission_ended_makes_room_for_the_next() -> None:
+    """At ``max_sessions`` (1), A answers its prompt (``202``) and the guard's submission
+    reaches the server; its end waits for the store's mark: a new session is refused
+    ``503`` meanwhile. Once the submission ended (the mark made), the next new session
+    is served, A's let go for it."""
+    inner = scripted.asking(scripted.Upstream(issue_sessions=True))
+    store = MarksHeldBack()
+    async with (
+        scripted.gateway_for(inner, limits=ONE_SESSION, store=store) as gw,
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+    ):
+        sid, a_head = await a_prompt_shown(http, gw.url)
+        answered = await http.post(gw.url, json=scripted.ANSWER, headers=a_head)
+        with anyio.fail_after(STEP):
+            await store.marking.wait()
+        session = await no_request_in_flight(gw, sid)
+        refused = await new_session(http, gw.url)
+        store.release.set()
+        assert await until(lambda: not session.engine.submissions), "it never ended"
+        served = await new_session(http, gw.url)
+        held = sorted(gw.gateway._sessions)
+    assert (answered.status_code, refused.status_code) == (202, 503)
+    assert inner.answered.is_set()
+    assert served.status_code == 200
+    assert held == [served.headers["mcp-session-id"]]
+
+
+async def test_a_session_whose_presented_prompt_ended_makes_room_for_the_next() -> None:
+    """At ``max_sessions`` (1), A's prompt is shown here and A's connection breaks: a new
+    session is refused ``503`` (the prompt keeps A's session). Then A's prompt ends with
+    no request of A's session: its stream is abandoned, as the replica's claim watcher
+    abandons one another replica's lapsed lease ended. The next new session is served,
+    A's let go for it."""
+    inner = scripted.asking(scripted.Upstream(issue_sessions=True))
+    async with (
+        scripted.gateway_for(inner, limits=ONE_SESSION) as gw,
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+    ):
+        sid, _ = await a_prompt_shown(http, gw.url)
+        session = await no_request_in_flight(gw, sid)
+        refused = await new_session(http, gw.url)
+        e = session.engine
+        key = (sid, 1)
+        stream = e.guard.stream_of(key)
+        assert e.guard.state_of(key) == "presented" and stream is not None
+        e.feed(events.StreamAbandoned(stream, "claim-lapsed", "the stream's lease lapsed"))
+        ended = e.guard.state_of(key)
+        served = await new_session(http, gw.url)
+        held = sorted(gw.gateway._sessions)
+    assert refused.status_code == 503
+    assert ended != "presented"
+    assert served.status_code == 200
+    assert held == [served.headers["mcp-session-id"]]
+
+
+@dataclass
+class _Later:
+    """The ``time`` module as the gateway reads it, ``ahead`` seconds later (its own
+    clock only: the event loop's and the guard's are untouched)."""
+
+    ahead: float
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def time(self) -> float:
+        return time.time() + self.ahead
+
+
+async def test_a_session_unused_past_session_idle_s_makes_room_for_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At ``max_sessions`` (1), A's prompt is shown here and A's connection breaks: a new
+    session is refused ``503``. ``session_idle_s`` (60 s) later, with no request of A's
+    session meanwhile (the replica's clock moved on), the next new session is served,
+    A's let go for it."""
+    inner = scripted.asking(scripted.Upstream(issue_sessions=True))
+    limits = GatewayLimits(max_sessions=1, standalone_hold_s=0, session_idle_s=60.0)
+    async with (
+        scripted.gateway_for(inner, limits=limits) as gw,
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+    ):
+        sid, _ = await a_prompt_shown(http, gw.url)
+        await no_request_in_flight(gw, sid)
+        refused = await new_session(http, gw.url)
+        monkeypatch.setattr(app, "time", _Later(61.0))
+        served = await new_session(http, gw.url)
+        held = sorted(gw.gateway._sessions)
+    assert refused.status_code == 503
+    assert served.status_code == 200
+    assert held == [served.headers["mcp-session-id"]]
+
+
+async def test_a_session_its_client_ended_makes_room_for_the_next() -> None:
+    """At ``max_sessions`` (1), A's prompt is shown here and A's connection breaks: a new
+    session is refused ``503``. A then ends its session (``DELETE``): the next new
+    session is served."""
+    inner = scripted.asking(scripted.Upstream(issue_sessions=True))
+    async with (
+        scripted.gateway_for(inner, limits=ONE_SESSION) as gw,
+        httpx2.AsyncClient(timeout=STEP * 2) as http,
+    ):
+        sid, a_head = await a_prompt_shown(http, gw.url)
+        await no_request_in_flight(gw, sid)
+        refused = await new_session(http, gw.url)
+        deleted = await http.request("DELETE", gw.url, headers=a_head)
+        served = await new_session(http, gw.url)
+        held = sorted(gw.gateway._sessions)
+    assert (refused.status_code, deleted.status_code) == (503, 202)
+    assert served.status_code == 200
+    assert held == [served.headers["mcp-session-id"]]
