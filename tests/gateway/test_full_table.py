@@ -31,6 +31,7 @@ from fsm import events
 from fsm.gateway import app
 from fsm.gateway.app import GatewayLimits
 from fsm.gateway.store import MemoryStore
+from tests.gateway import room_bed as room
 from tests.gateway import scripted_upstream as scripted
 
 httpx2 = pytest.importorskip("httpx2")
@@ -38,12 +39,6 @@ pytest.importorskip("uvicorn")
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
-STEP = 5.0
-"""Safety bound of one wait: it only elapses when the awaited thing never comes."""
-
-ONE_SESSION = GatewayLimits(max_sessions=1, standalone_hold_s=0)
-"""One session held before room must be made for the next, and no standalone ``GET``
-opened ahead of a client's."""
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
@@ -96,39 +91,6 @@ async def made_up(http: Any, url: str, i: int) -> int:
     return int((await http.post(url, json=PING, headers=headers)).status_code)
 
 
-async def new_session(http: Any, url: str) -> httpx2.Response:
-    """An ``initialize``: a new session, served if the replica has room for it."""
-    return await http.post(url, json=scripted.INIT, headers=scripted.HEAD)
-
-
-async def until(pred: Callable[[], bool], seconds: float = STEP) -> bool:
-    """Poll ``pred()`` (an observation of state, not a race provoker) up to ``seconds``;
-    whether it holds."""
-    with anyio.move_on_after(seconds):
-        while not pred():
-            await anyio.sleep(0.01)
-    return bool(pred())
-
-
-async def a_prompt_shown(http: Any, url: str) -> tuple[str, dict[str, str]]:
-    """A begins a session through ``url`` and calls a tool until its prompt shows (claimed
-    here); then A's connection breaks, and the replica sees A's call end. A's session id
-    and headers."""
-    r = await new_session(http, url)
-    sid = r.headers["mcp-session-id"]
-    a_head = {**scripted.HEAD, "mcp-session-id": sid}
-    async with http.stream("POST", url, json=scripted.CALL, headers=a_head) as stream:
-        await scripted.read_until(stream.aiter_raw(), b"elicitation/create")
-    return sid, a_head
-
-
-async def no_request_in_flight(gw: Any, sid: str) -> Any:
-    """Held session ``sid`` once the replica saw the end of each of its requests."""
-    session = gw.gateway._sessions[sid]
-    assert await until(lambda: not session.busy), "a request of the session never ended"
-    return session
-
-
 # ----------------------------------------------------------------- what a refusal costs
 
 
@@ -144,7 +106,7 @@ async def test_a_refused_request_costs_no_scan_of_the_held_sessions() -> None:
             first = checks()
             for i in range(1, refusals):
                 assert await made_up(http, gw.url, i) == 503
-            assert (await new_session(http, gw.url)).status_code == 503
+            assert (await room.new_session(http, gw.url)).status_code == 503
     assert first <= 48
     assert checks() == first, f"{refusals} refusals made {checks()} checks"
 
@@ -189,11 +151,11 @@ async def test_a_session_whose_last_request_ended_makes_room_for_the_next() -> N
     flight), the next new session is served, A's let go for it."""
     up = PingsHeldBack(scripted.Upstream(issue_sessions=True))
     async with (
-        scripted.gateway_for(up, limits=ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
+        scripted.gateway_for(up, limits=room.ONE_SESSION) as gw,
+        httpx2.AsyncClient(timeout=room.STEP * 2) as http,
         anyio.create_task_group() as tg,
     ):
-        sid = (await new_session(http, gw.url)).headers["mcp-session-id"]
+        sid = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
         a_head = {**scripted.HEAD, "mcp-session-id": sid}
         pinged: list[int] = []
 
@@ -201,12 +163,12 @@ async def test_a_session_whose_last_request_ended_makes_room_for_the_next() -> N
             pinged.append((await http.post(gw.url, json=PING, headers=a_head)).status_code)
 
         tg.start_soon(ping)
-        with anyio.fail_after(STEP):
+        with anyio.fail_after(room.STEP):
             await up.arrived.wait()
-        refused = await new_session(http, gw.url)
+        refused = await room.new_session(http, gw.url)
         up.release.set()
-        await no_request_in_flight(gw, sid)
-        served = await new_session(http, gw.url)
+        await room.no_request_in_flight(gw, sid)
+        served = await room.new_session(http, gw.url)
         held = sorted(gw.gateway._sessions)
     assert (refused.status_code, pinged) == (503, [200])
     assert served.status_code == 200
@@ -234,19 +196,16 @@ async def test_a_session_whose_answer_submission_ended_makes_room_for_the_next()
     is served, A's let go for it."""
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
     store = MarksHeldBack()
-    async with (
-        scripted.gateway_for(inner, limits=ONE_SESSION, store=store) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
-        sid, a_head = await a_prompt_shown(http, gw.url)
+    async with room.at_one_session(inner, store=store) as (gw, http):
+        sid, a_head = await room.a_prompt_shown(http, gw.url)
         answered = await http.post(gw.url, json=scripted.ANSWER, headers=a_head)
-        with anyio.fail_after(STEP):
+        with anyio.fail_after(room.STEP):
             await store.marking.wait()
-        session = await no_request_in_flight(gw, sid)
-        refused = await new_session(http, gw.url)
+        session = await room.no_request_in_flight(gw, sid)
+        refused = await room.new_session(http, gw.url)
         store.release.set()
-        assert await until(lambda: not session.engine.submissions), "it never ended"
-        served = await new_session(http, gw.url)
+        assert await room.until(lambda: not session.engine.submissions), "it never ended"
+        served = await room.new_session(http, gw.url)
         held = sorted(gw.gateway._sessions)
     assert (answered.status_code, refused.status_code) == (202, 503)
     assert inner.answered.is_set()
@@ -261,20 +220,16 @@ async def test_a_session_whose_presented_prompt_ended_makes_room_for_the_next() 
     abandons one another replica's lapsed lease ended. The next new session is served,
     A's let go for it."""
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
-    async with (
-        scripted.gateway_for(inner, limits=ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
-        sid, _ = await a_prompt_shown(http, gw.url)
-        session = await no_request_in_flight(gw, sid)
-        refused = await new_session(http, gw.url)
+    async with room.at_one_session(inner) as (gw, http):
+        sid, _, session = await room.a_prompt_left(gw, http)
+        refused = await room.new_session(http, gw.url)
         e = session.engine
         key = (sid, 1)
         stream = e.guard.stream_of(key)
         assert e.guard.state_of(key) == "presented" and stream is not None
         e.feed(events.StreamAbandoned(stream, "claim-lapsed", "the stream's lease lapsed"))
         ended = e.guard.state_of(key)
-        served = await new_session(http, gw.url)
+        served = await room.new_session(http, gw.url)
         held = sorted(gw.gateway._sessions)
     assert refused.status_code == 503
     assert ended != "presented"
@@ -305,15 +260,11 @@ async def test_a_session_unused_past_session_idle_s_makes_room_for_the_next(
     A's let go for it."""
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
     limits = GatewayLimits(max_sessions=1, standalone_hold_s=0, session_idle_s=60.0)
-    async with (
-        scripted.gateway_for(inner, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
-        sid, _ = await a_prompt_shown(http, gw.url)
-        await no_request_in_flight(gw, sid)
-        refused = await new_session(http, gw.url)
+    async with room.at_one_session(inner, limits=limits) as (gw, http):
+        await room.a_prompt_left(gw, http)
+        refused = await room.new_session(http, gw.url)
         monkeypatch.setattr(app, "time", _Later(61.0))
-        served = await new_session(http, gw.url)
+        served = await room.new_session(http, gw.url)
         held = sorted(gw.gateway._sessions)
     assert refused.status_code == 503
     assert served.status_code == 200
@@ -325,15 +276,11 @@ async def test_a_session_its_client_ended_makes_room_for_the_next() -> None:
     session is refused ``503``. A then ends its session (``DELETE``): the next new
     session is served."""
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
-    async with (
-        scripted.gateway_for(inner, limits=ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
-        sid, a_head = await a_prompt_shown(http, gw.url)
-        await no_request_in_flight(gw, sid)
-        refused = await new_session(http, gw.url)
+    async with room.at_one_session(inner) as (gw, http):
+        _, a_head, _ = await room.a_prompt_left(gw, http)
+        refused = await room.new_session(http, gw.url)
         deleted = await http.request("DELETE", gw.url, headers=a_head)
-        served = await new_session(http, gw.url)
+        served = await room.new_session(http, gw.url)
         held = sorted(gw.gateway._sessions)
     assert (refused.status_code, deleted.status_code) == (503, 202)
     assert served.status_code == 200

@@ -35,17 +35,16 @@ import httpx2
 import pytest
 from anyio.abc import TaskGroup
 
-from fsm.gateway.app import GATEWAY_GUARD, GatewayLimits
+from fsm.gateway.app import GATEWAY_GUARD
 from fsm.gateway.store import MemoryStore
 from support.changes import Changes
 from support.gateway import RunningGateway
 from tests.gateway import gateway_client as client
+from tests.gateway import room_bed as room
 from tests.gateway import scripted_upstream as scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
-STEP = 5.0
-"""Safety bound of one wait: it only elapses when the awaited thing never comes."""
 
 PING = {"jsonrpc": "2.0", "id": "b", "method": "ping"}
 
@@ -54,10 +53,6 @@ ELSEWHERE = "held-elsewhere"
 B_SESSION_HEAD = {**scripted.HEAD, "mcp-session-id": ELSEWHERE}
 """The headers of a POST in B's session :data:`ELSEWHERE`."""
 
-ONE_SESSION = GatewayLimits(max_sessions=1, standalone_hold_s=0)
-"""The limits of every replica here: one session held before room must be made for the
-next (``max_sessions``), and no standalone ``GET`` opened ahead of a client's
-(``standalone_hold_s`` 0)."""
 LEASE_S = 0.3
 """The lease of a presented prompt's claim where a test watches it (seconds): short, so
 that a test sees several lease periods go by."""
@@ -152,33 +147,6 @@ class GatedCallsFirstAnswerUnavailable(GatedCalls):
         if await self.first_answer.screen(headers, msg, send):
             return True
         return await super().screen(headers, msg, send)
-
-
-async def a_prompt_shown(http: Any, url: str) -> tuple[str, dict[str, str]]:
-    """A begins a session through ``url`` (its id issued by the upstream) and calls a tool
-    until its prompt shows; then A's connection breaks. A's session id and headers."""
-    r = await http.post(url, json=scripted.INIT, headers=scripted.HEAD)
-    sid = r.headers["mcp-session-id"]
-    a_head = {**scripted.HEAD, "mcp-session-id": sid}
-    async with http.stream("POST", url, json=scripted.CALL, headers=a_head) as stream:
-        await scripted.read_until(stream.aiter_raw(), b"elicitation/create")
-    return sid, a_head
-
-
-async def until(pred: Any, seconds: float = STEP) -> bool:
-    """Poll ``pred()`` (an observation of state, not a race provoker) up to ``seconds``;
-    whether it holds."""
-    with anyio.move_on_after(seconds):
-        while not pred():
-            await anyio.sleep(0.01)
-    return bool(pred())
-
-
-async def no_request_in_flight(gw: Any, sid: str) -> None:
-    """Return once the gateway has seen the end of every request of held session ``sid``
-    (a client's closed connection reaches it a moment later)."""
-    session = gw.gateway._sessions[sid]
-    assert await until(lambda: not session.busy), "a request of the session never ended"
 
 
 def script_a_and_b(inner: scripted.Upstream, b_call: Sequence[scripted.Piece]) -> anyio.Event:
@@ -281,14 +249,14 @@ async def b_held_over_the_bound(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(b_calls)
-        with anyio.fail_after(STEP):
+        with anyio.fail_after(room.STEP):
             await up.arrived.wait()
         a_head = {**scripted.HEAD, "mcp-session-id": a_sid}
         async with http.stream("POST", replica.url, json=scripted.CALL, headers=a_head) as r:
             a_pieces = r.aiter_raw()  # kept: A's call goes on while B's is accepted
             a_seen = await scripted.read_until(a_pieces, b"progress")
             up.gate.set()
-            with anyio.fail_after(STEP):
+            with anyio.fail_after(room.STEP):
                 await b_under_way.wait()
             yield OverTheBound(replica, a_sid, a_seen, a_pieces, b_left, tg)
 
@@ -339,20 +307,20 @@ async def b_answers_unless_ended(
     http: httpx2.AsyncClient, url: str, resumed: Reading
 ) -> int | None:
     """Unless B's resumed stream has already ended B's call with an error, B answers its
-    prompt through ``url`` and reads on until the call's result (up to :data:`STEP`):
+    prompt through ``url`` and reads on until the call's result (up to :data:`room.STEP`):
     the status of B's answer, ``None`` when B did not answer."""
     if b'"error"' in resumed.seen:
         return None
     answer = await http.post(url, json=scripted.ANSWER, headers=B_SESSION_HEAD)
-    with anyio.move_on_after(STEP):
+    with anyio.move_on_after(room.STEP):
         await resumed.until(b'"id": 7')
     return answer.status_code
 
 
 async def submissions_over(session: Any) -> bool:
     """Whether held session ``session`` (``None``: not held) has no answer submission under
-    way, polled up to :data:`STEP` for its last submission's outcome to reach its guard."""
-    return await until(lambda: session is None or session.engine.submissions == 0)
+    way, polled up to :data:`room.STEP` for its last submission's outcome to reach its guard."""
+    return await room.until(lambda: session is None or session.engine.submissions == 0)
 
 
 @pytest.mark.parametrize("stranger", ["ping", "preflight", "refused-initialize"])
@@ -368,10 +336,7 @@ async def test_a_request_that_is_never_held_lets_no_held_session_go(stranger: st
         refuse_unknown=True,
     )
     up = RefusesInitializeOfB(inner)
-    async with (
-        scripted.gateway_for(up, limits=ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
+    async with room.at_one_session(up) as (gw, http):
         await scripted.initialize(http, gw.url)
         a_head = {**scripted.HEAD, "mcp-session-id": scripted.SID}
         call = await http.post(gw.url, json=scripted.CALL, headers=a_head)
@@ -390,7 +355,7 @@ async def test_a_request_that_is_never_held_lets_no_held_session_go(stranger: st
             "mcp-session-id": scripted.SID,
             "last-event-id": first,
         }
-        with anyio.fail_after(STEP * 2):
+        with anyio.fail_after(room.STEP * 2):
             resumed = await http.get(gw.url, headers=get)
         upstream_resumes = sum(m == "GET" for m, _, _ in inner.requests)
     messages = [json.loads(d) for _, d in scripted.parse(resumed.content) if d]
@@ -409,25 +374,22 @@ async def test_an_answer_being_resubmitted_keeps_its_session(new_session: bool) 
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
     up = FirstAnswerUnavailable(inner)
     config = replace(GATEWAY_GUARD, backoff_initial_s=2.0, backoff_max_s=2.0)
-    async with (
-        scripted.gateway_for(up, config=config, limits=ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
-        sid, a_head = await a_prompt_shown(http, gw.url)
+    async with room.at_one_session(up, config=config) as (gw, http):
+        sid, a_head = await room.a_prompt_shown(http, gw.url)
         a = await http.post(gw.url, json=scripted.ANSWER, headers=a_head)
-        with anyio.fail_after(STEP):
+        with anyio.fail_after(room.STEP):
             await up.refused.wait()
-        await no_request_in_flight(gw, sid)
+        await room.no_request_in_flight(gw, sid)
         if new_session:
             c = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
             assert c.status_code == 503 and "gateway full" in c.text
             assert sorted(gw.gateway._sessions) == [sid]
-        with anyio.move_on_after(STEP):
+        with anyio.move_on_after(room.STEP):
             await inner.answered.wait()
         reached = inner.answered.is_set()
         engine = gw.gateway._sessions[sid].engine
         # the submission's outcome reaches the guard
-        assert await until(lambda: not engine.submissions), "the submission never ended"
+        assert await room.until(lambda: not engine.submissions), "the submission never ended"
         later = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
         held = sorted(gw.gateway._sessions)
     assert a.status_code == 202
@@ -441,16 +403,12 @@ async def test_a_prompt_presented_here_keeps_its_session() -> None:
     answers. At ``max_sessions`` (1), a new session is refused ``503``: A's session, with
     its prompt, is kept, and A's answer is taken by its guard and ends A's call."""
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
-    async with (
-        scripted.gateway_for(inner, limits=ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
-        sid, a_head = await a_prompt_shown(http, gw.url)
-        await no_request_in_flight(gw, sid)
+    async with room.at_one_session(inner) as (gw, http):
+        sid, a_head, _ = await room.a_prompt_left(gw, http)
         c = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
         held = sorted(gw.gateway._sessions)
         a = await http.post(gw.url, json=scripted.ANSWER, headers=a_head)
-        with anyio.move_on_after(STEP):
+        with anyio.move_on_after(room.STEP):
             await inner.answered.wait()
         guard = gw.gateway._sessions[sid].engine.guard
         state = guard.state_of((sid, 1))
@@ -464,13 +422,9 @@ async def test_a_prompt_does_not_keep_a_session_unused_past_session_idle_s() -> 
     ``session_idle_s``: a new session is served, and A's session is let go for it (the
     prompt's client is gone; a prompt alone does not hold a replica's room for ever)."""
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
-    limits = replace(ONE_SESSION, session_idle_s=60.0)
-    async with (
-        scripted.gateway_for(inner, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
-        sid, _ = await a_prompt_shown(http, gw.url)
-        await no_request_in_flight(gw, sid)
+    limits = replace(room.ONE_SESSION, session_idle_s=60.0)
+    async with room.at_one_session(inner, limits=limits) as (gw, http):
+        sid, _, _ = await room.a_prompt_left(gw, http)
         gw.gateway._sessions[sid].last_used -= 61.0  # as if unused for session_idle_s
         c = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
         held = sorted(gw.gateway._sessions)
@@ -508,10 +462,7 @@ async def test_a_session_accepted_with_no_room_is_held_over_the_bound_until_sess
         async for piece in b.pieces:
             got["b"] += piece
 
-    async with (
-        scripted.gateway_for(up, limits=ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
+    async with room.at_one_session(up) as (gw, http):
         async with b_held_over_the_bound(http, gw, up, b_while_calling) as s:
             during = s.held()
             refused = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
@@ -519,8 +470,8 @@ async def test_a_session_accepted_with_no_room_is_held_over_the_bound_until_sess
             got["a"] = s.a_seen
             async for piece in s.a_pieces:
                 got["a"] += piece
-        await no_request_in_flight(gw, s.a_sid)
-        await no_request_in_flight(gw, ELSEWHERE)
+        await room.no_request_in_flight(gw, s.a_sid)
+        await room.no_request_in_flight(gw, ELSEWHERE)
         held_then = s.held()
         c = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
         after = s.held()
@@ -547,13 +498,13 @@ async def test_a_table_over_the_bound_is_trimmed_before_a_new_session_is_let_in(
 
     other = {**scripted.HEAD, "mcp-session-id": "held-elsewhere-too"}
     async with (
-        scripted.gateway_for(up, limits=ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
+        scripted.gateway_for(up, limits=room.ONE_SESSION) as gw,
+        httpx2.AsyncClient(timeout=room.STEP * 2) as http,
         b_held_over_the_bound(http, gw, up, b_while_calling) as s,
     ):
-        with anyio.fail_after(STEP):
+        with anyio.fail_after(room.STEP):
             await s.b_left.wait()
-        await no_request_in_flight(gw, ELSEWHERE)
+        await room.no_request_in_flight(gw, ELSEWHERE)
         during = s.held()
         await gw.gateway.store.begin_session("held-elsewhere-too")
         refused = await http.post(gw.url, json=scripted.tool_call(9), headers=other)
@@ -586,20 +537,17 @@ async def test_an_answer_taken_in_a_session_held_over_the_bound_reaches_the_serv
         await scripted.read_until(b.pieces, b"elicitation/create")
         b.under_way.set()
         got["answer"] = await b.answer()
-        with anyio.fail_after(STEP):
+        with anyio.fail_after(room.STEP):
             await up.refused.wait()
         # B's call connection breaks now, its answer to be resubmitted
 
-    async with (
-        scripted.gateway_for(up, config=config, limits=ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
+    async with room.at_one_session(up, config=config) as (gw, http):
         async with b_held_over_the_bound(http, gw, up, b_while_calling) as s:
             held_during = s.held()
-            with anyio.fail_after(STEP):
+            with anyio.fail_after(room.STEP):
                 await s.b_left.wait()
             b_session = gw.gateway._sessions.get(ELSEWHERE)
-            with anyio.move_on_after(STEP):
+            with anyio.move_on_after(room.STEP):
                 await inner.answered.wait()
             a_release.set()
         over = await submissions_over(b_session)
@@ -628,7 +576,7 @@ async def test_a_prompt_shown_by_a_session_held_over_the_bound_keeps_its_lease()
     a_release = b_asks(inner, scripted.sse("e0", scripted.PROGRESS), gap)
     up = GatedCalls(inner, ELSEWHERE)
     store = MemoryStore()
-    limits = replace(ONE_SESSION, lease_s=LEASE_S)
+    limits = replace(room.ONE_SESSION, lease_s=LEASE_S)
     b_finished = anyio.Event()
     got: dict[str, bytes] = {}
 
@@ -641,7 +589,7 @@ async def test_a_prompt_shown_by_a_session_held_over_the_bound_keeps_its_lease()
 
     async with (
         scripted.two_replicas_for(up, store=store, limits=limits) as (r1, r2),
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
+        httpx2.AsyncClient(timeout=room.STEP * 2) as http,
         b_held_over_the_bound(http, r1, up, b_while_calling) as s,
     ):
         held_on_r1 = s.held()
@@ -687,27 +635,24 @@ async def test_a_failed_submission_in_a_session_held_over_the_bound_reaches_its_
     async def b_while_calling(b: BCall) -> None:
         got["shown"] = await scripted.read_until(b.pieces, b"elicitation/create")
         got["answer"] = await b.answer()
-        with anyio.fail_after(STEP):
+        with anyio.fail_after(room.STEP):
             await up.refused.wait()
         b.under_way.set()  # B's call connection breaks now; its answer is being resubmitted
 
-    async with (
-        scripted.gateway_for(up, config=config, limits=ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
-    ):
+    async with room.at_one_session(up, config=config) as (gw, http):
         async with b_held_over_the_bound(http, gw, up, b_while_calling) as s:
-            with anyio.fail_after(STEP):  # the gateway left B's call stream
+            with anyio.fail_after(room.STEP):  # the gateway left B's call stream
                 await inner.wait_until(lambda u: u.left >= 1)
             got["held"] = s.held()
             up.later.set()  # the remaining submissions are refused too
-            spent = await until(lambda: up.refusals >= config.max_submit_attempts)
+            spent = await room.until(lambda: up.refusals >= config.max_submit_attempts)
             assert spent, up.refusals
             a_release.set()
             await scripted.read_until(s.a_pieces, b'"id": 7')
         # B's submissions are over (the guard ended B's call); B resumes its call stream
         await submissions_over(gw.gateway._sessions.get(ELSEWHERE))
         get = b_resume_head(got["shown"])
-        with anyio.move_on_after(STEP):
+        with anyio.move_on_after(room.STEP):
             async with http.stream("GET", gw.url, headers=get) as resumed:
                 got["resume_status"] = resumed.status_code
                 async for piece in resumed.aiter_raw():
@@ -735,7 +680,7 @@ async def test_a_prompt_shown_by_a_session_held_over_the_bound_keeps_its_lease_o
     a_release = b_asks(inner)
     up = GatedCalls(inner, ELSEWHERE)
     store = MemoryStore()
-    limits = replace(ONE_SESSION, lease_s=LEASE_S)
+    limits = replace(room.ONE_SESSION, lease_s=LEASE_S)
     got: dict[str, Any] = {}
 
     async def b_while_calling(b: BCall) -> None:
@@ -744,10 +689,10 @@ async def test_a_prompt_shown_by_a_session_held_over_the_bound_keeps_its_lease_o
 
     async with (
         scripted.two_replicas_for(up, store=store, limits=limits) as (r1, r2),
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
+        httpx2.AsyncClient(timeout=room.STEP * 2) as http,
         b_held_over_the_bound(http, r1, up, b_while_calling) as s,
     ):
-        with anyio.fail_after(STEP):
+        with anyio.fail_after(room.STEP):
             await s.b_left.wait()
         got["held"] = s.held()
         async with b_resumed(http, r2.url, got["shown"], s.tg) as resumed:
@@ -780,19 +725,19 @@ async def test_a_session_held_over_the_bound_keeps_its_store_record_while_in_use
     up = GatedCalls(inner, ELSEWHERE)
     now = [0.0]
     store = scripted.Kept(ttl_s=100.0, clock=lambda: now[0])
-    limits = replace(ONE_SESSION, lease_s=LEASE_S, session_keepalive_s=0.0)
+    limits = replace(room.ONE_SESSION, lease_s=LEASE_S, session_keepalive_s=0.0)
     got: dict[str, Any] = {}
 
     async def b_while_calling(b: BCall) -> None:
         got["b"] = await scripted.read_until(b.pieces, b"progress")
         b.under_way.set()
-        with anyio.move_on_after(STEP):
+        with anyio.move_on_after(room.STEP):
             while not any(w in got["b"] for w in (b"elicitation/create", b'"error"')):
                 got["b"] += await b.pieces.__anext__()
 
     async with (
         scripted.gateway_for(up, store=store, limits=limits) as gw,
-        httpx2.AsyncClient(timeout=STEP * 2) as http,
+        httpx2.AsyncClient(timeout=room.STEP * 2) as http,
         b_held_over_the_bound(http, gw, up, b_while_calling) as s,
     ):
         got["held"] = s.held()
@@ -802,10 +747,10 @@ async def test_a_session_held_over_the_bound_keeps_its_store_record_while_in_use
         for step in range(1, 5):
             kept = store.kept_of.get(ELSEWHERE, 0)
             now[0] = 60.0 * step
-            with anyio.move_on_after(STEP):
+            with anyio.move_on_after(room.STEP):
                 await store.kept_once_more(kept, ELSEWHERE)
         gap.set()
-        with anyio.fail_after(STEP):
+        with anyio.fail_after(room.STEP):
             await s.b_left.wait()
         inner.answered.set()
         a_release.set()
