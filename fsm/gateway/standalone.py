@@ -83,9 +83,12 @@ def claimant(credentials: Sequence[str], query: bytes) -> bytes:
 
 
 def ahead_headers(headers: Mapping[str, str], credentials: Mapping[str, str]) -> dict[str, str]:
-    """The ``GET``'s headers: ``Accept``, the session's headers of the client's request
-    ``headers``, and ``credentials`` (those the upstream accepted with that request)."""
-    out = {"accept": "text/event-stream"}
+    """The ``GET``'s headers: ``Accept``, ``Accept-Encoding: identity``, the session's
+    headers of the client's request ``headers``, and ``credentials`` (those the upstream
+    accepted with that request). A request with no ``Accept-Encoding`` lets the upstream
+    pick any coding (RFC 9110, section 12.5.3); the stream is for a client ``GET`` still
+    to come, whose codings are unknown, and must be one the guard reads: none."""
+    out = {"accept": "text/event-stream", "accept-encoding": "identity"}
     out.update({name: headers[name] for name in SESSION_HEADERS if name in headers})
     out.update(credentials)
     return out

@@ -58,24 +58,57 @@ whose ``Accept-Encoding`` names ``br`` (Node's fetch, browsers)."""
 PLAIN_STREAM = scripted.sse("e1", RESULT_7)
 """The same event, in no coding."""
 
+ASKING_STREAM = scripted.sse("s1", scripted.elicit(900))
+"""A server request on a standalone stream, in no coding."""
+
+
+def allows_br(headers: dict[str, str]) -> bool:
+    """Whether a request with ``headers`` accepts ``br`` (RFC 9110, section 12.5.3): one
+    without ``Accept-Encoding`` accepts any coding; one naming ``br`` or ``*`` without
+    ``q=0`` accepts it."""
+    value = headers.get("accept-encoding")
+    if value is None:
+        return True
+    for element in value.split(","):
+        name, _, params = element.partition(";")
+        if name.strip().lower() in ("br", "*") and params.replace(" ", "") not in ("q=0", "q=0.0"):
+            return True
+    return False
+
+
+async def coded_stream(send: Any, headers: dict[str, str], plain: bytes, brotli: bytes) -> None:
+    """A ``200`` event stream: ``brotli`` in ``Content-Encoding: br`` when the request
+    allows it (:func:`allows_br`), as a compressing layer in front of a server answers,
+    else ``plain``."""
+    br = allows_br(headers)
+    head = [(b"content-type", b"text/event-stream")]
+    head += [(b"content-encoding", b"br")] if br else []
+    await send({"type": "http.response.start", "status": 200, "headers": head})
+    await send({"type": "http.response.body", "body": brotli if br else plain})
+
 
 class BrotliCall(scripted.SessionApp):
-    """A call answered with an event stream in ``Content-Encoding: br`` when the client
-    accepts ``br``, else in no coding, as a compressing layer in front of a server
-    answers; any other request gets ``202``."""
+    """A call answered with :data:`BR_STREAM` in ``Content-Encoding: br`` when the request
+    allows it, else :data:`PLAIN_STREAM` (:func:`coded_stream`); a standalone ``GET``
+    the same way (:data:`ASKING_STREAM` when plain), then held open; any other request
+    gets ``202``. ``gets``: the headers of each ``GET``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets: list[dict[str, str]] = []
 
     async def serve(
         self, scope: Any, headers: dict[str, str], msg: Any, receive: Any, send: Any
     ) -> None:
-        if msg.get("method") == "tools/call":
-            brotli = "br" in headers.get("accept-encoding", "")
-            head = [(b"content-type", b"text/event-stream")]
-            head += [(b"content-encoding", b"br")] if brotli else []
-            await send({"type": "http.response.start", "status": 200, "headers": head})
-            body = BR_STREAM if brotli else PLAIN_STREAM
-            await send({"type": "http.response.body", "body": body})
-            return
-        await scripted.json_reply(send, 202, b"")
+        if scope["method"] == "GET":
+            self.gets.append(headers)
+            await coded_stream(send, headers, ASKING_STREAM, BR_STREAM)
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        elif msg.get("method") == "tools/call":
+            await coded_stream(send, headers, PLAIN_STREAM, BR_STREAM)
+        else:
+            await scripted.json_reply(send, 202, b"")
 
 
 def offered(value: str) -> set[str]:
@@ -136,6 +169,30 @@ class Sent(httpx2.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         yield self.data
+
+
+async def test_the_standalone_stream_opened_ahead_comes_in_a_coding_any_client_reads() -> None:
+    """The gateway opens the session's standalone ``GET`` ahead (on
+    ``notifications/initialized``) for a client ``GET`` still to come, whose codings it
+    cannot know: it asks for none but ``identity``, so an upstream that compresses
+    whenever a request allows it (one without ``Accept-Encoding`` allows any coding)
+    sends plain events, which the guard tracks and the client's ``GET`` (``gzip,
+    deflate``) reads."""
+    up = BrotliCall()
+    async with (
+        scripted.gateway_for(up, limits=GatewayLimits(standalone_hold_s=10)) as gw,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
+        await scripted.initialize(http, gw.url)
+        codings = {"mcp-session-id": scripted.SID, "accept-encoding": "gzip, deflate"}
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(gw.url, json=note, headers={**scripted.HEAD, **codings})).is_success
+        with anyio.fail_after(STEP):
+            async with http.stream("GET", gw.url, headers=codings) as r:
+                coding = r.headers.get("content-encoding")
+                seen = await scripted.read_until(r.aiter_raw(), b"elicitation/create")
+    assert [g.get("accept-encoding") for g in up.gets] == ["identity"]  # the one opened ahead
+    assert coding is None and b"id: s1\n" not in seen  # tracked: its event id rewritten
 
 
 @scripted.VIAS
