@@ -476,7 +476,8 @@ class _Session:
     """The digests of the credentials (:meth:`credentials`) the upstream accepted for this
     session (newest last): 32 bytes each, however long the cookies."""
     claimed: set[RequestId] = field(default_factory=set)
-    """Requests this replica claimed and presented, whose leases it renews."""
+    """Requests this replica claimed and presented, or took over to submit their answer,
+    whose leases it renews."""
     watching: set[RequestId] = field(default_factory=set)
     """Requests another replica claimed whose claim this replica watches
     (:meth:`Gateway._watch_claim`): one watcher per request."""
@@ -1625,11 +1626,14 @@ class Gateway:
         replayed the request records it as answered upstream, so that the origin's
         response resolves it); unmarked while the holder's lease holds, its submission is
         under way or to come, and this replica waits; unmarked once the lease lapsed,
-        the holder died before its submission ended, and this replica submits it: through
-        its guard if the request was replayed here (which marks it when that ends), else
-        as it is unless this replica relayed it. A replica that dies between its POST and
-        its mark leaves the answer to be sent again: at least once, never for another
-        client. (A claim won without a lease has no holder to wait for.)"""
+        the holder died before its submission ended, and this replica submits it once it
+        took the claim over (:meth:`_take_over`: of every survivor watching it, one wins;
+        the others see a live lease again and wait on): through its guard if the request
+        was replayed here (which marks it when that ends, the lease renewed meanwhile by
+        :meth:`_renew`), else as it is unless this replica relayed it (the lease held
+        meanwhile by :meth:`_holding`). A replica that dies between its POST and its mark
+        leaves the answer to be sent again: at least once, never for another client. (A
+        claim won without a lease has no holder to wait for, and none to take over.)"""
         e = session.engine
         answer = status.answer
         assert answer is not None
@@ -1640,13 +1644,50 @@ class Gateway:
             return True
         if status.owner is not None and not status.lease_lapsed:
             return False
+        if state not in ("presented", None) or (state is None and key[1] in e.relayed_answers):
+            return True  # answered or relayed here: that submission sends it, and marks it
+        if status.owner is not None and not await self._take_over(session, key):
+            return False  # another survivor took it over (or the store failed): watch on
         if state == "presented":
+            session.claimed.add(key[1])  # renewed while its guard submits (_renew)
             e.feed(events.UserAnswered(key, answer))
-        elif state is None and key[1] not in e.relayed_answers:
-            body = {"jsonrpc": "2.0", "id": key[1], "result": dict(answer)}
+            return True
+        body = {"jsonrpc": "2.0", "id": key[1], "result": dict(answer)}
+        async with anyio.create_task_group() as tg:  # the guard does not track this one
+            tg.start_soon(self._holding, e.session or "", key[1])
             await e._post(body, *e.acting_for(stream=stream))
-            await self._mark_submitted(session, key)
+            await self._mark_submitted(session, key)  # marked while the lease still holds
+            tg.cancel_scope.cancel()
         return True
+
+    async def _take_over(self, session: _Session, key: RequestKey) -> bool:
+        """Take the claim of ``key`` over from a holder whose lease lapsed
+        (:meth:`StateStore.take_over`): whether this replica now holds it, under a lease of
+        its own (which the caller keeps renewed while its submission is under way). Not
+        taken when another replica took it first, it was marked, or the store cannot
+        answer (logged): a watcher then looks again at its next turn."""
+        sid = session.engine.session
+        if not sid:
+            return False
+        try:
+            return await self._store.take_over(sid, key[1], self.replica, self.limits.lease_s)
+        except StoreUnavailableError as exc:
+            logger.warning("claim not taken over: %s", exc)
+            return False
+
+    async def _holding(self, sid: str, rid: RequestId) -> None:
+        """Renew this replica's lease of ``rid`` every third of the lease until cancelled:
+        for a submission its guard does not track (a taken-over answer to a request never
+        replayed here, sent as it is), which :meth:`_renew` does not see. The POST may
+        take up to the upstream's read timeout, longer than a lease: were the lease let
+        lapse meanwhile, another survivor would take the claim over and send it again."""
+        period = self.limits.lease_s / 3
+        while True:
+            await anyio.sleep(period)
+            try:
+                await self._store.renew(sid, rid, self.replica, self.limits.lease_s)
+            except StoreUnavailableError as exc:
+                logger.warning("lease not renewed: %s", exc)
 
     async def _keep_alive(self) -> None:
         """Every third of the lease: renew the lease of every request this replica
@@ -1679,13 +1720,13 @@ class Gateway:
                     logger.warning("session record not extended: %s", exc)
 
     async def _renew(self, session: _Session) -> None:
-        """Renew the lease of each request of ``session`` this replica claimed that still
-        awaits its answer, or whose answer's submission is under way here (awaiting a
-        retry's backoff, or in flight): while the lease holds, a replica watching the
-        claim leaves a stored answer to this one (:meth:`_stored_answer`), so it must
-        not lapse before the submission ended and was marked. Forget the others. Nothing
-        of a closed session (let go for room, or ended, before or during the pass): its
-        prompts are served here no more."""
+        """Renew the lease of each request of ``session`` this replica claimed (or took
+        over: :meth:`_take_over`) that still awaits its answer, or whose answer's
+        submission is under way here (awaiting a retry's backoff, or in flight): while
+        the lease holds, a replica watching the claim leaves a stored answer to this one
+        (:meth:`_stored_answer`), so it must not lapse before the submission ended and
+        was marked. Forget the others. Nothing of a closed session (let go for room, or
+        ended, before or during the pass): its prompts are served here no more."""
         e, sid = session.engine, session.engine.session
         for rid in list(session.claimed):
             if session.closed:
@@ -1704,7 +1745,11 @@ class Gateway:
             upstream accepted it and the credentials it came with) is kept only for a
             request some replica claimed, so presented: an answer sent before the server
             asks is never kept to answer the question when it comes (the upstream takes
-            such an answer, and drops it)."""
+            such an answer, and drops it). One this guard takes for a request another
+            replica claimed (a replay brought it here) first takes the claim over if its
+            holder's lease lapsed (:meth:`_take_over`), before the answer is stored: a
+            survivor watching the claim then sees this replica's live lease, not a dead
+            holder's answer to send too."""
             sid = session.engine.session
             if not sid:
                 return
@@ -1712,6 +1757,9 @@ class Gateway:
                 unseen = session.engine.guard.state_of(key) is None
                 if unseen and not (await self._store.claim_status(sid, key[1])).claimed:
                     return
+                held_here = key[1] in session.claimed  # this replica's claim already
+                if not unseen and not held_here and await self._take_over(session, key):
+                    session.claimed.add(key[1])  # renewed while its guard submits
                 await self._store.save_answer(sid, key[1], answer)
             except StoreUnavailableError as exc:  # this replica still submits it
                 logger.warning("answer not written ahead: %s", exc)

@@ -57,6 +57,7 @@ STORE_OPS = (
     "renew",
     "claim_status",
     "mark_submitted",
+    "take_over",
     "open_claims",
     "save_answer",
     "answer_of",
@@ -208,6 +209,15 @@ class TimedStore:
     async def mark_submitted(self, session: str, request_id: RequestId) -> bool:
         return bool(
             await self._timed("mark_submitted", self.store.mark_submitted(session, request_id))
+        )
+
+    async def take_over(
+        self, session: str, request_id: RequestId, owner: str, lease_s: float
+    ) -> bool:
+        return bool(
+            await self._timed(
+                "take_over", self.store.take_over(session, request_id, owner, lease_s)
+            )
         )
 
     async def open_claims(self, session: str, stream: str) -> list[RequestId]:

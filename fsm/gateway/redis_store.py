@@ -14,21 +14,24 @@ slot):
 key                                value                            written by
 =================================  ===============================  ======================
 ``P{S}:claim:<type>:<id>``         ``1``; ``lease <owner>`` when    ``claim`` (``SET NX``),
-                                   won under a lease                ``renew`` (its TTL)
+                                   won under a lease                ``renew`` (its TTL),
+                                                                    ``take_over``
 ``P{S}:lease:<type>:<id>``         the owner (a replica id)         ``claim`` under a
-                                                                    lease, ``renew``
+                                                                    lease, ``renew``,
+                                                                    ``take_over``
 ``P{S}:open:<stream>``             a list of ``<type>:<id>``: the   ``claim`` under a lease
                                    stream's leased claims (the      with a cursor
                                    newest ``MAX_OPEN_CLAIMS``)
-``P{S}:answer:<type>:<id>``        the answer, as JSON              ``save_answer``
+``P{S}:answer:<type>:<id>``        the answer, as JSON              ``save_answer``,
+                                                                    ``take_over`` (its TTL)
 ``P{S}:submitted:<type>:<id>``     ``1``: the answer's submission   ``mark_submitted`` (the
                                    ended                            claim's TTL refreshed)
 ``P{S}:cursor:<stream>``           ``<position> <event id>``        ``save_cursor``,
                                                                     ``claim`` with a cursor
 ``P{S}:ended``                     the reason                       ``end_session``
 ``P{S}:session``                   ``1``                            ``begin_session``,
-                                                                    ``claim``, ``renew``
-                                                                    (its TTL)
+                                                                    ``claim``, ``renew``,
+                                                                    ``take_over`` (its TTL)
 =================================  ===============================  ======================
 
 ``<type>:<id>`` keeps a request id's JSON type (``int:1`` and ``str:1`` are different
@@ -42,13 +45,18 @@ refreshes the session's record, won or lost). The lease key is the one exception
 TTL is the lease (``lease_s``), set when the claim is won and again at each ``renew``,
 so Redis's own clock lapses it (no replica's clock is compared with another's); a renewal
 also refreshes the claim's and the session record's TTLs. A claim whose lease key is gone
-while the claim still says ``lease <owner>`` has lapsed, for good: ``renew`` needs both.
+while the claim still says ``lease <owner>`` has lapsed, for its owner for good:
+``renew`` needs both. Only ``take_over`` revives it, for a new owner, and only while the
+submission is not marked: it rewrites the claim (``lease <new owner>``, the TTL anew),
+sets the lease key for ``lease_s`` and refreshes the answer's and the session record's
+TTLs, so the answer lives as long as the claim whose holder is to submit it.
 
 The writes that read first (``claim``: the session's record checked and refreshed, the
 claim ``SET NX``, the lease set, the cursor advanced when given; ``renew``: owner and lease
 compared; ``save_cursor``: positions compared) and ``claim_status`` (claim, lease and
-answer read in one atomic step; ``mark_submitted``: the claim checked and the mark set)
-are one Lua script (one ``EVALSHA``; after a Redis restart
+answer read in one atomic step; ``mark_submitted``: the claim checked and the mark set;
+``take_over``: the claim, its lease and the mark checked, the new owner set) are one Lua
+script (one ``EVALSHA``; after a Redis restart
 has emptied the script cache, one more round trip sends the script with ``EVAL``).
 Positions are compared on the server, so concurrent writers never move a cursor back (Lua
 compares numbers as doubles: positions are exact up to 2**53).
@@ -82,7 +90,7 @@ yes``); the store needs nothing else for that.
 
 Round trips by operation: ``begin_session`` 1, ``claim`` 1, ``claim`` with ``stream`` and
 ``cursor`` and/or a lease 1, ``renew`` 1, ``claim_status`` 1, ``mark_submitted`` 1,
-``open_claims`` 1,
+``take_over`` 1, ``open_claims`` 1,
 ``save_cursor`` 1,
 ``cursor_of`` 1, ``save_answer`` 1, ``answer_of`` 1, ``end_session`` 1, ``session_ended``
 1, ``connect`` (optional: checks Redis and loads the script) 1, ``aclose`` 0. Connection
@@ -206,6 +214,17 @@ elseif op == 'mark' then
   end
   redis.call('SET', KEYS[2], '1', 'PX', ttl)
   return 1
+elseif op == 'take' then
+  local held = redis.call('GET', KEYS[2])
+  if not held or string.sub(held, 1, 6) ~= 'lease '
+      or redis.call('EXISTS', KEYS[3]) == 1 or redis.call('EXISTS', KEYS[4]) == 1 then
+    return 0
+  end
+  redis.call('SET', KEYS[2], 'lease ' .. ARGV[4], 'PX', ttl)
+  lease_hold(KEYS[3], ARGV[4], ARGV[3])
+  redis.call('PEXPIRE', KEYS[5], ttl)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return 1
 end
 return redis.error_reply('fsm store script: unknown operation')
 """
@@ -231,6 +250,12 @@ TTL in milliseconds.
   whether the submission's mark KEYS[4] exists (read only).
 * ``mark``: while the claim KEYS[1] exists, refresh its TTL and set the mark KEYS[2] with
   the same TTL: 1 (the two expire together); without a claim, 0, nothing written.
+* ``take``: while the claim KEYS[2] was won under a lease (``lease <owner>``) whose lease
+  key KEYS[3] is gone (lapsed) and no mark KEYS[4] exists, make ARGV[4] its owner (the
+  claim rewritten with the TTL, the lease key set for ARGV[3] milliseconds) and refresh
+  the TTLs of the answer KEYS[5] and the session's record KEYS[1] (neither made): 1;
+  else 0, nothing changed. The checks and the writes are one script, so of concurrent
+  takers exactly one wins.
 
 The lease key is kept by the Redis link's lease functions
 (:data:`fsm.durable.redis_link.LEASE_LUA`), as the durable store's owner lease is."""
@@ -510,6 +535,23 @@ class RedisStore:
         rkey = request_key(request_id)
         keys = [self.key(session, "claim", rkey), self.key(session, "submitted", rkey)]
         got = await self._script("mark_submitted", keys, "mark", self._ttl_ms)
+        return int(got) == 1
+
+    async def take_over(
+        self, session: str, request_id: RequestId, owner: str, lease_s: float
+    ) -> bool:
+        """See :meth:`fsm.gateway.store.StateStore.take_over`: one script (the claim, its
+        lease key and the mark checked, the claim and the lease key written for the new
+        owner, in Redis: concurrent takers cannot both win)."""
+        check_lease(owner, lease_s)
+        rkey = request_key(request_id)
+        keys = [
+            *self._claim_keys(session, rkey),
+            self.key(session, "submitted", rkey),
+            self.key(session, "answer", rkey),
+        ]
+        lease_ms = link.millis(lease_s)
+        got = await self._script("take_over", keys, "take", self._ttl_ms, lease_ms, owner)
         return int(got) == 1
 
     async def open_claims(self, session: str, stream: str) -> list[RequestId]:

@@ -19,14 +19,21 @@ what two replicas behind one load balancer must agree on is kept here, per sessi
   that lost the claim watches it (:meth:`StateStore.claim_status`): a stored answer it
   submits only if the owner died before its submission ended (below); when the lease
   lapses with no answer stored (the owner died with the prompt), the call ends with
-  :class:`ClaimLapsedError`, never with a second presentation. A lapsed lease is final:
-  its owner cannot renew it any more.
+  :class:`ClaimLapsedError`, never with a second presentation. A lapsed lease is final
+  for its owner: it cannot renew it any more.
+* **take-overs**: a stored answer whose holder died before its submission ended (lease
+  lapsed, not marked) is sent by a survivor that first takes the claim over
+  (:meth:`StateStore.take_over`: a compare-and-set, so of every replica watching the
+  claim exactly one wins). The winner holds the claim under a lease of its own, renews it
+  while its submission is under way, and marks it; the others see a live lease again and
+  go on watching (and take it over in turn should the winner die too).
 * **submissions**: :meth:`StateStore.mark_submitted` records that the submission of a
   claimed request's answer ended (accepted, or failed for good), so that a replica
   watching the claim does not submit the stored answer again. A watcher submits a stored
   answer only while it is not marked and the holder's lease has lapsed (the holder died
-  before its submission ended): no watcher sends an answer a live holder is submitting;
-  one is sent again only when a replica dies between its POST and its mark.
+  before its submission ended), and only once it took the claim over: no watcher sends
+  an answer a live holder is submitting, and of several watchers one sends it; one is
+  sent again only when a replica dies between its POST and its mark.
 * **answers**: the answer a client gave to a claimed request, so that a replica that sees
   the server ask again can resubmit it instead of asking the person.
 * **cursors**: per stream, the newest event the gateway passed on, as a
@@ -146,7 +153,8 @@ class ClaimStatus:
     submission of the answer ended (:meth:`StateStore.mark_submitted`): nobody submits
     it again. ``lease_lapsed``: the claim was won under a lease that expired without
     renewal, whatever is stored (its holder stopped: a stored answer it has not marked
-    submitted is then a survivor's to submit)."""
+    submitted is then a survivor's to submit, once it took the claim over:
+    :meth:`StateStore.take_over`)."""
 
     claimed: bool
     owner: str | None
@@ -207,7 +215,26 @@ class StateStore(Protocol):
         """Extend the lease of ``owner``'s claim of ``request_id`` to ``lease_s`` seconds
         from now, and refresh the TTL of the claim and the session's record: ``True``.
         ``False``, changing nothing, when there is no claim, another owner holds it, it
-        was won without a lease, or its lease already lapsed (a lapsed lease is final)."""
+        was won without a lease, or its lease already lapsed (a lapsed lease is final for
+        its owner; only :meth:`take_over` gives the claim a live lease again)."""
+        ...
+
+    async def take_over(
+        self, session: str, request_id: RequestId, owner: str, lease_s: float
+    ) -> bool:
+        """Take over the claim of ``request_id`` from a holder that stopped: only while the
+        claim stands, was won under a lease, that lease lapsed, and its answer's
+        submission is not marked (:meth:`mark_submitted`), make ``owner`` its holder under
+        a new lease of ``lease_s`` seconds (renewed with :meth:`renew`, as a claimer's
+        is), refresh the TTLs of the claim, its stored answer and the session's record:
+        ``True``. Otherwise ``False``, changing nothing: another replica took it over
+        first (its lease holds again), it was marked, it was never claimed (or expired),
+        or it was won without a lease. A compare-and-set, atomic with its checks: of any
+        number of replicas that find the same dead holder's answer, exactly one takes the
+        claim over, and only that one submits the answer. The request stays claimed (never
+        presented again); whether an answer is stored is not checked (the gateway takes
+        over only to submit one). ``lease_s`` > 0 with a non-empty ``owner``, else
+        :class:`ValueError` before any IO."""
         ...
 
     async def claim_status(self, session: str, request_id: RequestId) -> ClaimStatus:
@@ -420,10 +447,33 @@ class MemoryStore:
         if not isinstance(held, _Held) or held.owner != owner or held.lapsed(now):
             return False
         self._put(key, _Held(owner, now + lease_s, held.submitted))
-        began = ("session", session, "")
-        if self._get(began) is not None:
-            self._put(began, True)
+        self._refresh(("session", session, ""))
         return True
+
+    async def take_over(
+        self, session: str, request_id: RequestId, owner: str, lease_s: float
+    ) -> bool:
+        check_lease(owner, lease_s)
+        rkey = request_key(request_id)
+        key = ("claim", session, rkey)
+        held = self._get(key)
+        now = self._clock()
+        # a claim won without a lease never lapses: lapsed() is False for it
+        if not isinstance(held, _Held) or not held.lapsed(now) or held.submitted:
+            return False
+        self._put(key, _Held(owner, now + lease_s))
+        # the new holder submits the stored answer, and one after it should it die too:
+        # the answer must live as long as the claim now does
+        self._refresh(("answer", session, rkey))
+        self._refresh(("session", session, ""))
+        return True
+
+    def _refresh(self, key: _Key) -> None:
+        """Write ``key``'s entry again (it lives ``ttl_s`` from now) if it is held; make
+        none."""
+        value = self._get(key)
+        if value is not None:
+            self._put(key, value)
 
     async def claim_status(self, session: str, request_id: RequestId) -> ClaimStatus:
         held = self._get(("claim", session, request_key(request_id)))

@@ -7,8 +7,11 @@ the answer not marked submitted: :meth:`~fsm.gateway.store.StateStore.mark_submi
 So: a stream that went to replica 2 and back to replica 1, answered on 1, sends the
 answer once (it was sent twice: 1 submitted it, and 2, watching, too); a holder that
 dies after the client's ``202`` and before its submission loses nothing (2 submits it,
-once); one that dies after its submission was marked is not followed by a second; and a
-replica runs one watcher per prompt, however many of its copies lost the claim.
+once); with three replicas, the two survivors of such a holder send its answer once
+between them (each must take the dead holder's claim over first:
+:meth:`~fsm.gateway.store.StateStore.take_over`, which one wins); one that dies after its
+submission was marked is not followed by a second; and a replica runs one watcher per
+prompt, however many of its copies lost the claim.
 
 No sleep provokes an order: the upstream is scripted (its replays by turn), a replica's
 store calls are held or counted where a test needs an order, and every wait is for a
@@ -58,15 +61,37 @@ PROMPT = scripted.elicit(1)
 """The server's prompt, id 1."""
 
 
+class Meeting:
+    """Holds each of ``n`` callers of :meth:`arrive` until all ``n`` arrived; later ones
+    pass at once."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+        self.met = anyio.Event()
+
+    async def arrive(self) -> None:
+        if self.met.is_set():
+            return
+        self.left -= 1
+        if self.left == 0:
+            self.met.set()
+        with anyio.fail_after(STEP):
+            await self.met.wait()
+
+
 class View:
     """One replica's view of the shared ``store``: every call passed on, and what a test
-    needs of it: ``claim_status`` held while :attr:`held` is set (until :attr:`go`),
+    needs of it: ``claim_status`` held while :attr:`held` is set (until :attr:`go`), its
+    reply then held at ``meet`` (when given) until every replica met there read its own,
     cursors not recorded with :attr:`drop_cursors` (a replica that died before it
     could), and :attr:`lost` set once a claim was lost and its status read."""
 
-    def __init__(self, store: Any, *, drop_cursors: bool = False) -> None:
+    def __init__(
+        self, store: Any, *, drop_cursors: bool = False, meet: Meeting | None = None
+    ) -> None:
         self.store = store
         self.drop_cursors = drop_cursors
+        self.meet = meet
         self.held = False
         self.go = anyio.Event()
         self.lost = anyio.Event()
@@ -85,6 +110,8 @@ class View:
         if self.held:
             await self.go.wait()
         got: ClaimStatus = await self.store.claim_status(session, request_id)
+        if self.meet is not None:
+            await self.meet.arrive()
         if self._losing:
             self._losing = False
             self.lost.set()
@@ -209,6 +236,26 @@ async def replicas(
         yield r1, r2, http
 
 
+@contextlib.asynccontextmanager
+async def three_replicas(
+    up: scripted.Upstream, views: tuple[Any, Any, Any], first_sees: Any
+) -> AsyncIterator[tuple[RunningGateway, RunningGateway, RunningGateway, httpx2.AsyncClient]]:
+    """:func:`replicas`, with a third replica on the store ``views[2]``."""
+    limits = GatewayLimits(standalone_hold_s=0, lease_s=LEASE_S)
+    common: dict[str, Any] = {"id_keys": EventIdKeys.generate(), "limits": limits}
+    common["config"] = CONFIG
+    async with (
+        on_loopback(up) as url,
+        on_loopback(first_sees) as first_url,
+        running_gateway(first_url, store=views[0], **common) as r1,
+        running_gateway(url, store=views[1], **common) as r2,
+        running_gateway(url, store=views[2], **common) as r3,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
+        await scripted.initialize(http, r1.url)
+        yield r1, r2, r3, http
+
+
 def asks_after_progress(up: scripted.Upstream, *then: scripted.Piece) -> anyio.Event:
     """Script ``up``'s call: a progress event (``e0``), then, once the returned event is
     set, the prompt (``e1``: its claim records the stream, so a replica taking the stream
@@ -237,22 +284,24 @@ async def resume_then_leave(http: httpx2.AsyncClient, url: str, last_event_id: s
 
 
 @contextlib.asynccontextmanager
-async def shared_store(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[tuple[Any, Any]]:
-    """The store of each of two replicas, one shared state: one :class:`MemoryStore`, or
-    a :class:`RedisStore` each (a client of its own) on the module's real Redis, under
+async def shared_store(
+    kind: str, request: pytest.FixtureRequest, n: int = 2
+) -> AsyncIterator[tuple[Any, ...]]:
+    """The store of each of ``n`` replicas, one shared state: one :class:`MemoryStore`,
+    or a :class:`RedisStore` each (a client of its own) on the module's real Redis, under
     one prefix of their own."""
     if kind == "memory":
         memory = MemoryStore()
-        yield memory, memory
+        yield (memory,) * n
         return
     url = str(request.getfixturevalue("server").url)
     prefix = f"once{uuid.uuid4().hex[:8]}:"
-    one, two = (RedisStore.from_url(url, prefix=prefix) for _ in range(2))
+    stores = tuple(RedisStore.from_url(url, prefix=prefix) for _ in range(n))
     try:
-        yield one, two
+        yield stores
     finally:
-        await one.aclose()
-        await two.aclose()
+        for store in stores:
+            await store.aclose()
 
 
 @pytest.mark.parametrize("kind", ["memory", "redis"])
@@ -290,8 +339,8 @@ async def test_a_stream_back_on_its_holder_sends_the_answer_once(
 async def test_a_holder_dead_after_the_202_before_its_submission_loses_nothing() -> None:
     """Replica 1 shows the prompt and takes the client's answer (``202``, the answer kept
     in the store), but its submission never gets through; it dies. Replica 2, which took
-    the stream over, waits while 1's lease holds, then (lapsed, unmarked) submits the
-    stored answer: once, and the call ends with its result."""
+    the stream over, waits while 1's lease holds, then (lapsed, unmarked) takes the
+    claim over and submits the stored answer: once, and the call ends with its result."""
     up = scripted.Upstream()
     gap = asks_after_progress(up, anyio.Event())
     up.replay = by_turn([up.answered, scripted.sse("e2", scripted.result(7))])
@@ -311,11 +360,63 @@ async def test_a_holder_dead_after_the_202_before_its_submission_loses_nothing()
             got = await scripted.read_until(moved.aiter_raw(), RESULT)
         await watchers.all_ended()
         status = await store.claim_status(scripted.SID, 1)
+        survivor = r2.gateway.replica
     assert a.status_code == 202
     assert before == [] and dying.held == 1
     assert answers(up) == [{"action": "accept"}]
     assert [json.loads(d) for _, d in scripted.parse(got) if d][-1] == scripted.result(7)
-    assert status.submitted and status.lease_lapsed
+    assert status.submitted and status.owner == survivor  # 2 took the claim over to send it
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_two_survivors_of_a_holder_dead_after_the_202_send_its_answer_once(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Three replicas. Replica 1 shows the prompt and takes the client's answer (``202``,
+    kept in the store); its submission never gets through, and it dies. Replicas 3 (the
+    client resumed there, then left) and 2 (the client resumed there and reads on) both
+    watch 1's claim; both are let read it only once 1's lease lapsed, and both read
+    "answer stored, unmarked, holder gone" before either acts. Each must take the claim
+    over before it submits: one wins and sends the answer; the other finds a live lease
+    again, waits, then the mark. Exactly one answer POST reaches the server (it was one
+    per survivor), and the call ends with its result."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never], [up.answered, scripted.sse("e2", scripted.result(7))])
+    dying = Swallow(up)
+    meeting = Meeting(2)
+    async with shared_store(kind, request, 3) as (store, two, three):
+        second, third = View(two, meet=meeting), View(three, meet=meeting)
+        second.held = third.held = True  # they read the claim only once 1's lease lapsed
+        views = (store, second, third)
+        async with three_replicas(up, views, dying) as (r1, r2, r3, http):
+            watching = [Watchers(r2.gateway), Watchers(r3.gateway)]
+            prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+            await resume_then_leave(http, r3.url, prompt_id)  # replica 3 watches 1's claim
+            resume = {**GET, "last-event-id": prompt_id}
+            async with http.stream("GET", r2.url, headers=resume) as moved:
+                await watching[0].until(lambda: watching[0].started > 0)
+                await watching[1].until(lambda: watching[1].started > 0)
+                a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+                with anyio.fail_after(STEP):
+                    await dying.arrived.wait()  # replica 1's submission, held
+                r1.kill()
+                with anyio.fail_after(STEP):
+                    while not (await two.claim_status(scripted.SID, 1)).lease_lapsed:
+                        await anyio.sleep(0.05)
+                second.go.set()
+                third.go.set()
+                got = await scripted.read_until(moved.aiter_raw(), RESULT)
+            for w in watching:
+                await w.all_ended()
+            status = await two.claim_status(scripted.SID, 1)
+            survivors = {r2.gateway.replica, r3.gateway.replica}
+    assert a.status_code == 202
+    assert dying.held == 1
+    assert answers(up) == [{"action": "accept"}], "each survivor sent the dead holder's answer"
+    assert [json.loads(d) for _, d in scripted.parse(got) if d][-1] == scripted.result(7)
+    assert status.submitted and status.owner in survivors
 
 
 async def test_a_holder_dead_after_its_submission_was_marked_is_not_followed() -> None:

@@ -188,6 +188,102 @@ async def test_a_mark_lives_as_its_claim_does(shared: Shared) -> None:
     assert await two.mark_submitted("s", 1) is False  # expired with its claim
 
 
+async def test_a_lapsed_unmarked_claim_is_taken_over_by_one_new_owner(shared: Shared) -> None:
+    """``take_over``: a claim whose holder stopped (lease lapsed, not marked) gets a new
+    owner under a new lease, once: a second taker finds the lease live again and gets
+    ``False``. The new owner renews it as a claimer does (the old owner no longer can),
+    its answer stays stored, and when the new owner stops too the next survivor takes it
+    over in turn. The request is never presented again."""
+    one, two, three = shared.replica(), shared.replica(), shared.replica()
+    await one.begin_session("s")
+    answer = {"action": "accept"}
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    await one.save_answer("s", 1, answer)
+    await shared.advance(LEASE_S + 1)  # the holder died after the 202
+    assert await two.claim_status("s", 1) == status(answer=answer, lease_lapsed=True)
+    assert await two.take_over("s", 1, "b", LEASE_S) is True
+    assert await three.claim_status("s", 1) == status(owner="b", answer=answer)
+    assert await three.take_over("s", 1, "c", LEASE_S) is False  # b's lease holds
+    assert await one.renew("s", 1, "a", LEASE_S) is False  # the old owner's is gone
+    await shared.advance(8)
+    assert await two.renew("s", 1, "b", LEASE_S) is True
+    await shared.advance(8)  # 16 s after the take-over, 8 after the renewal
+    assert await three.take_over("s", 1, "c", LEASE_S) is False
+    assert await three.claim_status("s", 1) == status(owner="b", answer=answer)
+    await shared.advance(LEASE_S + 1)  # b died too, mid-submission
+    assert await three.take_over("s", 1, "c", LEASE_S) is True
+    assert await one.claim_status("s", 1) == status(owner="c", answer=answer)
+    assert await two.renew("s", 1, "b", LEASE_S) is False
+    assert await three.mark_submitted("s", 1) is True
+    got = await one.claim_status("s", 1)
+    assert got == status(owner="c", answer=answer, submitted=True)
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is False
+
+
+async def test_a_take_over_is_refused_unless_the_lease_lapsed_unmarked(shared: Shared) -> None:
+    """``take_over`` is ``False`` and changes nothing for a claim whose lease holds, one
+    marked submitted (lapsed or not), one won without a lease, one never claimed (another
+    id, ``"1"`` for ``1``, another session) and one expired with its TTL."""
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    assert await one.claim("s", 2, owner="a", lease_s=LEASE_S) is True
+    assert await one.claim("s", 3) is True  # no lease: never lapses, never taken over
+    assert await one.claim("s", 4, owner="a", lease_s=LEASE_S) is True
+    assert await one.mark_submitted("s", 2) is True
+    assert await two.take_over("s", 1, "b", LEASE_S) is False  # its holder lives
+    assert await two.take_over("s", 2, "b", LEASE_S) is False
+    await shared.advance(LEASE_S + 1)
+    assert await one.mark_submitted("s", 4) is True  # marked after the lapse: settled too
+    for request_id in (2, 3, 4, "1", 5):
+        before = await two.claim_status("s", request_id)
+        assert await two.take_over("s", request_id, "b", LEASE_S) is False, request_id
+        assert await two.claim_status("s", request_id) == before
+    assert await two.take_over("other session", 1, "b", LEASE_S) is False
+    assert await two.claim_status("s", 2) == status(submitted=True, lease_lapsed=True)
+    await shared.advance(3600)  # the claim expired
+    assert await two.take_over("s", 1, "b", LEASE_S) is False
+    assert await two.claim_status("s", 1) == status(claimed=False, owner=None)
+
+
+async def test_concurrent_takers_of_a_dead_holders_claim_one_wins(shared: Shared) -> None:
+    """Every survivor that finds the dead holder's answer tries ``take_over`` at once:
+    exactly one wins and owns the claim; only the winner can renew it."""
+    replicas = [shared.replica(), shared.replica()]
+    await replicas[0].begin_session("s")
+    for request_id in (1, "1", "req-2"):
+        assert await replicas[0].claim("s", request_id, owner="dead", lease_s=LEASE_S)
+    await shared.advance(LEASE_S + 1)
+    for request_id in (1, "1", "req-2"):
+        won = await asyncio.gather(
+            *(replicas[n % 2].take_over("s", request_id, f"r{n}", LEASE_S) for n in range(50))
+        )
+        assert won.count(True) == 1, (request_id, won)
+        winner = f"r{won.index(True)}"
+        assert await replicas[1].claim_status("s", request_id) == status(owner=winner)
+        renewed = await asyncio.gather(
+            *(replicas[n % 2].renew("s", request_id, f"r{n}", LEASE_S) for n in range(50))
+        )
+        assert renewed == [f"r{n}" == winner for n in range(50)]
+
+
+async def test_a_take_over_keeps_the_answer_as_long_as_the_claim(shared: Shared) -> None:
+    """A take-over is a write of the claim (its TTL anew), of the stored answer's TTL and
+    of the session record's: the new holder, and one after it, still find the answer to
+    submit an hour later; the session's claims do not fail closed meanwhile."""
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    answer = {"action": "accept"}
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    await one.save_answer("s", 1, answer)
+    await shared.advance(3000)  # the answer and the claim have 600 s left
+    assert await two.take_over("s", 1, "b", LEASE_S) is True
+    await shared.advance(3000)  # each would have expired 2400 s ago
+    assert await two.claim_status("s", 1) == status(owner="b", answer=answer, lease_lapsed=True)
+    assert await one.take_over("s", 1, "c", LEASE_S) is True
+    assert await two.claim("s", 2) is True  # the session's record was kept too
+
+
 async def test_a_claim_without_a_lease_never_lapses(shared: Shared) -> None:
     one, two = shared.replica(), shared.replica()
     await one.begin_session("s")
@@ -227,10 +323,14 @@ async def test_bad_leases_are_refused_before_any_io(shared: Shared) -> None:
             await store.claim("s", 1, owner="a", lease_s=lease_s)
         with pytest.raises(ValueError):
             await store.renew("s", 1, "a", lease_s)
+        with pytest.raises(ValueError):
+            await store.take_over("s", 1, "a", lease_s)
     with pytest.raises(ValueError, match="owner"):
         await store.claim("s", 1, lease_s=LEASE_S)
     with pytest.raises(ValueError, match="owner"):
         await store.renew("s", 1, "", LEASE_S)
+    with pytest.raises(ValueError, match="owner"):
+        await store.take_over("s", 1, "", LEASE_S)
     assert await store.claim_status("s", 1) == status(claimed=False, owner=None)
     assert await store.claim("s", 1, owner="a", lease_s=LEASE_S) is True
 
@@ -356,6 +456,50 @@ async def test_redis_marks_a_submission_under_its_own_key_with_the_claims_ttl(
         await store.aclose()
 
 
+async def test_redis_take_over_rewrites_the_claim_and_lease_keys_and_refreshes_ttls(
+    server: RedisServer,
+) -> None:
+    """A take-over, in Redis: the claim ``lease <new owner>`` with the entries' TTL anew,
+    the lease key holding the new owner for the lease, the answer's and the session
+    record's TTLs refreshed (neither made where absent), no mark written; a refused one
+    writes nothing."""
+    store = RedisStore.from_url(server.url, ttl_s=300, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    try:
+        await store.begin_session("s")
+        assert await store.claim("s", 1, owner="replica-a", lease_s=LEASE_S) is True
+        assert await store.claim("s", 2, owner="replica-a", lease_s=LEASE_S) is True
+        await store.save_answer("s", 1, {"action": "accept"})
+        claim, lease, answer, record = (
+            store.key("s", "claim", "int:1"),
+            store.key("s", "lease", "int:1"),
+            store.key("s", "answer", "int:1"),
+            store.key("s", "session"),
+        )
+        await store.client.delete(lease, store.key("s", "lease", "int:2"))  # lapsed
+        for key in (claim, answer, record):
+            await store.client.pexpire(key, 1000)
+        before = set(await store.client.keys(f"{store.prefix}*"))
+        assert await store.take_over("s", 1, "replica-b", 20) is True
+        assert await store.client.get(claim) == b"lease replica-b"
+        assert await store.client.get(lease) == b"replica-b"
+        assert 19_000 < await store.client.pttl(lease) <= 20_000
+        for key in (claim, answer, record):
+            assert 299_000 < await store.client.pttl(key) <= 300_000, key
+        assert set(await store.client.keys(f"{store.prefix}*")) == before | {lease.encode()}
+        assert await store.take_over("s", 2, "replica-b", 20) is True  # no answer: none made
+        assert await store.client.exists(store.key("s", "answer", "int:2")) == 0
+        assert await store.client.exists(store.key("s", "submitted", "int:1")) == 0
+        before = set(await store.client.keys(f"{store.prefix}*"))
+        ttls = {key: await store.client.pttl(key) for key in before}
+        assert await store.take_over("s", 1, "replica-c", 20) is False
+        assert await store.client.get(claim) == b"lease replica-b"
+        assert set(await store.client.keys(f"{store.prefix}*")) == before
+        for key, left in ttls.items():
+            assert await store.client.pttl(key) <= left, key  # none refreshed
+    finally:
+        await store.aclose()
+
+
 @pytest.fixture
 async def store(server: RedisServer) -> AsyncIterator[RedisStore]:
     """A store on the module's Redis, under a key prefix of its own, session ``s`` begun."""
@@ -378,6 +522,8 @@ async def test_redis_lease_operations_are_one_round_trip(store: RedisStore) -> N
         lambda: store.claim_status("s", 1),
         lambda: store.mark_submitted("s", 1),
         lambda: store.mark_submitted("s", 99),
+        lambda: store.take_over("s", 1, "b", LEASE_S),
+        lambda: store.take_over("s", 99, "b", LEASE_S),
         lambda: store.open_claims("s", "g"),
     ]
     for call in calls:
@@ -411,6 +557,7 @@ async def test_an_unavailable_redis_fails_lease_operations_closed(fault: str) ->
                     "renew": lambda: store.renew("s", 1, "a", LEASE_S),
                     "claim_status": lambda: store.claim_status("s", 1),
                     "mark_submitted": lambda: store.mark_submitted("s", 1),
+                    "take_over": lambda: store.take_over("s", 1, "b", LEASE_S),
                     "open_claims": lambda: store.open_claims("s", "get"),
                 }
                 for name, call in calls.items():
