@@ -87,7 +87,7 @@ import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -493,6 +493,10 @@ class _Session:
     """The id it is filed under among the sessions awaiting the upstream's acceptance
     (the one its first request named: the upstream may accept it under another)."""
     last_used: float = 0.0
+    place: int = 0
+    """Its place in the gateway's table of held sessions: the count of moves to the
+    table's most recently used end (:meth:`Gateway._hold`, :meth:`Gateway._known`) at its
+    last, so held sessions ordered by it are in the table's order."""
     kept_at: float = 0.0
     """When its record in the store was last extended (:meth:`Gateway._keep_alive`)."""
     busy: int = 0
@@ -628,13 +632,16 @@ class Gateway:
         """Every session not yet accepted with a request in flight (``initialize``s
         included)."""
         self._unsure: dict[_Session, None] = {}
-        """The held sessions :meth:`_room_possible` asks :meth:`_droppable` about (in
-        order): held, or told changed (:meth:`_recheck`), since it last found them kept.
-        Every other held session was kept then and stays kept until it is told changed
-        or :attr:`_idle_at` passes."""
+        """The held sessions :meth:`_room_possible` and :meth:`_make_room` ask
+        :meth:`_droppable` about: held, or told changed (:meth:`_recheck`), since last
+        found kept. Every other held session was kept then and stays kept until it is
+        told changed or :attr:`_idle_at` passes."""
         self._idle_at = math.inf
         """The earliest time a held session not in :attr:`_unsure` may go idle
         (:meth:`_idle_after`): from then on every held session is asked again."""
+        self._moves = 0
+        """Moves of held sessions to the most recently used end of :attr:`_sessions` so
+        far (each session's :attr:`_Session.place`)."""
         self._http: httpx2.AsyncClient | None = None
         self._tg: TaskGroup | None = None
         self._halted = False
@@ -1284,8 +1291,8 @@ class Gateway:
         if len(self._sessions) > self.limits.max_sessions and self._room_possible():
             # sessions held over the bound (accepted with no room) go first: let in only
             # with the table within it, held sessions pass it by no more than the
-            # sessions not yet accepted at once; asked first, as a trim that lets none
-            # go would ask every held session
+            # sessions not yet accepted at once; asked first, so that a trim is made
+            # only when one can be let go
             self._make_room(room=0)
         if not self._room_possible():  # refused before anything is sent upstream
             raise _Full(f"gateway full: {self.limits.max_sessions} sessions in use")
@@ -1307,6 +1314,8 @@ class Gateway:
         held = self._sessions.get(sid)
         if held is not None:
             self._sessions.move_to_end(sid)
+            self._moves += 1
+            held.place = self._moves
             return True, (None if held.engine.expired is not None else held)
         waiting = self._unaccepted.get(sid)
         if waiting is not None:
@@ -1401,41 +1410,77 @@ class Gateway:
         ``max_sessions - room`` are held, the least recently used ones, of those that may
         be let go (:meth:`_droppable`): as many as it takes, the table may be over the
         bound (:meth:`_accept`). ``room`` 1 makes room for a session the upstream
-        accepted (:meth:`_accept`); 0 only trims the table back to the bound."""
+        accepted (:meth:`_accept`); 0 only trims the table back to the bound. Only the
+        sessions that may be droppable (:meth:`_maybe_droppable`) are looked at, least
+        recently used first (:meth:`_oldest_first`), until one is neither idle nor needed
+        for the bound: :meth:`_droppable` is never asked of a session found kept and not
+        told changed since (:meth:`_recheck`)."""
         now = time.monotonic()
-        most = self.limits.max_sessions - room
-        for old_sid, old in list(self._sessions.items()):
-            idle = now - old.last_used > self.limits.session_idle_s
-            if not (idle or len(self._sessions) > most):
+        excess = len(self._sessions) - (self.limits.max_sessions - room)
+        going: list[tuple[str, _Session]] = []
+        for sid, old in self._oldest_first(self._maybe_droppable(now)):
+            if not (now > self._idle_after(old) or len(going) < excess):
                 break  # least recently used first: the rest are newer
-            if self._droppable(old, now):
-                self._close(old)
-                del self._sessions[old_sid]
+            if self._still_droppable(old, now):
+                going.append((sid, old))
+        for sid, old in going:
+            del self._sessions[sid]
+            self._close(old)
+
+    def _oldest_first(self, sessions: Mapping[_Session, None]) -> Iterator[tuple[str, _Session]]:
+        """Held ``sessions``, each with the id it is held under, in the table's order
+        (least recently used first): a few of many sorted by :attr:`_Session.place`, the
+        others read off the table in one pass, which ends where its reader stops (the
+        sessions that may be let go are usually the oldest). The table must not change
+        while it is read."""
+        if len(sessions) * 8 < len(self._sessions):
+            by_id = {held.engine.session or "": held for held in sessions}
+            for sid in sorted(by_id, key=lambda held: by_id[held].place):
+                if self._sessions.get(sid) is by_id[sid]:  # held under its id, never replaced
+                    yield sid, by_id[sid]
+            return
+        for sid, held in self._sessions.items():
+            if held in sessions:
+                yield sid, held
 
     def _room_possible(self) -> bool:
         """Whether :meth:`_make_room` would find room now, letting nothing go: fewer
         than ``max_sessions`` held, or one of them droppable (the table held within the
         bound: :meth:`_session_for` trims it first). :meth:`_droppable` is asked only of
-        the sessions in :attr:`_unsure` (each dropped from it once found kept), and of
-        every held one once :attr:`_idle_at` passed: a request refused while nothing
-        changed costs no scan of the table, and a session that may be let go is found
-        by the very next request. One found droppable stays first, asked first next."""
+        the sessions that may be droppable (:meth:`_maybe_droppable`), each found kept
+        leaving them (:meth:`_still_droppable`): a request refused while nothing changed
+        costs no scan of the table, and a session that may be let go is found by the
+        very next request. One found droppable stays first, asked first next."""
         if len(self._sessions) < self.limits.max_sessions:
             return True
         now = time.monotonic()
-        if now > self._idle_at:  # a session kept by a prompt alone may have gone idle
+        unsure = self._maybe_droppable(now)
+        while unsure:
+            if self._still_droppable(next(iter(unsure)), now):
+                return True
+        return False
+
+    def _maybe_droppable(self, now: float) -> dict[_Session, None]:
+        """The held sessions that may be let go at ``now``, for :meth:`_droppable` to
+        tell: :attr:`_unsure` (held, or told changed, since last found kept), made every
+        held one again (in the table's order) once :attr:`_idle_at` passed, as a session
+        kept by a prompt alone may have gone idle. Every other held session is kept."""
+        if now > self._idle_at:
             self._unsure = dict.fromkeys(self._sessions.values())
             self._idle_at = math.inf
-        unsure = self._unsure
-        while unsure:
-            session = next(iter(unsure))
-            if self._droppable(session, now):
-                return True
-            del unsure[session]
-            if session.busy == 0 and session.engine.submissions == 0:
-                # kept by a prompt presented here until it goes idle: the ends of a
-                # request and of a submission are told (_recheck), time is not
-                self._idle_at = min(self._idle_at, self._idle_after(session))
+        return self._unsure
+
+    def _still_droppable(self, session: _Session, now: float) -> bool:
+        """Whether ``session``, one of :meth:`_maybe_droppable`'s, may be let go at
+        ``now`` (:meth:`_droppable`). One found kept leaves :attr:`_unsure` until told
+        changed (:meth:`_recheck`); if a prompt presented here alone keeps it, the time
+        it goes idle is noted in :attr:`_idle_at` (the ends of a request and of a
+        submission are told, time is not)."""
+        if self._droppable(session, now):
+            return True
+        self._unsure.pop(session, None)
+        if session.busy == 0 and session.engine.submissions == 0:
+            self._idle_at = min(self._idle_at, self._idle_after(session))
         return False
 
     def _recheck(self, session: _Session) -> None:
@@ -1469,10 +1514,13 @@ class Gateway:
         return not any(e.guard.state_of((sid, rid)) == "presented" for rid in session.claimed)
 
     def _hold(self, sid: str, session: _Session) -> None:
-        """Hold ``session`` as the most recently used (:meth:`_room_possible` asks about
-        it: it was never found kept)."""
+        """Hold ``session`` as the most recently used (its :attr:`_Session.place` the
+        table's last; :meth:`_room_possible` and :meth:`_make_room` ask about it: it was
+        never found kept)."""
         self._sessions[sid] = session
         self._sessions.move_to_end(sid)
+        self._moves += 1
+        session.place = self._moves
         self._unsure[session] = None
 
     async def _after(self, session: _Session) -> None:

@@ -59,12 +59,12 @@ def counted_checks(gw: Any) -> Callable[[], int]:
 
 
 @contextlib.asynccontextmanager
-async def full_of_streams(held: int) -> AsyncIterator[tuple[Any, Any, list[str]]]:
-    """A replica at ``max_sessions`` ``held``, each held session with work under way (a
-    standalone stream its client reads), so none may be let go: the replica, an HTTP
-    client, and the held session ids."""
+async def full_of_streams(held: int, spare: int = 0) -> AsyncIterator[tuple[Any, Any, list[str]]]:
+    """A replica at ``max_sessions`` ``held + spare`` holding ``held`` sessions, each with
+    work under way (a standalone stream its client reads), so none may be let go: the
+    replica, an HTTP client, and the held session ids."""
     up = scripted.Upstream(issue_sessions=True, standalone=[])
-    limits = GatewayLimits(max_sessions=held)
+    limits = GatewayLimits(max_sessions=held + spare)
     async with (
         scripted.gateway_for(up, limits=limits) as gw,
         httpx2.AsyncClient(
@@ -127,19 +127,46 @@ async def test_a_held_sessions_request_costs_one_check_of_that_session() -> None
     assert checks() <= refusals - 1, f"{refusals - 1} refusals made {checks()} checks"
 
 
+async def test_a_session_accepted_at_a_full_table_costs_no_scan_of_the_held_sessions() -> None:
+    """``max_sessions`` 24: 23 held sessions each with a stream open (never droppable),
+    and an idle one. 20 ``initialize``s in turn are each served, and room is made for
+    each session the upstream accepts by letting go the one droppable held session (the
+    idle one, then the previous new one): the 23 stay held. The first may check every
+    held session once, and the one let go again; each after it checks only the sessions
+    that changed since (a constant, however many held sessions did not change)."""
+    held, requests = 23, 20
+    async with full_of_streams(held, spare=1) as (gw, http, sids):
+        assert (await room.new_session(http, gw.url)).status_code == 200
+        checks = counted_checks(gw)
+        with anyio.fail_after(20):
+            served = [await room.new_session(http, gw.url)]
+            first = checks()
+            for _ in range(1, requests):
+                served.append(await room.new_session(http, gw.url))
+        kept = sorted(gw.gateway._sessions)
+    assert [r.status_code for r in served] == [200] * requests
+    assert kept == sorted([*sids, served[-1].headers["mcp-session-id"]])
+    assert first <= held + 2, f"the first initialize made {first} checks"
+    rest = checks() - first
+    assert rest <= 3 * (requests - 1), f"{requests - 1} initializes made {rest} checks"
+
+
 # ----------------------------------------------------- no refusal once room can be made
 
 
 class PingsHeldBack(scripted.PostScreen):
-    """An upstream that holds a ``ping`` back until ``release`` is set (``arrived`` is set
-    when one comes); everything goes on to ``inner``."""
+    """An upstream that holds a ``ping`` (of session ``only`` alone, once set) back until
+    ``release`` is set (``arrived`` is set when one comes); everything goes on to
+    ``inner``."""
 
     def __init__(self, inner: scripted.Upstream) -> None:
         super().__init__(inner)
         self.arrived, self.release = anyio.Event(), anyio.Event()
+        self.only: str | None = None
 
     async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
-        if isinstance(msg, dict) and msg.get("method") == "ping":
+        ours = self.only is None or headers.get("mcp-session-id") == self.only
+        if ours and isinstance(msg, dict) and msg.get("method") == "ping":
             self.arrived.set()
             await self.release.wait()
         return False
@@ -285,3 +312,49 @@ async def test_a_session_its_client_ended_makes_room_for_the_next() -> None:
     assert (refused.status_code, deleted.status_code) == (503, 202)
     assert served.status_code == 200
     assert held == [served.headers["mcp-session-id"]]
+
+
+# ------------------------------------------------------------ which sessions are let go
+
+
+async def test_room_is_made_by_letting_go_the_least_recently_used_droppable_session_alone() -> None:
+    """``max_sessions`` 3: S's session, held first, has a stream open (it may not be let
+    go); A's and B's are held after it. A's ``ping`` is held back upstream while B's is
+    served, so A's last request began before B's (A's is the less recently used session)
+    and ended after it. A new session C is served, and room is made for it by letting go
+    A's session alone: of those that may be let go, the least recently used (by when
+    their requests began, not ended), and no more than the bound needs (B's stays)."""
+    up = PingsHeldBack(scripted.Upstream(issue_sessions=True, standalone=[]))
+    async with (
+        scripted.gateway_for(up, limits=GatewayLimits(max_sessions=3)) as gw,
+        httpx2.AsyncClient(timeout=room.STEP * 2) as http,
+        contextlib.AsyncExitStack() as streams,
+        anyio.create_task_group() as tg,
+    ):
+        s = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
+        get = {"accept": "text/event-stream", "mcp-session-id": s}
+        opened = await streams.enter_async_context(http.stream("GET", gw.url, headers=get))
+        a = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
+        b = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
+        up.only = a
+        pinged: list[int] = []
+
+        async def ping() -> None:
+            head = {**scripted.HEAD, "mcp-session-id": a}
+            pinged.append((await http.post(gw.url, json=PING, headers=head)).status_code)
+
+        tg.start_soon(ping)
+        with anyio.fail_after(room.STEP):
+            await up.arrived.wait()
+        b_head = {**scripted.HEAD, "mcp-session-id": b}
+        b_pinged = (await http.post(gw.url, json=PING, headers=b_head)).status_code
+        up.release.set()
+        a_session = await room.no_request_in_flight(gw, a)
+        table = list(gw.gateway._sessions)
+        ended_first = gw.gateway._sessions[b].last_used < a_session.last_used
+        served = await room.new_session(http, gw.url)
+        held = sorted(gw.gateway._sessions)
+    assert (opened.status_code, b_pinged, pinged) == (200, 200, [200])
+    assert (table, ended_first) == ([s, a, b], True)
+    assert served.status_code == 200
+    assert held == sorted([s, b, served.headers["mcp-session-id"]])
