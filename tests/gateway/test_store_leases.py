@@ -71,6 +71,24 @@ def status(
 # ------------------------------------------------------------------ conformance
 
 
+async def one_of_fifty_wins(
+    replicas: list[Any],
+    request_id: Any,
+    race: Callable[[Any, Any, str], Awaitable[bool]],
+) -> None:
+    """Fifty owners (``r0``..``r49``) race for ``request_id`` of session ``s`` on two
+    replicas, each through ``race(store, request_id, owner)``: exactly one wins, the
+    claim's status names it, and it alone renews the lease."""
+    won = await asyncio.gather(*(race(replicas[n % 2], request_id, f"r{n}") for n in range(50)))
+    assert won.count(True) == 1, (request_id, won)
+    winner = f"r{won.index(True)}"
+    assert await replicas[1].claim_status("s", request_id) == status(owner=winner)
+    renewed = await asyncio.gather(
+        *(replicas[n % 2].renew("s", request_id, f"r{n}", LEASE_S) for n in range(50))
+    )
+    assert renewed == [f"r{n}" == winner for n in range(50)]
+
+
 async def test_a_claim_won_with_a_lease_is_held_by_its_owner(shared: Shared) -> None:
     one, two = shared.replica(), shared.replica()
     await one.begin_session("s")
@@ -255,16 +273,11 @@ async def test_concurrent_takers_of_a_dead_holders_claim_one_wins(shared: Shared
         assert await replicas[0].claim("s", request_id, owner="dead", lease_s=LEASE_S)
     await shared.advance(LEASE_S + 1)
     for request_id in (1, "1", "req-2"):
-        won = await asyncio.gather(
-            *(replicas[n % 2].take_over("s", request_id, f"r{n}", LEASE_S) for n in range(50))
+        await one_of_fifty_wins(
+            replicas,
+            request_id,
+            lambda store, rid, owner: store.take_over("s", rid, owner, LEASE_S),
         )
-        assert won.count(True) == 1, (request_id, won)
-        winner = f"r{won.index(True)}"
-        assert await replicas[1].claim_status("s", request_id) == status(owner=winner)
-        renewed = await asyncio.gather(
-            *(replicas[n % 2].renew("s", request_id, f"r{n}", LEASE_S) for n in range(50))
-        )
-        assert renewed == [f"r{n}" == winner for n in range(50)]
 
 
 async def test_a_take_over_keeps_the_answer_as_long_as_the_claim(shared: Shared) -> None:
@@ -300,19 +313,11 @@ async def test_concurrent_claimers_one_wins_and_owns(shared: Shared) -> None:
     replicas = [shared.replica(), shared.replica()]
     await replicas[0].begin_session("s")
     for request_id in (1, "1", "req-2"):
-        won = await asyncio.gather(
-            *(
-                replicas[n % 2].claim("s", request_id, owner=f"r{n}", lease_s=LEASE_S)
-                for n in range(50)
-            )
+        await one_of_fifty_wins(
+            replicas,
+            request_id,
+            lambda store, rid, owner: store.claim("s", rid, owner=owner, lease_s=LEASE_S),
         )
-        assert won.count(True) == 1, (request_id, won)
-        winner = f"r{won.index(True)}"
-        assert await replicas[1].claim_status("s", request_id) == status(owner=winner)
-        renewed = await asyncio.gather(
-            *(replicas[n % 2].renew("s", request_id, f"r{n}", LEASE_S) for n in range(50))
-        )
-        assert renewed == [f"r{n}" == winner for n in range(50)]
 
 
 async def test_bad_leases_are_refused_before_any_io(shared: Shared) -> None:
