@@ -103,8 +103,9 @@ def _seconds(text: str) -> float:
         seconds = float(text)
     except ValueError:
         seconds = math.nan
-    if seconds_problem(seconds, positive=False) is not None:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, not {text!r}")
+    problem = seconds_problem(seconds, positive=False)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
     return seconds
 
 

@@ -74,7 +74,7 @@ def test_a_number_of_seconds_is_finite_and_not_negative(
     monkeypatch.setattr(cli, "_build", built)
     assert cli.main([*UPSTREAM, option, value]) == 2
     err = capsys.readouterr().err
-    assert f"argument {option}: must be a finite number of seconds >= 0, not {value!r}" in err
+    assert f"argument {option}: {value!r} is not a finite number of seconds >= 0" in err
 
 
 def test_every_option_of_seconds_is_read_by_one_type() -> None:
