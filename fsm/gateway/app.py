@@ -150,7 +150,7 @@ from fsm.gateway.store import (
 )
 from fsm.gateway.upstream import AiohttpTransport
 from fsm.messages import valid_id
-from fsm.outcomes import SubmissionResult
+from fsm.outcomes import OutcomeClass, SubmissionResult
 from fsm.sse.guard import Guard, GuardConfig
 from fsm.sse.observe import ObservedGuard
 
@@ -478,6 +478,15 @@ class _Session:
     claimed: set[RequestId] = field(default_factory=set)
     """Requests this replica claimed and presented, or took over to submit their answer,
     whose leases it renews."""
+    marking: set[RequestId] = field(default_factory=set)
+    """Requests whose answer's mark (:meth:`Gateway._mark_submitted`) is in flight: the
+    lease of one claimed here is renewed meanwhile, and the session is kept."""
+    unmarked: set[RequestId] = field(default_factory=set)
+    """Requests whose answer's submission from this replica ended (or whose answer was
+    relayed from here) but whose mark failed (the store did not answer):
+    :meth:`Gateway._renew` marks them again, renewing the lease of those held here until
+    it lands, and the session is not let go (a lapsed, unmarked claim is a survivor's to
+    send again)."""
     watching: set[RequestId] = field(default_factory=set)
     """Requests another replica claimed whose claim this replica watches
     (:meth:`Gateway._watch_claim`): one watcher per request."""
@@ -1500,13 +1509,15 @@ class Gateway:
         """Whether held ``session`` may be let go (its guard, its kept results): nothing
         of it is under way. A request of it in flight, and an answer submission of its
         guard not ended (the client was told ``202``: letting the session go would
-        cancel it), keep it. So does a prompt this replica presented (claimed, its lease
+        cancel it; a survivor's send of a stored answer counts too), and an answer whose
+        mark has not landed (:attr:`_Session.marking`, :attr:`_Session.unmarked`), keep
+        it. So does a prompt this replica presented (claimed, its lease
         renewed here) still awaiting its answer, until the session has had no request
         for ``session_idle_s``: its client is gone, and the prompt's lease then lapses.
         Sessions with work under way are bounded as held sessions are (a new one is
         refused ``503`` while none can be let go: :attr:`GatewayLimits.max_sessions`)."""
         e = session.engine
-        if session.busy > 0 or e.submissions > 0:
+        if session.busy > 0 or e.submissions > 0 or session.marking or session.unmarked:
             return False
         if now > self._idle_after(session):
             return True
@@ -1678,8 +1689,11 @@ class Gateway:
         took the claim over (:meth:`_take_over`: of every survivor watching it, one wins;
         the others see a live lease again and wait on): through its guard if the request
         was replayed here (which marks it when that ends, the lease renewed meanwhile by
-        :meth:`_renew`), else as it is unless this replica relayed it (the lease held
-        meanwhile by :meth:`_holding`). A replica that dies between its POST and its mark
+        :meth:`_renew`), else as it is unless this replica relayed it
+        (:meth:`_send_stored`, retried as the guard retries; the lease held meanwhile by
+        :meth:`_holding`). From the take-over on, the work counts among the session's
+        answer submissions: the session is not let go for room meanwhile
+        (:meth:`_droppable`). A replica that dies between its POST and its mark
         leaves the answer to be sent again: at least once, never for another client. (A
         claim won without a lease has no holder to wait for, and none to take over.)"""
         e = session.engine
@@ -1694,19 +1708,53 @@ class Gateway:
             return False
         if state not in ("presented", None) or (state is None and key[1] in e.relayed_answers):
             return True  # answered or relayed here: that submission sends it, and marks it
-        if status.owner is not None and not await self._take_over(session, key):
-            return False  # another survivor took it over (or the store failed): watch on
-        if state == "presented":
-            session.claimed.add(key[1])  # renewed while its guard submits (_renew)
-            e.feed(events.UserAnswered(key, answer))
+        # from the take-over's round trip until the send ended, this is an answer
+        # submission of the session: letting the session go for room (which cancels its
+        # background work, this included) would lose an answer the client was told ``202``
+        e.submissions += 1
+        try:
+            if status.owner is not None and not await self._take_over(session, key):
+                return False  # another survivor took it over (or the store failed): watch on
+            if state == "presented":
+                session.claimed.add(key[1])  # renewed while its guard submits (_renew)
+                e.feed(events.UserAnswered(key, answer))  # the guard's own Submit counts on
+                return True
+            await self._send_stored(session, key, stream, answer)
             return True
+        finally:
+            e.submissions -= 1
+            e.changed()
+
+    async def _send_stored(
+        self, session: _Session, key: RequestKey, stream: str, answer: Mapping[str, Any]
+    ) -> None:
+        """Send ``answer``, stored for ``key`` (a request this replica's guard never saw,
+        whose claim it took over), upstream as it is, and mark it submitted once that
+        submission ended: accepted, or failed for good. Each result is judged as the
+        guard judges its own submissions (its config's ``classifier``): a retryable one
+        is sent again after the guard's backoff (or the server's ``Retry-After``), up to
+        ``max_submit_attempts`` in all. The lease is renewed meanwhile (:meth:`_holding`):
+        a survivor watching the claim must not take it over while this send is under way.
+        Cancelled (the session closed), nothing is marked, and the lease lapses: a
+        survivor then sends it."""
+        e = session.engine
+        cfg = e.guard.config
         body = {"jsonrpc": "2.0", "id": key[1], "result": dict(answer)}
         async with anyio.create_task_group() as tg:  # the guard does not track this one
             tg.start_soon(self._holding, e.session or "", key[1])
-            await e._post(body, *e.acting_for(stream=stream))
+            attempts = 0
+            while True:
+                attempts += 1
+                result = await e._post(body, *e.acting_for(stream=stream))
+                verdict = cfg.classifier.classify(result)
+                if (
+                    verdict.outcome is not OutcomeClass.RETRYABLE
+                    or attempts >= cfg.max_submit_attempts
+                ):
+                    break  # accepted, or failed for good
+                await anyio.sleep(cfg.resubmit_delay(attempts, verdict.retry_after))
             await self._mark_submitted(session, key)  # marked while the lease still holds
             tg.cancel_scope.cancel()
-        return True
 
     async def _take_over(self, session: _Session, key: RequestKey) -> bool:
         """Take the claim of ``key`` over from a holder whose lease lapsed
@@ -1773,13 +1821,34 @@ class Gateway:
         submission is under way here (awaiting a retry's backoff, or in flight): while
         the lease holds, a replica watching the claim leaves a stored answer to this one
         (:meth:`_stored_answer`), so it must not lapse before the submission ended and
-        was marked. Forget the others. Nothing of a closed session (let go for room, or
-        ended, before or during the pass): its prompts are served here no more."""
+        was marked: one whose mark is in flight (:attr:`_Session.marking`) is renewed,
+        one whose mark failed (:attr:`_Session.unmarked`) is marked again here, its
+        lease (if this replica holds it) renewed until the mark lands. Forget the
+        others. Nothing of a closed session (let go for room, or ended, before or during
+        the pass): its prompts are served here no more."""
         e, sid = session.engine, session.engine.session
+        for rid in list(session.unmarked):
+            if session.closed or not sid:
+                return
+            try:
+                await self._store.mark_submitted(sid, rid)
+            except StoreUnavailableError as exc:
+                logger.warning("answer submission not marked, retried: %s", exc)
+                try:  # held until the mark lands (a no-op for a lease held elsewhere)
+                    await self._store.renew(sid, rid, self.replica, self.limits.lease_s)
+                except StoreUnavailableError as err:
+                    logger.warning("lease not renewed: %s", err)
+                continue
+            session.unmarked.discard(rid)
+            session.claimed.discard(rid)
+            self._recheck(session)  # it kept the session: it may be let go now
         for rid in list(session.claimed):
             if session.closed:
                 return
-            if e.guard.state_of((sid or "", rid)) not in _AWAITING or not sid:
+            if rid in session.unmarked:
+                continue  # ended, its mark failed: renewed above
+            awaiting = rid in session.marking or e.guard.state_of((sid or "", rid)) in _AWAITING
+            if not awaiting or not sid:
                 session.claimed.discard(rid)
                 continue
             try:
@@ -1797,12 +1866,18 @@ class Gateway:
             replica claimed (a replay brought it here) first takes the claim over if its
             holder's lease lapsed (:meth:`_take_over`), before the answer is stored: a
             survivor watching the claim then sees this replica's live lease, not a dead
-            holder's answer to send too."""
+            holder's answer to send too. One relayed from here whose mark failed
+            (:attr:`_Session.unmarked`) is not kept: it went upstream already."""
             sid = session.engine.session
             if not sid:
                 return
             try:
                 unseen = session.engine.guard.state_of(key) is None
+                if unseen and key[1] in session.unmarked:
+                    # relayed, its mark not landed (SessionIO.relayed marks first): kept
+                    # unmarked, a survivor would send it again once the holder's lease
+                    # lapsed; not kept, it finds it marked (once _renew marks it)
+                    return
                 if unseen and not (await self._store.claim_status(sid, key[1])).claimed:
                     return
                 held_here = key[1] in session.claimed  # this replica's claim already
@@ -1832,10 +1907,18 @@ class Gateway:
         sid = session.engine.session
         if not sid:
             return
+        # until the mark lands, _renew holds the lease (a lease let lapse before it is a
+        # survivor's cue to send the answer again) and marks it again if this one
+        # failed; the session is kept meanwhile
+        session.marking.add(key[1])
         try:
             await self._store.mark_submitted(sid, key[1])
         except StoreUnavailableError as exc:
-            logger.warning("answer submission not marked: %s", exc)
+            logger.warning("answer submission not marked, retried: %s", exc)
+            session.unmarked.add(key[1])
+        finally:
+            session.marking.discard(key[1])
+            self._recheck(session)
 
     def _spawn(self, fn: Any, *args: Any) -> None:
         if self._tg is None or self._halted:

@@ -248,6 +248,15 @@ class GuardConfig:
             stalls, self.backoff_initial_s, self.backoff_factor, self.backoff_max_s
         )
 
+    def resubmit_delay(self, attempts: int, retry_after: float | None) -> float:
+        """Delay before an answer's submission number ``attempts + 1``, after a retryable
+        failure: the server's ``Retry-After`` if it sent one (at most
+        ``max_server_wait_s``), else the backoff after ``attempts`` submissions; never
+        below 0."""
+        if retry_after is None:
+            return max(0.0, self.backoff(attempts - 1, None))
+        return max(0.0, self.server_wait(retry_after))
+
     def patient_delay(
         self, refusals: int, retry_ms: int | None, retry_after: float | None
     ) -> float:
@@ -1152,12 +1161,7 @@ class Guard:
             )
         elif rec.attempts < self.config.max_submit_attempts:
             self._run.fire(rec, "retry")
-            delay = verdict.retry_after
-            if delay is None:
-                delay = self.config.backoff(rec.attempts - 1, None)
-            else:
-                delay = self.config.server_wait(delay)
-            self._submit(rec, max(0.0, delay))
+            self._submit(rec, self.config.resubmit_delay(rec.attempts, verdict.retry_after))
         else:
             self._run.kill(
                 rec,

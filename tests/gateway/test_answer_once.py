@@ -36,7 +36,13 @@ pytest.importorskip("uvicorn")
 from fsm.gateway.app import GATEWAY_GUARD, Gateway, GatewayLimits
 from fsm.gateway.ids import EventIdKeys
 from fsm.gateway.redis_store import RedisStore
-from fsm.gateway.store import ClaimStatus, Cursor, MemoryStore, RequestId
+from fsm.gateway.store import (
+    ClaimStatus,
+    Cursor,
+    MemoryStore,
+    RequestId,
+    StoreUnavailableError,
+)
 from fsm.wire.serving import on_loopback
 from support.gateway import RunningGateway, running_gateway
 from tests.gateway import scripted_upstream as scripted
@@ -485,3 +491,269 @@ async def test_one_watcher_runs_per_prompt_in_a_session() -> None:
     assert watchers.started == 1 and watchers.most == {1: 1}
     assert answers(up) == [{"action": "accept"}]
     assert state not in ("presented", "answered", "submitting")
+
+
+class FailFirstAnswer(scripted.PostScreen):
+    """The upstream as a replica sees it: its first answer POST gets ``503`` (a retryable
+    failure, as a restarting server or a balancer answers), later ones go on."""
+
+    def __init__(self, inner: scripted.Upstream) -> None:
+        super().__init__(inner)
+        self.failed = 0
+        self.arrived = anyio.Event()
+
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
+        if not (isinstance(msg, dict) and "result" in msg and "method" not in msg):
+            return False
+        self.arrived.set()
+        if self.failed:
+            return False
+        self.failed += 1
+        await scripted.json_reply(send, 503, b'{"error": "try again"}')
+        return True
+
+
+class MarkView(View):
+    """:class:`View`, and: ``mark_submitted`` raises ``StoreUnavailableError`` the first
+    :attr:`fail_marks` times (a blip of the store), or is held until :attr:`mark_go` while
+    :attr:`hold_marks` is set (:attr:`marking` set once one is asked for); a won
+    ``take_over`` sets :attr:`took`, its reply held until :attr:`take_go` while
+    :attr:`hold_take` is set (a store answering a moment late)."""
+
+    def __init__(self, store: Any, **kw: Any) -> None:
+        super().__init__(store, **kw)
+        self.fail_marks = 0
+        self.hold_marks = False
+        self.mark_go = anyio.Event()
+        self.marking = anyio.Event()
+        self.took = anyio.Event()
+        self.hold_take = False
+        self.take_go = anyio.Event()
+
+    async def mark_submitted(self, session: str, request_id: RequestId) -> bool:
+        self.marking.set()
+        if self.fail_marks:
+            self.fail_marks -= 1
+            raise StoreUnavailableError("redis store: mark_submitted failed")
+        if self.hold_marks:
+            await self.mark_go.wait()
+        return bool(await self.store.mark_submitted(session, request_id))
+
+    async def take_over(
+        self, session: str, request_id: RequestId, owner: str, lease_s: float
+    ) -> bool:
+        got = bool(await self.store.take_over(session, request_id, owner, lease_s))
+        if got:
+            self.took.set()
+            if self.hold_take:
+                await self.take_go.wait()
+        return got
+
+
+@contextlib.asynccontextmanager
+async def fronted(
+    up: scripted.Upstream, views: tuple[Any, ...], fronts: tuple[Any, ...]
+) -> AsyncIterator[tuple[list[RunningGateway], httpx2.AsyncClient]]:
+    """Replicas, one per store of ``views``, replica ``i`` reaching ``up`` through
+    ``fronts[i]`` (``None``: directly), one key for their event ids; session
+    :data:`scripted.SID` begun on the first."""
+    limits = GatewayLimits(standalone_hold_s=0, lease_s=LEASE_S)
+    common: dict[str, Any] = {"id_keys": EventIdKeys.generate(), "limits": limits}
+    common["config"] = CONFIG
+    async with contextlib.AsyncExitStack() as stack:
+        gws = []
+        for view, front in zip(views, fronts, strict=True):
+            url = await stack.enter_async_context(on_loopback(front if front is not None else up))
+            gws.append(await stack.enter_async_context(running_gateway(url, store=view, **common)))
+        http = await stack.enter_async_context(httpx2.AsyncClient(timeout=STEP))
+        await scripted.initialize(http, gws[0].url)
+        yield gws, http
+
+
+async def lapsed(store: Any) -> None:
+    """Until the lease of prompt 1's claim in ``store`` lapsed."""
+    with anyio.fail_after(STEP):
+        while not (await store.claim_status(scripted.SID, 1)).lease_lapsed:
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_a_taken_over_answer_whose_post_gets_a_retryable_failure_is_sent_again(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Replica 1 takes the answer (``202``, stored) and dies before its submission gets
+    through. Replica 2 (the client resumed there) takes the claim over and sends the
+    stored answer as it is; the upstream answers that POST ``503``, which the guard's
+    classifier calls retryable: replica 2 sends it again after the guard's backoff, so
+    the answer reaches the server once, and it is marked submitted only then."""
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, anyio.Event())
+    up.replay = by_turn([up.answered, scripted.sse("e2", scripted.result(7))])
+    dying = Swallow(up)
+    flaky = FailFirstAnswer(up)
+    async with (
+        shared_store(kind, request) as (one, two),
+        fronted(up, (one, two), (dying, flaky)) as ((r1, r2), http),
+    ):
+        watchers = Watchers(r2.gateway)
+        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+        resume = {**GET, "last-event-id": prompt_id}
+        async with http.stream("GET", r2.url, headers=resume) as moved:
+            assert moved.status_code == 200
+            await watchers.until(lambda: watchers.started > 0)
+            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+            with anyio.fail_after(STEP):
+                await dying.arrived.wait()
+            r1.kill()
+            with anyio.fail_after(STEP):
+                await flaky.arrived.wait()  # replica 2 sends it: 503
+                await up.answered.wait()  # and again: taken
+            got = await scripted.read_until(moved.aiter_raw(), RESULT)
+        await watchers.all_ended()
+        status = await two.claim_status(scripted.SID, 1)
+    assert a.status_code == 202 and flaky.failed == 1
+    assert answers(up) == [{"action": "accept"}]
+    assert [json.loads(d) for _, d in scripted.parse(got) if d][-1] == scripted.result(7)
+    assert status.submitted
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_a_live_holder_whose_mark_failed_keeps_its_lease_until_it_lands(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Replica 1 holds the prompt, takes the answer and submits it (the server takes
+    it); its ``mark_submitted`` meets one store failure. Replica 1 keeps renewing its
+    lease and marks the answer again until the mark lands: replica 2, watching the
+    claim, never finds it lapsed and unmarked, and sends nothing. One answer reaches the
+    server."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never])  # the tool runs on: no result yet on the resumed stream
+    async with shared_store(kind, request) as (one, two):
+        first = MarkView(one)
+        first.fail_marks = 1
+        async with fronted(up, (first, two), (None, None)) as ((r1, r2), http):
+            watchers = Watchers(r2.gateway)
+            prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+            resume = {**GET, "last-event-id": prompt_id}
+            async with http.stream("GET", r2.url, headers=resume) as moved:
+                assert moved.status_code == 200
+                await watchers.until(lambda: watchers.started > 0)
+                a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+                with anyio.fail_after(STEP):
+                    await up.answered.wait()
+                    await first.marking.wait()
+                await watchers.all_ended()  # the watcher found it marked
+                with anyio.move_on_after(2 * LEASE_S):  # time for a lapsed lease to show
+                    await up.wait_until(lambda u: len(answers(u)) > 1)
+            status = await two.claim_status(scripted.SID, 1)
+    assert a.status_code == 202 and first.fail_marks == 0
+    assert answers(up) == [{"action": "accept"}]
+    assert status.submitted
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_an_answer_relayed_by_a_live_replica_is_not_sent_again_by_a_survivor(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Three replicas. Replica 1 shows the prompt; the client resumes on 3 (which then
+    watches 1's claim) and on 2, where it answers: 2 never saw the request, so it relays
+    the answer (the server takes it), then marks it submitted, then keeps it in the
+    store. With 2's mark held, replica 1 dies and its lease lapses, and 3 reads the
+    claim: it finds the answer marked (or not yet stored), never stored and unmarked, so
+    it takes nothing over and sends nothing. One answer reaches the server."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never])
+    async with shared_store(kind, request, 3) as (one, two, three):
+        second, third = MarkView(two), MarkView(three)
+        second.hold_marks = True
+        third.held = True  # 3's watcher reads the claim only once told
+        async with fronted(up, (one, second, third), (None, None, None)) as ((r1, r2, r3), http):
+            watch3 = Watchers(r3.gateway)
+            prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+            await resume_then_leave(http, r3.url, prompt_id)
+            await watch3.until(lambda: watch3.started > 0)
+            resume = {**GET, "last-event-id": prompt_id}
+            async with (
+                http.stream("GET", r2.url, headers=resume) as moved,
+                anyio.create_task_group() as tg,
+            ):
+                assert moved.status_code == 200
+                posted: list[int] = []
+
+                async def answer() -> None:
+                    r = await http.post(r2.url, json=scripted.ANSWER, headers=HEAD)
+                    posted.append(r.status_code)
+
+                tg.start_soon(answer)
+                with anyio.fail_after(STEP):
+                    await second.marking.wait()  # relayed, taken upstream; mark held
+                assert len(answers(up)) == 1
+                r1.kill()
+                await lapsed(one)
+                third.go.set()
+                await watch3.all_ended()  # 3 read the claim: marked, so it is done
+                second.mark_go.set()
+            status = await two.claim_status(scripted.SID, 1)
+    assert posted == [202] and not third.took.is_set()
+    assert answers(up) == [{"action": "accept"}]
+    assert (status.submitted, status.answer) == (True, {"action": "accept"})
+
+
+async def test_a_session_sending_a_taken_over_answer_is_not_let_go_for_room() -> None:
+    """Replica 1 takes the answer (``202``, stored) and dies before its submission gets
+    through. Replica 2 (the client resumed there, then left) watches the claim and takes
+    it over (its store's reply a moment late) to send the stored answer. Meanwhile a new
+    session arrives at replica 2, whose ``max_sessions`` is 1: the session sending the
+    answer counts as one with an answer submission under way, so it is kept (the new
+    one, with none to let go, gets ``503``), and the answer reaches the server once."""
+    up = scripted.Upstream(issue_sessions=True)
+    gap = asks_after_progress(up, anyio.Event())
+    up.replay = by_turn([anyio.Event()])
+    dying = Swallow(up)
+    store = MemoryStore()
+    second = MarkView(store)
+    second.hold_take = True
+    keys = EventIdKeys.generate()
+    roomy = GatewayLimits(standalone_hold_s=0, lease_s=LEASE_S)
+    tight = GatewayLimits(standalone_hold_s=0, lease_s=LEASE_S, max_sessions=1)
+    async with (
+        on_loopback(dying) as u1,
+        on_loopback(up) as u2,
+        running_gateway(u1, store=store, id_keys=keys, limits=roomy, config=CONFIG) as r1,
+        running_gateway(u2, store=second, id_keys=keys, limits=tight, config=CONFIG) as r2,
+        httpx2.AsyncClient(timeout=STEP) as http,
+    ):
+        r = await http.post(r1.url, json=scripted.INIT, headers=scripted.HEAD)
+        sid = r.headers["mcp-session-id"]
+        head = {**scripted.HEAD, "mcp-session-id": sid}
+        watchers = Watchers(r2.gateway)
+        async with http.stream("POST", r1.url, json=scripted.CALL, headers=head) as call:
+            pieces = call.aiter_raw()
+            await scripted.read_until(pieces, b"progress")
+            gap.set()
+            seen = await scripted.read_until(pieces, b"elicitation/create")
+        prompt_id = ids_of(seen, "elicitation/create")
+        resume = {"accept": "text/event-stream", "mcp-session-id": sid, "last-event-id": prompt_id}
+        async with http.stream("GET", r2.url, headers=resume) as moved:
+            assert moved.status_code == 200
+        await watchers.until(lambda: watchers.started > 0)
+        a = await http.post(r1.url, json=scripted.ANSWER, headers=head)
+        with anyio.fail_after(STEP):
+            await dying.arrived.wait()
+        r1.kill()
+        with anyio.fail_after(STEP):
+            await second.took.wait()  # replica 2 took the claim over, about to send
+        other = await http.post(r2.url, json=scripted.INIT, headers=scripted.HEAD)
+        kept = sid in r2.gateway._sessions
+        second.take_go.set()
+        with anyio.fail_after(STEP):
+            await up.wait_until(lambda u: len(answers(u)) > 0)
+        await watchers.all_ended()
+        status = await store.claim_status(sid, 1)
+    assert a.status_code == 202 and other.status_code == 503 and kept
+    assert answers(up) == [{"action": "accept"}]
+    assert status.submitted

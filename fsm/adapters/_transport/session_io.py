@@ -545,13 +545,16 @@ class SessionIO:
     async def relayed(self, key: RequestKey, answer: Mapping[str, Any]) -> None:
         """The upstream accepted an answer, relayed as it came, to a request this guard
         never saw, and its credentials for the session (a gateway's
-        :attr:`vouch_answer`): remembered (not sent again from here) and kept for other
-        processes that watch for it (:attr:`on_answer`)."""
+        :attr:`vouch_answer`): remembered (not sent again from here), told submitted
+        (:attr:`on_submitted`), then kept for other processes that watch for it
+        (:attr:`on_answer`). In that order: it already went upstream, so no moment may
+        show it kept and not yet submitted (another process would send it again); one
+        told submitted and not yet kept is one nobody sends."""
         self.relayed_answers[key[1]] = None
+        if self.on_submitted is not None:
+            await self.on_submitted(key)
         if self.on_answer is not None:
             await self.on_answer(key, answer)
-        if self.on_submitted is not None:  # after the answer is kept: it went upstream
-            await self.on_submitted(key)
 
     def answered_upstream(
         self,
