@@ -5,13 +5,16 @@ a replica whose copy of the stream lost the claim watches it, and submits the an
 stored for it only when the holder died before its submission ended (its lease lapsed,
 the answer not marked submitted: :meth:`~fsm.gateway.store.StateStore.mark_submitted`).
 So: a stream that went to replica 2 and back to replica 1, answered on 1, sends the
-answer once (it was sent twice: 1 submitted it, and 2, watching, too); a holder that
-dies after the client's ``202`` and before its submission loses nothing (2 submits it,
-once); with three replicas, the two survivors of such a holder send its answer once
-between them (each must take the dead holder's claim over first:
+answer once (1 submits it; 2, watching, does not); a holder that dies after the
+client's ``202`` and before its submission loses nothing (2 submits it, once); with
+three replicas, the two survivors of such a holder send its answer once between them
+(each must take the dead holder's claim over first:
 :meth:`~fsm.gateway.store.StateStore.take_over`, which one wins); one that dies after its
 submission was marked is not followed by a second; and a replica runs one watcher per
-prompt, however many of its copies lost the claim.
+prompt, however many of its copies lost the claim. The survivor that took a claim over
+retries a retryable failure of its send, and its session is not let go for room
+meanwhile; a holder whose mark failed keeps its lease until the mark lands; an answer a
+live replica relayed is marked before it is stored, so no survivor sends it again.
 
 No sleep provokes an order: the upstream is scripted (its replays by turn), a replica's
 store calls are held or counted where a test needs an order, and every wait is for a
@@ -384,8 +387,8 @@ async def test_two_survivors_of_a_holder_dead_after_the_202_send_its_answer_once
     watch 1's claim; both are let read it only once 1's lease lapsed, and both read
     "answer stored, unmarked, holder gone" before either acts. Each must take the claim
     over before it submits: one wins and sends the answer; the other finds a live lease
-    again, waits, then the mark. Exactly one answer POST reaches the server (it was one
-    per survivor), and the call ends with its result."""
+    again, waits, then the mark. Exactly one answer POST reaches the server, and the
+    call ends with its result."""
     never = anyio.Event()
     up = scripted.Upstream()
     gap = asks_after_progress(up, never)
