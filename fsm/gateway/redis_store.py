@@ -25,7 +25,8 @@ key                                value                            written by
 ``P{S}:answer:<type>:<id>``        the answer, as JSON              ``save_answer``,
                                                                     ``take_over`` (its TTL)
 ``P{S}:submitted:<type>:<id>``     ``1``: the answer's submission   ``mark_submitted`` (the
-                                   ended                            claim's TTL refreshed)
+                                   ended                            claim's TTL refreshed),
+                                                                    ``renew`` (its TTL)
 ``P{S}:cursor:<stream>``           ``<position> <event id>``        ``save_cursor``,
                                                                     ``claim`` with a cursor
 ``P{S}:ended``                     the reason                       ``end_session``
@@ -204,6 +205,7 @@ elseif op == 'renew' then
   lease_hold(KEYS[3], ARGV[4], ARGV[3])
   redis.call('PEXPIRE', KEYS[2], ttl)
   redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[4], ttl)  -- the mark, if any, lives as its claim does
   return 1
 elseif op == 'status' then
   return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]),
@@ -244,8 +246,8 @@ TTL in milliseconds.
   to the stream's open claims KEYS[5], trimmed to the newest ARGV[8].
 * ``renew``: while the claim KEYS[2] is ARGV[4]'s under a lease that has not lapsed (the
   lease key KEYS[3] still holds ARGV[4]), set the lease to ARGV[3] milliseconds and
-  refresh the claim's and the session record's (KEYS[1]) TTLs: 1; else 0, nothing
-  changed.
+  refresh the claim's, the session record's (KEYS[1]) and the mark's (KEYS[4], if set)
+  TTLs: 1; else 0, nothing changed.
 * ``status``: the claim KEYS[1], whether the lease key KEYS[2] exists, the answer KEYS[3],
   whether the submission's mark KEYS[4] exists (read only).
 * ``mark``: while the claim KEYS[1] exists, refresh its TTL and set the mark KEYS[2] with
@@ -486,9 +488,11 @@ class RedisStore:
 
     async def renew(self, session: str, request_id: RequestId, owner: str, lease_s: float) -> bool:
         """See :meth:`fsm.gateway.store.StateStore.renew`: one script (the claim's owner
-        and the lease key compared in Redis)."""
+        and the lease key compared in Redis; the claim's mark, if any, kept as long as
+        the claim)."""
         check_lease(owner, lease_s)
-        keys = self._claim_keys(session, request_key(request_id))
+        rkey = request_key(request_id)
+        keys = [*self._claim_keys(session, rkey), self.key(session, "submitted", rkey)]
         lease_ms = link.millis(lease_s)
         got = await self._script("renew", keys, "renew", self._ttl_ms, lease_ms, owner)
         return int(got) == 1

@@ -206,6 +206,20 @@ async def test_a_mark_lives_as_its_claim_does(shared: Shared) -> None:
     assert await two.mark_submitted("s", 1) is False  # expired with its claim
 
 
+async def test_a_mark_lives_on_with_the_claim_its_holder_renews(shared: Shared) -> None:
+    """A holder whose prompt another replica answered and marked goes on renewing its
+    lease until the call ends: each renewal keeps the mark with the claim, however long
+    past ``ttl_s`` after the mark, so the claim never reads lapsed and unmarked."""
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    assert await one.claim("s", 1, owner="a", lease_s=1000) is True
+    assert await two.mark_submitted("s", 1) is True
+    for _ in range(5):  # 4500 s in all: past the hour the mark was written with
+        await shared.advance(900)
+        assert await one.renew("s", 1, "a", 1000) is True
+    assert await two.claim_status("s", 1) == status(owner="a", submitted=True)
+
+
 async def test_a_lapsed_unmarked_claim_is_taken_over_by_one_new_owner(shared: Shared) -> None:
     """``take_over``: a claim whose holder stopped (lease lapsed, not marked) gets a new
     owner under a new lease, once: a second taker finds the lease live again and gets
