@@ -115,7 +115,7 @@ from fsm.adapters._transport.http import (
     origin_of,
 )
 from fsm.adapters._transport.session import SdkBinding, sdk_streams
-from fsm.adapters._transport.session_io import Claim, SessionIO
+from fsm.adapters._transport.session_io import SUBMITTING, Claim, SessionIO
 from fsm.adapters._transport.sse import BOM, LARGE_EVENT, SseParser, encode_event
 from fsm.adapters._transport.transport import GuardedTransport, asks, bind
 from fsm.adapters.sdkversion import MCP2
@@ -1715,6 +1715,9 @@ class Gateway:
         try:
             if status.owner is not None and not await self._take_over(session, key):
                 return False  # another survivor took it over (or the store failed): watch on
+            state = e.guard.state_of(key)  # again: the take-over took a round trip
+            if state not in ("presented", None):
+                return True  # answered here meanwhile: that submission sends it, and marks it
             if state == "presented":
                 session.claimed.add(key[1])  # renewed while its guard submits (_renew)
                 e.feed(events.UserAnswered(key, answer))  # the guard's own Submit counts on
@@ -2159,7 +2162,7 @@ _GENERATIONS = 1 << 31
 below this, drawn at random (two replicas whose numbers land within a session's
 generations of each other: about one session in 10**8 that opens a dozen)."""
 
-_AWAITING = frozenset({"presented", "answered", "submitting"})
+_AWAITING = frozenset({"presented"}) | SUBMITTING
 """Liveness states of a request this replica claimed whose lease it renews: awaiting its
 answer, or its answer's submission not over (a retry awaiting its backoff, or in flight)."""
 

@@ -504,7 +504,7 @@ class SessionIO:
             self.feed(ev.SubmissionOutcome(a.key, result))
             # ended unless a retry was scheduled (its own submission then reports); the
             # submission still counts (the session is kept) until this is told
-            if self.on_submitted is not None and self.guard.state_of(a.key) not in _RETRYING:
+            if self.on_submitted is not None and self.guard.state_of(a.key) not in SUBMITTING:
                 await self.on_submitted(a.key)
         finally:
             self.submissions -= 1
@@ -595,7 +595,7 @@ def _unchanged() -> None:
     return None
 
 
-_RETRYING = frozenset({"answered", "submitting"})
+SUBMITTING = frozenset({"answered", "submitting"})
 """Liveness states of a request whose answer's submission is not over: a retry scheduled
 (``answered``) or under way."""
 
