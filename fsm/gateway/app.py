@@ -1444,7 +1444,7 @@ class Gateway:
         while it is read."""
         if len(sessions) * 8 < len(self._sessions):
             by_id = {held.engine.session or "": held for held in sessions}
-            for sid in sorted(by_id, key=lambda held: by_id[held].place):
+            for sid in sorted(by_id, key=lambda each: by_id[each].place):
                 if self._sessions.get(sid) is by_id[sid]:  # held under its id, never replaced
                     yield sid, by_id[sid]
             return
