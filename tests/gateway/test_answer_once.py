@@ -47,6 +47,7 @@ from fsm.gateway.store import (
     StoreUnavailableError,
 )
 from fsm.wire.serving import on_loopback
+from support.changes import Changes
 from support.gateway import RunningGateway, running_gateway
 from tests.gateway import scripted_upstream as scripted
 
@@ -146,7 +147,7 @@ class Watchers:
         self.running = 0
         self.most: dict[RequestId, int] = {}
         self._now: dict[RequestId, int] = {}
-        self._changed = anyio.Event()
+        self._changes = Changes()
         inner = gateway._watch_claim
 
         async def watch(args: Any) -> None:
@@ -155,46 +156,58 @@ class Watchers:
             self.running += 1
             self._now[rid] = self._now.get(rid, 0) + 1
             self.most[rid] = max(self.most.get(rid, 0), self._now[rid])
-            self._note()
+            self._changes.note()
             try:
                 await inner(args)
             finally:
                 self.running -= 1
                 self._now[rid] -= 1
-                self._note()
+                self._changes.note()
 
         gateway._watch_claim = watch  # type: ignore[method-assign]
-
-    def _note(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
 
     async def until(self, done: Callable[[], bool]) -> None:
         """Until ``done()`` holds, checked as watchers start and end."""
         with anyio.fail_after(STEP):
-            while not done():
-                await self._changed.wait()
+            await self._changes.until(done)
+
+    async def begun(self) -> None:
+        """Until a watcher started."""
+        await self.until(lambda: self.started > 0)
 
     async def all_ended(self) -> None:
         """Until at least one watcher started and none runs."""
         await self.until(lambda: bool(self.started and not self.running))
 
 
-class Swallow(scripted.PostScreen):
-    """The upstream as a dying replica sees it: its answer POSTs never get through (each
-    is held, counted in :attr:`held`, until its sender goes). Everything else goes on to
-    the scripted upstream."""
+class AnswerScreen(scripted.PostScreen):
+    """An upstream in front of the scripted one that sees each answer POST first
+    (:attr:`arrived` set at the first) and answers it itself (:meth:`answer` ``True``)
+    or lets it go on; everything else goes on."""
 
     def __init__(self, inner: scripted.Upstream) -> None:
         super().__init__(inner)
-        self.held = 0
         self.arrived = anyio.Event()
 
     async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
         if not (isinstance(msg, dict) and "result" in msg and "method" not in msg):
             return False
-        self.held += 1
         self.arrived.set()
+        return await self.answer(send)
+
+    async def answer(self, send: Any) -> bool:
+        """Answer this answer POST with ``send`` (``True``), or let it go on (``False``)."""
+        raise NotImplementedError
+
+
+class Swallow(AnswerScreen):
+    """The upstream as a dying replica sees it: its answer POSTs never get through (each
+    is held, counted in :attr:`held`, until its sender goes)."""
+
+    held = 0
+
+    async def answer(self, send: Any) -> bool:
+        self.held += 1
         await anyio.sleep_forever()  # cancelled when its sender's connection goes
         return True  # pragma: no cover
 
@@ -284,12 +297,22 @@ async def prompt_then_leave(http: httpx2.AsyncClient, url: str, gap: anyio.Event
         return seen + await scripted.read_until(pieces, b"elicitation/create")
 
 
+@contextlib.asynccontextmanager
+async def resumed(
+    http: httpx2.AsyncClient, url: str, prompt_id: str
+) -> AsyncIterator[httpx2.Response]:
+    """The client's resume, at ``url``, of its call stream from ``prompt_id`` (``200``),
+    open while the block runs."""
+    async with http.stream("GET", url, headers={**GET, "last-event-id": prompt_id}) as r:
+        assert r.status_code == 200
+        yield r
+
+
 async def resume_then_leave(http: httpx2.AsyncClient, url: str, last_event_id: str) -> None:
     """The client resumes its call's stream through ``url`` from ``last_event_id`` (the
     replica takes the stream over); its connection then breaks."""
-    resume = {**GET, "last-event-id": last_event_id}
-    async with http.stream("GET", url, headers=resume) as r:
-        assert r.status_code == 200
+    async with resumed(http, url, last_event_id):
+        pass
 
 
 @contextlib.asynccontextmanager
@@ -333,8 +356,7 @@ async def test_a_stream_back_on_its_holder_sends_the_answer_once(
         watchers = Watchers(r2.gateway)
         prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
         await resume_then_leave(http, r2.url, prompt_id)  # replica 2 watches 1's claim
-        resume = {**GET, "last-event-id": prompt_id}
-        async with http.stream("GET", r1.url, headers=resume) as back:
+        async with resumed(http, r1.url, prompt_id) as back:
             a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
             got = await scripted.read_until(back.aiter_raw(), RESULT)
         await watchers.all_ended()
@@ -358,9 +380,8 @@ async def test_a_holder_dead_after_the_202_before_its_submission_loses_nothing()
     async with replicas(up, (store, store), first_sees=dying) as (r1, r2, http):
         watchers = Watchers(r2.gateway)
         prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
-        resume = {**GET, "last-event-id": prompt_id}
-        async with http.stream("GET", r2.url, headers=resume) as moved:
-            await watchers.until(lambda: watchers.started > 0)  # 2 watches 1's claim
+        async with resumed(http, r2.url, prompt_id) as moved:
+            await watchers.begun()  # 2 watches 1's claim
             a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
             with anyio.fail_after(STEP):
                 await dying.arrived.wait()  # replica 1's submission, held
@@ -403,10 +424,9 @@ async def test_two_survivors_of_a_holder_dead_after_the_202_send_its_answer_once
             watching = [Watchers(r2.gateway), Watchers(r3.gateway)]
             prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
             await resume_then_leave(http, r3.url, prompt_id)  # replica 3 watches 1's claim
-            resume = {**GET, "last-event-id": prompt_id}
-            async with http.stream("GET", r2.url, headers=resume) as moved:
-                await watching[0].until(lambda: watching[0].started > 0)
-                await watching[1].until(lambda: watching[1].started > 0)
+            async with resumed(http, r2.url, prompt_id) as moved:
+                await watching[0].begun()
+                await watching[1].begun()
                 a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
                 with anyio.fail_after(STEP):
                     await dying.arrived.wait()  # replica 1's submission, held
@@ -478,9 +498,7 @@ async def test_one_watcher_runs_per_prompt_in_a_session() -> None:
             stale = ids_of(await scripted.read_until(pieces, b"progress"), "progress")
             gap.set()
             await scripted.read_until(pieces, b"elicitation/create")
-        resume = {**GET, "last-event-id": stale}
-        async with http.stream("GET", r2.url, headers=resume) as moved:
-            assert moved.status_code == 200
+        async with resumed(http, r2.url, stale):
             with anyio.fail_after(STEP):  # both reasons to watch came
                 await second.opened.wait()
                 await second.lost.wait()
@@ -496,19 +514,13 @@ async def test_one_watcher_runs_per_prompt_in_a_session() -> None:
     assert state not in ("presented", "answered", "submitting")
 
 
-class FailFirstAnswer(scripted.PostScreen):
+class FailFirstAnswer(AnswerScreen):
     """The upstream as a replica sees it: its first answer POST gets ``503`` (a retryable
     failure, as a restarting server or a balancer answers), later ones go on."""
 
-    def __init__(self, inner: scripted.Upstream) -> None:
-        super().__init__(inner)
-        self.failed = 0
-        self.arrived = anyio.Event()
+    failed = 0
 
-    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
-        if not (isinstance(msg, dict) and "result" in msg and "method" not in msg):
-            return False
-        self.arrived.set()
+    async def answer(self, send: Any) -> bool:
         if self.failed:
             return False
         self.failed += 1
@@ -600,10 +612,8 @@ async def test_a_taken_over_answer_whose_post_gets_a_retryable_failure_is_sent_a
     ):
         watchers = Watchers(r2.gateway)
         prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
-        resume = {**GET, "last-event-id": prompt_id}
-        async with http.stream("GET", r2.url, headers=resume) as moved:
-            assert moved.status_code == 200
-            await watchers.until(lambda: watchers.started > 0)
+        async with resumed(http, r2.url, prompt_id) as moved:
+            await watchers.begun()
             a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
             with anyio.fail_after(STEP):
                 await dying.arrived.wait()
@@ -639,10 +649,8 @@ async def test_a_live_holder_whose_mark_failed_keeps_its_lease_until_it_lands(
         async with fronted(up, (first, two), (None, None)) as ((r1, r2), http):
             watchers = Watchers(r2.gateway)
             prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
-            resume = {**GET, "last-event-id": prompt_id}
-            async with http.stream("GET", r2.url, headers=resume) as moved:
-                assert moved.status_code == 200
-                await watchers.until(lambda: watchers.started > 0)
+            async with resumed(http, r2.url, prompt_id):
+                await watchers.begun()
                 a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
                 with anyio.fail_after(STEP):
                     await up.answered.wait()
@@ -678,13 +686,8 @@ async def test_an_answer_relayed_by_a_live_replica_is_not_sent_again_by_a_surviv
             watch3 = Watchers(r3.gateway)
             prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
             await resume_then_leave(http, r3.url, prompt_id)
-            await watch3.until(lambda: watch3.started > 0)
-            resume = {**GET, "last-event-id": prompt_id}
-            async with (
-                http.stream("GET", r2.url, headers=resume) as moved,
-                anyio.create_task_group() as tg,
-            ):
-                assert moved.status_code == 200
+            await watch3.begun()
+            async with resumed(http, r2.url, prompt_id), anyio.create_task_group() as tg:
                 posted: list[int] = []
 
                 async def answer() -> None:
@@ -743,7 +746,7 @@ async def test_a_session_sending_a_taken_over_answer_is_not_let_go_for_room() ->
         resume = {"accept": "text/event-stream", "mcp-session-id": sid, "last-event-id": prompt_id}
         async with http.stream("GET", r2.url, headers=resume) as moved:
             assert moved.status_code == 200
-        await watchers.until(lambda: watchers.started > 0)
+        await watchers.begun()
         a = await http.post(r1.url, json=scripted.ANSWER, headers=head)
         with anyio.fail_after(STEP):
             await dying.arrived.wait()
