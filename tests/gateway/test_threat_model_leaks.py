@@ -151,3 +151,57 @@ async def test_no_transport_failure_carries_the_request_url(
     exc = caught.value
     told = [str(exc), repr(exc), "".join(traceback.format_exception(exc))]
     assert not [text for text in told if SECRET in text], told
+
+
+def _failures_naming(url: str) -> list[BaseException]:
+    """aiohttp's failures whose own text holds the request's ``url`` (a connect timeout, an
+    invalid or non-HTTP URL, a malformed response), and one that names only the upstream's
+    address (a refused connection)."""
+    import aiohttp
+    import yarl
+
+    where = yarl.URL(url, encoded=True)
+    info = aiohttp.RequestInfo(where, "GET", {}, where)  # type: ignore[arg-type]
+    refused = aiohttp.ClientConnectorError(
+        aiohttp.client_reqrep.ConnectionKey("127.0.0.1", 9, False, True, None, None, None),
+        ConnectionRefusedError(111, "Connection refused"),
+    )
+    return [
+        aiohttp.ConnectionTimeoutError(f"Connection timeout to host {url}"),
+        aiohttp.InvalidURL(where),
+        aiohttp.NonHttpUrlClientError(where),
+        aiohttp.ClientResponseError(info, (), status=400, message="Bad status line"),
+        aiohttp.ClientConnectionError(f"failed on {url}"),
+        aiohttp.ClientError(url),
+        refused,
+    ]
+
+
+@pytest.mark.parametrize(
+    "index",
+    range(7),
+    ids=[
+        "connect-timeout",
+        "invalid-url",
+        "non-http-url",
+        "malformed-response",
+        "connection-error",
+        "client-error",
+        "refused",
+    ],
+)
+def test_no_aiohttp_failure_passes_the_url_on(index: int) -> None:
+    """Every kind of aiohttp failure the gateway's upstream transport translates
+    (:func:`fsm.gateway.upstream._translated`), including those whose own text is the
+    request's URL and those no loopback fault produces (an invalid URL), comes out as an
+    ``httpx2`` exception whose text, ``repr`` and traceback hold no part of the query."""
+    from fsm.gateway import upstream
+
+    url = f"http://127.0.0.1:9/mcp?key={SECRET}"
+    failure = _failures_naming(url)[index]
+    request = httpx2.Request("GET", url)
+    with pytest.raises(httpx2.HTTPError) as caught, upstream._translated(request):
+        raise failure
+    exc = caught.value
+    told = [str(exc), repr(exc), "".join(traceback.format_exception(exc))]
+    assert not [text for text in told if SECRET in text], told
