@@ -7,6 +7,7 @@ credential), and no failure of the upstream connection puts that URL into a log 
 |---|---|---|---|---|
 | anyone reading the gateway's logs | a client's call, its key in the URL's query, the upstream answering with a head aiohttp cannot parse, or cutting a body short, or every upstream connection busy past the wait for one | the key in a ``WARNING`` line (``POST failed without a response``, ``upstream response cut short``): aiohttp's text of a malformed response or a connect timeout holds the request's whole URL | the failure's type and what it says of the connection or the response; the URL nowhere in the logs nor in the client's answer | ``test_an_upstream_failure_logs_no_query_string`` |
 | the same | any failure of the gateway's upstream transport (refused, malformed head, head cut, body cut, wait for a connection, read timeout) | the URL in the text, the ``repr`` or the traceback of the ``httpx2`` exception it raises (aiohttp's exception chained as its cause) | none of the three holds the URL's query | ``test_no_transport_failure_carries_the_request_url`` |
+| the same | every kind of aiohttp failure the transport translates, those no loopback fault produces included (an invalid URL, a connection error naming the URL) | the URL in the text or in aiohttp's exception chained as the cause | none of the three holds the query | ``test_no_aiohttp_failure_passes_the_url_on`` |
 
 Real loopback TCP; every wait is on a response, with a timeout only against a hang (and
 the wait for an upstream connection and for a response, set to 0.1 s where that is the
