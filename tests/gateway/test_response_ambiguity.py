@@ -144,8 +144,9 @@ async def test_a_call_stream_in_a_coding_the_gateway_cannot_decode_reaches_the_c
 async def test_a_passed_on_body_in_a_coding_the_library_cannot_decode_keeps_its_coding() -> None:
     """The core's forwarded body of a response in a coding its HTTP library does not
     decode (what the SDK's client reads, in the embedded adapters) keeps its
-    ``Content-Encoding`` and its bytes as they came; one in a coding it decodes is passed
-    on decoded, the field dropped."""
+    ``Content-Encoding`` and its bytes as they came (a stack of codings, one the library
+    decodes over one it does not, included: none of them undone); one in a coding it
+    decodes is passed on decoded, the field dropped."""
     request = httpx2.Request("POST", "http://upstream.invalid/mcp")
     head = {"content-type": "text/event-stream"}
 
@@ -158,6 +159,8 @@ async def test_a_passed_on_body_in_a_coding_the_library_cannot_decode_keeps_its_
         return out.headers.get("content-encoding"), data
 
     assert await forwarded("br", BR_STREAM) == ("br", BR_STREAM)
+    stacked = gzip.compress(BR_STREAM)  # br, then gzip over it
+    assert await forwarded("br, gzip", stacked) == ("br, gzip", stacked)
     assert await forwarded("gzip", gzip.compress(PLAIN_STREAM)) == (None, PLAIN_STREAM)
 
 
