@@ -14,7 +14,8 @@ request.
 
 Every wait is for something observed (a byte read, a request the upstream saw, a
 counter); timeouts only guard against hangs. Checks of the held sessions are counted by
-wrapping ``Gateway._droppable``."""
+wrapping ``Gateway._droppable``, readings of them in the order they are let go in by
+wrapping ``Gateway._oldest_first``."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from fsm import events
 from fsm.gateway import app
 from fsm.gateway.app import GatewayLimits
 from fsm.gateway.store import MemoryStore
+from fsm.outcomes import SubmissionResult
 from tests.gateway import room_bed as room
 from tests.gateway import scripted_upstream as scripted
 
@@ -83,6 +85,24 @@ async def full_of_streams(held: int, spare: int = 0) -> AsyncIterator[tuple[Any,
                 sids.append(sid)
         assert gw.gateway.sessions == held
         yield gw, http, sids
+
+
+def counted_reads(gw: Any) -> Callable[[], tuple[int, int]]:
+    """Count, from now on, the replica's readings of the held sessions in the order they
+    are let go in (``Gateway._oldest_first`` wrapped), and the sessions each reading
+    gave before its reader stopped; the two counts so far."""
+    readings = given = 0
+    real = gw.gateway._oldest_first
+
+    def counted(sessions: Any) -> Any:
+        nonlocal readings, given
+        readings += 1
+        for each in real(sessions):
+            given += 1
+            yield each
+
+    gw.gateway._oldest_first = counted
+    return lambda: (readings, given)
 
 
 async def made_up(http: Any, url: str, i: int) -> int:
@@ -358,3 +378,166 @@ async def test_room_is_made_by_letting_go_the_least_recently_used_droppable_sess
     assert (table, ended_first) == ([s, a, b], True)
     assert served.status_code == 200
     assert held == sorted([s, b, served.headers["mcp-session-id"]])
+
+
+async def test_a_session_whose_prompt_another_replica_answered_makes_room_for_the_next() -> None:
+    """At ``max_sessions`` (1), A's prompt is shown here and A's connection breaks: a new
+    session is refused ``503``. Then A's prompt ends with no request of A's session, as
+    answered upstream (``SessionIO.answered_upstream``, what the claim watcher does
+    when the store says another replica submitted A's answer). The next new session is
+    served, A's let go for it."""
+    inner = scripted.asking(scripted.Upstream(issue_sessions=True))
+    async with room.at_one_session(inner) as (gw, http):
+        sid, _, session = await room.a_prompt_left(gw, http)
+        refused = await room.new_session(http, gw.url)
+        e = session.engine
+        key = (sid, 1)
+        assert e.guard.state_of(key) == "presented"
+        e.answered_upstream(key, scripted.ANSWER["result"], SubmissionResult(202, None), tell=False)
+        ended = e.guard.state_of(key)
+        served = await room.new_session(http, gw.url)
+        held = sorted(gw.gateway._sessions)
+    assert refused.status_code == 503
+    assert ended != "presented"
+    assert served.status_code == 200, f"refused {served.status_code} once A's prompt ended"
+    assert held == [served.headers["mcp-session-id"]]
+
+
+async def test_of_few_droppable_sessions_among_many_the_least_recently_used_is_let_go() -> None:
+    """``max_sessions`` 18: 16 held sessions each with a stream open (never droppable),
+    then A's and B's, idle, held after them; A's client then sends a ``ping``, so B's is
+    the least recently used. A new session C is served, and room is made for it by
+    letting go B's session alone: of two droppable sessions among 18 held (few of many,
+    looked at without a pass over the table), the least recently used."""
+    async with full_of_streams(16, spare=2) as (gw, http, sids):
+        a = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
+        b = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
+        a_head = {**scripted.HEAD, "mcp-session-id": a}
+        pinged = (await http.post(gw.url, json=PING, headers=a_head)).status_code
+        await room.no_request_in_flight(gw, a)
+        with anyio.fail_after(20):
+            served = await room.new_session(http, gw.url)
+        held = sorted(gw.gateway._sessions)
+    assert (pinged, served.status_code) == (200, 200)
+    c = served.headers["mcp-session-id"]
+    kept = sorted(set(held) - set(sids))
+    assert b not in held and held == sorted([*sids, a, c]), f"kept {kept}, not A's and C's"
+
+
+async def test_a_session_ended_here_is_no_room_once_its_last_request_ends() -> None:
+    """``max_sessions`` 1: A's ``ping`` is held back upstream while A's client ends A's
+    session (``DELETE``); then the ``ping`` is answered, so a request of A ends after A
+    stopped being held. B's session is held with a stream open (never droppable): the
+    table is full, and a new session C is refused ``503``: A, no longer held, is no
+    room, however late its request ended."""
+    up = PingsHeldBack(scripted.Upstream(issue_sessions=True, standalone=[]))
+    async with (
+        scripted.gateway_for(up, limits=room.ONE_SESSION) as gw,
+        httpx2.AsyncClient(timeout=room.STEP * 2) as http,
+        contextlib.AsyncExitStack() as streams,
+        anyio.create_task_group() as tg,
+    ):
+        a = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
+        a_session = gw.gateway._sessions[a]
+        a_head = {**scripted.HEAD, "mcp-session-id": a}
+        up.only = a
+        pinged: list[int] = []
+
+        async def ping() -> None:
+            pinged.append((await http.post(gw.url, json=PING, headers=a_head)).status_code)
+
+        tg.start_soon(ping)
+        with anyio.fail_after(room.STEP):
+            await up.arrived.wait()
+        deleted = await http.request("DELETE", gw.url, headers=a_head)
+        assert await room.until(lambda: a_session.closed), "A's session held after its DELETE"
+        up.release.set()
+        assert await room.until(lambda: bool(pinged)), "A's ping never ended"
+        assert await room.until(lambda: a_session.busy == 0), "A's request never ended"
+        b = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
+        get = {"accept": "text/event-stream", "mcp-session-id": b}
+        opened = await streams.enter_async_context(http.stream("GET", gw.url, headers=get))
+        refused = await room.new_session(http, gw.url)
+        held = sorted(gw.gateway._sessions)
+        unsure_closed = [s for s in gw.gateway._unsure if s.closed]
+    assert (deleted.status_code, opened.status_code) == (202, 200)
+    assert refused.status_code == 503, f"C got {refused.status_code}: A counted as room"
+    assert held == [b], f"held {held}"
+    assert unsure_closed == []
+
+
+class InitHeldBack(scripted.PostScreen):
+    """An upstream that holds an ``initialize`` back until ``release`` is set, once
+    ``holding`` (``arrived`` is set when one comes); everything goes on to ``inner``."""
+
+    def __init__(self, inner: scripted.Upstream) -> None:
+        super().__init__(inner)
+        self.arrived, self.release = anyio.Event(), anyio.Event()
+        self.holding = False
+
+    async def screen(self, headers: dict[str, str], msg: Any, send: Any) -> bool:
+        if self.holding and isinstance(msg, dict) and msg.get("method") == "initialize":
+            self.arrived.set()
+            await self.release.wait()
+        return False
+
+
+async def test_a_refusal_at_a_table_over_the_bound_reads_no_session_to_let_go() -> None:
+    """``max_sessions`` 1: S's session is held, idle, so C's ``initialize`` is let in
+    and held back upstream; meanwhile S's client opens a stream (S may not be let go).
+    The upstream accepts C's session: it is held over the bound, and C's client opens a
+    stream too. 10 requests naming made-up session ids are each refused ``503`` without
+    the held sessions being read in the order they are let go in (nothing could be let
+    go: no trim of the table is tried), and with no more checks than the first makes."""
+    up = InitHeldBack(scripted.Upstream(issue_sessions=True, standalone=[]))
+    async with (
+        room.at_one_session(up) as (gw, http),
+        contextlib.AsyncExitStack() as streams,
+        anyio.create_task_group() as tg,
+    ):
+        s = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
+        up.holding = True
+        inits: list[Any] = []
+
+        async def initialize() -> None:
+            inits.append(await room.new_session(http, gw.url))
+
+        tg.start_soon(initialize)
+        with anyio.fail_after(room.STEP):
+            await up.arrived.wait()
+        for sid in (s, None):
+            if sid is None:
+                up.release.set()
+                assert await room.until(lambda: bool(inits)), "C's initialize never ended"
+                sid = inits[0].headers["mcp-session-id"]
+            get = {"accept": "text/event-stream", "mcp-session-id": sid}
+            opened = await streams.enter_async_context(http.stream("GET", gw.url, headers=get))
+            assert opened.status_code == 200
+        over = len(gw.gateway._sessions)
+        checks, reads = counted_checks(gw), counted_reads(gw)
+        with anyio.fail_after(20):
+            statuses = [await made_up(http, gw.url, i) for i in range(10)]
+    assert (inits[0].status_code, over) == (200, 2)
+    assert statuses == [503] * 10
+    assert reads() == (0, 0), f"10 refusals read the sessions to let go {reads()} times"
+    assert checks() <= 2, f"10 refusals made {checks()} checks"
+
+
+async def test_room_made_reads_the_held_sessions_no_further_than_the_one_let_go() -> None:
+    """``max_sessions`` 20, all held, all idle (none looked at since held): a new session
+    is served, and room is made for it by letting go the least recently used one. The
+    held sessions are read, least recently used first, only up to the first that need
+    not go (two given): not the whole table."""
+    up = scripted.Upstream(issue_sessions=True)
+    limits = GatewayLimits(max_sessions=20, standalone_hold_s=0)
+    async with room.at_one_session(up, limits=limits) as (gw, http):
+        with anyio.fail_after(20):
+            sids = [
+                (await room.new_session(http, gw.url)).headers["mcp-session-id"] for _ in range(20)
+            ]
+            reads = counted_reads(gw)
+            served = await room.new_session(http, gw.url)
+        held = sorted(gw.gateway._sessions)
+    assert served.status_code == 200
+    assert held == sorted([*sids[1:], served.headers["mcp-session-id"]])
+    assert reads() == (1, 2), f"(readings, sessions given) {reads()}"
