@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -763,3 +763,384 @@ async def test_a_session_sending_a_taken_over_answer_is_not_let_go_for_room() ->
     assert a.status_code == 202 and other.status_code == 503 and kept
     assert answers(up) == [{"action": "accept"}]
     assert status.submitted
+
+
+class LateRetry(AnswerScreen):
+    """The upstream as a replica sees it: its first answer POST gets ``503`` with a
+    ``Retry-After`` of :attr:`after_s` (a retryable failure whose retry waits that long),
+    later ones go on."""
+
+    def __init__(self, inner: scripted.Upstream, after_s: float) -> None:
+        super().__init__(inner)
+        self.after_s = after_s
+        self.failed = 0
+
+    async def answer(self, send: Any) -> bool:
+        if self.failed:
+            return False
+        self.failed += 1
+        wait = [(b"retry-after", f"{self.after_s:g}".encode())]
+        await scripted.json_reply(send, 503, b'{"error": "try again"}', wait)
+        return True
+
+
+class FailThenSwallow(AnswerScreen):
+    """The upstream as a dying replica sees it: its first answer POST gets ``503`` (a
+    retryable failure), later ones never get through (held until their sender goes;
+    :attr:`resent` set at the first)."""
+
+    def __init__(self, inner: scripted.Upstream) -> None:
+        super().__init__(inner)
+        self.failed = 0
+        self.resent = anyio.Event()
+
+    async def answer(self, send: Any) -> bool:
+        if not self.failed:
+            self.failed += 1
+            await scripted.json_reply(send, 503, b'{"error": "try again"}')
+            return True
+        self.resent.set()
+        await anyio.sleep_forever()  # cancelled when its sender's connection goes
+        return True  # pragma: no cover
+
+
+class HoldAnswer(AnswerScreen):
+    """The upstream as a replica sees it: each answer POST is held until :attr:`release`
+    is set (a slow server), then goes on."""
+
+    def __init__(self, inner: scripted.Upstream) -> None:
+        super().__init__(inner)
+        self.release = anyio.Event()
+
+    async def answer(self, send: Any) -> bool:
+        await self.release.wait()
+        return False
+
+
+class CountView(MarkView):
+    """:class:`MarkView`, counting the claim reads it answered (:attr:`reads`; those that
+    found the answer marked submitted: :attr:`marked_reads`); :meth:`until` waits on
+    them and on a won ``take_over``."""
+
+    def __init__(self, store: Any, **kw: Any) -> None:
+        super().__init__(store, **kw)
+        self.reads = 0
+        self.marked_reads = 0
+        self.changes = Changes()
+
+    async def claim_status(self, session: str, request_id: RequestId) -> ClaimStatus:
+        got = await super().claim_status(session, request_id)
+        self.reads += 1
+        self.marked_reads += got.submitted
+        self.changes.note()
+        return got
+
+    async def take_over(
+        self, session: str, request_id: RequestId, owner: str, lease_s: float
+    ) -> bool:
+        got = await super().take_over(session, request_id, owner, lease_s)
+        self.changes.note()
+        return got
+
+    async def until(self, done: Callable[[], bool]) -> None:
+        """Until ``done()`` holds, checked at each read and take-over."""
+        with anyio.fail_after(STEP):
+            await self.changes.until(done)
+
+
+class SaveFails(View):
+    """:class:`View`, whose ``save_answer`` always raises ``StoreUnavailableError`` (the
+    answer's write-ahead fails; the replica still submits it)."""
+
+    async def save_answer(self, session: str, request_id: RequestId, answer: Any) -> None:
+        raise StoreUnavailableError("redis store: save_answer failed")
+
+
+def gated(gateway: Gateway) -> anyio.Event:
+    """Hold every claim watcher ``gateway`` starts until the returned event is set."""
+    gate = anyio.Event()
+    inner = gateway._watch_claim
+
+    async def watch(args: Any) -> None:
+        await gate.wait()
+        await inner(args)
+
+    gateway._watch_claim = watch  # type: ignore[method-assign]
+    return gate
+
+
+async def settled_on(replica: RunningGateway) -> None:
+    """Until prompt 1 no longer awaits its answer or its submission on ``replica``."""
+    with anyio.fail_after(STEP):
+        while True:
+            og = replica.gateway.session_guard(scripted.SID)
+            state = og.guard.state_of((scripted.SID, 1)) if og is not None else None
+            if state not in ("presented", "answered", "submitting"):
+                return
+            await anyio.sleep(0.05)
+
+
+async def first_of(*waits: Awaitable[None]) -> None:
+    """Until the first of ``waits`` returned (the others cancelled)."""
+    async with anyio.create_task_group() as tg:
+
+        async def one(wait: Awaitable[None]) -> None:
+            await wait
+            tg.cancel_scope.cancel()
+
+        for wait in waits:
+            tg.start_soon(one, wait)
+
+
+ENOUGH_READS = 6
+"""Claim reads of a watcher, a third of the lease apart: two leases, time for an
+unrenewed lease to show lapsed."""
+
+
+async def test_a_holder_whose_resubmission_waits_past_its_lease_keeps_it() -> None:
+    """Replica 1 holds the prompt and takes the answer; its submission gets ``503`` with
+    a ``Retry-After`` of three leases. While the retry waits, replica 1 keeps renewing its
+    lease (the answer's submission is not over), so replica 2, watching the claim, never
+    finds it lapsed and unmarked and sends nothing: the retry is the one answer POST that
+    reaches the server."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never])
+    late = LateRetry(up, after_s=3 * LEASE_S)
+    store = MemoryStore()
+    async with fronted(up, (store, store), (late, None)) as ((r1, r2), http):
+        watchers = Watchers(r2.gateway)
+        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+        async with resumed(http, r2.url, prompt_id):
+            await watchers.begun()
+            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+            with anyio.fail_after(STEP):
+                await late.arrived.wait()
+            await settled_on(r1)  # its retry went, after the Retry-After
+            await watchers.all_ended()
+        status = await store.claim_status(scripted.SID, 1)
+    assert a.status_code == 202 and late.failed == 1
+    assert answers(up) == [{"action": "accept"}], "a watcher sent it during the holder's retry"
+    assert status.submitted and status.owner == r1.gateway.replica
+
+
+async def test_a_holder_killed_while_its_resubmission_waits_leaves_the_answer_unmarked() -> None:
+    """Replica 1 holds the prompt and takes the answer; its submission gets ``503`` and
+    its resubmission never gets through; it dies. The failed submission was not marked
+    (a retry followed it), so replica 2, watching the claim, takes it over once the lease
+    lapsed and sends the stored answer: it reaches the server once."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never])
+    failing = FailThenSwallow(up)
+    store = MemoryStore()
+    async with fronted(up, (store, store), (failing, None)) as ((r1, r2), http):
+        watchers = Watchers(r2.gateway)
+        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+        async with resumed(http, r2.url, prompt_id):
+            await watchers.begun()
+            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+            with anyio.fail_after(STEP):
+                await failing.resent.wait()  # 503, then the resubmission, held
+            marked = (await store.claim_status(scripted.SID, 1)).submitted
+            r1.kill()
+            await watchers.all_ended()
+        status = await store.claim_status(scripted.SID, 1)
+    assert a.status_code == 202 and failing.failed == 1
+    assert not marked, "marked submitted after a retryable failure, its retry to come"
+    assert answers(up) == [{"action": "accept"}], "no survivor sent the dead holder's answer"
+    assert status.submitted and status.owner == r2.gateway.replica
+
+
+async def test_a_survivor_slowly_sending_a_taken_over_answer_keeps_its_lease() -> None:
+    """Three replicas. Replica 1 takes the answer (stored) and dies before its submission
+    gets through. Replica 2 takes the claim over and sends the stored answer as it is;
+    the server holds that POST for two leases while replica 3 watches the claim.
+    Replica 2 renews its lease meanwhile, so 3 never takes the claim over: one answer
+    POST reaches the server."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never])
+    dying, slow = Swallow(up), HoldAnswer(up)
+    store = MemoryStore()
+    third = CountView(store)
+    third.held = True  # 3 reads the claim only once 2 took it over
+    async with fronted(up, (store, store, third), (dying, slow, None)) as ((r1, r2, r3), http):
+        watch2, watch3 = Watchers(r2.gateway), Watchers(r3.gateway)
+        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+        await resume_then_leave(http, r3.url, prompt_id)
+        await watch3.begun()
+        async with resumed(http, r2.url, prompt_id):
+            await watch2.begun()
+            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+            with anyio.fail_after(STEP):
+                await dying.arrived.wait()
+            r1.kill()
+            with anyio.fail_after(STEP):
+                await slow.arrived.wait()  # 2 took the claim over; its POST held
+            third.go.set()
+            await third.until(lambda: third.reads >= ENOUGH_READS or third.took.is_set())
+            slow.release.set()
+            await watch2.all_ended()
+            await watch3.all_ended()
+        status = await store.claim_status(scripted.SID, 1)
+    assert a.status_code == 202
+    assert not third.took.is_set(), "replica 3 took over a claim whose send was under way"
+    assert answers(up) == [{"action": "accept"}]
+    assert status.submitted and status.owner == r2.gateway.replica
+
+
+async def test_a_replayed_replica_taking_a_lapsed_claims_answer_takes_it_over_first() -> None:
+    """Three replicas. Replica 1 shows the prompt and dies; its lease lapses. Replica 2
+    was replayed the prompt (its claim lost; its guard has it presented) and the client
+    answers there: replica 2 takes the lapsed claim over before it stores the answer, so
+    replica 3, watching the claim, finds a live lease (not a dead holder's unmarked
+    answer) and sends nothing. One answer POST reaches the server."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never], [scripted.sse("e1", PROMPT), never])
+    store = MemoryStore()
+    first = View(store, drop_cursors=True)
+    second = MarkView(store, drop_cursors=True)
+    third = CountView(store, drop_cursors=True)
+    second.hold_marks = True  # 2's submission ended; its mark held
+    third.held = True  # 3 reads the claim only once 2 stored the answer
+    async with fronted(up, (first, second, third), (None, None, None)) as ((r1, r2, r3), http):
+        gate2 = gated(r2.gateway)  # 2's watcher would end the call (claim-lapsed)
+        watch3 = Watchers(r3.gateway)
+        seen = await prompt_then_leave(http, r1.url, gap)
+        stale, prompt_id = ids_of(seen, "progress"), ids_of(seen, "elicitation/create")
+        await resume_then_leave(http, r3.url, prompt_id)  # turn 1: 3 watches 1's claim
+        await watch3.begun()
+        async with resumed(http, r2.url, stale):  # turn 2: the prompt, claim lost
+            with anyio.fail_after(STEP):
+                await second.lost.wait()
+            r1.kill()
+            await lapsed(store)
+            a = await http.post(r2.url, json=scripted.ANSWER, headers=HEAD)
+            with anyio.fail_after(STEP):
+                await second.marking.wait()  # 2 submitted it (the server took it)
+            third.go.set()
+            await third.until(lambda: third.reads >= 2 or third.took.is_set())
+            second.mark_go.set()
+            await watch3.all_ended()
+            gate2.set()
+        status = await store.claim_status(scripted.SID, 1)
+    assert a.status_code == 202
+    assert not third.took.is_set(), "replica 3 took over the claim 2 stored its answer under"
+    assert answers(up) == [{"action": "accept"}]
+    assert second.took.is_set() and status.submitted and status.owner == r2.gateway.replica
+
+
+async def test_a_survivor_submitting_through_its_guard_slowly_keeps_its_lease() -> None:
+    """Three replicas. Replica 1 takes the answer (stored) and dies before its submission
+    gets through. Replica 2 was replayed the prompt (its claim lost; its guard has it
+    presented): it takes the claim over and its guard submits the stored answer; the
+    server holds that POST for two leases while replica 3 watches the claim. Replica 2
+    renews its lease meanwhile, so 3 never takes the claim over: one answer POST reaches
+    the server."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never], [scripted.sse("e1", PROMPT), never])
+    dying, slow = Swallow(up), HoldAnswer(up)
+    store = MemoryStore()
+    first = View(store, drop_cursors=True)
+    second = MarkView(store, drop_cursors=True)
+    third = CountView(store, drop_cursors=True)
+    third.held = True  # 3 reads the claim only once 2 took it over
+    fronts = (dying, slow, None)
+    async with fronted(up, (first, second, third), fronts) as ((r1, r2, r3), http):
+        watch2, watch3 = Watchers(r2.gateway), Watchers(r3.gateway)
+        seen = await prompt_then_leave(http, r1.url, gap)
+        stale, prompt_id = ids_of(seen, "progress"), ids_of(seen, "elicitation/create")
+        await resume_then_leave(http, r3.url, prompt_id)  # turn 1: 3 watches 1's claim
+        await watch3.begun()
+        async with resumed(http, r2.url, stale):  # turn 2: the prompt, claim lost
+            with anyio.fail_after(STEP):
+                await second.lost.wait()
+            await watch2.begun()
+            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+            with anyio.fail_after(STEP):
+                await dying.arrived.wait()
+            r1.kill()
+            with anyio.fail_after(STEP):
+                await slow.arrived.wait()  # 2 took the claim over; its guard's POST held
+            third.go.set()
+            await third.until(lambda: third.reads >= ENOUGH_READS or third.took.is_set())
+            slow.release.set()
+            await watch2.all_ended()
+            await watch3.all_ended()
+        status = await store.claim_status(scripted.SID, 1)
+    assert a.status_code == 202 and second.took.is_set()
+    assert not third.took.is_set(), "replica 3 took over a claim whose submission was under way"
+    assert answers(up) == [{"action": "accept"}]
+    assert status.submitted and status.owner == r2.gateway.replica
+
+
+async def test_an_answer_relayed_here_unmarked_is_not_sent_again_from_the_store() -> None:
+    """Replica 1 takes the answer (stored) and dies before its submission gets through.
+    The client answers again on replica 2, which never saw the request: 2 relays it (the
+    server takes it), but its mark fails while the store stays down for marks. Once 1's
+    lease lapsed, 2's watcher finds 1's answer stored and unmarked; 2 relayed it, so it
+    sends nothing more: one answer POST reaches the server."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never])
+    dying = Swallow(up)
+    store = MemoryStore()
+    second = MarkView(store)
+    second.fail_marks = 1_000_000  # no mark of 2's lands
+    async with fronted(up, (store, second), (dying, None)) as ((r1, r2), http):
+        watchers = Watchers(r2.gateway)
+        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+        async with resumed(http, r2.url, prompt_id):
+            await watchers.begun()
+            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+            with anyio.fail_after(STEP):
+                await dying.arrived.wait()
+            b = await http.post(r2.url, json=scripted.ANSWER, headers=HEAD)
+            relayed = answers(up)
+            r1.kill()
+            await watchers.all_ended()
+            took = second.took.is_set()
+            second.fail_marks = 0
+    assert a.status_code == 202 and b.status_code == 202 and second.marking.is_set()
+    assert relayed == [{"action": "accept"}]
+    assert not took and answers(up) == relayed, "replica 2 sent again the answer it relayed"
+
+
+async def test_a_watcher_ends_on_a_mark_with_no_answer_stored() -> None:
+    """Replica 1 holds the prompt and takes the answer, but its write-ahead fails: it
+    submits the answer and marks it, none stored. Replica 2, watching the claim, ends its
+    watch at the first read that finds it marked (it polls the store no more) and ends
+    no call."""
+    never = anyio.Event()
+    up = scripted.Upstream()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never])
+    store = MemoryStore()
+    second = CountView(store)
+    async with fronted(up, (SaveFails(store), second), (None, None)) as ((r1, r2), http):
+        watchers = Watchers(r2.gateway)
+
+        def over() -> bool:  # the watch ended, or read the mark more than once
+            return not watchers.running or second.marked_reads >= 3
+
+        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
+        async with resumed(http, r2.url, prompt_id):
+            await watchers.begun()
+            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
+            await first_of(watchers.until(over), second.until(over))
+            running, marked_reads = watchers.running, second.marked_reads
+            failures = dict(r2.gateway._sessions[scripted.SID].engine.failures.items())
+        status = await store.claim_status(scripted.SID, 1)
+    assert a.status_code == 202 and status.submitted and status.answer is None
+    assert answers(up) == [{"action": "accept"}]
+    assert running == 0 and marked_reads == 1, f"the watcher read the mark {marked_reads} times"
+    assert failures == {}
