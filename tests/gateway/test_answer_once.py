@@ -236,46 +236,24 @@ def ids_of(raw: bytes, word: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def replicas(
-    up: scripted.Upstream,
-    views: tuple[Any, Any],
-    first_sees: Any = None,
-) -> AsyncIterator[tuple[RunningGateway, RunningGateway, httpx2.AsyncClient]]:
-    """``up`` on loopback behind two replicas with the stores ``views`` (views of one
-    shared store) and one key for their event ids; replica 1 reaches ``up`` through
-    ``first_sees`` when given. Session :data:`scripted.SID` begun on replica 1."""
-    limits = GatewayLimits(standalone_hold_s=0, lease_s=LEASE_S)
-    keys = EventIdKeys.generate()
-    common: dict[str, Any] = {"id_keys": keys, "limits": limits, "config": CONFIG}
-    async with (
-        on_loopback(up) as url,
-        on_loopback(first_sees if first_sees is not None else up) as first_url,
-        running_gateway(first_url, store=views[0], **common) as r1,
-        running_gateway(url, store=views[1], **common) as r2,
-        httpx2.AsyncClient(timeout=STEP) as http,
-    ):
-        await scripted.initialize(http, r1.url)
-        yield r1, r2, http
-
-
-@contextlib.asynccontextmanager
-async def three_replicas(
-    up: scripted.Upstream, views: tuple[Any, Any, Any], first_sees: Any
-) -> AsyncIterator[tuple[RunningGateway, RunningGateway, RunningGateway, httpx2.AsyncClient]]:
-    """:func:`replicas`, with a third replica on the store ``views[2]``."""
+async def fronted(
+    up: scripted.Upstream, views: tuple[Any, ...], fronts: tuple[Any, ...] | None = None
+) -> AsyncIterator[tuple[list[RunningGateway], httpx2.AsyncClient]]:
+    """``up`` on loopback behind replicas, one per store of ``views`` (views of one shared
+    store), replica ``i`` reaching ``up`` through ``fronts[i]`` (``None``, or no
+    ``fronts``: directly), one key for their event ids; session :data:`scripted.SID`
+    begun on the first."""
     limits = GatewayLimits(standalone_hold_s=0, lease_s=LEASE_S)
     common: dict[str, Any] = {"id_keys": EventIdKeys.generate(), "limits": limits}
     common["config"] = CONFIG
-    async with (
-        on_loopback(up) as url,
-        on_loopback(first_sees) as first_url,
-        running_gateway(first_url, store=views[0], **common) as r1,
-        running_gateway(url, store=views[1], **common) as r2,
-        running_gateway(url, store=views[2], **common) as r3,
-        httpx2.AsyncClient(timeout=STEP) as http,
-    ):
-        await scripted.initialize(http, r1.url)
-        yield r1, r2, r3, http
+    async with contextlib.AsyncExitStack() as stack:
+        gws = []
+        for view, front in zip(views, fronts or (None,) * len(views), strict=True):
+            url = await stack.enter_async_context(on_loopback(front if front is not None else up))
+            gws.append(await stack.enter_async_context(running_gateway(url, store=view, **common)))
+        http = await stack.enter_async_context(httpx2.AsyncClient(timeout=STEP))
+        await scripted.initialize(http, gws[0].url)
+        yield gws, http
 
 
 def asks_after_progress(up: scripted.Upstream, *then: scripted.Piece) -> anyio.Event:
@@ -315,6 +293,65 @@ async def resume_then_leave(http: httpx2.AsyncClient, url: str, last_event_id: s
         pass
 
 
+def runs_on_after_prompt(up: scripted.Upstream, *later: Sequence[scripted.Piece]) -> anyio.Event:
+    """Script ``up``'s call (:func:`asks_after_progress`) so that the tool runs on after
+    the prompt: nothing more comes on the call's stream, and a resume of it replays
+    nothing; the resumes after the first get ``later``, in turn. The event that lets the
+    prompt come."""
+    never = anyio.Event()
+    gap = asks_after_progress(up, never)
+    up.replay = by_turn([never], *later)
+    return gap
+
+
+def answered_then_result(up: scripted.Upstream) -> list[scripted.Piece]:
+    """A replay that waits until ``up`` took the answer, then brings the call's result
+    (7)."""
+    return [up.answered, scripted.sse("e2", scripted.result(7))]
+
+
+def last_message(raw: bytes) -> Any:
+    """The last message the events of ``raw`` carry."""
+    return [json.loads(d) for _, d in scripted.parse(raw) if d][-1]
+
+
+async def until_set(*events: anyio.Event) -> None:
+    """Until each of ``events`` is set, in turn (all within one :data:`STEP`)."""
+    with anyio.fail_after(STEP):
+        for event in events:
+            await event.wait()
+
+
+@contextlib.asynccontextmanager
+async def answered_while_watched(
+    http: httpx2.AsyncClient, holder: RunningGateway, watcher: RunningGateway, gap: anyio.Event
+) -> AsyncIterator[tuple[Watchers, httpx2.Response, httpx2.Response]]:
+    """The prompt shown on ``holder`` (claimed there; the client's connection then
+    breaks), the client resumes its call's stream on ``watcher``, which watches the
+    holder's claim, then answers on ``holder``. The claim watchers of ``watcher``, the
+    holder's reply to the answer, and the resume, open while the block runs."""
+    watchers = Watchers(watcher.gateway)
+    prompt_id = ids_of(await prompt_then_leave(http, holder.url, gap), "elicitation/create")
+    async with resumed(http, watcher.url, prompt_id) as moved:
+        await watchers.begun()
+        a = await http.post(holder.url, json=scripted.ANSWER, headers=HEAD)
+        yield watchers, a, moved
+
+
+async def dies_sending(holder: RunningGateway, screen: AnswerScreen) -> None:
+    """Until ``holder``'s answer POST reached ``screen`` (which never lets it through);
+    then ``holder`` dies, its answer stored and its submission not over."""
+    await until_set(screen.arrived)
+    holder.kill()
+
+
+async def lapsed(store: Any) -> None:
+    """Until the lease of prompt 1's claim in ``store`` lapsed."""
+    with anyio.fail_after(STEP):
+        while not (await store.claim_status(scripted.SID, 1)).lease_lapsed:
+            await anyio.sleep(0.05)
+
+
 @contextlib.asynccontextmanager
 async def shared_store(
     kind: str, request: pytest.FixtureRequest, n: int = 2
@@ -345,13 +382,11 @@ async def test_a_stream_back_on_its_holder_sends_the_answer_once(
     client answers. Replica 1, alive, submits the answer and marks it submitted;
     replica 2's watcher sees the answer stored, then the mark, and sends nothing:
     exactly one answer POST for the prompt reaches the server."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never], [up.answered, scripted.sse("e2", scripted.result(7))])
+    gap = runs_on_after_prompt(up, answered_then_result(up))
     async with (
         shared_store(kind, request) as (store, other),
-        replicas(up, (store, other)) as (r1, r2, http),
+        fronted(up, (store, other)) as ((r1, r2), http),
     ):
         watchers = Watchers(r2.gateway)
         prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
@@ -362,7 +397,7 @@ async def test_a_stream_back_on_its_holder_sends_the_answer_once(
         await watchers.all_ended()
         status = await store.claim_status(scripted.SID, 1)
     assert a.status_code == 202
-    assert [json.loads(d) for _, d in scripted.parse(got) if d][-1] == scripted.result(7)
+    assert last_message(got) == scripted.result(7)
     assert answers(up) == [{"action": "accept"}], "the answer reached the server twice"
     assert (status.submitted, status.answer) == (True, {"action": "accept"})
 
@@ -374,17 +409,12 @@ async def test_a_holder_dead_after_the_202_before_its_submission_loses_nothing()
     claim over and submits the stored answer: once, and the call ends with its result."""
     up = scripted.Upstream()
     gap = asks_after_progress(up, anyio.Event())
-    up.replay = by_turn([up.answered, scripted.sse("e2", scripted.result(7))])
+    up.replay = by_turn(answered_then_result(up))
     dying = Swallow(up)
     store = MemoryStore()
-    async with replicas(up, (store, store), first_sees=dying) as (r1, r2, http):
-        watchers = Watchers(r2.gateway)
-        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
-        async with resumed(http, r2.url, prompt_id) as moved:
-            await watchers.begun()  # 2 watches 1's claim
-            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
-            with anyio.fail_after(STEP):
-                await dying.arrived.wait()  # replica 1's submission, held
+    async with fronted(up, (store, store), (dying, None)) as ((r1, r2), http):
+        async with answered_while_watched(http, r1, r2, gap) as (watchers, a, moved):
+            await until_set(dying.arrived)  # replica 1's submission, held
             before = answers(up)
             r1.kill()
             got = await scripted.read_until(moved.aiter_raw(), RESULT)
@@ -394,7 +424,7 @@ async def test_a_holder_dead_after_the_202_before_its_submission_loses_nothing()
     assert a.status_code == 202
     assert before == [] and dying.held == 1
     assert answers(up) == [{"action": "accept"}]
-    assert [json.loads(d) for _, d in scripted.parse(got) if d][-1] == scripted.result(7)
+    assert last_message(got) == scripted.result(7)
     assert status.submitted and status.owner == survivor  # 2 took the claim over to send it
 
 
@@ -410,17 +440,15 @@ async def test_two_survivors_of_a_holder_dead_after_the_202_send_its_answer_once
     over before it submits: one wins and sends the answer; the other finds a live lease
     again, waits, then the mark. Exactly one answer POST reaches the server, and the
     call ends with its result."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never], [up.answered, scripted.sse("e2", scripted.result(7))])
+    gap = runs_on_after_prompt(up, answered_then_result(up))
     dying = Swallow(up)
     meeting = Meeting(2)
     async with shared_store(kind, request, 3) as (store, two, three):
         second, third = View(two, meet=meeting), View(three, meet=meeting)
         second.held = third.held = True  # they read the claim only once 1's lease lapsed
         views = (store, second, third)
-        async with three_replicas(up, views, dying) as (r1, r2, r3, http):
+        async with fronted(up, views, (dying, None, None)) as ((r1, r2, r3), http):
             watching = [Watchers(r2.gateway), Watchers(r3.gateway)]
             prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
             await resume_then_leave(http, r3.url, prompt_id)  # replica 3 watches 1's claim
@@ -428,12 +456,8 @@ async def test_two_survivors_of_a_holder_dead_after_the_202_send_its_answer_once
                 await watching[0].begun()
                 await watching[1].begun()
                 a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
-                with anyio.fail_after(STEP):
-                    await dying.arrived.wait()  # replica 1's submission, held
-                r1.kill()
-                with anyio.fail_after(STEP):
-                    while not (await two.claim_status(scripted.SID, 1)).lease_lapsed:
-                        await anyio.sleep(0.05)
+                await dies_sending(r1, dying)
+                await lapsed(two)
                 second.go.set()
                 third.go.set()
                 got = await scripted.read_until(moved.aiter_raw(), RESULT)
@@ -444,7 +468,7 @@ async def test_two_survivors_of_a_holder_dead_after_the_202_send_its_answer_once
     assert a.status_code == 202
     assert dying.held == 1
     assert answers(up) == [{"action": "accept"}], "each survivor sent the dead holder's answer"
-    assert [json.loads(d) for _, d in scripted.parse(got) if d][-1] == scripted.result(7)
+    assert last_message(got) == scripted.result(7)
     assert status.submitted and status.owner in survivors
 
 
@@ -453,14 +477,12 @@ async def test_a_holder_dead_after_its_submission_was_marked_is_not_followed() -
     submitted, then dies; its lease lapses. Replica 2's watcher, held until then, finds
     the answer stored, marked, the holder gone: it sends nothing, and ends no call
     (``claim-lapsed`` is for a prompt with no answer)."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never])
+    gap = runs_on_after_prompt(up)
     store = MemoryStore()
     second = View(store)
     second.held = True  # replica 2 reads the claim only once 1 is dead
-    async with replicas(up, (store, second)) as (r1, r2, http):
+    async with fronted(up, (store, second)) as ((r1, r2), http):
         watchers = Watchers(r2.gateway)
         prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
         await resume_then_leave(http, r2.url, prompt_id)
@@ -469,9 +491,7 @@ async def test_a_holder_dead_after_its_submission_was_marked_is_not_followed() -
             while not (await store.claim_status(scripted.SID, 1)).submitted:
                 await anyio.sleep(0.01)
         r1.kill()
-        with anyio.fail_after(STEP):
-            while not (await store.claim_status(scripted.SID, 1)).lease_lapsed:
-                await anyio.sleep(0.05)
+        await lapsed(store)
         second.go.set()
         await watchers.all_ended()
         failures = dict(r2.gateway._sessions[scripted.SID].engine.failures.items())
@@ -491,7 +511,7 @@ async def test_one_watcher_runs_per_prompt_in_a_session() -> None:
     up.replay = by_turn([scripted.sse("e1", PROMPT), anyio.Event()])
     store = MemoryStore()
     first, second = View(store, drop_cursors=True), View(store, drop_cursors=True)
-    async with replicas(up, (first, second)) as (r1, r2, http):
+    async with fronted(up, (first, second)) as ((r1, r2), http):
         watchers = Watchers(r2.gateway)
         async with http.stream("POST", r1.url, json=scripted.CALL, headers=HEAD) as r:
             pieces = r.aiter_raw()
@@ -499,9 +519,7 @@ async def test_one_watcher_runs_per_prompt_in_a_session() -> None:
             gap.set()
             await scripted.read_until(pieces, b"elicitation/create")
         async with resumed(http, r2.url, stale):
-            with anyio.fail_after(STEP):  # both reasons to watch came
-                await second.opened.wait()
-                await second.lost.wait()
+            await until_set(second.opened, second.lost)  # both reasons to watch came
             a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
             await watchers.all_ended()
         guard = r2.gateway.session_guard(scripted.SID)
@@ -565,33 +583,6 @@ class MarkView(View):
         return got
 
 
-@contextlib.asynccontextmanager
-async def fronted(
-    up: scripted.Upstream, views: tuple[Any, ...], fronts: tuple[Any, ...]
-) -> AsyncIterator[tuple[list[RunningGateway], httpx2.AsyncClient]]:
-    """Replicas, one per store of ``views``, replica ``i`` reaching ``up`` through
-    ``fronts[i]`` (``None``: directly), one key for their event ids; session
-    :data:`scripted.SID` begun on the first."""
-    limits = GatewayLimits(standalone_hold_s=0, lease_s=LEASE_S)
-    common: dict[str, Any] = {"id_keys": EventIdKeys.generate(), "limits": limits}
-    common["config"] = CONFIG
-    async with contextlib.AsyncExitStack() as stack:
-        gws = []
-        for view, front in zip(views, fronts, strict=True):
-            url = await stack.enter_async_context(on_loopback(front if front is not None else up))
-            gws.append(await stack.enter_async_context(running_gateway(url, store=view, **common)))
-        http = await stack.enter_async_context(httpx2.AsyncClient(timeout=STEP))
-        await scripted.initialize(http, gws[0].url)
-        yield gws, http
-
-
-async def lapsed(store: Any) -> None:
-    """Until the lease of prompt 1's claim in ``store`` lapsed."""
-    with anyio.fail_after(STEP):
-        while not (await store.claim_status(scripted.SID, 1)).lease_lapsed:
-            await anyio.sleep(0.05)
-
-
 @pytest.mark.parametrize("kind", ["memory", "redis"])
 async def test_a_taken_over_answer_whose_post_gets_a_retryable_failure_is_sent_again(
     kind: str, request: pytest.FixtureRequest
@@ -603,30 +594,22 @@ async def test_a_taken_over_answer_whose_post_gets_a_retryable_failure_is_sent_a
     the answer reaches the server once, and it is marked submitted only then."""
     up = scripted.Upstream()
     gap = asks_after_progress(up, anyio.Event())
-    up.replay = by_turn([up.answered, scripted.sse("e2", scripted.result(7))])
+    up.replay = by_turn(answered_then_result(up))
     dying = Swallow(up)
     flaky = FailFirstAnswer(up)
     async with (
         shared_store(kind, request) as (one, two),
         fronted(up, (one, two), (dying, flaky)) as ((r1, r2), http),
     ):
-        watchers = Watchers(r2.gateway)
-        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
-        async with resumed(http, r2.url, prompt_id) as moved:
-            await watchers.begun()
-            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
-            with anyio.fail_after(STEP):
-                await dying.arrived.wait()
-            r1.kill()
-            with anyio.fail_after(STEP):
-                await flaky.arrived.wait()  # replica 2 sends it: 503
-                await up.answered.wait()  # and again: taken
+        async with answered_while_watched(http, r1, r2, gap) as (watchers, a, moved):
+            await dies_sending(r1, dying)
+            await until_set(flaky.arrived, up.answered)  # replica 2 sends it: 503; again: taken
             got = await scripted.read_until(moved.aiter_raw(), RESULT)
         await watchers.all_ended()
         status = await two.claim_status(scripted.SID, 1)
     assert a.status_code == 202 and flaky.failed == 1
     assert answers(up) == [{"action": "accept"}]
-    assert [json.loads(d) for _, d in scripted.parse(got) if d][-1] == scripted.result(7)
+    assert last_message(got) == scripted.result(7)
     assert status.submitted
 
 
@@ -639,22 +622,14 @@ async def test_a_live_holder_whose_mark_failed_keeps_its_lease_until_it_lands(
     lease and marks the answer again until the mark lands: replica 2, watching the
     claim, never finds it lapsed and unmarked, and sends nothing. One answer reaches the
     server."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never])  # the tool runs on: no result yet on the resumed stream
+    gap = runs_on_after_prompt(up)  # no result yet on the resumed stream
     async with shared_store(kind, request) as (one, two):
         first = MarkView(one)
         first.fail_marks = 1
-        async with fronted(up, (first, two), (None, None)) as ((r1, r2), http):
-            watchers = Watchers(r2.gateway)
-            prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
-            async with resumed(http, r2.url, prompt_id):
-                await watchers.begun()
-                a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
-                with anyio.fail_after(STEP):
-                    await up.answered.wait()
-                    await first.marking.wait()
+        async with fronted(up, (first, two)) as ((r1, r2), http):
+            async with answered_while_watched(http, r1, r2, gap) as (watchers, a, _):
+                await until_set(up.answered, first.marking)
                 await watchers.all_ended()  # the watcher found it marked
                 with anyio.move_on_after(2 * LEASE_S):  # time for a lapsed lease to show
                     await up.wait_until(lambda u: len(answers(u)) > 1)
@@ -674,15 +649,13 @@ async def test_an_answer_relayed_by_a_live_replica_is_not_sent_again_by_a_surviv
     store. With 2's mark held, replica 1 dies and its lease lapses, and 3 reads the
     claim: it finds the answer marked (or not yet stored), never stored and unmarked, so
     it takes nothing over and sends nothing. One answer reaches the server."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never])
+    gap = runs_on_after_prompt(up)
     async with shared_store(kind, request, 3) as (one, two, three):
         second, third = MarkView(two), MarkView(three)
         second.hold_marks = True
         third.held = True  # 3's watcher reads the claim only once told
-        async with fronted(up, (one, second, third), (None, None, None)) as ((r1, r2, r3), http):
+        async with fronted(up, (one, second, third)) as ((r1, r2, r3), http):
             watch3 = Watchers(r3.gateway)
             prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
             await resume_then_leave(http, r3.url, prompt_id)
@@ -695,8 +668,7 @@ async def test_an_answer_relayed_by_a_live_replica_is_not_sent_again_by_a_surviv
                     posted.append(r.status_code)
 
                 tg.start_soon(answer)
-                with anyio.fail_after(STEP):
-                    await second.marking.wait()  # relayed, taken upstream; mark held
+                await until_set(second.marking)  # relayed, taken upstream; mark held
                 assert len(answers(up)) == 1
                 r1.kill()
                 await lapsed(one)
@@ -748,11 +720,8 @@ async def test_a_session_sending_a_taken_over_answer_is_not_let_go_for_room() ->
             assert moved.status_code == 200
         await watchers.begun()
         a = await http.post(r1.url, json=scripted.ANSWER, headers=head)
-        with anyio.fail_after(STEP):
-            await dying.arrived.wait()
-        r1.kill()
-        with anyio.fail_after(STEP):
-            await second.took.wait()  # replica 2 took the claim over, about to send
+        await dies_sending(r1, dying)
+        await until_set(second.took)  # replica 2 took the claim over, about to send
         other = await http.post(r2.url, json=scripted.INIT, headers=scripted.HEAD)
         kept = sid in r2.gateway._sessions
         second.take_go.set()
@@ -897,26 +866,28 @@ ENOUGH_READS = 6
 unrenewed lease to show lapsed."""
 
 
+async def reads_through_a_slow_send(third: CountView, slow: HoldAnswer) -> None:
+    """Replica 3 (``third``, held until now) reads the claim :data:`ENOUGH_READS` times,
+    or takes it over, while ``slow`` holds the survivor's answer POST; then the POST goes
+    on."""
+    third.go.set()
+    await third.until(lambda: third.reads >= ENOUGH_READS or third.took.is_set())
+    slow.release.set()
+
+
 async def test_a_holder_whose_resubmission_waits_past_its_lease_keeps_it() -> None:
     """Replica 1 holds the prompt and takes the answer; its submission gets ``503`` with
     a ``Retry-After`` of three leases. While the retry waits, replica 1 keeps renewing its
     lease (the answer's submission is not over), so replica 2, watching the claim, never
     finds it lapsed and unmarked and sends nothing: the retry is the one answer POST that
     reaches the server."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never])
+    gap = runs_on_after_prompt(up)
     late = LateRetry(up, after_s=3 * LEASE_S)
     store = MemoryStore()
     async with fronted(up, (store, store), (late, None)) as ((r1, r2), http):
-        watchers = Watchers(r2.gateway)
-        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
-        async with resumed(http, r2.url, prompt_id):
-            await watchers.begun()
-            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
-            with anyio.fail_after(STEP):
-                await late.arrived.wait()
+        async with answered_while_watched(http, r1, r2, gap) as (watchers, a, _):
+            await until_set(late.arrived)
             await settled_on(r1)  # its retry went, after the Retry-After
             await watchers.all_ended()
         status = await store.claim_status(scripted.SID, 1)
@@ -930,20 +901,13 @@ async def test_a_holder_killed_while_its_resubmission_waits_leaves_the_answer_un
     its resubmission never gets through; it dies. The failed submission was not marked
     (a retry followed it), so replica 2, watching the claim, takes it over once the lease
     lapsed and sends the stored answer: it reaches the server once."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never])
+    gap = runs_on_after_prompt(up)
     failing = FailThenSwallow(up)
     store = MemoryStore()
     async with fronted(up, (store, store), (failing, None)) as ((r1, r2), http):
-        watchers = Watchers(r2.gateway)
-        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
-        async with resumed(http, r2.url, prompt_id):
-            await watchers.begun()
-            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
-            with anyio.fail_after(STEP):
-                await failing.resent.wait()  # 503, then the resubmission, held
+        async with answered_while_watched(http, r1, r2, gap) as (watchers, a, _):
+            await until_set(failing.resent)  # 503, then the resubmission, held
             marked = (await store.claim_status(scripted.SID, 1)).submitted
             r1.kill()
             await watchers.all_ended()
@@ -960,10 +924,8 @@ async def test_a_survivor_slowly_sending_a_taken_over_answer_keeps_its_lease() -
     the server holds that POST for two leases while replica 3 watches the claim.
     Replica 2 renews its lease meanwhile, so 3 never takes the claim over: one answer
     POST reaches the server."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never])
+    gap = runs_on_after_prompt(up)
     dying, slow = Swallow(up), HoldAnswer(up)
     store = MemoryStore()
     third = CountView(store)
@@ -976,14 +938,9 @@ async def test_a_survivor_slowly_sending_a_taken_over_answer_keeps_its_lease() -
         async with resumed(http, r2.url, prompt_id):
             await watch2.begun()
             a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
-            with anyio.fail_after(STEP):
-                await dying.arrived.wait()
-            r1.kill()
-            with anyio.fail_after(STEP):
-                await slow.arrived.wait()  # 2 took the claim over; its POST held
-            third.go.set()
-            await third.until(lambda: third.reads >= ENOUGH_READS or third.took.is_set())
-            slow.release.set()
+            await dies_sending(r1, dying)
+            await until_set(slow.arrived)  # 2 took the claim over; its POST held
+            await reads_through_a_slow_send(third, slow)
             await watch2.all_ended()
             await watch3.all_ended()
         status = await store.claim_status(scripted.SID, 1)
@@ -999,17 +956,15 @@ async def test_a_replayed_replica_taking_a_lapsed_claims_answer_takes_it_over_fi
     answers there: replica 2 takes the lapsed claim over before it stores the answer, so
     replica 3, watching the claim, finds a live lease (not a dead holder's unmarked
     answer) and sends nothing. One answer POST reaches the server."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never], [scripted.sse("e1", PROMPT), never])
+    gap = runs_on_after_prompt(up, [scripted.sse("e1", PROMPT), anyio.Event()])
     store = MemoryStore()
     first = View(store, drop_cursors=True)
     second = MarkView(store, drop_cursors=True)
     third = CountView(store, drop_cursors=True)
     second.hold_marks = True  # 2's submission ended; its mark held
     third.held = True  # 3 reads the claim only once 2 stored the answer
-    async with fronted(up, (first, second, third), (None, None, None)) as ((r1, r2, r3), http):
+    async with fronted(up, (first, second, third)) as ((r1, r2, r3), http):
         gate2 = gated(r2.gateway)  # 2's watcher would end the call (claim-lapsed)
         watch3 = Watchers(r3.gateway)
         seen = await prompt_then_leave(http, r1.url, gap)
@@ -1017,13 +972,11 @@ async def test_a_replayed_replica_taking_a_lapsed_claims_answer_takes_it_over_fi
         await resume_then_leave(http, r3.url, prompt_id)  # turn 1: 3 watches 1's claim
         await watch3.begun()
         async with resumed(http, r2.url, stale):  # turn 2: the prompt, claim lost
-            with anyio.fail_after(STEP):
-                await second.lost.wait()
+            await until_set(second.lost)
             r1.kill()
             await lapsed(store)
             a = await http.post(r2.url, json=scripted.ANSWER, headers=HEAD)
-            with anyio.fail_after(STEP):
-                await second.marking.wait()  # 2 submitted it (the server took it)
+            await until_set(second.marking)  # 2 submitted it (the server took it)
             third.go.set()
             await third.until(lambda: third.reads >= 2 or third.took.is_set())
             second.mark_go.set()
@@ -1043,10 +996,8 @@ async def test_a_survivor_submitting_through_its_guard_slowly_keeps_its_lease() 
     server holds that POST for two leases while replica 3 watches the claim. Replica 2
     renews its lease meanwhile, so 3 never takes the claim over: one answer POST reaches
     the server."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never], [scripted.sse("e1", PROMPT), never])
+    gap = runs_on_after_prompt(up, [scripted.sse("e1", PROMPT), anyio.Event()])
     dying, slow = Swallow(up), HoldAnswer(up)
     store = MemoryStore()
     first = View(store, drop_cursors=True)
@@ -1061,18 +1012,12 @@ async def test_a_survivor_submitting_through_its_guard_slowly_keeps_its_lease() 
         await resume_then_leave(http, r3.url, prompt_id)  # turn 1: 3 watches 1's claim
         await watch3.begun()
         async with resumed(http, r2.url, stale):  # turn 2: the prompt, claim lost
-            with anyio.fail_after(STEP):
-                await second.lost.wait()
+            await until_set(second.lost)
             await watch2.begun()
             a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
-            with anyio.fail_after(STEP):
-                await dying.arrived.wait()
-            r1.kill()
-            with anyio.fail_after(STEP):
-                await slow.arrived.wait()  # 2 took the claim over; its guard's POST held
-            third.go.set()
-            await third.until(lambda: third.reads >= ENOUGH_READS or third.took.is_set())
-            slow.release.set()
+            await dies_sending(r1, dying)
+            await until_set(slow.arrived)  # 2 took the claim over; its guard's POST held
+            await reads_through_a_slow_send(third, slow)
             await watch2.all_ended()
             await watch3.all_ended()
         status = await store.claim_status(scripted.SID, 1)
@@ -1088,28 +1033,23 @@ async def test_an_answer_relayed_here_unmarked_is_not_sent_again_from_the_store(
     server takes it), but its mark fails while the store stays down for marks. Once 1's
     lease lapsed, 2's watcher finds 1's answer stored and unmarked; 2 relayed it, so it
     sends nothing more: one answer POST reaches the server."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never])
+    gap = runs_on_after_prompt(up)
     dying = Swallow(up)
     store = MemoryStore()
     second = MarkView(store)
     second.fail_marks = 1_000_000  # no mark of 2's lands
-    async with fronted(up, (store, second), (dying, None)) as ((r1, r2), http):
-        watchers = Watchers(r2.gateway)
-        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
-        async with resumed(http, r2.url, prompt_id):
-            await watchers.begun()
-            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
-            with anyio.fail_after(STEP):
-                await dying.arrived.wait()
-            b = await http.post(r2.url, json=scripted.ANSWER, headers=HEAD)
-            relayed = answers(up)
-            r1.kill()
-            await watchers.all_ended()
-            took = second.took.is_set()
-            second.fail_marks = 0
+    async with (
+        fronted(up, (store, second), (dying, None)) as ((r1, r2), http),
+        answered_while_watched(http, r1, r2, gap) as (watchers, a, _),
+    ):
+        await until_set(dying.arrived)
+        b = await http.post(r2.url, json=scripted.ANSWER, headers=HEAD)
+        relayed = answers(up)
+        r1.kill()
+        await watchers.all_ended()
+        took = second.took.is_set()
+        second.fail_marks = 0
     assert a.status_code == 202 and b.status_code == 202 and second.marking.is_set()
     assert relayed == [{"action": "accept"}]
     assert not took and answers(up) == relayed, "replica 2 sent again the answer it relayed"
@@ -1120,22 +1060,16 @@ async def test_a_watcher_ends_on_a_mark_with_no_answer_stored() -> None:
     submits the answer and marks it, none stored. Replica 2, watching the claim, ends its
     watch at the first read that finds it marked (it polls the store no more) and ends
     no call."""
-    never = anyio.Event()
     up = scripted.Upstream()
-    gap = asks_after_progress(up, never)
-    up.replay = by_turn([never])
+    gap = runs_on_after_prompt(up)
     store = MemoryStore()
     second = CountView(store)
-    async with fronted(up, (SaveFails(store), second), (None, None)) as ((r1, r2), http):
-        watchers = Watchers(r2.gateway)
+    async with fronted(up, (SaveFails(store), second)) as ((r1, r2), http):
+        async with answered_while_watched(http, r1, r2, gap) as (watchers, a, _):
 
-        def over() -> bool:  # the watch ended, or read the mark more than once
-            return not watchers.running or second.marked_reads >= 3
+            def over() -> bool:  # the watch ended, or read the mark more than once
+                return not watchers.running or second.marked_reads >= 3
 
-        prompt_id = ids_of(await prompt_then_leave(http, r1.url, gap), "elicitation/create")
-        async with resumed(http, r2.url, prompt_id):
-            await watchers.begun()
-            a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
             await first_of(watchers.until(over), second.until(over))
             running, marked_reads = watchers.running, second.marked_reads
             failures = dict(r2.gateway._sessions[scripted.SID].engine.failures.items())

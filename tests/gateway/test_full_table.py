@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -43,6 +43,35 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+T = TypeVar("T")
+
+
+async def ping(http: Any, url: str, sid: str) -> int:
+    """The status of a ``ping`` of session ``sid``."""
+    headers = {**scripted.HEAD, "mcp-session-id": sid}
+    return int((await http.post(url, json=PING, headers=headers)).status_code)
+
+
+async def open_stream(streams: contextlib.AsyncExitStack, http: Any, url: str, sid: str) -> Any:
+    """Session ``sid``'s client opens a standalone stream (``GET``), held open until
+    ``streams`` closes: the response."""
+    get = {"accept": "text/event-stream", "mcp-session-id": sid}
+    return await streams.enter_async_context(http.stream("GET", url, headers=get))
+
+
+async def held_back(tg: anyio.abc.TaskGroup, screen: Any, request: Awaitable[T]) -> list[T]:
+    """``request`` sent in ``tg``, until the upstream ``screen`` holding it back has it
+    (its ``arrived`` set): the list its outcome is put in once it ends."""
+    ended: list[T] = []
+
+    async def send() -> None:
+        ended.append(await request)
+
+    tg.start_soon(send)
+    with anyio.fail_after(room.STEP):
+        await screen.arrived.wait()
+    return ended
 
 
 def counted_checks(gw: Any) -> Callable[[], int]:
@@ -77,11 +106,8 @@ async def full_of_streams(held: int, spare: int = 0) -> AsyncIterator[tuple[Any,
         sids = []
         with anyio.fail_after(20):
             for _ in range(held):
-                r = await http.post(gw.url, json=scripted.INIT, headers=scripted.HEAD)
-                sid = r.headers["mcp-session-id"]
-                get = {"accept": "text/event-stream", "mcp-session-id": sid}
-                resp = await streams.enter_async_context(http.stream("GET", gw.url, headers=get))
-                assert resp.status_code == 200
+                sid = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
+                assert (await open_stream(streams, http, gw.url, sid)).status_code == 200
                 sids.append(sid)
         assert gw.gateway.sessions == held
         yield gw, http, sids
@@ -107,8 +133,7 @@ def counted_reads(gw: Any) -> Callable[[], tuple[int, int]]:
 
 async def made_up(http: Any, url: str, i: int) -> int:
     """The status of a ``ping`` naming made-up session id ``i``."""
-    headers = {**scripted.HEAD, "mcp-session-id": f"made-up-{i}"}
-    return int((await http.post(url, json=PING, headers=headers)).status_code)
+    return await ping(http, url, f"made-up-{i}")
 
 
 # ----------------------------------------------------------------- what a refusal costs
@@ -139,10 +164,9 @@ async def test_a_held_sessions_request_costs_one_check_of_that_session() -> None
     async with full_of_streams(48) as (gw, http, sids):
         assert await made_up(http, gw.url, 0) == 503
         checks = counted_checks(gw)
-        own = {**scripted.HEAD, "mcp-session-id": sids[0]}
         with anyio.fail_after(20):
             for i in range(1, refusals):
-                assert (await http.post(gw.url, json=PING, headers=own)).status_code == 200
+                assert await ping(http, gw.url, sids[0]) == 200
                 assert await made_up(http, gw.url, i) == 503
     assert checks() <= refusals - 1, f"{refusals - 1} refusals made {checks()} checks"
 
@@ -197,21 +221,9 @@ async def test_a_session_whose_last_request_ended_makes_room_for_the_next() -> N
     refused ``503``. Once A's ``ping`` is answered (A's session has no request in
     flight), the next new session is served, A's let go for it."""
     up = PingsHeldBack(scripted.Upstream(issue_sessions=True))
-    async with (
-        scripted.gateway_for(up, limits=room.ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=room.STEP * 2) as http,
-        anyio.create_task_group() as tg,
-    ):
+    async with room.at_one_session(up) as (gw, http), anyio.create_task_group() as tg:
         sid = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
-        a_head = {**scripted.HEAD, "mcp-session-id": sid}
-        pinged: list[int] = []
-
-        async def ping() -> None:
-            pinged.append((await http.post(gw.url, json=PING, headers=a_head)).status_code)
-
-        tg.start_soon(ping)
-        with anyio.fail_after(room.STEP):
-            await up.arrived.wait()
+        pinged = await held_back(tg, up, ping(http, gw.url, sid))
         refused = await room.new_session(http, gw.url)
         up.release.set()
         await room.no_request_in_flight(gw, sid)
@@ -346,28 +358,17 @@ async def test_room_is_made_by_letting_go_the_least_recently_used_droppable_sess
     their requests began, not ended), and no more than the bound needs (B's stays)."""
     up = PingsHeldBack(scripted.Upstream(issue_sessions=True, standalone=[]))
     async with (
-        scripted.gateway_for(up, limits=GatewayLimits(max_sessions=3)) as gw,
-        httpx2.AsyncClient(timeout=room.STEP * 2) as http,
+        room.at_one_session(up, limits=GatewayLimits(max_sessions=3)) as (gw, http),
         contextlib.AsyncExitStack() as streams,
         anyio.create_task_group() as tg,
     ):
         s = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
-        get = {"accept": "text/event-stream", "mcp-session-id": s}
-        opened = await streams.enter_async_context(http.stream("GET", gw.url, headers=get))
+        opened = await open_stream(streams, http, gw.url, s)
         a = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
         b = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
         up.only = a
-        pinged: list[int] = []
-
-        async def ping() -> None:
-            head = {**scripted.HEAD, "mcp-session-id": a}
-            pinged.append((await http.post(gw.url, json=PING, headers=head)).status_code)
-
-        tg.start_soon(ping)
-        with anyio.fail_after(room.STEP):
-            await up.arrived.wait()
-        b_head = {**scripted.HEAD, "mcp-session-id": b}
-        b_pinged = (await http.post(gw.url, json=PING, headers=b_head)).status_code
+        pinged = await held_back(tg, up, ping(http, gw.url, a))
+        b_pinged = await ping(http, gw.url, b)
         up.release.set()
         a_session = await room.no_request_in_flight(gw, a)
         table = list(gw.gateway._sessions)
@@ -412,8 +413,7 @@ async def test_of_few_droppable_sessions_among_many_the_least_recently_used_is_l
     async with full_of_streams(16, spare=2) as (gw, http, sids):
         a = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
         b = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
-        a_head = {**scripted.HEAD, "mcp-session-id": a}
-        pinged = (await http.post(gw.url, json=PING, headers=a_head)).status_code
+        pinged = await ping(http, gw.url, a)
         await room.no_request_in_flight(gw, a)
         with anyio.fail_after(20):
             served = await room.new_session(http, gw.url)
@@ -432,8 +432,7 @@ async def test_a_session_ended_here_is_no_room_once_its_last_request_ends() -> N
     room, however late its request ended."""
     up = PingsHeldBack(scripted.Upstream(issue_sessions=True, standalone=[]))
     async with (
-        scripted.gateway_for(up, limits=room.ONE_SESSION) as gw,
-        httpx2.AsyncClient(timeout=room.STEP * 2) as http,
+        room.at_one_session(up) as (gw, http),
         contextlib.AsyncExitStack() as streams,
         anyio.create_task_group() as tg,
     ):
@@ -441,22 +440,14 @@ async def test_a_session_ended_here_is_no_room_once_its_last_request_ends() -> N
         a_session = gw.gateway._sessions[a]
         a_head = {**scripted.HEAD, "mcp-session-id": a}
         up.only = a
-        pinged: list[int] = []
-
-        async def ping() -> None:
-            pinged.append((await http.post(gw.url, json=PING, headers=a_head)).status_code)
-
-        tg.start_soon(ping)
-        with anyio.fail_after(room.STEP):
-            await up.arrived.wait()
+        pinged = await held_back(tg, up, ping(http, gw.url, a))
         deleted = await http.request("DELETE", gw.url, headers=a_head)
         assert await room.until(lambda: a_session.closed), "A's session held after its DELETE"
         up.release.set()
         assert await room.until(lambda: bool(pinged)), "A's ping never ended"
         assert await room.until(lambda: a_session.busy == 0), "A's request never ended"
         b = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
-        get = {"accept": "text/event-stream", "mcp-session-id": b}
-        opened = await streams.enter_async_context(http.stream("GET", gw.url, headers=get))
+        opened = await open_stream(streams, http, gw.url, b)
         refused = await room.new_session(http, gw.url)
         held = sorted(gw.gateway._sessions)
         unsure_closed = [s for s in gw.gateway._unsure if s.closed]
@@ -497,22 +488,13 @@ async def test_a_refusal_at_a_table_over_the_bound_reads_no_session_to_let_go() 
     ):
         s = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
         up.holding = True
-        inits: list[Any] = []
-
-        async def initialize() -> None:
-            inits.append(await room.new_session(http, gw.url))
-
-        tg.start_soon(initialize)
-        with anyio.fail_after(room.STEP):
-            await up.arrived.wait()
+        inits = await held_back(tg, up, room.new_session(http, gw.url))
         for sid in (s, None):
             if sid is None:
                 up.release.set()
                 assert await room.until(lambda: bool(inits)), "C's initialize never ended"
                 sid = inits[0].headers["mcp-session-id"]
-            get = {"accept": "text/event-stream", "mcp-session-id": sid}
-            opened = await streams.enter_async_context(http.stream("GET", gw.url, headers=get))
-            assert opened.status_code == 200
+            assert (await open_stream(streams, http, gw.url, sid)).status_code == 200
         over = len(gw.gateway._sessions)
         checks, reads = counted_checks(gw), counted_reads(gw)
         with anyio.fail_after(20):
