@@ -286,6 +286,28 @@ async def resumed(
         yield r
 
 
+@contextlib.asynccontextmanager
+async def replayed_on_second(
+    http: httpx2.AsyncClient,
+    replicas: tuple[RunningGateway, RunningGateway, RunningGateway],
+    gap: anyio.Event,
+    watch3: Watchers,
+    lost: anyio.Event,
+) -> AsyncIterator[None]:
+    """The prompt shown on replica 1; the client resumes on replica 3 from it (3 then
+    watches 1's claim: ``watch3`` begun) and leaves, then resumes on replica 2 from the
+    event before it, so 2 is replayed the prompt and loses its claim (``lost`` set). That
+    resume stays open while the block runs."""
+    r1, r2, r3 = replicas
+    seen = await prompt_then_leave(http, r1.url, gap)
+    stale, prompt_id = ids_of(seen, "progress"), ids_of(seen, "elicitation/create")
+    await resume_then_leave(http, r3.url, prompt_id)
+    await watch3.begun()
+    async with resumed(http, r2.url, stale):
+        await until_set(lost)
+        yield
+
+
 async def resume_then_leave(http: httpx2.AsyncClient, url: str, last_event_id: str) -> None:
     """The client resumes its call's stream through ``url`` from ``last_event_id`` (the
     replica takes the stream over); its connection then breaks."""
@@ -967,12 +989,7 @@ async def test_a_replayed_replica_taking_a_lapsed_claims_answer_takes_it_over_fi
     async with fronted(up, (first, second, third)) as ((r1, r2, r3), http):
         gate2 = gated(r2.gateway)  # 2's watcher would end the call (claim-lapsed)
         watch3 = Watchers(r3.gateway)
-        seen = await prompt_then_leave(http, r1.url, gap)
-        stale, prompt_id = ids_of(seen, "progress"), ids_of(seen, "elicitation/create")
-        await resume_then_leave(http, r3.url, prompt_id)  # turn 1: 3 watches 1's claim
-        await watch3.begun()
-        async with resumed(http, r2.url, stale):  # turn 2: the prompt, claim lost
-            await until_set(second.lost)
+        async with replayed_on_second(http, (r1, r2, r3), gap, watch3, second.lost):
             r1.kill()
             await lapsed(store)
             a = await http.post(r2.url, json=scripted.ANSWER, headers=HEAD)
@@ -1007,12 +1024,7 @@ async def test_a_survivor_submitting_through_its_guard_slowly_keeps_its_lease() 
     fronts = (dying, slow, None)
     async with fronted(up, (first, second, third), fronts) as ((r1, r2, r3), http):
         watch2, watch3 = Watchers(r2.gateway), Watchers(r3.gateway)
-        seen = await prompt_then_leave(http, r1.url, gap)
-        stale, prompt_id = ids_of(seen, "progress"), ids_of(seen, "elicitation/create")
-        await resume_then_leave(http, r3.url, prompt_id)  # turn 1: 3 watches 1's claim
-        await watch3.begun()
-        async with resumed(http, r2.url, stale):  # turn 2: the prompt, claim lost
-            await until_set(second.lost)
+        async with replayed_on_second(http, (r1, r2, r3), gap, watch3, second.lost):
             await watch2.begun()
             a = await http.post(r1.url, json=scripted.ANSWER, headers=HEAD)
             await dies_sending(r1, dying)

@@ -424,6 +424,21 @@ async def test_of_few_droppable_sessions_among_many_the_least_recently_used_is_l
     assert b not in held and held == sorted([*sids, a, c]), f"kept {kept}, not A's and C's"
 
 
+@contextlib.asynccontextmanager
+async def held_back_at_one_session(
+    up: Any,
+) -> AsyncIterator[tuple[Any, Any, contextlib.AsyncExitStack, Any]]:
+    """:func:`room.at_one_session` in front of ``up``, a stack that keeps the streams its
+    clients open (:func:`open_stream`) and a task group for the requests ``up`` holds
+    back (:func:`held_back`)."""
+    async with (
+        room.at_one_session(up) as (gw, http),
+        contextlib.AsyncExitStack() as streams,
+        anyio.create_task_group() as tg,
+    ):
+        yield gw, http, streams, tg
+
+
 async def test_a_session_ended_here_is_no_room_once_its_last_request_ends() -> None:
     """``max_sessions`` 1: A's ``ping`` is held back upstream while A's client ends A's
     session (``DELETE``); then the ``ping`` is answered, so a request of A ends after A
@@ -431,11 +446,7 @@ async def test_a_session_ended_here_is_no_room_once_its_last_request_ends() -> N
     table is full, and a new session C is refused ``503``: A, no longer held, is no
     room, however late its request ended."""
     up = PingsHeldBack(scripted.Upstream(issue_sessions=True, standalone=[]))
-    async with (
-        room.at_one_session(up) as (gw, http),
-        contextlib.AsyncExitStack() as streams,
-        anyio.create_task_group() as tg,
-    ):
+    async with held_back_at_one_session(up) as (gw, http, streams, tg):
         a = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
         a_session = gw.gateway._sessions[a]
         a_head = {**scripted.HEAD, "mcp-session-id": a}
@@ -481,11 +492,7 @@ async def test_a_refusal_at_a_table_over_the_bound_reads_no_session_to_let_go() 
     the held sessions being read in the order they are let go in (nothing could be let
     go: no trim of the table is tried), and with no more checks than the first makes."""
     up = InitHeldBack(scripted.Upstream(issue_sessions=True, standalone=[]))
-    async with (
-        room.at_one_session(up) as (gw, http),
-        contextlib.AsyncExitStack() as streams,
-        anyio.create_task_group() as tg,
-    ):
+    async with held_back_at_one_session(up) as (gw, http, streams, tg):
         s = (await room.new_session(http, gw.url)).headers["mcp-session-id"]
         up.holding = True
         inits = await held_back(tg, up, room.new_session(http, gw.url))
