@@ -1827,8 +1827,13 @@ class Gateway:
         was marked: one whose mark is in flight (:attr:`_Session.marking`) is renewed,
         one whose mark failed (:attr:`_Session.unmarked`) is marked again here, its
         lease (if this replica holds it) renewed until the mark lands. Forget the
-        others. Nothing of a closed session (let go for room, or ended, before or during
-        the pass): its prompts are served here no more."""
+        others. A renewal refused because another replica holds the claim now (it took
+        the client's answer and submits it under its own lease:
+        :meth:`StateStore.hold_answer`) is no fault: the request is forgotten here (no
+        more renewals) and its claim watched (:meth:`_watch`), so that this replica
+        sends the stored answer should that submitter die before its submission ended.
+        Nothing of a closed session (let go for room, or ended, before or during the
+        pass): its prompts are served here no more."""
         e, sid = session.engine, session.engine.session
         for rid in list(session.unmarked):
             if session.closed or not sid:
@@ -1855,9 +1860,20 @@ class Gateway:
                 session.claimed.discard(rid)
                 continue
             try:
-                await self._store.renew(sid, rid, self.replica, self.limits.lease_s)
+                if await self._store.renew(sid, rid, self.replica, self.limits.lease_s):
+                    continue
+                status = await self._store.claim_status(sid, rid)
             except StoreUnavailableError as exc:
                 logger.warning("lease not renewed: %s", exc)
+                continue
+            if status.owner is None or status.owner == self.replica:
+                continue  # this replica's own lease lapsed (kept as it was), or no lease
+            # its answer was taken on another replica, which holds the claim while it
+            # submits it: renewed here no more; watched, in case that replica dies
+            session.claimed.discard(rid)
+            stream = e.guard.stream_of((sid, rid))
+            if stream is not None:
+                self._watch(session, (sid, rid), stream)
 
     def _answer_keeper(self, session: _Session) -> Any:
         async def keep(key: RequestKey, answer: Mapping[str, Any]) -> None:
@@ -1866,11 +1882,17 @@ class Gateway:
             request some replica claimed, so presented: an answer sent before the server
             asks is never kept to answer the question when it comes (the upstream takes
             such an answer, and drops it). One this guard takes for a request another
-            replica claimed (a replay brought it here) first takes the claim over if its
-            holder's lease lapsed (:meth:`_take_over`), before the answer is stored: a
-            survivor watching the claim then sees this replica's live lease, not a dead
-            holder's answer to send too. One relayed from here whose mark failed
-            (:attr:`_Session.unmarked`) is not kept: it went upstream already."""
+            replica claimed (a replay brought it here) is stored with the claim's lease
+            handed to this replica in the same step (:meth:`StateStore.hold_answer`),
+            whether its holder lives or its lease lapsed: this replica's guard submits
+            it under a lease of its own, renewed meanwhile (:meth:`_renew`) and marked
+            when the submission ended, so a survivor watching the claim sees a live
+            lease, never a stored answer whose holder's lease lapsed while this
+            submission is under way; should this replica die, its lease lapses and a
+            survivor takes over and sends the answer. The old holder's renewals fail
+            from then, and it watches the claim (:meth:`_renew`). One relayed from here
+            whose mark failed (:attr:`_Session.unmarked`) is not kept: it went upstream
+            already."""
             sid = session.engine.session
             if not sid:
                 return
@@ -1884,9 +1906,12 @@ class Gateway:
                 if unseen and not (await self._store.claim_status(sid, key[1])).claimed:
                     return
                 held_here = key[1] in session.claimed  # this replica's claim already
-                if not unseen and not held_here and await self._take_over(session, key):
+                if unseen or held_here:
+                    await self._store.save_answer(sid, key[1], answer)
+                elif await self._store.hold_answer(
+                    sid, key[1], answer, self.replica, self.limits.lease_s
+                ):
                     session.claimed.add(key[1])  # renewed while its guard submits
-                await self._store.save_answer(sid, key[1], answer)
             except StoreUnavailableError as exc:  # this replica still submits it
                 logger.warning("answer not written ahead: %s", exc)
 

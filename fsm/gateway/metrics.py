@@ -60,6 +60,7 @@ STORE_OPS = (
     "take_over",
     "open_claims",
     "save_answer",
+    "hold_answer",
     "answer_of",
     "save_cursor",
     "cursor_of",
@@ -230,6 +231,21 @@ class TimedStore:
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]
     ) -> None:
         await self._timed("save_answer", self.store.save_answer(session, request_id, answer))
+
+    async def hold_answer(
+        self,
+        session: str,
+        request_id: RequestId,
+        answer: Mapping[str, Any],
+        owner: str,
+        lease_s: float,
+    ) -> bool:
+        return bool(
+            await self._timed(
+                "hold_answer",
+                self.store.hold_answer(session, request_id, answer, owner, lease_s),
+            )
+        )
 
     async def answer_of(self, session: str, request_id: RequestId) -> Mapping[str, Any] | None:
         answer: Mapping[str, Any] | None = await self._timed(

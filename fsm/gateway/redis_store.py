@@ -15,14 +15,17 @@ key                                value                            written by
 =================================  ===============================  ======================
 ``P{S}:claim:<type>:<id>``         ``1``; ``lease <owner>`` when    ``claim`` (``SET NX``),
                                    won under a lease                ``renew`` (its TTL),
-                                                                    ``take_over``
+                                                                    ``take_over``,
+                                                                    ``hold_answer``
 ``P{S}:lease:<type>:<id>``         the owner (a replica id)         ``claim`` under a
                                                                     lease, ``renew``,
-                                                                    ``take_over``
+                                                                    ``take_over``,
+                                                                    ``hold_answer``
 ``P{S}:open:<stream>``             a list of ``<type>:<id>``: the   ``claim`` under a lease
                                    stream's leased claims (the      with a cursor
                                    newest ``MAX_OPEN_CLAIMS``)
 ``P{S}:answer:<type>:<id>``        the answer, as JSON              ``save_answer``,
+                                                                    ``hold_answer``,
                                                                     ``take_over`` (its TTL)
 ``P{S}:submitted:<type>:<id>``     ``1``: the answer's submission   ``mark_submitted`` (the
                                    ended                            claim's TTL refreshed),
@@ -32,7 +35,9 @@ key                                value                            written by
 ``P{S}:ended``                     the reason                       ``end_session``
 ``P{S}:session``                   ``1``                            ``begin_session``,
                                                                     ``claim``, ``renew``,
-                                                                    ``take_over`` (its TTL)
+                                                                    ``take_over``,
+                                                                    ``hold_answer`` (its
+                                                                    TTL)
 =================================  ===============================  ======================
 
 ``<type>:<id>`` keeps a request id's JSON type (``int:1`` and ``str:1`` are different
@@ -51,12 +56,18 @@ while the claim still says ``lease <owner>`` has lapsed, for its owner for good:
 submission is not marked: it rewrites the claim (``lease <new owner>``, the TTL anew),
 sets the lease key for ``lease_s`` and refreshes the answer's and the session record's
 TTLs, so the answer lives as long as the claim whose holder is to submit it.
+``hold_answer`` writes the answer and, unless the submission is marked, gives the claim
+and its lease to the replica that stored the answer and will submit it, whether the
+previous holder's lease key still names it or is gone (that holder's renewals then
+fail: ``lease_held`` compares the owner).
 
 The writes that read first (``claim``: the session's record checked and refreshed, the
 claim ``SET NX``, the lease set, the cursor advanced when given; ``renew``: owner and lease
 compared; ``save_cursor``: positions compared) and ``claim_status`` (claim, lease and
 answer read in one atomic step; ``mark_submitted``: the claim checked and the mark set;
-``take_over``: the claim, its lease and the mark checked, the new owner set) are one Lua
+``take_over``: the claim, its lease and the mark checked, the new owner set;
+``hold_answer``: the answer set, the claim and the mark checked, the new owner set) are
+one Lua
 script (one ``EVALSHA``; after a Redis restart
 has emptied the script cache, one more round trip sends the script with ``EVAL``).
 Positions are compared on the server, so concurrent writers never move a cursor back (Lua
@@ -91,7 +102,7 @@ yes``); the store needs nothing else for that.
 
 Round trips by operation: ``begin_session`` 1, ``claim`` 1, ``claim`` with ``stream`` and
 ``cursor`` and/or a lease 1, ``renew`` 1, ``claim_status`` 1, ``mark_submitted`` 1,
-``take_over`` 1, ``open_claims`` 1,
+``take_over`` 1, ``hold_answer`` 1, ``open_claims`` 1,
 ``save_cursor`` 1,
 ``cursor_of`` 1, ``save_answer`` 1, ``answer_of`` 1, ``end_session`` 1, ``session_ended``
 1, ``connect`` (optional: checks Redis and loads the script) 1, ``aclose`` 0. Connection
@@ -227,6 +238,17 @@ elseif op == 'take' then
   redis.call('PEXPIRE', KEYS[5], ttl)
   redis.call('PEXPIRE', KEYS[1], ttl)
   return 1
+elseif op == 'hold' then
+  redis.call('SET', KEYS[5], ARGV[5], 'PX', ttl)
+  local held = redis.call('GET', KEYS[2])
+  if not held or string.sub(held, 1, 6) ~= 'lease '
+      or redis.call('EXISTS', KEYS[4]) == 1 then
+    return 0
+  end
+  redis.call('SET', KEYS[2], 'lease ' .. ARGV[4], 'PX', ttl)
+  lease_hold(KEYS[3], ARGV[4], ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return 1
 end
 return redis.error_reply('fsm store script: unknown operation')
 """
@@ -258,6 +280,11 @@ TTL in milliseconds.
   the TTLs of the answer KEYS[5] and the session's record KEYS[1] (neither made): 1;
   else 0, nothing changed. The checks and the writes are one script, so of concurrent
   takers exactly one wins.
+* ``hold``: set the answer KEYS[5] to ARGV[5] (JSON) with the TTL; then, while the claim
+  KEYS[2] was won under a lease and no mark KEYS[4] exists, make ARGV[4] its owner
+  whether the lease key KEYS[3] still holds another owner or is gone (the claim
+  rewritten with the TTL, the lease key set for ARGV[3] milliseconds) and refresh the
+  session record's TTL (KEYS[1]): 1; else 0, only the answer written.
 
 The lease key is kept by the Redis link's lease functions
 (:data:`fsm.durable.redis_link.LEASE_LUA`), as the durable store's owner lease is."""
@@ -572,6 +599,30 @@ class RedisStore:
         text = json.dumps(dict(answer), separators=(",", ":"))
         key = self.key(session, "answer", request_key(request_id))
         await self._send("save_answer", "SET", key, text, "PX", self._ttl_ms)
+
+    async def hold_answer(
+        self,
+        session: str,
+        request_id: RequestId,
+        answer: Mapping[str, Any],
+        owner: str,
+        lease_s: float,
+    ) -> bool:
+        """See :meth:`fsm.gateway.store.StateStore.hold_answer`: one script (the answer
+        set; the claim and the mark checked, the claim and the lease key written for
+        ``owner``, in Redis: no watcher reads the answer stored without its submitter's
+        lease). ``TypeError`` before any IO for an answer that is not JSON-serialisable."""
+        check_lease(owner, lease_s)
+        text = json.dumps(dict(answer), separators=(",", ":"))
+        rkey = request_key(request_id)
+        keys = [
+            *self._claim_keys(session, rkey),
+            self.key(session, "submitted", rkey),
+            self.key(session, "answer", rkey),
+        ]
+        lease_ms = link.millis(lease_s)
+        got = await self._script("hold_answer", keys, "hold", self._ttl_ms, lease_ms, owner, text)
+        return int(got) == 1
 
     async def answer_of(self, session: str, request_id: RequestId) -> Mapping[str, Any] | None:
         """The kept answer, or ``None``; a stored value that is not a JSON object raises

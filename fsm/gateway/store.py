@@ -36,6 +36,12 @@ what two replicas behind one load balancer must agree on is kept here, per sessi
   sent again only when a replica dies between its POST and its mark.
 * **answers**: the answer a client gave to a claimed request, so that a replica that sees
   the server ask again can resubmit it instead of asking the person.
+* **submitter leases**: a replica that takes the client's answer to a request another
+  replica holds (a replay brought the prompt there, its claim lost) stores it and takes
+  the claim's lease in one step (:meth:`StateStore.hold_answer`), whether the holder lives
+  or not: it submits the answer under a lease of its own, renewed while its submission is
+  under way, so no watcher takes the claim over while it lives; should it die, its lease
+  lapses and a survivor takes over and submits the stored answer.
 * **cursors**: per stream, the newest event the gateway passed on, as a
   :class:`Cursor` (the upstream event id and the stream's position), so that a resume
   landing on another replica is sent upstream from the newest event, not from a stale
@@ -265,6 +271,35 @@ class StateStore(Protocol):
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]
     ) -> None:
         """Keep the client's answer (a JSON object) to a claimed request."""
+        ...
+
+    async def hold_answer(
+        self,
+        session: str,
+        request_id: RequestId,
+        answer: Mapping[str, Any],
+        owner: str,
+        lease_s: float,
+    ) -> bool:
+        """Keep ``answer`` as :meth:`save_answer` does and, in the same atomic step, make
+        ``owner`` the holder of ``request_id``'s claim under a new lease of ``lease_s``
+        seconds, whoever held it and whether or not that lease lapsed: only while the
+        claim stands, was won under a lease, and its answer's submission is not marked
+        (:meth:`mark_submitted`); the TTLs of the claim, the answer and the session's
+        record refreshed: ``True``. Otherwise ``False``: the answer kept all the same,
+        the claim unchanged (no claim, one won without a lease, or marked).
+
+        For a replica that took the client's answer to a request another replica holds
+        (its guard was replayed the request; its claim lost) and will submit it: from
+        this step on, its submission is under a lease of its own, which it renews
+        (:meth:`renew`) while the submission is under way and marks when it ended. The
+        previous holder's renewals fail from then (its prompt was answered elsewhere); a
+        watcher finds a live lease, never a stored answer whose holder's lease lapsed
+        while its submitter lives, so :meth:`take_over` refuses until the submitter dies
+        (its lease lapses: a survivor then takes over and submits the stored answer).
+        ``lease_s`` > 0 with a non-empty ``owner``, else :class:`ValueError`, and an
+        ``answer`` the store cannot keep (one that is not JSON, for a store that keeps
+        JSON) :class:`TypeError`, both before any IO."""
         ...
 
     async def answer_of(self, session: str, request_id: RequestId) -> Mapping[str, Any] | None:
@@ -510,6 +545,26 @@ class MemoryStore:
         self, session: str, request_id: RequestId, answer: Mapping[str, Any]
     ) -> None:
         self._put(("answer", session, request_key(request_id)), dict(answer))
+
+    async def hold_answer(
+        self,
+        session: str,
+        request_id: RequestId,
+        answer: Mapping[str, Any],
+        owner: str,
+        lease_s: float,
+    ) -> bool:
+        check_lease(owner, lease_s)
+        rkey = request_key(request_id)
+        key = ("claim", session, rkey)
+        held = self._get(key)
+        self._put(("answer", session, rkey), dict(answer))
+        # a claim won without a lease has no lease to hand on; a marked one is settled
+        if not isinstance(held, _Held) or held.lease_until is None or held.submitted:
+            return False
+        self._put(key, _Held(owner, self._clock() + lease_s))
+        self._refresh(("session", session, ""))
+        return True
 
     async def answer_of(self, session: str, request_id: RequestId) -> Mapping[str, Any] | None:
         value = self._get(("answer", session, request_key(request_id)))

@@ -14,7 +14,11 @@ submission was marked is not followed by a second; and a replica runs one watche
 prompt, however many of its copies lost the claim. The survivor that took a claim over
 retries a retryable failure of its send, and its session is not let go for room
 meanwhile; a holder whose mark failed keeps its lease until the mark lands; an answer a
-live replica relayed is marked before it is stored, so no survivor sends it again.
+live replica relayed is marked before it is stored, so no survivor sends it again. A
+replica that was replayed the prompt and takes the answer while the holder lives
+submits it under the claim's lease, handed to it as the answer is stored
+(:meth:`~fsm.gateway.store.StateStore.hold_answer`): the holder's death lets no survivor
+send it too, and the submitter's death leaves it to the holder.
 
 No sleep provokes an order: the upstream is scripted (its replays by turn), a replica's
 store calls are held or counted where a test needs an order, and every wait is for a
@@ -293,19 +297,19 @@ async def replayed_on_second(
     gap: anyio.Event,
     watch3: Watchers,
     lost: anyio.Event,
-) -> AsyncIterator[None]:
+) -> AsyncIterator[httpx2.Response]:
     """The prompt shown on replica 1; the client resumes on replica 3 from it (3 then
     watches 1's claim: ``watch3`` begun) and leaves, then resumes on replica 2 from the
     event before it, so 2 is replayed the prompt and loses its claim (``lost`` set). That
-    resume stays open while the block runs."""
+    resume (yielded) stays open while the block runs."""
     r1, r2, r3 = replicas
     seen = await prompt_then_leave(http, r1.url, gap)
     stale, prompt_id = ids_of(seen, "progress"), ids_of(seen, "elicitation/create")
     await resume_then_leave(http, r3.url, prompt_id)
     await watch3.begun()
-    async with resumed(http, r2.url, stale):
+    async with resumed(http, r2.url, stale) as moved:
         await until_set(lost)
-        yield
+        yield moved
 
 
 async def resume_then_leave(http: httpx2.AsyncClient, url: str, last_event_id: str) -> None:
@@ -573,7 +577,8 @@ class MarkView(View):
     :attr:`fail_marks` times (a blip of the store), or is held until :attr:`mark_go` while
     :attr:`hold_marks` is set (:attr:`marking` set once one is asked for); a won
     ``take_over`` sets :attr:`took`, its reply held until :attr:`take_go` while
-    :attr:`hold_take` is set (a store answering a moment late)."""
+    :attr:`hold_take` is set (a store answering a moment late); a ``hold_answer`` that
+    gave this replica the claim sets :attr:`took` and :attr:`held_answer`."""
 
     def __init__(self, store: Any, **kw: Any) -> None:
         super().__init__(store, **kw)
@@ -584,6 +589,7 @@ class MarkView(View):
         self.took = anyio.Event()
         self.hold_take = False
         self.take_go = anyio.Event()
+        self.held_answer = anyio.Event()
 
     async def mark_submitted(self, session: str, request_id: RequestId) -> bool:
         self.marking.set()
@@ -602,6 +608,15 @@ class MarkView(View):
             self.took.set()
             if self.hold_take:
                 await self.take_go.wait()
+        return got
+
+    async def hold_answer(
+        self, session: str, request_id: RequestId, answer: Any, owner: str, lease_s: float
+    ) -> bool:
+        got = bool(await self.store.hold_answer(session, request_id, answer, owner, lease_s))
+        if got:
+            self.took.set()
+            self.held_answer.set()
         return got
 
 
@@ -1004,6 +1019,84 @@ async def test_a_replayed_replica_taking_a_lapsed_claims_answer_takes_it_over_fi
     assert not third.took.is_set(), "replica 3 took over the claim 2 stored its answer under"
     assert answers(up) == [{"action": "accept"}]
     assert second.took.is_set() and status.submitted and status.owner == r2.gateway.replica
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_a_replayed_replica_submitting_while_the_holder_lives_holds_a_lease(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Three replicas. Replica 1 shows the prompt and lives; replica 2 was replayed the
+    prompt (its claim lost; its guard has it presented) and the client answers there:
+    2 stores the answer and takes the claim's lease in one step, and its guard submits
+    it; the server holds that POST. Replica 1 dies (its lease is gone) while replica 3
+    watches the claim for two leases: it finds 2's live lease, never a dead holder's
+    unmarked answer, and sends nothing. Exactly one answer POST reaches the server, and
+    the call ends with its result."""
+    up = scripted.Upstream()
+    later = [scripted.sse("e1", PROMPT), *answered_then_result(up)]
+    gap = runs_on_after_prompt(up, later)
+    slow = HoldAnswer(up)
+    async with shared_store(kind, request, 3) as (one, two, three):
+        first = View(one, drop_cursors=True)
+        second = MarkView(two, drop_cursors=True)
+        third = CountView(three, drop_cursors=True)
+        third.held = True  # 3 reads the claim only once 1 is dead
+        views = (first, second, third)
+        async with fronted(up, views, (None, slow, None)) as ((r1, r2, r3), http):
+            watch3 = Watchers(r3.gateway)
+            async with replayed_on_second(http, (r1, r2, r3), gap, watch3, second.lost) as moved:
+                a = await http.post(r2.url, json=scripted.ANSWER, headers=HEAD)
+                await until_set(slow.arrived)  # 2's guard submits it; the server holds it
+                r1.kill()
+                await reads_through_a_slow_send(third, slow)
+                got = await scripted.read_until(moved.aiter_raw(), RESULT)
+                await watch3.all_ended()
+            status = await two.claim_status(scripted.SID, 1)
+    assert a.status_code == 202
+    assert answers(up) == [{"action": "accept"}], "the answer reached the server twice"
+    assert not third.took.is_set(), "replica 3 took over a claim whose submission was under way"
+    assert last_message(got) == scripted.result(7)
+    assert second.held_answer.is_set()
+    assert status.submitted and status.owner == r2.gateway.replica
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_a_replayed_replica_dead_mid_submission_leaves_the_answer_to_the_holder(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Three replicas. Replica 1 shows the prompt and lives; replica 2 was replayed the
+    prompt and the client answers there: 2 holds the claim's lease and its guard
+    submits the answer, but the POST never gets through, and 2 dies. Replica 1's
+    renewals are refused from the moment 2 took the lease (no fault: it watches the
+    claim instead); once 2's lease lapsed, replica 1 takes the claim over and its guard
+    sends the stored answer (3, which would too, is held from reading the claim). The
+    answer reaches the server once and is marked."""
+    up = scripted.Upstream()
+    gap = runs_on_after_prompt(up, [scripted.sse("e1", PROMPT), anyio.Event()])
+    dying = Swallow(up)
+    async with shared_store(kind, request, 3) as (one, two, three):
+        first = MarkView(one, drop_cursors=True)
+        second = MarkView(two, drop_cursors=True)
+        third = CountView(three, drop_cursors=True)
+        third.held = True  # only the holder is let act
+        views = (first, second, third)
+        async with fronted(up, views, (None, dying, None)) as ((r1, r2, r3), http):
+            watch1, watch3 = Watchers(r1.gateway), Watchers(r3.gateway)
+            async with replayed_on_second(http, (r1, r2, r3), gap, watch3, second.lost):
+                a = await http.post(r2.url, json=scripted.ANSWER, headers=HEAD)
+                await dies_sending(r2, dying)
+                await watch1.begun()  # 1's renewal was refused: it watches the claim
+                with anyio.fail_after(STEP):
+                    await up.wait_until(lambda u: len(answers(u)) > 0)
+                await until_set(first.took)
+                await settled_on(r1)
+                await watch1.all_ended()
+            status = await one.claim_status(scripted.SID, 1)
+            failures = dict(r1.gateway._sessions[scripted.SID].engine.failures.items())
+    assert a.status_code == 202 and dying.held == 1 and second.held_answer.is_set()
+    assert answers(up) == [{"action": "accept"}]
+    assert status.submitted and status.owner == r1.gateway.replica
+    assert failures == {}
 
 
 async def test_a_survivor_submitting_through_its_guard_slowly_keeps_its_lease() -> None:

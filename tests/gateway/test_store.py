@@ -295,6 +295,7 @@ def _every_operation(store: StateStore) -> list[tuple[str, Callable[[], Awaitabl
         ("answer_of", lambda: store.answer_of("s", 1)),
         ("mark_submitted", lambda: store.mark_submitted("s", 100)),
         ("take_over", lambda: store.take_over("s", 100, "b", 30)),
+        ("hold_answer", lambda: store.hold_answer("s", 101, {"a": 1}, "b", 30)),
         ("end_session", lambda: store.end_session("t", "gone")),
         ("session_ended", lambda: store.session_ended("s")),
     ]
@@ -649,7 +650,7 @@ async def test_failures_log_no_session_request_answer_or_password(
         finally:
             await store.aclose()
             await intruder.aclose()
-    assert len(errors) == 6 + 2 * 16
+    assert len(errors) == 6 + 2 * 17
     for error in errors:
         assert not any(secret in str(error) for secret in secrets), error
     loud = [r for r in caplog.records if r.levelno >= logging.INFO]

@@ -16,6 +16,7 @@ import asyncio
 import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -309,6 +310,119 @@ async def test_a_take_over_keeps_the_answer_as_long_as_the_claim(shared: Shared)
     assert await two.claim_status("s", 1) == status(owner="b", answer=answer, lease_lapsed=True)
     assert await one.take_over("s", 1, "c", LEASE_S) is True
     assert await two.claim("s", 2) is True  # the session's record was kept too
+
+
+async def test_an_answer_held_by_its_submitter_is_under_its_lease(shared: Shared) -> None:
+    """``hold_answer``: a replica that takes the client's answer to a request another
+    replica holds (alive) stores it and takes the claim's lease in one step: from then
+    the holder's renewals are refused, no watcher can take the claim over while the
+    submitter renews its lease, and its mark settles it. A submitter that dies leaves
+    the stored answer under a lease that lapses: one survivor then takes it over, the
+    old holder among the candidates."""
+    one, two, three = shared.replica(), shared.replica(), shared.replica()
+    await one.begin_session("s")
+    answer = {"action": "accept"}
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    assert await two.hold_answer("s", 1, answer, "b", LEASE_S) is True  # a lives
+    assert await three.claim_status("s", 1) == status(owner="b", answer=answer)
+    assert await one.renew("s", 1, "a", LEASE_S) is False  # answered elsewhere
+    assert await three.take_over("s", 1, "c", LEASE_S) is False  # b submits it
+    await shared.advance(8)
+    assert await two.renew("s", 1, "b", LEASE_S) is True
+    await shared.advance(8)  # 16 s after the hold, 8 after the renewal
+    assert await three.take_over("s", 1, "c", LEASE_S) is False
+    assert await one.take_over("s", 1, "a", LEASE_S) is False
+    assert await three.claim_status("s", 1) == status(owner="b", answer=answer)
+    await shared.advance(LEASE_S + 1)  # b died mid-submission
+    assert await three.claim_status("s", 1) == status(owner="b", answer=answer, lease_lapsed=True)
+    assert await two.renew("s", 1, "b", LEASE_S) is False  # lapsed: final for b
+    assert await one.take_over("s", 1, "a", LEASE_S) is True  # the old holder sends it
+    assert await three.take_over("s", 1, "c", LEASE_S) is False
+    assert await one.mark_submitted("s", 1) is True
+    got = await three.claim_status("s", 1)
+    assert got == status(owner="a", answer=answer, submitted=True)
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is False  # never again
+
+
+async def test_an_answer_held_after_the_holder_lapsed_takes_the_claim(shared: Shared) -> None:
+    """``hold_answer`` on a claim whose holder's lease lapsed (no answer yet: the holder
+    died with the prompt, and a replay brought it to the submitter) makes the submitter
+    its holder as ``take_over`` would: a watcher's ``take_over`` is refused while the
+    submitter's lease holds. Its TTLs are refreshed as a take-over's are."""
+    one, two, three = shared.replica(), shared.replica(), shared.replica()
+    await one.begin_session("s")
+    answer = {"action": "accept"}
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    await shared.advance(3000)  # the lease lapsed; the claim has 600 s left
+    assert await three.claim_status("s", 1) == status(lapsed=True)
+    assert await two.hold_answer("s", 1, answer, "b", LEASE_S) is True
+    assert await three.claim_status("s", 1) == status(owner="b", answer=answer)
+    assert await three.take_over("s", 1, "c", LEASE_S) is False
+    assert await one.renew("s", 1, "a", LEASE_S) is False
+    await shared.advance(3000)  # each entry would have expired 2400 s ago
+    got = await three.claim_status("s", 1)
+    assert got == status(owner="b", answer=answer, lease_lapsed=True)
+    assert await three.claim("s", 2) is True  # the session's record was kept too
+
+
+async def test_an_answer_held_without_a_leased_unmarked_claim_is_kept_only(
+    shared: Shared,
+) -> None:
+    """``hold_answer`` is ``False`` and gives no lease for a claim marked submitted (its
+    lease live or lapsed), one won without a lease, one never claimed (another id,
+    ``"1"`` for ``1``, another session) and one expired: the answer is kept all the same,
+    as ``save_answer`` keeps it, and the claim's status is otherwise unchanged. A
+    submitter that holds the claim already holds it again (its lease renewed). Bad lease
+    terms and an answer that is not JSON are refused before anything is written."""
+    one, two = shared.replica(), shared.replica()
+    await one.begin_session("s")
+    answer = {"action": "accept"}
+    assert await one.claim("s", 1, owner="a", lease_s=LEASE_S) is True
+    assert await one.claim("s", 2, owner="a", lease_s=LEASE_S) is True
+    assert await one.claim("s", 3) is True
+    assert await one.mark_submitted("s", 1) is True
+    await shared.advance(LEASE_S + 1)
+    assert await one.claim("s", 4, owner="a", lease_s=LEASE_S) is True
+    assert await one.mark_submitted("s", 2) is True  # marked after the lapse
+    for request_id in (1, 2, 3, "1", 5):
+        before = await two.claim_status("s", request_id)
+        assert await two.hold_answer("s", request_id, answer, "b", LEASE_S) is False
+        assert await two.claim_status("s", request_id) == replace(before, answer=answer)
+    assert await two.hold_answer("other session", 4, answer, "b", LEASE_S) is False
+    assert await one.answer_of("other session", 4) == answer
+    for bad in ((answer, "", LEASE_S), (answer, "b", 0.0), (answer, "b", math.inf)):
+        with pytest.raises(ValueError):
+            await two.hold_answer("s", 4, *bad)
+    if not isinstance(two, MemoryStore):  # the memory store keeps any object
+        with pytest.raises(TypeError):
+            await two.hold_answer("s", 4, {"x": object()}, "b", LEASE_S)
+    assert await two.claim_status("s", 4) == status()
+    assert await two.hold_answer("s", 4, answer, "b", LEASE_S) is True
+    assert await two.hold_answer("s", 4, answer, "b", LEASE_S) is True  # held: again
+    assert await one.claim_status("s", 4) == status(owner="b", answer=answer)
+    await shared.advance(3600)  # the claim expired
+    assert await two.hold_answer("s", 4, answer, "b", LEASE_S) is False
+    got = await two.claim_status("s", 4)
+    assert got == status(claimed=False, owner=None, answer=answer)
+
+
+async def test_concurrent_submitters_holding_an_answer_one_holds_last(shared: Shared) -> None:
+    """``hold_answer`` is one atomic step: of concurrent submitters each holds the claim
+    in turn and the last one keeps it; only it renews the lease, and the status names it
+    with the answer stored."""
+    replicas = [shared.replica(), shared.replica()]
+    await replicas[0].begin_session("s")
+    assert await replicas[0].claim("s", 1, owner="holder", lease_s=LEASE_S)
+    held = await asyncio.gather(
+        *(replicas[n % 2].hold_answer("s", 1, {"n": n}, f"r{n}", LEASE_S) for n in range(20))
+    )
+    assert held == [True] * 20
+    got = await replicas[1].claim_status("s", 1)
+    assert got.owner is not None and got.answer == {"n": int(got.owner[1:])}
+    renewed = await asyncio.gather(
+        *(replicas[n % 2].renew("s", 1, f"r{n}", LEASE_S) for n in range(20))
+    )
+    assert renewed == [f"r{n}" == got.owner for n in range(20)]
 
 
 async def test_a_claim_without_a_lease_never_lapses(shared: Shared) -> None:
