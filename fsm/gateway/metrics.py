@@ -40,6 +40,7 @@ from typing import Any, Unpack
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from fsm.gateway.store import (
+    Answer,
     ClaimStatus,
     ClaimTerms,
     Cursor,
@@ -233,12 +234,7 @@ class TimedStore:
         await self._timed("save_answer", self.store.save_answer(session, request_id, answer))
 
     async def hold_answer(
-        self,
-        session: str,
-        request_id: RequestId,
-        answer: Mapping[str, Any],
-        owner: str,
-        lease_s: float,
+        self, session: str, request_id: RequestId, answer: Answer, owner: str, lease_s: float
     ) -> bool:
         return bool(
             await self._timed(

@@ -148,6 +148,7 @@ from fsm.durable.redis_link import (
 from fsm.gateway.store import (
     DEFAULT_TTL_S,
     MAX_OPEN_CLAIMS,
+    Answer,
     ClaimStatus,
     ClaimTerms,
     Cursor,
@@ -601,12 +602,7 @@ class RedisStore:
         await self._send("save_answer", "SET", key, text, "PX", self._ttl_ms)
 
     async def hold_answer(
-        self,
-        session: str,
-        request_id: RequestId,
-        answer: Mapping[str, Any],
-        owner: str,
-        lease_s: float,
+        self, session: str, request_id: RequestId, answer: Answer, owner: str, lease_s: float
     ) -> bool:
         """See :meth:`fsm.gateway.store.StateStore.hold_answer`: one script (the answer
         set; the claim and the mark checked, the claim and the lease key written for

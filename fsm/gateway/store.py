@@ -78,6 +78,7 @@ __all__ = [
     "DEFAULT_LEASE_S",
     "DEFAULT_TTL_S",
     "MAX_OPEN_CLAIMS",
+    "Answer",
     "ClaimLapsedError",
     "ClaimStatus",
     "ClaimTerms",
@@ -109,6 +110,10 @@ leave the lease held."""
 
 RequestId = int | str
 """A JSON-RPC request id as the server sent it (``1`` and ``"1"`` are different keys)."""
+
+Answer = Mapping[str, Any]
+"""A client's answer to a server request as the store keeps it: the JSON-RPC ``result``
+object (``{"action": "accept", "content": {...}}``)."""
 
 
 def request_key(request_id: RequestId) -> str:
@@ -274,12 +279,7 @@ class StateStore(Protocol):
         ...
 
     async def hold_answer(
-        self,
-        session: str,
-        request_id: RequestId,
-        answer: Mapping[str, Any],
-        owner: str,
-        lease_s: float,
+        self, session: str, request_id: RequestId, answer: Answer, owner: str, lease_s: float
     ) -> bool:
         """Keep ``answer`` as :meth:`save_answer` does and, in the same atomic step, make
         ``owner`` the holder of ``request_id``'s claim under a new lease of ``lease_s``
@@ -547,12 +547,7 @@ class MemoryStore:
         self._put(("answer", session, request_key(request_id)), dict(answer))
 
     async def hold_answer(
-        self,
-        session: str,
-        request_id: RequestId,
-        answer: Mapping[str, Any],
-        owner: str,
-        lease_s: float,
+        self, session: str, request_id: RequestId, answer: Answer, owner: str, lease_s: float
     ) -> bool:
         check_lease(owner, lease_s)
         rkey = request_key(request_id)
