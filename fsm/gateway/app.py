@@ -1890,12 +1890,15 @@ class Gateway:
             lease, never a stored answer whose holder's lease lapsed while this
             submission is under way; should this replica die, its lease lapses and a
             survivor takes over and sends the answer. The old holder's renewals fail
-            from then, and it watches the claim (:meth:`_renew`). One relayed from here
-            whose mark failed (:attr:`_Session.unmarked`) is not kept: it went upstream
-            already."""
+            from then, and it watches the claim (:meth:`_renew`). A hold whose reply was
+            lost (the store unreachable) is renewed all the same: had it not landed, the
+            renewal is refused and this replica watches the claim instead. One relayed
+            from here whose mark failed (:attr:`_Session.unmarked`) is not kept: it went
+            upstream already."""
             sid = session.engine.session
             if not sid:
                 return
+            handing = False
             try:
                 unseen = session.engine.guard.state_of(key) is None
                 if unseen and key[1] in session.unmarked:
@@ -1906,6 +1909,7 @@ class Gateway:
                 if unseen and not (await self._store.claim_status(sid, key[1])).claimed:
                     return
                 held_here = key[1] in session.claimed  # this replica's claim already
+                handing = not (unseen or held_here)  # the hold may land, its reply lost
                 if unseen or held_here:
                     await self._store.save_answer(sid, key[1], answer)
                 elif await self._store.hold_answer(
@@ -1914,6 +1918,8 @@ class Gateway:
                     session.claimed.add(key[1])  # renewed while its guard submits
             except StoreUnavailableError as exc:  # this replica still submits it
                 logger.warning("answer not written ahead: %s", exc)
+                if handing:  # renewed in case it landed (else refused: _renew watches)
+                    session.claimed.add(key[1])
 
         return keep
 

@@ -1060,6 +1060,58 @@ async def test_a_replayed_replica_submitting_while_the_holder_lives_holds_a_leas
     assert status.submitted and status.owner == r2.gateway.replica
 
 
+class HoldReplyLost(View):
+    """:class:`View`, whose ``hold_answer`` runs on the shared store and then raises
+    ``StoreUnavailableError`` (the store took it; its reply was lost: :attr:`ran` set)."""
+
+    def __init__(self, store: Any, **kw: Any) -> None:
+        super().__init__(store, **kw)
+        self.ran = anyio.Event()
+
+    async def hold_answer(
+        self, session: str, request_id: RequestId, answer: Any, owner: str, lease_s: float
+    ) -> bool:
+        await self.store.hold_answer(session, request_id, answer, owner, lease_s)
+        self.ran.set()
+        raise StoreUnavailableError("redis store: hold_answer reply lost")
+
+
+async def test_a_replayed_replica_whose_hold_reply_was_lost_still_renews_its_lease() -> None:
+    """Three replicas. Replica 1 shows the prompt and lives; replica 2 was replayed the
+    prompt and the client answers there: 2's ``hold_answer`` lands (the answer stored,
+    the claim's lease handed to 2) but its reply is lost. 2 renews that lease all the
+    same while its guard submits; the server holds that POST for two leases while
+    replica 1, its renewal refused, watches the claim: it finds 2's live lease and sends
+    nothing. Exactly one answer POST reaches the server, and the call ends with its
+    result."""
+    up = scripted.Upstream()
+    later = [scripted.sse("e1", PROMPT), *answered_then_result(up)]
+    gap = runs_on_after_prompt(up, later)
+    slow = HoldAnswer(up)
+    store = MemoryStore()
+    first = CountView(store, drop_cursors=True)
+    second = HoldReplyLost(store, drop_cursors=True)
+    third = CountView(store, drop_cursors=True)
+    third.held = True  # only the holder watches
+    async with fronted(up, (first, second, third), (None, slow, None)) as ((r1, r2, r3), http):
+        watch1, watch3 = Watchers(r1.gateway), Watchers(r3.gateway)
+        async with replayed_on_second(http, (r1, r2, r3), gap, watch3, second.lost) as moved:
+            a = await http.post(r2.url, json=scripted.ANSWER, headers=HEAD)
+            await until_set(second.ran, slow.arrived)  # 2's guard submits it; held
+            await watch1.begun()  # 1's renewal was refused: it watches the claim
+            first.reads = 0
+            await first.until(lambda: first.reads >= ENOUGH_READS or first.took.is_set())
+            slow.release.set()
+            got = await scripted.read_until(moved.aiter_raw(), RESULT)
+            await watch1.all_ended()
+        status = await store.claim_status(scripted.SID, 1)
+    assert a.status_code == 202
+    assert answers(up) == [{"action": "accept"}], "the answer reached the server twice"
+    assert not first.took.is_set(), "replica 1 took over a claim whose submission was under way"
+    assert last_message(got) == scripted.result(7)
+    assert status.submitted and status.owner == r2.gateway.replica
+
+
 @pytest.mark.parametrize("kind", ["memory", "redis"])
 async def test_a_replayed_replica_dead_mid_submission_leaves_the_answer_to_the_holder(
     kind: str, request: pytest.FixtureRequest
