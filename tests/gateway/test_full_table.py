@@ -272,27 +272,44 @@ async def test_a_session_whose_answer_submission_ended_makes_room_for_the_next()
     assert held == [served.headers["mcp-session-id"]]
 
 
-async def test_a_session_whose_presented_prompt_ended_makes_room_for_the_next() -> None:
+def _abandoned(e: Any, key: Any) -> None:
+    """A's prompt ends as the replica's claim watcher ends one whose holder's lease
+    lapsed elsewhere: its stream abandoned."""
+    stream = e.guard.stream_of(key)
+    assert stream is not None
+    e.feed(events.StreamAbandoned(stream, "claim-lapsed", "the stream's lease lapsed"))
+
+
+def _answered_elsewhere(e: Any, key: Any) -> None:
+    """A's prompt ends as answered upstream (``SessionIO.answered_upstream``, what the
+    claim watcher does when the store says another replica submitted A's answer)."""
+    e.answered_upstream(key, scripted.ANSWER["result"], SubmissionResult(202, None), tell=False)
+
+
+@pytest.mark.parametrize(
+    "end", [_abandoned, _answered_elsewhere], ids=["abandoned", "answered-elsewhere"]
+)
+async def test_a_session_whose_presented_prompt_ended_makes_room_for_the_next(
+    end: Callable[[Any, Any], None],
+) -> None:
     """At ``max_sessions`` (1), A's prompt is shown here and A's connection breaks: a new
     session is refused ``503`` (the prompt keeps A's session). Then A's prompt ends with
-    no request of A's session: its stream is abandoned, as the replica's claim watcher
-    abandons one another replica's lapsed lease ended. The next new session is served,
-    A's let go for it."""
+    no request of A's session (``end``: its stream abandoned, or answered through another
+    replica). The next new session is served, A's let go for it."""
     inner = scripted.asking(scripted.Upstream(issue_sessions=True))
     async with room.at_one_session(inner) as (gw, http):
         sid, _, session = await room.a_prompt_left(gw, http)
         refused = await room.new_session(http, gw.url)
         e = session.engine
         key = (sid, 1)
-        stream = e.guard.stream_of(key)
-        assert e.guard.state_of(key) == "presented" and stream is not None
-        e.feed(events.StreamAbandoned(stream, "claim-lapsed", "the stream's lease lapsed"))
+        assert e.guard.state_of(key) == "presented"
+        end(e, key)
         ended = e.guard.state_of(key)
         served = await room.new_session(http, gw.url)
         held = sorted(gw.gateway._sessions)
     assert refused.status_code == 503
     assert ended != "presented"
-    assert served.status_code == 200
+    assert served.status_code == 200, f"refused {served.status_code} once A's prompt ended"
     assert held == [served.headers["mcp-session-id"]]
 
 
@@ -379,29 +396,6 @@ async def test_room_is_made_by_letting_go_the_least_recently_used_droppable_sess
     assert (table, ended_first) == ([s, a, b], True)
     assert served.status_code == 200
     assert held == sorted([s, b, served.headers["mcp-session-id"]])
-
-
-async def test_a_session_whose_prompt_another_replica_answered_makes_room_for_the_next() -> None:
-    """At ``max_sessions`` (1), A's prompt is shown here and A's connection breaks: a new
-    session is refused ``503``. Then A's prompt ends with no request of A's session, as
-    answered upstream (``SessionIO.answered_upstream``, what the claim watcher does
-    when the store says another replica submitted A's answer). The next new session is
-    served, A's let go for it."""
-    inner = scripted.asking(scripted.Upstream(issue_sessions=True))
-    async with room.at_one_session(inner) as (gw, http):
-        sid, _, session = await room.a_prompt_left(gw, http)
-        refused = await room.new_session(http, gw.url)
-        e = session.engine
-        key = (sid, 1)
-        assert e.guard.state_of(key) == "presented"
-        e.answered_upstream(key, scripted.ANSWER["result"], SubmissionResult(202, None), tell=False)
-        ended = e.guard.state_of(key)
-        served = await room.new_session(http, gw.url)
-        held = sorted(gw.gateway._sessions)
-    assert refused.status_code == 503
-    assert ended != "presented"
-    assert served.status_code == 200, f"refused {served.status_code} once A's prompt ended"
-    assert held == [served.headers["mcp-session-id"]]
 
 
 async def test_of_few_droppable_sessions_among_many_the_least_recently_used_is_let_go() -> None:
